@@ -1,0 +1,248 @@
+// The event contract: every producer (tensorlib, interpose, importers) describes memory
+// history with these plain structs and hands them to the installed sinks. Header-only and
+// dependency-free (no SQLite, Qt or CUDA), see docs/architecture.md.
+//
+// Note [Event lifetime]
+// An Event is only valid for the duration of Sink::on_event. Spans and string views point
+// into the producer's memory (a tensor's sizes, an op name); a sink that keeps anything must
+// copy it. This keeps emission allocation-free.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace tidemark::events {
+
+enum class Kind : uint8_t {
+  segment_alloc,     // reserved memory grows
+  segment_free,      // reserved memory shrinks
+  segment_map,       // expandable segment: physical memory mapped into its range
+  segment_unmap,     // expandable segment: physical memory unmapped
+  alloc,             // a block handed to a caller
+  free_requested,    // the caller released the block (allocated bytes drop)
+  free_completed,    // the block is reusable (active bytes drop)
+  empty_cache,       // cached segments released on request
+  alloc_retry,       // a failed segment allocation: cache freed and retried
+  oom,               // an allocation failed for good
+  storage_create,    // a storage (owner of one block) is born
+  storage_release,   // ... and dies
+  tensor_create,     // a tensor or view is born
+  tensor_release,    // ... and dies
+  category,          // a block's role changes
+  sync,              // the host waited on the device
+  memcpy,            // a host<->device copy
+  scope_push,        // module path, NVTX range or user scope opens
+  scope_pop,         // ... and closes
+  step,              // iteration boundary
+  mark,              // user annotation
+};
+inline constexpr int kNumKinds = static_cast<int>(Kind::mark) + 1;
+
+constexpr std::string_view kind_name(Kind k) {
+  constexpr std::string_view names[] = {
+      "segment_alloc", "segment_free",   "segment_map",    "segment_unmap",   "alloc",
+      "free_requested", "free_completed", "empty_cache",   "alloc_retry",     "oom",
+      "storage_create", "storage_release", "tensor_create", "tensor_release", "category",
+      "sync",           "memcpy",          "scope_push",    "scope_pop",       "step",
+      "mark"};
+  return names[static_cast<int>(k)];
+}
+
+// The role a block plays. `unknown` until a producer says otherwise.
+enum class Category : uint8_t {
+  unknown,
+  parameter,
+  gradient,
+  optimizer_state,
+  activation,  // saved for backward
+  input,
+  temporary,
+};
+
+constexpr std::string_view category_name(Category c) {
+  constexpr std::string_view names[] = {"unknown",         "parameter",  "gradient",
+                                        "optimizer_state", "activation", "input",
+                                        "temporary"};
+  return names[static_cast<int>(c)];
+}
+
+enum class DeviceType : int8_t { cpu = 0, cuda = 1 };
+
+struct DeviceId {
+  DeviceType type = DeviceType::cpu;
+  int8_t index = 0;  // -1 only for "current device" before resolution
+  friend bool operator==(DeviceId, DeviceId) = default;
+};
+
+enum class Pool : uint8_t { small, large };
+
+enum class SyncKind : uint8_t { device, stream, event, item, copy_to_host, data_dependent };
+
+constexpr std::string_view sync_kind_name(SyncKind k) {
+  constexpr std::string_view names[] = {"device", "stream",       "event",
+                                        "item",   "copy_to_host", "data_dependent"};
+  return names[static_cast<int>(k)];
+}
+
+enum class CopyDirection : uint8_t { host_to_device, device_to_host, device_to_device, host_to_host };
+
+// Payload of segment_*, alloc, free_requested, free_completed.
+struct BlockInfo {
+  uint64_t addr = 0;            // block (or segment) start
+  uint64_t size = 0;            // rounded size of the block / bytes of the segment change
+  uint64_t requested_size = 0;  // what the caller asked for (alloc and frees)
+  uint64_t stream = 0;
+  uint64_t segment = 0;  // start address of the segment holding the block
+  Pool pool = Pool::small;
+  Category category = Category::unknown;
+};
+
+// Payload of empty_cache, alloc_retry and oom: the numbers an OOM report needs.
+struct AllocatorInfo {
+  uint64_t requested_size = 0;  // the allocation that triggered the decision (0 for empty_cache)
+  uint64_t stream = 0;
+  uint64_t device_free = 0;   // free bytes on the device, as the device reports them
+  uint64_t device_total = 0;  // device capacity
+  uint64_t allocated = 0;     // allocated bytes at the time
+  uint64_t reserved = 0;      // reserved bytes at the time
+  uint64_t released = 0;      // bytes returned to the device by this decision
+};
+
+// Payload of storage_create / storage_release.
+struct StorageInfo {
+  uint64_t storage_id = 0;
+  uint64_t addr = 0;  // data pointer (0 for an empty storage)
+  uint64_t nbytes = 0;
+};
+
+// Payload of tensor_create / tensor_release. Release events carry ids only.
+struct TensorInfo {
+  uint64_t tensor_id = 0;
+  uint64_t storage_id = 0;
+  uint64_t base_id = 0;  // the tensor this one is a view of (0: not a view)
+  std::span<const int64_t> sizes;
+  std::span<const int64_t> strides;
+  int64_t storage_offset = 0;
+  std::string_view dtype;  // "float32", ...
+  std::string_view op;     // creating op ("empty", "view", "transpose", ...)
+};
+
+struct CategoryInfo {
+  uint64_t addr = 0;  // block address
+  Category category = Category::unknown;
+};
+
+struct SyncInfo {
+  SyncKind kind = SyncKind::device;
+  uint64_t stream = 0;
+  uint64_t duration_ns = 0;
+};
+
+struct MemcpyInfo {
+  CopyDirection direction = CopyDirection::host_to_host;
+  uint64_t bytes = 0;
+  uint64_t stream = 0;
+  bool pinned = false;
+  bool async = false;
+};
+
+// scope_push / scope_pop / step / mark. `name` is the module path, range or mark text.
+struct NameInfo {
+  std::string_view name;
+  uint64_t value = 0;  // step number for `step`; domain id for NVTX scopes
+};
+
+struct Event {
+  Kind kind = Kind::mark;
+  uint64_t ts_ns = 0;      // steady clock
+  uint64_t thread_id = 0;  // small integer, stable per thread
+  uint64_t seq = 0;        // global order of emission
+  DeviceId device;
+  union {
+    BlockInfo block;
+    AllocatorInfo allocator;
+    StorageInfo storage;
+    TensorInfo tensor;
+    CategoryInfo category;
+    SyncInfo sync;
+    MemcpyInfo memcpy;
+    NameInfo name;
+  };
+  Event() : block() {}
+};
+
+// A consumer of events. on_event may be called concurrently from many threads and must not
+// throw; Note [Event lifetime] says what it may keep.
+class Sink {
+ public:
+  virtual ~Sink() = default;
+  virtual void on_event(const Event& e) noexcept = 0;
+};
+
+// ---- Dispatch -------------------------------------------------------------------------
+// A fixed table of sink slots. With no sink installed, emit() costs one relaxed load and a
+// predictable branch (checked by bench/allocator_bench).
+
+inline constexpr int kMaxSinks = 8;
+
+namespace detail {
+inline std::atomic<int> g_num_sinks{0};
+inline std::atomic<Sink*> g_sinks[kMaxSinks];
+inline std::atomic<uint64_t> g_seq{0};
+inline std::atomic<uint64_t> g_next_thread{1};
+}  // namespace detail
+
+inline bool enabled() noexcept {
+  return detail::g_num_sinks.load(std::memory_order_relaxed) != 0;
+}
+
+// Installs a sink; returns false when all slots are taken. The caller keeps ownership.
+inline bool add_sink(Sink* s) noexcept {
+  for (auto& slot : detail::g_sinks) {
+    Sink* expected = nullptr;
+    if (slot.compare_exchange_strong(expected, s)) {
+      detail::g_num_sinks.fetch_add(1);
+      return true;
+    }
+  }
+  return false;
+}
+
+// Removes a sink. Emitters that already loaded the pointer may still call it: keep the sink
+// alive until the program's threads have quiesced (the recorder does so at stop()).
+inline void remove_sink(Sink* s) noexcept {
+  for (auto& slot : detail::g_sinks) {
+    Sink* expected = s;
+    if (slot.compare_exchange_strong(expected, nullptr)) {
+      detail::g_num_sinks.fetch_sub(1);
+      return;
+    }
+  }
+}
+
+inline uint64_t now_ns() noexcept {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+inline uint64_t current_thread_id() noexcept {
+  thread_local uint64_t id = detail::g_next_thread.fetch_add(1);
+  return id;
+}
+
+// Stamps the header (time, thread, sequence) and delivers to every sink. Call only after
+// checking enabled() so the disabled path stays one branch.
+inline void dispatch(Event& e) noexcept {
+  e.ts_ns = now_ns();
+  e.thread_id = current_thread_id();
+  e.seq = detail::g_seq.fetch_add(1, std::memory_order_relaxed);
+  for (auto& slot : detail::g_sinks) {
+    if (Sink* s = slot.load(std::memory_order_acquire)) s->on_event(e);
+  }
+}
+
+}  // namespace tidemark::events

@@ -1,0 +1,129 @@
+#include "tensorlib/core/tensor.h"
+
+#include <cstring>
+
+#include "tensorlib/core/shape_util.h"
+#include "tensorlib/cpu/loops.h"
+
+namespace tl {
+
+namespace ev = tidemark::events;
+
+namespace {
+std::atomic<uint64_t> g_next_tensor_id{1};
+}
+
+TensorImpl::TensorImpl(Storage storage, std::vector<int64_t> sizes, std::vector<int64_t> strides,
+                       int64_t storage_offset, ScalarType dtype)
+    : storage_(std::move(storage)),
+      sizes_(std::move(sizes)),
+      strides_(std::move(strides)),
+      storage_offset_(storage_offset),
+      dtype_(dtype),
+      id_(g_next_tensor_id.fetch_add(1)),
+      version_(std::make_shared<VersionCounter>()) {
+  TL_INTERNAL_ASSERT(sizes_.size() == strides_.size());
+  refresh();
+}
+
+TensorImpl::~TensorImpl() {
+  if (!ev::enabled()) return;
+  ev::Event e;
+  e.kind = ev::Kind::tensor_release;
+  e.device = storage_->device().event_id();
+  e.tensor = {};
+  e.tensor.tensor_id = id_;
+  e.tensor.storage_id = storage_->id();
+  e.tensor.base_id = base_ ? base_->id() : 0;
+  ev::dispatch(e);
+}
+
+void TensorImpl::set_origin(const char* op, std::shared_ptr<TensorImpl> base) {
+  op_ = op;
+  if (base) {
+    // Note [Views and version counters]: base is the root, the counter is shared.
+    base_ = base->base_ ? base->base_ : std::move(base);
+    version_ = base_->version_;
+  }
+  if (!ev::enabled()) return;
+  ev::Event e;
+  e.kind = ev::Kind::tensor_create;
+  e.device = storage_->device().event_id();
+  e.tensor = {};
+  e.tensor.tensor_id = id_;
+  e.tensor.storage_id = storage_->id();
+  e.tensor.base_id = base_ ? base_->id() : 0;
+  e.tensor.sizes = sizes_;
+  e.tensor.strides = strides_;
+  e.tensor.storage_offset = storage_offset_;
+  e.tensor.dtype = dtype_name(dtype_);
+  e.tensor.op = op_;
+  ev::dispatch(e);
+}
+
+void TensorImpl::set_sizes_and_strides(std::vector<int64_t> sizes, std::vector<int64_t> strides,
+                                       int64_t storage_offset) {
+  sizes_ = std::move(sizes);
+  strides_ = std::move(strides);
+  storage_offset_ = storage_offset;
+  refresh();
+}
+
+void TensorImpl::refresh() {
+  numel_ = detail::numel_of(sizes_);
+  // Contiguous: row-major strides, ignoring dims of size 1 (as PyTorch).
+  is_contiguous_ = true;
+  if (numel_ == 0) return;
+  int64_t expected = 1;
+  for (size_t i = sizes_.size(); i-- > 0;) {
+    if (sizes_[i] == 1) continue;
+    if (strides_[i] != expected) {
+      is_contiguous_ = false;
+      return;
+    }
+    expected *= sizes_[i];
+  }
+}
+
+int64_t Tensor::size(int64_t d) const {
+  TL_CHECK(dim() > 0, "size(", d, "): a 0-dim tensor has no dimensions");
+  return sizes()[detail::wrap_dim(d, dim())];
+}
+
+int64_t Tensor::stride(int64_t d) const {
+  TL_CHECK(dim() > 0, "stride(", d, "): a 0-dim tensor has no dimensions");
+  return strides()[detail::wrap_dim(d, dim())];
+}
+
+void* Tensor::data_ptr() const {
+  TL_CHECK(defined(), "data_ptr() called on an undefined tensor");
+  char* base = static_cast<char*>(storage()->data());
+  if (base == nullptr) return nullptr;
+  return base + storage_offset() * static_cast<int64_t>(element_size());
+}
+
+Scalar Tensor::item() const {
+  TL_CHECK(numel() == 1, "a Tensor with ", numel(), " elements cannot be converted to Scalar");
+  Tensor c = is_cpu() ? *this : to(Device(kCPU));
+  return TL_DISPATCH_ALL(dtype(), "item", [&]<typename T>() -> Scalar {
+    return Scalar(*static_cast<const T*>(c.data_ptr()));
+  });
+}
+
+std::string Tensor::toString() const {
+  std::ostringstream os;
+  os << *this;
+  return os.str();
+}
+
+namespace cpu {
+void check_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors) {
+    TL_CHECK(t->defined(), op, ": expected a defined tensor");
+    TL_CHECK(t->is_cpu(), op, ": expected CPU tensors, got a tensor on ", t->device(),
+             " (the CUDA backend is not available in this build)");
+  }
+}
+}  // namespace cpu
+
+}  // namespace tl

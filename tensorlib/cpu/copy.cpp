@@ -1,0 +1,77 @@
+// copy_, fill_ and dtype/device conversion.
+#include "tensorlib/core/make_tensor.h"
+#include "tensorlib/core/tensor.h"
+#include "tensorlib/cpu/loops.h"
+
+namespace tl {
+
+namespace cpu {
+
+// PyTorch refuses to write through a tensor where several elements share one memory location
+// (an expanded tensor), since the result would depend on iteration order.
+void check_no_internal_overlap(const char* op, const Tensor& t) {
+  for (int64_t i = 0; i < t.dim(); ++i) {
+    TL_CHECK(!(t.strides()[i] == 0 && t.sizes()[i] > 1), op,
+             ": unsupported operation: more than one element of the written-to tensor refers to "
+             "a single memory location. Please clone() the tensor before performing the "
+             "operation.");
+  }
+}
+
+}  // namespace cpu
+
+using cpu::check_no_internal_overlap;
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  cpu::check_cpu("copy_", {this, &src});
+  check_no_internal_overlap("copy_", *this);
+  Tensor s = src.sizes() == sizes() ? src : src.expand(sizes());
+  TL_DISPATCH_ALL(dtype(), "copy_", [&]<typename D>() {
+    TL_DISPATCH_ALL(s.dtype(), "copy_", [&]<typename S>() {
+      if constexpr (std::is_same_v<D, S>) {
+        if (is_contiguous() && s.is_contiguous()) {
+          if (numel() > 0 && data_ptr() != s.data_ptr())
+            std::memmove(data_ptr(), s.data_ptr(), nbytes());
+          return;
+        }
+      }
+      cpu::unary_kernel<D, S>(*this, s, [](S v) { return cpu::convert<D>(v); });
+    });
+  });
+  bump_version();
+  return *this;
+}
+
+Tensor& Tensor::fill_(const Scalar& value) {
+  cpu::check_cpu("fill_", {this});
+  check_no_internal_overlap("fill_", *this);
+  TL_DISPATCH_ALL(dtype(), "fill_", [&]<typename T>() {
+    const T v = value.to<T>();
+    cpu::StridedIter<1> it(sizes(), {this});
+    it.for_each_row([&](char** p, const int64_t* s, int64_t n) {
+      if (s[0] == sizeof(T)) {
+        T* o = reinterpret_cast<T*>(p[0]);
+        for (int64_t i = 0; i < n; ++i) o[i] = v;
+      } else {
+        for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p[0] + i * s[0]) = v;
+      }
+    });
+  });
+  bump_version();
+  return *this;
+}
+
+Tensor Tensor::to(ScalarType dtype, bool copy) const { return to(device(), dtype, copy); }
+Tensor Tensor::to(Device device, bool copy) const { return to(device, dtype(), copy); }
+Tensor Tensor::to(TensorOptions options, bool copy) const {
+  return to(options.device(), options.has_dtype() ? options.dtype() : dtype(), copy);
+}
+
+Tensor Tensor::to(Device device, ScalarType dtype, bool copy) const {
+  if (!copy && dtype == this->dtype() && device.resolved() == this->device()) return *this;
+  Tensor out = detail::make_tensor(sizes(), dtype, device, "to");
+  out.copy_(*this);
+  return out;
+}
+
+}  // namespace tl

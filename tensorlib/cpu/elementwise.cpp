@@ -1,0 +1,565 @@
+// Elementwise ops with broadcasting, PyTorch's type promotion, any strides, and in-place forms
+// that bump the version counter.
+#include <cmath>
+
+#include "tensorlib/core/make_tensor.h"
+#include "tensorlib/core/shape_util.h"
+#include "tensorlib/core/tensor.h"
+#include "tensorlib/cpu/loops.h"
+
+namespace tl {
+
+using cpu::convert;
+
+// ---- Broadcasting and type promotion ------------------------------------------------------
+
+std::vector<int64_t> broadcast_shapes(IntArrayRef a, IntArrayRef b) {
+  size_t n = std::max(a.size(), b.size());
+  std::vector<int64_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    TL_CHECK(da == db || da == 1 || db == 1, "cannot broadcast ", a, " with ", b,
+             ": the size of tensor a (", da, ") must match the size of tensor b (", db,
+             ") at non-singleton dimension ", i);
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+std::vector<Tensor> broadcast_tensors(TensorList tensors) {
+  std::vector<int64_t> shape;
+  for (const Tensor& t : tensors) shape = broadcast_shapes(shape, t.sizes());
+  std::vector<Tensor> out;
+  for (const Tensor& t : tensors) out.push_back(t.sizes() == IntArrayRef(shape) ? t : t.expand(shape));
+  return out;
+}
+
+namespace {
+
+// An operand of an elementwise op: a tensor, or a number wrapped in a 0-dim tensor (which
+// takes part in type promotion by category only, see result_type_of).
+struct Operand {
+  Tensor t;
+  bool wrapped = false;
+};
+
+Operand wrap(const Scalar& s) {
+  Tensor t = detail::make_tensor({}, s.type(), Device(kCPU), "scalar_tensor");
+  TL_DISPATCH_ALL(t.dtype(), "wrap", [&]<typename T>() { *t.data_ptr<T>() = s.to<T>(); });
+  return {t, true};
+}
+
+// PyTorch's result type: dimensioned tensors outrank zero-dim tensors, which outrank wrapped
+// numbers, except that a higher category (bool < integral < floating) always wins.
+ScalarType combine_categories(std::optional<ScalarType> higher, std::optional<ScalarType> lower) {
+  if (!higher) return lower.value_or(kFloat32);
+  if (is_floating_point(*higher)) return *higher;
+  if (lower && (*higher == kBool || is_floating_point(*lower))) return promote_types(*higher, *lower);
+  return *higher;
+}
+
+ScalarType result_type_of(std::initializer_list<const Operand*> ops) {
+  std::optional<ScalarType> dim, zero, wrapped;
+  auto update = [](std::optional<ScalarType>& slot, ScalarType t) {
+    slot = slot ? promote_types(*slot, t) : t;
+  };
+  for (const Operand* o : ops) {
+    if (o->wrapped) {
+      ScalarType t = o->t.dtype();
+      update(wrapped, is_floating_point(t) ? get_default_dtype() : t);
+    } else if (o->t.dim() == 0) {
+      update(zero, o->t.dtype());
+    } else {
+      update(dim, o->t.dtype());
+    }
+  }
+  std::optional<ScalarType> lower = zero || wrapped
+                                        ? std::optional<ScalarType>(combine_categories(zero, wrapped))
+                                        : std::nullopt;
+  return combine_categories(dim, lower);
+}
+
+// PyTorch's canCast: no float -> integer and no number -> bool for in-place results.
+bool can_cast(ScalarType from, ScalarType to) {
+  if (is_floating_point(from) && !is_floating_point(to)) return false;
+  if (from != kBool && to == kBool) return false;
+  return true;
+}
+
+void check_inplace_cast(ScalarType result, const Tensor& self) {
+  TL_CHECK(can_cast(result, self.dtype()), "result type ", result,
+           " can't be cast to the desired output type ", self.dtype());
+}
+
+Tensor as_dtype(const Tensor& t, ScalarType dt) { return t.dtype() == dt ? t : t.to(dt); }
+
+enum class BinaryOp { add, sub, mul, div, pow, eq, ne, lt, le, gt, ge };
+
+bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq; }
+
+const char* binary_name(BinaryOp op) {
+  constexpr const char* names[] = {"add", "sub", "mul", "div", "pow", "eq",
+                                   "ne",  "lt",  "le",  "gt",  "ge"};
+  return names[static_cast<int>(op)];
+}
+
+template <typename M>
+M int_pow(M base, M exp) {
+  if constexpr (std::is_integral_v<M> && !std::is_same_v<M, bool>) {
+    if (exp < 0) return base == 1 ? 1 : (base == -1 ? (exp % 2 ? -1 : 1) : 0);
+    M result = 1;
+    while (exp) {
+      if (exp & 1) result *= base;
+      base *= base;
+      exp >>= 1;
+    }
+    return result;
+  } else {
+    return static_cast<M>(std::pow(base, exp));
+  }
+}
+
+// Runs `op` over a (out dtype O) with operands already converted to the compute type T.
+template <typename T>
+void run_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b,
+                const Scalar& alpha) {
+  using M = std::conditional_t<std::is_same_v<T, bool>, int, opmath_t<T>>;
+  const M al = alpha.to<M>();
+  switch (op) {
+    case BinaryOp::add:
+      if (al == M(1)) {
+        cpu::binary_kernel<T, T, T>(out, a, b, [](T x, T y) { return convert<T>(M(x) + M(y)); });
+      } else {
+        cpu::binary_kernel<T, T, T>(out, a, b,
+                                    [al](T x, T y) { return convert<T>(M(x) + al * M(y)); });
+      }
+      return;
+    case BinaryOp::sub:
+      cpu::binary_kernel<T, T, T>(out, a, b, [al](T x, T y) { return convert<T>(M(x) - al * M(y)); });
+      return;
+    case BinaryOp::mul:
+      cpu::binary_kernel<T, T, T>(out, a, b, [](T x, T y) { return convert<T>(M(x) * M(y)); });
+      return;
+    case BinaryOp::div:
+      cpu::binary_kernel<T, T, T>(out, a, b, [](T x, T y) { return convert<T>(M(x) / M(y)); });
+      return;
+    case BinaryOp::pow:
+      cpu::binary_kernel<T, T, T>(out, a, b, [](T x, T y) { return convert<T>(int_pow(M(x), M(y))); });
+      return;
+#define TL_COMPARE(NAME, EXPR)                                                    \
+  case BinaryOp::NAME:                                                            \
+    cpu::binary_kernel<bool, T, T>(out, a, b, [](T x, T y) { return EXPR; });     \
+    return;
+      TL_COMPARE(eq, M(x) == M(y))
+      TL_COMPARE(ne, M(x) != M(y))
+      TL_COMPARE(lt, M(x) < M(y))
+      TL_COMPARE(le, M(x) <= M(y))
+      TL_COMPARE(gt, M(x) > M(y))
+      TL_COMPARE(ge, M(x) >= M(y))
+#undef TL_COMPARE
+  }
+}
+
+// The one path every binary op takes. With `self` set, the op is in place on it.
+Tensor binary(BinaryOp op, const Operand& a, const Operand& b, const Scalar& alpha = 1,
+              Tensor* self = nullptr) {
+  const char* name = binary_name(op);
+  cpu::check_cpu(name, {&a.t, &b.t});
+  ScalarType common = result_type_of({&a, &b});
+  if (op == BinaryOp::sub) {
+    TL_CHECK(common != kBool,
+             "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` "
+             "or `logical_xor()` operator instead.");
+  }
+  if (op == BinaryOp::div && !is_floating_point(common)) common = get_default_dtype();
+  TL_CHECK(!alpha.is_floating_point() || is_floating_point(common),
+           "For integral input tensors, argument alpha must not be a floating point number.");
+  auto shape = broadcast_shapes(a.t.sizes(), b.t.sizes());
+  ScalarType out_dtype = is_comparison(op) ? kBool : common;
+  Tensor ta = as_dtype(a.t, common), tb = as_dtype(b.t, common);
+  if (ta.sizes() != IntArrayRef(shape)) ta = ta.expand(shape);
+  if (tb.sizes() != IntArrayRef(shape)) tb = tb.expand(shape);
+
+  if (self) {
+    TL_CHECK(self->sizes() == IntArrayRef(shape), "output with shape ", self->sizes(),
+             " doesn't match the broadcast shape ", IntArrayRef(shape));
+    check_inplace_cast(out_dtype, *self);
+    cpu::check_no_internal_overlap(name, *self);
+    if (self->dtype() == out_dtype) {
+      TL_DISPATCH_ALL(common, name, [&]<typename T>() { run_binary<T>(op, *self, ta, tb, alpha); });
+    } else {
+      Tensor tmp = detail::make_tensor(shape, out_dtype, Device(kCPU), name);
+      TL_DISPATCH_ALL(common, name, [&]<typename T>() { run_binary<T>(op, tmp, ta, tb, alpha); });
+      self->copy_(tmp);
+    }
+    self->bump_version();
+    return *self;
+  }
+  Tensor out = detail::make_tensor(shape, out_dtype, a.t.device(), name);
+  TL_DISPATCH_ALL(common, name, [&]<typename T>() { run_binary<T>(op, out, ta, tb, alpha); });
+  return out;
+}
+
+Operand tensor_op(const Tensor& t) { return {t, false}; }
+
+// Unary math that always produces a floating result (integers go to the default dtype).
+template <typename F>
+Tensor unary_float(const char* name, const Tensor& t, F f, Tensor* self = nullptr) {
+  cpu::check_cpu(name, {&t});
+  ScalarType dt = is_floating_point(t.dtype()) ? t.dtype() : get_default_dtype();
+  if (self) {
+    check_inplace_cast(dt, *self);
+    cpu::check_no_internal_overlap(name, *self);
+  }
+  Tensor in = as_dtype(t, dt);
+  Tensor out = self ? *self : detail::make_tensor(t.sizes(), dt, t.device(), name);
+  TL_DISPATCH_FLOATING(dt, name, [&]<typename T>() {
+    cpu::unary_kernel<T, T>(out, in, [&](T x) { return convert<T>(f(opmath_t<T>(x))); });
+  });
+  if (self) self->bump_version();
+  return out;
+}
+
+// Unary math that keeps the dtype (neg, abs, relu).
+template <typename F>
+Tensor unary_same(const char* name, const Tensor& t, F f, Tensor* self = nullptr) {
+  cpu::check_cpu(name, {&t});
+  if (self) cpu::check_no_internal_overlap(name, *self);
+  Tensor out = self ? *self : detail::make_tensor(t.sizes(), t.dtype(), t.device(), name);
+  TL_DISPATCH_ALL(t.dtype(), name, [&]<typename T>() {
+    using M = std::conditional_t<std::is_same_v<T, bool>, int, opmath_t<T>>;
+    cpu::unary_kernel<T, T>(out, t, [&](T x) { return convert<T>(f(M(x))); });
+  });
+  if (self) self->bump_version();
+  return out;
+}
+
+template <typename M> M sigmoid_fn(M x) { return M(1) / (M(1) + std::exp(-x)); }
+template <typename M> M gelu_fn(M x) {
+  return M(0.5) * x * (M(1) + std::erf(x * M(0.70710678118654752440)));
+}
+
+const auto kNeg = [](auto x) { return -x; };
+const auto kAbs = [](auto x) { return x < 0 ? -x : x; };
+const auto kRelu = [](auto x) { return x > 0 ? x : decltype(x)(0); };
+const auto kExp = [](auto x) { return std::exp(x); };
+const auto kLog = [](auto x) { return std::log(x); };
+const auto kSqrt = [](auto x) { return std::sqrt(x); };
+const auto kRsqrt = [](auto x) { return decltype(x)(1) / std::sqrt(x); };
+const auto kSin = [](auto x) { return std::sin(x); };
+const auto kCos = [](auto x) { return std::cos(x); };
+const auto kTanh = [](auto x) { return std::tanh(x); };
+const auto kSigmoid = [](auto x) { return sigmoid_fn(x); };
+const auto kGelu = [](auto x) { return gelu_fn(x); };
+const auto kReciprocal = [](auto x) { return decltype(x)(1) / x; };
+
+void check_neg(const Tensor& t) {
+  TL_CHECK(t.dtype() != kBool,
+           "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
+           "invert a mask, use the `~` or `logical_not()` operator instead.");
+}
+
+}  // namespace
+
+ScalarType result_type(const Tensor& a, const Tensor& b) {
+  Operand x{a}, y{b};
+  return result_type_of({&x, &y});
+}
+ScalarType result_type(const Tensor& a, const Scalar& b) {
+  Operand x{a}, y = wrap(b);
+  return result_type_of({&x, &y});
+}
+
+// ---- Arithmetic and comparison ------------------------------------------------------------
+
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  return binary(BinaryOp::add, tensor_op(a), tensor_op(b), alpha);
+}
+Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  return binary(BinaryOp::add, tensor_op(a), wrap(b), alpha);
+}
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  return binary(BinaryOp::sub, tensor_op(a), tensor_op(b), alpha);
+}
+Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
+  return binary(BinaryOp::sub, tensor_op(a), wrap(b), alpha);
+}
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::mul, tensor_op(a), tensor_op(b)); }
+Tensor mul(const Tensor& a, const Scalar& b) { return binary(BinaryOp::mul, tensor_op(a), wrap(b)); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::div, tensor_op(a), tensor_op(b)); }
+Tensor div(const Tensor& a, const Scalar& b) { return binary(BinaryOp::div, tensor_op(a), wrap(b)); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary(BinaryOp::pow, tensor_op(a), tensor_op(b)); }
+Tensor pow(const Tensor& a, const Scalar& b) {
+  TL_CHECK(!(is_integral(a.dtype(), true) && b.is_integral() && b.to_long() < 0),
+           "Integers to negative integer powers are not allowed.");
+  return binary(BinaryOp::pow, tensor_op(a), wrap(b));
+}
+Tensor pow(const Scalar& a, const Tensor& b) { return binary(BinaryOp::pow, wrap(a), tensor_op(b)); }
+Tensor eq(const Tensor& a, const Tensor& b) { return binary(BinaryOp::eq, tensor_op(a), tensor_op(b)); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary(BinaryOp::ne, tensor_op(a), tensor_op(b)); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary(BinaryOp::lt, tensor_op(a), tensor_op(b)); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary(BinaryOp::le, tensor_op(a), tensor_op(b)); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary(BinaryOp::gt, tensor_op(a), tensor_op(b)); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary(BinaryOp::ge, tensor_op(a), tensor_op(b)); }
+
+Tensor Tensor::add(const Tensor& o, const Scalar& alpha) const { return tl::add(*this, o, alpha); }
+Tensor Tensor::add(const Scalar& o, const Scalar& alpha) const { return tl::add(*this, o, alpha); }
+Tensor Tensor::sub(const Tensor& o, const Scalar& alpha) const { return tl::sub(*this, o, alpha); }
+Tensor Tensor::sub(const Scalar& o, const Scalar& alpha) const { return tl::sub(*this, o, alpha); }
+Tensor Tensor::mul(const Tensor& o) const { return tl::mul(*this, o); }
+Tensor Tensor::mul(const Scalar& o) const { return tl::mul(*this, o); }
+Tensor Tensor::div(const Tensor& o) const { return tl::div(*this, o); }
+Tensor Tensor::div(const Scalar& o) const { return tl::div(*this, o); }
+Tensor Tensor::pow(const Tensor& e) const { return tl::pow(*this, e); }
+Tensor Tensor::pow(const Scalar& e) const { return tl::pow(*this, e); }
+
+Tensor& Tensor::add_(const Tensor& o, const Scalar& alpha) {
+  binary(BinaryOp::add, tensor_op(*this), tensor_op(o), alpha, this);
+  return *this;
+}
+Tensor& Tensor::add_(const Scalar& o, const Scalar& alpha) {
+  binary(BinaryOp::add, tensor_op(*this), wrap(o), alpha, this);
+  return *this;
+}
+Tensor& Tensor::sub_(const Tensor& o, const Scalar& alpha) {
+  binary(BinaryOp::sub, tensor_op(*this), tensor_op(o), alpha, this);
+  return *this;
+}
+Tensor& Tensor::sub_(const Scalar& o, const Scalar& alpha) {
+  binary(BinaryOp::sub, tensor_op(*this), wrap(o), alpha, this);
+  return *this;
+}
+Tensor& Tensor::mul_(const Tensor& o) {
+  binary(BinaryOp::mul, tensor_op(*this), tensor_op(o), 1, this);
+  return *this;
+}
+Tensor& Tensor::mul_(const Scalar& o) {
+  binary(BinaryOp::mul, tensor_op(*this), wrap(o), 1, this);
+  return *this;
+}
+Tensor& Tensor::div_(const Tensor& o) {
+  binary(BinaryOp::div, tensor_op(*this), tensor_op(o), 1, this);
+  return *this;
+}
+Tensor& Tensor::div_(const Scalar& o) {
+  binary(BinaryOp::div, tensor_op(*this), wrap(o), 1, this);
+  return *this;
+}
+Tensor& Tensor::pow_(const Tensor& e) {
+  binary(BinaryOp::pow, tensor_op(*this), tensor_op(e), 1, this);
+  return *this;
+}
+Tensor& Tensor::pow_(const Scalar& e) {
+  binary(BinaryOp::pow, tensor_op(*this), wrap(e), 1, this);
+  return *this;
+}
+
+#define TL_DEFINE_COMPARE(NAME)                                                   \
+  Tensor Tensor::NAME(const Tensor& o) const { return tl::NAME(*this, o); }       \
+  Tensor Tensor::NAME(const Scalar& o) const {                                    \
+    return binary(BinaryOp::NAME, tensor_op(*this), wrap(o));                     \
+  }
+TL_DEFINE_COMPARE(eq)
+TL_DEFINE_COMPARE(ne)
+TL_DEFINE_COMPARE(lt)
+TL_DEFINE_COMPARE(le)
+TL_DEFINE_COMPARE(gt)
+TL_DEFINE_COMPARE(ge)
+#undef TL_DEFINE_COMPARE
+
+// ---- where, clamp, masked_fill ------------------------------------------------------------
+
+namespace {
+Tensor where_impl(const Tensor& cond, const Operand& a, const Operand& b) {
+  cpu::check_cpu("where", {&cond, &a.t, &b.t});
+  TL_CHECK(cond.dtype() == kBool, "where expected condition to be a boolean tensor, but got a "
+           "tensor with dtype ", cond.dtype());
+  ScalarType common = result_type_of({&a, &b});
+  auto shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.t.sizes()), b.t.sizes());
+  Tensor c = cond.expand(shape), x = as_dtype(a.t, common).expand(shape),
+         y = as_dtype(b.t, common).expand(shape);
+  Tensor out = detail::make_tensor(shape, common, cond.device(), "where");
+  TL_DISPATCH_ALL(common, "where", [&]<typename T>() {
+    cpu::ternary_kernel<T, bool, T, T>(out, c, x, y, [](bool k, T u, T v) { return k ? u : v; });
+  });
+  return out;
+}
+}  // namespace
+
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
+  return where_impl(c, tensor_op(a), tensor_op(b));
+}
+Tensor where(const Tensor& c, const Scalar& a, const Tensor& b) {
+  return where_impl(c, wrap(a), tensor_op(b));
+}
+Tensor where(const Tensor& c, const Tensor& a, const Scalar& b) {
+  return where_impl(c, tensor_op(a), wrap(b));
+}
+
+namespace {
+Tensor clamp_impl(const Tensor& t, std::optional<Scalar> lo, std::optional<Scalar> hi,
+                  Tensor* self) {
+  cpu::check_cpu("clamp", {&t});
+  TL_CHECK(lo || hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  Operand a{t};
+  std::optional<Operand> wl, wh;
+  ScalarType dt = t.dtype();
+  if (lo) { wl = wrap(*lo); Operand x = *wl; dt = result_type_of({&a, &x}); }
+  if (hi) {
+    wh = wrap(*hi);
+    Operand x = *wh;
+    dt = lo ? result_type_of({&a, &*wl, &x}) : result_type_of({&a, &x});
+  }
+  if (self) {
+    check_inplace_cast(dt, *self);
+    cpu::check_no_internal_overlap("clamp_", *self);
+  }
+  Tensor in = as_dtype(t, dt);
+  Tensor out = self ? *self : detail::make_tensor(t.sizes(), dt, t.device(), "clamp");
+  TL_DISPATCH_ALL(dt, "clamp", [&]<typename T>() {
+    using M = std::conditional_t<std::is_same_v<T, bool>, int, opmath_t<T>>;
+    const bool has_lo = lo.has_value(), has_hi = hi.has_value();
+    const M l = has_lo ? lo->to<M>() : M(0), h = has_hi ? hi->to<M>() : M(0);
+    cpu::unary_kernel<T, T>(out, in, [=](T x) {
+      M v = M(x);
+      if (v != v) return x;  // nan propagates
+      if (has_lo && v < l) v = l;
+      if (has_hi && v > h) v = h;
+      return convert<T>(v);
+    });
+  });
+  if (self) self->bump_version();
+  return out;
+}
+}  // namespace
+
+Tensor clamp(const Tensor& t, std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  return clamp_impl(t, lo, hi, nullptr);
+}
+Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const {
+  return clamp_impl(*this, lo, hi, nullptr);
+}
+Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  clamp_impl(*this, lo, hi, this);
+  return *this;
+}
+
+Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& value) {
+  cpu::check_cpu("masked_fill_", {this, &mask});
+  TL_CHECK(mask.dtype() == kBool, "masked_fill_ only supports boolean masks, but got mask with "
+           "dtype ", mask.dtype());
+  TL_CHECK(broadcast_shapes(sizes(), mask.sizes()) == sizes().vec(), "masked_fill_: mask of shape ",
+           mask.sizes(), " cannot be broadcast to the tensor's shape ", sizes());
+  cpu::check_no_internal_overlap("masked_fill_", *this);
+  Tensor m = mask.expand(sizes());
+  TL_DISPATCH_ALL(dtype(), "masked_fill_", [&]<typename T>() {
+    const T v = value.to<T>();
+    cpu::binary_kernel<T, T, bool>(*this, *this, m, [v](T x, bool k) { return k ? v : x; });
+  });
+  bump_version();
+  return *this;
+}
+Tensor Tensor::masked_fill(const Tensor& mask, const Scalar& value) const {
+  Tensor out = clone();
+  out.masked_fill_(mask, value);
+  return out;
+}
+Tensor masked_fill(const Tensor& t, const Tensor& mask, const Scalar& value) {
+  return t.masked_fill(mask, value);
+}
+
+// ---- Unary --------------------------------------------------------------------------------
+
+Tensor Tensor::neg() const { check_neg(*this); return unary_same("neg", *this, kNeg); }
+Tensor& Tensor::neg_() { check_neg(*this); unary_same("neg_", *this, kNeg, this); return *this; }
+Tensor Tensor::abs() const { return unary_same("abs", *this, kAbs); }
+Tensor& Tensor::abs_() { unary_same("abs_", *this, kAbs, this); return *this; }
+Tensor Tensor::relu() const { return unary_same("relu", *this, kRelu); }
+Tensor& Tensor::relu_() { unary_same("relu_", *this, kRelu, this); return *this; }
+
+#define TL_DEFINE_UNARY_FLOAT(NAME, FN)                                            \
+  Tensor Tensor::NAME() const { return unary_float(#NAME, *this, FN); }           \
+  Tensor& Tensor::NAME##_() {                                                     \
+    unary_float(#NAME "_", *this, FN, this);                                      \
+    return *this;                                                                 \
+  }                                                                               \
+  Tensor NAME(const Tensor& t) { return t.NAME(); }
+TL_DEFINE_UNARY_FLOAT(exp, kExp)
+TL_DEFINE_UNARY_FLOAT(log, kLog)
+TL_DEFINE_UNARY_FLOAT(sqrt, kSqrt)
+TL_DEFINE_UNARY_FLOAT(rsqrt, kRsqrt)
+TL_DEFINE_UNARY_FLOAT(sin, kSin)
+TL_DEFINE_UNARY_FLOAT(cos, kCos)
+TL_DEFINE_UNARY_FLOAT(tanh, kTanh)
+TL_DEFINE_UNARY_FLOAT(sigmoid, kSigmoid)
+TL_DEFINE_UNARY_FLOAT(gelu, kGelu)
+TL_DEFINE_UNARY_FLOAT(reciprocal, kReciprocal)
+#undef TL_DEFINE_UNARY_FLOAT
+
+Tensor neg(const Tensor& t) { return t.neg(); }
+Tensor abs(const Tensor& t) { return t.abs(); }
+Tensor relu(const Tensor& t) { return t.relu(); }
+
+// ---- Comparisons of whole tensors ---------------------------------------------------------
+
+bool equal(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes()) return false;
+  if (a.numel() == 0) return true;
+  return tl::eq(a, b).to(kInt64).sum().item<int64_t>() == a.numel();
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  auto shape = broadcast_shapes(a.sizes(), b.sizes());
+  Tensor x = a.to(kFloat64).expand(shape).contiguous(), y = b.to(kFloat64).expand(shape).contiguous();
+  const double* p = x.data_ptr<double>();
+  const double* q = y.data_ptr<double>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (std::isnan(p[i]) || std::isnan(q[i])) return false;
+    if (p[i] == q[i]) continue;  // equal infinities
+    if (!(std::abs(p[i] - q[i]) <= atol + rtol * std::abs(q[i]))) return false;
+  }
+  return true;
+}
+
+// ---- Operators ----------------------------------------------------------------------------
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, b); }
+Tensor operator+(const Scalar& a, const Tensor& b) { return add(b, a); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
+Tensor operator-(const Scalar& a, const Tensor& b) {
+  return binary(BinaryOp::sub, wrap(a), tensor_op(b));
+}
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
+Tensor operator*(const Scalar& a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, b); }
+Tensor operator/(const Scalar& a, const Tensor& b) {
+  return binary(BinaryOp::div, wrap(a), tensor_op(b));
+}
+Tensor operator-(const Tensor& a) { return a.neg(); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return a.eq(b); }
+Tensor operator==(const Tensor& a, const Scalar& b) { return a.eq(b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return a.ne(b); }
+Tensor operator!=(const Tensor& a, const Scalar& b) { return a.ne(b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return a.lt(b); }
+Tensor operator<(const Tensor& a, const Scalar& b) { return a.lt(b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return a.le(b); }
+Tensor operator<=(const Tensor& a, const Scalar& b) { return a.le(b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return a.gt(b); }
+Tensor operator>(const Tensor& a, const Scalar& b) { return a.gt(b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return a.ge(b); }
+Tensor operator>=(const Tensor& a, const Scalar& b) { return a.ge(b); }
+Tensor& operator+=(Tensor& a, const Tensor& b) { return a.add_(b); }
+Tensor& operator+=(Tensor& a, const Scalar& b) { return a.add_(b); }
+Tensor& operator-=(Tensor& a, const Tensor& b) { return a.sub_(b); }
+Tensor& operator-=(Tensor& a, const Scalar& b) { return a.sub_(b); }
+Tensor& operator*=(Tensor& a, const Tensor& b) { return a.mul_(b); }
+Tensor& operator*=(Tensor& a, const Scalar& b) { return a.mul_(b); }
+Tensor& operator/=(Tensor& a, const Tensor& b) { return a.div_(b); }
+Tensor& operator/=(Tensor& a, const Scalar& b) { return a.div_(b); }
+
+}  // namespace tl

@@ -1,0 +1,165 @@
+// Strided N-ary iteration for CPU kernels (internal to tensorlib).
+//
+// Operands are first broadcast to one shape (expand gives stride 0), then dims that are
+// contiguous with each other in *every* operand are coalesced, so a contiguous or
+// broadcast-scalar op runs as one flat inner loop that the compiler vectorises. Kernels see
+// rows: `f(char** ptrs, const int64_t* byte_strides, int64_t n)`.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "tensorlib/core/tensor.h"
+
+namespace tl::cpu {
+
+inline constexpr size_t kMaxDims = 64;
+
+template <size_t N>
+class StridedIter {
+ public:
+  // All operands must already have `shape` (views via expand are fine). ops[0] is usually
+  // the output.
+  StridedIter(IntArrayRef shape, const std::array<const Tensor*, N>& ops) {
+    const size_t nd = shape.size();
+    TL_CHECK(nd <= kMaxDims, "tensors with more than ", kMaxDims, " dimensions are not supported, got ", nd);
+    numel_ = 1;
+    for (auto s : shape) numel_ *= s;
+    for (size_t k = 0; k < N; ++k) {
+      const Tensor& t = *ops[k];
+      data_[k] = static_cast<char*>(t.data_ptr());
+      elem_[k] = static_cast<int64_t>(t.element_size());
+    }
+    // Build dims innermost-first, dropping size-1 dims, merging where every operand allows.
+    for (size_t i = nd; i-- > 0;) {
+      if (shape[i] == 1) continue;
+      std::array<int64_t, N> st;
+      for (size_t k = 0; k < N; ++k) st[k] = ops[k]->strides()[i] * elem_[k];
+      if (!sizes_.empty()) {
+        bool merge = true;
+        for (size_t k = 0; k < N; ++k)
+          if (st[k] != strides_.back()[k] * sizes_.back()) merge = false;
+        if (merge) {
+          sizes_.back() *= shape[i];
+          continue;
+        }
+      }
+      sizes_.push_back(shape[i]);
+      strides_.push_back(st);
+    }
+    if (sizes_.empty()) {  // 0-dim or all size-1: one element
+      sizes_.push_back(1);
+      strides_.push_back({});
+      for (size_t k = 0; k < N; ++k) strides_.back()[k] = elem_[k];
+    }
+  }
+
+  int64_t numel() const { return numel_; }
+  // True when the innermost run of operand k is densely packed.
+  bool inner_contiguous(size_t k) const { return strides_[0][k] == elem_[k]; }
+
+  template <typename F>
+  void for_each_row(F&& f) const {
+    if (numel_ == 0) return;
+    const size_t nd = sizes_.size();
+    std::array<char*, N> ptrs = data_;
+    const int64_t* inner = strides_[0].data();
+    if (nd == 1) {
+      f(ptrs.data(), inner, sizes_[0]);
+      return;
+    }
+    std::array<int64_t, kMaxDims> idx{};
+    int64_t rows = numel_ / sizes_[0];
+    for (int64_t r = 0; r < rows; ++r) {
+      f(ptrs.data(), inner, sizes_[0]);
+      // Advance the outer index (dims 1..nd-1), odometer style.
+      for (size_t d = 1; d < nd; ++d) {
+        if (++idx[d] < sizes_[d]) {
+          for (size_t k = 0; k < N; ++k) ptrs[k] += strides_[d][k];
+          break;
+        }
+        for (size_t k = 0; k < N; ++k) ptrs[k] -= strides_[d][k] * (sizes_[d] - 1);
+        idx[d] = 0;
+      }
+    }
+  }
+
+ private:
+  std::vector<int64_t> sizes_;                 // innermost first
+  std::vector<std::array<int64_t, N>> strides_;  // bytes, innermost first
+  std::array<char*, N> data_;
+  std::array<int64_t, N> elem_;
+  int64_t numel_ = 1;
+};
+
+// out[i] = f(a[i]) with out of type O and a of type A.
+template <typename O, typename A, typename F>
+void unary_kernel(const Tensor& out, const Tensor& a, F f) {
+  StridedIter<2> it(out.sizes(), {&out, &a});
+  it.for_each_row([&](char** p, const int64_t* s, int64_t n) {
+    if (s[0] == sizeof(O) && s[1] == sizeof(A)) {
+      O* o = reinterpret_cast<O*>(p[0]);
+      const A* x = reinterpret_cast<const A*>(p[1]);
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i]);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<O*>(p[0] + i * s[0]) = f(*reinterpret_cast<const A*>(p[1] + i * s[1]));
+    }
+  });
+}
+
+// out[i] = f(a[i], b[i]).
+template <typename O, typename A, typename B, typename F>
+void binary_kernel(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
+  StridedIter<3> it(out.sizes(), {&out, &a, &b});
+  it.for_each_row([&](char** p, const int64_t* s, int64_t n) {
+    O* o = reinterpret_cast<O*>(p[0]);
+    const A* x = reinterpret_cast<const A*>(p[1]);
+    const B* y = reinterpret_cast<const B*>(p[2]);
+    if (s[0] == sizeof(O) && s[1] == sizeof(A) && s[2] == sizeof(B)) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i]);
+    } else if (s[0] == sizeof(O) && s[1] == sizeof(A) && s[2] == 0) {
+      const B yv = *y;
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], yv);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<O*>(p[0] + i * s[0]) = f(*reinterpret_cast<const A*>(p[1] + i * s[1]),
+                                                   *reinterpret_cast<const B*>(p[2] + i * s[2]));
+    }
+  });
+}
+
+// out[i] = f(a[i], b[i], c[i]).
+template <typename O, typename A, typename B, typename C, typename F>
+void ternary_kernel(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, F f) {
+  StridedIter<4> it(out.sizes(), {&out, &a, &b, &c});
+  it.for_each_row([&](char** p, const int64_t* s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+      *reinterpret_cast<O*>(p[0] + i * s[0]) = f(*reinterpret_cast<const A*>(p[1] + i * s[1]),
+                                                 *reinterpret_cast<const B*>(p[2] + i * s[2]),
+                                                 *reinterpret_cast<const C*>(p[3] + i * s[3]));
+  });
+}
+
+// Converts one element between the supported C++ types with PyTorch's semantics (through
+// float for the 16-bit floats; to bool means != 0).
+template <typename To, typename From>
+inline To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return static_cast<opmath_t<From>>(v) != opmath_t<From>(0);
+  } else if constexpr (std::is_same_v<To, Half> || std::is_same_v<To, BFloat16>) {
+    return To(static_cast<float>(static_cast<opmath_t<From>>(v)));
+  } else {
+    return static_cast<To>(static_cast<opmath_t<From>>(v));
+  }
+}
+
+// Checks that all tensors are on the CPU; names the op and the device otherwise.
+void check_cpu(const char* op, std::initializer_list<const Tensor*> tensors);
+// Refuses to write through a tensor whose elements alias each other (an expanded tensor).
+void check_no_internal_overlap(const char* op, const Tensor& out);
+
+}  // namespace tl::cpu

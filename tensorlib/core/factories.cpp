@@ -60,18 +60,23 @@ Tensor empty_strided(IntArrayRef sizes, IntArrayRef strides, TensorOptions optio
   return Tensor(std::move(impl));
 }
 
-Tensor zeros(IntArrayRef sizes, TensorOptions options) {
-  return full(sizes, 0, options.dtype(options.dtype()));
-}
-Tensor ones(IntArrayRef sizes, TensorOptions options) {
-  return full(sizes, 1, options.dtype(options.dtype()));
-}
-
-Tensor full(IntArrayRef sizes, const Scalar& value, TensorOptions options) {
-  ScalarType dt = dtype_for(options, value);
-  Tensor out = make_tensor(sizes, dt, options.device(), "full");
+namespace {
+Tensor filled(IntArrayRef sizes, const Scalar& value, ScalarType dtype, Device device,
+              const char* op) {
+  Tensor out = make_tensor(sizes, dtype, device, op);
   out.fill_(value);
   return out;
+}
+}  // namespace
+
+Tensor zeros(IntArrayRef sizes, TensorOptions options) {
+  return filled(sizes, 0, options.dtype(), options.device(), "zeros");
+}
+Tensor ones(IntArrayRef sizes, TensorOptions options) {
+  return filled(sizes, 1, options.dtype(), options.device(), "ones");
+}
+Tensor full(IntArrayRef sizes, const Scalar& value, TensorOptions options) {
+  return filled(sizes, value, dtype_for(options, value), options.device(), "full");
 }
 
 Tensor empty_like(const Tensor& t, std::optional<TensorOptions> o) {

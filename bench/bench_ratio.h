@@ -1,0 +1,53 @@
+// Runs the registered benchmarks and prints each target as a ratio against a baseline measured
+// in the same process, so the figure holds on any machine (docs/performance.md).
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tidemark::bench {
+
+struct Target {
+  std::string name;      // what the ratio means
+  std::string measured;  // benchmark name
+  std::string baseline;  // benchmark name
+  double limit;          // target for measured/baseline time
+  bool at_most;          // true: ratio <= limit; false: baseline/measured >= limit
+};
+
+class CollectingReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      if (r.run_type == Run::RT_Iteration && !r.error_occurred) times[r.benchmark_name()] = r.GetAdjustedRealTime();
+    }
+  }
+  std::map<std::string, double> times;
+};
+
+// Returns 0 when every target is met, 1 otherwise.
+inline int run_with_targets(int argc, char** argv, const std::vector<Target>& targets) {
+  benchmark::Initialize(&argc, argv);
+  CollectingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  int failed = 0;
+  std::printf("\n%-60s %10s %10s  %s\n", "target", "ratio", "limit", "result");
+  for (const Target& t : targets) {
+    auto m = reporter.times.find(t.measured), b = reporter.times.find(t.baseline);
+    if (m == reporter.times.end() || b == reporter.times.end()) continue;  // filtered out
+    double ratio = t.at_most ? m->second / b->second : b->second / m->second;
+    bool ok = t.at_most ? ratio <= t.limit : ratio >= t.limit;
+    failed += !ok;
+    std::printf("%-60s %9.2fx %s%8.2fx  %s\n", t.name.c_str(), ratio, t.at_most ? "<=" : ">=",
+                t.limit, ok ? "ok" : "MISSED");
+  }
+  return failed ? 1 : 0;
+}
+
+}  // namespace tidemark::bench

@@ -1,0 +1,141 @@
+// Storage and tensor births and deaths reach the installed sinks, in order, with the fields
+// the profiler relies on (ids, base tensor, creating op, sizes).
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <tensorlib/tensorlib.h>
+
+namespace {
+
+namespace ev = tidemark::events;
+
+struct Seen {
+  ev::Kind kind;
+  uint64_t tensor_id = 0, storage_id = 0, base_id = 0, addr = 0, size = 0;
+  std::string op;
+  std::vector<int64_t> sizes, strides;
+};
+
+class RecordingSink final : public ev::Sink {
+ public:
+  void on_event(const ev::Event& e) noexcept override {
+    std::lock_guard<std::mutex> lock(mu);
+    Seen s{e.kind};
+    switch (e.kind) {
+      case ev::Kind::tensor_create:
+      case ev::Kind::tensor_release:
+        s.tensor_id = e.tensor.tensor_id;
+        s.storage_id = e.tensor.storage_id;
+        s.base_id = e.tensor.base_id;
+        s.op = std::string(e.tensor.op);
+        s.sizes.assign(e.tensor.sizes.begin(), e.tensor.sizes.end());
+        s.strides.assign(e.tensor.strides.begin(), e.tensor.strides.end());
+        break;
+      case ev::Kind::storage_create:
+      case ev::Kind::storage_release:
+        s.storage_id = e.storage.storage_id;
+        s.addr = e.storage.addr;
+        s.size = e.storage.nbytes;
+        break;
+      case ev::Kind::alloc:
+      case ev::Kind::free_requested:
+      case ev::Kind::free_completed:
+        s.addr = e.block.addr;
+        s.size = e.block.requested_size;
+        break;
+      default:
+        break;
+    }
+    seen.push_back(s);
+  }
+  std::vector<ev::Kind> kinds() const {
+    std::vector<ev::Kind> k;
+    for (auto& s : seen) k.push_back(s.kind);
+    return k;
+  }
+  std::mutex mu;
+  std::vector<Seen> seen;
+};
+
+class TensorEvents : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tl::zeros({1});  // the small pool's first segment is now cached: no segment_alloc below
+    ASSERT_TRUE(ev::add_sink(&sink));
+  }
+  void TearDown() override { ev::remove_sink(&sink); }
+  RecordingSink sink;
+};
+
+TEST_F(TensorEvents, ATensorsLifeIsAllocStorageTensorThenTheReverse) {
+  {
+    tl::Tensor a = tl::zeros({4, 8});  // 128 bytes
+    ASSERT_EQ(sink.seen.size(), 3u);
+    EXPECT_EQ(sink.kinds(), (std::vector<ev::Kind>{ev::Kind::alloc, ev::Kind::storage_create,
+                                                   ev::Kind::tensor_create}));
+    EXPECT_EQ(sink.seen[0].size, 128u);
+    EXPECT_EQ(sink.seen[0].addr, reinterpret_cast<uint64_t>(a.data_ptr()));
+    EXPECT_EQ(sink.seen[1].addr, sink.seen[0].addr);
+    EXPECT_EQ(sink.seen[2].op, "zeros");
+    EXPECT_EQ(sink.seen[2].tensor_id, a.id());
+    EXPECT_EQ(sink.seen[2].storage_id, a.storage()->id());
+    EXPECT_EQ(sink.seen[2].sizes, (std::vector<int64_t>{4, 8}));
+    EXPECT_EQ(sink.seen[2].base_id, 0u);
+    sink.seen.clear();
+  }
+  EXPECT_EQ(sink.kinds(), (std::vector<ev::Kind>{ev::Kind::tensor_release, ev::Kind::storage_release,
+                                                 ev::Kind::free_requested, ev::Kind::free_completed}));
+}
+
+TEST_F(TensorEvents, ViewsAreTensorsOnTheSameStorageWithTheirBase) {
+  tl::Tensor a = tl::ones({3, 5});
+  sink.seen.clear();
+  tl::Tensor t = a.t();
+  tl::Tensor n = t.narrow(0, 1, 2);
+  ASSERT_EQ(sink.kinds(), (std::vector<ev::Kind>{ev::Kind::tensor_create, ev::Kind::tensor_create}));
+  EXPECT_EQ(sink.seen[0].op, "transpose");
+  EXPECT_EQ(sink.seen[0].base_id, a.id());
+  EXPECT_EQ(sink.seen[0].storage_id, a.storage()->id());
+  EXPECT_EQ(sink.seen[0].strides, (std::vector<int64_t>{1, 5}));
+  EXPECT_EQ(sink.seen[1].op, "narrow");
+  EXPECT_EQ(sink.seen[1].base_id, a.id());  // the root, not the intermediate view
+  sink.seen.clear();
+  a = tl::Tensor();
+  t = tl::Tensor();
+  // The narrow view keeps the storage (and the root tensor) alive: no frees yet.
+  EXPECT_EQ(sink.kinds(), (std::vector<ev::Kind>{ev::Kind::tensor_release}));
+  sink.seen.clear();
+  n = tl::Tensor();
+  EXPECT_EQ(sink.kinds(), (std::vector<ev::Kind>{ev::Kind::tensor_release, ev::Kind::tensor_release,
+                                                 ev::Kind::storage_release, ev::Kind::free_requested,
+                                                 ev::Kind::free_completed}));
+}
+
+TEST_F(TensorEvents, EventsCarryIncreasingSequenceNumbers) {
+  struct SeqSink final : ev::Sink {
+    void on_event(const ev::Event& e) noexcept override {
+      if (last && e.seq <= last) ordered = false;
+      last = e.seq;
+      ts_ok = ts_ok && e.ts_ns > 0 && e.thread_id > 0;
+    }
+    uint64_t last = 0;
+    bool ordered = true, ts_ok = true;
+  } seq;
+  ev::add_sink(&seq);
+  for (int i = 0; i < 10; ++i) tl::Tensor x = tl::rand({16}) + 1;
+  ev::remove_sink(&seq);
+  EXPECT_TRUE(seq.ordered);
+  EXPECT_TRUE(seq.ts_ok);
+}
+
+TEST(TensorEventsNoSink, NothingIsDeliveredWithoutASink) {
+  EXPECT_FALSE(ev::enabled());
+  RecordingSink sink;
+  tl::Tensor a = tl::ones({2});
+  EXPECT_TRUE(sink.seen.empty());
+}
+
+}  // namespace

@@ -1,0 +1,461 @@
+// CPU reductions: sum, mean, prod, max/min, argmax/argmin, var/std, logsumexp, softmax and
+// log_softmax.
+//
+// Note [Reduction layout]
+// Every reduction over a set of dims runs as a row reduction. The input is permuted so that
+// the kept dims come first (in their order) and the reduced dims last, then made contiguous
+// (free when it already is). Output element i then reduces the dense row [i*R, (i+1)*R) of
+// that buffer, and the output, allocated contiguous with the kept dims in their original
+// order (keepdim only inserts size-1 dims), is filled in the same order. Transposed, sliced
+// and expanded inputs cost one copy; in exchange each op is one simple loop over a dense row.
+//
+// Accumulation happens in acc_t<T> (double for floating types, int64 for integers), so a
+// float32 sum is as accurate as PyTorch's cascade sum and 16-bit floats do not saturate.
+// Integer sums and products wrap like PyTorch's (computed in uint64, which is defined).
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "tensorlib/core/error.h"
+#include "tensorlib/core/shape_util.h"
+#include "tensorlib/core/tensor.h"
+#include "tensorlib/cpu/loops.h"
+
+namespace tl {
+namespace {
+
+using cpu::convert;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The input of a reduction laid out as dense rows (Note [Reduction layout]).
+struct Rows {
+  Tensor data;  // contiguous; row i is elements [i * row_len, (i + 1) * row_len)
+  int64_t n_rows = 1;
+  int64_t row_len = 1;
+  std::vector<int64_t> out_sizes;  // the output's shape, honouring keepdim
+};
+
+Rows rows_of(const Tensor& t, const std::vector<bool>& reduced, bool keepdim) {
+  Rows r;
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (reduced[d]) {
+      if (keepdim) r.out_sizes.push_back(1);
+      continue;
+    }
+    perm.push_back(d);
+    r.out_sizes.push_back(t.size(d));
+    r.n_rows *= t.size(d);
+  }
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (!reduced[d]) continue;
+    perm.push_back(d);
+    r.row_len *= t.size(d);
+  }
+  bool identity = true;
+  for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == int64_t(i);
+  r.data = (identity ? t : t.permute(perm)).contiguous();
+  return r;
+}
+
+Rows make_rows(const Tensor& t, IntArrayRef dims, bool keepdim, const char* op) {
+  return rows_of(t, detail::dim_mask(dims, t.dim(), op), keepdim);
+}
+
+// out[i] = kernel(row i, row_len) for every row; the output has dtype `out_dtype` == O.
+template <typename T, typename O, typename K>
+Tensor map_rows(const Rows& r, ScalarType out_dtype, K kernel) {
+  Tensor out = empty(r.out_sizes, out_dtype);
+  if (r.n_rows == 0) return out;
+  const T* in = r.data.data_ptr<T>();
+  O* o = out.data_ptr<O>();
+  for (int64_t i = 0; i < r.n_rows; ++i) o[i] = kernel(in + i * r.row_len, r.row_len);
+  return out;
+}
+
+// Integer accumulation goes through uint64 so that overflow wraps (as in PyTorch) instead of
+// being undefined behaviour.
+template <typename T>
+using wrap_acc_t = std::conditional_t<std::is_integral_v<acc_t<T>>, uint64_t, acc_t<T>>;
+
+template <typename T>
+wrap_acc_t<T> to_wrap_acc(T v) {
+  if constexpr (std::is_integral_v<acc_t<T>>) {
+    return static_cast<uint64_t>(static_cast<int64_t>(v));
+  } else {
+    return convert<acc_t<T>>(v);
+  }
+}
+
+template <typename T>
+acc_t<T> from_wrap_acc(wrap_acc_t<T> v) {
+  return static_cast<acc_t<T>>(v);
+}
+
+// sum and prod share dtype rules: bool and integer inputs give int64 unless a dtype is given,
+// in which case the input is converted to it first.
+enum class AccumulateOp { kSum, kProd };
+
+template <AccumulateOp Op>
+Tensor accumulate(const Tensor& t, IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype,
+                  const char* op) {
+  cpu::check_cpu(op, {&t});
+  const Tensor x = dtype && *dtype != t.dtype() ? t.to(*dtype) : t;
+  const ScalarType out_dtype = dtype ? *dtype : (is_integral(t.dtype(), true) ? kInt64 : t.dtype());
+  const Rows r = make_rows(x, dims, keepdim, op);
+  return TL_DISPATCH_ALL(x.dtype(), op, [&]<typename T>() {
+    auto row_acc = [](const T* p, int64_t n) {
+      wrap_acc_t<T> acc = Op == AccumulateOp::kSum ? 0 : 1;
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (Op == AccumulateOp::kSum) {
+          acc += to_wrap_acc(p[i]);
+        } else {
+          acc *= to_wrap_acc(p[i]);
+        }
+      }
+      return from_wrap_acc<T>(acc);
+    };
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, int64_t>) {
+      if (out_dtype == kInt64) {
+        return map_rows<T, int64_t>(r, out_dtype, row_acc);
+      }
+    }
+    TL_INTERNAL_ASSERT(out_dtype == x.dtype());
+    return map_rows<T, T>(r, out_dtype,
+                          [&](const T* p, int64_t n) { return convert<T>(row_acc(p, n)); });
+  });
+}
+
+Tensor mean_impl(const Tensor& t, IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) {
+  cpu::check_cpu("mean", {&t});
+  if (dtype) {
+    TL_CHECK(is_floating_point(*dtype),
+             "mean(): could not infer output dtype. Optional dtype must be either a floating "
+             "point or complex dtype. Got: ",
+             *dtype);
+  } else {
+    TL_CHECK(is_floating_point(t.dtype()),
+             "mean(): could not infer output dtype. Input dtype must be either a floating point "
+             "or complex dtype. Got: ",
+             t.dtype());
+  }
+  const Tensor x = dtype && *dtype != t.dtype() ? t.to(*dtype) : t;
+  const Rows r = make_rows(x, dims, keepdim, "mean");
+  return TL_DISPATCH_FLOATING(x.dtype(), "mean", [&]<typename T>() {
+    return map_rows<T, T>(r, x.dtype(), [](const T* p, int64_t n) {
+      if (n == 0) return convert<T>(kNaN);
+      double acc = 0;
+      for (int64_t i = 0; i < n; ++i) acc += convert<double>(p[i]);
+      return convert<T>(acc / double(n));
+    });
+  });
+}
+
+// The position of the largest (kMax) or smallest value in p[0, n), n > 0: the first one on
+// ties, and the first NaN when there is one (NaN propagates, as in PyTorch).
+template <bool kMax, typename T>
+int64_t best_index(const T* p, int64_t n) {
+  using M = opmath_t<T>;
+  M best = static_cast<M>(p[0]);
+  int64_t at = 0;
+  if constexpr (std::is_floating_point_v<M>) {
+    if (std::isnan(best)) return 0;
+  }
+  for (int64_t i = 1; i < n; ++i) {
+    const M v = static_cast<M>(p[i]);
+    if constexpr (std::is_floating_point_v<M>) {
+      if (std::isnan(v)) return i;
+    }
+    if (kMax ? v > best : v < best) {
+      best = v;
+      at = i;
+    }
+  }
+  return at;
+}
+
+void check_nonempty_reduction(const Tensor& t, std::optional<int64_t> dim, const char* op) {
+  if (!dim) {
+    TL_CHECK(t.numel() > 0, op,
+             "(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+             "reduction dim with the 'dim' argument.");
+  } else if (t.dim() > 0) {
+    TL_CHECK(t.size(*dim) > 0, op, "(): Expected reduction dim ", *dim,
+             " to have non-zero size (input shape ", t.sizes(), ")");
+  }
+}
+
+// max()/min() over all elements: a 0-dim tensor of the input's dtype.
+template <bool kMax>
+Tensor extreme_all(const Tensor& t, const char* op) {
+  cpu::check_cpu(op, {&t});
+  check_nonempty_reduction(t, std::nullopt, op);
+  const Rows r = make_rows(t, {}, false, op);
+  return TL_DISPATCH_ALL(t.dtype(), op, [&]<typename T>() {
+    return map_rows<T, T>(r, t.dtype(),
+                          [](const T* p, int64_t n) { return p[best_index<kMax>(p, n)]; });
+  });
+}
+
+// max(dim)/min(dim): (values, int64 indices).
+template <bool kMax>
+std::tuple<Tensor, Tensor> extreme_dim(const Tensor& t, int64_t dim, bool keepdim, const char* op) {
+  cpu::check_cpu(op, {&t});
+  const int64_t d = detail::wrap_dim(dim, t.dim());
+  check_nonempty_reduction(t, d, op);
+  const Rows r = make_rows(t, IntArrayRef(d), keepdim, op);
+  Tensor values = empty(r.out_sizes, t.dtype());
+  Tensor indices = empty(r.out_sizes, kInt64);
+  if (r.n_rows == 0) return {values, indices};
+  TL_DISPATCH_ALL(t.dtype(), op, [&]<typename T>() {
+    const T* in = r.data.data_ptr<T>();
+    T* v = values.data_ptr<T>();
+    int64_t* ix = indices.data_ptr<int64_t>();
+    for (int64_t i = 0; i < r.n_rows; ++i) {
+      const T* row = in + i * r.row_len;
+      ix[i] = best_index<kMax>(row, r.row_len);
+      v[i] = row[ix[i]];
+    }
+  });
+  return {values, indices};
+}
+
+// argmax/argmin; without a dim over the flattened input (keepdim then gives all-1 sizes).
+template <bool kMax>
+Tensor arg_extreme(const Tensor& t, std::optional<int64_t> dim, bool keepdim, const char* op) {
+  cpu::check_cpu(op, {&t});
+  std::optional<int64_t> d;
+  if (dim) d = detail::wrap_dim(*dim, t.dim());
+  check_nonempty_reduction(t, d, op);
+  const Rows r = d ? make_rows(t, IntArrayRef(*d), keepdim, op) : make_rows(t, {}, keepdim, op);
+  return TL_DISPATCH_ALL(t.dtype(), op, [&]<typename T>() {
+    return map_rows<T, int64_t>(r, kInt64,
+                                [](const T* p, int64_t n) { return best_index<kMax>(p, n); });
+  });
+}
+
+// Two-pass variance in double: the mean, then the sum of squared deviations, divided by
+// max(0, N - correction) as PyTorch does (so N <= correction gives nan or inf).
+Tensor variance(const Tensor& t, IntArrayRef dims, bool unbiased, bool keepdim, bool take_sqrt) {
+  const char* op = take_sqrt ? "std" : "var";
+  cpu::check_cpu(op, {&t});
+  TL_CHECK(is_floating_point(t.dtype()),
+           "std and var only support floating point and complex dtypes, but ", op,
+           "() got an input of dtype ", t.dtype());
+  const int64_t correction = unbiased ? 1 : 0;
+  const Rows r = make_rows(t, dims, keepdim, op);
+  return TL_DISPATCH_FLOATING(t.dtype(), op, [&]<typename T>() {
+    return map_rows<T, T>(r, t.dtype(), [&](const T* p, int64_t n) {
+      if (n == 0) return convert<T>(kNaN);
+      double mean = 0;
+      for (int64_t i = 0; i < n; ++i) mean += convert<double>(p[i]);
+      mean /= double(n);
+      double m2 = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double dev = convert<double>(p[i]) - mean;
+        m2 += dev * dev;
+      }
+      const int64_t denom = std::max<int64_t>(0, n - correction);
+      double v = denom > 0 ? m2 / double(denom) : (m2 == 0 || std::isnan(m2) ? kNaN : kInf);
+      if (take_sqrt) v = std::sqrt(v);
+      return convert<T>(v);
+    });
+  });
+}
+
+// Softmax and log-softmax over one dim, stable: exp(x - max) / sum exp(x - max). The input is
+// viewed as [outer, D, inner] and each outer slice keeps `inner` running maxima and sums, so
+// the loops walk memory in order whichever dim is reduced.
+template <bool kLog>
+Tensor softmax_impl(const Tensor& t, int64_t dim, std::optional<ScalarType> dtype, const char* op) {
+  cpu::check_cpu(op, {&t});
+  const Tensor x = (dtype && *dtype != t.dtype() ? t.to(*dtype) : t).contiguous();
+  TL_CHECK(is_floating_point(x.dtype()), op,
+           "(): expected a floating point input (or a floating dtype argument), got ", x.dtype());
+  const int64_t d = detail::wrap_dim(dim, x.dim());
+  int64_t outer = 1, len = 1, inner = 1;
+  for (int64_t i = 0; i < x.dim(); ++i) {
+    if (i < d) outer *= x.size(i);
+    if (i == d) len = x.size(i);
+    if (i > d) inner *= x.size(i);
+  }
+  Tensor out = empty(x.sizes(), x.dtype());
+  if (out.numel() == 0) return out;
+  TL_DISPATCH_FLOATING(x.dtype(), op, [&]<typename T>() {
+    const T* in = x.data_ptr<T>();
+    T* o = out.data_ptr<T>();
+    std::vector<double> mx(inner), sum(inner);
+    for (int64_t b = 0; b < outer; ++b) {
+      const T* src = in + b * len * inner;
+      T* dst = o + b * len * inner;
+      std::fill(mx.begin(), mx.end(), -kInf);
+      std::fill(sum.begin(), sum.end(), 0.0);
+      for (int64_t k = 0; k < len; ++k)
+        for (int64_t i = 0; i < inner; ++i)
+          mx[i] = std::max(mx[i], convert<double>(src[k * inner + i]));
+      for (int64_t k = 0; k < len; ++k)
+        for (int64_t i = 0; i < inner; ++i)
+          sum[i] += std::exp(convert<double>(src[k * inner + i]) - mx[i]);
+      for (int64_t k = 0; k < len; ++k) {
+        for (int64_t i = 0; i < inner; ++i) {
+          const double shifted = convert<double>(src[k * inner + i]) - mx[i];
+          dst[k * inner + i] =
+              convert<T>(kLog ? shifted - std::log(sum[i]) : std::exp(shifted) / sum[i]);
+        }
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+// ---- Free functions ---------------------------------------------------------------------------
+
+Tensor sum(const Tensor& t, std::optional<ScalarType> dtype) {
+  return accumulate<AccumulateOp::kSum>(t, {}, false, dtype, "sum");
+}
+
+Tensor sum(const Tensor& t, IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) {
+  return accumulate<AccumulateOp::kSum>(t, dims, keepdim, dtype, "sum");
+}
+
+Tensor mean(const Tensor& t, std::optional<ScalarType> dtype) {
+  return mean_impl(t, {}, false, dtype);
+}
+
+Tensor mean(const Tensor& t, IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) {
+  return mean_impl(t, dims, keepdim, dtype);
+}
+
+Tensor prod(const Tensor& t, std::optional<ScalarType> dtype) {
+  return accumulate<AccumulateOp::kProd>(t, {}, false, dtype, "prod");
+}
+
+Tensor prod(const Tensor& t, int64_t dim, bool keepdim, std::optional<ScalarType> dtype) {
+  return accumulate<AccumulateOp::kProd>(t, IntArrayRef(dim), keepdim, dtype, "prod");
+}
+
+Tensor max(const Tensor& t) {
+  return extreme_all<true>(t, "max");
+}
+
+std::tuple<Tensor, Tensor> max(const Tensor& t, int64_t dim, bool keepdim) {
+  return extreme_dim<true>(t, dim, keepdim, "max");
+}
+
+Tensor min(const Tensor& t) {
+  return extreme_all<false>(t, "min");
+}
+
+std::tuple<Tensor, Tensor> min(const Tensor& t, int64_t dim, bool keepdim) {
+  return extreme_dim<false>(t, dim, keepdim, "min");
+}
+
+Tensor argmax(const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
+  return arg_extreme<true>(t, dim, keepdim, "argmax");
+}
+
+Tensor argmin(const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
+  return arg_extreme<false>(t, dim, keepdim, "argmin");
+}
+
+Tensor var(const Tensor& t, IntArrayRef dims, bool unbiased, bool keepdim) {
+  return variance(t, dims, unbiased, keepdim, false);
+}
+
+Tensor std(const Tensor& t, IntArrayRef dims, bool unbiased, bool keepdim) {
+  return variance(t, dims, unbiased, keepdim, true);
+}
+
+// log(sum(exp(x))) computed as m + log(sum(exp(x - m))) with m the row maximum, so large
+// inputs do not overflow; an infinite m is not subtracted (all -inf gives -inf, +inf gives
+// +inf). Integer inputs are computed in the default floating dtype, as in PyTorch.
+Tensor logsumexp(const Tensor& t, IntArrayRef dims, bool keepdim) {
+  cpu::check_cpu("logsumexp", {&t});
+  const Tensor x = is_integral(t.dtype(), true) ? t.to(get_default_dtype()) : t;
+  const Rows r = make_rows(x, dims, keepdim, "logsumexp");
+  return TL_DISPATCH_FLOATING(x.dtype(), "logsumexp", [&]<typename T>() {
+    return map_rows<T, T>(r, x.dtype(), [](const T* p, int64_t n) {
+      double m = -kInf;
+      for (int64_t i = 0; i < n; ++i) m = std::max(m, convert<double>(p[i]));
+      const double shift = std::isinf(m) ? 0.0 : m;
+      double s = 0;
+      for (int64_t i = 0; i < n; ++i) s += std::exp(convert<double>(p[i]) - shift);
+      return convert<T>(std::log(s) + shift);
+    });
+  });
+}
+
+Tensor softmax(const Tensor& t, int64_t dim, std::optional<ScalarType> dtype) {
+  return softmax_impl<false>(t, dim, dtype, "softmax");
+}
+
+Tensor log_softmax(const Tensor& t, int64_t dim, std::optional<ScalarType> dtype) {
+  return softmax_impl<true>(t, dim, dtype, "log_softmax");
+}
+
+// ---- Tensor methods ---------------------------------------------------------------------------
+
+Tensor Tensor::sum(std::optional<ScalarType> dtype) const {
+  return tl::sum(*this, dtype);
+}
+Tensor Tensor::sum(IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) const {
+  return tl::sum(*this, dims, keepdim, dtype);
+}
+Tensor Tensor::mean(std::optional<ScalarType> dtype) const {
+  return tl::mean(*this, dtype);
+}
+Tensor Tensor::mean(IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) const {
+  return tl::mean(*this, dims, keepdim, dtype);
+}
+Tensor Tensor::prod(std::optional<ScalarType> dtype) const {
+  return tl::prod(*this, dtype);
+}
+Tensor Tensor::prod(int64_t dim, bool keepdim, std::optional<ScalarType> dtype) const {
+  return tl::prod(*this, dim, keepdim, dtype);
+}
+Tensor Tensor::max() const {
+  return tl::max(*this);
+}
+std::tuple<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const {
+  return tl::max(*this, dim, keepdim);
+}
+Tensor Tensor::min() const {
+  return tl::min(*this);
+}
+std::tuple<Tensor, Tensor> Tensor::min(int64_t dim, bool keepdim) const {
+  return tl::min(*this, dim, keepdim);
+}
+Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdim) const {
+  return tl::argmax(*this, dim, keepdim);
+}
+Tensor Tensor::argmin(std::optional<int64_t> dim, bool keepdim) const {
+  return tl::argmin(*this, dim, keepdim);
+}
+Tensor Tensor::var(bool unbiased) const {
+  return tl::var(*this, {}, unbiased, false);
+}
+Tensor Tensor::var(IntArrayRef dims, bool unbiased, bool keepdim) const {
+  return tl::var(*this, dims, unbiased, keepdim);
+}
+Tensor Tensor::std(bool unbiased) const {
+  return tl::std(*this, {}, unbiased, false);
+}
+Tensor Tensor::std(IntArrayRef dims, bool unbiased, bool keepdim) const {
+  return tl::std(*this, dims, unbiased, keepdim);
+}
+Tensor Tensor::logsumexp(IntArrayRef dims, bool keepdim) const {
+  return tl::logsumexp(*this, dims, keepdim);
+}
+Tensor Tensor::softmax(int64_t dim, std::optional<ScalarType> dtype) const {
+  return tl::softmax(*this, dim, dtype);
+}
+Tensor Tensor::log_softmax(int64_t dim, std::optional<ScalarType> dtype) const {
+  return tl::log_softmax(*this, dim, dtype);
+}
+
+}  // namespace tl

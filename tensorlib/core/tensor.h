@@ -248,6 +248,14 @@ class Tensor {
   Tensor var(IntArrayRef dims, bool unbiased = true, bool keepdim = false) const;
   Tensor std(bool unbiased = true) const;
   Tensor std(IntArrayRef dims, bool unbiased = true, bool keepdim = false) const;
+  // `t.var({1})` must reduce dim 1, not convert {1} to `unbiased`: a braced list prefers
+  // these overloads (libtorch has this trap; tensorlib does not).
+  Tensor var(std::initializer_list<int64_t> dims, bool unbiased = true, bool keepdim = false) const {
+    return var(IntArrayRef(dims), unbiased, keepdim);
+  }
+  Tensor std(std::initializer_list<int64_t> dims, bool unbiased = true, bool keepdim = false) const {
+    return std(IntArrayRef(dims), unbiased, keepdim);
+  }
   Tensor logsumexp(IntArrayRef dims, bool keepdim = false) const;
   Tensor softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt) const;
   Tensor log_softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt) const;

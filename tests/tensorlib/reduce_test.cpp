@@ -445,3 +445,15 @@ TEST(ReduceTest, HalfPrecisionAccumulatesWide) {
 }
 
 }  // namespace
+
+namespace {
+// Regression: t.var({1}) once converted {1} to `unbiased` and reduced every dim.
+TEST(ReduceBraces, BracedDimListReducesThatDim) {
+  tl::Tensor t = tl::tensor({{1.0, 2.0, 3.0}, {10.0, 20.0, 60.0}});
+  tl::Tensor v = t.var({1});
+  ASSERT_EQ(v.sizes().vec(), (std::vector<int64_t>{2}));
+  EXPECT_DOUBLE_EQ(v.select(0, 0).item<double>(), 1.0);      // sample variance of 1, 2, 3
+  EXPECT_NEAR(v.select(0, 1).item<double>(), 700.0, 1e-4);   // of 10, 20, 60 (mean 30)
+  EXPECT_EQ(t.std({0}).sizes().vec(), (std::vector<int64_t>{3}));
+}
+}  // namespace

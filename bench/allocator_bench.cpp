@@ -37,7 +37,7 @@ void BM_MallocFree(benchmark::State& state) {
   }
   for (void* p : live) std::free(p);
 }
-BENCHMARK(BM_MallocFree);
+BENCHMARK(BM_MallocFree)->Repetitions(7)->ReportAggregatesOnly(true);
 
 void cached_pairs(benchmark::State& state) {
   auto* alloc = tl::memory::get_allocator(tl::Device("cpu"));
@@ -55,7 +55,7 @@ void cached_pairs(benchmark::State& state) {
 }
 
 void BM_CachedAllocFree(benchmark::State& state) { cached_pairs(state); }
-BENCHMARK(BM_CachedAllocFree);
+BENCHMARK(BM_CachedAllocFree)->Repetitions(7)->ReportAggregatesOnly(true);
 
 class NoopSink final : public tidemark::events::Sink {
  public:
@@ -68,7 +68,7 @@ void BM_CachedAllocFreeNoopSink(benchmark::State& state) {
   cached_pairs(state);
   tidemark::events::remove_sink(&sink);
 }
-BENCHMARK(BM_CachedAllocFreeNoopSink);
+BENCHMARK(BM_CachedAllocFreeNoopSink)->Repetitions(7)->ReportAggregatesOnly(true);
 
 }  // namespace
 

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,11 +24,20 @@ class CollectingReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
+    // With repetitions, the median stands for the benchmark (robust to a noisy neighbour);
+    // without, the single run does.
     for (const Run& r : runs) {
-      if (r.run_type == Run::RT_Iteration && !r.error_occurred) times[r.benchmark_name()] = r.GetAdjustedRealTime();
+      if (r.error_occurred) continue;
+      if (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median") {
+        times[r.run_name.function_name] = r.GetAdjustedRealTime();
+        medians.insert(r.run_name.function_name);
+      } else if (r.run_type == Run::RT_Iteration && !medians.count(r.run_name.function_name)) {
+        times[r.run_name.function_name] = r.GetAdjustedRealTime();
+      }
     }
   }
   std::map<std::string, double> times;
+  std::set<std::string> medians;
 };
 
 // Returns 0 when every target is met, 1 otherwise.

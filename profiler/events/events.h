@@ -192,6 +192,7 @@ inline constexpr int kMaxSinks = 8;
 namespace detail {
 inline std::atomic<int> g_num_sinks{0};
 inline std::atomic<Sink*> g_sinks[kMaxSinks];
+inline std::atomic<int> g_slot_end{0};  // 1 + the highest slot ever used: dispatch scans [0, end)
 inline std::atomic<uint64_t> g_seq{0};
 inline std::atomic<uint64_t> g_next_thread{1};
 }  // namespace detail
@@ -272,9 +273,12 @@ inline bool enabled() noexcept {
 // Installs a sink; returns false when all slots are taken. The caller keeps ownership.
 inline bool add_sink(Sink* s) noexcept {
   detail::calibrate_clock();
-  for (auto& slot : detail::g_sinks) {
+  for (int i = 0; i < kMaxSinks; ++i) {
     Sink* expected = nullptr;
-    if (slot.compare_exchange_strong(expected, s)) {
+    if (detail::g_sinks[i].compare_exchange_strong(expected, s)) {
+      int end = detail::g_slot_end.load();
+      while (end < i + 1 && !detail::g_slot_end.compare_exchange_weak(end, i + 1)) {
+      }
       detail::g_num_sinks.fetch_add(1);
       return true;
     }
@@ -301,13 +305,16 @@ inline uint64_t current_thread_id() noexcept {
 }
 
 // Stamps the header (time, thread, sequence) and delivers to every sink. Call only after
-// checking enabled() so the disabled path stays one branch.
+// checking enabled() so the disabled path stays one branch. A producer that emits several
+// events for one decision (free_requested + free_completed) may set ts_ns itself so they
+// share one clock read; 0 means "now".
 inline void dispatch(Event& e) noexcept {
-  e.ts_ns = now_ns();
+  if (e.ts_ns == 0) e.ts_ns = now_ns();
   e.thread_id = current_thread_id();
   e.seq = detail::g_seq.fetch_add(1, std::memory_order_relaxed);
-  for (auto& slot : detail::g_sinks) {
-    if (Sink* s = slot.load(std::memory_order_acquire)) s->on_event(e);
+  const int end = detail::g_slot_end.load(std::memory_order_acquire);
+  for (int i = 0; i < end; ++i) {
+    if (Sink* s = detail::g_sinks[i].load(std::memory_order_acquire)) s->on_event(e);
   }
 }
 

@@ -48,7 +48,7 @@ Tensor& Tensor::fill_(const Scalar& value) {
   TL_DISPATCH_ALL(dtype(), "fill_", [&]<typename T>() {
     const T v = value.to<T>();
     cpu::StridedIter<1> it(sizes(), {this});
-    it.for_each_row([&](char** p, const int64_t* s, int64_t n) {
+    it.parallel_for_each_row([&](char** p, const int64_t* s, int64_t n) {
       if (s[0] == sizeof(T)) {
         T* o = reinterpret_cast<T*>(p[0]);
         for (int64_t i = 0; i < n; ++i) o[i] = v;

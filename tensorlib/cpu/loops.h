@@ -6,15 +6,46 @@
 // rows: `f(char** ptrs, const int64_t* byte_strides, int64_t n)`.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
 
 #include "tensorlib/core/tensor.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 namespace tl::cpu {
 
 inline constexpr size_t kMaxDims = 64;
+
+// Note [Intra-op parallelism]
+// Like ATen's at::parallel_for: ranges of at least kGrainSize elements per thread are split
+// across the OpenMP threads (OMP_NUM_THREADS, default one per core); smaller work stays on the
+// calling thread. Memory-bound elementwise ops on large tensors gain the most.
+inline constexpr int64_t kGrainSize = 32768;
+
+// Calls f(begin, end) over [0, n), possibly from several threads at once.
+template <typename F>
+void parallel_for(int64_t n, F&& f) {
+#ifdef _OPENMP
+  int max_threads = omp_get_max_threads();
+  if (n >= 2 * kGrainSize && max_threads > 1 && !omp_in_parallel()) {
+    int64_t threads = std::min<int64_t>(max_threads, n / kGrainSize);
+#pragma omp parallel num_threads(static_cast<int>(threads))
+    {
+      int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+      int64_t chunk = (n + nt - 1) / nt;
+      int64_t b = t * chunk, e = std::min(n, b + chunk);
+      if (b < e) f(b, e);
+    }
+    return;
+  }
+#endif
+  if (n > 0) f(int64_t(0), n);
+}
 
 template <size_t N>
 class StridedIter {
@@ -59,21 +90,34 @@ class StridedIter {
   // True when the innermost run of operand k is densely packed.
   bool inner_contiguous(size_t k) const { return strides_[0][k] == elem_[k]; }
 
+  // Calls f on every row of the elements [begin, end) of the coalesced iteration space, in
+  // order, on the calling thread.
   template <typename F>
-  void for_each_row(F&& f) const {
-    if (numel_ == 0) return;
+  void for_range(int64_t begin, int64_t end, F&& f) const {
+    if (begin >= end) return;
     const size_t nd = sizes_.size();
-    std::array<char*, N> ptrs = data_;
+    const int64_t inner_n = sizes_[0];
     const int64_t* inner = strides_[0].data();
-    if (nd == 1) {
-      f(ptrs.data(), inner, sizes_[0]);
-      return;
-    }
+    // Decompose `begin` into an index: the offset within its row, then the row's index.
     std::array<int64_t, kMaxDims> idx{};
-    int64_t rows = numel_ / sizes_[0];
-    for (int64_t r = 0; r < rows; ++r) {
-      f(ptrs.data(), inner, sizes_[0]);
-      // Advance the outer index (dims 1..nd-1), odometer style.
+    std::array<char*, N> ptrs = data_;
+    idx[0] = begin % inner_n;
+    int64_t row = begin / inner_n;
+    for (size_t d = 1; d < nd; ++d) {
+      idx[d] = row % sizes_[d];
+      row /= sizes_[d];
+    }
+    for (size_t d = 0; d < nd; ++d)
+      for (size_t k = 0; k < N; ++k) ptrs[k] += idx[d] * strides_[d][k];
+    int64_t remaining = end - begin;
+    while (remaining > 0) {
+      int64_t n = std::min(inner_n - idx[0], remaining);
+      f(ptrs.data(), inner, n);
+      remaining -= n;
+      if (remaining == 0) break;
+      // Back to the start of the row, then advance the outer index odometer-style.
+      for (size_t k = 0; k < N; ++k) ptrs[k] -= idx[0] * strides_[0][k];
+      idx[0] = 0;
       for (size_t d = 1; d < nd; ++d) {
         if (++idx[d] < sizes_[d]) {
           for (size_t k = 0; k < N; ++k) ptrs[k] += strides_[d][k];
@@ -83,6 +127,18 @@ class StridedIter {
         idx[d] = 0;
       }
     }
+  }
+
+  template <typename F>
+  void for_each_row(F&& f) const {
+    for_range(0, numel_, f);
+  }
+
+  // As for_each_row, split across threads when large (`f` must only write its own
+  // elements: elementwise kernels and fills).
+  template <typename F>
+  void parallel_for_each_row(F&& f) const {
+    parallel_for(numel_, [&](int64_t b, int64_t e) { for_range(b, e, f); });
   }
 
  private:
@@ -97,7 +153,7 @@ class StridedIter {
 template <typename O, typename A, typename F>
 void unary_kernel(const Tensor& out, const Tensor& a, F f) {
   StridedIter<2> it(out.sizes(), {&out, &a});
-  it.for_each_row([&](char** p, const int64_t* s, int64_t n) {
+  it.parallel_for_each_row([&](char** p, const int64_t* s, int64_t n) {
     if (s[0] == sizeof(O) && s[1] == sizeof(A)) {
       O* o = reinterpret_cast<O*>(p[0]);
       const A* x = reinterpret_cast<const A*>(p[1]);
@@ -113,7 +169,7 @@ void unary_kernel(const Tensor& out, const Tensor& a, F f) {
 template <typename O, typename A, typename B, typename F>
 void binary_kernel(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
   StridedIter<3> it(out.sizes(), {&out, &a, &b});
-  it.for_each_row([&](char** p, const int64_t* s, int64_t n) {
+  it.parallel_for_each_row([&](char** p, const int64_t* s, int64_t n) {
     O* o = reinterpret_cast<O*>(p[0]);
     const A* x = reinterpret_cast<const A*>(p[1]);
     const B* y = reinterpret_cast<const B*>(p[2]);
@@ -134,7 +190,7 @@ void binary_kernel(const Tensor& out, const Tensor& a, const Tensor& b, F f) {
 template <typename O, typename A, typename B, typename C, typename F>
 void ternary_kernel(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, F f) {
   StridedIter<4> it(out.sizes(), {&out, &a, &b, &c});
-  it.for_each_row([&](char** p, const int64_t* s, int64_t n) {
+  it.parallel_for_each_row([&](char** p, const int64_t* s, int64_t n) {
     for (int64_t i = 0; i < n; ++i)
       *reinterpret_cast<O*>(p[0] + i * s[0]) = f(*reinterpret_cast<const A*>(p[1] + i * s[1]),
                                                  *reinterpret_cast<const B*>(p[2] + i * s[2]),

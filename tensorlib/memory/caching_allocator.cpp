@@ -181,9 +181,11 @@ struct CachingAllocator::Impl {
     return stats.allocated_bytes[static_cast<size_t>(StatType::all)].current;
   }
 
-  void emit_block(ev::Kind kind, const Block& b) {
-    if (!ev::enabled()) return;
+  // Returns the event's timestamp (0 when no sink listens); `ts` reuses an earlier one.
+  uint64_t emit_block(ev::Kind kind, const Block& b, uint64_t ts = 0) {
+    if (!ev::enabled()) return 0;
     ev::Event e;
+    e.ts_ns = ts;
     e.kind = kind;
     e.device = device_id;
     e.block.addr = b.addr;
@@ -193,6 +195,7 @@ struct CachingAllocator::Impl {
     e.block.segment = b.segment->addr;
     e.block.pool = pool_of(b.small);
     ev::dispatch(e);
+    return e.ts_ns;
   }
 
   void emit_segment(ev::Kind kind, const Segment& seg, uintptr_t addr, size_t size) {
@@ -526,10 +529,10 @@ struct CachingAllocator::Impl {
   // Events are polled in FIFO order per stream at the start of each malloc; empty_cache,
   // synchronize and the OOM retry wait for all of them. The snapshot shows such a block as
   // active_pending_free.
-  void free_block(Block* b) {
+  void free_block(Block* b, uint64_t ts = 0) {
     update(stats.active, b->small, -1);
     update(stats.active_bytes, b->small, -static_cast<int64_t>(b->size));
-    emit_block(ev::Kind::free_completed, *b);
+    emit_block(ev::Kind::free_completed, *b, ts);
     b->requested_size = 0;
     merge_if_free(b, b->prev);
     merge_if_free(b, b->next);
@@ -700,9 +703,9 @@ struct CachingAllocator::Impl {
     update(stats.allocated_bytes, b->small, -static_cast<int64_t>(b->size));
     update(stats.requested_bytes, b->small, -static_cast<int64_t>(b->requested_size));
     if (b->size >= config.max_split_size) stats.oversize_allocations.decrease(1);
-    emit_block(ev::Kind::free_requested, *b);
+    uint64_t ts = emit_block(ev::Kind::free_requested, *b);
     if (b->stream_uses.empty()) {
-      free_block(b);
+      free_block(b, ts);  // the same instant: one clock read for both events
       return;
     }
     for (StreamId s : b->stream_uses) {

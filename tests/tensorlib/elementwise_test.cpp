@@ -167,3 +167,26 @@ TEST(Elementwise, ScalarOnTheLeft) {
 }
 
 }  // namespace
+
+namespace {
+// Large ops are split across threads (Note [Intra-op parallelism]); chunks start mid-row, so
+// every element of a big strided, broadcast op is checked against a plain loop.
+TEST(ElementwiseParallel, LargeStridedBroadcastOpMatchesPlainLoop) {
+  const int64_t rows = 301, cols = 517;  // odd sizes: chunk boundaries fall inside rows
+  Tensor a = tl::arange(rows * cols, tl::kFloat64).view({cols, rows}).t();  // [rows, cols]
+  Tensor b = tl::arange(cols, tl::kFloat64).mul(0.5);                        // broadcast row
+  Tensor r = a * 2 + b;
+  Tensor rc = r.contiguous();
+  const double* p = rc.data_ptr<double>();
+  int64_t bad = 0;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      double a_ij = static_cast<double>(j * rows + i);  // a[i][j] = storage[j * rows + i]
+      bad += p[i * cols + j] != a_ij * 2 + 0.5 * j;
+    }
+  EXPECT_EQ(bad, 0);
+  Tensor filled = tl::zeros({rows, cols}).t();
+  filled.fill_(3);
+  EXPECT_EQ(filled.sum().item<double>(), 3.0 * rows * cols);
+}
+}  // namespace

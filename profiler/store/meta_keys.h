@@ -1,0 +1,26 @@
+// Keys of the `meta` table (docs/trace-format.md, "meta").
+#pragma once
+
+namespace tidemark::store::meta_keys {
+
+inline constexpr const char* kSchemaVersion = "schema_version";
+inline constexpr const char* kToolVersion = "tool_version";
+inline constexpr const char* kCommandLine = "command_line";
+inline constexpr const char* kHost = "host";
+inline constexpr const char* kPid = "pid";
+inline constexpr const char* kStartUnixNs = "start_unix_ns";
+inline constexpr const char* kStartTsNs = "start_ts_ns";
+inline constexpr const char* kAllocatorSettings = "allocator_settings";
+inline constexpr const char* kStackDepth = "stack_depth";
+inline constexpr const char* kEndTsNs = "end_ts_ns";
+inline constexpr const char* kEndUnixNs = "end_unix_ns";
+inline constexpr const char* kCleanEnd = "clean_end";
+inline constexpr const char* kEventCount = "event_count";
+inline constexpr const char* kDroppedCount = "dropped_count";
+inline constexpr const char* kFinalized = "finalized";
+inline constexpr const char* kFinalizedUnixNs = "finalized_unix_ns";
+inline constexpr const char* kFinalizedToolVersion = "finalized_tool_version";
+inline constexpr const char* kFirstTsNs = "first_ts_ns";
+inline constexpr const char* kLastTsNs = "last_ts_ns";
+
+}  // namespace tidemark::store::meta_keys

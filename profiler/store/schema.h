@@ -1,0 +1,98 @@
+// The SQL of schema v1 (docs/trace-format.md is the reference; keep both in step and bump
+// kSchemaVersion for any change).
+#pragma once
+
+namespace tidemark::store::detail {
+
+// Tables the writer fills while recording.
+inline constexpr const char* kRawSchema = R"sql(
+CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
+CREATE TABLE devices (id INTEGER PRIMARY KEY, type TEXT NOT NULL, idx INTEGER NOT NULL,
+  name TEXT NOT NULL, capacity INTEGER NOT NULL, UNIQUE (type, idx));
+CREATE TABLE strings (id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE);
+CREATE TABLE modules (id INTEGER PRIMARY KEY, path TEXT NOT NULL, start INTEGER NOT NULL,
+  "end" INTEGER NOT NULL, file_offset INTEGER NOT NULL);
+CREATE TABLE stack_nodes (id INTEGER PRIMARY KEY, parent INTEGER NOT NULL, ip INTEGER NOT NULL);
+CREATE TABLE event_blocks (id INTEGER PRIMARY KEY, thread INTEGER NOT NULL,
+  first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL, first_ts INTEGER NOT NULL,
+  last_ts INTEGER NOT NULL, count INTEGER NOT NULL, data BLOB NOT NULL);
+CREATE INDEX event_blocks_by_seq ON event_blocks (first_seq);
+CREATE TABLE dropped (ts INTEGER NOT NULL, count INTEGER NOT NULL);
+)sql";
+
+// Tables finalize() builds; dropped and recreated by every finalize.
+inline constexpr const char* kDerivedTables[] = {
+    "frames", "allocations", "segments", "storages", "tensors", "syncs", "memcpys", "scopes",
+    "steps", "marks", "allocator_events", "memory_lod", "lod_levels"};
+
+inline constexpr const char* kDerivedSchema = R"sql(
+CREATE TABLE frames (ip INTEGER NOT NULL, depth INTEGER NOT NULL, function TEXT NOT NULL,
+  file TEXT NOT NULL, line INTEGER NOT NULL, inlined INTEGER NOT NULL, module TEXT NOT NULL,
+  PRIMARY KEY (ip, depth)) WITHOUT ROWID;
+CREATE TABLE allocations (id INTEGER PRIMARY KEY, device INTEGER NOT NULL, addr INTEGER NOT NULL,
+  size INTEGER NOT NULL, requested_size INTEGER NOT NULL, stream INTEGER NOT NULL,
+  segment INTEGER NOT NULL, pool TEXT NOT NULL, alloc_ts INTEGER NOT NULL,
+  free_requested_ts INTEGER, free_completed_ts INTEGER, seq INTEGER NOT NULL,
+  thread INTEGER NOT NULL, stack INTEGER NOT NULL, scope INTEGER, category TEXT NOT NULL);
+CREATE TABLE segments (id INTEGER PRIMARY KEY, device INTEGER NOT NULL, kind TEXT NOT NULL,
+  addr INTEGER NOT NULL, size INTEGER NOT NULL, segment INTEGER NOT NULL, stream INTEGER NOT NULL,
+  pool TEXT NOT NULL, alloc_ts INTEGER NOT NULL, free_ts INTEGER, seq INTEGER NOT NULL);
+CREATE TABLE storages (id INTEGER PRIMARY KEY, storage_id INTEGER NOT NULL, device INTEGER NOT NULL,
+  addr INTEGER NOT NULL, nbytes INTEGER NOT NULL, create_ts INTEGER NOT NULL, release_ts INTEGER,
+  thread INTEGER NOT NULL, stack INTEGER NOT NULL);
+CREATE TABLE tensors (id INTEGER PRIMARY KEY, tensor_id INTEGER NOT NULL, storage_id INTEGER NOT NULL,
+  base_id INTEGER NOT NULL, device INTEGER NOT NULL, sizes TEXT NOT NULL, strides TEXT NOT NULL,
+  storage_offset INTEGER NOT NULL, dtype INTEGER NOT NULL, op INTEGER NOT NULL,
+  create_ts INTEGER NOT NULL, release_ts INTEGER, thread INTEGER NOT NULL,
+  stack INTEGER NOT NULL);
+CREATE TABLE syncs (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, seq INTEGER NOT NULL,
+  device INTEGER NOT NULL, kind TEXT NOT NULL, duration_ns INTEGER NOT NULL,
+  stream INTEGER NOT NULL, thread INTEGER NOT NULL, stack INTEGER NOT NULL);
+CREATE TABLE memcpys (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, seq INTEGER NOT NULL,
+  device INTEGER NOT NULL, direction TEXT NOT NULL, bytes INTEGER NOT NULL,
+  stream INTEGER NOT NULL, pinned INTEGER NOT NULL, async INTEGER NOT NULL,
+  thread INTEGER NOT NULL, stack INTEGER NOT NULL);
+CREATE TABLE scopes (id INTEGER PRIMARY KEY, thread INTEGER NOT NULL, name INTEGER NOT NULL,
+  path INTEGER NOT NULL, depth INTEGER NOT NULL, value INTEGER NOT NULL,
+  push_ts INTEGER NOT NULL, pop_ts INTEGER, push_seq INTEGER NOT NULL, stack INTEGER NOT NULL);
+CREATE TABLE steps (id INTEGER PRIMARY KEY, number INTEGER NOT NULL, ts INTEGER NOT NULL,
+  end_ts INTEGER, seq INTEGER NOT NULL, thread INTEGER NOT NULL, name INTEGER NOT NULL);
+CREATE TABLE marks (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, seq INTEGER NOT NULL,
+  device INTEGER NOT NULL, name INTEGER NOT NULL, value INTEGER NOT NULL,
+  thread INTEGER NOT NULL, stack INTEGER NOT NULL);
+CREATE TABLE allocator_events (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, seq INTEGER NOT NULL,
+  device INTEGER NOT NULL, kind TEXT NOT NULL, requested_size INTEGER NOT NULL,
+  stream INTEGER NOT NULL, device_free INTEGER NOT NULL, device_total INTEGER NOT NULL,
+  allocated INTEGER NOT NULL, reserved INTEGER NOT NULL, released INTEGER NOT NULL,
+  thread INTEGER NOT NULL, stack INTEGER NOT NULL);
+CREATE TABLE memory_lod (device INTEGER NOT NULL, level INTEGER NOT NULL, t INTEGER NOT NULL,
+  seq INTEGER, n INTEGER NOT NULL,
+  allocated INTEGER NOT NULL, allocated_min INTEGER NOT NULL, allocated_max INTEGER NOT NULL,
+  active INTEGER NOT NULL, active_min INTEGER NOT NULL, active_max INTEGER NOT NULL,
+  reserved INTEGER NOT NULL, reserved_min INTEGER NOT NULL, reserved_max INTEGER NOT NULL,
+  requested INTEGER NOT NULL, requested_min INTEGER NOT NULL, requested_max INTEGER NOT NULL);
+CREATE TABLE lod_levels (device INTEGER NOT NULL, level INTEGER NOT NULL,
+  width_ns INTEGER NOT NULL, rows INTEGER NOT NULL, PRIMARY KEY (device, level)) WITHOUT ROWID;
+)sql";
+
+// Created after the rows are in (faster than maintaining them row by row).
+inline constexpr const char* kDerivedIndexes = R"sql(
+CREATE INDEX allocations_by_alloc_ts ON allocations (device, alloc_ts);
+CREATE INDEX allocations_by_free_requested_ts ON allocations (device, free_requested_ts);
+CREATE INDEX allocations_by_free_completed_ts ON allocations (device, free_completed_ts);
+CREATE INDEX allocations_by_addr ON allocations (device, addr);
+CREATE INDEX segments_by_alloc_ts ON segments (device, alloc_ts);
+CREATE INDEX tensors_by_id ON tensors (tensor_id);
+CREATE INDEX storages_by_id ON storages (storage_id);
+CREATE INDEX tensors_by_storage ON tensors (storage_id);
+CREATE INDEX tensors_by_create_ts ON tensors (create_ts);
+CREATE INDEX storages_by_create_ts ON storages (create_ts);
+CREATE INDEX syncs_by_ts ON syncs (ts);
+CREATE INDEX memcpys_by_ts ON memcpys (ts);
+CREATE INDEX scopes_by_push_ts ON scopes (thread, push_ts);
+CREATE INDEX steps_by_ts ON steps (ts);
+CREATE INDEX marks_by_ts ON marks (ts);
+CREATE INDEX memory_lod_by_time ON memory_lod (device, level, t);
+)sql";
+
+}  // namespace tidemark::store::detail

@@ -1,0 +1,144 @@
+#include "profiler/store/sqlite_db.h"
+
+#include <sqlite3.h>
+
+namespace tidemark::store::detail {
+
+Db::Db(const std::string& path, Mode mode) : path_(path) {
+  int flags = SQLITE_OPEN_NOMUTEX;
+  switch (mode) {
+    case Mode::create: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE; break;
+    case Mode::read_write: flags |= SQLITE_OPEN_READWRITE; break;
+    case Mode::read_only: flags |= SQLITE_OPEN_READONLY; break;
+  }
+  int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw StoreError(path + ": cannot open: " + msg);
+  }
+  sqlite3_extended_result_codes(db_, 1);
+  sqlite3_busy_timeout(db_, 5000);
+}
+
+Db::~Db() { sqlite3_close_v2(db_); }
+
+void Db::fail(std::string_view what) const {
+  throw StoreError(path_ + ": " + std::string(what) + ": " + sqlite3_errmsg(db_));
+}
+
+void Db::exec(const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    std::string head(sql, std::min<size_t>(std::char_traits<char>::length(sql), 60));
+    throw StoreError(path_ + ": " + msg + " (in `" + head + "`)");
+  }
+}
+
+int64_t Db::pragma_int(const char* name) {
+  Stmt s(*this, (std::string("PRAGMA ") + name).c_str());
+  return s.step() ? s.i64(0) : 0;
+}
+
+bool Db::table_exists(const char* name) {
+  Stmt s(*this, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
+  s.bind(1, name);
+  return s.step();
+}
+
+Stmt::Stmt(Db& db, const char* sql) : db_(&db) {
+  if (sqlite3_prepare_v3(db.handle(), sql, -1, SQLITE_PREPARE_PERSISTENT, &st_, nullptr) !=
+      SQLITE_OK) {
+    db.fail(std::string("cannot prepare `") + sql + "`");
+  }
+}
+
+Stmt::~Stmt() { sqlite3_finalize(st_); }
+
+Stmt& Stmt::operator=(Stmt&& o) noexcept {
+  if (this != &o) {
+    sqlite3_finalize(st_);
+    db_ = o.db_;
+    st_ = o.st_;
+    o.st_ = nullptr;
+  }
+  return *this;
+}
+
+Stmt& Stmt::bind(int i, int64_t v) {
+  if (sqlite3_bind_int64(st_, i, v) != SQLITE_OK) db_->fail("bind");
+  return *this;
+}
+Stmt& Stmt::bind(int i, double v) {
+  if (sqlite3_bind_double(st_, i, v) != SQLITE_OK) db_->fail("bind");
+  return *this;
+}
+Stmt& Stmt::bind(int i, std::string_view v) {
+  if (sqlite3_bind_text64(st_, i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8) != SQLITE_OK)
+    db_->fail("bind");
+  return *this;
+}
+Stmt& Stmt::bind_blob(int i, std::span<const uint8_t> v) {
+  // SQLITE_STATIC: callers keep the bytes alive until the statement has stepped.
+  if (sqlite3_bind_blob64(st_, i, v.empty() ? "" : static_cast<const void*>(v.data()), v.size(),
+                          SQLITE_STATIC) != SQLITE_OK)
+    db_->fail("bind");
+  return *this;
+}
+Stmt& Stmt::bind_null(int i) {
+  if (sqlite3_bind_null(st_, i) != SQLITE_OK) db_->fail("bind");
+  return *this;
+}
+
+bool Stmt::step() {
+  int rc = sqlite3_step(st_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  std::string sql = sqlite3_sql(st_) ? sqlite3_sql(st_) : "";
+  sqlite3_reset(st_);
+  db_->fail("`" + sql.substr(0, 60) + "`");
+}
+
+void Stmt::run() {
+  while (step()) {
+  }
+  reset();
+}
+
+void Stmt::reset() {
+  sqlite3_reset(st_);
+  sqlite3_clear_bindings(st_);
+}
+
+bool Stmt::is_null(int col) const { return sqlite3_column_type(st_, col) == SQLITE_NULL; }
+int64_t Stmt::i64(int col) const { return sqlite3_column_int64(st_, col); }
+double Stmt::f64(int col) const { return sqlite3_column_double(st_, col); }
+std::string Stmt::text(int col) const {
+  const unsigned char* p = sqlite3_column_text(st_, col);
+  int n = sqlite3_column_bytes(st_, col);
+  return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(n)) : std::string();
+}
+std::span<const uint8_t> Stmt::blob(int col) const {
+  const void* p = sqlite3_column_blob(st_, col);
+  int n = sqlite3_column_bytes(st_, col);
+  return {static_cast<const uint8_t*>(p), p ? static_cast<size_t>(n) : 0};
+}
+
+Transaction::Transaction(Db& db, const char* begin) : db_(db) { db_.exec(begin); }
+Transaction::~Transaction() {
+  if (open_) {
+    try {
+      db_.exec("ROLLBACK");
+    } catch (...) {  // nothing to do: the connection is closing or already rolled back
+    }
+  }
+}
+void Transaction::commit() {
+  db_.exec("COMMIT");
+  open_ = false;
+}
+
+}  // namespace tidemark::store::detail

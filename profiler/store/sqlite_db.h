@@ -1,0 +1,97 @@
+// Thin RAII wrappers over the SQLite C API for the store's own use (not installed API):
+// errors become StoreError naming the file and the statement.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "profiler/store/trace_format.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace tidemark::store::detail {
+
+class Stmt;
+
+class Db {
+ public:
+  enum class Mode { create, read_write, read_only };
+  // Opens `path`. `create` truncates nothing by itself: the writer removes old files first.
+  Db(const std::string& path, Mode mode);
+  ~Db();
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+
+  void exec(const char* sql);
+  int64_t pragma_int(const char* name);  // PRAGMA name, first column of the first row
+  bool table_exists(const char* name);
+  const std::string& path() const { return path_; }
+  sqlite3* handle() const { return db_; }
+  // Throws StoreError: "<path>: <what>: <sqlite message>".
+  [[noreturn]] void fail(std::string_view what) const;
+
+ private:
+  std::string path_;
+  sqlite3* db_ = nullptr;
+};
+
+class Stmt {
+ public:
+  Stmt() = default;
+  Stmt(Db& db, const char* sql);
+  ~Stmt();
+  Stmt(Stmt&& o) noexcept : db_(o.db_), st_(o.st_) { o.st_ = nullptr; }
+  Stmt& operator=(Stmt&& o) noexcept;
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  // Binds are 1-based, as in SQLite. Unsigned values are stored as their int64 bit pattern.
+  Stmt& bind(int i, int64_t v);
+  Stmt& bind(int i, uint64_t v) { return bind(i, static_cast<int64_t>(v)); }
+  Stmt& bind(int i, int v) { return bind(i, static_cast<int64_t>(v)); }
+  Stmt& bind(int i, double v);
+  Stmt& bind(int i, std::string_view v);
+  Stmt& bind(int i, const char* v) { return bind(i, std::string_view(v)); }
+  Stmt& bind_blob(int i, std::span<const uint8_t> v);
+  Stmt& bind_null(int i);
+  template <class T>
+  Stmt& bind(int i, const std::optional<T>& v) {
+    return v ? bind(i, *v) : bind_null(i);
+  }
+
+  bool step();  // true: a row is available
+  void run();   // step to completion, then reset
+  void reset();
+
+  bool is_null(int col) const;
+  int64_t i64(int col) const;
+  uint64_t u64(int col) const { return static_cast<uint64_t>(i64(col)); }
+  double f64(int col) const;
+  std::string text(int col) const;
+  std::span<const uint8_t> blob(int col) const;
+  std::optional<int64_t> opt_i64(int col) const {
+    return is_null(col) ? std::nullopt : std::optional<int64_t>(i64(col));
+  }
+
+ private:
+  Db* db_ = nullptr;
+  sqlite3_stmt* st_ = nullptr;
+};
+
+// Commits on commit(); rolls back when destroyed without it.
+class Transaction {
+ public:
+  explicit Transaction(Db& db, const char* begin = "BEGIN IMMEDIATE");
+  ~Transaction();
+  void commit();
+
+ private:
+  Db& db_;
+  bool open_ = true;
+};
+
+}  // namespace tidemark::store::detail

@@ -1,0 +1,66 @@
+// Shared vocabulary of the trace file (schema v1, docs/trace-format.md): what the writer is
+// given besides events, and what finalize asks of a symbolizer.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "profiler/events/events.h"
+
+namespace tidemark::store {
+
+inline constexpr int kSchemaVersion = 1;
+// `PRAGMA application_id`: marks a SQLite file as a Tidemark trace ("TDMK").
+inline constexpr int32_t kApplicationId = 0x54444d4b;
+
+// Every store failure (cannot open, foreign file, wrong schema version, SQLite error) throws
+// this, with a message naming the file and the problem.
+class StoreError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct DeviceInfo {
+  events::DeviceId id;
+  std::string name;        // "cpu", "cuda:0 (NVIDIA H200)"
+  uint64_t capacity = 0;   // bytes; 0 when unknown
+};
+
+// One executable mapping of the recorded process (from /proc/<pid>/maps), so return addresses
+// can be symbolized after the process is gone.
+struct ModuleInfo {
+  std::string path;
+  uint64_t start = 0;  // mapping start address
+  uint64_t end = 0;
+  uint64_t file_offset = 0;
+};
+
+struct TraceMeta {
+  std::string tool_version;
+  std::string command_line;
+  std::string host;
+  int64_t pid = 0;
+  int64_t start_unix_ns = 0;  // wall-clock start
+  uint64_t start_ts_ns = 0;   // the event clock (steady) at start: events' ts_ns are on it
+  std::vector<DeviceInfo> devices;
+  std::string allocator_settings;  // TL_ALLOC_CONF as given
+  int stack_depth = 0;             // 0: stacks off
+};
+
+// One source-level frame of a return address. An address inside inlined code gives several:
+// the innermost inlined function first, the physical function last.
+struct ResolvedFrame {
+  std::string function;  // demangled; "" when unknown
+  std::string file;      // "" when no debug info
+  int line = 0;
+  bool inlined = false;
+  std::string module;    // path of the binary or shared library
+};
+
+// finalize() asks this for each distinct return address; it may return an empty vector.
+using SymbolizeFn = std::function<std::vector<ResolvedFrame>(uint64_t ip)>;
+
+}  // namespace tidemark::store

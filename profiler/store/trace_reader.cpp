@@ -1,0 +1,372 @@
+#include "profiler/store/trace_reader.h"
+
+#include "profiler/store/event_stream.h"
+#include "profiler/store/meta_keys.h"
+#include "profiler/store/trace_file.h"
+
+namespace tidemark::store {
+
+namespace ev = events;
+using detail::Db;
+using detail::Stmt;
+
+// ---- RecordedEvent ------------------------------------------------------------------------
+
+void RecordedEvent::repoint() noexcept {
+  switch (event.kind) {
+    case ev::Kind::tensor_create:
+    case ev::Kind::tensor_release:
+      event.tensor.sizes = sizes;
+      event.tensor.strides = strides;
+      event.tensor.dtype = dtype;
+      event.tensor.op = op;
+      break;
+    case ev::Kind::scope_push:
+    case ev::Kind::scope_pop:
+    case ev::Kind::step:
+    case ev::Kind::mark:
+      event.name.name = name;
+      break;
+    default:
+      break;
+  }
+}
+
+RecordedEvent& RecordedEvent::operator=(const RecordedEvent& o) {
+  if (this == &o) return *this;
+  event = o.event;
+  stack_id = o.stack_id;
+  sizes = o.sizes;
+  strides = o.strides;
+  dtype = o.dtype;
+  op = o.op;
+  name = o.name;
+  repoint();
+  return *this;
+}
+
+RecordedEvent& RecordedEvent::operator=(RecordedEvent&& o) noexcept {
+  if (this == &o) return *this;
+  event = o.event;
+  stack_id = o.stack_id;
+  sizes = std::move(o.sizes);
+  strides = std::move(o.strides);
+  dtype = std::move(o.dtype);
+  op = std::move(o.op);
+  name = std::move(o.name);
+  repoint();
+  return *this;
+}
+
+// ---- TraceReader --------------------------------------------------------------------------
+
+TraceReader TraceReader::open(const std::string& path, Require require) {
+  auto need = require == Require::finalized ? detail::Need::finalized : detail::Need::raw;
+  std::unique_ptr<Db> db;
+  try {
+    // Read-write (never create) so a crashed writer's WAL can be recovered.
+    db = detail::open_trace(path, Db::Mode::read_write, need);
+  } catch (const StoreError& e) {
+    // A file we may not write: read it as it is.
+    if (std::string(e.what()).find("cannot open") == std::string::npos) throw;
+    db = detail::open_trace(path, Db::Mode::read_only, need);
+  }
+  return TraceReader(std::move(db));
+}
+
+TraceReader::TraceReader(std::unique_ptr<Db> db) : db_(std::move(db)) {}
+TraceReader::~TraceReader() = default;
+TraceReader::TraceReader(TraceReader&&) noexcept = default;
+TraceReader& TraceReader::operator=(TraceReader&&) noexcept = default;
+
+const std::string& TraceReader::path() const { return db_->path(); }
+
+std::optional<std::string> TraceReader::meta_value(const std::string& key) const {
+  Stmt s(*db_, "SELECT value FROM meta WHERE key = ?");
+  s.bind(1, key);
+  if (!s.step() || s.is_null(0)) return std::nullopt;
+  return s.text(0);
+}
+
+namespace {
+int64_t to_i64(const std::optional<std::string>& v) { return v ? std::stoll(*v) : 0; }
+}  // namespace
+
+TraceMeta TraceReader::meta() const {
+  namespace k = meta_keys;
+  TraceMeta m;
+  m.tool_version = meta_value(k::kToolVersion).value_or("");
+  m.command_line = meta_value(k::kCommandLine).value_or("");
+  m.host = meta_value(k::kHost).value_or("");
+  m.pid = to_i64(meta_value(k::kPid));
+  m.start_unix_ns = to_i64(meta_value(k::kStartUnixNs));
+  m.start_ts_ns = static_cast<uint64_t>(to_i64(meta_value(k::kStartTsNs)));
+  m.allocator_settings = meta_value(k::kAllocatorSettings).value_or("");
+  m.stack_depth = static_cast<int>(to_i64(meta_value(k::kStackDepth)));
+  for (DeviceRow& d : devices()) m.devices.push_back(std::move(d.info));
+  return m;
+}
+
+bool TraceReader::finalized() const { return to_i64(meta_value(meta_keys::kFinalized)) != 0; }
+bool TraceReader::clean_end() const { return to_i64(meta_value(meta_keys::kCleanEnd)) != 0; }
+uint64_t TraceReader::event_count() const {
+  return static_cast<uint64_t>(to_i64(meta_value(meta_keys::kEventCount)));
+}
+uint64_t TraceReader::dropped_count() const {
+  return static_cast<uint64_t>(to_i64(meta_value(meta_keys::kDroppedCount)));
+}
+std::optional<uint64_t> TraceReader::end_ts() const {
+  auto v = meta_value(meta_keys::kEndTsNs);
+  if (!v) return std::nullopt;
+  return static_cast<uint64_t>(std::stoll(*v));
+}
+
+std::vector<DeviceRow> TraceReader::devices() const {
+  std::vector<DeviceRow> out;
+  Stmt s(*db_, "SELECT id, type, idx, name, capacity FROM devices ORDER BY id");
+  while (s.step()) {
+    DeviceRow d;
+    d.id = s.i64(0);
+    d.info.id.type = s.text(1) == "cuda" ? ev::DeviceType::cuda : ev::DeviceType::cpu;
+    d.info.id.index = static_cast<int8_t>(s.i64(2));
+    d.info.name = s.text(3);
+    d.info.capacity = s.u64(4);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::optional<int64_t> TraceReader::device_row_id(ev::DeviceId device) const {
+  for (const DeviceRow& d : devices())
+    if (d.info.id == device) return d.id;
+  return std::nullopt;
+}
+
+const std::vector<std::string>& TraceReader::strings() const {
+  if (!strings_loaded_) {
+    Stmt s(*db_, "SELECT id, text FROM strings");
+    strings_.assign(1, std::string());
+    while (s.step()) {
+      auto id = static_cast<size_t>(s.i64(0));
+      if (id >= strings_.size()) strings_.resize(id + 1);
+      strings_[id] = s.text(1);
+    }
+    strings_loaded_ = true;
+  }
+  return strings_;
+}
+
+std::string TraceReader::string(uint64_t id) const {
+  const auto& s = strings();
+  return id < s.size() ? s[id] : std::string();
+}
+
+std::vector<ModuleInfo> TraceReader::modules() const {
+  std::vector<ModuleInfo> out;
+  Stmt s(*db_, "SELECT path, start, \"end\", file_offset FROM modules ORDER BY id");
+  while (s.step()) out.push_back({s.text(0), s.u64(1), s.u64(2), s.u64(3)});
+  return out;
+}
+
+std::vector<StackNode> TraceReader::stack_nodes() const {
+  std::vector<StackNode> out;
+  Stmt s(*db_, "SELECT id, parent, ip FROM stack_nodes ORDER BY id");
+  while (s.step()) out.push_back({s.u64(0), s.u64(1), s.u64(2)});
+  return out;
+}
+
+std::vector<uint64_t> TraceReader::stack(uint64_t stack_id) const {
+  std::vector<uint64_t> ips;
+  Stmt s(*db_, "SELECT parent, ip FROM stack_nodes WHERE id = ?");
+  // Bounded: a corrupt tree with a cycle must not loop forever.
+  for (uint64_t id = stack_id; id != 0 && ips.size() < 4096;) {
+    s.bind(1, id);
+    if (!s.step()) break;
+    ips.push_back(s.u64(1));
+    id = s.u64(0);
+    s.reset();
+  }
+  return ips;
+}
+
+std::vector<DroppedRow> TraceReader::dropped() const {
+  std::vector<DroppedRow> out;
+  Stmt s(*db_, "SELECT ts, count FROM dropped ORDER BY rowid");
+  while (s.step()) out.push_back({s.u64(0), s.u64(1)});
+  return out;
+}
+
+void TraceReader::for_each_event(
+    const std::function<void(const ev::Event&, uint64_t stack_id)>& fn) const {
+  const auto& strs = strings();
+  auto text = [&](uint64_t id) -> std::string_view {
+    return id < strs.size() ? std::string_view(strs[id]) : std::string_view();
+  };
+  detail::EventStream stream(*db_);
+  while (stream.next()) {
+    const DecodedEvent& d = stream.current();
+    ev::Event e = d.event;
+    switch (e.kind) {
+      case ev::Kind::tensor_create:
+      case ev::Kind::tensor_release:
+        e.tensor.dtype = text(d.str_a);
+        e.tensor.op = text(d.str_b);
+        break;
+      case ev::Kind::scope_push:
+      case ev::Kind::scope_pop:
+      case ev::Kind::step:
+      case ev::Kind::mark:
+        e.name.name = text(d.str_a);
+        break;
+      default:
+        break;
+    }
+    fn(e, d.stack_id);
+  }
+}
+
+std::vector<RecordedEvent> TraceReader::events() const {
+  std::vector<RecordedEvent> out;
+  for_each_event([&](const ev::Event& e, uint64_t stack_id) {
+    RecordedEvent r;
+    r.event = e;
+    r.stack_id = stack_id;
+    switch (e.kind) {
+      case ev::Kind::tensor_create:
+      case ev::Kind::tensor_release:
+        r.sizes.assign(e.tensor.sizes.begin(), e.tensor.sizes.end());
+        r.strides.assign(e.tensor.strides.begin(), e.tensor.strides.end());
+        r.dtype = e.tensor.dtype;
+        r.op = e.tensor.op;
+        break;
+      case ev::Kind::scope_push:
+      case ev::Kind::scope_pop:
+      case ev::Kind::step:
+      case ev::Kind::mark:
+        r.name = e.name.name;
+        break;
+      default:
+        break;
+    }
+    r.repoint();
+    out.push_back(std::move(r));
+  });
+  return out;
+}
+
+// ---- Derived tables -----------------------------------------------------------------------
+
+void TraceReader::require_finalized() const {
+  if (!finalized() || !db_->table_exists("memory_lod")) {
+    throw StoreError(path() +
+                     ": trace is not finalized (meta finalized = 0, expected 1): finalize it "
+                     "first to build the allocation, tensor and timeline tables");
+  }
+}
+
+std::optional<Peak> TraceReader::peak(int64_t device, Curve curve) const {
+  require_finalized();
+  const char* col = curve == Curve::allocated ? "allocated"
+                    : curve == Curve::active  ? "active"
+                    : curve == Curve::reserved ? "reserved"
+                                               : "requested";
+  std::string sql = std::string("SELECT ") + col + ", t, seq FROM memory_lod WHERE device = ? AND "
+                    "level = 0 ORDER BY " + col + " DESC, seq ASC LIMIT 1";
+  Stmt s(*db_, sql.c_str());
+  s.bind(1, device);
+  if (!s.step()) return std::nullopt;
+  return Peak{s.i64(0), s.u64(1), s.u64(2)};
+}
+
+namespace {
+constexpr const char* kAllocationColumns =
+    "SELECT device, addr, size, requested_size, stream, segment, pool, alloc_ts, "
+    "free_requested_ts, free_completed_ts, seq, thread, stack, scope, category FROM allocations ";
+
+AllocationRow allocation_row(const Stmt& s, const TraceReader& r) {
+  AllocationRow a;
+  a.device = s.i64(0);
+  a.addr = s.u64(1);
+  a.size = s.u64(2);
+  a.requested_size = s.u64(3);
+  a.stream = s.u64(4);
+  a.segment = s.u64(5);
+  a.pool = s.text(6) == "large" ? ev::Pool::large : ev::Pool::small;
+  a.alloc_ts = s.u64(7);
+  if (!s.is_null(8)) a.free_requested_ts = s.u64(8);
+  if (!s.is_null(9)) a.free_completed_ts = s.u64(9);
+  a.seq = s.u64(10);
+  a.thread = s.u64(11);
+  a.stack_id = s.u64(12);
+  if (!s.is_null(13)) a.scope = r.string(s.u64(13));
+  std::string cat = s.text(14);
+  for (int c = 0; c <= static_cast<int>(ev::Category::temporary); ++c)
+    if (ev::category_name(static_cast<ev::Category>(c)) == cat) a.category = static_cast<ev::Category>(c);
+  return a;
+}
+}  // namespace
+
+std::vector<AllocationRow> TraceReader::allocations_live_at(int64_t device, uint64_t ts) const {
+  require_finalized();
+  std::vector<AllocationRow> out;
+  Stmt s(*db_, (std::string(kAllocationColumns) +
+                "WHERE device = ? AND alloc_ts <= ? AND (free_requested_ts IS NULL OR "
+                "free_requested_ts > ?) ORDER BY seq").c_str());
+  s.bind(1, device).bind(2, ts).bind(3, ts);
+  while (s.step()) out.push_back(allocation_row(s, *this));
+  return out;
+}
+
+std::vector<AllocationRow> TraceReader::allocations(int64_t device) const {
+  require_finalized();
+  std::vector<AllocationRow> out;
+  Stmt s(*db_, (std::string(kAllocationColumns) + "WHERE device = ? ORDER BY seq").c_str());
+  s.bind(1, device);
+  while (s.step()) out.push_back(allocation_row(s, *this));
+  return out;
+}
+
+std::vector<LodLevel> TraceReader::lod_levels(int64_t device) const {
+  require_finalized();
+  std::vector<LodLevel> out;
+  Stmt s(*db_, "SELECT level, width_ns, rows FROM lod_levels WHERE device = ? ORDER BY level");
+  s.bind(1, device);
+  while (s.step()) out.push_back({static_cast<int>(s.i64(0)), s.u64(1), s.i64(2)});
+  return out;
+}
+
+std::vector<LodRow> TraceReader::lod(int64_t device, int level, uint64_t t0, uint64_t t1) const {
+  require_finalized();
+  std::vector<LodRow> out;
+  Stmt s(*db_,
+         "SELECT t, seq, n, allocated, allocated_min, allocated_max, active, active_min, "
+         "active_max, reserved, reserved_min, reserved_max, requested, requested_min, "
+         "requested_max FROM memory_lod WHERE device = ? AND level = ? AND t >= ? AND t <= ? "
+         "ORDER BY t, rowid");
+  s.bind(1, device).bind(2, level).bind(3, t0).bind(4, t1);
+  while (s.step()) {
+    LodRow r;
+    r.t = s.u64(0);
+    if (!s.is_null(1)) r.seq = s.u64(1);
+    r.n = s.i64(2);
+    int64_t* f[] = {&r.allocated, &r.allocated_min, &r.allocated_max, &r.active,
+                    &r.active_min, &r.active_max,   &r.reserved,      &r.reserved_min,
+                    &r.reserved_max, &r.requested,  &r.requested_min, &r.requested_max};
+    for (int i = 0; i < 12; ++i) *f[i] = s.i64(3 + i);
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<ResolvedFrame> TraceReader::frames(uint64_t ip) const {
+  require_finalized();
+  std::vector<ResolvedFrame> out;
+  Stmt s(*db_,
+         "SELECT function, file, line, inlined, module FROM frames WHERE ip = ? ORDER BY depth");
+  s.bind(1, ip);
+  while (s.step())
+    out.push_back({s.text(0), s.text(1), static_cast<int>(s.i64(2)), s.i64(3) != 0, s.text(4)});
+  return out;
+}
+
+}  // namespace tidemark::store

@@ -1,0 +1,151 @@
+// TraceReader: reads a Tidemark trace file (schema v1, docs/trace-format.md): its meta data,
+// the raw events decoded back in seq order, and simple queries over the tables finalize()
+// builds. The analysis library builds on it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "profiler/store/trace_format.h"
+
+namespace tidemark::store {
+
+namespace detail {
+class Db;
+}
+
+// An event read back from a trace, owning its strings and dimensions: `event`'s spans and
+// string views point into this object (copies re-point them).
+struct RecordedEvent {
+  events::Event event;
+  uint64_t stack_id = 0;
+  std::vector<int64_t> sizes, strides;
+  std::string dtype, op, name;
+
+  RecordedEvent() = default;
+  RecordedEvent(const RecordedEvent& o) { *this = o; }
+  RecordedEvent& operator=(const RecordedEvent& o);
+  RecordedEvent(RecordedEvent&& o) noexcept { *this = std::move(o); }
+  RecordedEvent& operator=(RecordedEvent&& o) noexcept;
+
+ private:
+  void repoint() noexcept;
+  friend class TraceReader;
+};
+
+// A row of `devices`: `id` is what the derived tables' `device` columns hold.
+struct DeviceRow {
+  int64_t id = 0;
+  DeviceInfo info;
+};
+
+struct StackNode {
+  uint64_t id = 0, parent = 0, ip = 0;
+};
+
+struct DroppedRow {
+  uint64_t ts_ns = 0, count = 0;
+};
+
+// One row of `allocations`.
+struct AllocationRow {
+  int64_t device = 0;
+  uint64_t addr = 0, size = 0, requested_size = 0, stream = 0, segment = 0;
+  events::Pool pool = events::Pool::small;
+  uint64_t alloc_ts = 0;
+  std::optional<uint64_t> free_requested_ts, free_completed_ts;  // empty: not freed
+  uint64_t seq = 0, thread = 0, stack_id = 0;
+  std::string scope;  // the scope path open at the allocation, "" when none
+  events::Category category = events::Category::unknown;
+};
+
+// One row of `memory_lod`: at level 0 one change (min = max = value), above a bucket.
+struct LodRow {
+  uint64_t t = 0;  // level 0: the change's time; above: the bucket's start
+  std::optional<uint64_t> seq;  // level 0 only
+  int64_t n = 0;   // changes summarised
+  int64_t allocated = 0, allocated_min = 0, allocated_max = 0;
+  int64_t active = 0, active_min = 0, active_max = 0;
+  int64_t reserved = 0, reserved_min = 0, reserved_max = 0;
+  int64_t requested = 0, requested_min = 0, requested_max = 0;
+};
+
+struct LodLevel {
+  int level = 0;
+  uint64_t width_ns = 0;  // 0 at level 0
+  int64_t rows = 0;
+};
+
+struct Peak {
+  int64_t bytes = 0;
+  uint64_t ts_ns = 0;
+  uint64_t seq = 0;  // the event that reached it (the first, when reached several times)
+};
+
+enum class Curve { allocated, active, reserved, requested };
+
+class TraceReader {
+ public:
+  enum class Require { raw, finalized };
+
+  // Opens `path` and checks it: a Tidemark trace (application_id), of schema version
+  // kSchemaVersion (user_version), finalized when `require` says so. Throws StoreError naming
+  // the file and what was expected and seen.
+  static TraceReader open(const std::string& path, Require require = Require::raw);
+  ~TraceReader();
+  TraceReader(TraceReader&&) noexcept;
+  TraceReader& operator=(TraceReader&&) noexcept;
+
+  const std::string& path() const;
+
+  // ---- Meta and raw tables --------------------------------------------------------------
+  TraceMeta meta() const;  // devices included
+  std::optional<std::string> meta_value(const std::string& key) const;
+  bool finalized() const;
+  bool clean_end() const;
+  uint64_t event_count() const;    // as of the last commit
+  uint64_t dropped_count() const;  // as of the last commit
+  std::optional<uint64_t> end_ts() const;  // clean end only
+  std::vector<DeviceRow> devices() const;
+  // The `devices.id` of `device`; empty when the trace has none.
+  std::optional<int64_t> device_row_id(events::DeviceId device) const;
+  std::string string(uint64_t id) const;  // "" for 0 or an unknown id
+  std::vector<ModuleInfo> modules() const;
+  std::vector<StackNode> stack_nodes() const;
+  // Return addresses of a stack, innermost first.
+  std::vector<uint64_t> stack(uint64_t stack_id) const;
+  std::vector<DroppedRow> dropped() const;
+
+  // Calls `fn` for every raw event in seq order. The event (spans and strings included) is
+  // valid during the call only, as in events::Sink::on_event.
+  void for_each_event(const std::function<void(const events::Event&, uint64_t stack_id)>& fn) const;
+  std::vector<RecordedEvent> events() const;
+
+  // ---- Derived tables (throw StoreError on an unfinalized trace) --------------------------
+  // Highest value of a curve on a device, with when it was first reached; empty when the
+  // device has no memory events.
+  std::optional<Peak> peak(int64_t device, Curve curve = Curve::allocated) const;
+  // Allocations allocated at or before `ts` and not yet free_requested at `ts`.
+  std::vector<AllocationRow> allocations_live_at(int64_t device, uint64_t ts) const;
+  std::vector<AllocationRow> allocations(int64_t device) const;  // by alloc seq
+  std::vector<LodLevel> lod_levels(int64_t device) const;
+  // Rows of one level with t in [t0, t1], by t.
+  std::vector<LodRow> lod(int64_t device, int level, uint64_t t0, uint64_t t1) const;
+  // Symbolized frames of a return address, innermost inlined first (empty when unresolved).
+  std::vector<ResolvedFrame> frames(uint64_t ip) const;
+
+ private:
+  explicit TraceReader(std::unique_ptr<detail::Db> db);
+  void require_finalized() const;
+  const std::vector<std::string>& strings() const;
+
+  std::unique_ptr<detail::Db> db_;
+  mutable std::vector<std::string> strings_;
+  mutable bool strings_loaded_ = false;
+};
+
+}  // namespace tidemark::store

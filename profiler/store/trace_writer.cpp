@@ -1,0 +1,260 @@
+// TraceWriter over SQLite: one open transaction at a time, committed by commit(); events are
+// encoded into per-thread blocks (event_codec.h) and written as one row per block.
+#include "profiler/store/trace_writer.h"
+
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string_view>
+#include <unordered_map>
+
+#include "profiler/store/event_codec.h"
+#include "profiler/store/meta_keys.h"
+#include "profiler/store/schema.h"
+#include "profiler/store/sqlite_db.h"
+
+namespace tidemark::store {
+
+namespace ev = events;
+using detail::Db;
+using detail::Stmt;
+
+namespace {
+
+// A block is written when it holds this many events or bytes (or at commit). Large blocks
+// amortise the row and index overhead; the bound keeps decode memory small.
+constexpr uint32_t kBlockEvents = 8192;
+constexpr size_t kBlockBytes = 256 * 1024;
+
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+int64_t unix_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+class SqliteTraceWriter final : public TraceWriter {
+ public:
+  SqliteTraceWriter(const std::string& path, const TraceMeta& meta)
+      : db_(path, Db::Mode::create) {
+    db_.exec("PRAGMA journal_mode = WAL");
+    // NORMAL in WAL mode: a commit is durable against a killed process (the WAL is in the OS
+    // cache), only a power loss can lose the last transactions.
+    db_.exec("PRAGMA synchronous = NORMAL");
+    db_.exec(("PRAGMA application_id = " + std::to_string(kApplicationId)).c_str());
+    {
+      detail::Transaction tx(db_);
+      db_.exec(detail::kRawSchema);
+      db_.exec(("PRAGMA user_version = " + std::to_string(kSchemaVersion)).c_str());
+      set_meta_ = Stmt(db_, "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)");
+      namespace k = meta_keys;
+      put_meta(k::kSchemaVersion, int64_t{kSchemaVersion});
+      put_meta(k::kToolVersion, meta.tool_version.empty() ? TIDEMARK_VERSION : meta.tool_version);
+      put_meta(k::kCommandLine, meta.command_line);
+      put_meta(k::kHost, meta.host);
+      put_meta(k::kPid, meta.pid);
+      put_meta(k::kStartUnixNs, meta.start_unix_ns);
+      put_meta(k::kStartTsNs, static_cast<int64_t>(meta.start_ts_ns));
+      put_meta(k::kAllocatorSettings, meta.allocator_settings);
+      put_meta(k::kStackDepth, int64_t{meta.stack_depth});
+      put_meta(k::kCleanEnd, int64_t{0});
+      put_meta(k::kEventCount, int64_t{0});
+      put_meta(k::kDroppedCount, int64_t{0});
+      put_meta(k::kFinalized, int64_t{0});
+      add_device_ = Stmt(db_, "INSERT INTO devices (type, idx, name, capacity) VALUES (?, ?, ?, ?)");
+      for (const DeviceInfo& d : meta.devices) add_device(d);
+      tx.commit();
+    }
+    add_string_ = Stmt(db_, "INSERT INTO strings (id, text) VALUES (?, ?)");
+    add_node_ = Stmt(db_, "INSERT OR REPLACE INTO stack_nodes (id, parent, ip) VALUES (?, ?, ?)");
+    add_module_ =
+        Stmt(db_, "INSERT INTO modules (path, start, \"end\", file_offset) VALUES (?, ?, ?, ?)");
+    add_dropped_ = Stmt(db_, "INSERT INTO dropped (ts, count) VALUES (?, ?)");
+    add_block_ = Stmt(db_,
+                      "INSERT INTO event_blocks (thread, first_seq, last_seq, first_ts, last_ts, "
+                      "count, data) VALUES (?, ?, ?, ?, ?, ?, ?)");
+    db_.exec("BEGIN");
+  }
+
+  ~SqliteTraceWriter() override {
+    // Not closed: keep what was appended (as a commit would) but record no clean end, so the
+    // file reads like one whose process died right after its last commit.
+    if (!closed_) {
+      try {
+        commit_blocks();
+        db_.exec("COMMIT");
+      } catch (...) {  // a destructor must not throw; the file holds the last commit
+      }
+    }
+  }
+
+  void append(const ev::Event& e, uint64_t stack_id) override {
+    check_open();
+    if (!(e.device == last_device_) || !have_device_) note_device(e.device);
+    uint64_t a = 0, b = 0;
+    switch (e.kind) {
+      case ev::Kind::tensor_create:
+      case ev::Kind::tensor_release:
+        a = intern(e.tensor.dtype);
+        b = intern(e.tensor.op);
+        break;
+      case ev::Kind::scope_push:
+      case ev::Kind::scope_pop:
+      case ev::Kind::step:
+      case ev::Kind::mark:
+        a = intern(e.name.name);
+        break;
+      default:
+        break;
+    }
+    BlockEncoder& enc = encoder(e.thread_id);
+    // A block is one sorted run of seq (the reader merges runs); an event out of order starts
+    // a new block.
+    if (!enc.empty() && e.seq <= enc.last_seq()) write_block(enc);
+    enc.add(e, stack_id, a, b);
+    ++event_count_;
+    if (enc.count() >= kBlockEvents || enc.size_bytes() >= kBlockBytes) write_block(enc);
+  }
+
+  void add_stack_node(uint64_t id, uint64_t parent, uint64_t ip) override {
+    check_open();
+    add_node_.bind(1, id).bind(2, parent).bind(3, ip).run();
+  }
+
+  void add_modules(const std::vector<ModuleInfo>& modules) override {
+    check_open();
+    for (const ModuleInfo& m : modules)
+      add_module_.bind(1, m.path).bind(2, m.start).bind(3, m.end).bind(4, m.file_offset).run();
+  }
+
+  void add_dropped(uint64_t count, uint64_t ts_ns) override {
+    check_open();
+    add_dropped_.bind(1, ts_ns).bind(2, count).run();
+    dropped_count_ += count;
+  }
+
+  void commit() override {
+    check_open();
+    commit_blocks();
+    db_.exec("COMMIT");
+    db_.exec("BEGIN");
+  }
+
+  void close(uint64_t end_ts_ns) override {
+    check_open();
+    commit_blocks();
+    namespace k = meta_keys;
+    put_meta(k::kEndTsNs, static_cast<int64_t>(end_ts_ns));
+    put_meta(k::kEndUnixNs, unix_now_ns());
+    put_meta(k::kCleanEnd, int64_t{1});
+    db_.exec("COMMIT");
+    closed_ = true;
+    // Fold the WAL into the main file so a closed trace is one self-contained file.
+    sqlite3_wal_checkpoint_v2(db_.handle(), nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+  }
+
+ private:
+  void check_open() const {
+    if (closed_) throw StoreError(db_.path() + ": trace writer used after close()");
+  }
+
+  void put_meta(const char* key, int64_t v) { set_meta_.bind(1, key).bind(2, v).run(); }
+  void put_meta(const char* key, const std::string& v) { set_meta_.bind(1, key).bind(2, v).run(); }
+
+  void add_device(const DeviceInfo& d) {
+    for (const ev::DeviceId& known : devices_)
+      if (known == d.id) return;
+    add_device_.bind(1, d.id.type == ev::DeviceType::cuda ? "cuda" : "cpu")
+        .bind(2, int{d.id.index})
+        .bind(3, d.name)
+        .bind(4, d.capacity)
+        .run();
+    devices_.push_back(d.id);
+  }
+
+  // A device not announced in the meta gets a row with its default name and unknown capacity.
+  void note_device(ev::DeviceId id) {
+    DeviceInfo d;
+    d.id = id;
+    d.name = id.type == ev::DeviceType::cuda ? "cuda:" + std::to_string(id.index) : "cpu";
+    add_device(d);
+    last_device_ = id;
+    have_device_ = true;
+  }
+
+  uint64_t intern(std::string_view s) {
+    if (s.empty()) return 0;
+    auto it = strings_.find(s);
+    if (it != strings_.end()) return it->second;
+    uint64_t id = strings_.size() + 1;
+    add_string_.bind(1, id).bind(2, s).run();
+    strings_.emplace(std::string(s), id);
+    return id;
+  }
+
+  BlockEncoder& encoder(uint64_t thread) {
+    if (last_encoder_ < encoders_.size() && encoders_[last_encoder_].thread() == thread)
+      return encoders_[last_encoder_];
+    for (size_t i = 0; i < encoders_.size(); ++i) {
+      if (encoders_[i].thread() == thread) {
+        last_encoder_ = i;
+        return encoders_[i];
+      }
+    }
+    encoders_.emplace_back(thread);
+    last_encoder_ = encoders_.size() - 1;
+    return encoders_.back();
+  }
+
+  void write_block(BlockEncoder& enc) {
+    add_block_.bind(1, enc.thread())
+        .bind(2, enc.first_seq())
+        .bind(3, enc.last_seq())
+        .bind(4, enc.first_ts())
+        .bind(5, enc.last_ts())
+        .bind(6, int64_t{enc.count()})
+        .bind_blob(7, enc.data())
+        .run();
+    enc.clear();
+  }
+
+  void commit_blocks() {
+    for (BlockEncoder& enc : encoders_)
+      if (!enc.empty()) write_block(enc);
+    put_meta(meta_keys::kEventCount, static_cast<int64_t>(event_count_));
+    put_meta(meta_keys::kDroppedCount, static_cast<int64_t>(dropped_count_));
+  }
+
+  Db db_;
+  Stmt set_meta_, add_device_, add_string_, add_node_, add_module_, add_dropped_, add_block_;
+  std::vector<ev::DeviceId> devices_;
+  ev::DeviceId last_device_;
+  bool have_device_ = false;
+  std::unordered_map<std::string, uint64_t, StringHash, std::equal_to<>> strings_;
+  std::vector<BlockEncoder> encoders_;
+  size_t last_encoder_ = 0;
+  uint64_t event_count_ = 0;
+  uint64_t dropped_count_ = 0;
+  bool closed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<TraceWriter> TraceWriter::create(const std::string& path, const TraceMeta& meta) {
+  // Truncate: a previous trace (and its WAL) at this path is replaced.
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    std::string p = path + suffix;
+    if (::unlink(p.c_str()) != 0 && errno != ENOENT)
+      throw StoreError(p + ": cannot remove the previous file: " + std::strerror(errno));
+  }
+  return std::make_unique<SqliteTraceWriter>(path, meta);
+}
+
+}  // namespace tidemark::store

@@ -1,0 +1,45 @@
+// TraceWriter: appends a recording to a SQLite trace file. Used by one thread (the recorder's
+// writer thread). Raw events are stored compactly (blocks of delta-encoded events); the
+// queryable tables are built later by finalize().
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "profiler/store/trace_format.h"
+
+namespace tidemark::store {
+
+class TraceWriter {
+ public:
+  // Creates (or truncates) `path`, writes the schema and `meta`, in WAL mode. Throws StoreError.
+  static std::unique_ptr<TraceWriter> create(const std::string& path, const TraceMeta& meta);
+  virtual ~TraceWriter() = default;
+
+  // Appends one event. `stack_id` is a node added by add_stack_node (0: no stack). Spans and
+  // strings in `e` are copied (interned) before returning.
+  virtual void append(const events::Event& e, uint64_t stack_id) = 0;
+  // A node of the stacks prefix tree: `parent` is 0 for an outermost frame, `ip` the return
+  // address. Nodes are added before any event refers to them.
+  virtual void add_stack_node(uint64_t id, uint64_t parent, uint64_t ip) = 0;
+  virtual void add_modules(const std::vector<ModuleInfo>& modules) = 0;
+  // `count` events were dropped (the writer fell behind): stored, never silent.
+  virtual void add_dropped(uint64_t count, uint64_t ts_ns) = 0;
+  // Writes buffered events and commits. The recorder calls it at least every 100 ms, so a
+  // killed process loses at most that much.
+  virtual void commit() = 0;
+  // Commits and records a clean end (end time, event count). The file stays unfinalized.
+  virtual void close(uint64_t end_ts_ns) = 0;
+};
+
+struct FinalizeOptions {
+  SymbolizeFn symbolize;  // null: frames keep only their addresses
+};
+
+// Builds the derived tables (allocations, segments, tensors, syncs, scopes, steps, the
+// level-of-detail pyramid, symbolized frames) from the raw events. Idempotent: rerunning it
+// rebuilds them, so a crashed, unfinalized file can be finalized later. Throws StoreError.
+void finalize(const std::string& path, const FinalizeOptions& options = {});
+
+}  // namespace tidemark::store

@@ -1,0 +1,433 @@
+// The raw event store: the block codec (every kind, extreme deltas, corrupt input) and the
+// writer -> reader round trip of every field, string and span, with many threads interleaved.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "profiler/store/event_codec.h"
+#include "profiler/store/trace_reader.h"
+#include "profiler/store/trace_writer.h"
+
+namespace {
+
+namespace ev = tidemark::events;
+namespace st = tidemark::store;
+
+std::string temp_path(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path();
+  return (dir / ("tidemark_" + name + "_" + std::to_string(::getpid()) + ".db")).string();
+}
+
+// Storage for the spans and strings the sample events point into.
+const std::vector<int64_t> kSizes = {2, 3, 4};
+const std::vector<int64_t> kStrides = {12, 4, 1};
+const std::vector<int64_t> kOddStrides = {-1, 0, INT64_MIN, INT64_MAX};
+
+// One event of every kind with every field set to a distinct value.
+std::vector<ev::Event> every_kind(uint64_t seq0, uint64_t ts0) {
+  std::vector<ev::Event> out;
+  for (int k = 0; k < ev::kNumKinds; ++k) {
+    ev::Event e;
+    e.kind = static_cast<ev::Kind>(k);
+    e.seq = seq0 + static_cast<uint64_t>(k) * 3;
+    e.ts_ns = ts0 + static_cast<uint64_t>(k) * 1000;
+    e.thread_id = 7;
+    e.device = k % 3 == 0 ? ev::DeviceId{ev::DeviceType::cuda, 1} : ev::DeviceId{};
+    switch (e.kind) {
+      case ev::Kind::segment_alloc:
+      case ev::Kind::segment_free:
+      case ev::Kind::segment_map:
+      case ev::Kind::segment_unmap:
+      case ev::Kind::alloc:
+      case ev::Kind::free_requested:
+      case ev::Kind::free_completed:
+        e.block = {0x7f0000001000ull + k * 512ull, 1024ull * (k + 1) + (k % 2),
+                   1000ull + k, static_cast<uint64_t>(k), 0x7f0000000000ull,
+                   k % 2 ? ev::Pool::large : ev::Pool::small, static_cast<ev::Category>(k % 7)};
+        break;
+      case ev::Kind::empty_cache:
+      case ev::Kind::alloc_retry:
+      case ev::Kind::oom:
+        e.allocator = {1ull << 30, 3, 123456789, 80ull << 30, 5ull << 30, 6ull << 30,
+                       static_cast<uint64_t>(k)};
+        break;
+      case ev::Kind::storage_create:
+      case ev::Kind::storage_release:
+        e.storage = {41ull + k, 0x7f0000002000ull, 4096ull + 7};
+        break;
+      case ev::Kind::tensor_create:
+        e.tensor.tensor_id = 100;
+        e.tensor.storage_id = 41;
+        e.tensor.base_id = 0;
+        e.tensor.sizes = kSizes;
+        e.tensor.strides = kStrides;
+        e.tensor.storage_offset = 5;
+        e.tensor.dtype = "float32";
+        e.tensor.op = "empty";
+        break;
+      case ev::Kind::tensor_release:
+        e.tensor.tensor_id = 101;
+        e.tensor.storage_id = 41;
+        e.tensor.base_id = 100;
+        e.tensor.sizes = kOddStrides;  // any values survive, not only shapes
+        e.tensor.strides = kOddStrides;
+        e.tensor.storage_offset = -3;
+        e.tensor.dtype = "bfloat16";
+        e.tensor.op = "transpose";
+        break;
+      case ev::Kind::category:
+        e.category = {0x7f0000001000ull, ev::Category::optimizer_state};
+        break;
+      case ev::Kind::sync:
+        e.sync = {ev::SyncKind::copy_to_host, 9, 777};
+        break;
+      case ev::Kind::memcpy:
+        e.memcpy = {ev::CopyDirection::device_to_host, 1ull << 33, 4, true, true};
+        break;
+      case ev::Kind::scope_push:
+      case ev::Kind::scope_pop:
+        e.name = {"model.layer1.conv", 2};
+        break;
+      case ev::Kind::step:
+        e.name = {"", 12};
+        break;
+      case ev::Kind::mark:
+        e.name = {"checkpoint: loss=0.25 ünïcode", 0};
+        break;
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+void expect_same(const ev::Event& a, const ev::Event& b) {
+  SCOPED_TRACE(std::string(ev::kind_name(a.kind)) + " seq " + std::to_string(a.seq));
+  ASSERT_EQ(a.kind, b.kind);
+  EXPECT_EQ(a.seq, b.seq);
+  EXPECT_EQ(a.ts_ns, b.ts_ns);
+  EXPECT_EQ(a.thread_id, b.thread_id);
+  EXPECT_TRUE(a.device == b.device);
+  switch (a.kind) {
+    case ev::Kind::segment_alloc:
+    case ev::Kind::segment_free:
+    case ev::Kind::segment_map:
+    case ev::Kind::segment_unmap:
+    case ev::Kind::alloc:
+    case ev::Kind::free_requested:
+    case ev::Kind::free_completed:
+      EXPECT_EQ(a.block.addr, b.block.addr);
+      EXPECT_EQ(a.block.size, b.block.size);
+      EXPECT_EQ(a.block.requested_size, b.block.requested_size);
+      EXPECT_EQ(a.block.stream, b.block.stream);
+      EXPECT_EQ(a.block.segment, b.block.segment);
+      EXPECT_EQ(a.block.pool, b.block.pool);
+      EXPECT_EQ(a.block.category, b.block.category);
+      break;
+    case ev::Kind::empty_cache:
+    case ev::Kind::alloc_retry:
+    case ev::Kind::oom:
+      EXPECT_EQ(a.allocator.requested_size, b.allocator.requested_size);
+      EXPECT_EQ(a.allocator.stream, b.allocator.stream);
+      EXPECT_EQ(a.allocator.device_free, b.allocator.device_free);
+      EXPECT_EQ(a.allocator.device_total, b.allocator.device_total);
+      EXPECT_EQ(a.allocator.allocated, b.allocator.allocated);
+      EXPECT_EQ(a.allocator.reserved, b.allocator.reserved);
+      EXPECT_EQ(a.allocator.released, b.allocator.released);
+      break;
+    case ev::Kind::storage_create:
+    case ev::Kind::storage_release:
+      EXPECT_EQ(a.storage.storage_id, b.storage.storage_id);
+      EXPECT_EQ(a.storage.addr, b.storage.addr);
+      EXPECT_EQ(a.storage.nbytes, b.storage.nbytes);
+      break;
+    case ev::Kind::tensor_create:
+    case ev::Kind::tensor_release:
+      EXPECT_EQ(a.tensor.tensor_id, b.tensor.tensor_id);
+      EXPECT_EQ(a.tensor.storage_id, b.tensor.storage_id);
+      EXPECT_EQ(a.tensor.base_id, b.tensor.base_id);
+      EXPECT_EQ(std::vector<int64_t>(a.tensor.sizes.begin(), a.tensor.sizes.end()),
+                std::vector<int64_t>(b.tensor.sizes.begin(), b.tensor.sizes.end()));
+      EXPECT_EQ(std::vector<int64_t>(a.tensor.strides.begin(), a.tensor.strides.end()),
+                std::vector<int64_t>(b.tensor.strides.begin(), b.tensor.strides.end()));
+      EXPECT_EQ(a.tensor.storage_offset, b.tensor.storage_offset);
+      EXPECT_EQ(a.tensor.dtype, b.tensor.dtype);
+      EXPECT_EQ(a.tensor.op, b.tensor.op);
+      break;
+    case ev::Kind::category:
+      EXPECT_EQ(a.category.addr, b.category.addr);
+      EXPECT_EQ(a.category.category, b.category.category);
+      break;
+    case ev::Kind::sync:
+      EXPECT_EQ(a.sync.kind, b.sync.kind);
+      EXPECT_EQ(a.sync.stream, b.sync.stream);
+      EXPECT_EQ(a.sync.duration_ns, b.sync.duration_ns);
+      break;
+    case ev::Kind::memcpy:
+      EXPECT_EQ(a.memcpy.direction, b.memcpy.direction);
+      EXPECT_EQ(a.memcpy.bytes, b.memcpy.bytes);
+      EXPECT_EQ(a.memcpy.stream, b.memcpy.stream);
+      EXPECT_EQ(a.memcpy.pinned, b.memcpy.pinned);
+      EXPECT_EQ(a.memcpy.async, b.memcpy.async);
+      break;
+    case ev::Kind::scope_push:
+    case ev::Kind::scope_pop:
+    case ev::Kind::step:
+    case ev::Kind::mark:
+      EXPECT_EQ(a.name.name, b.name.name);
+      EXPECT_EQ(a.name.value, b.name.value);
+      break;
+  }
+}
+
+// Encodes with fake string ids and checks the decoded numeric fields.
+TEST(StoreCodec, EveryKindRoundTrips) {
+  auto events = every_kind(1, 1'000'000);
+  st::BlockEncoder enc(7);
+  for (size_t i = 0; i < events.size(); ++i) enc.add(events[i], i % 2 ? 1000 + i : 0, 5, 6);
+  st::DecodedBlock block;
+  st::decode_block(enc.data(), 7, enc.count(), block, "test");
+  ASSERT_EQ(block.events.size(), events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    ev::Event want = events[i];
+    const st::DecodedEvent& got = block.events[i];
+    // Strings come back as ids; compare them separately.
+    if (want.kind == ev::Kind::tensor_create || want.kind == ev::Kind::tensor_release) {
+      want.tensor.dtype = want.tensor.op = {};
+      EXPECT_EQ(got.str_a, 5u);
+      EXPECT_EQ(got.str_b, 6u);
+    } else if (want.kind >= ev::Kind::scope_push) {
+      want.name.name = {};
+      EXPECT_EQ(got.str_a, 5u);
+    }
+    expect_same(want, got.event);
+    EXPECT_EQ(got.stack_id, i % 2 ? 1000 + i : 0u);
+  }
+}
+
+TEST(StoreCodec, ExtremeAndBackwardDeltas) {
+  // Values at the edges of uint64/int64 and deltas going backwards must survive zigzag.
+  std::vector<ev::Event> events;
+  uint64_t vals[] = {0, 1, UINT64_MAX, 0, 1ull << 63, (1ull << 63) - 1, 12345, 2};
+  for (size_t i = 0; i < std::size(vals); ++i) {
+    ev::Event e;
+    e.kind = ev::Kind::alloc;
+    e.seq = vals[(i + 3) % std::size(vals)];
+    e.ts_ns = vals[i];
+    e.device = {ev::DeviceType::cuda, static_cast<int8_t>(i % 2 ? -1 : 127)};
+    e.block = {vals[i], vals[(i + 1) % std::size(vals)], vals[(i + 2) % std::size(vals)],
+               vals[(i + 4) % std::size(vals)], vals[(i + 5) % std::size(vals)],
+               ev::Pool::large, ev::Category::temporary};
+    events.push_back(e);
+  }
+  st::BlockEncoder enc(3);
+  for (const auto& e : events) enc.add(e, UINT64_MAX - 1, 0, 0);
+  st::DecodedBlock block;
+  st::decode_block(enc.data(), 3, enc.count(), block, "test");
+  ASSERT_EQ(block.events.size(), events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    events[i].thread_id = 3;
+    expect_same(events[i], block.events[i].event);
+    EXPECT_EQ(block.events[i].stack_id, UINT64_MAX - 1);
+  }
+}
+
+TEST(StoreCodec, CorruptBlocksThrow) {
+  auto events = every_kind(1, 1000);
+  st::BlockEncoder enc(1);
+  for (const auto& e : events) enc.add(e, 3, 1, 2);
+  std::vector<uint8_t> data(enc.data().begin(), enc.data().end());
+  st::DecodedBlock block;
+  // Truncated.
+  std::vector<uint8_t> cut(data.begin(), data.end() - 3);
+  EXPECT_THROW(st::decode_block(cut, 1, enc.count(), block, "f.db: event block 1"), st::StoreError);
+  // More events claimed than present, an unknown kind, trailing bytes.
+  EXPECT_THROW(st::decode_block(data, 1, enc.count() + 1, block, "x"), st::StoreError);
+  std::vector<uint8_t> bad = data;
+  bad[0] = 0x1f;
+  try {
+    st::decode_block(bad, 1, enc.count(), block, "f.db: event block 1");
+    ADD_FAILURE() << "no error";
+  } catch (const st::StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("f.db: event block 1: corrupt event block"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(st::decode_block(data, 1, enc.count() - 1, block, "x"), st::StoreError);
+}
+
+TEST(StoreCodec, AllocatorEventsAreCompact) {
+  // Alloc/free pairs of one thread, addresses within 2 MiB segments, stack ids in the
+  // thousands: well under the 32 bytes/event budget.
+  std::mt19937_64 rng(1);
+  st::BlockEncoder enc(1);
+  uint64_t seq = 0, ts = 1'000'000'000;
+  for (int i = 0; i < 4096; ++i) {
+    ev::Event e;
+    e.kind = i % 2 ? ev::Kind::free_requested : ev::Kind::alloc;
+    e.seq = ++seq;
+    e.ts_ns = ts += 100 + rng() % 2000;
+    uint64_t seg = 0x7f0000000000ull + (rng() % 64) * (2ull << 20);
+    e.block = {seg + (rng() % 4096) * 512, 512 * (1 + rng() % 2048), 0, 0, seg,
+               ev::Pool::small, ev::Category::unknown};
+    e.block.requested_size = e.block.size - rng() % 512;
+    enc.add(e, 1 + rng() % 5000, 0, 0);
+  }
+  double per_event = static_cast<double>(enc.size_bytes()) / enc.count();
+  EXPECT_LT(per_event, 20.0);
+}
+
+// ---- Writer -> reader ------------------------------------------------------------------
+
+st::TraceMeta sample_meta() {
+  st::TraceMeta m;
+  m.tool_version = "9.9.9";
+  m.command_line = "./train --epochs 2";
+  m.host = "node17";
+  m.pid = 4242;
+  m.start_unix_ns = 1'700'000'000'000'000'000;
+  m.start_ts_ns = 999;
+  m.devices = {{{ev::DeviceType::cpu, 0}, "cpu", 64ull << 30},
+               {{ev::DeviceType::cuda, 1}, "cuda:1 (NVIDIA H200)", 141ull << 30}};
+  m.allocator_settings = "expandable_segments:True";
+  m.stack_depth = 32;
+  return m;
+}
+
+TEST(StoreRoundTrip, EveryFieldStringAndSpan) {
+  std::string path = temp_path("roundtrip");
+  auto events = every_kind(10, 5'000'000);
+  {
+    auto w = st::TraceWriter::create(path, sample_meta());
+    w->add_stack_node(1, 0, 0x401000);
+    w->add_stack_node(2, 1, 0x402000);
+    w->add_stack_node(3, 2, 0x403000);
+    w->add_modules({{"/usr/bin/train", 0x400000, 0x500000, 0}, {"/lib/libc.so.6", 0x7f00, 0x8f00, 0x1000}});
+    for (size_t i = 0; i < events.size(); ++i) w->append(events[i], i % 3 ? 3 : 0);
+    w->add_dropped(17, 5'500'000);
+    w->close(9'000'000);
+  }
+  auto r = st::TraceReader::open(path);
+  st::TraceMeta m = r.meta();
+  EXPECT_EQ(m.tool_version, "9.9.9");
+  EXPECT_EQ(m.command_line, "./train --epochs 2");
+  EXPECT_EQ(m.host, "node17");
+  EXPECT_EQ(m.pid, 4242);
+  EXPECT_EQ(m.start_unix_ns, 1'700'000'000'000'000'000);
+  EXPECT_EQ(m.start_ts_ns, 999u);
+  EXPECT_EQ(m.allocator_settings, "expandable_segments:True");
+  EXPECT_EQ(m.stack_depth, 32);
+  ASSERT_EQ(m.devices.size(), 2u);
+  EXPECT_EQ(m.devices[1].name, "cuda:1 (NVIDIA H200)");
+  EXPECT_EQ(m.devices[1].capacity, 141ull << 30);
+  EXPECT_TRUE(m.devices[1].id == (ev::DeviceId{ev::DeviceType::cuda, 1}));
+  EXPECT_TRUE(r.clean_end());
+  EXPECT_FALSE(r.finalized());
+  EXPECT_EQ(r.end_ts(), 9'000'000u);
+  EXPECT_EQ(r.event_count(), events.size());
+  EXPECT_EQ(r.dropped_count(), 17u);
+  ASSERT_EQ(r.dropped().size(), 1u);
+  EXPECT_EQ(r.dropped()[0].ts_ns, 5'500'000u);
+  EXPECT_EQ(r.stack(3), (std::vector<uint64_t>{0x403000, 0x402000, 0x401000}));
+  ASSERT_EQ(r.modules().size(), 2u);
+  EXPECT_EQ(r.modules()[1].path, "/lib/libc.so.6");
+  EXPECT_EQ(r.modules()[1].file_offset, 0x1000u);
+
+  std::vector<st::RecordedEvent> got = r.events();
+  ASSERT_EQ(got.size(), events.size());
+  for (size_t i = 0; i < events.size(); ++i) {
+    expect_same(events[i], got[i].event);
+    EXPECT_EQ(got[i].stack_id, i % 3 ? 3u : 0u);
+  }
+  // Copies re-point their spans and strings at their own storage.
+  std::vector<st::RecordedEvent> copy = got;
+  got.clear();
+  for (size_t i = 0; i < events.size(); ++i) expect_same(events[i], copy[i].event);
+  std::filesystem::remove(path);
+}
+
+TEST(StoreRoundTrip, ManyThreadsInterleavedComeBackInSeqOrder) {
+  std::string path = temp_path("threads");
+  // 8 threads, 40k events in global seq order but delivered thread by thread in batches (as
+  // the recorder drains per-thread buffers), with forced block boundaries.
+  constexpr int kThreads = 8, kEvents = 40'000;
+  std::mt19937_64 rng(7);
+  std::vector<std::vector<ev::Event>> per_thread(kThreads);
+  std::vector<ev::Event> all;
+  uint64_t ts = 1'000;
+  for (int i = 0; i < kEvents; ++i) {
+    ev::Event e;
+    int t = static_cast<int>(rng() % kThreads);
+    e.kind = i % 2 ? ev::Kind::alloc : ev::Kind::free_requested;
+    e.seq = static_cast<uint64_t>(i);
+    // Clocks of different cores may disagree a little: ts occasionally goes backwards.
+    ts = ts + 50 - (rng() % 60);
+    e.ts_ns = ts;
+    e.thread_id = static_cast<uint64_t>(t + 1);
+    e.block = {0x1000000 + (rng() % 100000) * 512, 512 * (1 + rng() % 100), 100, 0, 0x1000000,
+               ev::Pool::small, ev::Category::unknown};
+    per_thread[t].push_back(e);
+    all.push_back(e);
+  }
+  {
+    auto w = st::TraceWriter::create(path, sample_meta());
+    std::vector<size_t> pos(kThreads, 0);
+    bool left = true;
+    int round = 0;
+    while (left) {
+      left = false;
+      for (int t = 0; t < kThreads; ++t) {
+        size_t n = std::min<size_t>(per_thread[t].size() - pos[t], 1 + rng() % 3000);
+        for (size_t k = 0; k < n; ++k) w->append(per_thread[t][pos[t]++], 0);
+        left |= pos[t] < per_thread[t].size();
+      }
+      if (++round % 3 == 0) w->commit();
+    }
+    w->close(ts);
+  }
+  auto r = st::TraceReader::open(path);
+  size_t i = 0;
+  r.for_each_event([&](const ev::Event& e, uint64_t) {
+    ASSERT_LT(i, all.size());
+    expect_same(all[i], e);
+    ++i;
+  });
+  EXPECT_EQ(i, all.size());
+  std::filesystem::remove(path);
+}
+
+TEST(StoreRoundTrip, OutOfOrderSeqWithinAThreadStillReadsSorted) {
+  std::string path = temp_path("unordered");
+  {
+    auto w = st::TraceWriter::create(path, sample_meta());
+    for (uint64_t seq : {5, 6, 2, 3, 9, 1, 4}) {
+      ev::Event e;
+      e.kind = ev::Kind::mark;
+      e.seq = seq;
+      e.ts_ns = seq * 10;
+      e.thread_id = 1;
+      e.name = {"m", seq};
+      w->append(e, 0);
+    }
+    w->close(100);
+  }
+  std::vector<uint64_t> seqs;
+  st::TraceReader::open(path).for_each_event([&](const ev::Event& e, uint64_t) {
+    seqs.push_back(e.seq);
+    EXPECT_EQ(e.name.value, e.seq);
+  });
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{1, 2, 3, 4, 5, 6, 9}));
+  std::filesystem::remove(path);
+}
+
+TEST(StoreRoundTrip, WriterRefusesUseAfterClose) {
+  std::string path = temp_path("closed");
+  auto w = st::TraceWriter::create(path, sample_meta());
+  w->close(1);
+  EXPECT_THROW(w->commit(), st::StoreError);
+  std::filesystem::remove(path);
+}
+
+}  // namespace

@@ -89,6 +89,8 @@ std::optional<std::string> TraceReader::meta_value(const std::string& key) const
 }
 
 namespace {
+// Time bounds are unsigned; SQLite integers are signed.
+int64_t bound(uint64_t t) { return t > INT64_MAX ? INT64_MAX : static_cast<int64_t>(t); }
 int64_t to_i64(const std::optional<std::string>& v) { return v ? std::stoll(*v) : 0; }
 }  // namespace
 
@@ -312,7 +314,7 @@ std::vector<AllocationRow> TraceReader::allocations_live_at(int64_t device, uint
   Stmt s(*db_, (std::string(kAllocationColumns) +
                 "WHERE device = ? AND alloc_ts <= ? AND (free_requested_ts IS NULL OR "
                 "free_requested_ts > ?) ORDER BY seq").c_str());
-  s.bind(1, device).bind(2, ts).bind(3, ts);
+  s.bind(1, device).bind(2, bound(ts)).bind(3, bound(ts));
   while (s.step()) out.push_back(allocation_row(s, *this));
   return out;
 }
@@ -343,7 +345,7 @@ std::vector<LodRow> TraceReader::lod(int64_t device, int level, uint64_t t0, uin
          "active_max, reserved, reserved_min, reserved_max, requested, requested_min, "
          "requested_max FROM memory_lod WHERE device = ? AND level = ? AND t >= ? AND t <= ? "
          "ORDER BY t, rowid");
-  s.bind(1, device).bind(2, level).bind(3, t0).bind(4, t1);
+  s.bind(1, device).bind(2, level).bind(3, bound(t0)).bind(4, bound(t1));
   while (s.step()) {
     LodRow r;
     r.t = s.u64(0);

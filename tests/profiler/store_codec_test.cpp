@@ -22,6 +22,10 @@ std::string temp_path(const std::string& name) {
   return (dir / ("tidemark_" + name + "_" + std::to_string(::getpid()) + ".db")).string();
 }
 
+void remove_trace(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+}
+
 // Storage for the spans and strings the sample events point into.
 const std::vector<int64_t> kSizes = {2, 3, 4};
 const std::vector<int64_t> kStrides = {12, 4, 1};
@@ -345,7 +349,7 @@ TEST(StoreRoundTrip, EveryFieldStringAndSpan) {
   std::vector<st::RecordedEvent> copy = got;
   got.clear();
   for (size_t i = 0; i < events.size(); ++i) expect_same(events[i], copy[i].event);
-  std::filesystem::remove(path);
+  remove_trace(path);
 }
 
 TEST(StoreRoundTrip, ManyThreadsInterleavedComeBackInSeqOrder) {
@@ -395,7 +399,7 @@ TEST(StoreRoundTrip, ManyThreadsInterleavedComeBackInSeqOrder) {
     ++i;
   });
   EXPECT_EQ(i, all.size());
-  std::filesystem::remove(path);
+  remove_trace(path);
 }
 
 TEST(StoreRoundTrip, OutOfOrderSeqWithinAThreadStillReadsSorted) {
@@ -419,7 +423,7 @@ TEST(StoreRoundTrip, OutOfOrderSeqWithinAThreadStillReadsSorted) {
     EXPECT_EQ(e.name.value, e.seq);
   });
   EXPECT_EQ(seqs, (std::vector<uint64_t>{1, 2, 3, 4, 5, 6, 9}));
-  std::filesystem::remove(path);
+  remove_trace(path);
 }
 
 TEST(StoreRoundTrip, WriterRefusesUseAfterClose) {
@@ -427,7 +431,7 @@ TEST(StoreRoundTrip, WriterRefusesUseAfterClose) {
   auto w = st::TraceWriter::create(path, sample_meta());
   w->close(1);
   EXPECT_THROW(w->commit(), st::StoreError);
-  std::filesystem::remove(path);
+  remove_trace(path);
 }
 
 }  // namespace

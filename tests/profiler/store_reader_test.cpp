@@ -20,6 +20,10 @@ std::string temp_path(const std::string& name) {
   return (dir / ("tidemark_" + name + "_" + std::to_string(::getpid()) + ".db")).string();
 }
 
+void remove_trace(const std::string& path) {
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+}
+
 std::string open_error(const std::string& path,
                        st::TraceReader::Require require = st::TraceReader::Require::raw) {
   try {
@@ -39,7 +43,7 @@ void sql(const std::string& path, const char* statements) {
 
 TEST(StoreReader, RefusesAMissingFile) {
   std::string path = temp_path("missing");
-  std::filesystem::remove(path);
+  remove_trace(path);
   EXPECT_EQ(open_error(path), path + ": cannot open: no such file");
 }
 
@@ -48,17 +52,17 @@ TEST(StoreReader, RefusesATextFile) {
   std::ofstream(path) << "this is not a database, just some text that is long enough to be a "
                          "header of a hundred bytes or so, which SQLite reads first...........\n";
   EXPECT_EQ(open_error(path), path + ": not a Tidemark trace: not a SQLite database");
-  std::filesystem::remove(path);
+  remove_trace(path);
 }
 
 TEST(StoreReader, RefusesAnotherApplicationsSqliteFile) {
   std::string path = temp_path("foreign");
-  std::filesystem::remove(path);
+  remove_trace(path);
   sql(path, "PRAGMA application_id = 1234; CREATE TABLE t (x); INSERT INTO t VALUES (1);");
   EXPECT_EQ(open_error(path), path +
                                   ": not a Tidemark trace: SQLite application_id is 0x000004d2, "
                                   "expected 0x54444d4b (\"TDMK\")");
-  std::filesystem::remove(path);
+  remove_trace(path);
 }
 
 TEST(StoreReader, RefusesNewerAndOlderSchemaVersions) {
@@ -74,7 +78,7 @@ TEST(StoreReader, RefusesNewerAndOlderSchemaVersions) {
                                   "reads (version 1); record it again");
   // finalize() refuses it too.
   EXPECT_THROW(st::finalize(path), st::StoreError);
-  std::filesystem::remove(path);
+  remove_trace(path);
 }
 
 TEST(StoreReader, RefusesAnUnfinalizedTraceWhereFinalizedDataIsNeeded) {
@@ -89,7 +93,7 @@ TEST(StoreReader, RefusesAnUnfinalizedTraceWhereFinalizedDataIsNeeded) {
   st::finalize(path);
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized), "(no error)");
   EXPECT_TRUE(st::TraceReader::open(path).finalized());
-  std::filesystem::remove(path);
+  remove_trace(path);
 }
 
 }  // namespace

@@ -20,6 +20,14 @@ struct Target {
   bool at_most;          // true: ratio <= limit; false: baseline/measured >= limit
 };
 
+// A target on the time of one iteration itself (ns), for costs stated absolutely.
+struct AbsoluteTarget {
+  std::string name;
+  std::string measured;  // benchmark name
+  double limit_ns;       // time per item must be <= this
+  double items = 1;      // items per iteration (a batch of events)
+};
+
 class CollectingReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
@@ -29,19 +37,23 @@ class CollectingReporter : public benchmark::ConsoleReporter {
     for (const Run& r : runs) {
       if (r.error_occurred) continue;
       if (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median") {
-        times[r.run_name.function_name] = r.GetAdjustedRealTime();
+        times[r.run_name.function_name] = ns(r);
         medians.insert(r.run_name.function_name);
       } else if (r.run_type == Run::RT_Iteration && !medians.count(r.run_name.function_name)) {
-        times[r.run_name.function_name] = r.GetAdjustedRealTime();
+        times[r.run_name.function_name] = ns(r);
       }
     }
   }
-  std::map<std::string, double> times;
+  static double ns(const Run& r) {
+    return r.GetAdjustedRealTime() * 1e9 / benchmark::GetTimeUnitMultiplier(r.time_unit);
+  }
+  std::map<std::string, double> times;  // ns per iteration
   std::set<std::string> medians;
 };
 
 // Returns 0 when every target is met, 1 otherwise.
-inline int run_with_targets(int argc, char** argv, const std::vector<Target>& targets) {
+inline int run_with_targets(int argc, char** argv, const std::vector<Target>& targets,
+                            const std::vector<AbsoluteTarget>& absolute = {}) {
   benchmark::Initialize(&argc, argv);
   CollectingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
@@ -56,6 +68,15 @@ inline int run_with_targets(int argc, char** argv, const std::vector<Target>& ta
     failed += !ok;
     std::printf("%-60s %9.2fx %s%8.2fx  %s\n", t.name.c_str(), ratio, t.at_most ? "<=" : ">=",
                 t.limit, ok ? "ok" : "MISSED");
+  }
+  for (const AbsoluteTarget& t : absolute) {
+    auto m = reporter.times.find(t.measured);
+    if (m == reporter.times.end()) continue;
+    double per_item = m->second / t.items;
+    bool ok = per_item <= t.limit_ns;
+    failed += !ok;
+    std::printf("%-60s %8.1fns <=%8.0fns  %s\n", t.name.c_str(), per_item, t.limit_ns,
+                ok ? "ok" : "MISSED");
   }
   return failed ? 1 : 0;
 }

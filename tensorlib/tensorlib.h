@@ -9,3 +9,11 @@
 #include "tensorlib/core/tensor.h"
 #include "tensorlib/core/tensor_options.h"
 #include "tensorlib/memory/memory.h"
+#include "profiler/events/annotate.h"
+
+// Profiler annotations (recording itself is Tidemark::record's tl::profiler::start/stop).
+namespace tl::profiler {
+using tidemark::events::mark;
+using tidemark::events::Scope;
+using tidemark::events::step;
+}  // namespace tl::profiler

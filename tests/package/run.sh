@@ -7,7 +7,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 cmake -S "$src/tests/package" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
-cmake --build "$work/build" >/dev/null
+cmake --build "$work/build" | tail -20
 out=$("$work/build/consumer")
 echo "$out"
 # The softmax rows sum to one: the mean of the row sums printed on the first line is 1.

@@ -1,0 +1,578 @@
+// The recorder sink and its writer thread.
+//
+// Note [Recorder rings]
+// Each producing thread owns a single-producer/single-consumer byte ring. on_event encodes the
+// event (header, the Event itself, stack addresses, sizes/strides, up to two strings) into the
+// ring and publishes the new tail; the writer thread drains every ring, re-creates each Event
+// with its spans pointing into the ring, interns stacks and hands it to the TraceWriter, then
+// publishes the new head. Records are 8-byte aligned; one that does not fit before the end of
+// the buffer is preceded by a pad record that fills the rest. A full ring makes its producer
+// wait for the writer (back-pressure); if the writer has failed or made no progress for
+// kMaxWait, the event is dropped and counted, and the count is stored in the trace.
+//
+// Note [Recorder lifetime]
+// remove_sink() cannot tell when a thread that already loaded the sink pointer has finished
+// calling it. So a Recorder is never destroyed, and every on_event runs between inflight_++
+// and inflight_--, checking active_ in between: stop() clears active_, waits for inflight_ to
+// drain, and only then drains the rings and returns them to the pool. A late call sees
+// active_ == false and touches nothing else.
+#include "profiler/record/recorder.h"
+
+#include <unistd.h>
+
+#include <bit>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "profiler/record/stacks.h"
+#include "profiler/store/trace_writer.h"
+
+namespace tidemark::record {
+
+namespace ev = tidemark::events;
+
+namespace {
+
+constexpr uint32_t kPadKind = 0xffffffffu;
+constexpr size_t kMaxString = 4096;                    // longer names are truncated
+constexpr auto kCommitInterval = std::chrono::milliseconds(50);  // well inside 100 ms
+// How often the writer drains the rings when nobody wakes it: rarely enough that its wake-ups
+// do not compete with the program's threads, often enough that a ring (4 MiB by default)
+// holds what a busy thread emits meanwhile.
+constexpr auto kDrainInterval = std::chrono::milliseconds(10);
+constexpr auto kMaxWait = std::chrono::seconds(5);     // back-pressure before dropping
+// Frames of the recorder itself at the top of a captured stack (record, on_event).
+constexpr int kRecorderFrames = 2;
+
+struct RecordHeader {
+  uint32_t len;   // bytes of the whole record, multiple of 8
+  uint32_t kind;  // ev::Kind, or kPadKind
+  uint32_t n_ips;
+  uint32_t n_dims;
+  uint32_t str1_len;
+  uint32_t str2_len;
+};
+
+constexpr size_t align8(size_t n) { return (n + 7) & ~size_t{7}; }
+
+struct Ring {
+  explicit Ring(size_t capacity)
+      : buf(new std::byte[capacity]), cap(capacity), mask(capacity - 1) {}
+  std::unique_ptr<std::byte[]> buf;
+  size_t cap, mask;
+  alignas(64) std::atomic<uint64_t> tail{0};  // written by the producer
+  alignas(64) std::atomic<uint64_t> head{0};  // written by the writer thread
+  alignas(64) std::atomic<uint64_t> owner{0};  // token of the owning thread; 0 once it exited
+  std::mutex producers;  // only for the shared ring of exiting threads
+};
+
+// Rings are reused across threads and recordings, never freed (Note [Recorder lifetime]).
+struct RingPool {
+  std::mutex mu;
+  std::vector<Ring*> free;
+  Ring* take(size_t capacity) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (size_t i = 0; i < free.size(); ++i) {
+      if (free[i]->cap == capacity) {
+        Ring* r = free[i];
+        free.erase(free.begin() + static_cast<std::ptrdiff_t>(i));
+        r->head.store(0);
+        r->tail.store(0);
+        return r;
+      }
+    }
+    return new Ring(capacity);
+  }
+  void give(Ring* r) {
+    std::lock_guard<std::mutex> lock(mu);
+    free.push_back(r);
+  }
+};
+RingPool& ring_pool() {
+  static auto* pool = new RingPool;  // never destroyed: threads may exit after main
+  return *pool;
+}
+
+std::atomic<uint64_t> g_next_token{1};
+
+class Recorder;
+
+struct ThreadSlot {
+  Recorder* recorder = nullptr;
+  Ring* ring = nullptr;
+  uint64_t token = 0;
+  bool exiting = false;
+};
+thread_local ThreadSlot t_slot;  // trivially destructible: usable during thread exit
+
+struct ThreadExit {
+  ~ThreadExit() {
+    if (t_slot.ring) {
+      uint64_t expected = t_slot.token;
+      t_slot.ring->owner.compare_exchange_strong(expected, 0);
+    }
+    t_slot.ring = nullptr;
+    t_slot.exiting = true;
+  }
+};
+thread_local ThreadExit t_exit;
+
+std::string read_cmdline() {
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  std::string raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  for (char& c : raw)
+    if (c == '\0') c = ' ';
+  while (!raw.empty() && raw.back() == ' ') raw.pop_back();
+  return raw;
+}
+
+std::string expand_path(std::string path) {
+  for (size_t pos; (pos = path.find("%p")) != std::string::npos;)
+    path.replace(pos, 2, std::to_string(getpid()));
+  return path;
+}
+
+bool wants_stack(ev::Kind k) {
+  switch (k) {
+    case ev::Kind::alloc:
+    case ev::Kind::segment_alloc:
+    case ev::Kind::segment_map:
+    case ev::Kind::oom:
+    case ev::Kind::tensor_create:
+    case ev::Kind::storage_create:
+    case ev::Kind::sync:
+    case ev::Kind::memcpy:
+    case ev::Kind::mark:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_tensor_event(ev::Kind k) {
+  return k == ev::Kind::tensor_create || k == ev::Kind::tensor_release ||
+         k == ev::Kind::storage_create || k == ev::Kind::storage_release;
+}
+
+class Recorder final : public ev::Sink {
+ public:
+  Recorder(Options options, std::unique_ptr<store::TraceWriter> writer)
+      : opts_(std::move(options)), writer_(std::move(writer)) {
+    shared_ring_ = ring_pool().take(opts_.ring_bytes);
+    shared_ring_->owner.store(g_next_token.fetch_add(1));
+    writer_thread_ = std::thread([this] { run_writer(); });
+  }
+
+  void on_event(const ev::Event& e) noexcept override {
+    inflight_.fetch_add(1, std::memory_order_seq_cst);
+    if (active_.load(std::memory_order_seq_cst) && (opts_.tensors || !is_tensor_event(e.kind)))
+      record(e);
+    inflight_.fetch_sub(1, std::memory_order_release);
+  }
+
+  RecordingStats stop() {
+    active_.store(false, std::memory_order_seq_cst);
+    ev::remove_sink(this);
+    while (inflight_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+    {
+      std::lock_guard<std::mutex> lock(wake_mu_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    writer_thread_.join();
+    // Every producer is out (Note [Recorder lifetime]): the rings can serve others.
+    std::lock_guard<std::mutex> lock(rings_mu_);
+    for (Ring* r : rings_) ring_pool().give(r);
+    rings_.clear();
+    ring_pool().give(shared_ring_);
+    return {written_, dropped_.load(), stacks_.size()};
+  }
+
+  // Waits until the writer has drained every ring up to where it was at the call, then
+  // until it has committed.
+  void flush(bool commit) {
+    std::vector<std::pair<Ring*, uint64_t>> marks;
+    {
+      std::lock_guard<std::mutex> lock(rings_mu_);
+      for (Ring* r : rings_) marks.emplace_back(r, r->tail.load(std::memory_order_acquire));
+    }
+    marks.emplace_back(shared_ring_, shared_ring_->tail.load(std::memory_order_acquire));
+    for (auto& [r, tail] : marks) {
+      while (r->head.load(std::memory_order_acquire) < tail && !failed_) {
+        wake_.notify_one();
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    }
+    if (!commit) return;
+    uint64_t target = commits_.load() + 2;  // a commit that started after the drain
+    {
+      std::lock_guard<std::mutex> lock(wake_mu_);
+      commit_now_ = true;
+    }
+    wake_.notify_one();
+    while (commits_.load() < target && !failed_) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+
+  const Options& options() const { return opts_; }
+  bool writer_failed() const { return failed_.load(); }
+
+ private:
+  Ring* ring_for_thread() {
+    if (t_slot.exiting) return shared_ring_;
+    if (t_slot.recorder == this && t_slot.ring) return t_slot.ring;
+    Ring* r = ring_pool().take(opts_.ring_bytes);
+    uint64_t token = g_next_token.fetch_add(1);
+    r->owner.store(token);
+    {
+      std::lock_guard<std::mutex> lock(rings_mu_);
+      rings_.push_back(r);
+    }
+    (void)&t_exit;  // constructs the thread-exit hook for this thread
+    t_slot = {this, r, token, false};
+    return r;
+  }
+
+  void record(const ev::Event& e) noexcept {
+    uint64_t ips[kMaxStackDepth];
+    int n_ips = 0;
+    if (opts_.stack_depth > 0 && wants_stack(e.kind))
+      n_ips = capture_stack(ips, opts_.stack_depth, kRecorderFrames);
+    std::string_view s1, s2;
+    std::span<const int64_t> sizes, strides;
+    switch (e.kind) {
+      case ev::Kind::tensor_create:
+        s1 = e.tensor.dtype;
+        s2 = e.tensor.op;
+        sizes = e.tensor.sizes;
+        strides = e.tensor.strides;
+        break;
+      case ev::Kind::scope_push:
+      case ev::Kind::scope_pop:
+      case ev::Kind::step:
+      case ev::Kind::mark:
+        s1 = e.name.name;
+        break;
+      default:
+        break;
+    }
+    s1 = s1.substr(0, kMaxString);
+    s2 = s2.substr(0, kMaxString);
+    const size_t n_dims = sizes.size();
+    const size_t len = align8(sizeof(RecordHeader) + sizeof(ev::Event) +
+                              (n_ips + 2 * n_dims) * sizeof(uint64_t) + s1.size() + s2.size());
+    Ring* ring = ring_for_thread();
+    std::unique_lock<std::mutex> shared_lock;
+    if (ring == shared_ring_) shared_lock = std::unique_lock<std::mutex>(ring->producers);
+    auto [dst, advance] = reserve(*ring, len);
+    if (!dst) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    RecordHeader h{static_cast<uint32_t>(len), static_cast<uint32_t>(e.kind),
+                   static_cast<uint32_t>(n_ips), static_cast<uint32_t>(n_dims),
+                   static_cast<uint32_t>(s1.size()), static_cast<uint32_t>(s2.size())};
+    std::byte* p = dst;
+    std::memcpy(p, &h, sizeof h);
+    p += sizeof h;
+    std::memcpy(static_cast<void*>(p), &e, sizeof e);
+    p += sizeof e;
+    std::memcpy(p, ips, n_ips * sizeof(uint64_t));
+    p += n_ips * sizeof(uint64_t);
+    if (n_dims) {
+      std::memcpy(p, sizes.data(), n_dims * sizeof(int64_t));
+      p += n_dims * sizeof(int64_t);
+      std::memcpy(p, strides.data(), n_dims * sizeof(int64_t));
+      p += n_dims * sizeof(int64_t);
+    }
+    std::memcpy(p, s1.data(), s1.size());
+    p += s1.size();
+    std::memcpy(p, s2.data(), s2.size());
+    ring->tail.store(ring->tail.load(std::memory_order_relaxed) + advance,
+                     std::memory_order_release);
+  }
+
+  struct Slot {
+    std::byte* dst;  // nullptr: drop the event
+    size_t advance;  // how far the tail moves once the record is written
+  };
+
+  // Where a record of `len` bytes goes, writing a pad record first when it would straddle
+  // the end of the buffer.
+  Slot reserve(Ring& r, size_t len) {
+    const uint64_t tail = r.tail.load(std::memory_order_relaxed);
+    const size_t off = tail & r.mask;
+    const size_t contiguous = r.cap - off;
+    const size_t need = len <= contiguous ? len : contiguous + len;
+    if (len > r.cap / 2) return {nullptr, 0};
+    auto deadline = std::chrono::steady_clock::time_point{};
+    while (tail + need - r.head.load(std::memory_order_acquire) > r.cap) {
+      if (failed_.load(std::memory_order_relaxed)) return {nullptr, 0};
+      auto now = std::chrono::steady_clock::now();
+      if (deadline == std::chrono::steady_clock::time_point{}) {
+        deadline = now + kMaxWait;
+        wake_.notify_one();
+      } else if (now > deadline) {
+        return {nullptr, 0};
+      }
+      std::this_thread::yield();
+    }
+    if (len > contiguous) {
+      RecordHeader pad{static_cast<uint32_t>(contiguous), kPadKind, 0, 0, 0, 0};
+      std::memcpy(r.buf.get() + off, &pad, sizeof pad);
+      return {r.buf.get(), contiguous + len};
+    }
+    return {r.buf.get() + off, len};
+  }
+
+  // ---- Writer thread ----------------------------------------------------------------------
+
+  void run_writer() {
+    auto last_commit = std::chrono::steady_clock::now();
+    for (;;) {
+      bool stopping, force_commit;
+      {
+        std::unique_lock<std::mutex> lock(wake_mu_);
+        wake_.wait_for(lock, kDrainInterval, [&] { return stopping_ || commit_now_; });
+        stopping = stopping_;
+        force_commit = commit_now_;
+        commit_now_ = false;
+      }
+      if (!failed_) {
+        try {
+          drain_all();
+          auto now = std::chrono::steady_clock::now();
+          if (stopping || force_commit || now - last_commit >= kCommitInterval) {
+            report_dropped();
+            writer_->commit();
+            commits_.fetch_add(1);
+            last_commit = now;
+          }
+          if (stopping) {
+            // Libraries loaded since start: their frames must resolve too.
+            if (opts_.stack_depth > 0) writer_->add_modules(read_modules());
+            writer_->close(ev::now_ns());
+          }
+        } catch (const std::exception& ex) {
+          std::fprintf(stderr, "tidemark: recording to %s stopped: %s\n", opts_.path.c_str(),
+                       ex.what());
+          failed_ = true;
+        }
+      }
+      if (stopping) return;
+    }
+  }
+
+  void report_dropped() {
+    uint64_t d = dropped_.load(std::memory_order_relaxed);
+    if (d != dropped_reported_) {
+      writer_->add_dropped(d - dropped_reported_, ev::now_ns());
+      dropped_reported_ = d;
+    }
+  }
+
+  void drain_all() {
+    std::vector<Ring*> rings;
+    {
+      std::lock_guard<std::mutex> lock(rings_mu_);
+      rings = rings_;
+    }
+    rings.push_back(shared_ring_);
+    for (Ring* r : rings) {
+      bool exited = r != shared_ring_ && r->owner.load(std::memory_order_acquire) == 0;
+      drain(*r);
+      if (exited && r->head.load() == r->tail.load(std::memory_order_acquire)) {
+        std::lock_guard<std::mutex> lock(rings_mu_);
+        std::erase(rings_, r);
+        ring_pool().give(r);
+      }
+    }
+  }
+
+  void drain(Ring& r) {
+    uint64_t head = r.head.load(std::memory_order_relaxed);
+    const uint64_t tail = r.tail.load(std::memory_order_acquire);
+    while (head < tail) {
+      const std::byte* p = r.buf.get() + (head & r.mask);
+      RecordHeader h;
+      std::memcpy(&h, p, sizeof h);
+      if (h.kind != kPadKind) decode_and_append(h, p + sizeof h);
+      head += h.len;
+      // Publish progress as we go so a waiting producer can continue.
+      r.head.store(head, std::memory_order_release);
+    }
+  }
+
+  void decode_and_append(const RecordHeader& h, const std::byte* p) {
+    ev::Event e;
+    std::memcpy(static_cast<void*>(&e), p, sizeof e);
+    p += sizeof e;
+    const auto* ips = reinterpret_cast<const uint64_t*>(p);
+    p += h.n_ips * sizeof(uint64_t);
+    const auto* sizes = reinterpret_cast<const int64_t*>(p);
+    p += h.n_dims * sizeof(int64_t);
+    const auto* strides = reinterpret_cast<const int64_t*>(p);
+    p += h.n_dims * sizeof(int64_t);
+    std::string_view s1(reinterpret_cast<const char*>(p), h.str1_len);
+    std::string_view s2(reinterpret_cast<const char*>(p) + h.str1_len, h.str2_len);
+    switch (e.kind) {
+      case ev::Kind::tensor_create:
+        e.tensor.sizes = {sizes, h.n_dims};
+        e.tensor.strides = {strides, h.n_dims};
+        e.tensor.dtype = s1;
+        e.tensor.op = s2;
+        break;
+      case ev::Kind::tensor_release:
+        e.tensor.sizes = {};
+        e.tensor.strides = {};
+        e.tensor.dtype = {};
+        e.tensor.op = {};
+        break;
+      case ev::Kind::scope_push:
+      case ev::Kind::scope_pop:
+      case ev::Kind::step:
+      case ev::Kind::mark:
+        e.name.name = s1;
+        break;
+      default:
+        break;
+    }
+    uint64_t stack_id = 0;
+    if (h.n_ips > 0) {
+      created_.clear();
+      stack_id = stacks_.intern(ips, static_cast<int>(h.n_ips), created_);
+      for (const auto& n : created_) writer_->add_stack_node(n.id, n.parent, n.ip);
+    }
+    writer_->append(e, stack_id);
+    ++written_;
+  }
+
+  Options opts_;
+  std::unique_ptr<store::TraceWriter> writer_;
+  std::atomic<bool> active_{true};
+  std::atomic<int64_t> inflight_{0};
+  std::atomic<bool> failed_{false};
+  std::atomic<uint64_t> dropped_{0};
+
+  std::mutex rings_mu_;
+  std::vector<Ring*> rings_;
+  Ring* shared_ring_ = nullptr;
+
+  std::mutex wake_mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  bool commit_now_ = false;
+  std::atomic<uint64_t> commits_{0};
+  std::thread writer_thread_;
+
+  // Writer-thread state.
+  StackTable stacks_;
+  std::vector<StackTable::Node> created_;
+  uint64_t written_ = 0;
+  uint64_t dropped_reported_ = 0;
+};
+
+std::mutex g_control_mu;  // serialises start/stop
+Recorder* g_current = nullptr;
+
+int env_int(const char* name, int fallback, int lo, int hi) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < lo || x > hi) {
+    throw std::invalid_argument(std::string("tidemark: ") + name + "='" + v + "' is not an integer in [" +
+                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return static_cast<int>(x);
+}
+
+}  // namespace
+
+Options options_from_env() {
+  Options o;
+  if (const char* p = std::getenv("TIDEMARK_OUTPUT")) o.path = p;
+  o.stack_depth = env_int("TIDEMARK_STACKS", 0, 0, kMaxStackDepth);
+  o.tensors = env_int("TIDEMARK_TENSORS", 1, 0, 1) == 1;
+  o.finalize = env_int("TIDEMARK_FINALIZE", 1, 0, 1) == 1;
+  int kb = env_int("TIDEMARK_BUFFER_KB", static_cast<int>(o.ring_bytes >> 10), 64, 1 << 20);
+  o.ring_bytes = std::bit_ceil(static_cast<size_t>(kb) << 10);
+  return o;
+}
+
+void start(const Options& options) {
+  std::lock_guard<std::mutex> lock(g_control_mu);
+  if (g_current) throw std::runtime_error("tidemark: already recording to " + g_current->options().path);
+  Options o = options;
+  if (o.path.empty()) throw std::runtime_error("tidemark: no output path given");
+  o.path = expand_path(o.path);
+  if (o.stack_depth < 0 || o.stack_depth > kMaxStackDepth)
+    throw std::runtime_error("tidemark: stack depth must be 0-64, got " + std::to_string(o.stack_depth));
+  o.ring_bytes = std::bit_ceil(std::max<size_t>(o.ring_bytes, 64 << 10));
+  if (o.command_line.empty()) o.command_line = read_cmdline();
+
+  store::TraceMeta meta;
+  meta.tool_version = TIDEMARK_VERSION;
+  meta.command_line = o.command_line;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  meta.host = host;
+  meta.pid = getpid();
+  meta.start_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  ev::detail::calibrate_clock();
+  meta.start_ts_ns = ev::now_ns();
+  uint64_t ram = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  meta.devices.push_back({ev::DeviceId{ev::DeviceType::cpu, 0}, "cpu", ram});
+  if (const char* conf = std::getenv("TL_ALLOC_CONF")) meta.allocator_settings = conf;
+  meta.stack_depth = o.stack_depth;
+
+  std::unique_ptr<store::TraceWriter> writer;
+  try {
+    writer = store::TraceWriter::create(o.path, meta);
+    if (o.stack_depth > 0) writer->add_modules(read_modules());
+  } catch (const std::exception& ex) {
+    throw std::runtime_error(std::string("tidemark: cannot record to ") + o.path + ": " + ex.what());
+  }
+  auto* rec = new Recorder(o, std::move(writer));  // never deleted: Note [Recorder lifetime]
+  if (!ev::add_sink(rec)) {
+    rec->stop();
+    throw std::runtime_error("tidemark: no free event sink slot");
+  }
+  g_current = rec;
+}
+
+RecordingStats stop() {
+  std::lock_guard<std::mutex> lock(g_control_mu);
+  if (!g_current) return {};
+  Recorder* rec = g_current;
+  g_current = nullptr;
+  RecordingStats stats = rec->stop();
+  if (rec->options().finalize && !rec->writer_failed()) {
+    try {
+      finalize_trace(rec->options().path);
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "tidemark: finalizing %s failed: %s (rerun `tidemark finalize`)\n",
+                   rec->options().path.c_str(), ex.what());
+    }
+  }
+  return stats;
+}
+
+void flush(bool commit) {
+  std::lock_guard<std::mutex> lock(g_control_mu);
+  if (g_current) g_current->flush(commit);
+}
+
+bool is_recording() {
+  std::lock_guard<std::mutex> lock(g_control_mu);
+  return g_current != nullptr;
+}
+
+}  // namespace tidemark::record

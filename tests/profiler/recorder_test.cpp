@@ -1,0 +1,297 @@
+// The recorder end to end: a real training loop recorded into a trace whose replay gives the
+// statistics the program saw; several threads; a SIGKILLed recording; stacks and scopes.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <tensorlib/memory/stats_replayer.h>
+#include <tensorlib/tensorlib.h>
+
+#include "../../samples/mlp.h"
+#include "profiler/record/recorder.h"
+#include "profiler/store/trace_reader.h"
+
+extern char** environ;
+
+namespace {
+
+namespace ev = tidemark::events;
+namespace fs = std::filesystem;
+using tidemark::store::TraceReader;
+
+class TempTrace {
+ public:
+  explicit TempTrace(const std::string& name)
+      : path_((fs::temp_directory_path() /
+               ("tidemark-test-" + name + "-" + std::to_string(getpid()) + ".db"))
+                  .string()) {
+    remove();
+  }
+  ~TempTrace() { remove(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  void remove() {
+    for (const char* s : {"", "-wal", "-shm"}) fs::remove(path_ + s);
+  }
+  std::string path_;
+};
+
+tidemark::record::Options options(const std::string& path, int stacks = 0) {
+  tidemark::record::Options o;
+  o.path = path;
+  o.stack_depth = stacks;
+  return o;
+}
+
+// The statistics a replay can reproduce, current and peak, per pool.
+std::map<std::string, int64_t> replayable(const std::map<std::string, int64_t>& flat) {
+  std::map<std::string, int64_t> out;
+  for (const auto& [k, v] : flat) {
+    bool stat = k.starts_with("allocation.") || k.starts_with("allocated_bytes.") ||
+                k.starts_with("requested_bytes.") || k.starts_with("active.") ||
+                k.starts_with("active_bytes.") || k.starts_with("segment.") ||
+                k.starts_with("reserved_bytes.") || k.starts_with("inactive_split");
+    if (stat && (k.ends_with(".current") || k.ends_with(".peak"))) out[k] = v;
+  }
+  return out;
+}
+
+TEST(Recorder, ReplayOfARecordedTrainingRunGivesTheProgramsStatistics) {
+  TempTrace trace("replay");
+  const tl::Device cpu("cpu");
+  // Start from an empty allocator so the replay (which starts at zero) sees everything.
+  tl::empty_cache(cpu);
+  ASSERT_EQ(tl::memory_allocated(cpu), 0);
+  tl::reset_peak_memory_stats(cpu);
+  auto before = tl::memory_stats(cpu);
+
+  tidemark::record::start(options(trace.path()));
+  samples::MlpConfig c;
+  c.steps = 30;
+  samples::MlpTrainer trainer(c);
+  for (int i = 0; i < c.steps; ++i) trainer.step();
+  tl::Tensor big = tl::zeros({3, 1024, 1024});  // a large-pool segment of its own
+  tl::Tensor view = big.narrow(0, 1, 1);
+  big = tl::Tensor();
+  tl::empty_cache(cpu);  // releases the cached small segments, keeps the one the view holds
+  auto seen = tl::memory_stats(cpu);
+  int64_t peak_allocated = tl::max_memory_allocated(cpu);
+  int64_t peak_reserved = tl::max_memory_reserved(cpu);
+  auto rs = tidemark::record::stop();
+  EXPECT_EQ(rs.dropped, 0u);
+
+  TraceReader reader = TraceReader::open(trace.path(), TraceReader::Require::finalized);
+  tl::memory::StatsReplayer replay;
+  std::map<ev::Kind, int64_t> counts;
+  reader.for_each_event([&](const ev::Event& e, uint64_t) {
+    replay.on_event(e);
+    counts[e.kind]++;
+  });
+  auto replayed = tl::memory::flat_stats(replay.stats({ev::DeviceType::cpu, 0}));
+  ASSERT_EQ(replayable(seen).size(), 54u);  // 9 statistics x 3 pools x current/peak
+  EXPECT_EQ(replayable(replayed), replayable(seen));
+  EXPECT_GT(seen["allocated_bytes.all.current"], 0);  // the view keeps a block alive
+  EXPECT_EQ(replayed["allocated_bytes.all.peak"], peak_allocated);
+  EXPECT_EQ(replayed["reserved_bytes.all.peak"], peak_reserved);
+  // Event counts equal the allocator's own counters over the recording.
+  EXPECT_EQ(counts[ev::Kind::alloc],
+            seen["allocation.all.allocated"] - before["allocation.all.allocated"]);
+  EXPECT_EQ(counts[ev::Kind::free_requested],
+            seen["allocation.all.freed"] - before["allocation.all.freed"]);
+  EXPECT_EQ(counts[ev::Kind::segment_alloc], seen["num_device_alloc"] - before["num_device_alloc"]);
+  EXPECT_EQ(counts[ev::Kind::segment_free], seen["num_device_free"] - before["num_device_free"]);
+  EXPECT_EQ(counts[ev::Kind::step], c.steps);
+  EXPECT_EQ(reader.event_count(), rs.events);
+  // The finalized peak agrees with the program's.
+  auto dev = reader.device_row_id({ev::DeviceType::cpu, 0});
+  ASSERT_TRUE(dev.has_value());
+  auto peak = reader.peak(*dev, tidemark::store::Curve::allocated);
+  ASSERT_TRUE(peak.has_value());
+  EXPECT_EQ(peak->bytes, peak_allocated);
+}
+
+TEST(Recorder, SeveralThreadsLoseNothing) {
+  TempTrace trace("threads");
+  constexpr int kThreads = 4, kIters = 3000;
+  tidemark::record::Options o = options(trace.path());
+  o.ring_bytes = 64 << 10;  // small rings: producers must wait for the writer at times
+  tidemark::record::start(o);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([] {
+      for (int i = 0; i < kIters; ++i) {
+        tl::Tensor a = tl::empty({16, 16});
+        tl::Tensor v = a.t();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  auto rs = tidemark::record::stop();
+  EXPECT_EQ(rs.dropped, 0u);
+
+  TraceReader reader = TraceReader::open(trace.path());
+  std::map<uint64_t, int64_t> creates_by_thread;
+  int64_t allocs = 0, frees = 0;
+  uint64_t last_seq = 0;
+  bool ordered = true;
+  reader.for_each_event([&](const ev::Event& e, uint64_t) {
+    if (e.seq <= last_seq && last_seq != 0) ordered = false;
+    last_seq = e.seq;
+    if (e.kind == ev::Kind::tensor_create) creates_by_thread[e.thread_id]++;
+    if (e.kind == ev::Kind::alloc) allocs++;
+    if (e.kind == ev::Kind::free_completed) frees++;
+  });
+  EXPECT_TRUE(ordered);
+  ASSERT_EQ(creates_by_thread.size(), static_cast<size_t>(kThreads));
+  for (auto& [thread, n] : creates_by_thread) EXPECT_EQ(n, 2 * kIters) << "thread " << thread;
+  EXPECT_EQ(allocs, kThreads * kIters);
+  EXPECT_EQ(frees, kThreads * kIters);
+}
+
+TEST(Recorder, AKilledRecordingLeavesAFinalizablePrefix) {
+  TempTrace trace("crash");
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_addclose(&actions, out[0]);
+  std::string child = TIDEMARK_CRASH_CHILD;
+  char* argv[] = {child.data(), const_cast<char*>(trace.path().c_str()), nullptr};
+  pid_t pid;
+  ASSERT_EQ(posix_spawn(&pid, child.c_str(), &actions, nullptr, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  char buf[16] = {};
+  ASSERT_GT(read(out[0], buf, sizeof buf - 1), 0) << "the child did not start recording";
+  EXPECT_STREQ(buf, "ready\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // mid-run
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(out[0]);
+  ASSERT_TRUE(WIFSIGNALED(status));
+
+  tidemark::record::finalize_trace(trace.path());
+  TraceReader reader = TraceReader::open(trace.path(), TraceReader::Require::finalized);
+  EXPECT_FALSE(reader.clean_end());
+  // A prefix: the child has one producing thread, so the recovered sequence numbers are
+  // consecutive, and so are its steps.
+  uint64_t first_seq = 0, expected_seq = 0, gaps = 0, steps = 0, expected_step = 1;
+  reader.for_each_event([&](const ev::Event& e, uint64_t) {
+    if (expected_seq == 0) first_seq = expected_seq = e.seq;
+    gaps += e.seq != expected_seq;
+    expected_seq = e.seq + 1;
+    if (e.kind == ev::Kind::step) {
+      gaps += e.name.value != expected_step;
+      expected_step = e.name.value + 1;
+      ++steps;
+    }
+  });
+  EXPECT_EQ(gaps, 0u);
+  EXPECT_GE(steps, 50u);  // everything flushed before "ready" survived
+  EXPECT_EQ(reader.event_count(), expected_seq - first_seq);
+}
+
+[[gnu::noinline]] tl::Tensor allocate_here(int* line) {
+  *line = __LINE__ + 1;
+  tl::Tensor t = tl::empty({1000});  // 4000 bytes: easy to find
+  asm volatile("" ::: "memory");
+  return t;
+}
+
+TEST(Recorder, StacksResolveToTheAllocatingFunctionAndLine) {
+  TempTrace trace("stacks");
+  tidemark::record::start(options(trace.path(), 16));
+  int line = 0;
+  tl::Tensor t = allocate_here(&line);
+  t = tl::Tensor();
+  tidemark::record::stop();
+
+  TraceReader reader = TraceReader::open(trace.path(), TraceReader::Require::finalized);
+  auto dev = reader.device_row_id({ev::DeviceType::cpu, 0});
+  ASSERT_TRUE(dev.has_value());
+  const tidemark::store::AllocationRow* row = nullptr;
+  auto rows = reader.allocations(*dev);
+  for (const auto& r : rows)
+    if (r.requested_size == 4000) row = &r;
+  ASSERT_NE(row, nullptr);
+  ASSERT_NE(row->stack_id, 0u);
+  bool found = false;
+  std::string seen;
+  for (uint64_t ip : reader.stack(row->stack_id)) {
+    for (const auto& f : reader.frames(ip)) {
+      seen += f.function + " " + f.file + ":" + std::to_string(f.line) + "\n";
+      if (f.function.find("allocate_here") != std::string::npos &&
+          f.file.ends_with("recorder_test.cpp") && f.line == line)
+        found = true;
+    }
+  }
+  EXPECT_TRUE(found) << "expected allocate_here at recorder_test.cpp:" << line << " in\n" << seen;
+}
+
+TEST(Recorder, AllocationsAreAttributedToTheOpenScopes) {
+  TempTrace trace("scopes");
+  tidemark::record::start(options(trace.path()));
+  tl::Tensor kept;
+  {
+    tl::profiler::Scope outer("model");
+    tl::profiler::Scope inner("layer1");
+    kept = tl::empty({777});  // 3108 bytes
+  }
+  tl::Tensor outside = tl::empty({555});
+  tidemark::record::stop();
+  TraceReader reader = TraceReader::open(trace.path(), TraceReader::Require::finalized);
+  auto dev = reader.device_row_id({ev::DeviceType::cpu, 0});
+  ASSERT_TRUE(dev.has_value());
+  std::map<uint64_t, std::string> scope_of;
+  for (const auto& r : reader.allocations(*dev)) scope_of[r.requested_size] = r.scope;
+  EXPECT_EQ(scope_of[777 * 4], "model/layer1");
+  EXPECT_EQ(scope_of[555 * 4], "");
+}
+
+TEST(Recorder, ReportsBadOutputAndDoubleStart) {
+  try {
+    tidemark::record::start(options("/nonexistent-dir/x.db"));
+    tidemark::record::stop();
+    FAIL() << "recording into a missing directory must fail";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/x.db"), std::string::npos) << e.what();
+  }
+  TempTrace trace("twice");
+  tidemark::record::start(options(trace.path()));
+  EXPECT_THROW(tidemark::record::start(options(trace.path())), std::runtime_error);
+  EXPECT_TRUE(tidemark::record::is_recording());
+  tidemark::record::stop();
+  EXPECT_FALSE(tidemark::record::is_recording());
+}
+
+TEST(Recorder, OptionsFromTheEnvironmentAreChecked) {
+  setenv("TIDEMARK_OUTPUT", "run-%p.db", 1);
+  setenv("TIDEMARK_STACKS", "24", 1);
+  auto o = tidemark::record::options_from_env();
+  EXPECT_EQ(o.path, "run-%p.db");
+  EXPECT_EQ(o.stack_depth, 24);
+  setenv("TIDEMARK_STACKS", "99", 1);
+  try {
+    tidemark::record::options_from_env();
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("TIDEMARK_STACKS='99'"), std::string::npos) << e.what();
+  }
+  unsetenv("TIDEMARK_STACKS");
+  unsetenv("TIDEMARK_OUTPUT");
+}
+
+}  // namespace

@@ -18,6 +18,7 @@
 // active_ == false and touches nothing else.
 #include "profiler/record/recorder.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <bit>
@@ -46,6 +47,7 @@ constexpr auto kCommitInterval = std::chrono::milliseconds(50);  // well inside 
 // do not compete with the program's threads, often enough that a ring (4 MiB by default)
 // holds what a busy thread emits meanwhile.
 constexpr auto kDrainInterval = std::chrono::milliseconds(10);
+constexpr int kWriterNice = 10;  // the writer thread's nice value
 constexpr auto kMaxWait = std::chrono::seconds(5);     // back-pressure before dropping
 // Frames of the recorder itself at the top of a captured stack (record, on_event).
 constexpr int kRecorderFrames = 2;
@@ -123,6 +125,15 @@ struct ThreadExit {
 };
 thread_local ThreadExit t_exit;
 
+// The stack captured last on this thread (Note [Shared stacks]).
+struct LastStack {
+  const void* recorder = nullptr;
+  ev::Kind kind = ev::Kind::mark;
+  int n = 0;
+  uint64_t ips[kMaxStackDepth];
+};
+thread_local LastStack t_last_stack;
+
 std::string read_cmdline() {
   std::ifstream f("/proc/self/cmdline", std::ios::binary);
   std::string raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -186,6 +197,7 @@ class Recorder final : public ev::Sink {
     }
     wake_.notify_one();
     writer_thread_.join();
+    writer_.reset();  // closes the file
     // Every producer is out (Note [Recorder lifetime]): the rings can serve others.
     std::lock_guard<std::mutex> lock(rings_mu_);
     for (Ring* r : rings_) ring_pool().give(r);
@@ -239,10 +251,22 @@ class Recorder final : public ev::Sink {
   }
 
   void record(const ev::Event& e) noexcept {
-    uint64_t ips[kMaxStackDepth];
+    // Note [Shared stacks]: a new tensor is an alloc, then its storage_create, then its
+    // tensor_create, back to back on one thread and from one call site, so the three share
+    // one captured stack.
+    const uint64_t* ips = nullptr;
     int n_ips = 0;
-    if (opts_.stack_depth > 0 && wants_stack(e.kind))
-      n_ips = capture_stack(ips, opts_.stack_depth, kRecorderFrames);
+    if (opts_.stack_depth > 0 && wants_stack(e.kind)) {
+      LastStack& last = t_last_stack;
+      bool follows = (e.kind == ev::Kind::storage_create && last.kind == ev::Kind::alloc) ||
+                     (e.kind == ev::Kind::tensor_create && last.kind == ev::Kind::storage_create);
+      if (!(follows && last.recorder == this))
+        last.n = capture_stack(last.ips, opts_.stack_depth, kRecorderFrames);
+      ips = last.ips;
+      n_ips = last.n;
+    }
+    t_last_stack.kind = e.kind;
+    t_last_stack.recorder = this;
     std::string_view s1, s2;
     std::span<const int64_t> sizes, strides;
     switch (e.kind) {
@@ -282,7 +306,7 @@ class Recorder final : public ev::Sink {
     p += sizeof h;
     std::memcpy(static_cast<void*>(p), &e, sizeof e);
     p += sizeof e;
-    std::memcpy(p, ips, n_ips * sizeof(uint64_t));
+    if (n_ips) std::memcpy(p, ips, n_ips * sizeof(uint64_t));  // (memcpy wants non-null)
     p += n_ips * sizeof(uint64_t);
     if (n_dims) {
       std::memcpy(p, sizes.data(), n_dims * sizeof(int64_t));
@@ -290,9 +314,9 @@ class Recorder final : public ev::Sink {
       std::memcpy(p, strides.data(), n_dims * sizeof(int64_t));
       p += n_dims * sizeof(int64_t);
     }
-    std::memcpy(p, s1.data(), s1.size());
+    if (!s1.empty()) std::memcpy(p, s1.data(), s1.size());
     p += s1.size();
-    std::memcpy(p, s2.data(), s2.size());
+    if (!s2.empty()) std::memcpy(p, s2.data(), s2.size());
     ring->tail.store(ring->tail.load(std::memory_order_relaxed) + advance,
                      std::memory_order_release);
   }
@@ -323,8 +347,9 @@ class Recorder final : public ev::Sink {
       std::this_thread::yield();
     }
     if (len > contiguous) {
-      RecordHeader pad{static_cast<uint32_t>(contiguous), kPadKind, 0, 0, 0, 0};
-      std::memcpy(r.buf.get() + off, &pad, sizeof pad);
+      // The rest of the buffer may be as small as 8 bytes: a pad record is just len and kind.
+      const uint32_t pad[2] = {static_cast<uint32_t>(contiguous), kPadKind};
+      std::memcpy(r.buf.get() + off, pad, sizeof pad);
       return {r.buf.get(), contiguous + len};
     }
     return {r.buf.get() + off, len};
@@ -333,6 +358,9 @@ class Recorder final : public ev::Sink {
   // ---- Writer thread ----------------------------------------------------------------------
 
   void run_writer() {
+    // Background work: on a machine whose cores the program keeps busy, the program's own
+    // threads go first (the rings absorb the delay).
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kWriterNice);
     auto last_commit = std::chrono::steady_clock::now();
     for (;;) {
       bool stopping, force_commit;
@@ -399,10 +427,14 @@ class Recorder final : public ev::Sink {
     const uint64_t tail = r.tail.load(std::memory_order_acquire);
     while (head < tail) {
       const std::byte* p = r.buf.get() + (head & r.mask);
-      RecordHeader h;
-      std::memcpy(&h, p, sizeof h);
-      if (h.kind != kPadKind) decode_and_append(h, p + sizeof h);
-      head += h.len;
+      uint32_t len_kind[2];
+      std::memcpy(len_kind, p, sizeof len_kind);
+      if (len_kind[1] != kPadKind) {
+        RecordHeader h;
+        std::memcpy(&h, p, sizeof h);
+        decode_and_append(h, p + sizeof h);
+      }
+      head += len_kind[0];
       // Publish progress as we go so a waiting producer can continue.
       r.head.store(head, std::memory_order_release);
     }
@@ -444,9 +476,17 @@ class Recorder final : public ev::Sink {
     }
     uint64_t stack_id = 0;
     if (h.n_ips > 0) {
-      created_.clear();
-      stack_id = stacks_.intern(ips, static_cast<int>(h.n_ips), created_);
-      for (const auto& n : created_) writer_->add_stack_node(n.id, n.parent, n.ip);
+      // Shared stacks arrive as repeats: skip the prefix-tree walk for them.
+      if (h.n_ips == last_n_ips_ && std::memcmp(ips, last_ips_, h.n_ips * sizeof(uint64_t)) == 0) {
+        stack_id = last_stack_id_;
+      } else {
+        created_.clear();
+        stack_id = stacks_.intern(ips, static_cast<int>(h.n_ips), created_);
+        for (const auto& n : created_) writer_->add_stack_node(n.id, n.parent, n.ip);
+        last_n_ips_ = h.n_ips;
+        std::memcpy(last_ips_, ips, h.n_ips * sizeof(uint64_t));
+        last_stack_id_ = stack_id;
+      }
     }
     writer_->append(e, stack_id);
     ++written_;
@@ -473,6 +513,9 @@ class Recorder final : public ev::Sink {
   // Writer-thread state.
   StackTable stacks_;
   std::vector<StackTable::Node> created_;
+  uint32_t last_n_ips_ = 0;
+  uint64_t last_ips_[kMaxStackDepth];
+  uint64_t last_stack_id_ = 0;
   uint64_t written_ = 0;
   uint64_t dropped_reported_ = 0;
 };
@@ -540,7 +583,10 @@ void start(const Options& options) {
   } catch (const std::exception& ex) {
     throw std::runtime_error(std::string("tidemark: cannot record to ") + o.path + ": " + ex.what());
   }
-  auto* rec = new Recorder(o, std::move(writer));  // never deleted: Note [Recorder lifetime]
+  // Never deleted (Note [Recorder lifetime]); kept reachable for leak checkers.
+  static auto* all_recorders = new std::vector<Recorder*>;
+  auto* rec = new Recorder(o, std::move(writer));
+  all_recorders->push_back(rec);
   if (!ev::add_sink(rec)) {
     rec->stop();
     throw std::runtime_error("tidemark: no free event sink slot");

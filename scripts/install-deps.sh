@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libsqlite3-dev libunwind-dev libdw-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev libpng-dev
 )
 
 missing=()

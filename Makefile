@@ -20,6 +20,10 @@ build: configure
 
 demo: build
 	@$(BUILD)/samples/memory_tour
+	@echo
+	@echo "== training samples/train_mlp, recorded into $(BUILD)/train_mlp.db"
+	@rm -f $(BUILD)/train_mlp.db $(BUILD)/train_mlp.db-wal $(BUILD)/train_mlp.db-shm
+	@TIDEMARK_OUTPUT=$(BUILD)/train_mlp.db TIDEMARK_STACKS=16 $(BUILD)/samples/train_mlp 300
 
 # Every test: the optimised build, then the ASan+UBSan build.
 test: test-fast test-sanitize

@@ -1,0 +1,85 @@
+#include "profiler/analysis/diff.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+
+namespace tidemark::analysis {
+
+namespace {
+
+std::map<std::string, Group> sites_at_peak(const Trace& t, int64_t device) {
+  std::map<std::string, Group> out;
+  auto at = peak_point(t, device);
+  if (!at) return out;
+  for (Group& g : live_at(t, device, *at, GroupBy::site, 0).groups) out[g.key] = std::move(g);
+  return out;
+}
+
+void sort_by_delta(std::vector<SiteDiff>& v) {
+  std::sort(v.begin(), v.end(), [](const SiteDiff& x, const SiteDiff& y) {
+    int64_t dx = std::llabs(x.delta()), dy = std::llabs(y.delta());
+    return dx != dy ? dx > dy : x.key < y.key;
+  });
+}
+
+}  // namespace
+
+TraceDiff diff(const Trace& a, const Trace& b) {
+  TraceDiff d;
+  d.a_path = a.path();
+  d.b_path = b.path();
+  std::vector<std::string> names;
+  for (const DeviceRef& x : a.devices()) names.push_back(x.name);
+  for (const DeviceRef& x : b.devices())
+    if (std::find(names.begin(), names.end(), x.name) == names.end()) names.push_back(x.name);
+  auto find = [](const Trace& t, const std::string& name) -> const DeviceRef* {
+    for (const DeviceRef& x : t.devices())
+      if (x.name == name) return &x;
+    return nullptr;
+  };
+  for (const std::string& name : names) {
+    DeviceDiff dd;
+    dd.device = name;
+    const DeviceRef* da = find(a, name);
+    const DeviceRef* db = find(b, name);
+    if (da) dd.a = summarize_device(a, *da);
+    if (db) dd.b = summarize_device(b, *db);
+    auto val = [](const std::optional<DeviceSummary>& s, int64_t DeviceSummary::*m) {
+      return s ? (*s).*m : 0;
+    };
+    dd.peak_allocated_delta = val(dd.b, &DeviceSummary::peak_allocated_bytes) -
+                              val(dd.a, &DeviceSummary::peak_allocated_bytes);
+    dd.peak_reserved_delta = val(dd.b, &DeviceSummary::peak_reserved_bytes) -
+                             val(dd.a, &DeviceSummary::peak_reserved_bytes);
+    dd.final_allocated_delta = val(dd.b, &DeviceSummary::final_allocated_bytes) -
+                               val(dd.a, &DeviceSummary::final_allocated_bytes);
+    d.devices.push_back(std::move(dd));
+
+    TraceDiff::Sites s;
+    s.device = name;
+    auto sa = da ? sites_at_peak(a, da->id) : std::map<std::string, Group>{};
+    auto sb = db ? sites_at_peak(b, db->id) : std::map<std::string, Group>{};
+    for (const auto& [key, g] : sa) {
+      SiteDiff x{key, g.label, g.bytes, 0, g.count, 0};
+      auto it = sb.find(key);
+      if (it == sb.end()) {
+        s.vanished.push_back(x);
+      } else {
+        x.b_bytes = it->second.bytes;
+        x.b_count = it->second.count;
+        x.label = it->second.label;
+        if (x.delta() != 0 || x.a_count != x.b_count) s.changed.push_back(x);
+      }
+    }
+    for (const auto& [key, g] : sb)
+      if (!sa.count(key)) s.added.push_back({key, g.label, 0, g.bytes, 0, g.count});
+    sort_by_delta(s.changed);
+    sort_by_delta(s.added);
+    sort_by_delta(s.vanished);
+    d.sites.push_back(std::move(s));
+  }
+  return d;
+}
+
+}  // namespace tidemark::analysis

@@ -1,0 +1,450 @@
+#include "profiler/analysis/memory.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "profiler/analysis/sql.h"
+
+namespace tidemark::analysis {
+
+namespace ev = events;
+using detail::Query;
+
+std::string_view group_by_name(GroupBy g) {
+  switch (g) {
+    case GroupBy::site: return "site";
+    case GroupBy::stack: return "stack";
+    case GroupBy::scope: return "scope";
+    case GroupBy::category: return "category";
+  }
+  return "site";
+}
+
+std::optional<GroupBy> parse_group_by(std::string_view s) {
+  for (GroupBy g : {GroupBy::site, GroupBy::stack, GroupBy::scope, GroupBy::category})
+    if (group_by_name(g) == s) return g;
+  return std::nullopt;
+}
+
+namespace {
+
+constexpr const char* kAllocationColumns =
+    "SELECT device, addr, size, requested_size, stream, segment, pool, alloc_ts, "
+    "free_requested_ts, free_completed_ts, seq, thread, stack, scope, category FROM allocations ";
+
+ev::Category parse_category(const std::string& s) {
+  for (int i = 0; i <= static_cast<int>(ev::Category::temporary); ++i)
+    if (ev::category_name(static_cast<ev::Category>(i)) == s) return static_cast<ev::Category>(i);
+  return ev::Category::unknown;
+}
+
+store::AllocationRow allocation_row(const Query& q, const Trace& trace) {
+  store::AllocationRow a;
+  a.device = q.i64(0);
+  a.addr = q.u64(1);
+  a.size = q.u64(2);
+  a.requested_size = q.u64(3);
+  a.stream = q.u64(4);
+  a.segment = q.u64(5);
+  a.pool = q.text(6) == "large" ? ev::Pool::large : ev::Pool::small;
+  a.alloc_ts = q.u64(7);
+  if (!q.is_null(8)) a.free_requested_ts = q.u64(8);
+  if (!q.is_null(9)) a.free_completed_ts = q.u64(9);
+  a.seq = q.u64(10);
+  a.thread = q.u64(11);
+  a.stack_id = q.u64(12);
+  if (!q.is_null(13)) a.scope = trace.reader().string(q.u64(13));
+  a.category = parse_category(q.text(14));
+  return a;
+}
+
+const char* curve_column(store::Curve c) {
+  switch (c) {
+    case store::Curve::allocated: return "allocated";
+    case store::Curve::active: return "active";
+    case store::Curve::reserved: return "reserved";
+    case store::Curve::requested: return "requested";
+  }
+  return "allocated";
+}
+
+// Stored levels, coarsest first.
+std::vector<store::LodLevel> levels_coarse_first(const Trace& trace, int64_t device) {
+  std::vector<store::LodLevel> levels = trace.reader().lod_levels(device);
+  std::sort(levels.begin(), levels.end(),
+            [](const auto& a, const auto& b) { return a.level > b.level; });
+  return levels;
+}
+
+// The first level-0 change in [t0, t1) whose curve value is at least `value`, found by walking
+// down the level-of-detail pyramid: each level narrows the search to one bucket of the level
+// above, so this reads a few rows per level instead of scanning level 0.
+// Times are bound to SQLite as int64: "no end" is the largest of those.
+constexpr uint64_t kNever = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+
+std::optional<store::Peak> first_at_least(const Trace& trace, int64_t device, store::Curve curve,
+                                          int64_t value, uint64_t t0, uint64_t t1) {
+  t1 = std::min(t1, kNever);
+  std::string col = curve_column(curve);
+  for (const store::LodLevel& l : levels_coarse_first(trace, device)) {
+    if (l.level == 0) {
+      std::string sql = "SELECT t, seq, " + col +
+                        " FROM memory_lod WHERE device = ? AND level = 0 AND t >= ? AND t < ? "
+                        "AND " + col + " >= ? ORDER BY t, seq LIMIT 1";
+      Query q(trace.db(), sql.c_str());
+      q.bind(1, device).bind(2, t0).bind(3, t1).bind(4, value);
+      if (!q.step()) return std::nullopt;
+      return store::Peak{q.i64(2), q.u64(0), q.u64(1)};
+    }
+    std::string sql = "SELECT t FROM memory_lod WHERE device = ? AND level = ? AND t >= ? AND "
+                      "t < ? AND " + col + "_max >= ? ORDER BY t LIMIT 1";
+    Query q(trace.db(), sql.c_str());
+    // A bucket starting before t0 may hold changes at or after t0.
+    uint64_t from = t0 >= l.width_ns ? (t0 - t0 % l.width_ns) : 0;
+    q.bind(1, device).bind(2, l.level).bind(3, from).bind(4, t1).bind(5, value);
+    if (!q.step()) return std::nullopt;
+    uint64_t start = q.u64(0);
+    t0 = std::max(t0, start);
+    uint64_t end = start + l.width_ns;
+    t1 = std::min(t1, end < start ? kNever : end);
+  }
+  return std::nullopt;
+}
+
+// The value of every curve after the last change before `ts` (0 before any).
+struct Values {
+  int64_t allocated = 0, active = 0, reserved = 0, requested = 0;
+};
+
+Values values_before(const Trace& trace, int64_t device, int level, uint64_t ts) {
+  Query q(trace.db(),
+          "SELECT allocated, active, reserved, requested FROM memory_lod WHERE device = ? AND "
+          "level = ? AND t < ? ORDER BY t DESC LIMIT 1");
+  q.bind(1, device).bind(2, level).bind(3, ts);
+  if (!q.step()) return {};
+  return {q.i64(0), q.i64(1), q.i64(2), q.i64(3)};
+}
+
+}  // namespace
+
+std::vector<store::AllocationRow> live_allocations(const Trace& trace, int64_t device,
+                                                   TimePoint at) {
+  std::string sql = std::string(kAllocationColumns) +
+                    "WHERE device = ?1 AND (free_requested_ts IS NULL OR free_requested_ts > ?2) ";
+  // With a seq, the alloc event's seq decides (two events may share a time); alloc_ts bounds
+  // the scan, allowing for cores whose clocks disagree by a little (1 ms).
+  sql += at.seq ? "AND alloc_ts <= ?2 + 1000000 AND seq <= ?3 " : "AND alloc_ts <= ?2 ";
+  sql += "ORDER BY seq";
+  Query q(trace.db(), sql.c_str());
+  q.bind(1, device).bind(2, at.ts);
+  if (at.seq) q.bind(3, *at.seq);
+  std::vector<store::AllocationRow> rows;
+  while (q.step()) rows.push_back(allocation_row(q, trace));
+  return rows;
+}
+
+std::vector<Group> group_allocations(const Trace& trace,
+                                     const std::vector<store::AllocationRow>& rows, GroupBy by,
+                                     size_t limit, uint64_t* groups_total) {
+  std::unordered_map<std::string, Group> groups;
+  for (const store::AllocationRow& a : rows) {
+    std::string key, label;
+    switch (by) {
+      case GroupBy::site: {
+        const Site& s = trace.site(a.stack_id);
+        key = s.key;
+        label = s.label;
+        break;
+      }
+      case GroupBy::stack:
+        key = std::to_string(a.stack_id);
+        break;
+      case GroupBy::scope:
+        key = label = a.scope.empty() ? "(no scope)" : a.scope;
+        break;
+      case GroupBy::category:
+        key = label = std::string(ev::category_name(a.category));
+        break;
+    }
+    auto [it, inserted] = groups.try_emplace(key);
+    Group& g = it->second;
+    if (inserted) {
+      g.key = key;
+      g.label = label;
+      if (by == GroupBy::stack) {
+        g.frames = trace.stack_frames(a.stack_id);
+        g.label = a.stack_id == 0 ? "(no stack)"
+                  : g.frames.empty() ? "stack " + key
+                                     : g.frames.front();
+        if (a.stack_id != 0) g.label = trace.site(a.stack_id).label;
+      }
+    }
+    g.bytes += static_cast<int64_t>(a.size);
+    g.requested_bytes += static_cast<int64_t>(a.requested_size);
+    ++g.count;
+  }
+  std::vector<Group> out;
+  out.reserve(groups.size());
+  for (auto& [k, g] : groups) out.push_back(std::move(g));
+  std::sort(out.begin(), out.end(), [](const Group& a, const Group& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.key < b.key;
+  });
+  if (groups_total) *groups_total = out.size();
+  if (limit && out.size() > limit) out.resize(limit);
+  return out;
+}
+
+LiveBreakdown live_at(const Trace& trace, int64_t device, TimePoint at, GroupBy by,
+                      size_t limit) {
+  LiveBreakdown b;
+  b.device_id = device;
+  if (const DeviceRef* d = trace.device_by_id(device)) b.device = d->name;
+  b.time_ns = at.ts >= trace.origin_ns() ? at.ts - trace.origin_ns() : 0;
+  b.by = by;
+  std::vector<store::AllocationRow> rows = live_allocations(trace, device, at);
+  for (const auto& a : rows) b.bytes += static_cast<int64_t>(a.size);
+  b.count = rows.size();
+  b.groups = group_allocations(trace, rows, by, limit, &b.groups_total);
+  return b;
+}
+
+std::optional<store::Peak> peak(const Trace& trace, int64_t device, store::Curve curve) {
+  std::vector<store::LodLevel> levels = levels_coarse_first(trace, device);
+  if (levels.empty()) return std::nullopt;
+  std::string sql = std::string("SELECT MAX(") + curve_column(curve) +
+                    "_max) FROM memory_lod WHERE device = ? AND level = ?";
+  Query q(trace.db(), sql.c_str());
+  q.bind(1, device).bind(2, levels.front().level);
+  if (!q.step() || q.is_null(0)) return std::nullopt;
+  return first_at_least(trace, device, curve, q.i64(0), 0, kNever);
+}
+
+std::optional<TimePoint> peak_point(const Trace& trace, int64_t device) {
+  auto p = peak(trace, device, store::Curve::allocated);
+  if (!p) return std::nullopt;
+  return TimePoint{p->ts_ns, p->seq};
+}
+
+TimePoint step_point(const Trace& trace, int64_t number) {
+  Query q(trace.db(), "SELECT ts FROM steps WHERE number = ? ORDER BY ts LIMIT 1");
+  q.bind(1, number);
+  if (!q.step()) throw std::invalid_argument("no step " + std::to_string(number) + " in the trace");
+  return TimePoint{q.u64(0), std::nullopt};
+}
+
+namespace {
+std::vector<std::pair<int64_t, uint64_t>> step_starts(const Trace& trace) {
+  std::vector<std::pair<int64_t, uint64_t>> steps;
+  if (!trace.db().table_exists("steps")) return steps;
+  Query q(trace.db(), "SELECT number, ts FROM steps ORDER BY ts, seq");
+  while (q.step()) steps.emplace_back(q.i64(0), q.u64(1));
+  return steps;
+}
+}  // namespace
+
+LeakReport leaks(const Trace& trace, std::optional<int64_t> device, GroupBy by, size_t limit) {
+  LeakReport r;
+  r.by = by;
+  std::string sql = std::string(kAllocationColumns) + "WHERE free_requested_ts IS NULL " +
+                    (device ? "AND device = ? " : "") + "ORDER BY seq";
+  Query q(trace.db(), sql.c_str());
+  if (device) q.bind(1, *device);
+  std::vector<store::AllocationRow> rows;
+  while (q.step()) rows.push_back(allocation_row(q, trace));
+  for (const auto& a : rows) r.bytes += static_cast<int64_t>(a.size);
+  r.count = rows.size();
+  r.groups = group_allocations(trace, rows, by, limit, &r.groups_total);
+
+  auto steps = step_starts(trace);
+  std::map<int64_t, StepLeak> per_step;  // keyed by index into steps, -1: before the first
+  for (const auto& a : rows) {
+    auto it = std::upper_bound(steps.begin(), steps.end(), a.alloc_ts,
+                               [](uint64_t ts, const auto& s) { return ts < s.second; });
+    int64_t index = (it - steps.begin()) - 1;
+    StepLeak& l = per_step[index];
+    if (index >= 0) l.step = steps[static_cast<size_t>(index)].first;
+    l.bytes += static_cast<int64_t>(a.size);
+    ++l.count;
+  }
+  for (auto& [i, l] : per_step) r.by_step.push_back(l);
+  return r;
+}
+
+DeviceSummary summarize_device(const Trace& trace, const DeviceRef& device) {
+  DeviceSummary s;
+  s.device_id = device.id;
+  s.device = device.name;
+  s.description = device.description;
+  s.capacity = device.capacity;
+  const int64_t id = device.id;
+  if (auto p = peak(trace, id, store::Curve::allocated)) {
+    s.peak_allocated_bytes = p->bytes;
+    s.peak_allocated_time_ns = p->ts_ns >= trace.origin_ns() ? p->ts_ns - trace.origin_ns() : 0;
+  }
+  if (auto p = peak(trace, id, store::Curve::reserved)) s.peak_reserved_bytes = p->bytes;
+  if (auto p = peak(trace, id, store::Curve::active)) s.peak_active_bytes = p->bytes;
+  if (auto p = peak(trace, id, store::Curve::requested)) s.peak_requested_bytes = p->bytes;
+  // The final values: the last bucket of the coarsest level holds the value after the last
+  // change.
+  auto levels = levels_coarse_first(trace, id);
+  if (!levels.empty()) {
+    Query q(trace.db(),
+            "SELECT allocated, reserved, active FROM memory_lod WHERE device = ? AND level = ? "
+            "ORDER BY t DESC, rowid DESC LIMIT 1");
+    q.bind(1, id).bind(2, levels.front().level);
+    if (q.step()) {
+      s.final_allocated_bytes = q.i64(0);
+      s.final_reserved_bytes = q.i64(1);
+      s.final_active_bytes = q.i64(2);
+    }
+  }
+  auto count = [&](const char* sql) {
+    Query q(trace.db(), sql);
+    q.bind(1, id);
+    return q.step() ? q.u64(0) : 0;
+  };
+  s.alloc_count = count("SELECT COUNT(*) FROM allocations WHERE device = ?");
+  s.segment_alloc_count = count("SELECT COUNT(DISTINCT seq) FROM segments WHERE device = ?");
+  s.oom_count = count("SELECT COUNT(*) FROM allocator_events WHERE device = ? AND kind = 'oom'");
+  s.sync_count = count("SELECT COUNT(*) FROM syncs WHERE device = ?");
+  Query q(trace.db(),
+          "SELECT COUNT(*), TOTAL(size) FROM allocations WHERE device = ? AND "
+          "free_requested_ts IS NULL");
+  q.bind(1, id);
+  if (q.step()) {
+    s.leaked_count = q.u64(0);
+    s.leaked_bytes = static_cast<int64_t>(q.f64(1));
+  }
+  return s;
+}
+
+Summary summarize(const Trace& trace, const SummaryOptions& options) {
+  const store::TraceReader& r = trace.reader();
+  Summary s;
+  s.path = trace.path();
+  s.schema_version = store::kSchemaVersion;
+  if (auto v = r.meta_value("schema_version")) s.schema_version = std::atoi(v->c_str());
+  store::TraceMeta meta = r.meta();
+  s.tool_version = meta.tool_version;
+  s.command_line = meta.command_line;
+  s.host = meta.host;
+  s.pid = meta.pid;
+  s.clean_end = r.clean_end();
+  s.origin_ts = trace.origin_ns();
+  s.duration_ns = trace.duration_ns();
+  s.event_count = r.event_count();
+  s.dropped_count = r.dropped_count();
+  {
+    Query q(trace.db(), "SELECT COUNT(*) FROM steps");
+    if (q.step()) s.step_count = q.u64(0);
+  }
+  for (const DeviceRef& d : trace.devices())
+    if (!options.device || *options.device == d.id) s.devices.push_back(summarize_device(trace, d));
+  const DeviceSummary* primary = nullptr;
+  for (const DeviceSummary& d : s.devices)
+    if (!primary || d.peak_allocated_bytes > primary->peak_allocated_bytes) primary = &d;
+  if (primary) {
+    if (auto at = peak_point(trace, primary->device_id))
+      s.top_at_peak = live_at(trace, primary->device_id, *at, GroupBy::site, options.top_limit);
+  }
+  s.leaks = leaks(trace, options.device, GroupBy::site, options.top_limit);
+  return s;
+}
+
+Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& request) {
+  Timeline tl;
+  tl.device_id = device;
+  if (const DeviceRef* d = trace.device_by_id(device)) tl.device = d->name;
+  tl.from_ts = request.from_ts.value_or(trace.origin_ns());
+  tl.to_ts = request.to_ts.value_or(trace.end_ns() + 1);
+  if (tl.to_ts <= tl.from_ts) tl.to_ts = tl.from_ts + 1;
+  const size_t width = std::max<size_t>(1, request.width);
+  const uint64_t span = tl.to_ts - tl.from_ts;
+  tl.column_ns = std::max<uint64_t>(1, span / width);
+
+  // The coarsest stored level whose buckets fit in a column (level 0 always does).
+  store::LodLevel chosen{};
+  for (const store::LodLevel& l : trace.reader().lod_levels(device))
+    if (l.width_ns <= tl.column_ns && l.level >= chosen.level) chosen = l;
+  tl.level = chosen.level;
+  tl.level_width_ns = chosen.width_ns;
+
+  CurveColumns* curves[] = {&tl.allocated, &tl.active, &tl.reserved, &tl.requested};
+  for (CurveColumns* c : curves) {
+    c->min.assign(width, 0);
+    c->max.assign(width, 0);
+    c->last.assign(width, 0);
+  }
+  // A bucket starting before `from` but reaching into it belongs to the first column.
+  const uint64_t first_t =
+      chosen.width_ns && tl.from_ts >= chosen.width_ns ? tl.from_ts - chosen.width_ns + 1
+                                                       : tl.from_ts;
+  Values carry = values_before(trace, device, chosen.level, first_t);
+  int64_t cur[4] = {carry.allocated, carry.active, carry.reserved, carry.requested};
+  std::vector<store::LodRow> rows =
+      trace.reader().lod(device, chosen.level, first_t, tl.to_ts - 1);
+  size_t next = 0;
+  for (size_t col = 0; col < width; ++col) {
+    const uint64_t col_end = col + 1 == width ? tl.to_ts : tl.from_ts + (col + 1) * tl.column_ns;
+    int64_t mn[4], mx[4];
+    for (int i = 0; i < 4; ++i) mn[i] = mx[i] = cur[i];
+    for (; next < rows.size() && rows[next].t < col_end; ++next) {
+      const store::LodRow& r = rows[next];
+      const int64_t lo[4] = {r.allocated_min, r.active_min, r.reserved_min, r.requested_min};
+      const int64_t hi[4] = {r.allocated_max, r.active_max, r.reserved_max, r.requested_max};
+      const int64_t last[4] = {r.allocated, r.active, r.reserved, r.requested};
+      for (int i = 0; i < 4; ++i) {
+        mn[i] = std::min(mn[i], lo[i]);
+        mx[i] = std::max(mx[i], hi[i]);
+        cur[i] = last[i];
+      }
+    }
+    for (int i = 0; i < 4; ++i) {
+      curves[i]->min[col] = mn[i];
+      curves[i]->max[col] = mx[i];
+      curves[i]->last[col] = cur[i];
+    }
+  }
+  // The highest allocated value in the range, and when it was first reached.
+  int64_t best = std::numeric_limits<int64_t>::min();
+  for (int64_t v : tl.allocated.max) best = std::max(best, v);
+  if (!rows.empty() || best > 0) {
+    if (auto p = first_at_least(trace, device, store::Curve::allocated, best, tl.from_ts,
+                                tl.to_ts))
+      tl.peak_allocated = p;
+    else
+      tl.peak_allocated = store::Peak{best, tl.from_ts, 0};
+  }
+  for (const auto& [number, ts] : step_starts(trace))
+    if (ts >= tl.from_ts && ts < tl.to_ts) tl.steps.emplace_back(number, ts);
+  return tl;
+}
+
+std::vector<TensorInfo> tensors_live_at(const Trace& trace, uint64_t ts) {
+  Query q(trace.db(),
+          "SELECT tensor_id, storage_id, base_id, device, sizes, strides, storage_offset, dtype, "
+          "op, create_ts, stack FROM tensors WHERE create_ts <= ?1 AND (release_ts IS NULL OR "
+          "release_ts > ?1) ORDER BY create_ts, id");
+  q.bind(1, ts);
+  std::vector<TensorInfo> out;
+  while (q.step()) {
+    TensorInfo t;
+    t.tensor_id = q.u64(0);
+    t.storage_id = q.u64(1);
+    t.base_id = q.u64(2);
+    t.device_id = q.i64(3);
+    t.sizes = q.text(4);
+    t.strides = q.text(5);
+    t.storage_offset = q.i64(6);
+    t.dtype = trace.reader().string(q.u64(7));
+    t.op = trace.reader().string(q.u64(8));
+    t.create_ts = q.u64(9);
+    t.stack_id = q.u64(10);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace tidemark::analysis

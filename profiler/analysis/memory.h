@@ -1,0 +1,157 @@
+// Memory questions: peaks, what was live at a time grouped by site/stack/scope/category,
+// leaks, the per-device summary, and timelines from the level-of-detail tables.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "profiler/analysis/trace.h"
+
+namespace tidemark::analysis {
+
+enum class GroupBy { site, stack, scope, category };
+std::string_view group_by_name(GroupBy g);
+std::optional<GroupBy> parse_group_by(std::string_view s);
+
+// Allocations sharing a key: a site, a stack, a scope path or a category.
+struct Group {
+  std::string key;
+  std::string label;
+  int64_t bytes = 0;                // sum of the allocations' (rounded) sizes
+  int64_t requested_bytes = 0;
+  uint64_t count = 0;
+  std::vector<std::string> frames;  // GroupBy::stack only: the stack, innermost first
+};
+
+// A point in time: every allocation with alloc seq <= `seq` (when set) or alloc_ts <= `ts`,
+// not yet free_requested at `ts` (allocated bytes, as PyTorch's statistics).
+struct TimePoint {
+  uint64_t ts = 0;               // absolute event-clock time
+  std::optional<uint64_t> seq;   // the event at the point (a peak's)
+};
+
+struct LiveBreakdown {
+  int64_t device_id = 0;
+  std::string device;
+  uint64_t time_ns = 0;  // relative to the origin
+  int64_t bytes = 0;     // total live bytes
+  uint64_t count = 0;    // live allocations
+  GroupBy by = GroupBy::site;
+  std::vector<Group> groups;  // largest first, at most `limit`
+  uint64_t groups_total = 0;  // before the limit
+};
+
+// Allocations live at `at` on a device.
+std::vector<store::AllocationRow> live_allocations(const Trace& trace, int64_t device,
+                                                   TimePoint at);
+// Groups allocations (largest bytes first, ties by key), keeping at most `limit` (0: all).
+std::vector<Group> group_allocations(const Trace& trace,
+                                     const std::vector<store::AllocationRow>& rows, GroupBy by,
+                                     size_t limit, uint64_t* groups_total = nullptr);
+LiveBreakdown live_at(const Trace& trace, int64_t device, TimePoint at, GroupBy by,
+                      size_t limit);
+
+// The peak of a curve: TraceReader::peak (first time the highest value was reached).
+std::optional<store::Peak> peak(const Trace& trace, int64_t device,
+                                store::Curve curve = store::Curve::allocated);
+// The time point of the allocated peak; empty when the device has no memory events.
+std::optional<TimePoint> peak_point(const Trace& trace, int64_t device);
+// The start of step `number` (its step event's time); throws std::invalid_argument when absent.
+TimePoint step_point(const Trace& trace, int64_t number);
+
+// Leaks: allocations still allocated (not free_requested) at the end of the trace.
+struct StepLeak {
+  std::optional<int64_t> step;  // the step the leaked allocations were made in; empty: before
+  int64_t bytes = 0;
+  uint64_t count = 0;
+};
+struct LeakReport {
+  int64_t bytes = 0;
+  uint64_t count = 0;
+  GroupBy by = GroupBy::site;
+  std::vector<Group> groups;
+  uint64_t groups_total = 0;
+  std::vector<StepLeak> by_step;  // in step order
+};
+// All devices when `device` is empty.
+LeakReport leaks(const Trace& trace, std::optional<int64_t> device, GroupBy by, size_t limit);
+
+struct DeviceSummary {
+  int64_t device_id = 0;
+  std::string device;       // "cpu", "cuda:0"
+  std::string description;  // the recorded name
+  uint64_t capacity = 0;
+  int64_t peak_allocated_bytes = 0, peak_reserved_bytes = 0, peak_active_bytes = 0,
+          peak_requested_bytes = 0;
+  uint64_t peak_allocated_time_ns = 0;  // relative to the origin
+  int64_t final_allocated_bytes = 0, final_reserved_bytes = 0, final_active_bytes = 0;
+  uint64_t alloc_count = 0;
+  uint64_t segment_alloc_count = 0;  // segment_alloc and segment_map events
+  uint64_t oom_count = 0;
+  uint64_t sync_count = 0;
+  uint64_t leaked_count = 0;
+  int64_t leaked_bytes = 0;
+};
+
+struct Summary {
+  std::string path;
+  int schema_version = 0;
+  std::string tool_version, command_line, host;
+  int64_t pid = 0;
+  bool clean_end = false;
+  uint64_t origin_ts = 0;  // absolute time of the origin
+  uint64_t duration_ns = 0;
+  uint64_t event_count = 0, dropped_count = 0;
+  uint64_t step_count = 0;
+  std::vector<DeviceSummary> devices;
+  // On the selected device, else the one with the highest allocated peak.
+  std::optional<LiveBreakdown> top_at_peak;
+  LeakReport leaks;
+};
+
+struct SummaryOptions {
+  std::optional<int64_t> device;  // only this device
+  size_t top_limit = 10;
+};
+DeviceSummary summarize_device(const Trace& trace, const DeviceRef& device);
+Summary summarize(const Trace& trace, const SummaryOptions& options = {});
+
+// A timeline: `width` columns over [from, to) (absolute times), each with the min, max and
+// last value of every curve. Built from the coarsest level-of-detail level whose bucket width
+// is at most (to - from) / width, so a bucket never spans more than one column.
+struct CurveColumns {
+  std::vector<int64_t> min, max, last;
+};
+struct Timeline {
+  int64_t device_id = 0;
+  std::string device;
+  uint64_t from_ts = 0, to_ts = 0;  // absolute
+  uint64_t column_ns = 0;           // (to - from) / width, at least 1
+  int level = 0;
+  uint64_t level_width_ns = 0;
+  CurveColumns allocated, active, reserved, requested;
+  std::optional<store::Peak> peak_allocated;  // the highest allocated value in the range
+  std::vector<std::pair<int64_t, uint64_t>> steps;  // (number, absolute ts) in the range
+  size_t width() const { return allocated.max.size(); }
+};
+struct TimelineRequest {
+  std::optional<uint64_t> from_ts, to_ts;  // absolute; default: the whole trace
+  size_t width = 80;
+};
+Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& request);
+
+// Tensors and views alive at `ts` (absolute).
+struct TensorInfo {
+  uint64_t tensor_id = 0, storage_id = 0, base_id = 0;  // base_id 0: not a view
+  int64_t device_id = 0;
+  std::string sizes, strides;  // JSON arrays
+  int64_t storage_offset = 0;
+  std::string dtype, op;
+  uint64_t create_ts = 0;
+  uint64_t stack_id = 0;
+};
+std::vector<TensorInfo> tensors_live_at(const Trace& trace, uint64_t ts);
+
+}  // namespace tidemark::analysis

@@ -1,0 +1,157 @@
+#include "profiler/analysis/steps.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "profiler/analysis/sql.h"
+
+namespace tidemark::analysis {
+
+using detail::Query;
+
+std::vector<StepStats> step_stats(const Trace& trace, int64_t device) {
+  std::vector<StepStats> out;
+  Query steps(trace.db(), "SELECT number, ts, end_ts FROM steps ORDER BY ts, seq");
+  Query before(trace.db(),
+               "SELECT allocated FROM memory_lod WHERE device = ? AND level = 0 AND t < ? "
+               "ORDER BY t DESC, seq DESC LIMIT 1");
+  Query peak(trace.db(),
+             "SELECT MAX(allocated), MAX(reserved) FROM memory_lod WHERE device = ? AND "
+             "level = 0 AND t >= ? AND t < ?");
+  Query allocs(trace.db(),
+               "SELECT COUNT(*), TOTAL(size) FROM allocations WHERE device = ? AND alloc_ts >= ? "
+               "AND alloc_ts < ?");
+  Query syncs(trace.db(),
+              "SELECT COUNT(*), TOTAL(duration_ns) FROM syncs WHERE ts >= ? AND ts < ?");
+  Query reserved_before(trace.db(),
+                        "SELECT reserved FROM memory_lod WHERE device = ? AND level = 0 AND t < ? "
+                        "ORDER BY t DESC, seq DESC LIMIT 1");
+  while (steps.step()) {
+    StepStats s;
+    s.number = steps.i64(0);
+    uint64_t t0 = steps.u64(1);
+    uint64_t t1 = steps.is_null(2) ? trace.end_ns() + 1 : steps.u64(2);
+    s.start_ns = t0 >= trace.origin_ns() ? t0 - trace.origin_ns() : 0;
+    s.duration_ns = t1 > t0 ? t1 - t0 : 0;
+    before.reset();
+    before.bind(1, device).bind(2, t0);
+    if (before.step()) s.allocated_at_start_bytes = before.i64(0);
+    int64_t reserved0 = 0;
+    reserved_before.reset();
+    reserved_before.bind(1, device).bind(2, t0);
+    if (reserved_before.step()) reserved0 = reserved_before.i64(0);
+    peak.reset();
+    peak.bind(1, device).bind(2, t0).bind(3, t1);
+    s.peak_allocated_bytes = s.allocated_at_start_bytes;
+    s.peak_reserved_bytes = reserved0;
+    if (peak.step() && !peak.is_null(0)) {
+      s.peak_allocated_bytes = std::max(s.peak_allocated_bytes, peak.i64(0));
+      s.peak_reserved_bytes = std::max(s.peak_reserved_bytes, peak.i64(1));
+    }
+    allocs.reset();
+    allocs.bind(1, device).bind(2, t0).bind(3, t1);
+    if (allocs.step()) {
+      s.alloc_count = allocs.u64(0);
+      s.alloc_bytes = static_cast<int64_t>(allocs.f64(1));
+    }
+    syncs.reset();
+    syncs.bind(1, t0).bind(2, t1);
+    if (syncs.step()) {
+      s.sync_count = syncs.u64(0);
+      s.sync_ns = static_cast<uint64_t>(syncs.f64(1));
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+Growth fit_growth(std::vector<std::pair<int64_t, int64_t>> boundaries) {
+  Growth g;
+  g.boundaries = std::move(boundaries);
+  // Note [Growth] in steps.h: skip the warm-up boundary.
+  if (g.boundaries.size() < 5) return g;
+  const size_t n = g.boundaries.size() - 1;
+  double sx = 0, sy = 0;
+  for (size_t i = 1; i < g.boundaries.size(); ++i) {
+    sx += static_cast<double>(g.boundaries[i].first);
+    sy += static_cast<double>(g.boundaries[i].second);
+  }
+  const double mx = sx / static_cast<double>(n), my = sy / static_cast<double>(n);
+  double sxx = 0, sxy = 0, syy = 0;
+  for (size_t i = 1; i < g.boundaries.size(); ++i) {
+    double dx = static_cast<double>(g.boundaries[i].first) - mx;
+    double dy = static_cast<double>(g.boundaries[i].second) - my;
+    sxx += dx * dx;
+    sxy += dx * dy;
+    syy += dy * dy;
+  }
+  if (sxx == 0) return g;
+  g.slope_bytes_per_step = sxy / sxx;
+  g.r2 = syy == 0 ? 0 : (sxy * sxy) / (sxx * syy);
+  const int64_t rise = g.boundaries.back().second - g.boundaries[1].second;
+  g.growing = g.slope_bytes_per_step > 0 && g.r2 >= 0.8 && rise >= 4096;
+  return g;
+}
+
+Growth growth(const Trace& trace, int64_t device) {
+  std::vector<std::pair<int64_t, int64_t>> b;
+  for (const StepStats& s : step_stats(trace, device))
+    b.emplace_back(s.number, s.allocated_at_start_bytes);
+  return fit_growth(std::move(b));
+}
+
+SyncReport syncs(const Trace& trace, size_t limit) {
+  SyncReport r;
+  Query q(trace.db(), "SELECT kind, duration_ns, stack, ts FROM syncs ORDER BY ts, seq");
+  std::map<std::string, uint64_t> kinds;
+  std::map<std::string, SyncSite> sites;
+  std::map<std::string, std::map<std::string, uint64_t>> site_kinds;
+  std::vector<uint64_t> times;
+  while (q.step()) {
+    std::string kind = q.text(0);
+    uint64_t d = q.u64(1);
+    const Site& site = trace.site(q.u64(2));
+    ++r.count;
+    r.total_ns += d;
+    ++kinds[kind];
+    SyncSite& s = sites[site.key];
+    s.key = site.key;
+    s.label = site.label;
+    ++s.count;
+    s.total_ns += d;
+    s.max_ns = std::max(s.max_ns, d);
+    ++site_kinds[site.key][kind];
+    times.push_back(q.u64(3));
+  }
+  for (auto& [k, n] : kinds) r.by_kind.emplace_back(k, n);
+  std::stable_sort(r.by_kind.begin(), r.by_kind.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (auto& [k, s] : sites) {
+    uint64_t best = 0;
+    for (auto& [kind, n] : site_kinds[k])
+      if (n > best) best = n, s.kind = kind;
+    r.sites.push_back(s);
+  }
+  std::stable_sort(r.sites.begin(), r.sites.end(), [](const SyncSite& a, const SyncSite& b) {
+    return a.count != b.count ? a.count > b.count : a.total_ns > b.total_ns;
+  });
+  r.sites_total = r.sites.size();
+  if (limit && r.sites.size() > limit) r.sites.resize(limit);
+
+  Query steps(trace.db(), "SELECT number, ts, end_ts FROM steps ORDER BY ts, seq");
+  while (steps.step()) {
+    uint64_t t0 = steps.u64(1);
+    uint64_t t1 = steps.is_null(2) ? ~uint64_t{0} : steps.u64(2);
+    auto lo = std::lower_bound(times.begin(), times.end(), t0);
+    auto hi = std::lower_bound(times.begin(), times.end(), t1);
+    uint64_t n = static_cast<uint64_t>(hi - lo);
+    if (!r.max_step || n > r.max_per_step) {
+      r.max_step = steps.i64(0);
+      r.max_per_step = n;
+    }
+  }
+  return r;
+}
+
+}  // namespace tidemark::analysis

@@ -1,0 +1,59 @@
+// Per-step statistics, growth of live memory across steps, and where the program waited on
+// the device (syncs).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "profiler/analysis/trace.h"
+
+namespace tidemark::analysis {
+
+// One step: from its step event to the next one (the last step ends with the trace).
+struct StepStats {
+  int64_t number = 0;
+  uint64_t start_ns = 0;     // relative to the origin
+  uint64_t duration_ns = 0;
+  int64_t allocated_at_start_bytes = 0;  // live (allocated) bytes when the step began
+  int64_t peak_allocated_bytes = 0;      // highest allocated value during the step
+  int64_t peak_reserved_bytes = 0;
+  uint64_t alloc_count = 0;
+  int64_t alloc_bytes = 0;
+  uint64_t sync_count = 0;  // syncs on any device
+  uint64_t sync_ns = 0;     // time spent waiting
+};
+std::vector<StepStats> step_stats(const Trace& trace, int64_t device);
+
+// Live bytes at each step boundary, and a least-squares line through them. Note [Growth]:
+// the first boundary is skipped as warm-up (parameters, optimizer state and caches appear in
+// the first step); `growing` needs at least 4 remaining boundaries, a positive slope, a fit
+// with r² >= 0.8 and a total rise of at least 4 KiB between the first and last of them.
+struct Growth {
+  std::vector<std::pair<int64_t, int64_t>> boundaries;  // (step number, allocated bytes)
+  double slope_bytes_per_step = 0;
+  double r2 = 0;
+  bool growing = false;
+};
+Growth growth(const Trace& trace, int64_t device);
+Growth fit_growth(std::vector<std::pair<int64_t, int64_t>> boundaries);
+
+struct SyncSite {
+  std::string key, label;
+  std::string kind;  // the most frequent sync kind at the site
+  uint64_t count = 0;
+  uint64_t total_ns = 0, max_ns = 0;
+};
+struct SyncReport {
+  uint64_t count = 0;
+  uint64_t total_ns = 0;
+  std::vector<std::pair<std::string, uint64_t>> by_kind;  // kind -> count, most frequent first
+  std::vector<SyncSite> sites;                            // most frequent first
+  uint64_t sites_total = 0;
+  uint64_t max_per_step = 0;
+  std::optional<int64_t> max_step;  // the step with the most syncs
+};
+SyncReport syncs(const Trace& trace, size_t limit);
+
+}  // namespace tidemark::analysis

@@ -1,0 +1,162 @@
+#include "profiler/analysis/trace.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <stdexcept>
+
+#include "profiler/analysis/sql.h"
+
+namespace tidemark::analysis {
+
+std::string device_name(events::DeviceId id) {
+  std::string type = id.type == events::DeviceType::cuda ? "cuda" : "cpu";
+  if (id.type == events::DeviceType::cpu && id.index == 0) return type;
+  return type + ":" + std::to_string(id.index);
+}
+
+Trace::~Trace() = default;
+Trace::Trace(Trace&&) noexcept = default;
+Trace& Trace::operator=(Trace&&) noexcept = default;
+
+Trace Trace::open(const std::string& path, store::TraceReader::Require require) {
+  Trace t;
+  t.reader_ = std::make_unique<store::TraceReader>(store::TraceReader::open(path, require));
+  t.db_ = std::make_unique<detail::SqlDb>(path);
+  auto meta_u64 = [&](const char* key) -> std::optional<uint64_t> {
+    auto v = t.reader_->meta_value(key);
+    if (!v || v->empty()) return std::nullopt;
+    try {
+      return static_cast<uint64_t>(std::stoll(*v));
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  };
+  auto first = meta_u64("first_ts_ns"), last = meta_u64("last_ts_ns");
+  auto start = meta_u64("start_ts_ns");
+  t.origin_ns_ = first ? *first : start.value_or(0);
+  auto end = last ? last : t.reader_->end_ts();
+  t.end_ns_ = end && *end >= t.origin_ns_ ? *end : t.origin_ns_;
+  for (const store::DeviceRow& row : t.reader_->devices())
+    t.devices_.push_back({row.id, device_name(row.info.id), row.info.name, row.info.capacity});
+  return t;
+}
+
+const DeviceRef& Trace::device(std::string_view spec) const {
+  std::string want(spec);
+  if (want == "cuda") want = "cuda:0";
+  if (want == "cpu:0") want = "cpu";
+  for (const DeviceRef& d : devices_)
+    if (d.name == want || d.description == spec) return d;
+  std::string known;
+  for (const DeviceRef& d : devices_) known += (known.empty() ? "" : ", ") + d.name;
+  throw std::invalid_argument("no device '" + std::string(spec) + "' in the trace (it has: " +
+                              (known.empty() ? "none" : known) + ")");
+}
+
+const DeviceRef* Trace::device_by_id(int64_t id) const {
+  for (const DeviceRef& d : devices_)
+    if (d.id == id) return &d;
+  return nullptr;
+}
+
+const std::vector<store::ResolvedFrame>& Trace::frames(uint64_t ip) const {
+  auto it = frames_.find(ip);
+  if (it == frames_.end()) it = frames_.emplace(ip, reader_->frames(ip)).first;
+  return it->second;
+}
+
+namespace {
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+  return buf;
+}
+
+std::string basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// The qualified name of a demangled function: "void tl::f<int>(int)" -> "tl::f<int>".
+std::string_view qualified_name(std::string_view f) {
+  int depth = 0;
+  size_t start = 0, end = f.size();
+  for (size_t i = 0; i < f.size(); ++i) {
+    char c = f[i];
+    if (c == '<') ++depth;
+    else if (c == '>') --depth;
+    else if (c == '(' && depth == 0) {
+      end = i;
+      break;
+    } else if (c == ' ' && depth == 0) {
+      start = i + 1;
+    }
+  }
+  return start < end ? f.substr(start, end - start) : f;
+}
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool contains(std::string_view s, std::string_view p) { return s.find(p) != std::string_view::npos; }
+
+// Note [Allocation site] in trace.h.
+bool is_internal(const store::ResolvedFrame& f) {
+  std::string_view name = qualified_name(f.function);
+  for (std::string_view p : {"tl::", "tidemark::", "std::", "__gnu_cxx::", "__"})
+    if (starts_with(name, p)) return true;
+  for (std::string_view p : {"/tensorlib/", "/profiler/", "/include/c++/", "/bits/"})
+    if (contains(f.file, p)) return true;
+  std::string m = basename(f.module);
+  for (std::string_view p : {"libc.so", "libc-", "libstdc++", "libgcc", "libgomp", "ld-linux"})
+    if (starts_with(m, p)) return true;
+  return false;
+}
+
+std::string frame_label(const store::ResolvedFrame& f) {
+  if (f.file.empty()) return f.function;
+  return f.function + " (" + basename(f.file) + ":" + std::to_string(f.line) + ")";
+}
+
+}  // namespace
+
+const Site& Trace::site(uint64_t stack_id) const {
+  auto it = sites_.find(stack_id);
+  if (it != sites_.end()) return it->second;
+  Site s{"(no stack)", "(no stack)"};
+  if (stack_id != 0) {
+    std::vector<uint64_t> ips = reader_->stack(stack_id);
+    const store::ResolvedFrame* chosen = nullptr;
+    const store::ResolvedFrame* first_resolved = nullptr;
+    for (uint64_t ip : ips) {
+      for (const store::ResolvedFrame& f : frames(ip)) {
+        if (f.function.empty()) continue;
+        if (!first_resolved) first_resolved = &f;
+        if (!is_internal(f)) {
+          chosen = &f;
+          break;
+        }
+      }
+      if (chosen) break;
+    }
+    if (!chosen) chosen = first_resolved;
+    if (chosen) {
+      s = {chosen->function + "@" + basename(chosen->file), frame_label(*chosen)};
+    } else if (!ips.empty()) {
+      s = {hex(ips.front()), hex(ips.front())};
+    }
+  }
+  return sites_.emplace(stack_id, std::move(s)).first->second;
+}
+
+std::vector<std::string> Trace::stack_frames(uint64_t stack_id) const {
+  std::vector<std::string> out;
+  if (stack_id == 0) return out;
+  for (uint64_t ip : reader_->stack(stack_id)) {
+    const auto& fs = frames(ip);
+    if (fs.empty()) out.push_back(hex(ip));
+    for (const store::ResolvedFrame& f : fs) out.push_back(frame_label(f));
+  }
+  return out;
+}
+
+}  // namespace tidemark::analysis

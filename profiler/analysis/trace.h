@@ -1,0 +1,88 @@
+// tidemark::analysis: what the CLI and the GUI ask of a trace. Both link this library, so they
+// always give the same answers. Results are plain structs; json.h serializes them.
+//
+// Times in results are nanoseconds relative to the trace origin (Trace::origin_ns(): the first
+// event's time), unless a name ends in `_ts` (absolute event-clock time).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "profiler/store/trace_reader.h"
+
+namespace tidemark::analysis {
+
+namespace detail {
+class SqlDb;
+}
+
+// A device of the trace: `id` is the `devices.id` the derived tables use; `name` is "cpu" or
+// "cuda:0"; `description` the recorded name ("cuda:0 (NVIDIA H200)").
+struct DeviceRef {
+  int64_t id = 0;
+  std::string name;
+  std::string description;
+  uint64_t capacity = 0;
+};
+
+// Where an allocation (or sync) came from. Note [Allocation site]: the innermost frame of its
+// stack that is not inside Tidemark, tensorlib, the C++ standard library or the C runtime:
+// frames whose file lies under `tensorlib/`, `profiler/` or a C++ standard library include
+// directory, whose function is in namespace `tl::`, `tidemark::`, `std::` or `__gnu_cxx::`
+// (or starts with `__`), or whose module is libc, libstdc++, libgcc or libgomp, are skipped.
+// Unresolved addresses are skipped too. When every frame is skipped the innermost resolved
+// frame is used, then the innermost address ("0x..."); no stack gives "(no stack)".
+struct Site {
+  std::string key;    // "function@file" (no line, so a diff survives edits that move lines)
+  std::string label;  // "function (file:line)"
+};
+
+class Trace {
+ public:
+  // Opens and checks a trace. `finalized` (the default) refuses one whose derived tables are
+  // missing. Throws store::StoreError naming the file and the problem.
+  static Trace open(const std::string& path,
+                    store::TraceReader::Require require = store::TraceReader::Require::finalized);
+  ~Trace();
+  Trace(Trace&&) noexcept;
+  Trace& operator=(Trace&&) noexcept;
+
+  const store::TraceReader& reader() const { return *reader_; }
+  const std::string& path() const { return reader_->path(); }
+  // The time origin: the first event's time (meta first_ts_ns), else the recording start.
+  uint64_t origin_ns() const { return origin_ns_; }
+  // The last event's time (meta last_ts_ns), else the recording end, else the origin.
+  uint64_t end_ns() const { return end_ns_; }
+  uint64_t duration_ns() const { return end_ns_ - origin_ns_; }
+
+  const std::vector<DeviceRef>& devices() const { return devices_; }
+  // "cpu", "cuda:0", "cuda" (cuda:0), or the recorded description. Throws std::invalid_argument
+  // listing the devices when there is none such.
+  const DeviceRef& device(std::string_view spec) const;
+  const DeviceRef* device_by_id(int64_t id) const;
+
+  const Site& site(uint64_t stack_id) const;
+  // The frames of a stack, innermost first, as "function (file:line)" (or "0x..." unresolved).
+  std::vector<std::string> stack_frames(uint64_t stack_id) const;
+
+  const detail::SqlDb& db() const { return *db_; }
+
+ private:
+  Trace() = default;
+  std::unique_ptr<store::TraceReader> reader_;
+  std::unique_ptr<detail::SqlDb> db_;
+  uint64_t origin_ns_ = 0, end_ns_ = 0;
+  std::vector<DeviceRef> devices_;
+  mutable std::map<uint64_t, Site> sites_;
+  mutable std::map<uint64_t, std::vector<store::ResolvedFrame>> frames_;
+  const std::vector<store::ResolvedFrame>& frames(uint64_t ip) const;
+};
+
+std::string device_name(events::DeviceId id);
+
+}  // namespace tidemark::analysis

@@ -1,0 +1,23 @@
+// Sizes and times as people write them on a command line, and back.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tidemark::analysis {
+
+// "512MiB", "2GiB", "1.5GB", "64k", "1e9", "4096" -> bytes. Binary suffixes (KiB, MiB, GiB,
+// TiB; K, M, G, T alone) are powers of 1024, decimal ones (kB, MB, GB, TB) powers of 1000; a
+// trailing "B" is optional. Empty on anything else (negative, overflow, junk).
+std::optional<uint64_t> parse_size(std::string_view s);
+// "1.5s", "200ms", "10us", "123456ns", "2m" (minutes), "3h"; a bare number is nanoseconds.
+std::optional<uint64_t> parse_duration_ns(std::string_view s);
+
+// 1536 -> "1.50 KiB", 512 -> "512 B".
+std::string format_bytes(int64_t bytes);
+// 1500000 -> "1.50 ms".
+std::string format_duration(uint64_t ns);
+
+}  // namespace tidemark::analysis

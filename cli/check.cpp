@@ -1,0 +1,207 @@
+// tidemark check: a CI gate. Each limit given is a check; any violation exits 1 with a message
+// naming the limit, the measured value and the top contributors.
+#include <fmt/core.h>
+
+#include <fstream>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "profiler/analysis/json.h"
+#include "profiler/analysis/units.h"
+
+namespace tidemark::cli {
+
+namespace an = analysis;
+
+namespace {
+
+struct Result {
+  std::string name;     // the option: "max-peak-allocated"
+  bool passed = true;
+  std::string message;  // what was measured against what
+};
+
+std::string contributors(const std::vector<an::Group>& groups, size_t n = 3) {
+  std::string out;
+  for (size_t i = 0; i < groups.size() && i < n; ++i)
+    out += fmt::format("{}{} {}", i ? "; " : "", an::format_bytes(groups[i].bytes),
+                       groups[i].label);
+  return out.empty() ? "(none)" : out;
+}
+
+std::string bytes_both(int64_t v) { return fmt::format("{} ({} bytes)", an::format_bytes(v), v); }
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+void write_junit(const std::string& path, const std::string& trace,
+                 const std::vector<Result>& results) {
+  std::ofstream f(path);
+  if (!f) throw UsageError("--junit " + path + ": cannot write the file");
+  size_t failures = 0;
+  for (const Result& r : results) failures += !r.passed;
+  f << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  f << fmt::format("<testsuites><testsuite name=\"tidemark check\" tests=\"{}\" failures=\"{}\">\n",
+                   results.size(), failures);
+  for (const Result& r : results) {
+    f << fmt::format("  <testcase classname=\"tidemark.check.{}\" name=\"{}\"", xml_escape(trace),
+                     r.name);
+    if (r.passed)
+      f << fmt::format("><system-out>{}</system-out></testcase>\n", xml_escape(r.message));
+    else
+      f << fmt::format("><failure message=\"{}\"/></testcase>\n", xml_escape(r.message));
+  }
+  f << "</testsuite></testsuites>\n";
+  if (!f) throw UsageError("--junit " + path + ": cannot write the file");
+}
+
+}  // namespace
+
+int run_check(const CheckArgs& a) {
+  if (!a.max_peak_allocated && !a.max_peak_reserved && !a.max_leaked && !a.max_syncs_per_step &&
+      a.baseline.empty())
+    throw UsageError("check: give at least one limit (--max-peak-allocated, --max-peak-reserved, "
+                     "--max-leaked, --max-syncs-per-step, --baseline with --max-increase)");
+  // Parse every limit before reading anything, so bad flags fail fast.
+  std::optional<uint64_t> max_alloc, max_reserved, max_leaked;
+  if (a.max_peak_allocated)
+    max_alloc = parse_size_option("--max-peak-allocated", *a.max_peak_allocated);
+  if (a.max_peak_reserved)
+    max_reserved = parse_size_option("--max-peak-reserved", *a.max_peak_reserved);
+  if (a.max_leaked) max_leaked = parse_size_option("--max-leaked", *a.max_leaked);
+  if (a.max_increase && *a.max_increase < 0)
+    throw UsageError(fmt::format("--max-increase {}: expected a percentage >= 0", *a.max_increase));
+
+  an::Trace t = open_trace(a.file);
+  std::vector<Result> results;
+  std::vector<an::DeviceSummary> devices;
+  for (const an::DeviceRef& d : t.devices()) devices.push_back(an::summarize_device(t, d));
+
+  auto top_at_peak = [&](const an::DeviceSummary& d) {
+    auto at = an::peak_point(t, d.device_id);
+    return at ? contributors(an::live_at(t, d.device_id, *at, an::GroupBy::site, 3).groups)
+              : std::string("(none)");
+  };
+  auto peak_check = [&](const char* name, const char* what, uint64_t limit,
+                        int64_t an::DeviceSummary::*field) {
+    Result r{name, true, ""};
+    for (const an::DeviceSummary& d : devices) {
+      int64_t v = d.*field;
+      if (v > static_cast<int64_t>(limit)) {
+        r.passed = false;
+        r.message += fmt::format("{}--{} {}: {} on {} is {}; top at the allocated peak: {}",
+                                 r.message.empty() ? "" : "\n", name, bytes_both(limit), what,
+                                 d.device, bytes_both(v), top_at_peak(d));
+      }
+    }
+    if (r.passed) {
+      int64_t worst = 0;
+      for (const auto& d : devices) worst = std::max(worst, d.*field);
+      r.message = fmt::format("--{} {}: {} is {}", name, bytes_both(limit), what, bytes_both(worst));
+    }
+    results.push_back(r);
+  };
+  if (max_alloc)
+    peak_check("max-peak-allocated", "peak allocated", *max_alloc,
+               &an::DeviceSummary::peak_allocated_bytes);
+  if (max_reserved)
+    peak_check("max-peak-reserved", "peak reserved", *max_reserved,
+               &an::DeviceSummary::peak_reserved_bytes);
+  if (max_leaked) {
+    an::LeakReport l = an::leaks(t, std::nullopt, an::GroupBy::site, 3);
+    Result r{"max-leaked", l.bytes <= static_cast<int64_t>(*max_leaked), ""};
+    r.message = fmt::format("--max-leaked {}: still allocated at the end: {} in {} allocations",
+                            bytes_both(static_cast<int64_t>(*max_leaked)), bytes_both(l.bytes),
+                            l.count);
+    if (!r.passed) r.message += "; top leaks: " + contributors(l.groups);
+    results.push_back(r);
+  }
+  if (a.max_syncs_per_step) {
+    an::SyncReport s = an::syncs(t, 3);
+    Result r{"max-syncs-per-step", s.max_per_step <= *a.max_syncs_per_step, ""};
+    r.message = fmt::format("--max-syncs-per-step {}: at most {} syncs in a step{}",
+                            *a.max_syncs_per_step, s.max_per_step,
+                            s.max_step ? fmt::format(" (step {})", *s.max_step) : "");
+    if (!r.passed) {
+      std::string sites;
+      for (size_t i = 0; i < s.sites.size(); ++i)
+        sites += fmt::format("{}{} x {}", i ? "; " : "", s.sites[i].count, s.sites[i].label);
+      r.message += "; top sync sites: " + sites;
+    }
+    results.push_back(r);
+  }
+  if (!a.baseline.empty()) {
+    an::Trace base = open_trace(a.baseline);
+    Result r{"max-increase", true, ""};
+    const double limit = *a.max_increase;
+    std::string detail;
+    for (const an::DeviceSummary& d : devices) {
+      const an::DeviceRef* bd = nullptr;
+      for (const an::DeviceRef& x : base.devices())
+        if (x.name == d.device) bd = &x;
+      if (!bd) continue;
+      an::DeviceSummary b = an::summarize_device(base, *bd);
+      double inc = b.peak_allocated_bytes > 0
+                       ? 100.0 * static_cast<double>(d.peak_allocated_bytes - b.peak_allocated_bytes) /
+                             static_cast<double>(b.peak_allocated_bytes)
+                       : (d.peak_allocated_bytes > 0 ? 100.0 : 0.0);
+      std::string line = fmt::format("peak allocated on {} is {} against {} in {} ({:+.1f}%)",
+                                     d.device, bytes_both(d.peak_allocated_bytes),
+                                     bytes_both(b.peak_allocated_bytes), a.baseline, inc);
+      if (inc > limit) {
+        r.passed = false;
+        an::TraceDiff diff = an::diff(base, t);
+        std::vector<an::Group> grown;
+        for (const auto& s : diff.sites)
+          if (s.device == d.device) {
+            for (const auto* v : {&s.changed, &s.added})
+              for (const an::SiteDiff& x : *v)
+                if (x.delta() > 0) grown.push_back({x.key, x.label, x.delta(), 0, 0, {}});
+          }
+        std::sort(grown.begin(), grown.end(),
+                  [](const an::Group& x, const an::Group& y) { return x.bytes > y.bytes; });
+        line += "; grew most: " + contributors(grown);
+      }
+      detail += (detail.empty() ? "" : "\n") +
+                fmt::format("--max-increase {}%: {}", limit, line);
+    }
+    r.message = detail.empty() ? fmt::format("--max-increase {}%: no device in common with {}",
+                                             limit, a.baseline)
+                               : detail;
+    results.push_back(r);
+  }
+
+  bool ok = true;
+  for (const Result& r : results) ok = ok && r.passed;
+  if (!a.junit.empty()) write_junit(a.junit, a.file, results);
+  if (a.json) {
+    nlohmann::json arr = nlohmann::json::array();
+    for (const Result& r : results)
+      arr.push_back({{"check", r.name}, {"passed", r.passed}, {"message", r.message}});
+    std::cout << nlohmann::json{{"path", a.file}, {"passed", ok}, {"checks", arr}}.dump(2) << '\n';
+  } else {
+    for (const Result& r : results) {
+      std::string msg = r.message;
+      for (size_t pos = 0; (pos = msg.find('\n', pos)) != std::string::npos; pos += 6)
+        msg.replace(pos, 1, "\n      ");
+      fmt::print("{} {}\n", r.passed ? "ok  " : "FAIL", msg);
+    }
+    fmt::print("{}: {}\n", a.file,
+               ok ? "all checks passed" : "check failed");
+  }
+  return ok ? kExitOk : kExitCheckFailed;
+}
+
+}  // namespace tidemark::cli

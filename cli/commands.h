@@ -1,0 +1,79 @@
+// The `tidemark` subcommands: options as parsed by main.cpp, and the functions that run them.
+// Each returns the process exit code (common.h) and throws UsageError / StoreError for input
+// it cannot use.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tidemark::cli {
+
+struct RecordArgs {
+  std::string output;  // default: tidemark-<program>-<pid>.db
+  int stacks = 16;
+  bool no_stacks = false;
+  bool no_tensors = false;
+  std::vector<std::string> command;
+};
+int run_record(const RecordArgs& a);
+
+struct SummaryArgs {
+  std::string file, device;
+  bool json = false;
+  size_t limit = 10;
+};
+int run_summary(const SummaryArgs& a);
+int run_info(const std::string& file, bool json);
+int run_finalize(const std::string& file);
+
+struct TopArgs {
+  std::string file, device, at = "peak", by = "site";
+  size_t limit = 10;
+  bool json = false;
+};
+int run_top(const TopArgs& a);
+
+struct LeaksArgs {
+  std::string file, device, by = "site";
+  bool by_step = false, json = false;
+  size_t limit = 10;
+};
+int run_leaks(const LeaksArgs& a);
+
+struct SimpleArgs {
+  std::string file, device;
+  bool json = false;
+  size_t limit = 10;
+};
+int run_steps(const SimpleArgs& a);
+int run_syncs(const SimpleArgs& a);
+
+struct DiffArgs {
+  std::string a, b;
+  bool json = false;
+  size_t limit = 10;
+};
+int run_diff(const DiffArgs& a);
+
+struct CheckArgs {
+  std::string file;
+  std::optional<std::string> max_peak_allocated, max_peak_reserved, max_leaked;
+  std::optional<uint64_t> max_syncs_per_step;
+  std::string baseline;
+  std::optional<double> max_increase;
+  std::string junit;
+  bool json = false;
+};
+int run_check(const CheckArgs& a);
+
+struct TimelineArgs {
+  std::string file, device, from, to, png, svg;
+  size_t width = 0;  // 0: the terminal's width (text) or 1200 (images)
+  size_t height = 0; // rows (text, default 12) or pixels (images, default 360)
+  bool json = false;
+};
+int run_timeline(const TimelineArgs& a);
+
+}  // namespace tidemark::cli

@@ -1,0 +1,87 @@
+#include "cli/common.h"
+
+#include <fmt/core.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "profiler/analysis/memory.h"
+#include "profiler/analysis/units.h"
+
+namespace tidemark::cli {
+
+Progress::Progress(const std::string& what) {
+  if (::isatty(STDERR_FILENO)) {
+    std::fprintf(stderr, "tidemark: %s...", what.c_str());
+    std::fflush(stderr);
+    shown_ = true;
+  }
+}
+
+Progress::~Progress() {
+  if (shown_) {
+    std::fputs("\r\033[K", stderr);
+    std::fflush(stderr);
+  }
+}
+
+analysis::Trace open_trace(const std::string& path, bool require_finalized) {
+  Progress p("reading " + path);
+  return analysis::Trace::open(path, require_finalized ? store::TraceReader::Require::finalized
+                                                       : store::TraceReader::Require::raw);
+}
+
+std::vector<analysis::DeviceRef> select_devices(const analysis::Trace& trace,
+                                                const std::string& device_spec) {
+  if (device_spec.empty()) return trace.devices();
+  try {
+    return {trace.device(device_spec)};
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(trace.path() + ": " + e.what());
+  }
+}
+
+analysis::DeviceRef primary_device(const analysis::Trace& trace, const std::string& device_spec) {
+  if (!device_spec.empty()) return select_devices(trace, device_spec).front();
+  const analysis::DeviceRef* best = nullptr;
+  int64_t best_bytes = -1;
+  for (const analysis::DeviceRef& d : trace.devices()) {
+    auto p = analysis::peak(trace, d.id);
+    int64_t bytes = p ? p->bytes : 0;
+    if (bytes > best_bytes) best = &d, best_bytes = bytes;
+  }
+  if (!best) throw UsageError(trace.path() + ": the trace has no devices (no memory events)");
+  return *best;
+}
+
+uint64_t parse_time(const analysis::Trace& trace, const std::string& option,
+                    const std::string& value) {
+  auto ns = analysis::parse_duration_ns(value);
+  if (!ns)
+    throw UsageError(option + " " + value +
+                     ": expected a time since the trace start such as 1.5s, 200ms or 123456ns");
+  return trace.origin_ns() + *ns;
+}
+
+uint64_t parse_size_option(const std::string& option, const std::string& value) {
+  auto bytes = analysis::parse_size(value);
+  if (!bytes)
+    throw UsageError(option + " " + value + ": expected a size such as 512MiB, 2GiB, 1e9 or 4096");
+  return *bytes;
+}
+
+std::string rel_time(const analysis::Trace& trace, uint64_t ts) {
+  uint64_t rel = ts >= trace.origin_ns() ? ts - trace.origin_ns() : 0;
+  return fmt::format("{:.3f} s", static_cast<double>(rel) / 1e9);
+}
+
+bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO); }
+
+int terminal_columns() {
+  struct winsize w {};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col > 0) return w.ws_col;
+  return 100;
+}
+
+}  // namespace tidemark::cli

@@ -1,0 +1,57 @@
+// Shared pieces of the `tidemark` commands: exit codes, errors, opening traces, parsing times.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "profiler/analysis/trace.h"
+
+namespace tidemark::cli {
+
+// Exit codes (STYLE.md): 0 success, 1 a check failed, 2 bad usage or unreadable input.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitCheckFailed = 1;
+inline constexpr int kExitUsage = 2;
+
+// Bad usage or input: main prints the message as one line on stderr and exits with 2.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Shows what the tool is doing on stderr while it works, only when stderr is a terminal;
+// the line is erased when the work is done.
+class Progress {
+ public:
+  explicit Progress(const std::string& what);
+  ~Progress();
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+ private:
+  bool shown_ = false;
+};
+
+// Opens a finalized trace (or a raw one). StoreError (naming the file) propagates.
+analysis::Trace open_trace(const std::string& path, bool require_finalized = true);
+
+// The devices a command reports: the one named by --device, else every device of the trace.
+std::vector<analysis::DeviceRef> select_devices(const analysis::Trace& trace,
+                                                const std::string& device_spec);
+// The device a single-device command reports: --device, else the highest allocated peak.
+analysis::DeviceRef primary_device(const analysis::Trace& trace, const std::string& device_spec);
+
+// A time on the command line ("1.5s", "200ms", "123456ns"), relative to the trace origin,
+// as an absolute event-clock time. Throws UsageError naming the option.
+uint64_t parse_time(const analysis::Trace& trace, const std::string& option,
+                    const std::string& value);
+uint64_t parse_size_option(const std::string& option, const std::string& value);
+
+std::string rel_time(const analysis::Trace& trace, uint64_t ts);  // "1.234 s"
+bool stdout_is_terminal();
+int terminal_columns();
+
+}  // namespace tidemark::cli

@@ -1,0 +1,213 @@
+// tidemark: record a program, then ask its trace how high memory went, when, because of what,
+// what leaked, where it waited on the device, and what changed between two runs.
+// docs/cli.md describes every command, the JSON output and the exit codes.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <optional>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "profiler/store/trace_format.h"
+
+namespace tc = tidemark::cli;
+
+namespace {
+
+// A one-line error: "tidemark: <message>" (StoreError messages already name the file).
+int fail(const std::string& message) {
+  std::string line = message;
+  for (char& c : line)
+    if (c == '\n') c = ' ';
+  std::fprintf(stderr, "tidemark: %s\n", line.c_str());
+  return tc::kExitUsage;
+}
+
+CLI::App* command(CLI::App& app, const char* name, const char* what, const char* example) {
+  CLI::App* sub = app.add_subcommand(name, what);
+  sub->footer(std::string("Example:\n  ") + example);
+  return sub;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tidemark: GPU and host memory profiler. Record a program, then summarise, chart, "
+               "check and diff its trace.",
+               "tidemark"};
+  app.require_subcommand(1);
+  app.footer(
+      "Examples:\n"
+      "  tidemark record -o run.db -- ./train 100\n"
+      "  tidemark summary run.db\n"
+      "  tidemark check run.db --max-peak-allocated 2GiB --max-leaked 0\n"
+      "Exit codes: 0 success, 1 a check failed, 2 bad usage or unreadable input.");
+
+  tc::RecordArgs rec;
+  CLI::App* record = command(app, "record", "Run a program and record its memory events",
+                             "tidemark record -o run.db --stacks 24 -- ./train_mlp 200");
+  record->add_option("-o,--output", rec.output,
+                     "Trace file (default tidemark-<program>-<pid>.db)");
+  record->add_option("--stacks", rec.stacks, "Native frames per stack (0-64)")
+      ->check(CLI::Range(0, 64));
+  record->add_flag("--no-stacks", rec.no_stacks, "Do not capture stacks");
+  record->add_flag("--no-tensors", rec.no_tensors, "Do not record tensor and storage events");
+  // The program and its arguments follow "--" (split off before parsing, so the program's
+  // own options are never taken for ours), or the first argument that is not an option.
+  record->prefix_command();
+
+  tc::SummaryArgs sum;
+  CLI::App* summary = command(app, "summary",
+                              "Peaks per device, top allocation sites at the peak, leaks",
+                              "tidemark summary run.db --device cuda:0 --json");
+  summary->add_option("file", sum.file, "Trace file")->required();
+  summary->add_option("--device", sum.device, "Only this device (cpu, cuda:0)");
+  summary->add_option("--limit", sum.limit, "Sites listed");
+  summary->add_flag("--json", sum.json, "Print JSON (docs/cli.md)");
+
+  std::string info_file;
+  bool info_json = false;
+  CLI::App* info = command(app, "info", "What a trace file holds (meta data, tables, state)",
+                           "tidemark info run.db");
+  info->add_option("file", info_file, "Trace file")->required();
+  info->add_flag("--json", info_json, "Print JSON");
+
+  std::string fin_file;
+  CLI::App* finalize = command(app, "finalize",
+                               "Build the derived tables of a trace (a crashed or killed run)",
+                               "tidemark finalize crashed.db");
+  finalize->add_option("file", fin_file, "Trace file")->required();
+
+  tc::TimelineArgs tla;
+  CLI::App* timeline = command(app, "timeline",
+                               "Allocated and reserved memory over time, in the terminal or as "
+                               "an image",
+                               "tidemark timeline run.db --from 1s --to 2.5s --png timeline.png");
+  timeline->add_option("file", tla.file, "Trace file")->required();
+  timeline->add_option("--device", tla.device, "Device (default: the highest peak)");
+  timeline->add_option("--from", tla.from, "Start, relative to the trace start (1.5s, 200ms)");
+  timeline->add_option("--to", tla.to, "End, relative to the trace start");
+  timeline->add_option("--width", tla.width, "Columns (terminal) or pixels (images)")
+      ->check(CLI::Range(1, 100000));
+  timeline->add_option("--height", tla.height, "Rows (terminal) or pixels (images)")
+      ->check(CLI::Range(2, 10000));
+  auto* png = timeline->add_option("--png", tla.png, "Write a PNG image");
+  auto* svg = timeline->add_option("--svg", tla.svg, "Write an SVG image");
+  png->excludes(svg);
+  timeline->add_flag("--json", tla.json, "Print the columns as JSON");
+
+  tc::TopArgs top_args;
+  CLI::App* top = command(app, "top", "What was live at a time, grouped",
+                          "tidemark top run.db --at step:10 --by scope --limit 5");
+  top->add_option("file", top_args.file, "Trace file")->required();
+  top->add_option("--device", top_args.device, "Device (default: the highest peak)");
+  top->add_option("--at", top_args.at, "peak, a time (1.5s, 200ms) or step:N");
+  top->add_option("--by", top_args.by, "site, stack, scope or category")
+      ->check(CLI::IsMember({"site", "stack", "scope", "category"}));
+  top->add_option("--limit", top_args.limit, "Groups listed (0: all)");
+  top->add_flag("--json", top_args.json, "Print JSON");
+
+  tc::LeaksArgs leak_args;
+  CLI::App* leaks = command(app, "leaks", "Allocations still allocated at the end of the trace",
+                            "tidemark leaks run.db --by-step");
+  leaks->add_option("file", leak_args.file, "Trace file")->required();
+  leaks->add_option("--device", leak_args.device, "Only this device");
+  leaks->add_option("--by", leak_args.by, "site, stack, scope or category")
+      ->check(CLI::IsMember({"site", "stack", "scope", "category"}));
+  leaks->add_flag("--by-step", leak_args.by_step,
+                  "Also: leaked bytes per step, and live bytes at each step boundary");
+  leaks->add_option("--limit", leak_args.limit, "Groups listed (0: all)");
+  leaks->add_flag("--json", leak_args.json, "Print JSON");
+
+  tc::SimpleArgs sync_args;
+  CLI::App* syncs = command(app, "syncs", "Where the host waited on the device, by site",
+                            "tidemark syncs run.db --limit 20");
+  syncs->add_option("file", sync_args.file, "Trace file")->required();
+  syncs->add_option("--limit", sync_args.limit, "Sites listed (0: all)");
+  syncs->add_flag("--json", sync_args.json, "Print JSON");
+
+  tc::SimpleArgs step_args;
+  CLI::App* steps = command(app, "steps", "Per-step peak, allocations and syncs",
+                            "tidemark steps run.db --device cuda:0");
+  steps->add_option("file", step_args.file, "Trace file")->required();
+  steps->add_option("--device", step_args.device, "Device (default: the highest peak)");
+  steps->add_flag("--json", step_args.json, "Print JSON");
+
+  tc::CheckArgs chk;
+  CLI::App* check = command(app, "check",
+                            "Fail (exit 1) when the trace breaks a limit: a CI gate",
+                            "tidemark check run.db --max-peak-allocated 2GiB --max-leaked 0 "
+                            "--junit check.xml");
+  check->add_option("file", chk.file, "Trace file")->required();
+  check->add_option("--max-peak-allocated", chk.max_peak_allocated,
+                    "Limit on the allocated peak of any device (512MiB, 2GiB, 1e9, bytes)");
+  check->add_option("--max-peak-reserved", chk.max_peak_reserved,
+                    "Limit on the reserved peak of any device");
+  check->add_option("--max-leaked", chk.max_leaked,
+                    "Limit on bytes still allocated at the end (all devices)");
+  check->add_option("--max-syncs-per-step", chk.max_syncs_per_step, "Limit on syncs in a step");
+  auto* base = check->add_option("--baseline", chk.baseline, "A baseline trace to compare with");
+  auto* inc = check->add_option("--max-increase", chk.max_increase,
+                                "Limit on the allocated peak's increase over the baseline, in %");
+  base->needs(inc);
+  inc->needs(base);
+  check->add_option("--junit", chk.junit, "Also write the results as JUnit XML");
+  check->add_flag("--json", chk.json, "Print JSON");
+
+  tc::DiffArgs dif;
+  CLI::App* diff = command(app, "diff", "What changed between two traces: peaks and sites",
+                           "tidemark diff base.db new.db --json");
+  diff->add_option("a", dif.a, "The base trace")->required();
+  diff->add_option("b", dif.b, "The new trace")->required();
+  diff->add_option("--limit", dif.limit, "Sites listed per list (0: all)");
+  diff->add_flag("--json", dif.json, "Print JSON");
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::optional<std::vector<std::string>> command_after_dashes;
+  if (!args.empty() && args.front() == "record") {
+    auto dashes = std::find(args.begin(), args.end(), "--");
+    if (dashes != args.end()) {
+      command_after_dashes.emplace(dashes + 1, args.end());
+      args.erase(dashes, args.end());
+    }
+  }
+  std::reverse(args.begin(), args.end());  // CLI11 takes a reversed argument vector
+
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    return fail(e.what());
+  }
+
+  try {
+    if (*record) {
+      std::vector<std::string> rest = record->remaining();
+      if (command_after_dashes && !rest.empty())
+        return fail("record: unexpected " + rest.front() + " before --");
+      rec.command = command_after_dashes ? *command_after_dashes : rest;
+      if (rec.command.empty())
+        return fail("record: no command given; usage: tidemark record [-o FILE] -- CMD [ARGS...]");
+      return tc::run_record(rec);
+    }
+    if (*summary) return tc::run_summary(sum);
+    if (*info) return tc::run_info(info_file, info_json);
+    if (*finalize) return tc::run_finalize(fin_file);
+    if (*timeline) return tc::run_timeline(tla);
+    if (*top) return tc::run_top(top_args);
+    if (*leaks) return tc::run_leaks(leak_args);
+    if (*syncs) return tc::run_syncs(sync_args);
+    if (*steps) return tc::run_steps(step_args);
+    if (*check) return tc::run_check(chk);
+    if (*diff) return tc::run_diff(dif);
+  } catch (const tc::UsageError& e) {
+    return fail(e.what());
+  } catch (const tidemark::store::StoreError& e) {
+    return fail(e.what());
+  } catch (const std::exception& e) {
+    return fail(std::string("error: ") + e.what());
+  }
+  return fail("no command given; see tidemark --help");
+}

@@ -1,0 +1,141 @@
+// tidemark record: runs a program (fork + exec, no shell) with the environment that makes a
+// program linked with Tidemark::autostart record itself, then finalizes the trace here, so a
+// child that crashed or was killed still leaves a finalized trace.
+#include <fcntl.h>
+#include <fmt/core.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "profiler/analysis/memory.h"
+#include "profiler/analysis/units.h"
+#include "profiler/record/recorder.h"
+
+namespace tidemark::cli {
+
+namespace {
+
+volatile sig_atomic_t g_child = 0;
+
+// SIGINT / SIGTERM go to the child: it decides how to stop, and we finalize what it wrote.
+void forward_signal(int sig) {
+  if (g_child > 0) ::kill(static_cast<pid_t>(g_child), sig);
+}
+
+std::string program_name(const std::string& path) {
+  std::string name = std::filesystem::path(path).filename().string();
+  return name.empty() ? "program" : name;
+}
+
+void print_summary(const std::string& path) {
+  analysis::Trace trace = analysis::Trace::open(path);
+  const store::TraceReader& r = trace.reader();
+  fmt::print(stderr, "tidemark: recorded {} events ({} dropped) in {} to {}\n", r.event_count(),
+             r.dropped_count(), analysis::format_duration(trace.duration_ns()), path);
+  for (const analysis::DeviceRef& d : trace.devices()) {
+    analysis::DeviceSummary s = analysis::summarize_device(trace, d);
+    if (s.alloc_count == 0 && s.peak_reserved_bytes == 0) continue;
+    fmt::print(stderr,
+               "tidemark: {}: peak allocated {}, peak reserved {}, {} allocations, {} still "
+               "allocated at the end\n",
+               s.device, analysis::format_bytes(s.peak_allocated_bytes),
+               analysis::format_bytes(s.peak_reserved_bytes), s.alloc_count,
+               analysis::format_bytes(s.final_allocated_bytes));
+  }
+  fmt::print(stderr, "tidemark: next: tidemark summary {}\n", path);
+}
+
+}  // namespace
+
+int run_record(const RecordArgs& a) {
+  if (a.command.empty()) throw UsageError("record: no command given (tidemark record -- CMD ...)");
+  const int stacks = a.no_stacks ? 0 : a.stacks;
+
+  // The exec result travels back through a close-on-exec pipe: empty on success, errno else.
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw UsageError(std::string("record: pipe: ") + std::strerror(errno));
+
+  // Resolve the output path before forking only when given; the default needs the child pid.
+  pid_t pid = ::fork();
+  if (pid < 0) throw UsageError(std::string("record: fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string out = a.output.empty()
+                          ? "tidemark-" + program_name(a.command[0]) + "-" +
+                                std::to_string(::getpid()) + ".db"
+                          : a.output;
+    ::setenv("TIDEMARK_OUTPUT", out.c_str(), 1);
+    ::setenv("TIDEMARK_STACKS", std::to_string(stacks).c_str(), 1);
+    ::setenv("TIDEMARK_TENSORS", a.no_tensors ? "0" : "1", 1);
+    ::setenv("TIDEMARK_FINALIZE", "0", 1);
+    std::vector<char*> argv;
+    for (const std::string& s : a.command) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    int err = errno;
+    ssize_t ignored = ::write(fds[1], &err, sizeof err);
+    (void)ignored;
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  g_child = pid;
+  struct sigaction sa {};
+  sa.sa_handler = forward_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  struct sigaction old_int {}, old_term {};
+  ::sigaction(SIGINT, &sa, &old_int);
+  ::sigaction(SIGTERM, &sa, &old_term);
+
+  int exec_errno = 0;
+  ssize_t n;
+  do n = ::read(fds[0], &exec_errno, sizeof exec_errno);
+  while (n < 0 && errno == EINTR);
+  ::close(fds[0]);
+
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
+  ::sigaction(SIGINT, &old_int, nullptr);
+  ::sigaction(SIGTERM, &old_term, nullptr);
+
+  if (n == static_cast<ssize_t>(sizeof exec_errno))
+    throw UsageError("record: cannot run " + a.command[0] + ": " + std::strerror(exec_errno));
+
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (WIFSIGNALED(status))
+    fmt::print(stderr, "tidemark: {} was killed by signal {} ({})\n", a.command[0],
+               WTERMSIG(status), strsignal(WTERMSIG(status)));
+
+  const std::string path = a.output.empty() ? "tidemark-" + program_name(a.command[0]) + "-" +
+                                                  std::to_string(pid) + ".db"
+                                            : a.output;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    fmt::print(stderr,
+               "tidemark: {} wrote no trace to {} (is it linked with Tidemark::autostart?)\n",
+               a.command[0], path);
+    return code;
+  }
+  try {
+    {
+      Progress p("finalizing " + path);
+      record::finalize_trace(path);
+    }
+    print_summary(path);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "tidemark: {}\n", e.what());
+    return code != 0 ? code : kExitUsage;
+  }
+  return code;
+}
+
+}  // namespace tidemark::cli

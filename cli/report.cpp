@@ -1,0 +1,335 @@
+// tidemark summary, info, finalize, top, leaks, steps, syncs, diff: text for people, --json
+// for scripts (the contract is in docs/cli.md).
+#include <fmt/core.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "profiler/analysis/json.h"
+#include "profiler/analysis/units.h"
+#include "profiler/record/recorder.h"
+
+namespace tidemark::cli {
+
+namespace an = analysis;
+using nlohmann::json;
+
+namespace {
+
+void print(const json& j) { std::cout << j.dump(2) << '\n'; }
+
+std::string pct(int64_t part, int64_t whole) {
+  return whole > 0 ? fmt::format("{:5.1f}%", 100.0 * static_cast<double>(part) /
+                                                 static_cast<double>(whole))
+                   : "     -";
+}
+
+void print_groups(const std::vector<an::Group>& groups, int64_t total, uint64_t groups_total) {
+  for (const an::Group& g : groups) {
+    fmt::print("  {:>12} {} {:>7}  {}\n", an::format_bytes(g.bytes), pct(g.bytes, total),
+               g.count, g.label);
+    if (!g.frames.empty())
+      for (size_t i = 1; i < g.frames.size() && i < 12; ++i)
+        fmt::print("  {:>36}{}\n", "", g.frames[i]);
+  }
+  if (groups_total > groups.size())
+    fmt::print("  ... and {} more\n", groups_total - groups.size());
+}
+
+an::GroupBy group_by(const std::string& s) {
+  auto g = an::parse_group_by(s);
+  if (!g) throw UsageError("--by " + s + ": expected site, stack, scope or category");
+  return *g;
+}
+
+std::optional<int64_t> device_id(const an::Trace& t, const std::string& spec) {
+  if (spec.empty()) return std::nullopt;
+  return select_devices(t, spec).front().id;
+}
+
+}  // namespace
+
+int run_summary(const SummaryArgs& a) {
+  an::Trace t = open_trace(a.file);
+  an::SummaryOptions o;
+  o.device = device_id(t, a.device);
+  o.top_limit = a.limit;
+  an::Summary s;
+  {
+    Progress p("summarising " + a.file);
+    s = an::summarize(t, o);
+  }
+  if (a.json) {
+    print(s);
+    return kExitOk;
+  }
+  fmt::print("{}: {} events, {}, {} steps{}{}\n", s.path, s.event_count,
+             an::format_duration(s.duration_ns), s.step_count,
+             s.clean_end ? "" : ", recording did not end cleanly",
+             s.dropped_count ? fmt::format(", {} events DROPPED", s.dropped_count) : "");
+  if (!s.command_line.empty()) fmt::print("command: {}\n", s.command_line);
+  for (const an::DeviceSummary& d : s.devices) {
+    fmt::print("\n{}{}\n", d.device,
+               d.description != d.device && !d.description.empty() ? " (" + d.description + ")"
+                                                                   : "");
+    fmt::print("  peak allocated {:>12}  at {:.3f} s\n", an::format_bytes(d.peak_allocated_bytes),
+               static_cast<double>(d.peak_allocated_time_ns) / 1e9);
+    fmt::print("  peak reserved  {:>12}   peak active {}\n",
+               an::format_bytes(d.peak_reserved_bytes), an::format_bytes(d.peak_active_bytes));
+    fmt::print("  at the end     {:>12} allocated, {} reserved\n",
+               an::format_bytes(d.final_allocated_bytes), an::format_bytes(d.final_reserved_bytes));
+    fmt::print("  {} allocations, {} segments, {} OOMs, {} syncs\n", d.alloc_count,
+               d.segment_alloc_count, d.oom_count, d.sync_count);
+  }
+  if (s.top_at_peak) {
+    const an::LiveBreakdown& b = *s.top_at_peak;
+    fmt::print("\nlive at the allocated peak of {} ({} in {} allocations, {:.3f} s), by site:\n",
+               b.device, an::format_bytes(b.bytes), b.count,
+               static_cast<double>(b.time_ns) / 1e9);
+    print_groups(b.groups, b.bytes, b.groups_total);
+  }
+  if (s.leaks.count == 0) {
+    fmt::print("\nleaks: none (everything allocated was freed)\n");
+  } else {
+    fmt::print("\nleaks: {} in {} allocations still allocated at the end, by site:\n",
+               an::format_bytes(s.leaks.bytes), s.leaks.count);
+    print_groups(s.leaks.groups, s.leaks.bytes, s.leaks.groups_total);
+  }
+  return kExitOk;
+}
+
+int run_info(const std::string& file, bool as_json) {
+  an::Trace t = open_trace(file, false);
+  const store::TraceReader& r = t.reader();
+  store::TraceMeta m = r.meta();
+  json j{{"path", file},
+         {"schema_version", store::kSchemaVersion},
+         {"tool_version", m.tool_version},
+         {"command_line", m.command_line},
+         {"host", m.host},
+         {"pid", m.pid},
+         {"start_unix_ns", m.start_unix_ns},
+         {"stack_depth", m.stack_depth},
+         {"allocator_settings", m.allocator_settings},
+         {"clean_end", r.clean_end()},
+         {"finalized", r.finalized()},
+         {"event_count", r.event_count()},
+         {"dropped_count", r.dropped_count()},
+         {"duration_ns", t.duration_ns()}};
+  json devices = json::array();
+  for (const an::DeviceRef& d : t.devices())
+    devices.push_back({{"device", d.name}, {"description", d.description},
+                       {"capacity_bytes", d.capacity}});
+  j["devices"] = devices;
+  if (as_json) {
+    print(j);
+    return kExitOk;
+  }
+  fmt::print("{}\n", file);
+  fmt::print("  schema version   {}\n", store::kSchemaVersion);
+  fmt::print("  recorded by      tidemark {} on {} (pid {})\n", m.tool_version, m.host, m.pid);
+  fmt::print("  command          {}\n", m.command_line);
+  fmt::print("  events           {} ({} dropped)\n", r.event_count(), r.dropped_count());
+  fmt::print("  duration         {}\n", an::format_duration(t.duration_ns()));
+  fmt::print("  stacks           {}\n",
+             m.stack_depth ? fmt::format("{} frames", m.stack_depth) : std::string("off"));
+  if (!m.allocator_settings.empty()) fmt::print("  TL_ALLOC_CONF    {}\n", m.allocator_settings);
+  fmt::print("  clean end        {}\n", r.clean_end() ? "yes" : "no (the program crashed or was killed)");
+  fmt::print("  finalized        {}\n",
+             r.finalized() ? "yes" : fmt::format("no: run tidemark finalize {}", file));
+  for (const an::DeviceRef& d : t.devices())
+    fmt::print("  device           {}{}\n", d.name,
+               d.description != d.name ? " (" + d.description + ")" : "");
+  return kExitOk;
+}
+
+int run_finalize(const std::string& file) {
+  open_trace(file, false);  // checks the file and names the problem
+  {
+    Progress p("finalizing " + file);
+    record::finalize_trace(file);
+  }
+  an::Trace t = open_trace(file);
+  fmt::print("{}: finalized ({} events)\n", file, t.reader().event_count());
+  return kExitOk;
+}
+
+int run_top(const TopArgs& a) {
+  an::Trace t = open_trace(a.file);
+  an::DeviceRef d = primary_device(t, a.device);
+  an::TimePoint at;
+  if (a.at == "peak") {
+    auto p = an::peak_point(t, d.id);
+    if (!p) throw UsageError(a.file + ": device " + d.name + " has no memory events");
+    at = *p;
+  } else if (a.at.rfind("step:", 0) == 0) {
+    int64_t n = 0;
+    try {
+      size_t used = 0;
+      n = std::stoll(a.at.substr(5), &used);
+      if (used != a.at.size() - 5) throw std::invalid_argument("junk");
+    } catch (const std::exception&) {
+      throw UsageError("--at " + a.at + ": expected step:N with N a step number");
+    }
+    try {
+      at = an::step_point(t, n);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(a.file + ": " + e.what());
+    }
+  } else {
+    at.ts = parse_time(t, "--at", a.at);
+  }
+  an::LiveBreakdown b = an::live_at(t, d.id, at, group_by(a.by), a.limit);
+  if (a.json) {
+    print(b);
+    return kExitOk;
+  }
+  fmt::print("{}: live on {} at {:.6f} s: {} in {} allocations, by {}:\n", a.file, b.device,
+             static_cast<double>(b.time_ns) / 1e9, an::format_bytes(b.bytes), b.count, a.by);
+  print_groups(b.groups, b.bytes, b.groups_total);
+  return kExitOk;
+}
+
+int run_leaks(const LeaksArgs& a) {
+  an::Trace t = open_trace(a.file);
+  auto dev = device_id(t, a.device);
+  an::LeakReport r = an::leaks(t, dev, group_by(a.by), a.limit);
+  std::vector<std::pair<std::string, an::Growth>> growth;
+  if (a.by_step)
+    for (const an::DeviceRef& d : select_devices(t, a.device))
+      growth.emplace_back(d.name, an::growth(t, d.id));
+  if (a.json) {
+    json j = r;
+    if (a.by_step) {
+      json g = json::object();
+      for (const auto& [name, gr] : growth) g[name] = gr;
+      j["growth"] = g;
+    }
+    print(j);
+    return kExitOk;
+  }
+  if (r.count == 0) {
+    fmt::print("{}: no leaks: everything allocated was freed by the end\n", a.file);
+  } else {
+    fmt::print("{}: {} in {} allocations still allocated at the end, by {}:\n", a.file,
+               an::format_bytes(r.bytes), r.count, a.by);
+    print_groups(r.groups, r.bytes, r.groups_total);
+  }
+  if (a.by_step) {
+    if (!r.by_step.empty()) fmt::print("\nleaked allocations by the step that made them:\n");
+    for (const an::StepLeak& l : r.by_step)
+      fmt::print("  {:>10} {:>12} {:>7}\n", l.step ? fmt::format("step {}", *l.step) : "before",
+                 an::format_bytes(l.bytes), l.count);
+    for (const auto& [name, g] : growth) {
+      fmt::print("\nlive bytes at each step boundary on {}:\n", name);
+      for (const auto& [step, bytes] : g.boundaries)
+        fmt::print("  step {:>6} {:>12}\n", step, an::format_bytes(bytes));
+      if (g.growing)
+        fmt::print("  GROWING: about {} per step (linear fit, r2 {:.2f})\n",
+                   an::format_bytes(static_cast<int64_t>(g.slope_bytes_per_step)), g.r2);
+      else
+        fmt::print("  no steady growth across steps\n");
+    }
+  }
+  return kExitOk;
+}
+
+int run_steps(const SimpleArgs& a) {
+  an::Trace t = open_trace(a.file);
+  an::DeviceRef d = primary_device(t, a.device);
+  std::vector<an::StepStats> steps = an::step_stats(t, d.id);
+  an::Growth g = an::fit_growth([&] {
+    std::vector<std::pair<int64_t, int64_t>> b;
+    for (const auto& s : steps) b.emplace_back(s.number, s.allocated_at_start_bytes);
+    return b;
+  }());
+  if (a.json) {
+    print(json{{"device", d.name}, {"steps", steps}, {"growth", g}});
+    return kExitOk;
+  }
+  if (steps.empty()) {
+    fmt::print("{}: no steps recorded (call tl::profiler::step() once per iteration)\n", a.file);
+    return kExitOk;
+  }
+  fmt::print("{}: {} steps on {}\n", a.file, steps.size(), d.name);
+  fmt::print("  {:>6} {:>10} {:>12} {:>12} {:>12} {:>8} {:>6}\n", "step", "start", "duration",
+             "live at start", "peak alloc", "allocs", "syncs");
+  for (const an::StepStats& s : steps)
+    fmt::print("  {:>6} {:>9.3f}s {:>12} {:>12} {:>12} {:>8} {:>6}\n", s.number,
+               static_cast<double>(s.start_ns) / 1e9, an::format_duration(s.duration_ns),
+               an::format_bytes(s.allocated_at_start_bytes),
+               an::format_bytes(s.peak_allocated_bytes), s.alloc_count, s.sync_count);
+  if (g.growing)
+    fmt::print("live bytes grow by about {} per step (r2 {:.2f})\n",
+               an::format_bytes(static_cast<int64_t>(g.slope_bytes_per_step)), g.r2);
+  return kExitOk;
+}
+
+int run_syncs(const SimpleArgs& a) {
+  an::Trace t = open_trace(a.file);
+  an::SyncReport r = an::syncs(t, a.limit);
+  if (a.json) {
+    print(r);
+    return kExitOk;
+  }
+  if (r.count == 0) {
+    fmt::print("{}: no syncs: the host never waited on the device\n", a.file);
+    return kExitOk;
+  }
+  fmt::print("{}: {} syncs, {} waiting", a.file, r.count, an::format_duration(r.total_ns));
+  if (r.max_step) fmt::print("; at most {} in a step (step {})", r.max_per_step, *r.max_step);
+  fmt::print("\n  by kind:");
+  for (const auto& [k, n] : r.by_kind) fmt::print(" {} {}", k, n);
+  fmt::print("\n  {:>7} {:>12} {:>12}  {:<14} site\n", "count", "total", "max", "kind");
+  for (const an::SyncSite& s : r.sites)
+    fmt::print("  {:>7} {:>12} {:>12}  {:<14} {}\n", s.count, an::format_duration(s.total_ns),
+               an::format_duration(s.max_ns), s.kind, s.label);
+  if (r.sites_total > r.sites.size())
+    fmt::print("  ... and {} more sites\n", r.sites_total - r.sites.size());
+  return kExitOk;
+}
+
+int run_diff(const DiffArgs& a) {
+  an::Trace ta = open_trace(a.a);
+  an::Trace tb = open_trace(a.b);
+  an::TraceDiff d = an::diff(ta, tb);
+  if (a.limit)
+    for (auto& s : d.sites)
+      for (auto* v : {&s.changed, &s.added, &s.vanished})
+        if (v->size() > a.limit) v->resize(a.limit);
+  if (a.json) {
+    print(d);
+    return kExitOk;
+  }
+  auto signed_bytes = [](int64_t v) { return (v > 0 ? "+" : "") + an::format_bytes(v); };
+  fmt::print("A {}\nB {}\n", a.a, a.b);
+  for (const an::DeviceDiff& x : d.devices) {
+    int64_t pa = x.a ? x.a->peak_allocated_bytes : 0, pb = x.b ? x.b->peak_allocated_bytes : 0;
+    int64_t ra = x.a ? x.a->peak_reserved_bytes : 0, rb = x.b ? x.b->peak_reserved_bytes : 0;
+    fmt::print("\n{}{}\n", x.device, !x.a ? " (only in B)" : !x.b ? " (only in A)" : "");
+    fmt::print("  peak allocated {:>12} -> {:>12}  {} ({})\n", an::format_bytes(pa),
+               an::format_bytes(pb), signed_bytes(x.peak_allocated_delta),
+               pa ? fmt::format("{:+.1f}%", 100.0 * static_cast<double>(pb - pa) /
+                                                static_cast<double>(pa))
+                  : std::string("-"));
+    fmt::print("  peak reserved  {:>12} -> {:>12}  {}\n", an::format_bytes(ra),
+               an::format_bytes(rb), signed_bytes(x.peak_reserved_delta));
+    fmt::print("  final allocated delta {}\n", signed_bytes(x.final_allocated_delta));
+  }
+  for (const auto& s : d.sites) {
+    auto list = [&](const char* title, const std::vector<an::SiteDiff>& v) {
+      if (v.empty()) return;
+      fmt::print("\n{} sites at the allocated peak on {}:\n", title, s.device);
+      for (const an::SiteDiff& x : v)
+        fmt::print("  {:>12} {:>12} -> {:>12}  {}\n", signed_bytes(x.delta()),
+                   an::format_bytes(x.a_bytes), an::format_bytes(x.b_bytes), x.label);
+    };
+    list("changed", s.changed);
+    list("new", s.added);
+    list("vanished", s.vanished);
+  }
+  return kExitOk;
+}
+
+}  // namespace tidemark::cli

@@ -8,6 +8,15 @@
 #include <string>
 #include <vector>
 
+// import and export come from libraries developed beside the CLI; the commands exist when
+// their headers do.
+#if __has_include("profiler/importers/pytorch_snapshot.h")
+#define TIDEMARK_CLI_IMPORT 1
+#endif
+#if __has_include("profiler/analysis/export.h")
+#define TIDEMARK_CLI_EXPORT 1
+#endif
+
 namespace tidemark::cli {
 
 struct RecordArgs {
@@ -75,5 +84,8 @@ struct TimelineArgs {
   bool json = false;
 };
 int run_timeline(const TimelineArgs& a);
+
+int run_import(const std::string& snapshot, const std::string& output);
+int run_export(const std::string& file, const std::string& format, const std::string& output);
 
 }  // namespace tidemark::cli

@@ -173,7 +173,33 @@ int main(int argc, char** argv) {
       args.erase(dashes, args.end());
     }
   }
+  if (!args.empty() && !args.front().empty() && args.front()[0] != '-') {
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->get_name() == args.front();
+    if (!known) return fail("unknown command '" + args.front() + "'; see tidemark --help");
+  }
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed argument vector
+
+#ifdef TIDEMARK_CLI_IMPORT
+  std::string imp_in, imp_out;
+  CLI::App* import = command(app, "import",
+                             "Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) "
+                             "into a trace",
+                             "tidemark import snapshot.pickle -o run.db");
+  import->add_option("snapshot", imp_in, "The snapshot pickle")->required();
+  import->add_option("-o,--output", imp_out, "Trace file to write")->required();
+#endif
+#ifdef TIDEMARK_CLI_EXPORT
+  std::string exp_in, exp_format, exp_out;
+  CLI::App* exp = command(app, "export",
+                          "Write a trace as Chrome/Perfetto trace JSON or as CSV of allocations",
+                          "tidemark export run.db --format chrome -o run.json");
+  exp->add_option("file", exp_in, "Trace file")->required();
+  exp->add_option("--format", exp_format, "chrome or csv")
+      ->required()
+      ->check(CLI::IsMember({"chrome", "csv"}));
+  exp->add_option("-o,--output", exp_out, "Output file (- for stdout)")->required();
+#endif
 
   try {
     app.parse(args);
@@ -202,6 +228,12 @@ int main(int argc, char** argv) {
     if (*steps) return tc::run_steps(step_args);
     if (*check) return tc::run_check(chk);
     if (*diff) return tc::run_diff(dif);
+#ifdef TIDEMARK_CLI_IMPORT
+    if (*import) return tc::run_import(imp_in, imp_out);
+#endif
+#ifdef TIDEMARK_CLI_EXPORT
+    if (*exp) return tc::run_export(exp_in, exp_format, exp_out);
+#endif
   } catch (const tc::UsageError& e) {
     return fail(e.what());
   } catch (const tidemark::store::StoreError& e) {

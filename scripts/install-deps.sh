@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libsqlite3-dev libunwind-dev libdw-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libpng-dev
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

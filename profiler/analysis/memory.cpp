@@ -378,9 +378,8 @@ Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& req
     c->last.assign(width, 0);
   }
   // A bucket starting before `from` but reaching into it belongs to the first column.
-  const uint64_t first_t =
-      chosen.width_ns && tl.from_ts >= chosen.width_ns ? tl.from_ts - chosen.width_ns + 1
-                                                       : tl.from_ts;
+  const uint64_t first_t = chosen.width_ns ? tl.from_ts - tl.from_ts % chosen.width_ns
+                                           : tl.from_ts;
   Values carry = values_before(trace, device, chosen.level, first_t);
   int64_t cur[4] = {carry.allocated, carry.active, carry.reserved, carry.requested};
   std::vector<store::LodRow> rows =

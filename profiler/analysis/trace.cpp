@@ -1,5 +1,6 @@
 #include "profiler/analysis/trace.h"
 
+#include <cctype>
 #include <cinttypes>
 #include <cstdio>
 #include <stdexcept>
@@ -102,9 +103,14 @@ bool contains(std::string_view s, std::string_view p) { return s.find(p) != std:
 // Note [Allocation site] in trace.h.
 bool is_internal(const store::ResolvedFrame& f) {
   std::string_view name = qualified_name(f.function);
-  for (std::string_view p : {"tl::", "tidemark::", "std::", "__gnu_cxx::", "__"})
+  for (std::string_view p : {"tl::", "tidemark::", "std::", "__gnu_cxx::", "__", "c10::", "at::",
+                             "torch::", "caffe2::", "THP", "_Py", "Py_", "_start", "start_thread",
+                             "clone", "execute_native_thread_routine"})
     if (starts_with(name, p)) return true;
-  for (std::string_view p : {"/tensorlib/", "/profiler/", "/include/c++/", "/bits/"})
+  // The CPython API: Py followed by a capital (PyEval_..., PyObject_Call, PyCell_New).
+  if (name.size() > 2 && starts_with(name, "Py") && std::isupper(static_cast<unsigned char>(name[2])))
+    return true;
+  for (std::string_view p : {"/tensorlib/", "/profiler/", "/include/c++/", "/bits/", "/torch/"})
     if (contains(f.file, p)) return true;
   std::string m = basename(f.module);
   for (std::string_view p : {"libc.so", "libc-", "libstdc++", "libgcc", "libgomp", "ld-linux"})

@@ -31,10 +31,13 @@ struct DeviceRef {
 };
 
 // Where an allocation (or sync) came from. Note [Allocation site]: the innermost frame of its
-// stack that is not inside Tidemark, tensorlib, the C++ standard library or the C runtime:
-// frames whose file lies under `tensorlib/`, `profiler/` or a C++ standard library include
-// directory, whose function is in namespace `tl::`, `tidemark::`, `std::` or `__gnu_cxx::`
-// (or starts with `__`), or whose module is libc, libstdc++, libgcc or libgomp, are skipped.
+// stack that is not inside Tidemark, tensorlib, PyTorch, CPython, the C++ standard library or
+// the C runtime: frames whose file lies under `tensorlib/`, `profiler/`, `torch/` or a C++
+// standard library include directory; whose function is in namespace `tl::`, `tidemark::`,
+// `std::`, `__gnu_cxx::`, `c10::`, `at::`, `torch::` or `caffe2::`, starts with `__`, `THP`
+// or is CPython's API (`_Py...`, `Py_...`, `Py` and a capital) or a thread entry point; or
+// whose module is libc,
+// libstdc++, libgcc or libgomp, are skipped.
 // Unresolved addresses are skipped too. When every frame is skipped the innermost resolved
 // frame is used, then the innermost address ("0x..."); no stack gives "(no stack)".
 struct Site {

@@ -1,0 +1,57 @@
+// tidemark import and export: thin wrappers over profiler/importers and analysis/export.
+#include <fmt/core.h>
+
+#include <fstream>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+
+#ifdef TIDEMARK_CLI_IMPORT
+#include "profiler/importers/pytorch_snapshot.h"
+#endif
+#ifdef TIDEMARK_CLI_EXPORT
+#include "profiler/analysis/export.h"
+#endif
+
+namespace tidemark::cli {
+
+#ifdef TIDEMARK_CLI_IMPORT
+int run_import(const std::string& snapshot, const std::string& output) {
+  importers::ImportStats s;
+  try {
+    Progress p("importing " + snapshot);
+    s = importers::import_pytorch_snapshot(snapshot, output);
+  } catch (const importers::ImportError& e) {
+    throw UsageError(e.what());
+  }
+  fmt::print("{}: imported {} events, {} segments, {} devices into {}\n", snapshot, s.events,
+             s.segments, s.devices, output);
+  return kExitOk;
+}
+#endif
+
+#ifdef TIDEMARK_CLI_EXPORT
+int run_export(const std::string& file, const std::string& format, const std::string& output) {
+  open_trace(file);  // names the problem with an unreadable trace before creating the output
+  std::ofstream f;
+  if (output != "-") {
+    f.open(output, std::ios::binary);
+    if (!f) throw UsageError("-o " + output + ": cannot create the file");
+  }
+  std::ostream& out = output == "-" ? std::cout : f;
+  {
+    Progress p("exporting " + file);
+    if (format == "chrome")
+      analysis::export_chrome(file, out);
+    else
+      analysis::export_csv(file, out);
+  }
+  out.flush();
+  if (!out) throw UsageError("-o " + output + ": cannot write the file");
+  if (output != "-") fmt::print(stderr, "tidemark: wrote {}\n", output);
+  return kExitOk;
+}
+#endif
+
+}  // namespace tidemark::cli

@@ -1,0 +1,136 @@
+// A data-only reader of Python pickles (protocols 2-5), enough for the plain data a PyTorch
+// memory snapshot holds. It never executes anything: GLOBAL / STACK_GLOBAL become inert
+// `global` values naming a module and a name; opcodes that would call or build objects
+// (REDUCE, BUILD, NEWOBJ, INST, OBJ, PERSID, EXT*) are refused. See docs/importers.md.
+//
+// Every failure — unknown or refused opcode, truncated input, memo misuse, stack underflow,
+// lengths longer than the input left, nesting deeper than Limits::max_depth, self-referencing
+// containers — throws PickleError naming the byte offset and the opcode. Memory use is
+// proportional to the input size.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "profiler/importers/import_error.h"
+
+namespace tidemark::importers::pickle {
+
+class PickleError : public ImportError {
+ public:
+  // `opcode` -1: the error is not about one opcode (end of input).
+  PickleError(const std::string& message, uint64_t offset, int opcode)
+      : ImportError(message), offset_(offset), opcode_(opcode) {}
+  uint64_t offset() const { return offset_; }
+  int opcode() const { return opcode_; }
+
+ private:
+  uint64_t offset_;
+  int opcode_;
+};
+
+// The value model. `integer` is int64: LONG1/LONG4 integers that do not fit become `floating`
+// (the nearest double), documented in docs/importers.md. `dict` keys are str or int.
+enum class Type : uint8_t { none, boolean, integer, floating, string, bytes, list, tuple, dict, global };
+std::string_view type_name(Type t);
+
+// Name of an opcode byte ("BINGET"), or "" for an unknown one.
+std::string_view opcode_name(uint8_t op);
+
+struct Limits {
+  // Deepest nesting of containers (a list in a list in a dict: 3), and of open MARKs.
+  uint32_t max_depth = 256;
+};
+
+class Document;
+
+// A value inside a Document: 16 bytes, cheap to copy, valid while its Document lives.
+struct Val {
+  Type type = Type::none;
+  uint32_t index = 0;  // string, bytes, container or global: index into the document's tables
+  union {
+    int64_t i;
+    double d;
+  };
+  Val() : i(0) {}
+};
+
+// A value and its document: what users of the reader handle.
+class Ref {
+ public:
+  Ref(const Document* doc, Val v) : doc_(doc), v_(v) {}
+
+  Type type() const { return v_.type; }
+  bool is_none() const { return v_.type == Type::none; }
+  std::optional<bool> as_bool() const;
+  std::optional<int64_t> as_int() const;     // integer only
+  std::optional<double> as_double() const;   // floating or integer
+  std::optional<std::string_view> as_string() const;  // str only
+  std::optional<std::string_view> as_bytes() const;   // bytes only
+  // The module and name of a `global`.
+  std::optional<std::pair<std::string_view, std::string_view>> as_global() const;
+
+  // list, tuple: items; dict: entries (key(i), value(i)); 0 for every other type.
+  size_t size() const;
+  Ref operator[](size_t i) const;  // list or tuple item, i < size()
+  Ref key(size_t i) const;         // dict entry i
+  Ref value(size_t i) const;
+  // Dict lookup (the last entry with that key, as Python's dict keeps); empty when absent or
+  // when this is not a dict.
+  std::optional<Ref> get(std::string_view key) const;
+  std::optional<Ref> get(int64_t key) const;
+
+  // Containers: a number equal for two Refs to the same object (memo-shared), distinct for
+  // different ones, below Document::container_count(). Other types: UINT32_MAX.
+  uint32_t identity() const;
+
+  // A short Python-like rendering, depth- and length-limited (for messages and tests).
+  std::string repr(size_t max_chars = 200) const;
+
+  Val val() const { return v_; }
+
+ private:
+  const Document* doc_;
+  Val v_;
+};
+
+// The parsed pickle. Refs point to it: moving a Document invalidates them.
+class Document {
+ public:
+  Document() = default;
+  Document(Document&&) noexcept = default;
+  Document& operator=(Document&&) noexcept = default;
+
+  Ref root() const { return {this, root_}; }
+  int protocol() const { return protocol_; }  // 0 without a PROTO opcode
+  size_t container_count() const { return containers_.size(); }
+
+ private:
+  friend class Ref;
+  friend class Parser;
+  struct Container {
+    Type type;
+    bool sealed = false;  // nested in another container: immutable from then on
+    uint32_t height = 1;  // 1 + the deepest child container's height
+    std::vector<Val> items;  // dict: key, value, key, value, ...
+  };
+  struct Span {
+    uint64_t offset, size;
+  };
+  std::string_view text(Span s) const { return std::string_view(data_).substr(s.offset, s.size); }
+  std::string data_;  // the input: strings and bytes are spans of it
+  std::vector<Span> strings_;
+  std::vector<Container> containers_;
+  std::vector<std::pair<Span, Span>> globals_;  // module, name
+  Val root_;
+  int protocol_ = 0;
+};
+
+// Parses a whole pickle (up to its STOP opcode; bytes after it are ignored). Throws PickleError.
+Document parse(std::string data, const Limits& limits = {});
+
+}  // namespace tidemark::importers::pickle

@@ -1,0 +1,896 @@
+// PyTorch memory snapshot -> Tidemark trace (pytorch_snapshot.h, docs/importers.md).
+//
+// Three phases, so little is written before the snapshot has been checked (frames are checked
+// as they are interned; a failure then removes the partial trace):
+//   1. read: the pickle (pickle.h) into plain structs, checking every field used;
+//   2. reconstruct: per device, walk device_traces backwards from the final segments to the
+//      state before the trace (blocks allocated or pending free, segments, mapped ranges);
+//   3. emit: that state as synthetic events at the first trace time, then the trace, merged
+//      across devices by time, through store::TraceWriter; then close and finalize.
+#include "profiler/importers/pytorch_snapshot.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "profiler/importers/pickle.h"
+#include "profiler/store/trace_writer.h"
+
+namespace tidemark::importers {
+
+namespace ev = tidemark::events;
+
+namespace {
+
+using pickle::Ref;
+using pickle::Type;
+
+constexpr uint64_t kMinBlock = 512;             // PyTorch's kMinBlockSize
+constexpr uint64_t kSmallSize = 1 << 20;        // largest small-pool request
+constexpr uint64_t kSmallBuffer = 2 << 20;      // small-pool segment
+constexpr const char* kStartMark = "snapshot: state before trace";
+constexpr const char* kSnapshotMark = "snapshot";
+
+// The block size PyTorch's allocator gives a request with its default rounding.
+uint64_t round_block(uint64_t n) {
+  return n < kMinBlock ? kMinBlock : (n + kMinBlock - 1) / kMinBlock * kMinBlock;
+}
+
+enum class Action : uint8_t {
+  alloc,
+  free_requested,
+  free_completed,
+  segment_alloc,
+  segment_free,
+  segment_map,
+  segment_unmap,
+  snapshot,
+  oom,
+  free,  // PyTorch < 2.1: one action for both frees
+  other,
+};
+
+Action parse_action(std::string_view a) {
+  if (a == "alloc") return Action::alloc;
+  if (a == "free_requested") return Action::free_requested;
+  if (a == "free_completed") return Action::free_completed;
+  if (a == "segment_alloc") return Action::segment_alloc;
+  if (a == "segment_free") return Action::segment_free;
+  if (a == "segment_map") return Action::segment_map;
+  if (a == "segment_unmap") return Action::segment_unmap;
+  if (a == "snapshot") return Action::snapshot;
+  if (a == "oom") return Action::oom;
+  if (a == "free") return Action::free;
+  return Action::other;
+}
+
+struct Entry {
+  Action action;
+  uint64_t addr = 0, size = 0, stream = 0, time_ns = 0, device_free = 0;
+  pickle::Val frames;  // a list, or None
+};
+
+enum class BlockState : uint8_t { inactive, allocated, pending };  // pending: active_pending_free
+
+struct Block {
+  uint64_t addr = 0, size = 0, requested = 0;
+  BlockState state = BlockState::inactive;
+  pickle::Val frames;
+};
+
+struct Segment {
+  int device = 0;
+  uint64_t addr = 0, size = 0, stream = 0;
+  ev::Pool pool = ev::Pool::large;
+  bool expandable = false;
+  pickle::Val frames;
+  std::vector<Block> blocks;
+};
+
+// Where a field is, for messages: "device_traces[0][12]".
+struct Where {
+  const char* what;
+  int64_t a = -1, b = -1;
+  const char* sub = nullptr;  // "blocks", "frames"
+  int64_t c = -1;
+  std::string str() const {
+    std::string s = what;
+    if (a >= 0) s += "[" + std::to_string(a) + "]";
+    if (b >= 0) s += "[" + std::to_string(b) + "]";
+    if (sub) s += std::string(".") + sub;
+    if (c >= 0) s += "[" + std::to_string(c) + "]";
+    return s;
+  }
+};
+
+// ---- Phase 1: reading -------------------------------------------------------------------------
+
+class SnapshotReader {
+ public:
+  SnapshotReader(const pickle::Document& doc, const std::string& name) : doc_(doc), name_(name) {}
+
+  [[noreturn]] void fail(const Where& w, const std::string& what) const {
+    throw ImportError(name_ + ": not a PyTorch memory snapshot: " + w.str() + ": " + what);
+  }
+
+  Ref required(Ref dict, std::string_view key, const Where& w) const {
+    std::optional<Ref> v = dict.get(key);
+    if (!v) fail(w, "no '" + std::string(key) + "' field");
+    return *v;
+  }
+  int64_t integer(Ref v, std::string_view key, const Where& w) const {
+    if (auto i = v.as_int()) return *i;
+    if (v.type() == Type::boolean) return *v.as_bool();
+    fail(w, "'" + std::string(key) + "' is " + std::string(pickle::type_name(v.type())) + " " +
+                v.repr(40) + ", expected an int");
+  }
+  uint64_t unsigned_field(Ref dict, std::string_view key, const Where& w) const {
+    int64_t i = integer(required(dict, key, w), key, w);
+    if (i < 0) fail(w, "'" + std::string(key) + "' is negative (" + std::to_string(i) + ")");
+    return static_cast<uint64_t>(i);
+  }
+  uint64_t stream_field(Ref dict, const Where& w) const {
+    std::optional<Ref> v = dict.get("stream");
+    if (!v || v->is_none()) return 0;
+    return static_cast<uint64_t>(integer(*v, "stream", w));  // a cudaStream_t as an integer
+  }
+  pickle::Val frames_field(Ref dict, const Where& w) const {
+    std::optional<Ref> v = dict.get("frames");
+    if (!v || v->is_none()) return {};
+    if (v->type() != Type::list && v->type() != Type::tuple)
+      fail(w, "'frames' is " + std::string(pickle::type_name(v->type())) + ", expected a list");
+    return v->val();
+  }
+
+  void read(Ref root) {
+    Ref segments = root, traces{&doc_, {}};
+    if (root.type() == Type::dict) {
+      segments = required(root, "segments", {"snapshot"});
+      if (auto t = root.get("device_traces")) traces = *t;
+      if (auto s = root.get("allocator_settings")) allocator_settings_ = render_settings(*s, 0);
+    } else if (root.type() != Type::list) {
+      // PyTorch < 2.1 pickled a bare list of segments; anything else is not a snapshot.
+      throw ImportError(name_ + ": not a PyTorch memory snapshot: the pickle holds " +
+                        std::string(pickle::type_name(root.type())) + " " + root.repr(60) +
+                        ", expected a dict with 'segments' and 'device_traces'");
+    }
+    if (segments.type() != Type::list)
+      fail({"segments"}, "is " + std::string(pickle::type_name(segments.type())) + ", expected a list");
+    read_segments(segments);
+    if (traces.type() == Type::list) {
+      for (size_t d = 0; d < traces.size(); ++d) read_trace(static_cast<int>(d), traces[d]);
+    } else if (traces.type() == Type::dict) {  // {device: [entries]}
+      for (size_t i = 0; i < traces.size(); ++i) {
+        auto d = traces.key(i).as_int();
+        if (!d) fail({"device_traces"}, "a key is not a device index");
+        read_trace(device_index(*d, {"device_traces"}), traces.value(i));
+      }
+    } else if (!traces.is_none()) {
+      fail({"device_traces"}, "is " + std::string(pickle::type_name(traces.type())) + ", expected a list");
+    }
+  }
+
+  int device_index(int64_t d, const Where& w) const {
+    if (d < 0 || d > std::numeric_limits<int8_t>::max())
+      fail(w, "device index " + std::to_string(d) + " is out of range (0 to 127)");
+    return static_cast<int>(d);
+  }
+
+  void read_segments(Ref segments) {
+    segments_.reserve(segments.size());
+    for (size_t i = 0; i < segments.size(); ++i) {
+      Where w{"segments", static_cast<int64_t>(i)};
+      Ref s = segments[i];
+      if (s.type() != Type::dict) fail(w, "is " + std::string(pickle::type_name(s.type())) + ", expected a dict");
+      Segment seg;
+      seg.device = device_index(integer(required(s, "device", w), "device", w), w);
+      seg.addr = unsigned_field(s, "address", w);
+      seg.size = unsigned_field(s, "total_size", w);
+      seg.stream = stream_field(s, w);
+      seg.frames = frames_field(s, w);
+      if (auto t = s.get("segment_type")) {
+        auto type = t->as_string();
+        if (!type || (*type != "small" && *type != "large"))
+          fail(w, "'segment_type' is " + t->repr(40) + ", expected 'small' or 'large'");
+        seg.pool = *type == "small" ? ev::Pool::small : ev::Pool::large;
+      } else {
+        seg.pool = seg.size == kSmallBuffer ? ev::Pool::small : ev::Pool::large;
+      }
+      if (auto e = s.get("is_expandable")) seg.expandable = e->as_bool().value_or(false);
+      Ref blocks = required(s, "blocks", w);
+      if (blocks.type() != Type::list) fail(w, "'blocks' is not a list");
+      uint64_t next = seg.addr;  // PyTorch < 2.1 blocks have no address: they tile the segment
+      for (size_t j = 0; j < blocks.size(); ++j) {
+        Where bw{"segments", static_cast<int64_t>(i), -1, "blocks", static_cast<int64_t>(j)};
+        Ref b = blocks[j];
+        if (b.type() != Type::dict) fail(bw, "is not a dict");
+        Block blk;
+        blk.addr = b.get("address") ? unsigned_field(b, "address", bw) : next;
+        blk.size = unsigned_field(b, "size", bw);
+        blk.requested = b.get("requested_size") ? unsigned_field(b, "requested_size", bw) : blk.size;
+        next = blk.addr + blk.size;
+        Ref state = required(b, "state", bw);
+        auto st = state.as_string();
+        if (!st) fail(bw, "'state' is not a str");
+        if (*st == "active_allocated") {
+          blk.state = BlockState::allocated;
+        } else if (*st == "active_pending_free") {
+          blk.state = BlockState::pending;
+        } else if (*st == "inactive") {
+          blk.state = BlockState::inactive;
+        } else {
+          fail(bw, "unknown block state " + state.repr(40));
+        }
+        blk.frames = frames_field(b, bw);
+        if (blk.state != BlockState::inactive) seg.blocks.push_back(blk);
+      }
+      segments_.push_back(std::move(seg));
+    }
+  }
+
+  void read_trace(int device, Ref trace) {
+    Where tw{"device_traces", device};
+    if (trace.type() != Type::list) fail(tw, "is not a list");
+    if (trace.size() == 0) return;
+    std::vector<Entry>& out = traces_[device];
+    out.reserve(out.size() + trace.size());
+    for (size_t i = 0; i < trace.size(); ++i) {
+      Where w{"device_traces", device, static_cast<int64_t>(i)};
+      Ref e = trace[i];
+      if (e.type() != Type::dict) fail(w, "is not a dict");
+      Entry entry;
+      Ref action = required(e, "action", w);
+      auto a = action.as_string();
+      if (!a) fail(w, "'action' is not a str");
+      entry.action = parse_action(*a);
+      if (entry.action == Action::other) {
+        ++skipped_;
+        continue;
+      }
+      int64_t t = integer(required(e, "time_us", w), "time_us", w);
+      if (t < 0 || t > std::numeric_limits<int64_t>::max() / 1000)
+        fail(w, "'time_us' " + std::to_string(t) + " is out of range");
+      entry.time_ns = static_cast<uint64_t>(t) * 1000;
+      entry.size = unsigned_field(e, "size", w);
+      entry.stream = stream_field(e, w);
+      if (entry.action == Action::oom) {
+        if (e.get("device_free")) entry.device_free = unsigned_field(e, "device_free", w);
+      } else if (entry.action != Action::snapshot) {
+        entry.addr = unsigned_field(e, "addr", w);
+      }
+      entry.frames = frames_field(e, w);
+      out.push_back(entry);
+    }
+  }
+
+  // allocator_settings as PyTorch's `key:value,key:value` configuration text.
+  static std::string render_settings(Ref v, int depth) {
+    switch (v.type()) {
+      case Type::dict: {
+        std::string s = depth ? "{" : "";
+        for (size_t i = 0; i < v.size(); ++i) {
+          if (i) s += ",";
+          s += render_settings(v.key(i), depth + 1) + ":" + render_settings(v.value(i), depth + 1);
+        }
+        return depth ? s + "}" : s;
+      }
+      case Type::list:
+      case Type::tuple: {
+        std::string s = "[";
+        for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + render_settings(v[i], depth + 1);
+        return s + "]";
+      }
+      case Type::string: return std::string(*v.as_string());
+      case Type::boolean: return *v.as_bool() ? "True" : "False";
+      default: return v.repr(60);
+    }
+  }
+
+  const pickle::Document& doc_;
+  const std::string& name_;
+  std::vector<Segment> segments_;
+  std::map<int, std::vector<Entry>> traces_;
+  std::string allocator_settings_;
+  uint64_t skipped_ = 0;
+};
+
+// ---- Phase 2: the state before the trace --------------------------------------------------------
+
+// Disjoint [start, end) ranges (mapped parts of expandable segments).
+class RangeSet {
+ public:
+  void add(uint64_t lo, uint64_t hi) {
+    if (lo >= hi) return;
+    remove(lo, hi);
+    ranges_[lo] = hi;
+  }
+  void remove(uint64_t lo, uint64_t hi) {
+    if (lo >= hi) return;
+    auto it = ranges_.lower_bound(lo);
+    if (it != ranges_.begin() && std::prev(it)->second > lo) --it;
+    while (it != ranges_.end() && it->first < hi) {
+      uint64_t start = it->first, end = it->second;
+      it = ranges_.erase(it);
+      if (start < lo) ranges_[start] = lo;
+      if (hi < end) it = ranges_.emplace(hi, end).first, ++it;
+    }
+  }
+  const std::map<uint64_t, uint64_t>& ranges() const { return ranges_; }
+
+ private:
+  std::map<uint64_t, uint64_t> ranges_;
+};
+
+struct InitialBlock {
+  uint64_t addr, size, requested, stream;
+  BlockState state;
+  pickle::Val frames;
+};
+struct InitialSegment {
+  uint64_t addr, size, stream;
+  ev::Pool pool;
+  bool mapped;
+  pickle::Val frames;
+};
+
+struct DeviceState {
+  std::vector<InitialSegment> segments;  // whole segments, then mapped ranges
+  std::vector<InitialBlock> blocks;      // pending-free ones first
+  // Trace index of an alloc whose block is still allocated at the end -> its exact size.
+  std::unordered_map<size_t, uint64_t> exact_size;
+};
+
+// The snapshot's final segments by device and address, for the pool of a segment event.
+class FinalSegments {
+ public:
+  explicit FinalSegments(const std::vector<Segment>& segments) {
+    for (const Segment& s : segments) (s.expandable ? expandable_ : whole_)[{s.device, s.addr}] = &s;
+  }
+  const Segment* whole_at(int device, uint64_t addr) const {
+    auto it = whole_.find({device, addr});
+    return it == whole_.end() ? nullptr : it->second;
+  }
+  // The expandable segment whose final mapped range holds `addr`.
+  const Segment* expandable_at(int device, uint64_t addr) const {
+    auto it = expandable_.upper_bound({device, addr});
+    if (it == expandable_.begin()) return nullptr;
+    --it;
+    const Segment* s = it->second;
+    return s->device == device && addr < s->addr + s->size ? s : nullptr;
+  }
+
+ private:
+  std::map<std::pair<int, uint64_t>, const Segment*> whole_, expandable_;
+};
+
+DeviceState reconstruct(int device, const std::vector<Segment>& segments, const FinalSegments& final,
+                        const std::vector<Entry>& trace) {
+  struct Live {
+    BlockState state;
+    uint64_t size, requested, stream;
+    bool exact;  // from the final segments
+    pickle::Val frames;
+  };
+  struct LiveSegment {
+    uint64_t size, stream;
+    ev::Pool pool;
+    pickle::Val frames;
+  };
+  std::unordered_map<uint64_t, Live> blocks;
+  std::map<uint64_t, LiveSegment> segs;
+  RangeSet mapped;
+  for (const Segment& s : segments) {
+    if (s.device != device) continue;
+    if (s.expandable)
+      mapped.add(s.addr, s.addr + s.size);
+    else
+      segs[s.addr] = {s.size, s.stream, s.pool, s.frames};
+    for (const Block& b : s.blocks) blocks[b.addr] = {b.state, b.size, b.requested, s.stream, true, b.frames};
+  }
+
+  DeviceState out;
+  // Undo each action, last to first.
+  for (size_t i = trace.size(); i-- > 0;) {
+    const Entry& e = trace[i];
+    switch (e.action) {
+      case Action::alloc: {
+        auto it = blocks.find(e.addr);
+        if (it != blocks.end()) {
+          if (it->second.exact) out.exact_size[i] = it->second.size;
+          blocks.erase(it);
+        }
+        break;
+      }
+      case Action::free_requested: {
+        auto [it, fresh] = blocks.try_emplace(e.addr);
+        if (fresh) it->second = {BlockState::allocated, round_block(e.size), e.size, e.stream, false, e.frames};
+        it->second.state = BlockState::allocated;
+        break;
+      }
+      case Action::free_completed:
+        blocks[e.addr] = {BlockState::pending, round_block(e.size), e.size, e.stream, false, e.frames};
+        break;
+      case Action::free:  // before it: allocated
+        blocks[e.addr] = {BlockState::allocated, round_block(e.size), e.size, e.stream, false, e.frames};
+        break;
+      case Action::segment_alloc: segs.erase(e.addr); break;
+      case Action::segment_free:
+        segs[e.addr] = {e.size, e.stream, e.size == kSmallBuffer ? ev::Pool::small : ev::Pool::large, e.frames};
+        break;
+      case Action::segment_map: mapped.remove(e.addr, e.addr + e.size); break;
+      case Action::segment_unmap: mapped.add(e.addr, e.addr + e.size); break;
+      default: break;
+    }
+  }
+  for (auto& [addr, s] : segs) out.segments.push_back({addr, s.size, s.stream, s.pool, false, s.frames});
+  for (auto& [lo, hi] : mapped.ranges()) {
+    ev::Pool pool = ev::Pool::large;
+    if (const Segment* s = final.expandable_at(device, lo)) pool = s->pool;
+    out.segments.push_back({lo, hi - lo, 0, pool, true, {}});
+  }
+  for (auto& [addr, b] : blocks) out.blocks.push_back({addr, b.size, b.requested, b.stream, b.state, b.frames});
+  std::sort(out.blocks.begin(), out.blocks.end(), [](const InitialBlock& x, const InitialBlock& y) {
+    return std::pair(x.state != BlockState::pending, x.addr) < std::pair(y.state != BlockState::pending, y.addr);
+  });
+  return out;
+}
+
+// ---- Phase 3: emitting ------------------------------------------------------------------------
+
+struct FrameKey {
+  std::string_view name, file;
+  int64_t line;
+  bool operator==(const FrameKey&) const = default;
+};
+struct FrameKeyHash {
+  size_t operator()(const FrameKey& k) const {
+    size_t h = std::hash<std::string_view>{}(k.name);
+    h = h * 31 + std::hash<std::string_view>{}(k.file);
+    return h * 31 + std::hash<int64_t>{}(k.line);
+  }
+};
+struct NodeKey {
+  uint64_t parent, ip;
+  bool operator==(const NodeKey&) const = default;
+};
+struct NodeKeyHash {
+  size_t operator()(const NodeKey& k) const { return std::hash<uint64_t>{}(k.parent * 0x9e3779b97f4a7c15ull ^ k.ip); }
+};
+
+// Frames -> synthetic ips (1, 2, ...) and stacks -> nodes of the prefix tree.
+class Stacks {
+ public:
+  Stacks(const pickle::Document& doc, const SnapshotReader& reader)
+      : doc_(doc), reader_(reader), frame_of_(doc.container_count(), 0), stack_of_(doc.container_count(), 0) {}
+
+  void set_writer(store::TraceWriter* w) { writer_ = w; }
+
+  // The stack id of a frames list (innermost frame first, as PyTorch writes them); 0 for none.
+  uint64_t stack(pickle::Val frames_val, const Where& w) {
+    Ref frames(&doc_, frames_val);
+    if (frames.size() == 0) return 0;
+    uint64_t& cached = stack_of_[frames.identity()];
+    if (cached) return cached;
+    uint64_t node = 0;
+    for (size_t i = frames.size(); i-- > 0;) {
+      uint64_t ip = frame(frames[i], w, i);
+      auto [it, fresh] = nodes_.try_emplace({node, ip}, nodes_.size() + 1);
+      if (fresh) writer_->add_stack_node(it->second, node, ip);
+      node = it->second;
+    }
+    max_depth_ = std::max(max_depth_, frames.size());
+    return cached = node;
+  }
+
+  std::vector<store::ResolvedFrame> take_frames() { return std::move(frames_); }
+  size_t max_depth() const { return max_depth_; }
+  size_t frame_count() const { return frames_.size(); }
+
+ private:
+  uint64_t frame(Ref f, const Where& w, size_t i) {
+    uint32_t id = f.identity();
+    if (id != std::numeric_limits<uint32_t>::max() && frame_of_[id]) return frame_of_[id];
+    Where fw{w.what, w.a, w.b, "frames", static_cast<int64_t>(i)};
+    if (f.type() != Type::dict) reader_.fail(fw, "is not a dict");
+    auto text = [&](const char* key) -> std::string_view {
+      std::optional<Ref> v = f.get(key);
+      if (!v || v->is_none()) return {};
+      auto s = v->as_string();
+      if (!s) reader_.fail(fw, "'" + std::string(key) + "' is not a str");
+      return *s;
+    };
+    FrameKey key{text("name"), text("filename"), 0};
+    if (auto line = f.get("line"); line && !line->is_none()) key.line = reader_.integer(*line, "line", fw);
+    auto [it, fresh] = by_content_.try_emplace(key, frames_.size() + 1);
+    if (fresh) {
+      auto known = [](std::string_view s) { return s == "??" ? std::string() : std::string(s); };
+      store::ResolvedFrame r;
+      r.function = known(key.name);
+      r.file = known(key.file);
+      r.line = static_cast<int>(std::clamp<int64_t>(key.line, 0, std::numeric_limits<int>::max()));
+      frames_.push_back(std::move(r));
+    }
+    if (id != std::numeric_limits<uint32_t>::max()) frame_of_[id] = it->second;
+    return it->second;
+  }
+
+  const pickle::Document& doc_;
+  const SnapshotReader& reader_;
+  store::TraceWriter* writer_ = nullptr;
+  std::vector<uint64_t> frame_of_;  // frame dict (container identity) -> ip
+  std::vector<uint64_t> stack_of_;  // frames list (container identity) -> stack id
+  std::unordered_map<FrameKey, uint64_t, FrameKeyHash> by_content_;
+  std::unordered_map<NodeKey, uint64_t, NodeKeyHash> nodes_;
+  std::vector<store::ResolvedFrame> frames_;  // ip - 1 -> frame
+  size_t max_depth_ = 0;
+};
+
+class Emitter {
+ public:
+  explicit Emitter(store::TraceWriter& writer) : writer_(writer) {}
+
+  struct LiveBlock {
+    uint64_t size, requested, segment;
+    ev::Pool pool;
+  };
+  struct LiveRange {
+    uint64_t end;
+    ev::Pool pool;
+  };
+  struct Device {
+    ev::DeviceId id;
+    std::unordered_map<uint64_t, LiveBlock> blocks;
+    std::map<uint64_t, LiveRange> ranges;  // segments and mapped ranges by start
+    int64_t allocated = 0, reserved = 0;
+  };
+
+  void block_event(Device& d, ev::Kind kind, uint64_t ts, uint64_t addr, uint64_t size, uint64_t requested,
+                   uint64_t stream, uint64_t segment, ev::Pool pool, uint64_t stack) {
+    ev::Event e;
+    e.kind = kind;
+    e.device = d.id;
+    e.block = {};
+    e.block.addr = addr;
+    e.block.size = size;
+    e.block.requested_size = requested;
+    e.block.stream = stream;
+    e.block.segment = segment;
+    e.block.pool = pool;
+    append(e, ts, stack);
+  }
+
+  void mark(Device& d, uint64_t ts, const char* name, uint64_t value) {
+    ev::Event e;
+    e.kind = ev::Kind::mark;
+    e.device = d.id;
+    e.name = {};
+    e.name.name = name;
+    e.name.value = value;
+    append(e, ts, 0);
+  }
+
+  void segment_alloc(Device& d, uint64_t ts, bool mapped, uint64_t addr, uint64_t size, uint64_t stream,
+                     ev::Pool pool, uint64_t segment, uint64_t stack) {
+    d.ranges[addr] = {addr + size, pool};
+    d.reserved += static_cast<int64_t>(size);
+    block_event(d, mapped ? ev::Kind::segment_map : ev::Kind::segment_alloc, ts, addr, size, 0, stream,
+                segment, pool, stack);
+  }
+
+  // The segment or mapped range holding `addr`, if any.
+  const std::pair<const uint64_t, LiveRange>* range_of(Device& d, uint64_t addr) {
+    auto it = d.ranges.upper_bound(addr);
+    if (it == d.ranges.begin()) return nullptr;
+    --it;
+    return addr < it->second.end ? &*it : nullptr;
+  }
+
+  void alloc(Device& d, uint64_t ts, uint64_t addr, uint64_t size, uint64_t requested, uint64_t stream,
+             uint64_t stack) {
+    uint64_t segment = addr;
+    ev::Pool pool = requested <= kSmallSize ? ev::Pool::small : ev::Pool::large;
+    if (auto* r = range_of(d, addr)) segment = r->first, pool = r->second.pool;
+    d.blocks[addr] = {size, requested, segment, pool};
+    d.allocated += static_cast<int64_t>(size);
+    block_event(d, ev::Kind::alloc, ts, addr, size, requested, stream, segment, pool, stack);
+  }
+
+  void free(Device& d, ev::Kind kind, uint64_t ts, uint64_t addr, uint64_t trace_size, uint64_t stream,
+            uint64_t stack) {
+    LiveBlock b{round_block(trace_size), trace_size, addr,
+                trace_size <= kSmallSize ? ev::Pool::small : ev::Pool::large};
+    auto it = d.blocks.find(addr);
+    if (it != d.blocks.end()) b = it->second;
+    if (kind == ev::Kind::free_requested) d.allocated -= static_cast<int64_t>(b.size);
+    if (kind == ev::Kind::free_completed && it != d.blocks.end()) d.blocks.erase(it);
+    block_event(d, kind, ts, addr, b.size, b.requested, stream, b.segment, b.pool, stack);
+  }
+
+  void segment_free(Device& d, uint64_t ts, bool mapped, uint64_t addr, uint64_t size, uint64_t stream,
+                    uint64_t stack) {
+    ev::Pool pool = size == kSmallBuffer ? ev::Pool::small : ev::Pool::large;
+    uint64_t segment = addr;
+    if (!mapped) {
+      auto it = d.ranges.find(addr);
+      if (it != d.ranges.end()) {
+        size = it->second.end - addr;  // the whole segment, as it was allocated
+        pool = it->second.pool;
+        d.ranges.erase(it);
+      }
+    } else {
+      if (auto* r = range_of(d, addr)) pool = r->second.pool, segment = r->first;
+      unmap(d, addr, addr + size);
+    }
+    d.reserved -= static_cast<int64_t>(size);
+    block_event(d, mapped ? ev::Kind::segment_unmap : ev::Kind::segment_free, ts, addr, size, 0, stream,
+                segment, pool, stack);
+  }
+
+  void oom(Device& d, uint64_t ts, const Entry& e, uint64_t stack) {
+    ev::Event x;
+    x.kind = ev::Kind::oom;
+    x.device = d.id;
+    x.allocator = {};
+    x.allocator.requested_size = e.size;
+    x.allocator.stream = e.stream;
+    x.allocator.device_free = e.device_free;
+    x.allocator.allocated = static_cast<uint64_t>(std::max<int64_t>(d.allocated, 0));
+    x.allocator.reserved = static_cast<uint64_t>(std::max<int64_t>(d.reserved, 0));
+    append(x, ts, stack);
+  }
+
+  uint64_t count() const { return seq_; }
+
+ private:
+  void unmap(Device& d, uint64_t lo, uint64_t hi) {
+    auto it = d.ranges.lower_bound(lo);
+    if (it != d.ranges.begin() && std::prev(it)->second.end > lo) --it;
+    while (it != d.ranges.end() && it->first < hi) {
+      uint64_t start = it->first;
+      LiveRange r = it->second;
+      it = d.ranges.erase(it);
+      if (start < lo) d.ranges[start] = {lo, r.pool};
+      if (hi < r.end) it = d.ranges.emplace(hi, LiveRange{r.end, r.pool}).first, ++it;
+    }
+  }
+
+  void append(ev::Event& e, uint64_t ts, uint64_t stack) {
+    e.ts_ns = ts;
+    e.thread_id = 1;
+    e.seq = ++seq_;
+    writer_.append(e, stack);
+    if (seq_ % (1 << 18) == 0) writer_.commit();
+  }
+
+  store::TraceWriter& writer_;
+  uint64_t seq_ = 0;
+};
+
+std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw ImportError(path + ": cannot read: is a directory");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ImportError(path + ": cannot open: " + (std::filesystem::exists(path, ec) ? "permission denied or unreadable" : "no such file"));
+  std::string data;
+  in.seekg(0, std::ios::end);
+  std::streamoff n = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (n > 0) {
+    data.resize(static_cast<size_t>(n));
+    in.read(data.data(), n);
+    if (in.gcount() != n) throw ImportError(path + ": cannot read: short read");
+  } else {
+    data.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  return data;
+}
+
+}  // namespace
+
+namespace detail {
+
+ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string& source_name,
+                                     const OpenWriter& open_writer, store::SymbolizeFn* symbolize,
+                                     uint64_t* end_ts_ns) {
+  if (pickle_bytes.empty()) throw ImportError(source_name + ": not a pickle: the file is empty");
+  if (static_cast<uint8_t>(pickle_bytes[0]) != 0x80) {
+    // Protocols 2-5 start with PROTO. Name the common mistakes.
+    std::string_view head(pickle_bytes.data(), std::min<size_t>(pickle_bytes.size(), 16));
+    std::string hint = head.substr(0, 6) == "SQLite" ? " (it is a SQLite file: already a trace?)"
+                       : head.substr(0, 2) == "PK" ? " (it is a zip file: torch.save output, not a memory snapshot)"
+                                                   : "";
+    throw ImportError(source_name + ": not a pickle of protocol 2 to 5: it does not start with the PROTO opcode (0x80)" + hint);
+  }
+  pickle::Document doc;
+  try {
+    doc = pickle::parse(std::move(pickle_bytes));
+  } catch (const pickle::PickleError& e) {
+    throw ImportError(source_name + ": " + e.what());
+  }
+
+  SnapshotReader reader(doc, source_name);
+  reader.read(doc.root());
+
+  // Devices: any with segments or trace entries.
+  std::map<int, DeviceState> states;
+  for (const Segment& s : reader.segments_) states.try_emplace(s.device);
+  for (auto& [d, t] : reader.traces_) states.try_emplace(d);
+  static const std::vector<Entry> kNoEntries;
+  const FinalSegments final(reader.segments_);
+  for (auto& [d, state] : states) {
+    auto it = reader.traces_.find(d);
+    state = reconstruct(d, reader.segments_, final, it == reader.traces_.end() ? kNoEntries : it->second);
+  }
+
+  uint64_t t0 = 0, t_end = 0;
+  bool any = false;
+  for (auto& [d, t] : reader.traces_) {
+    for (const Entry& e : t) {
+      if (!any || e.time_ns < t0) t0 = e.time_ns;
+      t_end = std::max(t_end, e.time_ns);
+      any = true;
+    }
+  }
+
+  Stacks stacks(doc, reader);
+  store::TraceMeta meta;
+  meta.command_line = "pytorch-snapshot:" + source_name;
+  meta.start_unix_ns = static_cast<int64_t>(t0);  // PyTorch's time_us is Unix time
+  meta.start_ts_ns = t0;
+  meta.allocator_settings = reader.allocator_settings_;
+  for (auto& [d, state] : states) {
+    store::DeviceInfo info;
+    info.id = {ev::DeviceType::cuda, static_cast<int8_t>(d)};
+    info.name = "cuda:" + std::to_string(d);
+    meta.devices.push_back(info);
+  }
+  // stack_depth: the deepest frames list (a cheap pass; lists are shared between entries).
+  {
+    size_t depth = 0;
+    for (auto& [d, t] : reader.traces_)
+      for (const Entry& e : t) depth = std::max(depth, Ref(&doc, e.frames).size());
+    for (const Segment& s : reader.segments_)
+      for (const Block& b : s.blocks) depth = std::max(depth, Ref(&doc, b.frames).size());
+    meta.stack_depth = static_cast<int>(std::min<size_t>(depth, std::numeric_limits<int>::max()));
+  }
+  store::TraceWriter& writer = open_writer(meta);
+  stacks.set_writer(&writer);
+  Emitter out(writer);
+
+  // The state before the trace, at its first time.
+  std::map<int, Emitter::Device> devices;
+  for (auto& [d, state] : states) {
+    Emitter::Device& dev = devices[d];
+    dev.id = {ev::DeviceType::cuda, static_cast<int8_t>(d)};
+    uint64_t synthetic = state.segments.size() + state.blocks.size();
+    for (const InitialBlock& b : state.blocks) synthetic += b.state == BlockState::pending;
+    out.mark(dev, t0, kStartMark, synthetic);
+    for (const InitialSegment& s : state.segments) {
+      uint64_t stack = stacks.stack(s.frames, {"segments"});
+      out.segment_alloc(dev, t0, s.mapped, s.addr, s.size, s.stream, s.pool, s.addr, stack);
+    }
+    for (const InitialBlock& b : state.blocks) {
+      uint64_t stack = stacks.stack(b.frames, {"segments"});
+      out.alloc(dev, t0, b.addr, b.size, b.requested, b.stream, stack);
+      if (b.state == BlockState::pending)
+        out.free(dev, ev::Kind::free_requested, t0, b.addr, b.requested, b.stream, stack);
+    }
+  }
+
+  // The trace, merged across devices by time (each device's own order kept).
+  struct Cursor {
+    int device;
+    const std::vector<Entry>* entries;
+    size_t next;
+  };
+  std::vector<Cursor> cursors;
+  for (auto& [d, t] : reader.traces_) cursors.push_back({d, &t, 0});
+  for (;;) {
+    Cursor* c = nullptr;
+    for (Cursor& k : cursors)
+      if (k.next < k.entries->size() && (!c || (*k.entries)[k.next].time_ns < (*c->entries)[c->next].time_ns)) c = &k;
+    if (!c) break;
+    const size_t i = c->next++;
+    const Entry& e = (*c->entries)[i];
+    Emitter::Device& dev = devices[c->device];
+    const DeviceState& state = states[c->device];
+    uint64_t stack = stacks.stack(e.frames, {"device_traces", c->device, static_cast<int64_t>(i)});
+    const uint64_t ts = e.time_ns;
+    switch (e.action) {
+      case Action::alloc: {
+        auto exact = state.exact_size.find(i);
+        uint64_t size = exact != state.exact_size.end() ? exact->second : round_block(e.size);
+        out.alloc(dev, ts, e.addr, size, e.size, e.stream, stack);
+        break;
+      }
+      case Action::free_requested: out.free(dev, ev::Kind::free_requested, ts, e.addr, e.size, e.stream, stack); break;
+      case Action::free_completed: out.free(dev, ev::Kind::free_completed, ts, e.addr, e.size, e.stream, stack); break;
+      case Action::free:
+        out.free(dev, ev::Kind::free_requested, ts, e.addr, e.size, e.stream, stack);
+        out.free(dev, ev::Kind::free_completed, ts, e.addr, e.size, e.stream, stack);
+        break;
+      case Action::segment_alloc:
+      case Action::segment_map: {
+        const bool mapped = e.action == Action::segment_map;
+        ev::Pool pool = e.size == kSmallBuffer ? ev::Pool::small : ev::Pool::large;
+        if (const Segment* s = mapped ? final.expandable_at(c->device, e.addr) : final.whole_at(c->device, e.addr))
+          pool = s->pool;
+        out.segment_alloc(dev, ts, mapped, e.addr, e.size, e.stream, pool, e.addr, stack);
+        break;
+      }
+      case Action::segment_free:
+      case Action::segment_unmap:
+        out.segment_free(dev, ts, e.action == Action::segment_unmap, e.addr, e.size, e.stream, stack);
+        break;
+      case Action::snapshot: out.mark(dev, ts, kSnapshotMark, e.size); break;
+      case Action::oom: out.oom(dev, ts, e, stack); break;
+      case Action::other: break;
+    }
+  }
+
+  ImportStats stats;
+  stats.events = out.count();
+  stats.segments = reader.segments_.size();
+  stats.frames = stacks.frame_count();
+  stats.devices = static_cast<int>(states.size());
+  if (end_ts_ns) *end_ts_ns = t_end;
+  if (symbolize) {
+    auto frames = std::make_shared<std::vector<store::ResolvedFrame>>(stacks.take_frames());
+    *symbolize = [frames](uint64_t ip) -> std::vector<store::ResolvedFrame> {
+      if (ip == 0 || ip > frames->size()) return {};
+      return {(*frames)[ip - 1]};
+    };
+  }
+  return stats;
+}
+
+}  // namespace detail
+
+ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::string& trace_path,
+                                         const std::string& source_name) {
+  std::unique_ptr<store::TraceWriter> writer;
+  auto remove_partial = [&] {
+    writer.reset();
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(trace_path + suffix, ec);
+  };
+  try {
+    store::SymbolizeFn symbolize;
+    uint64_t end_ts = 0;
+    ImportStats stats = detail::convert_pytorch_snapshot(
+        std::move(pickle_bytes), source_name,
+        [&](const store::TraceMeta& meta) -> store::TraceWriter& {
+          writer = store::TraceWriter::create(trace_path, meta);
+          return *writer;
+        },
+        &symbolize, &end_ts);
+    writer->close(end_ts);
+    writer.reset();
+    store::FinalizeOptions options;
+    options.symbolize = symbolize;
+    store::finalize(trace_path, options);
+    return stats;
+  } catch (const ImportError&) {
+    if (writer) remove_partial();
+    throw;
+  } catch (const store::StoreError& e) {
+    remove_partial();
+    throw ImportError(std::string(e.what()));
+  } catch (const std::bad_alloc&) {
+    remove_partial();
+    throw ImportError(source_name + ": out of memory while importing");
+  }
+}
+
+ImportStats import_pytorch_snapshot(const std::string& pickle_path, const std::string& trace_path) {
+  return import_pytorch_snapshot_data(read_file(pickle_path), trace_path, pickle_path);
+}
+
+}  // namespace tidemark::importers

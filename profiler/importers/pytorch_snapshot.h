@@ -1,0 +1,50 @@
+// Import of a PyTorch memory snapshot (the pickle `torch.cuda.memory._dump_snapshot()` writes)
+// into a finalized Tidemark trace: segments and blocks (the state at the end), device_traces
+// (alloc, free_requested, free_completed, segment_alloc, segment_free, segment_map,
+// segment_unmap, snapshot, oom) with their frames. The state at the start of the trace is
+// rebuilt by walking the trace backwards from the final segments, as PyTorch's viewer does, and
+// emitted first, so the curves and peaks are right even when the history started late.
+// docs/importers.md says what maps to what.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "profiler/importers/import_error.h"
+#include "profiler/store/trace_format.h"
+
+namespace tidemark::store {
+class TraceWriter;
+}
+
+namespace tidemark::importers {
+
+struct ImportStats {
+  uint64_t events = 0;    // events written to the trace (synthetic start state and marks included)
+  uint64_t segments = 0;  // segments in the snapshot's final `segments`
+  uint64_t frames = 0;    // distinct source frames (function, file, line)
+  int devices = 0;        // devices in the trace (cuda:N with segments or trace entries)
+};
+
+// Reads `pickle_path`, writes a finalized trace to `trace_path` (created or truncated). Throws
+// ImportError, naming the file and the problem; a partly written `trace_path` is removed.
+ImportStats import_pytorch_snapshot(const std::string& pickle_path, const std::string& trace_path);
+
+// The same from the pickle's bytes; `source_name` names them in messages and in the trace's
+// meta (command_line).
+ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::string& trace_path,
+                                         const std::string& source_name);
+
+namespace detail {
+// The conversion without the file around it (the fuzz target and tests use it): parses and
+// checks the snapshot, then calls `open_writer` with the trace's meta and writes every event
+// and stack node to the writer it returns (not closed, not finalized). `symbolize` receives the
+// finalize symbolizer for the synthetic frame ids. Throws ImportError.
+using OpenWriter = std::function<store::TraceWriter&(const store::TraceMeta&)>;
+ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string& source_name,
+                                     const OpenWriter& open_writer, store::SymbolizeFn* symbolize,
+                                     uint64_t* end_ts_ns);
+}  // namespace detail
+
+}  // namespace tidemark::importers

@@ -1,0 +1,369 @@
+// profiler/analysis on synthetic traces written with TraceWriter and finalized, against values
+// worked out by hand below (see the comment above make_trace).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "profiler/analysis/diff.h"
+#include "profiler/analysis/json.h"
+#include "profiler/analysis/memory.h"
+#include "profiler/analysis/steps.h"
+#include "profiler/analysis/units.h"
+#include "profiler/store/trace_writer.h"
+
+namespace {
+
+namespace an = tidemark::analysis;
+namespace ev = tidemark::events;
+namespace st = tidemark::store;
+
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("tidemark_analysis_" + name + "_" + std::to_string(::getpid()) + ".db"))
+      .string();
+}
+
+void remove_trace(const std::string& path) {
+  for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path + s);
+}
+
+class Builder {
+ public:
+  explicit Builder(const std::string& path) : path_(path) {
+    remove_trace(path);
+    st::TraceMeta meta;
+    meta.start_ts_ns = 1000;
+    meta.devices.push_back({ev::DeviceId{ev::DeviceType::cpu, 0}, "cpu", 0});
+    w_ = st::TraceWriter::create(path, meta);
+    // Stacks 1, 2, 3: single frames at 0xa1, 0xb1, 0xe1.
+    w_->add_stack_node(1, 0, 0xa1);
+    w_->add_stack_node(2, 0, 0xb1);
+    w_->add_stack_node(3, 0, 0xe1);
+  }
+  ev::Event& next(ev::Kind kind, uint64_t ts) {
+    e_ = ev::Event{};
+    e_.kind = kind;
+    e_.ts_ns = ts;
+    e_.thread_id = 1;
+    e_.seq = ++seq_;
+    return e_;
+  }
+  void block(ev::Kind kind, uint64_t ts, uint64_t addr, uint64_t size, uint64_t stack = 0) {
+    ev::Event& e = next(kind, ts);
+    e.block.addr = addr;
+    e.block.size = size;
+    e.block.requested_size = size;
+    e.block.segment = 0x10000;
+    w_->append(e, stack);
+  }
+  void alloc(uint64_t ts, uint64_t addr, uint64_t size, uint64_t stack) {
+    block(ev::Kind::alloc, ts, addr, size, stack);
+  }
+  void free(uint64_t ts, uint64_t addr, uint64_t size) {
+    block(ev::Kind::free_requested, ts, addr, size);
+    block(ev::Kind::free_completed, ts, addr, size);
+  }
+  void step(uint64_t ts, uint64_t n) {
+    ev::Event& e = next(ev::Kind::step, ts);
+    e.name.value = n;
+    w_->append(e, 0);
+  }
+  void sync(uint64_t ts, uint64_t stack) {
+    ev::Event& e = next(ev::Kind::sync, ts);
+    e.sync.kind = ev::SyncKind::item;
+    e.sync.duration_ns = 100;
+    w_->append(e, stack);
+  }
+  void tensor(ev::Kind kind, uint64_t ts, uint64_t id, uint64_t base) {
+    ev::Event& e = next(kind, ts);
+    e.tensor.tensor_id = id;
+    e.tensor.storage_id = 1;
+    e.tensor.base_id = base;
+    e.tensor.sizes = sizes_;
+    e.tensor.strides = strides_;
+    e.tensor.dtype = "float32";
+    e.tensor.op = base ? "view" : "empty";
+    w_->append(e, 0);
+  }
+  void finish(uint64_t end) {
+    w_->close(end);
+    w_.reset();
+    st::finalize(path_);
+  }
+
+ private:
+  std::string path_;
+  std::unique_ptr<st::TraceWriter> w_;
+  ev::Event e_;
+  uint64_t seq_ = 0;
+  int64_t sizes_[2] = {2, 3}, strides_[2] = {3, 1};
+};
+
+// The base trace (times in ns; the origin is the first event, t = 1000):
+//   t=1000 segment_alloc 1 MiB                     reserved 1 MiB
+//   t=1500 step 0
+//   t=2000 alloc A 1024 @stack1 (0xa1)             allocated 1024
+//   t=2100 tensor 1, t=2200 view 2 of 1, t=2300 view 2 released
+//   t=2500, 2600 sync @stack2
+//   t=3000 alloc B 2048 @stack2 (0xb1)             3072
+//   t=4000 alloc C  512 @stack1                    3584
+//   t=5000 free B                                  1536
+//   t=6000 step 1
+//   t=6500 sync @stack1
+//   t=7000 alloc D 4096 (8192 in `bigger`) @stack2 5632 (9728): the peak
+//   [bigger only: t=7100 alloc E 1024 @stack3 (10752: the peak), freed at 7200]
+//   t=8000 free A                                  4608
+//   t=9000 free D                                  512: C leaks (made in step 0)
+// At the peak A, C (site 0xa1, 1536 bytes) and D (site 0xb1, 4096 bytes) are live.
+void make_trace(const std::string& path, bool bigger) {
+  Builder b(path);
+  b.block(ev::Kind::segment_alloc, 1000, 0x10000, 1 << 20);
+  b.step(1500, 0);
+  b.alloc(2000, 0x10000, 1024, 1);
+  b.tensor(ev::Kind::tensor_create, 2100, 1, 0);
+  b.tensor(ev::Kind::tensor_create, 2200, 2, 1);
+  b.tensor(ev::Kind::tensor_release, 2300, 2, 1);
+  b.sync(2500, 2);
+  b.sync(2600, 2);
+  b.alloc(3000, 0x10400, 2048, 2);
+  b.alloc(4000, 0x10c00, 512, 1);
+  b.free(5000, 0x10400, 2048);
+  b.step(6000, 1);
+  b.sync(6500, 1);
+  const uint64_t d = bigger ? 8192 : 4096;
+  b.alloc(7000, 0x11000, d, 2);
+  if (bigger) {
+    b.alloc(7100, 0x20000, 1024, 3);
+    b.free(7200, 0x20000, 1024);
+  }
+  b.free(8000, 0x10000, 1024);
+  b.free(9000, 0x11000, d);
+  b.finish(9000);
+}
+
+class AnalysisTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = temp_path("base");
+    make_trace(path_, false);
+  }
+  void TearDown() override { remove_trace(path_); }
+  std::string path_;
+};
+
+TEST_F(AnalysisTest, PeakMatchesTheReaderAndWhatWasLiveGroupsBySite) {
+  an::Trace t = an::Trace::open(path_);
+  ASSERT_EQ(t.devices().size(), 1u);
+  const int64_t dev = t.devices()[0].id;
+  EXPECT_EQ(t.devices()[0].name, "cpu");
+  EXPECT_EQ(t.origin_ns(), 1000u);
+  for (st::Curve c : {st::Curve::allocated, st::Curve::active, st::Curve::reserved,
+                      st::Curve::requested}) {
+    auto mine = an::peak(t, dev, c);
+    auto reader = t.reader().peak(dev, c);
+    ASSERT_TRUE(mine && reader);
+    EXPECT_EQ(mine->bytes, reader->bytes);
+    EXPECT_EQ(mine->ts_ns, reader->ts_ns);
+    EXPECT_EQ(mine->seq, reader->seq);
+  }
+  auto p = an::peak(t, dev);
+  EXPECT_EQ(p->bytes, 5632);
+  EXPECT_EQ(p->ts_ns, 7000u);
+
+  an::LiveBreakdown b = an::live_at(t, dev, *an::peak_point(t, dev), an::GroupBy::site, 10);
+  EXPECT_EQ(b.bytes, 5632);
+  EXPECT_EQ(b.count, 3u);
+  EXPECT_EQ(b.time_ns, 6000u);
+  ASSERT_EQ(b.groups.size(), 2u);
+  EXPECT_EQ(b.groups[0].label, "0xb1");  // unsymbolized: the innermost address
+  EXPECT_EQ(b.groups[0].bytes, 4096);
+  EXPECT_EQ(b.groups[0].count, 1u);
+  EXPECT_EQ(b.groups[1].label, "0xa1");
+  EXPECT_EQ(b.groups[1].bytes, 1536);
+  EXPECT_EQ(b.groups[1].count, 2u);
+
+  // At t=4500 (between C and the free of B): A, B, C.
+  an::LiveBreakdown mid = an::live_at(t, dev, {4500, std::nullopt}, an::GroupBy::category, 0);
+  EXPECT_EQ(mid.bytes, 3584);
+  ASSERT_EQ(mid.groups.size(), 1u);
+  EXPECT_EQ(mid.groups[0].label, "unknown");
+  EXPECT_EQ(an::live_at(t, dev, an::step_point(t, 1), an::GroupBy::scope, 0).bytes, 1536);
+  EXPECT_THROW(an::step_point(t, 7), std::invalid_argument);
+}
+
+TEST_F(AnalysisTest, SummaryAndLeaks) {
+  an::Trace t = an::Trace::open(path_);
+  an::Summary s = an::summarize(t);
+  EXPECT_EQ(s.duration_ns, 8000u);
+  EXPECT_EQ(s.step_count, 2u);
+  ASSERT_EQ(s.devices.size(), 1u);
+  const an::DeviceSummary& d = s.devices[0];
+  EXPECT_EQ(d.peak_allocated_bytes, 5632);
+  EXPECT_EQ(d.peak_allocated_time_ns, 6000u);
+  EXPECT_EQ(d.peak_reserved_bytes, 1 << 20);
+  EXPECT_EQ(d.peak_active_bytes, 5632);
+  EXPECT_EQ(d.final_allocated_bytes, 512);
+  EXPECT_EQ(d.final_reserved_bytes, 1 << 20);
+  EXPECT_EQ(d.alloc_count, 4u);
+  EXPECT_EQ(d.segment_alloc_count, 1u);
+  EXPECT_EQ(d.sync_count, 3u);
+  EXPECT_EQ(d.leaked_bytes, 512);
+  ASSERT_TRUE(s.top_at_peak);
+  EXPECT_EQ(s.top_at_peak->bytes, 5632);
+  EXPECT_EQ(s.leaks.bytes, 512);
+  EXPECT_EQ(s.leaks.count, 1u);
+  ASSERT_EQ(s.leaks.groups.size(), 1u);
+  EXPECT_EQ(s.leaks.groups[0].label, "0xa1");
+  ASSERT_EQ(s.leaks.by_step.size(), 1u);
+  EXPECT_EQ(s.leaks.by_step[0].step, 0);
+
+  nlohmann::json j = s;
+  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["devices"][0]["device"], "cpu");
+  EXPECT_EQ(j["devices"][0]["peak_allocated_bytes"], 5632);
+  EXPECT_EQ(j["leaks"]["bytes"], 512);
+  EXPECT_EQ(j["top_at_peak"]["groups"][0]["bytes"], 4096);
+}
+
+TEST_F(AnalysisTest, StepsGrowthAndSyncs) {
+  an::Trace t = an::Trace::open(path_);
+  const int64_t dev = t.devices()[0].id;
+  auto steps = an::step_stats(t, dev);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].number, 0);
+  EXPECT_EQ(steps[0].allocated_at_start_bytes, 0);
+  EXPECT_EQ(steps[0].peak_allocated_bytes, 3584);
+  EXPECT_EQ(steps[0].alloc_count, 3u);
+  EXPECT_EQ(steps[0].sync_count, 2u);
+  EXPECT_EQ(steps[1].allocated_at_start_bytes, 1536);
+  EXPECT_EQ(steps[1].peak_allocated_bytes, 5632);
+  EXPECT_EQ(steps[1].alloc_count, 1u);
+  EXPECT_EQ(steps[1].sync_count, 1u);
+
+  an::SyncReport r = an::syncs(t, 10);
+  EXPECT_EQ(r.count, 3u);
+  EXPECT_EQ(r.total_ns, 300u);
+  EXPECT_EQ(r.max_per_step, 2u);
+  EXPECT_EQ(r.max_step, 0);
+  ASSERT_EQ(r.sites.size(), 2u);
+  EXPECT_EQ(r.sites[0].label, "0xb1");
+  EXPECT_EQ(r.sites[0].count, 2u);
+  EXPECT_EQ(r.sites[0].kind, "item");
+
+  // Linear growth of 1000 bytes per step after a warm-up; a flat series does not grow.
+  std::vector<std::pair<int64_t, int64_t>> linear, flat;
+  for (int64_t i = 0; i < 10; ++i) {
+    linear.emplace_back(i, i == 0 ? 0 : 50000 + 1000 * i);
+    flat.emplace_back(i, i == 0 ? 0 : 50000);
+  }
+  an::Growth g = an::fit_growth(linear);
+  EXPECT_TRUE(g.growing);
+  EXPECT_NEAR(g.slope_bytes_per_step, 1000.0, 1e-6);
+  EXPECT_NEAR(g.r2, 1.0, 1e-9);
+  EXPECT_FALSE(an::fit_growth(flat).growing);
+  EXPECT_FALSE(an::growth(t, dev).growing);  // two boundaries are too few to tell
+}
+
+TEST_F(AnalysisTest, TimelineColumnsHoldMinMaxAndLast) {
+  an::Trace t = an::Trace::open(path_);
+  const int64_t dev = t.devices()[0].id;
+  an::TimelineRequest req;
+  req.from_ts = 1000;
+  req.to_ts = 9000;
+  req.width = 4;  // columns of 2000 ns: [1000,3000) [3000,5000) [5000,7000) [7000,9000)
+  an::Timeline tl = an::timeline(t, dev, req);
+  EXPECT_EQ(tl.column_ns, 2000u);
+  EXPECT_EQ(tl.level, 0);  // the coarsest level's 4 us buckets do not fit a column
+  // A column's min includes the value it starts with (the previous column's last).
+  EXPECT_EQ(tl.allocated.min, (std::vector<int64_t>{0, 1024, 1536, 1536}));
+  EXPECT_EQ(tl.allocated.max, (std::vector<int64_t>{1024, 3584, 3584, 5632}));
+  EXPECT_EQ(tl.allocated.last, (std::vector<int64_t>{1024, 3584, 1536, 4608}));
+  EXPECT_EQ(tl.reserved.max, (std::vector<int64_t>(4, 1 << 20)));
+  ASSERT_TRUE(tl.peak_allocated);
+  EXPECT_EQ(tl.peak_allocated->bytes, 5632);
+  EXPECT_EQ(tl.steps.size(), 2u);
+
+  // One column over everything: min 0, max the peak, last the final value.
+  req.from_ts.reset();
+  req.to_ts.reset();
+  req.width = 1;
+  an::Timeline all = an::timeline(t, dev, req);
+  EXPECT_EQ(all.allocated.min[0], 0);
+  EXPECT_EQ(all.allocated.max[0], 5632);
+  EXPECT_EQ(all.allocated.last[0], 512);
+}
+
+TEST_F(AnalysisTest, TensorsAndViewsLiveAtATime) {
+  an::Trace t = an::Trace::open(path_);
+  auto live = an::tensors_live_at(t, 2250);
+  ASSERT_EQ(live.size(), 2u);
+  EXPECT_EQ(live[0].tensor_id, 1u);
+  EXPECT_EQ(live[1].base_id, 1u);
+  EXPECT_EQ(live[1].op, "view");
+  EXPECT_EQ(live[0].sizes, "[2,3]");
+  EXPECT_EQ(an::tensors_live_at(t, 2400).size(), 1u);
+}
+
+TEST_F(AnalysisTest, DiffReportsPeakDeltasAndSiteChanges) {
+  std::string bigger = temp_path("bigger");
+  make_trace(bigger, true);
+  an::Trace a = an::Trace::open(path_);
+  an::Trace b = an::Trace::open(bigger);
+  an::TraceDiff d = an::diff(a, b);
+  ASSERT_EQ(d.devices.size(), 1u);
+  EXPECT_EQ(d.devices[0].peak_allocated_delta, 10752 - 5632);  // D grew by 4096, E is new
+  EXPECT_EQ(d.devices[0].peak_reserved_delta, 0);
+  ASSERT_EQ(d.sites.size(), 1u);
+  ASSERT_EQ(d.sites[0].changed.size(), 1u);
+  EXPECT_EQ(d.sites[0].changed[0].label, "0xb1");
+  EXPECT_EQ(d.sites[0].changed[0].delta(), 4096);
+  ASSERT_EQ(d.sites[0].added.size(), 1u);
+  EXPECT_EQ(d.sites[0].added[0].label, "0xe1");
+  EXPECT_EQ(d.sites[0].added[0].b_bytes, 1024);
+  EXPECT_TRUE(d.sites[0].vanished.empty());
+  an::TraceDiff back = an::diff(b, a);
+  EXPECT_EQ(back.devices[0].peak_allocated_delta, -5120);
+  ASSERT_EQ(back.sites[0].vanished.size(), 1u);
+  EXPECT_EQ(back.sites[0].vanished[0].label, "0xe1");
+  remove_trace(bigger);
+}
+
+TEST(Units, SizesAndTimes) {
+  EXPECT_EQ(an::parse_size("512MiB"), 512ull << 20);
+  EXPECT_EQ(an::parse_size("2GiB"), 2ull << 30);
+  EXPECT_EQ(an::parse_size("1e9"), 1000000000ull);
+  EXPECT_EQ(an::parse_size("1.5GB"), 1500000000ull);
+  EXPECT_EQ(an::parse_size("4096"), 4096ull);
+  EXPECT_EQ(an::parse_size("0"), 0ull);
+  EXPECT_FALSE(an::parse_size("-1"));
+  EXPECT_FALSE(an::parse_size("12XB"));
+  EXPECT_FALSE(an::parse_size(""));
+  EXPECT_FALSE(an::parse_size("inf"));
+  EXPECT_EQ(an::parse_duration_ns("1.5s"), 1500000000ull);
+  EXPECT_EQ(an::parse_duration_ns("200ms"), 200000000ull);
+  EXPECT_EQ(an::parse_duration_ns("123456ns"), 123456ull);
+  EXPECT_EQ(an::parse_duration_ns("10us"), 10000ull);
+  EXPECT_FALSE(an::parse_duration_ns("1x"));
+  EXPECT_EQ(an::format_bytes(1536), "1.50 KiB");
+  EXPECT_EQ(an::format_bytes(512), "512 B");
+}
+
+TEST(AnalysisOpen, UnfinalizedTraceIsRefusedWithTheFileNamed) {
+  std::string path = temp_path("raw");
+  remove_trace(path);
+  st::TraceWriter::create(path, {})->close(0);
+  try {
+    an::Trace::open(path);
+    FAIL() << "expected StoreError";
+  } catch (const st::StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("not finalized"), std::string::npos);
+  }
+  EXPECT_NO_THROW(an::Trace::open(path, st::TraceReader::Require::raw));
+  remove_trace(path);
+}
+
+}  // namespace

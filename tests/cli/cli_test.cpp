@@ -1,0 +1,221 @@
+// The real `tidemark` binary: record train_mlp, then summary --json against the trace's own
+// facts (TraceReader), check's exit codes and messages, bad input giving exit 2 and one line,
+// and record returning the child's exit status.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "profiler/store/trace_reader.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace st = tidemark::store;
+
+struct Result {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+fs::path temp_dir() {
+  fs::path d = fs::temp_directory_path() / ("tidemark_cli_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+// Runs the binary with `args` (no shell interpretation of the arguments).
+Result tidemark(const std::vector<std::string>& args) {
+  std::string cmd = quote(TIDEMARK_CLI);
+  for (const std::string& a : args) cmd += " " + quote(a);
+  std::string out = (temp_dir() / "stdout").string(), err = (temp_dir() / "stderr").string();
+  cmd += " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
+  int status = std::system(cmd.c_str());
+  Result r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+size_t lines(const std::string& s) {
+  size_t n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    trace_ = (temp_dir() / "mlp.db").string();
+    Result r = tidemark({"record", "-o", trace_, "--", TIDEMARK_TRAIN_MLP, "20"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+  }
+  static void TearDownTestSuite() { fs::remove_all(temp_dir()); }
+  static std::string trace_;
+};
+std::string CliTest::trace_;
+
+TEST_F(CliTest, SummaryJsonAgreesWithTheTrace) {
+  Result r = tidemark({"summary", trace_, "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  auto reader = st::TraceReader::open(trace_, st::TraceReader::Require::finalized);
+  EXPECT_EQ(j["schema_version"], st::kSchemaVersion);
+  EXPECT_EQ(j["event_count"], reader.event_count());
+  EXPECT_GT(j["duration_ns"].get<uint64_t>(), 0u);
+  ASSERT_EQ(j["devices"].size(), reader.devices().size());
+  const nlohmann::json& d = j["devices"][0];
+  EXPECT_EQ(d["device"], "cpu");
+  auto peak = reader.peak(reader.devices()[0].id, st::Curve::allocated);
+  ASSERT_TRUE(peak);
+  EXPECT_GT(peak->bytes, 0);
+  EXPECT_EQ(d["peak_allocated_bytes"], peak->bytes);
+  EXPECT_EQ(d["peak_reserved_bytes"],
+            reader.peak(reader.devices()[0].id, st::Curve::reserved)->bytes);
+  EXPECT_EQ(d["peak_active_bytes"], reader.peak(reader.devices()[0].id, st::Curve::active)->bytes);
+  EXPECT_EQ(d["alloc_count"], reader.allocations(reader.devices()[0].id).size());
+  for (const char* key : {"peak_allocated_time_ns", "final_allocated_bytes", "final_reserved_bytes",
+                          "segment_alloc_count", "oom_count", "sync_count"})
+    EXPECT_TRUE(d.contains(key)) << key;
+  EXPECT_EQ(d["final_allocated_bytes"], 0);  // train_mlp frees everything
+  EXPECT_EQ(j["top_at_peak"]["bytes"], peak->bytes);
+  EXPECT_EQ(j["leaks"]["bytes"], 0);
+  // The sites are the sample's code, not tensorlib's (Note [Allocation site]).
+  std::string site = j["top_at_peak"]["groups"][0]["label"];
+  EXPECT_NE(site.find("samples::"), std::string::npos) << site;
+}
+
+TEST_F(CliTest, CheckPassesWithAGenerousLimitAndFailsNamingTheLimit) {
+  std::string junit = (temp_dir() / "check.xml").string();
+  Result ok = tidemark({"check", trace_, "--max-peak-allocated", "1GiB", "--max-leaked", "0"});
+  EXPECT_EQ(ok.rc, 0) << ok.out << ok.err;
+  Result bad = tidemark({"check", trace_, "--max-peak-allocated", "1KiB", "--junit", junit});
+  EXPECT_EQ(bad.rc, 1) << bad.out << bad.err;
+  EXPECT_NE(bad.out.find("--max-peak-allocated 1.00 KiB (1024 bytes)"), std::string::npos)
+      << bad.out;
+  EXPECT_NE(bad.out.find("samples::"), std::string::npos) << bad.out;  // a top contributor
+  EXPECT_NE(slurp(junit).find("failures=\"1\""), std::string::npos);
+  Result base = tidemark({"check", trace_, "--baseline", trace_, "--max-increase", "0"});
+  EXPECT_EQ(base.rc, 0) << base.out << base.err;
+}
+
+TEST_F(CliTest, ReportingCommandsRunAndPrintJson) {
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"top", trace_, "--by", "stack", "--json"},
+        {"top", trace_, "--at", "step:3", "--json"},
+        {"top", trace_, "--at", "1ms", "--by", "scope", "--json"},
+        {"leaks", trace_, "--by-step", "--json"},
+        {"steps", trace_, "--json"},
+        {"syncs", trace_, "--json"},
+        {"diff", trace_, trace_, "--json"},
+        {"timeline", trace_, "--width", "40", "--json"},
+        {"info", trace_, "--json"}}) {
+    Result r = tidemark(args);
+    ASSERT_EQ(r.rc, 0) << args[0] << ": " << r.err;
+    EXPECT_TRUE(nlohmann::json::accept(r.out)) << args[0] << ": " << r.out;
+  }
+  nlohmann::json steps = nlohmann::json::parse(tidemark({"steps", trace_, "--json"}).out);
+  EXPECT_EQ(steps["steps"].size(), 20u);
+  nlohmann::json diff = nlohmann::json::parse(tidemark({"diff", trace_, trace_, "--json"}).out);
+  EXPECT_EQ(diff["devices"][0]["peak_allocated_delta_bytes"], 0);
+
+  Result chart = tidemark({"timeline", trace_, "--width", "60", "--height", "6"});
+  ASSERT_EQ(chart.rc, 0) << chart.err;
+  EXPECT_NE(chart.out.find("▼ peak"), std::string::npos) << chart.out;
+  EXPECT_NE(chart.out.find("┴"), std::string::npos) << chart.out;  // step ticks
+  std::string png = (temp_dir() / "t.png").string(), svg = (temp_dir() / "t.svg").string();
+  EXPECT_EQ(tidemark({"timeline", trace_, "--png", png, "--width", "300"}).rc, 0);
+  EXPECT_EQ(slurp(png).substr(1, 3), "PNG");
+  EXPECT_EQ(tidemark({"timeline", trace_, "--svg", svg}).rc, 0);
+  EXPECT_NE(slurp(svg).find("<svg"), std::string::npos);
+}
+
+TEST_F(CliTest, BadInputExitsTwoWithOneLineNamingTheFile) {
+  std::string text = (temp_dir() / "text.db").string();
+  std::ofstream(text) << "this is not a database, just text long enough to be read as one...\n";
+  std::string truncated = (temp_dir() / "truncated.db").string();
+  {
+    std::string bytes = slurp(trace_);
+    std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() / 3);
+  }
+  std::string future = (temp_dir() / "future.db").string();
+  fs::copy_file(trace_, future, fs::copy_options::overwrite_existing);
+  ASSERT_EQ(std::system(("sqlite3 " + quote(future) + " 'PRAGMA user_version = 2' 2>/dev/null || "
+                         "python3 -c \"import sqlite3; c=sqlite3.connect('" + future +
+                         "'); c.execute('PRAGMA user_version = 2'); c.commit()\"")
+                            .c_str()),
+            0);
+  std::string missing = (temp_dir() / "missing.db").string();
+  struct Case {
+    std::vector<std::string> args;
+    std::string expect;  // in the one line
+  } cases[] = {
+      {{"summary", missing}, missing},
+      {{"summary", text}, "not a SQLite database"},
+      {{"summary", truncated}, truncated},
+      {{"summary", future}, "newer"},
+      {{"summary", trace_, "--bogus"}, "--bogus"},
+      {{"check", trace_, "--max-peak-allocated", "12XB"}, "12XB"},
+      {{"check", trace_}, "limit"},
+      {{"top", trace_, "--at", "step:999"}, "step 999"},
+      {{"timeline", trace_, "--from", "1x"}, "--from"},
+      {{"summary", trace_, "--device", "cuda:7"}, "cuda:7"},
+      {{"nonsense"}, "nonsense"},
+      {{"record", "-o", (temp_dir() / "x.db").string(), "--", "/nonexistent/program"},
+       "/nonexistent/program"},
+  };
+  for (const Case& c : cases) {
+    Result r = tidemark(c.args);
+    EXPECT_EQ(r.rc, 2) << c.args[0] << " " << c.args.back() << ": " << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("terminate"), std::string::npos) << r.err;
+  }
+}
+
+TEST(CliRecord, ReturnsTheChildsExitStatusAndFinalizesAfterAKill) {
+  Result f = tidemark({"record", "-o", (temp_dir() / "false.db").string(), "--", "/bin/false"});
+  EXPECT_EQ(f.rc, 1) << f.err;
+  // The recorded program exits cleanly with finalize off; then its parent shell is killed.
+  std::string killed = (temp_dir() / "killed.db").string();
+  Result k = tidemark({"record", "-o", killed, "--", "/bin/sh", "-c",
+                    std::string(TIDEMARK_TRAIN_MLP) + " 2 >/dev/null; kill -9 $$"});
+  EXPECT_EQ(k.rc, 137) << k.err;
+  auto reader = st::TraceReader::open(killed, st::TraceReader::Require::finalized);
+  EXPECT_TRUE(reader.finalized());
+  EXPECT_GT(reader.event_count(), 0u);
+  Result s = tidemark({"summary", killed, "--json"});
+  EXPECT_EQ(s.rc, 0) << s.err;
+}
+
+TEST(CliHelp, EveryCommandHasHelpWithAnExample) {
+  for (const char* c : {"record", "summary", "info", "finalize", "timeline", "top", "leaks",
+                        "syncs", "steps", "check", "diff"}) {
+    Result r = tidemark({c, "--help"});
+    EXPECT_EQ(r.rc, 0) << c;
+    EXPECT_NE(r.out.find("Example:"), std::string::npos) << c << ": " << r.out;
+  }
+}
+
+}  // namespace

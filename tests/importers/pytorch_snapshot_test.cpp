@@ -520,6 +520,33 @@ TEST(PytorchSnapshot, EmptySnapshot) {
   EXPECT_TRUE(r.devices().empty());
 }
 
+// Every action, in a snapshot Python's own pickler wrote (make_reference_pickles.py).
+TEST(PytorchSnapshot, EveryActionFromPython) {
+  TempDir dir;
+  std::string out = dir.file("every.db");
+  im::ImportStats stats = im::import_pytorch_snapshot((kData / "snapshot_every_action.pkl").string(), out);
+  EXPECT_EQ(stats.devices, 2);
+  st::TraceReader r = st::TraceReader::open(out, st::TraceReader::Require::finalized);
+  int64_t d0 = device_row(r, 0), d1 = device_row(r, 1);
+  // cuda:0: an expandable segment 20 MiB mapped before the trace, 60 MiB at most, 40 at the end.
+  EXPECT_EQ(r.peak(d0, st::Curve::reserved)->bytes, int64_t(60 * MiB));
+  EXPECT_EQ(final_values(r, d0).reserved, int64_t(40 * MiB));
+  EXPECT_EQ(final_values(r, d0).allocated, int64_t(8 * MiB));
+  // cuda:1: before the trace, segments at 2 GiB and 3 GiB (freed in the trace) and four blocks:
+  // the one `free` frees (700 -> 1024), the one pending free at the end (512), the one a
+  // free_completed ends (64 -> 512, already pending), and the allocated one (512).
+  EXPECT_EQ(r.peak(d1, st::Curve::reserved)->bytes, int64_t(4 * MiB));
+  EXPECT_EQ(r.peak(d1, st::Curve::allocated)->bytes, 1024 + 512 + 512);
+  EXPECT_EQ(r.peak(d1, st::Curve::active)->bytes, 1024 + 512 + 512 + 512);
+  EXPECT_EQ(final_values(r, d1).allocated, 512);
+  EXPECT_EQ(final_values(r, d1).active, 1024);
+  EXPECT_EQ(final_values(r, d1).reserved, int64_t(2 * MiB));
+  int ooms = 0;
+  r.for_each_event([&](const ev::Event& e, uint64_t) { ooms += e.kind == ev::Kind::oom; });
+  EXPECT_EQ(ooms, 1);
+  EXPECT_EQ(r.meta().allocator_settings, "expandable_segments:True,max_split_size:-1");
+}
+
 // ---- Bad input --------------------------------------------------------------------------------
 
 std::string import_error(const std::string& in, const std::string& out) {

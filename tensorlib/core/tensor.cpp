@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "tensorlib/core/shape_util.h"
+#include "tensorlib/autograd/node.h"
 #include "tensorlib/cpu/loops.h"
 
 namespace tl {

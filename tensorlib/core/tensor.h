@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -25,6 +26,11 @@
 #include "tensorlib/core/tensor_options.h"
 
 namespace tl {
+
+namespace autograd {
+struct AutogradMeta;
+struct Node;
+}  // namespace autograd
 
 struct VersionCounter {
   std::atomic<uint32_t> version{0};
@@ -54,6 +60,10 @@ class TensorImpl {
   const std::shared_ptr<VersionCounter>& version_counter() const { return version_; }
   void share_version_counter(std::shared_ptr<VersionCounter> v) { version_ = std::move(v); }
 
+  // Autograd state; null until the tensor requires a gradient or gets a grad_fn.
+  autograd::AutogradMeta* autograd_meta() const { return autograd_meta_.get(); }
+  autograd::AutogradMeta* ensure_autograd_meta();
+
   // In-place resize of the metadata (used by as_strided_ / set_ style internals).
   void set_sizes_and_strides(std::vector<int64_t> sizes, std::vector<int64_t> strides,
                              int64_t storage_offset);
@@ -72,6 +82,7 @@ class TensorImpl {
   const char* op_ = "empty";
   std::shared_ptr<TensorImpl> base_;
   std::shared_ptr<VersionCounter> version_;
+  std::unique_ptr<autograd::AutogradMeta> autograd_meta_;
 };
 
 class Tensor;
@@ -156,6 +167,29 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor detach() const;
+
+  // ---- Autograd (tensorlib/autograd) ------------------------------------------------------
+  bool requires_grad() const;
+  // Leaves only (as PyTorch); returns *this.
+  Tensor& requires_grad_(bool requires_grad = true);
+  Tensor& set_requires_grad(bool r) { return requires_grad_(r); }
+  // The accumulated gradient (undefined until a backward reaches this leaf).
+  const Tensor& grad() const;
+  Tensor& mutable_grad();
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  // A tensor without grad_fn: user-created, or one that does not require grad.
+  bool is_leaf() const;
+  uint32_t output_nr() const;
+  // Backpropagates from this tensor (a scalar unless `gradient` is given).
+  void backward(const Tensor& gradient = {}, bool retain_graph = false,
+                bool create_graph = false) const;
+  // Keeps .grad() for a non-leaf.
+  void retain_grad() const;
+  bool retains_grad() const;
+  // Called with the gradient w.r.t. this tensor; may return a replacement (or undefined).
+  void register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  // Called after a leaf's .grad() was updated.
+  void register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
 
   // ---- Conversion and copy ---------------------------------------------------------------
   Tensor to(ScalarType dtype, bool copy = false) const;

@@ -3,14 +3,39 @@
 // contiguous() and clone() copy.
 #include <numeric>
 
+#include "tensorlib/autograd/function.h"
 #include "tensorlib/core/make_tensor.h"
 #include "tensorlib/core/shape_util.h"
 #include "tensorlib/core/tensor.h"
 
 namespace tl {
 
+using autograd::record;
+using autograd::variable_list;
 using detail::make_view;
 using detail::wrap_dim;
+
+namespace {
+// Backward of a view that keeps every element (view, reshape, squeeze, ...): the gradient
+// reshaped to the input's shape.
+void record_reshape_like(const Tensor& out, const Tensor& self, const char* op) {
+  record(out, op, {&self}, {}, [sizes = self.sizes().vec()](const variable_list& g,
+                                                             const variable_list&) {
+    return variable_list{g[0].reshape(sizes)};
+  });
+}
+// Backward of a view that picks some elements (select, narrow, slice, diagonal): the
+// gradient written into the same view of a zero tensor shaped like the input.
+template <typename View>
+void record_scatter_like(const Tensor& out, const Tensor& self, const char* op, View view) {
+  record(out, op, {&self}, {}, [sizes = self.sizes().vec(), view](const variable_list& g,
+                                                                  const variable_list&) {
+    Tensor grad = tl::zeros(sizes, g[0].options());
+    view(grad).copy_(g[0]);
+    return variable_list{grad};
+  });
+}
+}  // namespace
 
 namespace detail {
 
@@ -40,17 +65,23 @@ Tensor Tensor::view(IntArrayRef sizes) const {
   TL_CHECK(st.has_value(),
            "view size is not compatible with input tensor's size and stride (at least one "
            "dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
-  return make_view(*this, std::move(shape), std::move(*st), storage_offset(), "view");
+  Tensor out = make_view(*this, std::move(shape), std::move(*st), storage_offset(), "view");
+  record_reshape_like(out, *this, "View");
+  return out;
 }
 
 Tensor Tensor::reshape(IntArrayRef sizes) const {
   auto shape = detail::infer_size(sizes, numel());
+  Tensor out;
   if (auto st = detail::view_strides(this->sizes(), strides(), shape)) {
-    return make_view(*this, std::move(shape), std::move(*st), storage_offset(), "reshape");
+    out = make_view(*this, std::move(shape), std::move(*st), storage_offset(), "reshape");
+  } else {
+    // Not expressible as a view: copy, as PyTorch does.
+    NoGradGuard no_grad;
+    out = detail::make_tensor(shape, dtype(), device(), "reshape");
+    out.view(this->sizes()).copy_(*this);
   }
-  // Not expressible as a view: copy, as PyTorch does.
-  Tensor out = detail::make_tensor(shape, dtype(), device(), "reshape");
-  out.view(this->sizes()).copy_(*this);
+  record_reshape_like(out, *this, "Reshape");
   return out;
 }
 
@@ -64,12 +95,20 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
     std::swap(sz[dim0], sz[dim1]);
     std::swap(st[dim0], st[dim1]);
   }
-  return make_view(*this, std::move(sz), std::move(st), storage_offset(), "transpose");
+  Tensor out = make_view(*this, std::move(sz), std::move(st), storage_offset(), "transpose");
+  record(out, "Transpose", {this}, {}, [dim0, dim1](const variable_list& g, const variable_list&) {
+    return variable_list{g[0].transpose(dim0, dim1)};
+  });
+  return out;
 }
 
 Tensor Tensor::t() const {
   TL_CHECK(dim() <= 2, "t() expects a tensor with <= 2 dimensions, but self is ", dim(), "D");
-  if (dim() < 2) return make_view(*this, sizes().vec(), strides().vec(), storage_offset(), "t");
+  if (dim() < 2) {
+    Tensor out = make_view(*this, sizes().vec(), strides().vec(), storage_offset(), "t");
+    record_reshape_like(out, *this, "T");
+    return out;
+  }
   return transpose(0, 1);
 }
 
@@ -87,7 +126,13 @@ Tensor Tensor::permute(IntArrayRef dims) const {
     sz[i] = sizes()[d];
     st[i] = strides()[d];
   }
-  return make_view(*this, std::move(sz), std::move(st), storage_offset(), "permute");
+  Tensor out = make_view(*this, std::move(sz), std::move(st), storage_offset(), "permute");
+  std::vector<int64_t> inverse(n);
+  for (int64_t i = 0; i < n; ++i) inverse[wrap_dim(dims[i], n)] = i;
+  record(out, "Permute", {this}, {}, [inverse](const variable_list& g, const variable_list&) {
+    return variable_list{g[0].permute(inverse)};
+  });
+  return out;
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -101,8 +146,11 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
            ") exceeds dimension size (", cur, ").");
   auto sz = sizes().vec();
   sz[d] = length;
-  return make_view(*this, std::move(sz), strides().vec(), storage_offset() + start * strides()[d],
-                   "narrow");
+  Tensor out = make_view(*this, std::move(sz), strides().vec(),
+                         storage_offset() + start * strides()[d], "narrow");
+  record_scatter_like(out, *this, "Narrow",
+                      [d, start, length](const Tensor& t) { return t.narrow(d, start, length); });
+  return out;
 }
 
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_opt, std::optional<int64_t> end_opt,
@@ -121,8 +169,12 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start_opt, std::optional<
   auto st = strides().vec();
   sz[d] = (end - start + step - 1) / step;
   st[d] *= step;
-  return make_view(*this, std::move(sz), std::move(st), storage_offset() + start * strides()[d],
-                   "slice");
+  Tensor out = make_view(*this, std::move(sz), std::move(st),
+                         storage_offset() + start * strides()[d], "slice");
+  record_scatter_like(out, *this, "Slice", [d, start, end, step](const Tensor& t) {
+    return t.slice(d, start, end, step);
+  });
+  return out;
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {
@@ -137,7 +189,9 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   int64_t offset = storage_offset() + index * st[d];
   sz.erase(sz.begin() + d);
   st.erase(st.begin() + d);
-  return make_view(*this, std::move(sz), std::move(st), offset, "select");
+  Tensor out = make_view(*this, std::move(sz), std::move(st), offset, "select");
+  record_scatter_like(out, *this, "Select", [d, index](const Tensor& t) { return t.select(d, index); });
+  return out;
 }
 
 Tensor Tensor::expand(IntArrayRef target) const {
@@ -163,7 +217,12 @@ Tensor Tensor::expand(IntArrayRef target) const {
     sz[i] = want;
     st[i] = (have == want) ? strides()[j] : 0;
   }
-  return make_view(*this, std::move(sz), std::move(st), storage_offset(), "expand");
+  Tensor out = make_view(*this, std::move(sz), std::move(st), storage_offset(), "expand");
+  record(out, "Expand", {this}, {}, [sizes = sizes().vec()](const variable_list& g,
+                                                           const variable_list&) {
+    return variable_list{autograd::sum_to(g[0], sizes)};
+  });
+  return out;
 }
 
 Tensor Tensor::squeeze() const {
@@ -173,7 +232,9 @@ Tensor Tensor::squeeze() const {
     sz.push_back(sizes()[i]);
     st.push_back(strides()[i]);
   }
-  return make_view(*this, std::move(sz), std::move(st), storage_offset(), "squeeze");
+  Tensor out = make_view(*this, std::move(sz), std::move(st), storage_offset(), "squeeze");
+  record_reshape_like(out, *this, "Squeeze");
+  return out;
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
@@ -188,7 +249,9 @@ Tensor Tensor::squeeze(int64_t d) const {
   } else {
     wrap_dim(d, 0);
   }
-  return make_view(*this, std::move(sz), std::move(st), storage_offset(), "squeeze");
+  Tensor out = make_view(*this, std::move(sz), std::move(st), storage_offset(), "squeeze");
+  record_reshape_like(out, *this, "Squeeze");
+  return out;
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
@@ -198,7 +261,9 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   int64_t new_stride = d < dim() ? sz[d] * st[d] : 1;
   sz.insert(sz.begin() + d, 1);
   st.insert(st.begin() + d, new_stride);
-  return make_view(*this, std::move(sz), std::move(st), storage_offset(), "unsqueeze");
+  Tensor out = make_view(*this, std::move(sz), std::move(st), storage_offset(), "unsqueeze");
+  record_reshape_like(out, *this, "Unsqueeze");
+  return out;
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
@@ -248,7 +313,11 @@ Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
   }
   sz.push_back(len);
   st.push_back(strides()[dim1] + strides()[dim2]);
-  return make_view(*this, std::move(sz), std::move(st), start, "diagonal");
+  Tensor out = make_view(*this, std::move(sz), std::move(st), start, "diagonal");
+  record_scatter_like(out, *this, "Diagonal", [offset, dim1, dim2](const Tensor& t) {
+    return t.diagonal(offset, dim1, dim2);
+  });
+  return out;
 }
 
 Tensor Tensor::as_strided(IntArrayRef sz, IntArrayRef st,
@@ -268,7 +337,12 @@ Tensor Tensor::as_strided(IntArrayRef sz, IntArrayRef st,
   TL_CHECK(empty || last < capacity, "setStorage: sizes ", sz, ", strides ", st,
            ", storage offset ", offset, " require ", (last + 1) * int64_t(element_size()),
            " bytes, but the storage has only ", storage()->nbytes(), " bytes");
-  return make_view(*this, sz.vec(), st.vec(), offset, "as_strided");
+  Tensor out = make_view(*this, sz.vec(), st.vec(), offset, "as_strided");
+  record(out, "AsStrided", {this}, {}, [](const variable_list&, const variable_list&) -> variable_list {
+    TL_CHECK(false, "the derivative of as_strided is not implemented in tensorlib yet");
+    return {};
+  });
+  return out;
 }
 
 std::vector<Tensor> Tensor::split(int64_t split_size, int64_t d) const {
@@ -327,7 +401,13 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const {
   Tensor out = detail::make_tensor(sizes(), dtype(), device(), "clone");
-  out.copy_(*this);
+  {
+    NoGradGuard no_grad;
+    out.copy_(*this);
+  }
+  record(out, "Clone", {this}, {}, [](const variable_list& g, const variable_list&) {
+    return variable_list{g[0]};
+  });
   return out;
 }
 

@@ -1,4 +1,5 @@
 // copy_, fill_ and dtype/device conversion.
+#include "tensorlib/autograd/function.h"
 #include "tensorlib/core/make_tensor.h"
 #include "tensorlib/core/tensor.h"
 #include "tensorlib/cpu/loops.h"
@@ -24,6 +25,22 @@ using cpu::check_no_internal_overlap;
 
 Tensor& Tensor::copy_(const Tensor& src) {
   cpu::check_cpu("copy_", {this, &src});
+  if (autograd::needs_grad({this, &src})) {
+    autograd::check_inplace(*this, "copy_");
+    {
+      NoGradGuard no_grad;
+      copy_(src);
+    }
+    // The old value is overwritten: no gradient flows to it; src gets the gradient summed
+    // back to its shape.
+    autograd::record(*this, "Copy", {this, &src}, {},
+                     [ss = src.sizes().vec(), dt = src.dtype()](const autograd::variable_list& g,
+                                                                const autograd::variable_list&) {
+                       return autograd::variable_list{tl::zeros_like(g[0]),
+                                                      autograd::sum_to(g[0], ss).to(dt)};
+                     });
+    return *this;
+  }
   check_no_internal_overlap("copy_", *this);
   Tensor s = src.sizes() == sizes() ? src : src.expand(sizes());
   TL_DISPATCH_ALL(dtype(), "copy_", [&]<typename D>() {
@@ -70,7 +87,14 @@ Tensor Tensor::to(TensorOptions options, bool copy) const {
 Tensor Tensor::to(Device device, ScalarType dtype, bool copy) const {
   if (!copy && dtype == this->dtype() && device.resolved() == this->device()) return *this;
   Tensor out = detail::make_tensor(sizes(), dtype, device, "to");
-  out.copy_(*this);
+  {
+    NoGradGuard no_grad;
+    out.copy_(*this);
+  }
+  autograd::record(out, "ToCopy", {this}, {}, [dt = this->dtype()](const autograd::variable_list& g,
+                                                                    const autograd::variable_list&) {
+    return autograd::variable_list{g[0].to(dt)};
+  });
   return out;
 }
 

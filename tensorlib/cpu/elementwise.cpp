@@ -2,6 +2,7 @@
 // that bump the version counter.
 #include <cmath>
 
+#include "tensorlib/autograd/function.h"
 #include "tensorlib/core/make_tensor.h"
 #include "tensorlib/core/shape_util.h"
 #include "tensorlib/core/tensor.h"
@@ -10,6 +11,38 @@
 namespace tl {
 
 using cpu::convert;
+using autograd::record;
+using autograd::sum_to;
+using autograd::variable_list;
+
+namespace {
+template <typename F>
+Tensor forward(F f) {
+  return autograd::forward_no_grad(f);
+}
+
+// In-place with autograd (Note [In-place and autograd]): the new value is computed out of
+// place, recording the graph from self's current history, then written into self, whose
+// history moves to the new node.
+// The op runs on a clone of self, so what its node saves is not the tensor being overwritten
+// (PyTorch saves exactly what each in-place formula needs; this costs one copy more).
+template <typename F>
+Tensor& inplace_with_grad(Tensor& self, const char* op, F out_of_place) {
+  autograd::check_inplace(self, op);
+  Tensor r = out_of_place(self.clone());
+  {
+    NoGradGuard no_grad;
+    self.copy_(r);
+  }
+  if (r.requires_grad()) autograd::set_history(self, r.grad_fn(), r.output_nr());
+  return self;
+}
+}  // namespace
+
+// Note [In-place and autograd]
+// PyTorch rewrites an in-place op's history on the tensor itself (and, for a view, on its
+// base through CopySlices). tensorlib does the former; an in-place op on a view of a tensor
+// that requires grad does not yet update the base's history.
 
 // ---- Broadcasting and type promotion ------------------------------------------------------
 
@@ -274,28 +307,92 @@ ScalarType result_type(const Tensor& a, const Scalar& b) {
 // ---- Arithmetic and comparison ------------------------------------------------------------
 
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  return binary(BinaryOp::add, tensor_op(a), tensor_op(b), alpha);
+  Tensor out = forward([&] { return binary(BinaryOp::add, tensor_op(a), tensor_op(b), alpha); });
+  record(out, "Add", {&a, &b}, {}, [as = a.sizes().vec(), bs = b.sizes().vec(), alpha](
+                                       const variable_list& g, const variable_list&) {
+    return variable_list{sum_to(g[0], as), sum_to(g[0] * alpha, bs)};
+  });
+  return out;
 }
 Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
-  return binary(BinaryOp::add, tensor_op(a), wrap(b), alpha);
+  Tensor out = forward([&] { return binary(BinaryOp::add, tensor_op(a), wrap(b), alpha); });
+  record(out, "Add", {&a}, {}, [](const variable_list& g, const variable_list&) {
+    return variable_list{g[0]};
+  });
+  return out;
 }
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
-  return binary(BinaryOp::sub, tensor_op(a), tensor_op(b), alpha);
+  Tensor out = forward([&] { return binary(BinaryOp::sub, tensor_op(a), tensor_op(b), alpha); });
+  record(out, "Sub", {&a, &b}, {}, [as = a.sizes().vec(), bs = b.sizes().vec(), alpha](
+                                       const variable_list& g, const variable_list&) {
+    return variable_list{sum_to(g[0], as), sum_to(g[0] * (-alpha.to_double()), bs)};
+  });
+  return out;
 }
 Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
-  return binary(BinaryOp::sub, tensor_op(a), wrap(b), alpha);
+  Tensor out = forward([&] { return binary(BinaryOp::sub, tensor_op(a), wrap(b), alpha); });
+  record(out, "Sub", {&a}, {}, [](const variable_list& g, const variable_list&) {
+    return variable_list{g[0]};
+  });
+  return out;
 }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::mul, tensor_op(a), tensor_op(b)); }
-Tensor mul(const Tensor& a, const Scalar& b) { return binary(BinaryOp::mul, tensor_op(a), wrap(b)); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::div, tensor_op(a), tensor_op(b)); }
-Tensor div(const Tensor& a, const Scalar& b) { return binary(BinaryOp::div, tensor_op(a), wrap(b)); }
-Tensor pow(const Tensor& a, const Tensor& b) { return binary(BinaryOp::pow, tensor_op(a), tensor_op(b)); }
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = forward([&] { return binary(BinaryOp::mul, tensor_op(a), tensor_op(b)); });
+  record(out, "Mul", {&a, &b}, {a, b}, [](const variable_list& g, const variable_list& s) {
+    return variable_list{sum_to(g[0] * s[1], s[0].sizes()), sum_to(g[0] * s[0], s[1].sizes())};
+  });
+  return out;
+}
+Tensor mul(const Tensor& a, const Scalar& b) {
+  Tensor out = forward([&] { return binary(BinaryOp::mul, tensor_op(a), wrap(b)); });
+  record(out, "Mul", {&a}, {}, [b](const variable_list& g, const variable_list&) {
+    return variable_list{g[0] * b};
+  });
+  return out;
+}
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = forward([&] { return binary(BinaryOp::div, tensor_op(a), tensor_op(b)); });
+  record(out, "Div", {&a, &b}, {a, b}, [](const variable_list& g, const variable_list& s) {
+    return variable_list{sum_to(g[0] / s[1], s[0].sizes()),
+                         sum_to(-g[0] * s[0] / (s[1] * s[1]), s[1].sizes())};
+  });
+  return out;
+}
+Tensor div(const Tensor& a, const Scalar& b) {
+  Tensor out = forward([&] { return binary(BinaryOp::div, tensor_op(a), wrap(b)); });
+  record(out, "Div", {&a}, {}, [b](const variable_list& g, const variable_list&) {
+    return variable_list{g[0] / b};
+  });
+  return out;
+}
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor out = forward([&] { return binary(BinaryOp::pow, tensor_op(a), tensor_op(b)); });
+  record(out, "Pow", {&a, &b}, {a, b, out.detach()},
+         [](const variable_list& g, const variable_list& s) {
+           Tensor ga = g[0] * s[1] * s[0].pow(s[1] - 1);
+           Tensor gb = g[0] * s[2] * s[0].log();
+           return variable_list{sum_to(ga, s[0].sizes()), sum_to(gb, s[1].sizes())};
+         });
+  return out;
+}
 Tensor pow(const Tensor& a, const Scalar& b) {
   TL_CHECK(!(is_integral(a.dtype(), true) && b.is_integral() && b.to_long() < 0),
            "Integers to negative integer powers are not allowed.");
-  return binary(BinaryOp::pow, tensor_op(a), wrap(b));
+  Tensor out = forward([&] { return binary(BinaryOp::pow, tensor_op(a), wrap(b)); });
+  record(out, "Pow", {&a}, {a}, [b](const variable_list& g, const variable_list& s) {
+    double e = b.to_double();
+    if (e == 0) return variable_list{tl::zeros_like(g[0])};
+    return variable_list{g[0] * e * s[0].pow(e - 1)};
+  });
+  return out;
 }
-Tensor pow(const Scalar& a, const Tensor& b) { return binary(BinaryOp::pow, wrap(a), tensor_op(b)); }
+Tensor pow(const Scalar& a, const Tensor& b) {
+  Tensor out = forward([&] { return binary(BinaryOp::pow, wrap(a), tensor_op(b)); });
+  record(out, "Pow", {&b}, {out.detach()}, [a](const variable_list& g, const variable_list& s) {
+    return variable_list{g[0] * s[0] * std::log(a.to_double())};
+  });
+  return out;
+}
 Tensor eq(const Tensor& a, const Tensor& b) { return binary(BinaryOp::eq, tensor_op(a), tensor_op(b)); }
 Tensor ne(const Tensor& a, const Tensor& b) { return binary(BinaryOp::ne, tensor_op(a), tensor_op(b)); }
 Tensor lt(const Tensor& a, const Tensor& b) { return binary(BinaryOp::lt, tensor_op(a), tensor_op(b)); }
@@ -315,42 +412,62 @@ Tensor Tensor::pow(const Tensor& e) const { return tl::pow(*this, e); }
 Tensor Tensor::pow(const Scalar& e) const { return tl::pow(*this, e); }
 
 Tensor& Tensor::add_(const Tensor& o, const Scalar& alpha) {
+  if (autograd::needs_grad({this, &o}))
+    return inplace_with_grad(*this, "add_", [&](const Tensor& s) { return tl::add(s, o, alpha); });
   binary(BinaryOp::add, tensor_op(*this), tensor_op(o), alpha, this);
   return *this;
 }
 Tensor& Tensor::add_(const Scalar& o, const Scalar& alpha) {
+  if (autograd::needs_grad({this}))
+    return inplace_with_grad(*this, "add_", [&](const Tensor& s) { return tl::add(s, o, alpha); });
   binary(BinaryOp::add, tensor_op(*this), wrap(o), alpha, this);
   return *this;
 }
 Tensor& Tensor::sub_(const Tensor& o, const Scalar& alpha) {
+  if (autograd::needs_grad({this, &o}))
+    return inplace_with_grad(*this, "sub_", [&](const Tensor& s) { return tl::sub(s, o, alpha); });
   binary(BinaryOp::sub, tensor_op(*this), tensor_op(o), alpha, this);
   return *this;
 }
 Tensor& Tensor::sub_(const Scalar& o, const Scalar& alpha) {
+  if (autograd::needs_grad({this}))
+    return inplace_with_grad(*this, "sub_", [&](const Tensor& s) { return tl::sub(s, o, alpha); });
   binary(BinaryOp::sub, tensor_op(*this), wrap(o), alpha, this);
   return *this;
 }
 Tensor& Tensor::mul_(const Tensor& o) {
+  if (autograd::needs_grad({this, &o}))
+    return inplace_with_grad(*this, "mul_", [&](const Tensor& s) { return tl::mul(s, o); });
   binary(BinaryOp::mul, tensor_op(*this), tensor_op(o), 1, this);
   return *this;
 }
 Tensor& Tensor::mul_(const Scalar& o) {
+  if (autograd::needs_grad({this}))
+    return inplace_with_grad(*this, "mul_", [&](const Tensor& s) { return tl::mul(s, o); });
   binary(BinaryOp::mul, tensor_op(*this), wrap(o), 1, this);
   return *this;
 }
 Tensor& Tensor::div_(const Tensor& o) {
+  if (autograd::needs_grad({this, &o}))
+    return inplace_with_grad(*this, "div_", [&](const Tensor& s) { return tl::div(s, o); });
   binary(BinaryOp::div, tensor_op(*this), tensor_op(o), 1, this);
   return *this;
 }
 Tensor& Tensor::div_(const Scalar& o) {
+  if (autograd::needs_grad({this}))
+    return inplace_with_grad(*this, "div_", [&](const Tensor& s) { return tl::div(s, o); });
   binary(BinaryOp::div, tensor_op(*this), wrap(o), 1, this);
   return *this;
 }
 Tensor& Tensor::pow_(const Tensor& e) {
+  if (autograd::needs_grad({this, &e}))
+    return inplace_with_grad(*this, "pow_", [&](const Tensor& s) { return tl::pow(s, e); });
   binary(BinaryOp::pow, tensor_op(*this), tensor_op(e), 1, this);
   return *this;
 }
 Tensor& Tensor::pow_(const Scalar& e) {
+  if (autograd::needs_grad({this}))
+    return inplace_with_grad(*this, "pow_", [&](const Tensor& s) { return tl::pow(s, e); });
   binary(BinaryOp::pow, tensor_op(*this), wrap(e), 1, this);
   return *this;
 }
@@ -388,13 +505,28 @@ Tensor where_impl(const Tensor& cond, const Operand& a, const Operand& b) {
 }  // namespace
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
-  return where_impl(c, tensor_op(a), tensor_op(b));
+  Tensor out = forward([&] { return where_impl(c, tensor_op(a), tensor_op(b)); });
+  record(out, "Where", {&a, &b}, {c}, [as = a.sizes().vec(), bs = b.sizes().vec()](
+                                          const variable_list& g, const variable_list& s) {
+    return variable_list{sum_to(tl::where(s[0], g[0], 0), as), sum_to(tl::where(s[0], 0, g[0]), bs)};
+  });
+  return out;
 }
 Tensor where(const Tensor& c, const Scalar& a, const Tensor& b) {
-  return where_impl(c, wrap(a), tensor_op(b));
+  Tensor out = forward([&] { return where_impl(c, wrap(a), tensor_op(b)); });
+  record(out, "Where", {&b}, {c}, [bs = b.sizes().vec()](const variable_list& g,
+                                                          const variable_list& s) {
+    return variable_list{sum_to(tl::where(s[0], 0, g[0]), bs)};
+  });
+  return out;
 }
 Tensor where(const Tensor& c, const Tensor& a, const Scalar& b) {
-  return where_impl(c, tensor_op(a), wrap(b));
+  Tensor out = forward([&] { return where_impl(c, tensor_op(a), wrap(b)); });
+  record(out, "Where", {&a}, {c}, [as = a.sizes().vec()](const variable_list& g,
+                                                          const variable_list& s) {
+    return variable_list{sum_to(tl::where(s[0], g[0], 0), as)};
+  });
+  return out;
 }
 
 namespace {
@@ -435,17 +567,29 @@ Tensor clamp_impl(const Tensor& t, std::optional<Scalar> lo, std::optional<Scala
 }  // namespace
 
 Tensor clamp(const Tensor& t, std::optional<Scalar> lo, std::optional<Scalar> hi) {
-  return clamp_impl(t, lo, hi, nullptr);
+  Tensor out = forward([&] { return clamp_impl(t, lo, hi, nullptr); });
+  record(out, "Clamp", {&t}, {t}, [lo, hi](const variable_list& g, const variable_list& s) {
+    // The gradient passes where the input was inside [min, max] (bounds included).
+    Tensor pass = tl::ones_like(s[0], kBool);
+    if (lo) pass = tl::where(s[0] >= *lo, pass, false);
+    if (hi) pass = tl::where(s[0] <= *hi, pass, false);
+    return variable_list{tl::where(pass, g[0], 0)};
+  });
+  return out;
 }
 Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const {
-  return clamp_impl(*this, lo, hi, nullptr);
+  return tl::clamp(*this, lo, hi);
 }
 Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  if (autograd::needs_grad({this}))
+    return inplace_with_grad(*this, "clamp_", [&](const Tensor& s) { return tl::clamp(s, lo, hi); });
   clamp_impl(*this, lo, hi, this);
   return *this;
 }
 
 Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& value) {
+  if (autograd::needs_grad({this}))
+    return inplace_with_grad(*this, "masked_fill_", [&](const Tensor& s) { return s.masked_fill(mask, value); });
   cpu::check_cpu("masked_fill_", {this, &mask});
   TL_CHECK(mask.dtype() == kBool, "masked_fill_ only supports boolean masks, but got mask with "
            "dtype ", mask.dtype());
@@ -461,8 +605,14 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& value) {
   return *this;
 }
 Tensor Tensor::masked_fill(const Tensor& mask, const Scalar& value) const {
-  Tensor out = clone();
-  out.masked_fill_(mask, value);
+  Tensor out = forward([&] {
+    Tensor o = clone();
+    o.masked_fill_(mask, value);
+    return o;
+  });
+  record(out, "MaskedFill", {this}, {mask}, [](const variable_list& g, const variable_list& s) {
+    return variable_list{g[0].masked_fill(s[0], 0)};
+  });
   return out;
 }
 Tensor masked_fill(const Tensor& t, const Tensor& mask, const Scalar& value) {
@@ -471,19 +621,94 @@ Tensor masked_fill(const Tensor& t, const Tensor& mask, const Scalar& value) {
 
 // ---- Unary --------------------------------------------------------------------------------
 
-Tensor Tensor::neg() const { check_neg(*this); return unary_same("neg", *this, kNeg); }
-Tensor& Tensor::neg_() { check_neg(*this); unary_same("neg_", *this, kNeg, this); return *this; }
-Tensor Tensor::abs() const { return unary_same("abs", *this, kAbs); }
-Tensor& Tensor::abs_() { unary_same("abs_", *this, kAbs, this); return *this; }
-Tensor Tensor::relu() const { return unary_same("relu", *this, kRelu); }
-Tensor& Tensor::relu_() { unary_same("relu_", *this, kRelu, this); return *this; }
+Tensor Tensor::neg() const {
+  check_neg(*this);
+  Tensor out = forward([&] { return unary_same("neg", *this, kNeg); });
+  record(out, "Neg", {this}, {}, [](const variable_list& g, const variable_list&) {
+    return variable_list{-g[0]};
+  });
+  return out;
+}
+Tensor Tensor::abs() const {
+  Tensor out = forward([&] { return unary_same("abs", *this, kAbs); });
+  record(out, "Abs", {this}, {*this}, [](const variable_list& g, const variable_list& s) {
+    Tensor sign = (s[0] > 0).to(g[0].dtype()) - (s[0] < 0).to(g[0].dtype());
+    return variable_list{g[0] * sign};
+  });
+  return out;
+}
+Tensor Tensor::relu() const {
+  Tensor out = forward([&] { return unary_same("relu", *this, kRelu); });
+  record(out, "Relu", {this}, {out.detach()}, [](const variable_list& g, const variable_list& s) {
+    return variable_list{tl::where(s[0] > 0, g[0], 0)};
+  });
+  return out;
+}
+Tensor& Tensor::neg_() {
+  check_neg(*this);
+  if (autograd::needs_grad({this})) return inplace_with_grad(*this, "neg_", [&](const Tensor& s) { return s.neg(); });
+  unary_same("neg_", *this, kNeg, this);
+  return *this;
+}
+Tensor& Tensor::abs_() {
+  if (autograd::needs_grad({this})) return inplace_with_grad(*this, "abs_", [&](const Tensor& s) { return s.abs(); });
+  unary_same("abs_", *this, kAbs, this);
+  return *this;
+}
+Tensor& Tensor::relu_() {
+  if (autograd::needs_grad({this})) return inplace_with_grad(*this, "relu_", [&](const Tensor& s) { return s.relu(); });
+  unary_same("relu_", *this, kRelu, this);
+  return *this;
+}
 
-#define TL_DEFINE_UNARY_FLOAT(NAME, FN)                                            \
-  Tensor Tensor::NAME() const { return unary_float(#NAME, *this, FN); }           \
-  Tensor& Tensor::NAME##_() {                                                     \
-    unary_float(#NAME "_", *this, FN, this);                                      \
-    return *this;                                                                 \
-  }                                                                               \
+namespace {
+// d/dx of each float unary op, from the input x, the output y and the output gradient g.
+Tensor unary_derivative(const char* name, const Tensor& g, const Tensor& x, const Tensor& y) {
+  std::string_view n(name);
+  if (n == "exp") return g * y;
+  if (n == "log") return g / x;
+  if (n == "sqrt") return g / (y * 2);
+  if (n == "rsqrt") return g * y.pow(3) * -0.5;
+  if (n == "sin") return g * x.cos();
+  if (n == "cos") return -(g * x.sin());
+  if (n == "tanh") return g * (1 - y * y);
+  if (n == "sigmoid") return g * y * (1 - y);
+  if (n == "reciprocal") return -(g * y * y);
+  if (n == "gelu") {
+    // d/dx x*Phi(x) = Phi(x) + x*phi(x); one fused kernel (not itself differentiable).
+    Tensor gx = g.to(x.dtype());
+    Tensor out = detail::make_tensor(x.sizes(), x.dtype(), x.device(), "gelu_backward");
+    TL_DISPATCH_FLOATING(x.dtype(), "gelu_backward", [&]<typename T>() {
+      cpu::binary_kernel<T, T, T>(out, gx, x, [](T gv, T xv) {
+        using M = opmath_t<T>;
+        M xm = M(xv);
+        M cdf = M(0.5) * (M(1) + std::erf(xm * M(0.70710678118654752440)));
+        M pdf = std::exp(M(-0.5) * xm * xm) * M(0.39894228040143267794);
+        return convert<T>(M(gv) * (cdf + xm * pdf));
+      });
+    });
+    return out;
+  }
+  TL_INTERNAL_ASSERT(false, "no derivative for ", name);
+  return {};
+}
+}  // namespace
+
+#define TL_DEFINE_UNARY_FLOAT(NAME, FN)                                                 \
+  Tensor Tensor::NAME() const {                                                        \
+    Tensor out = forward([&] { return unary_float(#NAME, *this, FN); });               \
+    record(out, #NAME, {this}, {*this, out.detach()},                                  \
+           [](const variable_list& g, const variable_list& s) {                        \
+             return variable_list{unary_derivative(#NAME, g[0], s[0], s[1])};          \
+           });                                                                         \
+    return out;                                                                        \
+  }                                                                                    \
+  Tensor& Tensor::NAME##_() {                                                          \
+    if (autograd::needs_grad({this}))                                                  \
+      return inplace_with_grad(*this, #NAME "_", [](const Tensor& s) { return s.NAME(); }); \
+    unary_float(#NAME "_", *this, FN, this);                                           \
+    return *this;                                                                      \
+  }                                                                                    \
   Tensor NAME(const Tensor& t) { return t.NAME(); }
 TL_DEFINE_UNARY_FLOAT(exp, kExp)
 TL_DEFINE_UNARY_FLOAT(log, kLog)
@@ -530,7 +755,11 @@ Tensor operator+(const Scalar& a, const Tensor& b) { return add(b, a); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
 Tensor operator-(const Scalar& a, const Tensor& b) {
-  return binary(BinaryOp::sub, wrap(a), tensor_op(b));
+  Tensor out = forward([&] { return binary(BinaryOp::sub, wrap(a), tensor_op(b)); });
+  record(out, "Rsub", {&b}, {}, [](const variable_list& g, const variable_list&) {
+    return variable_list{-g[0]};
+  });
+  return out;
 }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
@@ -538,7 +767,11 @@ Tensor operator*(const Scalar& a, const Tensor& b) { return mul(b, a); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, b); }
 Tensor operator/(const Scalar& a, const Tensor& b) {
-  return binary(BinaryOp::div, wrap(a), tensor_op(b));
+  Tensor out = forward([&] { return binary(BinaryOp::div, wrap(a), tensor_op(b)); });
+  record(out, "Rdiv", {&b}, {b, out.detach()}, [](const variable_list& g, const variable_list& s) {
+    return variable_list{-g[0] * s[1] / s[0]};
+  });
+  return out;
 }
 Tensor operator-(const Tensor& a) { return a.neg(); }
 Tensor operator==(const Tensor& a, const Tensor& b) { return a.eq(b); }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "tensorlib/autograd/function.h"
 #include "tensorlib/core/error.h"
 #include "tensorlib/core/shape_util.h"
 #include "tensorlib/core/tensor.h"
@@ -68,7 +69,25 @@ void check_all_in_range(const char* op, const Tensor& index, int64_t dim, int64_
 
 }  // namespace
 
+Tensor index_select_forward(const Tensor& t, int64_t dim, const Tensor& index);
+
 Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
+  Tensor out = autograd::forward_no_grad([&] { return index_select_forward(t, dim, index); });
+  // The gradient scatters back to the selected positions (summing repeats).
+  autograd::record(out, "IndexSelect", {&t}, {index},
+                   [sizes = t.sizes().vec(), dim](const autograd::variable_list& g,
+                                                  const autograd::variable_list& s) {
+                     const int64_t d = detail::wrap_dim(dim, static_cast<int64_t>(sizes.size()));
+                     std::vector<int64_t> shape(g[0].dim(), 1);
+                     if (g[0].dim() > 0) shape[d] = -1;
+                     Tensor idx = g[0].dim() > 0 ? s[0].reshape(shape).expand(g[0].sizes()) : s[0];
+                     return autograd::variable_list{
+                         tl::zeros(sizes, g[0].options()).scatter_add(d, idx, g[0])};
+                   });
+  return out;
+}
+
+Tensor index_select_forward(const Tensor& t, int64_t dim, const Tensor& index) {
   cpu::check_cpu("index_select", {&t, &index});
   check_index_dtype("index_select", index);
   TL_CHECK(index.dim() <= 1, "index_select(): Index is supposed to be a vector, got a ",
@@ -107,7 +126,20 @@ Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
   return out;
 }
 
+Tensor gather_forward(const Tensor& t, int64_t dim, const Tensor& index);
+
 Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
+  Tensor out = autograd::forward_no_grad([&] { return gather_forward(t, dim, index); });
+  autograd::record(out, "Gather", {&t}, {index},
+                   [sizes = t.sizes().vec(), dim](const autograd::variable_list& g,
+                                                  const autograd::variable_list& s) {
+                     return autograd::variable_list{
+                         tl::zeros(sizes, g[0].options()).scatter_add(dim, s[0], g[0])};
+                   });
+  return out;
+}
+
+Tensor gather_forward(const Tensor& t, int64_t dim, const Tensor& index) {
   cpu::check_cpu("gather", {&t, &index});
   check_index_dtype("gather", index);
   const Tensor self = as_at_least_1d(t);
@@ -176,15 +208,51 @@ Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src
 }
 
 Tensor scatter_add(const Tensor& t, int64_t dim, const Tensor& index, const Tensor& src) {
-  Tensor out = t.clone();
-  out.scatter_add_(dim, index, src);
+  Tensor out = autograd::forward_no_grad([&] {
+    Tensor o = t.clone();
+    o.scatter_add_(dim, index, src);
+    return o;
+  });
+  autograd::record(out, "ScatterAdd", {&t, &src}, {index},
+                   [dim](const autograd::variable_list& g, const autograd::variable_list& s) {
+                     return autograd::variable_list{g[0], g[0].gather(dim, s[0])};
+                   });
   return out;
 }
 
 // PyTorch's rules: the result dtype promotes over all inputs; 1-D empty tensors (shape [0])
 // are skipped whatever the other shapes (legacy behaviour code relies on); all others need the
 // same number of dims and equal sizes outside `dim`.
+Tensor cat_forward(TensorList tensors, int64_t dim);
+
 Tensor cat(TensorList tensors, int64_t dim) {
+  Tensor out = autograd::forward_no_grad([&] { return cat_forward(tensors, dim); });
+  std::vector<const Tensor*> inputs;
+  std::vector<int64_t> lengths;
+  for (const Tensor& t : tensors) {
+    inputs.push_back(&t);
+    lengths.push_back(t.dim() == 1 && t.size(0) == 0 ? -1 : t.size(out.dim() > 0 ? detail::wrap_dim(dim, out.dim()) : 0));
+  }
+  // Each input's gradient is its slice of the output gradient.
+  autograd::record(out, "Cat", inputs, {}, [lengths, dim](const autograd::variable_list& g,
+                                                          const autograd::variable_list&) {
+    const int64_t d = detail::wrap_dim(dim, g[0].dim());
+    autograd::variable_list grads;
+    int64_t offset = 0;
+    for (int64_t len : lengths) {
+      if (len < 0) {
+        grads.emplace_back();  // a skipped empty 1-D input
+        continue;
+      }
+      grads.push_back(g[0].narrow(d, offset, len));
+      offset += len;
+    }
+    return grads;
+  });
+  return out;
+}
+
+Tensor cat_forward(TensorList tensors, int64_t dim) {
   TL_CHECK(!tensors.empty(), "cat(): expected a non-empty list of Tensors");
   ScalarType dtype = tensors[0].dtype();
   const Tensor* ref = nullptr;

@@ -13,6 +13,7 @@
 #include <climits>
 #include <vector>
 
+#include "tensorlib/autograd/function.h"
 #include "tensorlib/core/error.h"
 #include "tensorlib/core/shape_util.h"
 #include "tensorlib/core/tensor.h"
@@ -218,10 +219,39 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+Tensor matmul_forward(const Tensor& a, const Tensor& b);
+
+namespace {
+using autograd::variable_list;
+
+// The gradients of matmul(a, b) for any of its shape rules: 1-D operands are promoted as in
+// forward (a -> [1, k], b -> [k, 1]), batch dims broadcast back with sum_to.
+variable_list matmul_backward(const Tensor& g, const Tensor& a, const Tensor& b) {
+  Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
+  Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
+  std::vector<int64_t> batch = broadcast_shapes(
+      IntArrayRef(a2.sizes().data(), a2.dim() - 2), IntArrayRef(b2.sizes().data(), b2.dim() - 2));
+  std::vector<int64_t> full = batch;
+  full.push_back(a2.size(-2));
+  full.push_back(b2.size(-1));
+  Tensor g2 = g.reshape(full);
+  Tensor ga = autograd::sum_to(tl::matmul(g2, b2.transpose(-1, -2)), a2.sizes()).reshape(a.sizes());
+  Tensor gb = autograd::sum_to(tl::matmul(a2.transpose(-1, -2), g2), b2.sizes()).reshape(b.sizes());
+  return {ga, gb};
+}
+
+void record_matmul(const Tensor& out, const char* op, const Tensor& a, const Tensor& b) {
+  autograd::record(out, op, {&a, &b}, {a, b}, [](const variable_list& g, const variable_list& s) {
+    return matmul_backward(g[0], s[0], s[1]);
+  });
+}
+}  // namespace
+
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_matrices("mm", a, b);
   Tensor out = empty({a.size(0), b.size(1)}, a.dtype());
   matmul_into(out, a, b, 1, 0, false);
+  record_matmul(out, "Mm", a, b);
   return out;
 }
 
@@ -234,6 +264,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
            ", ", a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
   Tensor out = empty({a.size(0), a.size(1), b.size(2)}, a.dtype());
   matmul_into(out, a, b, 1, 0, false);
+  record_matmul(out, "Bmm", a, b);
   return out;
 }
 
@@ -246,12 +277,28 @@ Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, const Scal
   Tensor out = empty({m1.size(0), m2.size(1)}, m1.dtype());
   // beta == 0 ignores input entirely (nan and inf in it do not propagate), as in PyTorch.
   const bool use_beta = beta.to_double() != 0.0;
-  if (use_beta) out.copy_(input.expand(out.sizes()));
+  if (use_beta) {
+    NoGradGuard no_grad;
+    out.copy_(input.expand(out.sizes()));
+  }
   matmul_into(out, m1, m2, alpha, beta, use_beta);
+  autograd::record(out, "Addmm", {&input, &m1, &m2}, {m1, m2},
+                   [is = input.sizes().vec(), beta, alpha](const variable_list& g,
+                                                           const variable_list& s) {
+                     variable_list mg = matmul_backward(g[0], s[0], s[1]);
+                     return variable_list{autograd::sum_to(g[0] * beta, is), mg[0] * alpha,
+                                          mg[1] * alpha};
+                   });
   return out;
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  Tensor out = autograd::forward_no_grad([&] { return matmul_forward(a, b); });
+  record_matmul(out, "Matmul", a, b);
+  return out;
+}
+
+Tensor matmul_forward(const Tensor& a, const Tensor& b) {
   check_operands("matmul", a, b);
   const int64_t da = a.dim(), db = b.dim();
   TL_CHECK(da >= 1 && db >= 1, "both arguments to matmul need to be at least 1D, but they are ", da,

@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tensorlib/autograd/function.h"
 #include "tensorlib/core/error.h"
 #include "tensorlib/core/shape_util.h"
 #include "tensorlib/core/tensor.h"
@@ -314,45 +315,128 @@ Tensor softmax_impl(const Tensor& t, int64_t dim, std::optional<ScalarType> dtyp
 }  // namespace
 
 // ---- Free functions ---------------------------------------------------------------------------
+// Each records its derivative (tensorlib/autograd); the kernels above run without recording.
 
-Tensor sum(const Tensor& t, std::optional<ScalarType> dtype) {
-  return accumulate<AccumulateOp::kSum>(t, {}, false, dtype, "sum");
+namespace {
+using autograd::forward_no_grad;
+using autograd::record;
+using autograd::variable_list;
+
+// The reduced dims of `sizes` (all when `dims` is empty), wrapped and sorted.
+std::vector<int64_t> reduced_dims(IntArrayRef dims, int64_t ndim) {
+  std::vector<int64_t> out;
+  auto mask = detail::dim_mask(dims, ndim, "reduce");
+  for (int64_t i = 0; i < ndim; ++i)
+    if (mask[i]) out.push_back(i);
+  return out;
 }
+
+// A reduced result (or its gradient) with the reduced dims put back as size 1, so it
+// broadcasts against the input.
+Tensor unsqueeze_reduced(const Tensor& t, const std::vector<int64_t>& dims, bool keepdim) {
+  if (keepdim) return t;
+  Tensor r = t;
+  for (int64_t d : dims) r = r.unsqueeze(d);
+  return r;
+}
+
+int64_t reduced_count(IntArrayRef sizes, const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= sizes[d];
+  return n;
+}
+}  // namespace
+
+Tensor sum(const Tensor& t, std::optional<ScalarType> dtype) { return tl::sum(t, {}, false, dtype); }
 
 Tensor sum(const Tensor& t, IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) {
-  return accumulate<AccumulateOp::kSum>(t, dims, keepdim, dtype, "sum");
+  Tensor out = forward_no_grad([&] { return accumulate<AccumulateOp::kSum>(t, dims, keepdim, dtype, "sum"); });
+  record(out, "Sum", {&t}, {}, [sizes = t.sizes().vec(), rd = reduced_dims(dims, t.dim()), keepdim,
+                                dt = t.dtype()](const variable_list& g, const variable_list&) {
+    return variable_list{unsqueeze_reduced(g[0], rd, keepdim).expand(sizes).to(dt)};
+  });
+  return out;
 }
 
-Tensor mean(const Tensor& t, std::optional<ScalarType> dtype) {
-  return mean_impl(t, {}, false, dtype);
-}
+Tensor mean(const Tensor& t, std::optional<ScalarType> dtype) { return tl::mean(t, {}, false, dtype); }
 
 Tensor mean(const Tensor& t, IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) {
-  return mean_impl(t, dims, keepdim, dtype);
+  Tensor out = forward_no_grad([&] { return mean_impl(t, dims, keepdim, dtype); });
+  record(out, "Mean", {&t}, {}, [sizes = t.sizes().vec(), rd = reduced_dims(dims, t.dim()), keepdim,
+                                 dt = t.dtype()](const variable_list& g, const variable_list&) {
+    double n = static_cast<double>(reduced_count(sizes, rd));
+    return variable_list{(unsqueeze_reduced(g[0], rd, keepdim) / n).expand(sizes).to(dt)};
+  });
+  return out;
 }
 
 Tensor prod(const Tensor& t, std::optional<ScalarType> dtype) {
-  return accumulate<AccumulateOp::kProd>(t, {}, false, dtype, "prod");
+  Tensor out = forward_no_grad([&] { return accumulate<AccumulateOp::kProd>(t, {}, false, dtype, "prod"); });
+  // d/dx_i prod(x) = prod(x) / x_i (inputs without zeros).
+  record(out, "Prod", {&t}, {t, out.detach()}, [](const variable_list& g, const variable_list& s) {
+    return variable_list{g[0] * s[1] / s[0]};
+  });
+  return out;
 }
 
 Tensor prod(const Tensor& t, int64_t dim, bool keepdim, std::optional<ScalarType> dtype) {
-  return accumulate<AccumulateOp::kProd>(t, IntArrayRef(dim), keepdim, dtype, "prod");
+  Tensor out = forward_no_grad([&] {
+    return accumulate<AccumulateOp::kProd>(t, IntArrayRef(dim), keepdim, dtype, "prod");
+  });
+  record(out, "Prod", {&t}, {t, out.detach()},
+         [rd = reduced_dims(IntArrayRef(dim), t.dim()), keepdim](const variable_list& g,
+                                                                 const variable_list& s) {
+           return variable_list{unsqueeze_reduced(g[0] * s[1], rd, keepdim) / s[0]};
+         });
+  return out;
 }
 
-Tensor max(const Tensor& t) {
-  return extreme_all<true>(t, "max");
+namespace {
+// The gradient of a full max/min flows to every element equal to the result, shared evenly
+// (as PyTorch's amax/amin backward).
+Tensor extreme_all_grad(const Tensor& g, const Tensor& input, const Tensor& result) {
+  Tensor mask = (input == result).to(g.dtype());
+  return mask * (g / mask.sum());
 }
+// With a dim, it flows to the element the index names.
+Tensor extreme_dim_grad(const Tensor& g, const Tensor& indices, IntArrayRef sizes, int64_t dim,
+                        bool keepdim) {
+  int64_t d = detail::wrap_dim(dim, static_cast<int64_t>(sizes.size()));
+  Tensor gk = keepdim ? g : g.unsqueeze(d);
+  Tensor ik = keepdim ? indices : indices.unsqueeze(d);
+  return tl::zeros(sizes, g.options()).scatter_add(d, ik, gk);
+}
+template <bool kMax>
+std::tuple<Tensor, Tensor> extreme_dim_grad_wrapped(const Tensor& t, int64_t dim, bool keepdim,
+                                                    const char* op) {
+  auto [values, indices] = forward_no_grad([&] { return extreme_dim<kMax>(t, dim, keepdim, op); });
+  record(values, kMax ? "Max" : "Min", {&t}, {indices},
+         [sizes = t.sizes().vec(), dim, keepdim](const variable_list& g, const variable_list& s) {
+           return variable_list{extreme_dim_grad(g[0], s[0], sizes, dim, keepdim)};
+         });
+  return {values, indices};
+}
+template <bool kMax>
+Tensor extreme_all_wrapped(const Tensor& t, const char* op) {
+  Tensor out = forward_no_grad([&] { return extreme_all<kMax>(t, op); });
+  record(out, kMax ? "Max" : "Min", {&t}, {t, out.detach()},
+         [](const variable_list& g, const variable_list& s) {
+           return variable_list{extreme_all_grad(g[0], s[0], s[1])};
+         });
+  return out;
+}
+}  // namespace
+
+Tensor max(const Tensor& t) { return extreme_all_wrapped<true>(t, "max"); }
 
 std::tuple<Tensor, Tensor> max(const Tensor& t, int64_t dim, bool keepdim) {
-  return extreme_dim<true>(t, dim, keepdim, "max");
+  return extreme_dim_grad_wrapped<true>(t, dim, keepdim, "max");
 }
 
-Tensor min(const Tensor& t) {
-  return extreme_all<false>(t, "min");
-}
+Tensor min(const Tensor& t) { return extreme_all_wrapped<false>(t, "min"); }
 
 std::tuple<Tensor, Tensor> min(const Tensor& t, int64_t dim, bool keepdim) {
-  return extreme_dim<false>(t, dim, keepdim, "min");
+  return extreme_dim_grad_wrapped<false>(t, dim, keepdim, "min");
 }
 
 Tensor argmax(const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
@@ -363,12 +447,34 @@ Tensor argmin(const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
   return arg_extreme<false>(t, dim, keepdim, "argmin");
 }
 
+namespace {
+// d var / dx_i = 2 (x_i - mean) / (N - correction); d std = d var / (2 std).
+Tensor variance_grad(const Tensor& g, const Tensor& x, const Tensor& result,
+                     const std::vector<int64_t>& rd, bool unbiased, bool keepdim, bool is_std) {
+  double n = static_cast<double>(reduced_count(x.sizes(), rd));
+  Tensor mu = x.mean(rd, /*keepdim=*/true);
+  Tensor gk = unsqueeze_reduced(g, rd, keepdim);
+  if (is_std) gk = gk / (unsqueeze_reduced(result, rd, keepdim) * 2);
+  return gk * (x - mu) * (2.0 / (n - (unbiased ? 1 : 0)));
+}
+}  // namespace
+
 Tensor var(const Tensor& t, IntArrayRef dims, bool unbiased, bool keepdim) {
-  return variance(t, dims, unbiased, keepdim, false);
+  Tensor out = forward_no_grad([&] { return variance(t, dims, unbiased, keepdim, false); });
+  record(out, "Var", {&t}, {t}, [rd = reduced_dims(dims, t.dim()), unbiased, keepdim](
+                                   const variable_list& g, const variable_list& s) {
+    return variable_list{variance_grad(g[0], s[0], Tensor(), rd, unbiased, keepdim, false)};
+  });
+  return out;
 }
 
 Tensor std(const Tensor& t, IntArrayRef dims, bool unbiased, bool keepdim) {
-  return variance(t, dims, unbiased, keepdim, true);
+  Tensor out = forward_no_grad([&] { return variance(t, dims, unbiased, keepdim, true); });
+  record(out, "Std", {&t}, {t, out.detach()}, [rd = reduced_dims(dims, t.dim()), unbiased, keepdim](
+                                               const variable_list& g, const variable_list& s) {
+    return variable_list{variance_grad(g[0], s[0], s[1], rd, unbiased, keepdim, true)};
+  });
+  return out;
 }
 
 // log(sum(exp(x))) computed as m + log(sum(exp(x - m))) with m the row maximum, so large
@@ -376,26 +482,48 @@ Tensor std(const Tensor& t, IntArrayRef dims, bool unbiased, bool keepdim) {
 // +inf). Integer inputs are computed in the default floating dtype, as in PyTorch.
 Tensor logsumexp(const Tensor& t, IntArrayRef dims, bool keepdim) {
   cpu::check_cpu("logsumexp", {&t});
-  const Tensor x = is_integral(t.dtype(), true) ? t.to(get_default_dtype()) : t;
-  const Rows r = make_rows(x, dims, keepdim, "logsumexp");
-  return TL_DISPATCH_FLOATING(x.dtype(), "logsumexp", [&]<typename T>() {
-    return map_rows<T, T>(r, x.dtype(), [](const T* p, int64_t n) {
-      double m = -kInf;
-      for (int64_t i = 0; i < n; ++i) m = std::max(m, convert<double>(p[i]));
-      const double shift = std::isinf(m) ? 0.0 : m;
-      double s = 0;
-      for (int64_t i = 0; i < n; ++i) s += std::exp(convert<double>(p[i]) - shift);
-      return convert<T>(std::log(s) + shift);
+  Tensor out = forward_no_grad([&] {
+    const Tensor x = is_integral(t.dtype(), true) ? t.to(get_default_dtype()) : t;
+    const Rows r = make_rows(x, dims, keepdim, "logsumexp");
+    return TL_DISPATCH_FLOATING(x.dtype(), "logsumexp", [&]<typename T>() {
+      return map_rows<T, T>(r, x.dtype(), [](const T* p, int64_t n) {
+        double m = -kInf;
+        for (int64_t i = 0; i < n; ++i) m = std::max(m, convert<double>(p[i]));
+        const double shift = std::isinf(m) ? 0.0 : m;
+        double s = 0;
+        for (int64_t i = 0; i < n; ++i) s += std::exp(convert<double>(p[i]) - shift);
+        return convert<T>(std::log(s) + shift);
+      });
     });
   });
+  // d/dx_i = exp(x_i - logsumexp(x)), the softmax.
+  record(out, "Logsumexp", {&t}, {t, out.detach()},
+         [rd = reduced_dims(dims, t.dim()), keepdim](const variable_list& g, const variable_list& s) {
+           Tensor r = unsqueeze_reduced(s[1], rd, keepdim);
+           return variable_list{unsqueeze_reduced(g[0], rd, keepdim) * (s[0] - r).exp()};
+         });
+  return out;
 }
 
 Tensor softmax(const Tensor& t, int64_t dim, std::optional<ScalarType> dtype) {
-  return softmax_impl<false>(t, dim, dtype, "softmax");
+  Tensor out = forward_no_grad([&] { return softmax_impl<false>(t, dim, dtype, "softmax"); });
+  // dx = y * (g - sum(g * y)) along dim.
+  record(out, "Softmax", {&t}, {out.detach()}, [dim, dt = t.dtype()](const variable_list& g,
+                                                                     const variable_list& s) {
+    const Tensor& y = s[0];
+    return variable_list{(y * (g[0] - (g[0] * y).sum({dim}, true))).to(dt)};
+  });
+  return out;
 }
 
 Tensor log_softmax(const Tensor& t, int64_t dim, std::optional<ScalarType> dtype) {
-  return softmax_impl<true>(t, dim, dtype, "log_softmax");
+  Tensor out = forward_no_grad([&] { return softmax_impl<true>(t, dim, dtype, "log_softmax"); });
+  // dx = g - exp(y) * sum(g) along dim.
+  record(out, "LogSoftmax", {&t}, {out.detach()}, [dim, dt = t.dtype()](const variable_list& g,
+                                                                        const variable_list& s) {
+    return variable_list{(g[0] - s[0].exp() * g[0].sum({dim}, true)).to(dt)};
+  });
+  return out;
 }
 
 // ---- Tensor methods ---------------------------------------------------------------------------

@@ -1,0 +1,134 @@
+#include "tensorlib/autograd/node.h"
+
+#include <atomic>
+
+#include "tensorlib/autograd/function.h"
+#include "tensorlib/autograd/grad_mode.h"
+#include "tensorlib/core/shape_util.h"
+
+namespace tl::autograd {
+
+namespace {
+std::atomic<uint64_t> g_next_sequence_nr{0};
+}
+
+Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1)) {}
+
+SavedVariable::SavedVariable(const Tensor& t)
+    : data_(t), version_(t.defined() ? t._version() : 0), saved_(true) {}
+
+void SavedVariable::reset() {
+  if (saved_) released_ = true;
+  data_ = Tensor();
+}
+
+Tensor SavedVariable::unpack(const Node& node) const {
+  TL_CHECK(!released_,
+           "Trying to backward through the graph a second time (or directly access saved tensors "
+           "after they have already been freed). Saved intermediate values of the graph are freed "
+           "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+           "backward through the graph a second time or if you need to access saved tensors after "
+           "calling backward.");
+  if (data_.defined() && data_._version() != version_) {
+    TL_CHECK(false,
+             "one of the variables needed for gradient computation has been modified by an "
+             "inplace operation: [tl.", data_.dtype(), " ", data_.sizes(), "], which is output 0 of ",
+             node.name(), ", is at version ", data_._version(), "; expected version ", version_,
+             " instead.");
+  }
+  return data_;
+}
+
+AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> v) : variable(std::move(v)) {}
+
+variable_list AccumulateGrad::apply(variable_list&& grads) {
+  auto impl = variable.lock();
+  if (!impl || grads.empty() || !grads[0].defined()) return {};
+  Tensor var(impl);
+  AutogradMeta* meta = impl->autograd_meta();
+  Tensor g = grads[0];
+  for (auto& hook : meta->hooks) {
+    Tensor r = hook(g);
+    if (r.defined()) g = r;
+  }
+  if (!meta->grad.defined()) {
+    // A copy, so .grad never aliases a tensor of the graph; with create_graph the copy is
+    // itself differentiable.
+    meta->grad = is_grad_enabled() ? g.clone() : g.detach().clone();
+  } else if (is_grad_enabled()) {
+    meta->grad = meta->grad + g;
+  } else {
+    meta->grad.add_(g);
+  }
+  for (auto& hook : meta->post_accumulate_hooks) hook(var);
+  return {};
+}
+
+bool needs_grad(std::initializer_list<const Tensor*> inputs) {
+  if (!is_grad_enabled()) return false;
+  for (const Tensor* t : inputs)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  AutogradMeta* meta = t.impl()->autograd_meta();
+  if (meta->grad_fn) return {meta->grad_fn, meta->output_nr};
+  auto acc = meta->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    meta->grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+void set_history(const Tensor& out, const std::shared_ptr<Node>& fn, uint32_t output_nr) {
+  AutogradMeta* meta = out.impl()->ensure_autograd_meta();
+  meta->requires_grad = true;
+  meta->grad_fn = fn;
+  meta->output_nr = output_nr;
+}
+
+Tensor sum_to(const Tensor& grad, IntArrayRef shape) {
+  if (!grad.defined() || grad.sizes() == shape) return grad;
+  const int64_t lead = grad.dim() - static_cast<int64_t>(shape.size());
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < grad.dim(); ++i) {
+    if (i < lead || (shape[i - lead] == 1 && grad.size(i) != 1)) dims.push_back(i);
+  }
+  Tensor r = dims.empty() ? grad : grad.sum(dims, /*keepdim=*/true);
+  return r.reshape(shape);
+}
+
+variable_list FunctionNode::apply(variable_list&& grads) {
+  variable_list saved;
+  saved.reserve(saved_.size());
+  for (const auto& s : saved_) saved.push_back(s.unpack(*this));
+  return fn_(grads, saved);
+}
+
+void FunctionNode::release_variables() {
+  for (auto& s : saved_) s.reset();
+  released_ = true;
+}
+
+void record(const Tensor& out, const char* op, const std::vector<const Tensor*>& inputs,
+            const std::vector<Tensor>& save, BackwardFn fn) {
+  bool any = false;
+  for (const Tensor* t : inputs) any = any || (t->defined() && t->requires_grad());
+  if (!any || !is_grad_enabled()) return;
+  std::vector<SavedVariable> saved;
+  for (const Tensor& t : save) saved.emplace_back(t);
+  auto node = std::make_shared<FunctionNode>(op, std::move(saved), std::move(fn));
+  for (const Tensor* t : inputs) node->next_edges.push_back(gradient_edge(*t));
+  set_history(out, node);
+}
+
+void check_inplace(const Tensor& self, const char* op) {
+  if (!is_grad_enabled() || !self.requires_grad()) return;
+  TL_CHECK(!self.is_leaf(), op, ": a leaf Variable that requires grad is being used in an in-place "
+           "operation.");
+}
+
+}  // namespace tl::autograd

@@ -1,0 +1,104 @@
+// The autograd graph: nodes (one per differentiable op application) joined by edges to the
+// nodes that produced their inputs; leaves end in AccumulateGrad.
+//
+// Note [Saved tensors]
+// A node keeps what its backward needs as SavedVariables. Each remembers the tensor's version
+// when saved; unpacking a tensor modified in place since raises PyTorch's error. Without
+// retain_graph, backward releases a node's saved tensors right after running it, so their
+// memory goes back to the allocator as backward proceeds; a second backward then raises
+// "Trying to backward through the graph a second time".
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensorlib/core/tensor.h"
+
+namespace tl::autograd {
+
+struct Node;
+
+struct Edge {
+  std::shared_ptr<Node> fn;  // null: the input does not need a gradient
+  uint32_t input_nr = 0;     // which input of `fn` this gradient feeds
+  bool valid() const { return fn != nullptr; }
+};
+
+using variable_list = std::vector<Tensor>;
+
+struct Node : std::enable_shared_from_this<Node> {
+  Node();
+  virtual ~Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  // Gradients w.r.t. this node's inputs (one per next edge) from the gradients w.r.t. its
+  // outputs. Undefined tensors mean zero.
+  virtual variable_list apply(variable_list&& grad_outputs) = 0;
+  virtual std::string name() const = 0;
+  // Frees saved tensors (Note [Saved tensors]).
+  virtual void release_variables() {}
+
+  std::vector<Edge> next_edges;
+  uint64_t sequence_nr;  // creation order: later nodes run first in backward
+  uint32_t num_outputs = 1;
+  // Hooks on the gradient of output `first` before this node runs (a non-leaf tensor's
+  // register_hook and retain_grad).
+  std::vector<std::pair<uint32_t, std::function<Tensor(const Tensor&)>>> pre_hooks;
+};
+
+// Saves a tensor for backward, with the version check of Note [Saved tensors].
+class SavedVariable {
+ public:
+  SavedVariable() = default;
+  explicit SavedVariable(const Tensor& t);
+  // The saved tensor; throws tl::Error when it was modified in place or already released.
+  // `node` names the node in the message.
+  Tensor unpack(const Node& node) const;
+  void reset();
+  bool defined() const { return data_.defined(); }
+
+ private:
+  Tensor data_;
+  uint32_t version_ = 0;
+  bool saved_ = false;
+  bool released_ = false;
+};
+
+// The end of a leaf's edges: adds incoming gradients into the leaf's .grad().
+struct AccumulateGrad final : Node {
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> variable);
+  variable_list apply(variable_list&& grads) override;
+  std::string name() const override { return "AccumulateGrad"; }
+  std::weak_ptr<TensorImpl> variable;
+};
+
+using Hook = std::function<Tensor(const Tensor&)>;
+
+// Per-tensor autograd state (null in tensors that never required a gradient).
+struct AutogradMeta {
+  bool requires_grad = false;
+  Tensor grad;
+  std::shared_ptr<Node> grad_fn;
+  std::weak_ptr<Node> grad_accumulator;
+  uint32_t output_nr = 0;
+  bool retains_grad = false;
+  std::vector<Hook> hooks;
+  std::vector<std::function<void(const Tensor&)>> post_accumulate_hooks;
+};
+
+// ---- Recording helpers for op implementations ---------------------------------------------
+
+// True when grad mode is on and any of the tensors requires a gradient.
+bool needs_grad(std::initializer_list<const Tensor*> inputs);
+// The edge a gradient for `t` flows into: its grad_fn, or its leaf accumulator, or none.
+Edge gradient_edge(const Tensor& t);
+// Makes `out` the `output_nr`th output of `fn` (requires_grad, grad_fn).
+void set_history(const Tensor& out, const std::shared_ptr<Node>& fn, uint32_t output_nr = 0);
+// Sums `grad` down to `shape` (undoing broadcasting).
+Tensor sum_to(const Tensor& grad, IntArrayRef shape);
+
+}  // namespace tl::autograd

@@ -1,0 +1,321 @@
+// Autograd: every differentiable op against central finite differences in float64, on
+// contiguous, non-contiguous and broadcast inputs; PyTorch's semantics; memory behaviour.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include <tensorlib/autograd/engine.h>
+#include <tensorlib/autograd/grad_mode.h>
+#include <tensorlib/tensorlib.h>
+
+namespace {
+
+using tl::Tensor;
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+double at(const Tensor& t, int64_t i) {
+  return t.contiguous().view({-1}).select(0, i).item<double>();
+}
+
+// Compares autograd's gradient of sum(f(inputs) * w) (w fixed random weights) with central
+// differences. Inputs are float64 leaves.
+void gradcheck(const std::string& name, const Fn& f, std::vector<Tensor> inputs,
+               double eps = 1e-6, double tol = 1e-5) {
+  for (auto& x : inputs) x.requires_grad_();
+  Tensor out = f(inputs);
+  tl::manual_seed(99);
+  Tensor w = tl::rand(out.sizes(), tl::kFloat64) + 0.5;
+  auto weighted = [&](const std::vector<Tensor>& in) {
+    tl::NoGradGuard no_grad;
+    return (f(in) * w).sum().item<double>();
+  };
+  std::vector<Tensor> grads = tl::autograd::grad({(out * w).sum()}, inputs);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    ASSERT_TRUE(grads[k].defined()) << name << ": no gradient for input " << k;
+    ASSERT_EQ(grads[k].sizes(), inputs[k].sizes()) << name << " input " << k;
+    for (int64_t i = 0; i < inputs[k].numel(); ++i) {
+      std::vector<Tensor> plus, minus;
+      for (size_t j = 0; j < inputs.size(); ++j) {
+        plus.push_back(inputs[j].detach().clone());
+        minus.push_back(inputs[j].detach().clone());
+      }
+      plus[k].view({-1}).select(0, i).add_(eps);
+      minus[k].view({-1}).select(0, i).sub_(eps);
+      double numeric = (weighted(plus) - weighted(minus)) / (2 * eps);
+      double analytic = at(grads[k], i);
+      ASSERT_NEAR(analytic, numeric, tol * std::max(1.0, std::fabs(numeric)))
+          << name << ": input " << k << " element " << i;
+    }
+  }
+}
+
+Tensor randd(tl::IntArrayRef sizes, double lo = -1, double hi = 1) {
+  return tl::rand(sizes, tl::kFloat64) * (hi - lo) + lo;
+}
+
+TEST(Gradcheck, ArithmeticWithBroadcastingAndStrides) {
+  tl::manual_seed(1);
+  Tensor a = randd({3, 1}), b = randd({1, 4}), c = randd({4, 3});
+  gradcheck("add", [](const auto& x) { return tl::add(x[0], x[1], 2.5); }, {a, b});
+  gradcheck("sub", [](const auto& x) { return x[0] - x[1]; }, {a, b});
+  gradcheck("mul", [](const auto& x) { return x[0] * x[1]; }, {a, b});
+  gradcheck("div", [](const auto& x) { return x[0] / x[1]; }, {a, randd({1, 4}, 0.5, 2)});
+  // Non-contiguous operand: a transposed view.
+  gradcheck("mul_t", [](const auto& x) { return x[0] * x[1].t(); }, {randd({3, 4}), c});
+  gradcheck("scalar", [](const auto& x) { return (x[0] * 3 + 1) / 2 - 4; }, {a});
+  gradcheck("rsub_rdiv", [](const auto& x) { return 2 - 3 / x[0]; }, {randd({5}, 0.5, 2)});
+  gradcheck("pow_scalar", [](const auto& x) { return x[0].pow(2.5); }, {randd({5}, 0.5, 2)});
+  gradcheck("pow_tensor", [](const auto& x) { return x[0].pow(x[1]); },
+            {randd({2, 3}, 0.5, 2), randd({3}, -1, 2)});
+  gradcheck("scalar_pow", [](const auto& x) { return tl::pow(2.0, x[0]); }, {randd({4})});
+}
+
+TEST(Gradcheck, Unary) {
+  tl::manual_seed(2);
+  Tensor x = randd({2, 3});
+  Tensor pos = randd({2, 3}, 0.5, 2);
+  Tensor away = tl::where(x.abs() < 0.1, x + 0.3, x);  // no kinks at 0
+  gradcheck("neg", [](const auto& v) { return -v[0]; }, {x});
+  gradcheck("abs", [](const auto& v) { return v[0].abs(); }, {away});
+  gradcheck("relu", [](const auto& v) { return v[0].relu(); }, {away});
+  gradcheck("exp", [](const auto& v) { return v[0].exp(); }, {x});
+  gradcheck("log", [](const auto& v) { return v[0].log(); }, {pos});
+  gradcheck("sqrt", [](const auto& v) { return v[0].sqrt(); }, {pos});
+  gradcheck("rsqrt", [](const auto& v) { return v[0].rsqrt(); }, {pos});
+  gradcheck("sin", [](const auto& v) { return v[0].sin(); }, {x});
+  gradcheck("cos", [](const auto& v) { return v[0].cos(); }, {x});
+  gradcheck("tanh", [](const auto& v) { return v[0].tanh(); }, {x});
+  gradcheck("sigmoid", [](const auto& v) { return v[0].sigmoid(); }, {x});
+  gradcheck("gelu", [](const auto& v) { return v[0].gelu(); }, {x});
+  gradcheck("reciprocal", [](const auto& v) { return v[0].reciprocal(); }, {pos});
+  gradcheck("clamp", [](const auto& v) { return v[0].clamp(-0.5, 0.5); }, {away});
+  Tensor mask = tl::tensor({{true, false, true}, {false, false, true}});
+  gradcheck("where", [&](const auto& v) { return tl::where(mask, v[0], v[1]); },
+            {x, randd({3})});
+  gradcheck("masked_fill", [&](const auto& v) { return v[0].masked_fill(mask, 2.0); }, {x});
+}
+
+TEST(Gradcheck, Reductions) {
+  tl::manual_seed(3);
+  Tensor x = randd({3, 4});
+  gradcheck("sum", [](const auto& v) { return v[0].sum(); }, {x});
+  gradcheck("sum_dim", [](const auto& v) { return v[0].sum({1}); }, {x});
+  gradcheck("sum_keep", [](const auto& v) { return v[0].t().sum({0}, true); }, {x});
+  gradcheck("mean", [](const auto& v) { return v[0].mean({0, 1}); }, {x});
+  gradcheck("prod", [](const auto& v) { return v[0].prod(1); }, {randd({3, 4}, 0.5, 1.5)});
+  gradcheck("max_all", [](const auto& v) { return v[0].max(); }, {x});
+  gradcheck("min_dim", [](const auto& v) { return std::get<0>(v[0].min(1)); }, {x});
+  gradcheck("max_dim_keep", [](const auto& v) { return std::get<0>(v[0].max(0, true)); }, {x});
+  gradcheck("var", [](const auto& v) { return v[0].var({1}); }, {x});
+  gradcheck("var_biased", [](const auto& v) { return v[0].var({0}, false, true); }, {x});
+  gradcheck("std", [](const auto& v) { return v[0].std({1}); }, {x});
+  gradcheck("logsumexp", [](const auto& v) { return v[0].logsumexp({1}); }, {x});
+  gradcheck("softmax", [](const auto& v) { return v[0].softmax(1); }, {x});
+  gradcheck("log_softmax", [](const auto& v) { return v[0].log_softmax(0); }, {x});
+}
+
+TEST(Gradcheck, MatmulShapeRules) {
+  tl::manual_seed(4);
+  gradcheck("dot", [](const auto& v) { return tl::matmul(v[0], v[1]); }, {randd({3}), randd({3})});
+  gradcheck("mv", [](const auto& v) { return tl::matmul(v[0], v[1]); }, {randd({2, 3}), randd({3})});
+  gradcheck("vm", [](const auto& v) { return tl::matmul(v[0], v[1]); }, {randd({3}), randd({3, 2})});
+  gradcheck("mm", [](const auto& v) { return tl::mm(v[0], v[1]); }, {randd({2, 3}), randd({3, 4})});
+  gradcheck("mm_t", [](const auto& v) { return tl::matmul(v[0].t(), v[1]); },
+            {randd({3, 2}), randd({3, 4})});
+  gradcheck("batched_broadcast", [](const auto& v) { return tl::matmul(v[0], v[1]); },
+            {randd({2, 1, 2, 3}), randd({3, 3, 2})});
+  gradcheck("batched_vec", [](const auto& v) { return tl::matmul(v[0], v[1]); },
+            {randd({2, 2, 3}), randd({3})});
+  gradcheck("bmm", [](const auto& v) { return tl::bmm(v[0], v[1]); },
+            {randd({2, 2, 3}), randd({2, 3, 2})});
+  gradcheck("addmm", [](const auto& v) { return tl::addmm(v[0], v[1], v[2], 0.5, 2.0); },
+            {randd({4}), randd({2, 3}), randd({3, 4})});
+}
+
+TEST(Gradcheck, ViewsAndIndexing) {
+  tl::manual_seed(5);
+  Tensor x = randd({3, 4});
+  gradcheck("view", [](const auto& v) { return v[0].view({4, 3}); }, {x});
+  gradcheck("reshape_copy", [](const auto& v) { return v[0].t().reshape({-1}); }, {x});
+  gradcheck("permute", [](const auto& v) { return v[0].permute({2, 0, 1}); }, {randd({2, 3, 2})});
+  gradcheck("narrow", [](const auto& v) { return v[0].narrow(1, 1, 2); }, {x});
+  gradcheck("slice", [](const auto& v) { return v[0].slice(1, 0, 4, 2); }, {x});
+  gradcheck("select", [](const auto& v) { return v[0].select(0, 2) * v[0][0]; }, {x});
+  gradcheck("expand", [](const auto& v) { return v[0].expand({2, 3, 4}); }, {randd({3, 1})});
+  gradcheck("squeeze", [](const auto& v) { return v[0].unsqueeze(0).squeeze(); }, {x});
+  gradcheck("flatten", [](const auto& v) { return v[0].flatten(); }, {randd({2, 2, 2})});
+  gradcheck("diagonal", [](const auto& v) { return v[0].diagonal(1); }, {x});
+  gradcheck("split", [](const auto& v) {
+    auto parts = v[0].split(2, 1);
+    return parts[0] * parts[1];
+  }, {x});
+  Tensor idx = tl::tensor({2, 0, 2});
+  gradcheck("index_select", [&](const auto& v) { return v[0].index_select(0, idx); }, {x});
+  Tensor gidx = tl::tensor({{0, 3}, {1, 1}, {2, 0}});
+  gradcheck("gather", [&](const auto& v) { return v[0].gather(1, gidx); }, {x});
+  gradcheck("scatter_add", [&](const auto& v) { return v[0].scatter_add(1, gidx, v[1]); },
+            {x, randd({3, 2})});
+  gradcheck("cat", [](const auto& v) { return tl::cat({v[0], v[1]}, 1); }, {x, randd({3, 2})});
+  gradcheck("stack", [](const auto& v) { return tl::stack({v[0], v[1]}, 1); }, {x, randd({3, 4})});
+  gradcheck("clone_contiguous", [](const auto& v) { return v[0].t().contiguous().clone(); }, {x});
+  gradcheck("to_float32", [](const auto& v) { return v[0].to(tl::kFloat32).to(tl::kFloat64); },
+            {x}, 1e-3, 1e-3);
+}
+
+TEST(AutogradSemantics, SecondBackwardWithoutRetainGraphRaisesPyTorchsError) {
+  Tensor x = tl::tensor({1.0, 2.0}).requires_grad_();
+  Tensor y = (x.exp() * 2).sum();
+  y.backward(Tensor(), /*retain_graph=*/true);
+  y.backward();  // allowed: the first kept the graph
+  EXPECT_NEAR(at(x.grad(), 0), 4 * std::exp(1.0), 1e-5);  // accumulated twice
+  try {
+    y.backward();
+    FAIL() << "a third backward must fail";
+  } catch (const tl::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Trying to backward through the graph a second time"),
+              std::string::npos);
+  }
+}
+
+TEST(AutogradSemantics, ModifyingASavedTensorInPlaceIsAnError) {
+  Tensor x = tl::tensor({1.0, 2.0, 3.0}).requires_grad_();
+  Tensor y = x * 2;
+  Tensor z = y.exp();  // saves its output
+  z.add_(1);           // version 1
+  try {
+    z.sum().backward();
+    FAIL();
+  } catch (const tl::Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("modified by an inplace operation: [tl.float32 [3]]"), std::string::npos) << m;
+    EXPECT_NE(m.find("is at version 1; expected version 0 instead"), std::string::npos) << m;
+  }
+}
+
+TEST(AutogradSemantics, NoGradDetachAndLeaves) {
+  Tensor x = tl::ones({2}).requires_grad_();
+  {
+    tl::NoGradGuard no_grad;
+    Tensor y = x * 2;
+    EXPECT_FALSE(y.requires_grad());
+    {
+      tl::EnableGradGuard enable;
+      EXPECT_TRUE((x * 2).requires_grad());
+    }
+  }
+  Tensor d = x.detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_EQ(d.storage(), x.storage());
+  EXPECT_TRUE(x.is_leaf());
+  EXPECT_FALSE((x * 2).is_leaf());
+  EXPECT_EQ((x * 2).grad_fn()->name(), "MulBackward0");
+  EXPECT_THROW(x.add_(1), tl::Error);  // a leaf that requires grad
+  EXPECT_THROW(tl::ones({2}, tl::kInt64).requires_grad_(), tl::Error);
+}
+
+TEST(AutogradSemantics, InPlaceOnANonLeafKeepsGradientsRight) {
+  Tensor x = tl::tensor({1.0, 2.0}).requires_grad_();
+  Tensor y = x * 3;
+  y.exp_();  // y = exp(3x): its history moves to the new node
+  y.mul_(x);
+  y.sum().backward();
+  for (int i = 0; i < 2; ++i) {
+    double xv = i + 1.0;
+    EXPECT_NEAR(at(x.grad(), i), std::exp(3 * xv) * (3 * xv + 1), 1e-3);  // d/dx x e^{3x}
+  }
+  // As in PyTorch, an in-place op whose other operand is the tensor itself overwrites a
+  // saved value: y.mul_(y) then backward raises the version error.
+  Tensor z = x * 3;
+  z.mul_(z);
+  EXPECT_THROW(z.sum().backward(), tl::Error);
+}
+
+TEST(AutogradSemantics, HooksRetainGradAndGradFunction) {
+  Tensor x = tl::tensor({1.0, 2.0}).requires_grad_();
+  x.register_hook([](const Tensor& g) { return g * 10; });
+  Tensor y = x * x;
+  y.retain_grad();
+  y.register_hook([](const Tensor& g) { return g * 2; });
+  int post = 0;
+  x.register_post_accumulate_grad_hook([&](const Tensor&) { ++post; });
+  y.sum().backward();
+  EXPECT_NEAR(at(y.grad(), 0), 1.0, 1e-6);          // retained before y's own hook ran
+  EXPECT_NEAR(at(x.grad(), 1), 2 * 2 * 2 * 10, 1e-5);  // 2x * 2 (y hook) * 10 (x hook)
+  EXPECT_EQ(post, 1);
+
+  Tensor a = tl::tensor({3.0}).requires_grad_(), b = tl::tensor({4.0}).requires_grad_();
+  Tensor unused = tl::tensor({1.0}).requires_grad_();
+  auto g = tl::autograd::grad({(a * b).sum()}, {a, b, unused}, {}, std::nullopt, false,
+                              /*allow_unused=*/true);
+  EXPECT_NEAR(at(g[0], 0), 4.0, 1e-6);
+  EXPECT_NEAR(at(g[1], 0), 3.0, 1e-6);
+  EXPECT_FALSE(g[2].defined());
+  EXPECT_FALSE(a.grad().defined());  // grad() does not accumulate
+  EXPECT_THROW(tl::autograd::grad({(a * 2).sum()}, {b}), tl::Error);
+}
+
+TEST(AutogradSemantics, DoubleBackwardOfElementwiseOps) {
+  Tensor x = tl::tensor({1.5, -2.0}).requires_grad_();
+  Tensor y = (x * x * x).sum();
+  auto g = tl::autograd::grad({y}, {x}, {}, std::nullopt, /*create_graph=*/true);
+  EXPECT_TRUE(g[0].requires_grad());
+  auto gg = tl::autograd::grad({g[0].sum()}, {x});
+  EXPECT_NEAR(at(gg[0], 0), 6 * 1.5, 1e-5);  // d2/dx2 x^3 = 6x
+  EXPECT_NEAR(at(gg[0], 1), 6 * -2.0, 1e-5);
+}
+
+TEST(AutogradSemantics, NonScalarBackwardNeedsAGradient) {
+  Tensor x = tl::tensor({1.0, 2.0}).requires_grad_();
+  Tensor y = x * 2;
+  EXPECT_THROW(y.backward(), tl::Error);
+  y.backward(tl::tensor({1.0, 0.5}));
+  EXPECT_NEAR(at(x.grad(), 1), 1.0, 1e-6);
+}
+
+// Memory through the allocator's own statistics.
+TEST(AutogradMemory, BackwardFreesSavedActivationsUnlessRetained) {
+  const tl::Device cpu("cpu");
+  const int64_t n = 1 << 18;  // 1 MiB of float32 per tensor
+  Tensor x = tl::rand({n}).requires_grad_();
+  for (bool retain : {false, true}) {
+    x.mutable_grad() = Tensor();
+    int64_t base = tl::memory_allocated(cpu);
+    Tensor loss = x.exp().sin().sum();  // exp's output is saved by both nodes
+    int64_t after_forward = tl::memory_allocated(cpu);
+    EXPECT_GE(after_forward - base, 4 * n) << "the saved activation is allocated";
+    loss.backward(Tensor(), retain);
+    int64_t after_backward = tl::memory_allocated(cpu);
+    int64_t grad_bytes = 4 * n;
+    if (retain) {
+      EXPECT_GE(after_backward - base, grad_bytes + 4 * n) << "retain_graph keeps activations";
+    } else {
+      EXPECT_LT(after_backward - base, grad_bytes + 4 * n) << "activations freed by backward";
+    }
+  }
+}
+
+TEST(AutogradMemory, AccumulatingTheLossTensorKeepsEveryGraphAlive) {
+  const tl::Device cpu("cpu");
+  Tensor w = tl::rand({256, 256}).requires_grad_();
+  auto step_memory = [&](bool leak) {
+    int64_t start = tl::memory_allocated(cpu);
+    Tensor total = tl::zeros({});
+    double total_item = 0;
+    std::vector<int64_t> growth;
+    for (int i = 0; i < 5; ++i) {
+      Tensor x = tl::rand({64, 256});
+      Tensor loss = tl::matmul(x, w).tanh().mean();
+      if (leak) total = total + loss;  // keeps loss's graph (and its activations) alive
+      else total_item += loss.item<double>();
+      growth.push_back(tl::memory_allocated(cpu) - start);
+    }
+    return growth;
+  };
+  auto leaky = step_memory(true);
+  auto fixed = step_memory(false);
+  EXPECT_GT(leaky.back(), leaky.front() + 3 * 64 * 256 * 4) << "each iteration keeps its graph";
+  EXPECT_EQ(fixed.back(), fixed.front()) << "loss.item() keeps nothing";
+}
+
+}  // namespace

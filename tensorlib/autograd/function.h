@@ -21,6 +21,7 @@ struct FunctionNode final : Node {
   variable_list apply(variable_list&& grads) override;
   std::string name() const override { return op_ + "Backward0"; }
   void release_variables() override;
+  SavedVariable& saved_variable(size_t i) { return saved_[i]; }
 
  private:
   std::string op_;

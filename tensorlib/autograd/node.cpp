@@ -14,12 +14,31 @@ std::atomic<uint64_t> g_next_sequence_nr{0};
 
 Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1)) {}
 
-SavedVariable::SavedVariable(const Tensor& t)
-    : data_(t), version_(t.defined() ? t._version() : 0), saved_(true) {}
+SavedVariable::SavedVariable(const Tensor& t, bool is_output) : is_output_(is_output), saved_(true) {
+  if (!t.defined()) return;
+  version_ = t._version();
+  requires_grad_ = is_output || t.requires_grad();  // an output gets its history after saving
+  {
+    AutoGradMode no_grad(false);
+    data_ = t.detach();
+  }
+  if (!requires_grad_ || is_output) {
+    output_nr_ = t.output_nr();
+    return;
+  }
+  output_nr_ = t.output_nr();
+  if (t.grad_fn()) {
+    grad_fn_ = t.grad_fn();
+  } else {
+    grad_accumulator_ = gradient_edge(t).fn;
+  }
+}
 
 void SavedVariable::reset() {
   if (saved_) released_ = true;
   data_ = Tensor();
+  grad_fn_.reset();
+  grad_accumulator_.reset();
 }
 
 Tensor SavedVariable::unpack(const Node& node) const {
@@ -29,14 +48,32 @@ Tensor SavedVariable::unpack(const Node& node) const {
            "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
            "backward through the graph a second time or if you need to access saved tensors after "
            "calling backward.");
-  if (data_.defined() && data_._version() != version_) {
+  if (!data_.defined()) return data_;
+  if (data_._version() != version_) {
     TL_CHECK(false,
              "one of the variables needed for gradient computation has been modified by an "
              "inplace operation: [tl.", data_.dtype(), " ", data_.sizes(), "], which is output 0 of ",
              node.name(), ", is at version ", data_._version(), "; expected version ", version_,
              " instead.");
   }
-  return data_;
+  if (!requires_grad_) return data_;
+  // Rebuild the tensor's place in the graph (Note [Saved tensors and cycles]).
+  Tensor t;
+  {
+    AutoGradMode no_grad(false);
+    t = data_.detach();
+  }
+  AutogradMeta* meta = t.impl()->ensure_autograd_meta();
+  meta->requires_grad = true;
+  meta->output_nr = output_nr_;
+  if (is_output_) {
+    meta->grad_fn = weak_grad_fn_.lock();
+  } else if (grad_fn_) {
+    meta->grad_fn = grad_fn_;
+  } else {
+    meta->grad_accumulator = grad_accumulator_;
+  }
+  return t;
 }
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> v) : variable(std::move(v)) {}
@@ -119,8 +156,14 @@ void record(const Tensor& out, const char* op, const std::vector<const Tensor*>&
   for (const Tensor* t : inputs) any = any || (t->defined() && t->requires_grad());
   if (!any || !is_grad_enabled()) return;
   std::vector<SavedVariable> saved;
-  for (const Tensor& t : save) saved.emplace_back(t);
+  std::vector<size_t> outputs;
+  for (const Tensor& t : save) {
+    bool is_output = t.defined() && t.is_same(out);
+    if (is_output) outputs.push_back(saved.size());
+    saved.emplace_back(t, is_output);
+  }
   auto node = std::make_shared<FunctionNode>(op, std::move(saved), std::move(fn));
+  for (size_t i : outputs) node->saved_variable(i).set_output_node(node);
   for (const Tensor* t : inputs) node->next_edges.push_back(gradient_edge(*t));
   set_history(out, node);
 }

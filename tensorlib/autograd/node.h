@@ -51,10 +51,19 @@ struct Node : std::enable_shared_from_this<Node> {
 };
 
 // Saves a tensor for backward, with the version check of Note [Saved tensors].
+//
+// Note [Saved tensors and cycles]
+// The saved tensor is kept as a detached alias (same storage and version counter) plus what
+// is needed to rebuild its place in the graph on unpack: for an input, its grad_fn (or a
+// leaf's accumulator) held strongly; for the node's own output, a weak reference to the node.
+// Holding the tensor itself would make a cycle whenever it later becomes the output of the
+// node that saved it (an in-place op, or a saved output).
 class SavedVariable {
  public:
   SavedVariable() = default;
-  explicit SavedVariable(const Tensor& t);
+  SavedVariable(const Tensor& t, bool is_output);
+  // The output's node, once it exists (record() sets it).
+  void set_output_node(const std::shared_ptr<Node>& node) { weak_grad_fn_ = node; }
   // The saved tensor; throws tl::Error when it was modified in place or already released.
   // `node` names the node in the message.
   Tensor unpack(const Node& node) const;
@@ -63,7 +72,13 @@ class SavedVariable {
 
  private:
   Tensor data_;
+  std::shared_ptr<Node> grad_fn_;
+  std::weak_ptr<Node> weak_grad_fn_;
+  std::shared_ptr<Node> grad_accumulator_;
+  uint32_t output_nr_ = 0;
   uint32_t version_ = 0;
+  bool requires_grad_ = false;
+  bool is_output_ = false;
   bool saved_ = false;
   bool released_ = false;
 };

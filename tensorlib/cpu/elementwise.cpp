@@ -367,7 +367,7 @@ Tensor div(const Tensor& a, const Scalar& b) {
 }
 Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return binary(BinaryOp::pow, tensor_op(a), tensor_op(b)); });
-  record(out, "Pow", {&a, &b}, {a, b, out.detach()},
+  record(out, "Pow", {&a, &b}, {a, b, out},
          [](const variable_list& g, const variable_list& s) {
            Tensor ga = g[0] * s[1] * s[0].pow(s[1] - 1);
            Tensor gb = g[0] * s[2] * s[0].log();
@@ -388,7 +388,7 @@ Tensor pow(const Tensor& a, const Scalar& b) {
 }
 Tensor pow(const Scalar& a, const Tensor& b) {
   Tensor out = forward([&] { return binary(BinaryOp::pow, wrap(a), tensor_op(b)); });
-  record(out, "Pow", {&b}, {out.detach()}, [a](const variable_list& g, const variable_list& s) {
+  record(out, "Pow", {&b}, {out}, [a](const variable_list& g, const variable_list& s) {
     return variable_list{g[0] * s[0] * std::log(a.to_double())};
   });
   return out;
@@ -639,7 +639,7 @@ Tensor Tensor::abs() const {
 }
 Tensor Tensor::relu() const {
   Tensor out = forward([&] { return unary_same("relu", *this, kRelu); });
-  record(out, "Relu", {this}, {out.detach()}, [](const variable_list& g, const variable_list& s) {
+  record(out, "Relu", {this}, {out}, [](const variable_list& g, const variable_list& s) {
     return variable_list{tl::where(s[0] > 0, g[0], 0)};
   });
   return out;
@@ -697,7 +697,7 @@ Tensor unary_derivative(const char* name, const Tensor& g, const Tensor& x, cons
 #define TL_DEFINE_UNARY_FLOAT(NAME, FN)                                                 \
   Tensor Tensor::NAME() const {                                                        \
     Tensor out = forward([&] { return unary_float(#NAME, *this, FN); });               \
-    record(out, #NAME, {this}, {*this, out.detach()},                                  \
+    record(out, #NAME, {this}, {*this, out},                                  \
            [](const variable_list& g, const variable_list& s) {                        \
              return variable_list{unary_derivative(#NAME, g[0], s[0], s[1])};          \
            });                                                                         \
@@ -768,7 +768,7 @@ Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, b); }
 Tensor operator/(const Scalar& a, const Tensor& b) {
   Tensor out = forward([&] { return binary(BinaryOp::div, wrap(a), tensor_op(b)); });
-  record(out, "Rdiv", {&b}, {b, out.detach()}, [](const variable_list& g, const variable_list& s) {
+  record(out, "Rdiv", {&b}, {b, out}, [](const variable_list& g, const variable_list& s) {
     return variable_list{-g[0] * s[1] / s[0]};
   });
   return out;

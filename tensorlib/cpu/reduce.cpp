@@ -373,7 +373,7 @@ Tensor mean(const Tensor& t, IntArrayRef dims, bool keepdim, std::optional<Scala
 Tensor prod(const Tensor& t, std::optional<ScalarType> dtype) {
   Tensor out = forward_no_grad([&] { return accumulate<AccumulateOp::kProd>(t, {}, false, dtype, "prod"); });
   // d/dx_i prod(x) = prod(x) / x_i (inputs without zeros).
-  record(out, "Prod", {&t}, {t, out.detach()}, [](const variable_list& g, const variable_list& s) {
+  record(out, "Prod", {&t}, {t, out}, [](const variable_list& g, const variable_list& s) {
     return variable_list{g[0] * s[1] / s[0]};
   });
   return out;
@@ -383,7 +383,7 @@ Tensor prod(const Tensor& t, int64_t dim, bool keepdim, std::optional<ScalarType
   Tensor out = forward_no_grad([&] {
     return accumulate<AccumulateOp::kProd>(t, IntArrayRef(dim), keepdim, dtype, "prod");
   });
-  record(out, "Prod", {&t}, {t, out.detach()},
+  record(out, "Prod", {&t}, {t, out},
          [rd = reduced_dims(IntArrayRef(dim), t.dim()), keepdim](const variable_list& g,
                                                                  const variable_list& s) {
            return variable_list{unsqueeze_reduced(g[0] * s[1], rd, keepdim) / s[0]};
@@ -419,7 +419,7 @@ std::tuple<Tensor, Tensor> extreme_dim_grad_wrapped(const Tensor& t, int64_t dim
 template <bool kMax>
 Tensor extreme_all_wrapped(const Tensor& t, const char* op) {
   Tensor out = forward_no_grad([&] { return extreme_all<kMax>(t, op); });
-  record(out, kMax ? "Max" : "Min", {&t}, {t, out.detach()},
+  record(out, kMax ? "Max" : "Min", {&t}, {t, out},
          [](const variable_list& g, const variable_list& s) {
            return variable_list{extreme_all_grad(g[0], s[0], s[1])};
          });
@@ -470,7 +470,7 @@ Tensor var(const Tensor& t, IntArrayRef dims, bool unbiased, bool keepdim) {
 
 Tensor std(const Tensor& t, IntArrayRef dims, bool unbiased, bool keepdim) {
   Tensor out = forward_no_grad([&] { return variance(t, dims, unbiased, keepdim, true); });
-  record(out, "Std", {&t}, {t, out.detach()}, [rd = reduced_dims(dims, t.dim()), unbiased, keepdim](
+  record(out, "Std", {&t}, {t, out}, [rd = reduced_dims(dims, t.dim()), unbiased, keepdim](
                                                const variable_list& g, const variable_list& s) {
     return variable_list{variance_grad(g[0], s[0], s[1], rd, unbiased, keepdim, true)};
   });
@@ -497,7 +497,7 @@ Tensor logsumexp(const Tensor& t, IntArrayRef dims, bool keepdim) {
     });
   });
   // d/dx_i = exp(x_i - logsumexp(x)), the softmax.
-  record(out, "Logsumexp", {&t}, {t, out.detach()},
+  record(out, "Logsumexp", {&t}, {t, out},
          [rd = reduced_dims(dims, t.dim()), keepdim](const variable_list& g, const variable_list& s) {
            Tensor r = unsqueeze_reduced(s[1], rd, keepdim);
            return variable_list{unsqueeze_reduced(g[0], rd, keepdim) * (s[0] - r).exp()};
@@ -508,7 +508,7 @@ Tensor logsumexp(const Tensor& t, IntArrayRef dims, bool keepdim) {
 Tensor softmax(const Tensor& t, int64_t dim, std::optional<ScalarType> dtype) {
   Tensor out = forward_no_grad([&] { return softmax_impl<false>(t, dim, dtype, "softmax"); });
   // dx = y * (g - sum(g * y)) along dim.
-  record(out, "Softmax", {&t}, {out.detach()}, [dim, dt = t.dtype()](const variable_list& g,
+  record(out, "Softmax", {&t}, {out}, [dim, dt = t.dtype()](const variable_list& g,
                                                                      const variable_list& s) {
     const Tensor& y = s[0];
     return variable_list{(y * (g[0] - (g[0] * y).sum({dim}, true))).to(dt)};
@@ -519,7 +519,7 @@ Tensor softmax(const Tensor& t, int64_t dim, std::optional<ScalarType> dtype) {
 Tensor log_softmax(const Tensor& t, int64_t dim, std::optional<ScalarType> dtype) {
   Tensor out = forward_no_grad([&] { return softmax_impl<true>(t, dim, dtype, "log_softmax"); });
   // dx = g - exp(y) * sum(g) along dim.
-  record(out, "LogSoftmax", {&t}, {out.detach()}, [dim, dt = t.dtype()](const variable_list& g,
+  record(out, "LogSoftmax", {&t}, {out}, [dim, dt = t.dtype()](const variable_list& g,
                                                                         const variable_list& s) {
     return variable_list{(g[0] - s[0].exp() * g[0].sum({dim}, true)).to(dt)};
   });

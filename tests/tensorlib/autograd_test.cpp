@@ -319,3 +319,26 @@ TEST(AutogradMemory, AccumulatingTheLossTensorKeepsEveryGraphAlive) {
 }
 
 }  // namespace
+
+namespace {
+// Regression: a node that saved a tensor which then became that node's output (z.mul_(z))
+// formed a reference cycle, leaking the graph (found by LeakSanitizer).
+TEST(AutogradSemantics, SavedOutputsDoNotKeepTheirNodesAlive) {
+  std::weak_ptr<tl::autograd::Node> weak;
+  {
+    Tensor x = tl::tensor({1.0, 2.0}).requires_grad_();
+    Tensor y = x.exp();  // ExpBackward saves its own output
+    weak = y.grad_fn();
+    Tensor z = x * 3;
+    z.mul_(z);
+  }
+  EXPECT_TRUE(weak.expired());
+}
+
+TEST(AutogradSemantics, DoubleBackwardThroughASavedOutput) {
+  Tensor x = tl::tensor({0.5, -1.0}).requires_grad_();
+  auto g = tl::autograd::grad({x.exp().sum()}, {x}, {}, std::nullopt, /*create_graph=*/true);
+  auto gg = tl::autograd::grad({g[0].sum()}, {x});
+  EXPECT_NEAR(at(gg[0], 0), std::exp(0.5), 1e-5);  // d2/dx2 e^x = e^x
+}
+}  // namespace

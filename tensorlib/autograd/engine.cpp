@@ -7,7 +7,6 @@
 
 #include <queue>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "tensorlib/autograd/grad_mode.h"
 
@@ -56,20 +55,32 @@ variable_list run_backward(const variable_list& outputs, const variable_list& gr
     root_grads.push_back(g);
   }
 
-  // Dependencies: edges into each node from the reachable graph.
-  std::unordered_map<Node*, int> deps;
-  std::unordered_set<Node*> seen;
+  // Per reachable node: edges still to deliver, the summed input gradients, and a strong
+  // reference while it waits (the graph may be owned only by the outputs' grad_fn chain).
+  struct NodeTask {
+    int deps = 0;
+    bool queued = false;
+    variable_list buffer;
+    std::shared_ptr<Node> keep;
+  };
+  std::unordered_map<Node*, NodeTask> tasks;
+  tasks.reserve(1024);
   std::vector<Node*> stack;
   for (const Edge& e : roots) {
-    if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+    auto [it, fresh] = tasks.try_emplace(e.fn.get());
+    if (fresh) {
+      it->second.keep = e.fn;
+      stack.push_back(e.fn.get());
+    }
   }
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
     for (const Edge& e : n->next_edges) {
       if (!e.valid()) continue;
-      deps[e.fn.get()]++;
-      if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+      auto [it, fresh] = tasks.try_emplace(e.fn.get());
+      it->second.deps++;
+      if (fresh) stack.push_back(e.fn.get());
     }
   }
 
@@ -79,20 +90,17 @@ variable_list run_backward(const variable_list& outputs, const variable_list& gr
       captures.push_back({capture_edges[i].fn.get(), capture_edges[i].input_nr, i});
   variable_list captured(capture_edges.size());
 
-  std::unordered_map<Node*, variable_list> buffers;
-  std::unordered_map<Node*, std::shared_ptr<Node>> keep;  // holds nodes alive while queued
   std::priority_queue<Node*, std::vector<Node*>, ReadyOrder> ready;
   for (size_t i = 0; i < roots.size(); ++i) {
-    Node* n = roots[i].fn.get();
-    auto& buf = buffers[n];
-    buf.resize(std::max<size_t>(buf.size(), n->num_outputs));
-    accumulate(buf[roots[i].input_nr], root_grads[i]);
-    keep[n] = roots[i].fn;
+    NodeTask& t = tasks[roots[i].fn.get()];
+    t.buffer.resize(std::max<size_t>(t.buffer.size(), roots[i].fn->num_outputs));
+    accumulate(t.buffer[roots[i].input_nr], root_grads[i]);
   }
   for (const Edge& e : roots) {
-    if (deps[e.fn.get()] == 0) {
+    NodeTask& t = tasks[e.fn.get()];
+    if (t.deps == 0 && !t.queued) {
       ready.push(e.fn.get());
-      deps[e.fn.get()] = -1;  // queued
+      t.queued = true;
     }
   }
 
@@ -100,8 +108,9 @@ variable_list run_backward(const variable_list& outputs, const variable_list& gr
   while (!ready.empty()) {
     Node* n = ready.top();
     ready.pop();
-    variable_list inputs = std::move(buffers[n]);
-    buffers.erase(n);
+    auto task_it = tasks.find(n);
+    variable_list inputs = std::move(task_it->second.buffer);
+    std::shared_ptr<Node> keep = std::move(task_it->second.keep);
     for (auto& [nr, hook] : n->pre_hooks) {
       if (nr < inputs.size() && inputs[nr].defined()) {
         Tensor r = hook(inputs[nr]);
@@ -121,17 +130,16 @@ variable_list run_backward(const variable_list& outputs, const variable_list& gr
     for (size_t i = 0; i < n->next_edges.size(); ++i) {
       const Edge& e = n->next_edges[i];
       if (!e.valid()) continue;
-      Node* next = e.fn.get();
-      auto& buf = buffers[next];
-      buf.resize(std::max<size_t>(buf.size(), next->num_outputs));
-      if (i < outs.size()) accumulate(buf[e.input_nr], outs[i]);
-      keep[next] = e.fn;
-      if (--deps[next] == 0) {
-        ready.push(next);
-        deps[next] = -1;
+      NodeTask& t = tasks[e.fn.get()];
+      t.buffer.resize(std::max<size_t>(t.buffer.size(), e.fn->num_outputs));
+      if (i < outs.size()) accumulate(t.buffer[e.input_nr], outs[i]);
+      if (!t.keep) t.keep = e.fn;
+      if (--t.deps == 0 && !t.queued) {
+        ready.push(e.fn.get());
+        t.queued = true;
       }
     }
-    keep.erase(n);
+    tasks.erase(task_it);
   }
   return captured;
 }

@@ -10,7 +10,22 @@ namespace tl::autograd {
 
 namespace {
 std::atomic<uint64_t> g_next_sequence_nr{0};
+
+// Note [Autograd memory categories]
+// A block holding a tensor saved for backward is an `activation` while saved; the gradient a
+// leaf accumulates is a `gradient`. The profiler attributes the block's bytes accordingly, so
+// a forward+backward trace shows activation memory rising in forward and falling as backward
+// releases it.
+void emit_category(const Tensor& t, tidemark::events::Category c) {
+  namespace ev = tidemark::events;
+  if (!ev::enabled() || !t.defined() || !t.storage()->data()) return;
+  ev::Event e;
+  e.kind = ev::Kind::category;
+  e.device = t.device().event_id();
+  e.category = {reinterpret_cast<uint64_t>(t.storage()->data()), c};
+  ev::dispatch(e);
 }
+}  // namespace
 
 Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1)) {}
 
@@ -22,6 +37,7 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output) : is_output_(is_ou
     AutoGradMode no_grad(false);
     data_ = t.detach();
   }
+  emit_category(data_, tidemark::events::Category::activation);
   if (!requires_grad_ || is_output) {
     output_nr_ = t.output_nr();
     return;
@@ -36,6 +52,9 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output) : is_output_(is_ou
 
 void SavedVariable::reset() {
   if (saved_) released_ = true;
+  // Still alive elsewhere (a parameter, a tensor the program kept): no longer an activation.
+  if (data_.defined() && data_.storage().use_count() > 1)
+    emit_category(data_, tidemark::events::Category::unknown);
   data_ = Tensor();
   grad_fn_.reset();
   grad_accumulator_.reset();
@@ -97,6 +116,7 @@ variable_list AccumulateGrad::apply(variable_list&& grads) {
   } else {
     meta->grad.add_(g);
   }
+  emit_category(meta->grad, tidemark::events::Category::gradient);
   for (auto& hook : meta->post_accumulate_hooks) hook(var);
   return {};
 }

@@ -342,3 +342,33 @@ TEST(AutogradSemantics, DoubleBackwardThroughASavedOutput) {
   EXPECT_NEAR(at(gg[0], 0), std::exp(0.5), 1e-5);  // d2/dx2 e^x = e^x
 }
 }  // namespace
+
+namespace {
+// Saved tensors are announced as activations and gradients as gradients, so a trace shows
+// activation memory (Note [Autograd memory categories]).
+TEST(AutogradMemory, SavedTensorsAndGradientsCarryTheirCategory) {
+  namespace ev = tidemark::events;
+  struct Categories final : ev::Sink {
+    void on_event(const ev::Event& e) noexcept override {
+      if (e.kind == ev::Kind::category) seen.emplace_back(e.category.addr, e.category.category);
+    }
+    std::vector<std::pair<uint64_t, ev::Category>> seen;
+  } sink;
+  Tensor x = tl::rand({1000}).requires_grad_();
+  ev::add_sink(&sink);
+  Tensor y = x.exp();  // saves its output y
+  auto y_addr = reinterpret_cast<uint64_t>(y.storage()->data());
+  y.sum().backward();
+  ev::remove_sink(&sink);
+  auto x_grad_addr = reinterpret_cast<uint64_t>(x.grad().storage()->data());
+  bool activation = false, gradient = false, released = false;
+  for (auto& [addr, c] : sink.seen) {
+    activation |= addr == y_addr && c == ev::Category::activation;
+    released |= addr == y_addr && c == ev::Category::unknown;  // y is still held here
+    gradient |= addr == x_grad_addr && c == ev::Category::gradient;
+  }
+  EXPECT_TRUE(activation);
+  EXPECT_TRUE(released);
+  EXPECT_TRUE(gradient);
+}
+}  // namespace

@@ -245,29 +245,66 @@ class SnapshotReader {
       Where w{"device_traces", device, static_cast<int64_t>(i)};
       Ref e = trace[i];
       if (e.type() != Type::dict) fail(w, "is not a dict");
+      // One pass over the entry's items (a later duplicate key wins, as in Python).
+      std::optional<Ref> f[kEntryFields];
+      for (size_t k = 0; k < e.size(); ++k) {
+        int field = entry_field(e.key(k));
+        if (field >= 0) f[field] = e.value(k);
+      }
+      auto need = [&](int field) -> Ref {
+        if (!f[field]) fail(w, "no '" + std::string(kEntryFieldNames[field]) + "' field");
+        return *f[field];
+      };
+      auto non_negative = [&](int field) -> uint64_t {
+        int64_t v = integer(need(field), kEntryFieldNames[field], w);
+        if (v < 0) fail(w, "'" + std::string(kEntryFieldNames[field]) + "' is negative (" + std::to_string(v) + ")");
+        return static_cast<uint64_t>(v);
+      };
       Entry entry;
-      Ref action = required(e, "action", w);
-      auto a = action.as_string();
+      auto a = need(kAction).as_string();
       if (!a) fail(w, "'action' is not a str");
       entry.action = parse_action(*a);
       if (entry.action == Action::other) {
         ++skipped_;
         continue;
       }
-      int64_t t = integer(required(e, "time_us", w), "time_us", w);
+      int64_t t = integer(need(kTimeUs), "time_us", w);
       if (t < 0 || t > std::numeric_limits<int64_t>::max() / 1000)
         fail(w, "'time_us' " + std::to_string(t) + " is out of range");
       entry.time_ns = static_cast<uint64_t>(t) * 1000;
-      entry.size = unsigned_field(e, "size", w);
-      entry.stream = stream_field(e, w);
+      entry.size = non_negative(kSize);
+      if (f[kStream] && !f[kStream]->is_none())
+        entry.stream = static_cast<uint64_t>(integer(*f[kStream], "stream", w));
       if (entry.action == Action::oom) {
-        if (e.get("device_free")) entry.device_free = unsigned_field(e, "device_free", w);
+        if (f[kDeviceFree]) entry.device_free = non_negative(kDeviceFree);
       } else if (entry.action != Action::snapshot) {
-        entry.addr = unsigned_field(e, "addr", w);
+        entry.addr = non_negative(kAddr);
       }
-      entry.frames = frames_field(e, w);
+      if (f[kFrames] && !f[kFrames]->is_none()) {
+        if (f[kFrames]->type() != Type::list && f[kFrames]->type() != Type::tuple)
+          fail(w, "'frames' is " + std::string(pickle::type_name(f[kFrames]->type())) + ", expected a list");
+        entry.frames = f[kFrames]->val();
+      }
       out.push_back(entry);
     }
+  }
+
+  // Fields of a trace entry. Keys are memoized strings, so the same few string values recur:
+  // they are recognised by their index after the first comparison.
+  enum EntryField { kAction, kAddr, kSize, kStream, kTimeUs, kFrames, kDeviceFree, kEntryFields };
+  static constexpr const char* kEntryFieldNames[kEntryFields] = {"action", "addr",   "size",       "stream",
+                                                                 "time_us", "frames", "device_free"};
+  int entry_field(Ref key) {
+    if (key.type() != Type::string) return -1;
+    const uint32_t idx = key.val().index;
+    for (const auto& [i, field] : key_cache_)
+      if (i == idx) return field;
+    int field = -1;
+    std::string_view k = *key.as_string();
+    for (int j = 0; j < kEntryFields; ++j)
+      if (k == kEntryFieldNames[j]) field = j;
+    if (key_cache_.size() < 64) key_cache_.emplace_back(idx, field);
+    return field;
   }
 
   // allocator_settings as PyTorch's `key:value,key:value` configuration text.
@@ -299,6 +336,7 @@ class SnapshotReader {
   std::map<int, std::vector<Entry>> traces_;
   std::string allocator_settings_;
   uint64_t skipped_ = 0;
+  std::vector<std::pair<uint32_t, int>> key_cache_;  // string index -> entry field (-1: other)
 };
 
 // ---- Phase 2: the state before the trace --------------------------------------------------------
@@ -478,13 +516,19 @@ class Stacks {
     if (frames.size() == 0) return 0;
     uint64_t& cached = stack_of_[frames.identity()];
     if (cached) return cached;
+    // PyTorch writes a new list per alloc (its frees share it), mostly with a content seen
+    // before: look the whole stack up first, then walk the prefix tree only for a new one.
+    ips_.clear();
+    for (size_t i = frames.size(); i-- > 0;) ips_.push_back(frame(frames[i], w, i));
+    std::string_view key(reinterpret_cast<const char*>(ips_.data()), ips_.size() * sizeof(uint64_t));
+    if (auto it = by_ips_.find(key); it != by_ips_.end()) return cached = it->second;
     uint64_t node = 0;
-    for (size_t i = frames.size(); i-- > 0;) {
-      uint64_t ip = frame(frames[i], w, i);
+    for (uint64_t ip : ips_) {
       auto [it, fresh] = nodes_.try_emplace({node, ip}, nodes_.size() + 1);
       if (fresh) writer_->add_stack_node(it->second, node, ip);
       node = it->second;
     }
+    by_ips_.emplace(std::string(key), node);
     max_depth_ = std::max(max_depth_, frames.size());
     return cached = node;
   }
@@ -528,6 +572,13 @@ class Stacks {
   std::vector<uint64_t> stack_of_;  // frames list (container identity) -> stack id
   std::unordered_map<FrameKey, uint64_t, FrameKeyHash> by_content_;
   std::unordered_map<NodeKey, uint64_t, NodeKeyHash> nodes_;
+  struct BytesHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  // Outermost-first ips, as bytes -> stack id.
+  std::unordered_map<std::string, uint64_t, BytesHash, std::equal_to<>> by_ips_;
+  std::vector<uint64_t> ips_;
   std::vector<store::ResolvedFrame> frames_;  // ip - 1 -> frame
   size_t max_depth_ = 0;
 };

@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
                      "Trace file (default tidemark-<program>-<pid>.db)");
   record->add_option("--stacks", rec.stacks, "Native frames per stack (0-64)")
       ->check(CLI::Range(0, 64));
-  record->add_flag("--no-stacks", rec.no_stacks, "Do not capture stacks");
+  record->add_flag("--no-stacks", rec.no_stacks, "Do not capture stacks")
+      ->excludes(record->get_option("--stacks"));
   record->add_flag("--no-tensors", rec.no_tensors, "Do not record tensor and storage events");
   // The program and its arguments follow "--" (split off before parsing, so the program's
   // own options are never taken for ours), or the first argument that is not an option.

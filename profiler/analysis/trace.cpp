@@ -100,21 +100,30 @@ std::string_view qualified_name(std::string_view f) {
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 bool contains(std::string_view s, std::string_view p) { return s.find(p) != std::string_view::npos; }
 
-// Note [Allocation site] in trace.h.
-bool is_internal(const store::ResolvedFrame& f) {
+// Program entry points, thread trampolines and the C runtime: never a useful site.
+bool is_runtime(const store::ResolvedFrame& f) {
   std::string_view name = qualified_name(f.function);
-  for (std::string_view p : {"tl::", "tidemark::", "std::", "__gnu_cxx::", "__", "c10::", "at::",
-                             "torch::", "caffe2::", "THP", "_Py", "Py_", "_start", "start_thread",
-                             "clone", "execute_native_thread_routine"})
+  for (std::string_view p : {"__", "_start", "start_thread", "clone", "execute_native_thread_routine",
+                             "_Py", "Py_"})
     if (starts_with(name, p)) return true;
   // The CPython API: Py followed by a capital (PyEval_..., PyObject_Call, PyCell_New).
   if (name.size() > 2 && starts_with(name, "Py") && std::isupper(static_cast<unsigned char>(name[2])))
     return true;
-  for (std::string_view p : {"/tensorlib/", "/profiler/", "/include/c++/", "/bits/", "/torch/"})
-    if (contains(f.file, p)) return true;
   std::string m = basename(f.module);
   for (std::string_view p : {"libc.so", "libc-", "libstdc++", "libgcc", "libgomp", "ld-linux"})
     if (starts_with(m, p)) return true;
+  return false;
+}
+
+// Note [Allocation site] in trace.h.
+bool is_internal(const store::ResolvedFrame& f) {
+  if (is_runtime(f)) return true;
+  std::string_view name = qualified_name(f.function);
+  for (std::string_view p : {"tl::", "tidemark::", "std::", "__gnu_cxx::", "c10::", "at::",
+                             "torch::", "caffe2::", "THP"})
+    if (starts_with(name, p)) return true;
+  for (std::string_view p : {"/tensorlib/", "/profiler/", "/include/c++/", "/bits/", "/torch/"})
+    if (contains(f.file, p)) return true;
   return false;
 }
 
@@ -132,11 +141,13 @@ const Site& Trace::site(uint64_t stack_id) const {
   if (stack_id != 0) {
     std::vector<uint64_t> ips = reader_->stack(stack_id);
     const store::ResolvedFrame* chosen = nullptr;
+    const store::ResolvedFrame* outermost = nullptr;   // not a runtime frame
     const store::ResolvedFrame* first_resolved = nullptr;
     for (uint64_t ip : ips) {
       for (const store::ResolvedFrame& f : frames(ip)) {
         if (f.function.empty()) continue;
         if (!first_resolved) first_resolved = &f;
+        if (!is_runtime(f)) outermost = &f;
         if (!is_internal(f)) {
           chosen = &f;
           break;
@@ -144,7 +155,7 @@ const Site& Trace::site(uint64_t stack_id) const {
       }
       if (chosen) break;
     }
-    if (!chosen) chosen = first_resolved;
+    if (!chosen) chosen = outermost ? outermost : first_resolved;
     if (chosen) {
       s = {chosen->function + "@" + basename(chosen->file), frame_label(*chosen)};
     } else if (!ips.empty()) {

@@ -36,10 +36,11 @@ struct DeviceRef {
 // standard library include directory; whose function is in namespace `tl::`, `tidemark::`,
 // `std::`, `__gnu_cxx::`, `c10::`, `at::`, `torch::` or `caffe2::`, starts with `__`, `THP`
 // or is CPython's API (`_Py...`, `Py_...`, `Py` and a capital) or a thread entry point; or
-// whose module is libc,
-// libstdc++, libgcc or libgomp, are skipped.
-// Unresolved addresses are skipped too. When every frame is skipped the innermost resolved
-// frame is used, then the innermost address ("0x..."); no stack gives "(no stack)".
+// whose module is libc, libstdc++, libgcc or libgomp, are skipped.
+// Unresolved addresses are skipped too. When every frame is skipped (a stack cut short inside
+// the library by the capture depth) the outermost resolved frame that is not the runtime's is
+// used, as the one nearest the caller, then the innermost resolved frame, then the innermost
+// address ("0x..."); no stack gives "(no stack)".
 struct Site {
   std::string key;    // "function@file" (no line, so a diff survives edits that move lines)
   std::string label;  // "function (file:line)"

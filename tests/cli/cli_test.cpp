@@ -68,7 +68,8 @@ class CliTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     trace_ = (temp_dir() / "mlp.db").string();
-    Result r = tidemark({"record", "-o", trace_, "--", TIDEMARK_TRAIN_MLP, "20"});
+    // Deep stacks, so sites reach the sample's code in unoptimised builds too.
+    Result r = tidemark({"record", "-o", trace_, "--stacks", "64", "--", TIDEMARK_TRAIN_MLP, "20"});
     ASSERT_EQ(r.rc, 0) << r.err;
   }
   static void TearDownTestSuite() { fs::remove_all(temp_dir()); }

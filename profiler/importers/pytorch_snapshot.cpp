@@ -165,7 +165,8 @@ class SnapshotReader {
       fail({"segments"}, "is " + std::string(pickle::type_name(segments.type())) + ", expected a list");
     read_segments(segments);
     if (traces.type() == Type::list) {
-      for (size_t d = 0; d < traces.size(); ++d) read_trace(static_cast<int>(d), traces[d]);
+      for (size_t d = 0; d < traces.size(); ++d)
+        read_trace(static_cast<int>(std::min<size_t>(d, std::numeric_limits<int>::max())), traces[d]);
     } else if (traces.type() == Type::dict) {  // {device: [entries]}
       for (size_t i = 0; i < traces.size(); ++i) {
         auto d = traces.key(i).as_int();
@@ -239,6 +240,7 @@ class SnapshotReader {
     Where tw{"device_traces", device};
     if (trace.type() != Type::list) fail(tw, "is not a list");
     if (trace.size() == 0) return;
+    device_index(device, tw);
     std::vector<Entry>& out = traces_[device];
     out.reserve(out.size() + trace.size());
     for (size_t i = 0; i < trace.size(); ++i) {

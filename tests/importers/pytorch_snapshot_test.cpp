@@ -595,6 +595,12 @@ TEST(PytorchSnapshotErrors, BadFieldsNameTheEntry) {
   std::vector<Seg> bad_dev = {{200, 0x1000, 2 * MiB, 0, "small", false, {}}};
   std::string dev_path = write(dir, "dev.pickle", SnapshotBuilder().build(bad_dev, {}));
   EXPECT_NE(import_error(dev_path, out).find("segments[0]: device index 200 is out of range"), std::string::npos);
+  // A trace for device 128.
+  std::vector<std::vector<Ent>> many(129);
+  many[128] = {{"alloc", 0x1000, 512, 5, 0, {}}};
+  std::string many_path = write(dir, "many.pickle", SnapshotBuilder().build({}, many));
+  EXPECT_NE(import_error(many_path, out).find("device_traces[128]: device index 128 is out of range"),
+            std::string::npos);
   // A frame that is not a dict.
   PickleWriter w(4);
   w.empty_dict().mark().str("segments").empty_list().str("device_traces").empty_list().mark();

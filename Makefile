@@ -21,9 +21,17 @@ build: configure
 demo: build
 	@$(BUILD)/samples/memory_tour
 	@echo
-	@echo "== training samples/train_mlp, recorded into $(BUILD)/train_mlp.db"
+	@echo "== tidemark record -- samples/train_mlp 300"
 	@rm -f $(BUILD)/train_mlp.db $(BUILD)/train_mlp.db-wal $(BUILD)/train_mlp.db-shm
-	@TIDEMARK_OUTPUT=$(BUILD)/train_mlp.db TIDEMARK_STACKS=16 $(BUILD)/samples/train_mlp 300
+	@$(BUILD)/cli/tidemark record -o $(BUILD)/train_mlp.db -- $(BUILD)/samples/train_mlp 300
+	@echo
+	@$(BUILD)/cli/tidemark summary $(BUILD)/train_mlp.db
+	@echo
+	@$(BUILD)/cli/tidemark timeline $(BUILD)/train_mlp.db --width 100
+	@$(BUILD)/cli/tidemark timeline $(BUILD)/train_mlp.db --png $(BUILD)/timeline.png
+	@echo
+	@echo "trace: $(BUILD)/train_mlp.db, chart: $(BUILD)/timeline.png"
+	@echo "more: $(BUILD)/cli/tidemark --help (top, leaks, steps, check, diff, export)"
 
 # Every test: the optimised build, then the ASan+UBSan build.
 test: test-fast test-sanitize

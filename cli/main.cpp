@@ -165,22 +165,6 @@ int main(int argc, char** argv) {
   diff->add_option("--limit", dif.limit, "Sites listed per list (0: all)");
   diff->add_flag("--json", dif.json, "Print JSON");
 
-  std::vector<std::string> args(argv + 1, argv + argc);
-  std::optional<std::vector<std::string>> command_after_dashes;
-  if (!args.empty() && args.front() == "record") {
-    auto dashes = std::find(args.begin(), args.end(), "--");
-    if (dashes != args.end()) {
-      command_after_dashes.emplace(dashes + 1, args.end());
-      args.erase(dashes, args.end());
-    }
-  }
-  if (!args.empty() && !args.front().empty() && args.front()[0] != '-') {
-    bool known = false;
-    for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->get_name() == args.front();
-    if (!known) return fail("unknown command '" + args.front() + "'; see tidemark --help");
-  }
-  std::reverse(args.begin(), args.end());  // CLI11 takes a reversed argument vector
-
 #ifdef TIDEMARK_CLI_IMPORT
   std::string imp_in, imp_out;
   CLI::App* import = command(app, "import",
@@ -201,6 +185,22 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"chrome", "csv"}));
   exp->add_option("-o,--output", exp_out, "Output file (- for stdout)")->required();
 #endif
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::optional<std::vector<std::string>> command_after_dashes;
+  if (!args.empty() && args.front() == "record") {
+    auto dashes = std::find(args.begin(), args.end(), "--");
+    if (dashes != args.end()) {
+      command_after_dashes.emplace(dashes + 1, args.end());
+      args.erase(dashes, args.end());
+    }
+  }
+  if (!args.empty() && !args.front().empty() && args.front()[0] != '-') {
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->get_name() == args.front();
+    if (!known) return fail("unknown command '" + args.front() + "'; see tidemark --help");
+  }
+  std::reverse(args.begin(), args.end());  // CLI11 takes a reversed argument vector
 
   try {
     app.parse(args);

@@ -212,11 +212,32 @@ TEST(CliRecord, ReturnsTheChildsExitStatusAndFinalizesAfterAKill) {
 
 TEST(CliHelp, EveryCommandHasHelpWithAnExample) {
   for (const char* c : {"record", "summary", "info", "finalize", "timeline", "top", "leaks",
-                        "syncs", "steps", "check", "diff"}) {
+                        "syncs", "steps", "check", "diff", "import", "export"}) {
     Result r = tidemark({c, "--help"});
     EXPECT_EQ(r.rc, 0) << c;
     EXPECT_NE(r.out.find("Example:"), std::string::npos) << c << ": " << r.out;
   }
+}
+
+// Regression: `import` and `export` were registered after the unknown-command check and were
+// refused as unknown commands.
+TEST(CliImport, ImportsThePyTorchSnapshotWithItsPeaks) {
+  const std::string snapshot =
+      std::string(TIDEMARK_SHARED_DIR) + "/data/pytorch/snapshot_small_gpu.pickle";
+  if (!fs::exists(snapshot)) GTEST_SKIP() << "no shared snapshot at " << snapshot;
+  const std::string out = (temp_dir() / "torch.db").string();
+  Result r = tidemark({"import", snapshot, "-o", out});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  Result s = tidemark({"summary", out, "--json"});
+  ASSERT_EQ(s.rc, 0) << s.err;
+  auto j = nlohmann::json::parse(s.out);
+  // tests/importers/data/snapshot_small_gpu_expected.py computes these with Python's pickle.
+  EXPECT_EQ(j["devices"][0]["device"], "cuda:0");
+  EXPECT_EQ(j["devices"][0]["peak_allocated_bytes"], 108275712);
+  EXPECT_EQ(j["devices"][0]["peak_reserved_bytes"], 134217728);
+  Result e = tidemark({"export", out, "--format", "csv", "-o", "-"});
+  ASSERT_EQ(e.rc, 0) << e.err;
+  EXPECT_EQ(e.out.rfind("device,addr,size", 0), 0u);
 }
 
 }  // namespace

@@ -60,8 +60,8 @@ BENCHMARK(BM_MlpForwardBackward)->Repetitions(5)->ReportAggregatesOnly(true);
 int main(int argc, char** argv) {
   return tidemark::bench::run_with_targets(
       argc, argv,
-      {{"3-layer MLP forward+backward vs forward (backward ~2x forward is typical)",
-        "BM_MlpForwardBackward", "BM_MlpForward", 4.0, true}},
+      {{"3-layer MLP forward+backward vs forward (sanity bound; ~3x expected)",
+        "BM_MlpForwardBackward", "BM_MlpForward", 5.0, true}},
       {{"backward through a chain of 10,000 tiny ops, per node", "BM_BackwardChain10k", 1000.0,
         kChain}});
 }

@@ -4,7 +4,11 @@ namespace tl::autograd {
 
 namespace {
 thread_local bool t_grad_enabled = true;
+thread_local bool t_inference_mode = false;
 }
+
+bool is_inference_mode_enabled() { return t_inference_mode; }
+void set_inference_mode(bool enabled) { t_inference_mode = enabled; }
 
 bool is_grad_enabled() { return t_grad_enabled; }
 void set_grad_enabled(bool enabled) { t_grad_enabled = enabled; }

@@ -6,6 +6,8 @@ namespace tl {
 namespace autograd {
 bool is_grad_enabled();
 void set_grad_enabled(bool enabled);
+bool is_inference_mode_enabled();
+void set_inference_mode(bool enabled);
 }  // namespace autograd
 
 using autograd::is_grad_enabled;
@@ -47,6 +49,26 @@ class EnableGradGuard {
 
  private:
   bool prev_;
+};
+
+// torch::InferenceMode: no graph, and tensors created inside are inference tensors, which
+// may not be saved for backward later (PyTorch's error).
+class InferenceMode {
+ public:
+  explicit InferenceMode(bool enabled = true)
+      : prev_grad_(autograd::is_grad_enabled()), prev_(autograd::is_inference_mode_enabled()) {
+    autograd::set_inference_mode(enabled);
+    if (enabled) autograd::set_grad_enabled(false);
+  }
+  ~InferenceMode() {
+    autograd::set_inference_mode(prev_);
+    autograd::set_grad_enabled(prev_grad_);
+  }
+  InferenceMode(const InferenceMode&) = delete;
+  InferenceMode& operator=(const InferenceMode&) = delete;
+
+ private:
+  bool prev_grad_, prev_;
 };
 
 }  // namespace tl

@@ -31,6 +31,8 @@ Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1)) {}
 
 SavedVariable::SavedVariable(const Tensor& t, bool is_output) : is_output_(is_output), saved_(true) {
   if (!t.defined()) return;
+  TL_CHECK(!t.is_inference(), "Inference tensors cannot be saved for backward. To work around "
+           "you can make a clone to get a normal tensor and use it in autograd.");
   version_ = t._version();
   requires_grad_ = is_output || t.requires_grad();  // an output gets its history after saving
   {

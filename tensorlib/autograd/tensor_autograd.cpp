@@ -22,6 +22,8 @@ Tensor& Tensor::requires_grad_(bool r) {
            "to use a computed variable in a subgraph that doesn't require differentiation use "
            "var_no_grad = var.detach().");
   TL_CHECK(!r || is_floating_point(), "only Tensors of floating point dtype can require gradients");
+  TL_CHECK(!r || !is_inference() || autograd::is_inference_mode_enabled(),
+           "Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.");
   if (!r && !impl()->autograd_meta()) return *this;
   impl()->ensure_autograd_meta()->requires_grad = r;
   return *this;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "tensorlib/core/shape_util.h"
+#include "tensorlib/autograd/grad_mode.h"
 #include "tensorlib/autograd/node.h"
 #include "tensorlib/cpu/loops.h"
 
@@ -22,7 +23,8 @@ TensorImpl::TensorImpl(Storage storage, std::vector<int64_t> sizes, std::vector<
       storage_offset_(storage_offset),
       dtype_(dtype),
       id_(g_next_tensor_id.fetch_add(1)),
-      version_(std::make_shared<VersionCounter>()) {
+      version_(std::make_shared<VersionCounter>()),
+      inference_(autograd::is_inference_mode_enabled()) {
   TL_INTERNAL_ASSERT(sizes_.size() == strides_.size());
   refresh();
 }

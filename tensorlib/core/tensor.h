@@ -60,6 +60,9 @@ class TensorImpl {
   const std::shared_ptr<VersionCounter>& version_counter() const { return version_; }
   void share_version_counter(std::shared_ptr<VersionCounter> v) { version_ = std::move(v); }
 
+  // Created inside tl::InferenceMode (may not be saved for backward).
+  bool is_inference() const { return inference_; }
+
   // Autograd state; null until the tensor requires a gradient or gets a grad_fn.
   autograd::AutogradMeta* autograd_meta() const { return autograd_meta_.get(); }
   autograd::AutogradMeta* ensure_autograd_meta();
@@ -83,6 +86,7 @@ class TensorImpl {
   std::shared_ptr<TensorImpl> base_;
   std::shared_ptr<VersionCounter> version_;
   std::unique_ptr<autograd::AutogradMeta> autograd_meta_;
+  bool inference_ = false;
 };
 
 class Tensor;
@@ -179,6 +183,7 @@ class Tensor {
   std::shared_ptr<autograd::Node> grad_fn() const;
   // A tensor without grad_fn: user-created, or one that does not require grad.
   bool is_leaf() const;
+  bool is_inference() const { return impl()->is_inference(); }
   uint32_t output_nr() const;
   // Backpropagates from this tensor (a scalar unless `gradient` is given).
   void backward(const Tensor& gradient = {}, bool retain_graph = false,

@@ -412,3 +412,83 @@ TEST(Checkpoint, LowersThePeakOfA20LayerMlpWithTheSameGradients) {
               plain / 1048576.0, checkpointed / 1048576.0);
 }
 }  // namespace
+
+#include <tensorlib/autograd/custom_function.h>
+
+namespace {
+namespace ag = tl::autograd;
+
+// y = k * exp(x), with the output saved for backward, as a custom function.
+struct ScaledExp : ag::Function<ScaledExp> {
+  static Tensor forward(ag::AutogradContext* ctx, Tensor x, double k) {
+    Tensor y = x.exp() * k;
+    ctx->saved_data["k"] = k;
+    ctx->save_for_backward({y});
+    return y;
+  }
+  static ag::variable_list backward(ag::AutogradContext* ctx, ag::variable_list grads) {
+    Tensor y = ctx->get_saved_variables()[0];
+    EXPECT_TRUE(ctx->needs_input_grad(0));
+    EXPECT_FALSE(ctx->needs_input_grad(1));
+    return {grads[0] * y, Tensor()};  // d/dx k e^x = y; nothing for k
+  }
+};
+
+// Sorts nothing, returns (values, mask) with the mask non-differentiable.
+struct WithMask : ag::Function<WithMask> {
+  static std::vector<Tensor> forward(ag::AutogradContext* ctx, Tensor x) {
+    Tensor mask = x > 0;
+    ctx->mark_non_differentiable({mask});
+    return {x * 2, mask};
+  }
+  static ag::variable_list backward(ag::AutogradContext*, ag::variable_list grads) {
+    return {grads[0] * 2};
+  }
+};
+
+struct WrongCount : ag::Function<WrongCount> {
+  static Tensor forward(ag::AutogradContext*, Tensor x) { return x * 1; }
+  static ag::variable_list backward(ag::AutogradContext*, ag::variable_list g) { return {g[0], g[0]}; }
+};
+
+TEST(CustomFunction, ForwardBackwardSavedTensorsAndNonDifferentiableOutputs) {
+  gradcheck("custom", [](const auto& v) { return ScaledExp::apply(v[0], 3.0); }, {randd({4})});
+  Tensor x = tl::tensor({1.0, -2.0}).requires_grad_();
+  auto outs = WithMask::apply(x);
+  EXPECT_TRUE(outs[0].requires_grad());
+  EXPECT_FALSE(outs[1].requires_grad());
+  outs[0].sum().backward();
+  EXPECT_NEAR(at(x.grad(), 1), 2.0, 1e-9);
+  EXPECT_THROW(WrongCount::apply(x).sum().backward(), tl::Error);
+  {
+    tl::NoGradGuard no_grad;
+    EXPECT_FALSE(ScaledExp::apply(x, 2.0).requires_grad());
+  }
+}
+}  // namespace
+
+namespace {
+TEST(AutogradSemantics, InferenceTensorsCannotJoinAGraph) {
+  Tensor w = tl::ones({3}).requires_grad_();
+  Tensor t;
+  {
+    tl::InferenceMode guard;
+    t = tl::ones({3}) * 2;
+    EXPECT_FALSE((w * 2).requires_grad());
+    EXPECT_TRUE(t.is_inference());
+  }
+  EXPECT_TRUE(tl::is_grad_enabled());
+  try {
+    (w * t).sum().backward();  // mul saves t for backward
+    FAIL();
+  } catch (const tl::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Inference tensors cannot be saved for backward"),
+              std::string::npos);
+  }
+  EXPECT_THROW(t.requires_grad_(), tl::Error);
+  Tensor ok = t.clone();  // a normal tensor
+  EXPECT_FALSE(ok.is_inference());
+  (w * ok).sum().backward();
+  EXPECT_NEAR(at(w.grad(), 0), 2.0, 1e-6);
+}
+}  // namespace

@@ -191,9 +191,16 @@ void record(const Tensor& out, const char* op, const std::vector<const Tensor*>&
 }
 
 void check_inplace(const Tensor& self, const char* op) {
-  if (!is_grad_enabled() || !self.requires_grad()) return;
-  TL_CHECK(!self.is_leaf(), op, ": a leaf Variable that requires grad is being used in an in-place "
-           "operation.");
+  if (!is_grad_enabled()) return;
+  if (self.requires_grad()) {
+    TL_CHECK(!self.is_leaf(), op, ": a leaf Variable that requires grad is being used in an "
+             "in-place operation.");
+  }
+  if (self.is_view()) {
+    const Tensor base = self._base();
+    TL_CHECK(!(base.requires_grad() && base.is_leaf()), op, ": a view of a leaf Variable that "
+             "requires grad is being used in an in-place operation.");
+  }
 }
 
 }  // namespace tl::autograd

@@ -492,3 +492,22 @@ TEST(AutogradSemantics, InferenceTensorsCannotJoinAGraph) {
   EXPECT_NEAR(at(w.grad(), 0), 2.0, 1e-6);
 }
 }  // namespace
+
+namespace {
+// PyTorch's x[0].mul_(2) case: an in-place op on a view of a non-leaf rewrites the base's
+// history, so gradients through the base stay right.
+TEST(AutogradSemantics, InPlaceOnAViewRewritesTheBasesHistory) {
+  Tensor x = tl::tensor({{1.0, 2.0}, {3.0, 4.0}}).requires_grad_();
+  Tensor y = x * 3;
+  y[0].mul_(x[1]);  // y = [[3*x00*x10, 3*x01*x11], [3*x10, 3*x11]]
+  (y * y).sum().backward();
+  // d/dx00 (3 x00 x10)^2 = 18 x00 x10^2; d/dx10 = 18 x00^2 x10 + 18 x10.
+  EXPECT_NEAR(at(x.grad(), 0), 18 * 1.0 * 9.0, 1e-6);
+  EXPECT_NEAR(at(x.grad(), 1), 18 * 2.0 * 16.0, 1e-6);
+  EXPECT_NEAR(at(x.grad(), 2), 18 * 1.0 * 3.0 + 18 * 3.0, 1e-6);
+  EXPECT_NEAR(at(x.grad(), 3), 18 * 4.0 * 4.0 + 18 * 4.0, 1e-6);
+  // A view of a leaf that requires grad cannot be modified in place.
+  Tensor w = tl::ones({2, 2}).requires_grad_();
+  EXPECT_THROW(w[0].add_(1), tl::Error);
+}
+}  // namespace

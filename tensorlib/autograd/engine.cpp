@@ -24,6 +24,20 @@ struct Capture {
   size_t slot;
 };
 
+// Anomaly mode: a NaN in a node's gradients names the node and where forward created it.
+void check_anomaly(const Node& n, const variable_list& outs) {
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Tensor& g = outs[i];
+    if (!g.defined() || !g.is_floating_point()) continue;
+    AutoGradMode no_grad(false);
+    if (g.ne(g).to(kInt64).sum().item<int64_t>() == 0) continue;
+    TL_CHECK(false, "Function '", n.name(), "' returned nan values in its ", i, "th output.",
+             n.creation_trace.empty() ? std::string()
+                                      : "\nTraceback of forward call that caused the error:\n" +
+                                            n.creation_trace);
+  }
+}
+
 void accumulate(Tensor& slot, const Tensor& g) {
   if (!g.defined()) return;
   slot = slot.defined() ? slot + g : g;
@@ -125,6 +139,7 @@ variable_list run_backward(const variable_list& outputs, const variable_list& gr
     for (const Tensor& t : inputs) any = any || t.defined();
     if (any && !(is_accumulate && !capture_edges.empty())) {
       outs = n->apply(std::move(inputs));
+      if (is_anomaly_enabled()) check_anomaly(*n, outs);
       if (!retain_graph) n->release_variables();
     }
     for (size_t i = 0; i < n->next_edges.size(); ++i) {

@@ -19,7 +19,12 @@ struct FunctionNode final : Node {
   FunctionNode(std::string op, std::vector<SavedVariable> saved, BackwardFn fn)
       : op_(std::move(op)), saved_(std::move(saved)), fn_(std::move(fn)) {}
   variable_list apply(variable_list&& grads) override;
-  std::string name() const override { return op_ + "Backward0"; }
+  // PyTorch's spelling: "SqrtBackward0".
+  std::string name() const override {
+    std::string n = op_ + "Backward0";
+    if (!n.empty() && n[0] >= 'a' && n[0] <= 'z') n[0] = static_cast<char>(n[0] - 'a' + 'A');
+    return n;
+  }
   void release_variables() override;
   SavedVariable& saved_variable(size_t i) { return saved_[i]; }
 

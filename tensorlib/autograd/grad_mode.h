@@ -8,7 +8,23 @@ bool is_grad_enabled();
 void set_grad_enabled(bool enabled);
 bool is_inference_mode_enabled();
 void set_inference_mode(bool enabled);
+// Anomaly mode (torch.autograd.detect_anomaly): nodes remember where forward created them,
+// and backward raises an error naming the node when one returns NaN.
+bool is_anomaly_enabled();
+void set_detect_anomaly(bool enabled);
 }  // namespace autograd
+
+// Anomaly detection for a scope (torch.autograd.detect_anomaly()).
+class DetectAnomalyGuard {
+ public:
+  DetectAnomalyGuard() : prev_(autograd::is_anomaly_enabled()) { autograd::set_detect_anomaly(true); }
+  ~DetectAnomalyGuard() { autograd::set_detect_anomaly(prev_); }
+  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
+  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
+
+ private:
+  bool prev_;
+};
 
 using autograd::is_grad_enabled;
 using autograd::set_grad_enabled;

@@ -1,6 +1,10 @@
 #include "tensorlib/autograd/node.h"
 
+#include <execinfo.h>
+
 #include <atomic>
+#include <cmath>
+#include <cstdlib>
 
 #include "tensorlib/autograd/function.h"
 #include "tensorlib/autograd/grad_mode.h"
@@ -27,7 +31,17 @@ void emit_category(const Tensor& t, tidemark::events::Category c) {
 }
 }  // namespace
 
-Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1)) {}
+Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1)) {
+  if (!is_anomaly_enabled()) return;
+  // glibc's backtrace: tensorlib does not link the profiler's unwinder; names come from the
+  // dynamic symbol table (link with -rdynamic for the program's own functions).
+  void* frames[32];
+  int n = ::backtrace(frames, 32);
+  char** names = ::backtrace_symbols(frames, n);
+  if (!names) return;
+  for (int i = 1; i < n; ++i) creation_trace += std::string("  ") + names[i] + "\n";
+  std::free(names);
+}
 
 SavedVariable::SavedVariable(const Tensor& t, bool is_output) : is_output_(is_output), saved_(true) {
   if (!t.defined()) return;

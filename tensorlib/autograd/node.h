@@ -48,6 +48,8 @@ struct Node : std::enable_shared_from_this<Node> {
   // Hooks on the gradient of output `first` before this node runs (a non-leaf tensor's
   // register_hook and retain_grad).
   std::vector<std::pair<uint32_t, std::function<Tensor(const Tensor&)>>> pre_hooks;
+  // In anomaly mode: where forward created this node (symbolized native frames).
+  std::string creation_trace;
 };
 
 // Saves a tensor for backward, with the version check of Note [Saved tensors].

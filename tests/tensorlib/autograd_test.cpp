@@ -511,3 +511,26 @@ TEST(AutogradSemantics, InPlaceOnAViewRewritesTheBasesHistory) {
   EXPECT_THROW(w[0].add_(1), tl::Error);
 }
 }  // namespace
+
+namespace {
+TEST(AutogradSemantics, AnomalyModeNamesTheNodeThatProducedNan) {
+  Tensor x = tl::tensor({0.0, 1.0}).requires_grad_();
+  {
+    tl::DetectAnomalyGuard anomaly;
+    // MulBackward sends 0 to sqrt; SqrtBackward computes 0 / (2 * sqrt(0)) = nan.
+    Tensor y = x.sqrt() * 0;
+    try {
+      y.sum().backward();
+      FAIL() << "anomaly mode must catch the nan";
+    } catch (const tl::Error& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("Function 'SqrtBackward0' returned nan values in its 0th output"),
+                std::string::npos) << m;
+      EXPECT_NE(m.find("Traceback of forward call"), std::string::npos) << m;
+    }
+  }
+  x.mutable_grad() = Tensor();
+  (x.sqrt() * 0).sum().backward();  // without anomaly mode the nan just propagates
+  EXPECT_TRUE(std::isnan(at(x.grad(), 0)));
+}
+}  // namespace

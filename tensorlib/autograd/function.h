@@ -52,4 +52,8 @@ auto forward_no_grad(F f) {
 // history to the new node. A leaf that requires grad cannot be modified in place.
 void check_inplace(const Tensor& self, const char* op);
 
+// After an in-place write of `r` into the view `view`, makes the view's base a CopySlices
+// result (Note [In-place on a view]).
+void rebase_view_base(const Tensor& view, const Tensor& r);
+
 }  // namespace tl::autograd

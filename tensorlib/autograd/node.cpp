@@ -217,4 +217,25 @@ void check_inplace(const Tensor& self, const char* op) {
   }
 }
 
+// Note [In-place on a view]
+// Writing into a view changes its base: the base's history becomes a CopySlices node whose
+// backward sends the gradient of the view's region to the new value `r` and the rest to the
+// base's old history (the region's old values were overwritten, so they get none).
+void rebase_view_base(const Tensor& view, const Tensor& r) {
+  Tensor base = view._base();
+  if (!base.requires_grad() && !r.requires_grad()) return;
+  std::vector<int64_t> vs = view.sizes().vec(), vst = view.strides().vec();
+  std::vector<int64_t> bs = base.sizes().vec(), bst = base.strides().vec();
+  const int64_t offset = view.storage_offset() - base.storage_offset();
+  record(base, "CopySlices", {&base, &r}, {},
+         [vs, vst, bs, bst, offset](const variable_list& g, const variable_list&) {
+           Tensor grad_base = tl::empty_strided(bs, bst, g[0].options());
+           grad_base.copy_(g[0]);
+           Tensor region = grad_base.as_strided(vs, vst, offset);
+           Tensor grad_r = region.clone();
+           region.zero_();
+           return variable_list{grad_base, grad_r};
+         });
+}
+
 }  // namespace tl::autograd

@@ -39,6 +39,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
                        return autograd::variable_list{tl::zeros_like(g[0]),
                                                       autograd::sum_to(g[0], ss).to(dt)};
                      });
+    if (is_view()) autograd::rebase_view_base(*this, *this);
     return *this;
   }
   check_no_internal_overlap("copy_", *this);

@@ -24,27 +24,6 @@ Tensor forward(F f) {
 // In-place with autograd (Note [In-place and autograd]): the new value is computed out of
 // place, recording the graph from self's current history, then written into self, whose
 // history moves to the new node.
-// Note [In-place on a view]
-// Writing into a view changes its base: the base's history becomes a CopySlices node whose
-// backward sends the gradient of the view's region to the new value `r` and the rest to the
-// base's old history (the region's old values were overwritten, so they get none).
-void rebase_base_history(const Tensor& view, const Tensor& r) {
-  Tensor base = view._base();
-  if (!base.requires_grad() && !r.requires_grad()) return;
-  std::vector<int64_t> vs = view.sizes().vec(), vst = view.strides().vec();
-  std::vector<int64_t> bs = base.sizes().vec(), bst = base.strides().vec();
-  const int64_t offset = view.storage_offset() - base.storage_offset();
-  record(base, "CopySlices", {&base, &r}, {},
-         [vs, vst, bs, bst, offset](const variable_list& g, const variable_list&) {
-           Tensor grad_base = tl::empty_strided(bs, bst, g[0].options());
-           grad_base.copy_(g[0]);
-           Tensor region = grad_base.as_strided(vs, vst, offset);
-           Tensor grad_r = region.clone();
-           region.zero_();
-           return variable_list{grad_base, grad_r};
-         });
-}
-
 // The op runs on a clone of self, so what its node saves is not the tensor being overwritten
 // (PyTorch saves exactly what each in-place formula needs; this costs one copy more).
 template <typename F>
@@ -56,7 +35,7 @@ Tensor& inplace_with_grad(Tensor& self, const char* op, F out_of_place) {
     self.copy_(r);
   }
   if (r.requires_grad()) autograd::set_history(self, r.grad_fn(), r.output_nr());
-  if (self.is_view()) rebase_base_history(self, r);
+  if (self.is_view()) autograd::rebase_view_base(self, r);
   return self;
 }
 }  // namespace

@@ -534,3 +534,34 @@ TEST(AutogradSemantics, AnomalyModeNamesTheNodeThatProducedNan) {
   EXPECT_TRUE(std::isnan(at(x.grad(), 0)));
 }
 }  // namespace
+
+namespace {
+// Double backward: the gradient computed with create_graph is itself checked against finite
+// differences (a gradgradcheck).
+Fn first_derivative(const Fn& f) {
+  return [f](const std::vector<Tensor>& x) {
+    tl::EnableGradGuard enable;
+    std::vector<Tensor> xs;
+    for (const Tensor& t : x) xs.push_back(t.requires_grad() ? t : t.detach().requires_grad_());
+    Tensor y = f(xs);
+    return tl::autograd::grad({y.pow(2).sum()}, {xs[0]}, {}, std::nullopt, /*create_graph=*/true)[0];
+  };
+}
+
+TEST(Gradgradcheck, ElementwiseReductionsAndMatmul) {
+  tl::manual_seed(8);
+  Tensor x = randd({2, 3}), w = randd({3, 2});
+  gradcheck("mul", first_derivative([](const auto& v) { return v[0] * v[0] * 3; }), {x}, 1e-6, 1e-4);
+  gradcheck("exp_tanh", first_derivative([](const auto& v) { return v[0].exp().tanh(); }), {x}, 1e-6, 1e-4);
+  gradcheck("div_log", first_derivative([](const auto& v) { return (v[0] + 3).log() / (v[0] + 2); }), {x}, 1e-6, 1e-4);
+  gradcheck("sum_mean", first_derivative([](const auto& v) { return v[0].sum({1}) * v[0].mean(); }), {x}, 1e-6, 1e-4);
+  gradcheck("softmax", first_derivative([](const auto& v) { return v[0].softmax(1); }), {x}, 1e-6, 1e-4);
+  gradcheck("matmul", first_derivative([&](const auto& v) { return tl::matmul(v[0], w).sigmoid(); }), {x}, 1e-6, 1e-4);
+  gradcheck("select_narrow", first_derivative([](const auto& v) {
+    return v[0][0] * v[0].narrow(1, 0, 2).sum() + v[0].max();
+  }), {x}, 1e-6, 1e-4);
+  gradcheck("transpose_expand", first_derivative([](const auto& v) {
+    return v[0].t().unsqueeze(0).expand({2, 3, 2}) * v[0].t();
+  }), {x}, 1e-6, 1e-4);
+}
+}  // namespace

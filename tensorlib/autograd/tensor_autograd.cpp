@@ -29,6 +29,16 @@ Tensor& Tensor::requires_grad_(bool r) {
   return *this;
 }
 
+Tensor& Tensor::detach_() {
+  TL_CHECK(!is_view(), "Can't detach views in-place. Use detach() instead.");
+  if (AutogradMeta* m = impl()->autograd_meta()) {
+    m->grad_fn.reset();
+    m->requires_grad = false;
+    m->output_nr = 0;
+  }
+  return *this;
+}
+
 const Tensor& Tensor::grad() const {
   static const Tensor undefined;
   const AutogradMeta* m = impl()->autograd_meta();

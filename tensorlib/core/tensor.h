@@ -171,6 +171,8 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor detach() const;
+  // Detaches this tensor from the graph in place (not allowed on views, as PyTorch).
+  Tensor& detach_();
 
   // ---- Autograd (tensorlib/autograd) ------------------------------------------------------
   bool requires_grad() const;

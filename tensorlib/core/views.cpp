@@ -338,10 +338,18 @@ Tensor Tensor::as_strided(IntArrayRef sz, IntArrayRef st,
            ", storage offset ", offset, " require ", (last + 1) * int64_t(element_size()),
            " bytes, but the storage has only ", storage()->nbytes(), " bytes");
   Tensor out = make_view(*this, sz.vec(), st.vec(), offset, "as_strided");
-  record(out, "AsStrided", {this}, {}, [](const variable_list&, const variable_list&) -> variable_list {
-    TL_CHECK(false, "the derivative of as_strided is not implemented in tensorlib yet");
-    return {};
-  });
+  // The gradient lands in a buffer laid out like the storage, at the view's positions, and
+  // is read back at the input's positions. Overlapping windows (the same element in several
+  // places of the view) are not summed: the last write wins.
+  record(out, "AsStrided", {this},
+         {}, [in_sizes = sizes().vec(), in_strides = strides().vec(), in_offset = storage_offset(),
+              out_sizes = sz.vec(), out_strides = st.vec(), out_offset = offset,
+              extent = static_cast<int64_t>(storage()->nbytes() / element_size())](
+                 const variable_list& g, const variable_list&) {
+           Tensor buffer = tl::zeros({extent}, g[0].options());
+           buffer.as_strided(out_sizes, out_strides, out_offset).copy_(g[0]);
+           return variable_list{buffer.as_strided(in_sizes, in_strides, in_offset).clone()};
+         });
   return out;
 }
 

@@ -565,3 +565,21 @@ TEST(Gradgradcheck, ElementwiseReductionsAndMatmul) {
   }), {x}, 1e-6, 1e-4);
 }
 }  // namespace
+
+namespace {
+TEST(Gradcheck, AsStridedAndDetachInPlace) {
+  tl::manual_seed(9);
+  gradcheck("as_strided", [](const auto& v) { return v[0].as_strided({2, 2}, {1, 3}, 1) * 2; },
+            {randd({3, 3})});
+  gradcheck("as_strided_of_view", [](const auto& v) {
+    return v[0].t().as_strided({3}, {4}, 0);  // the diagonal, through a transposed view
+  }, {randd({3, 3})});
+  Tensor x = tl::ones({2}).requires_grad_();
+  Tensor y = x * 2;
+  y.detach_();
+  EXPECT_FALSE(y.requires_grad());
+  EXPECT_TRUE(y.is_leaf());
+  Tensor v = (x * 2).narrow(0, 0, 1);
+  EXPECT_THROW(v.detach_(), tl::Error);
+}
+}  // namespace

@@ -8,6 +8,7 @@
 #include "tensorlib/core/scalar.h"
 #include "tensorlib/core/tensor.h"
 #include "tensorlib/core/tensor_options.h"
+#include "tensorlib/autograd/grad_mode.h"
 #include "tensorlib/memory/memory.h"
 #include "profiler/events/annotate.h"
 

@@ -1,0 +1,131 @@
+#include "tensorlib/nn/module.h"
+
+#include <cmath>
+#include <set>
+
+#include "tensorlib/autograd/grad_mode.h"
+
+namespace tl::nn {
+
+Tensor& Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
+  TL_CHECK(!name.empty() && name.find('.') == std::string::npos,
+           "parameter name must be non-empty and contain no '.', got '", name, "'");
+  if (requires_grad) t.requires_grad_();
+  params_.emplace_back(name, std::move(t));
+  return params_.back().second;
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor t) {
+  buffers_.emplace_back(name, std::move(t));
+  return buffers_.back().second;
+}
+
+void Module::set_path(const std::string& path) {
+  path_ = path;
+  for (auto& [name, child] : children_) child->set_path(path_ + "." + name);
+}
+
+namespace {
+template <typename Get>
+void collect(const Module& m, const std::string& prefix, bool recurse, Get get,
+             std::vector<std::pair<std::string, Tensor>>& out) {
+  for (const auto& [name, t] : get(m)) out.emplace_back(prefix + name, t);
+  if (!recurse) return;
+  for (const auto& [name, child] : m.named_modules()) {
+    if (name.empty()) continue;
+    for (const auto& [n, t] : get(*child)) out.emplace_back(prefix + name + "." + n, t);
+  }
+}
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect(*this, "", recurse, [](const Module& m) { return m.params_; }, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect(*this, "", recurse, [](const Module& m) { return m.buffers_; }, out);
+  return out;
+}
+
+// Descendants with their dotted names relative to this module ("" for this module itself).
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() const {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  out.emplace_back("", std::const_pointer_cast<Module>(shared_from_this()));
+  for (const auto& [name, child] : children_) {
+    for (auto& [n, m] : child->named_modules())
+      out.emplace_back(n.empty() ? name : name + "." + n, m);
+  }
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (const auto& [n, c] : children_) out.push_back(c);
+  return out;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+void Module::zero_grad(bool set_to_none) {
+  for (Tensor& p : parameters()) {
+    if (set_to_none) {
+      p.mutable_grad() = Tensor();
+    } else if (p.grad().defined()) {
+      p.mutable_grad().zero_();
+    }
+  }
+}
+
+std::map<std::string, Tensor> Module::state_dict() const {
+  std::map<std::string, Tensor> out;
+  for (auto& [n, t] : named_parameters()) out[n] = t;
+  for (auto& [n, t] : named_buffers()) out[n] = t;
+  return out;
+}
+
+void Module::load_state_dict(const std::map<std::string, Tensor>& state) {
+  auto mine = state_dict();
+  for (const auto& [name, t] : state)
+    TL_CHECK(mine.count(name), "load_state_dict: unexpected key '", name, "'");
+  NoGradGuard no_grad;
+  for (auto& [name, t] : mine) {
+    auto it = state.find(name);
+    TL_CHECK(it != state.end(), "load_state_dict: missing key '", name, "'");
+    TL_CHECK(it->second.sizes() == t.sizes(), "load_state_dict: size mismatch for '", name,
+             "': copying a param with shape ", it->second.sizes(), ", the shape in the current "
+             "model is ", t.sizes());
+    t.copy_(it->second);
+  }
+}
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias) : Module("linear") {
+  TL_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got ",
+           in_features, " and ", out_features);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight = register_parameter("weight", tl::rand({out_features, in_features}) * (2 * bound) - bound);
+  if (with_bias) bias = register_parameter("bias", tl::rand({out_features}) * (2 * bound) - bound);
+}
+
+Tensor Linear::forward(const Tensor& x) {
+  return bias.defined() ? tl::matmul(x, weight.t()) + bias : tl::matmul(x, weight.t());
+}
+
+Tensor Sequential::forward(const Tensor& x) {
+  Tensor y = x;
+  for (auto& [name, m] : children_) y = (*m)(y);
+  return y;
+}
+
+}  // namespace tl::nn

@@ -1,0 +1,97 @@
+#include "tensorlib/optim/optimizer.h"
+
+#include <cmath>
+
+#include "profiler/events/events.h"
+#include "tensorlib/autograd/grad_mode.h"
+
+namespace tl::optim {
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (Tensor& p : params_) {
+    if (set_to_none) p.mutable_grad() = Tensor();
+    else if (p.grad().defined()) p.mutable_grad().zero_();
+  }
+}
+
+Tensor Optimizer::new_state(const Tensor& p) {
+  Tensor s = tl::zeros_like(p);
+  namespace ev = tidemark::events;
+  if (ev::enabled() && s.storage()->data()) {
+    ev::Event e;
+    e.kind = ev::Kind::category;
+    e.device = s.device().event_id();
+    e.category = {reinterpret_cast<uint64_t>(s.storage()->data()), ev::Category::optimizer_state};
+    ev::dispatch(e);
+  }
+  return s;
+}
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params)), o_(o) {
+  TL_CHECK(o.lr >= 0, "SGD: invalid learning rate ", o.lr);
+  TL_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
+           "SGD: Nesterov momentum requires a momentum and zero dampening");
+  lr_ = o.lr;
+  momentum_.resize(params_.size());
+}
+
+// PyTorch's SGD: g += wd * p; buf = g (first step) or momentum * buf + (1 - dampening) * g;
+// g = g + momentum * buf (nesterov) or buf; p -= lr * g.
+void SGD::step() {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    if (!p.grad().defined()) continue;
+    Tensor g = p.grad();
+    if (o_.weight_decay != 0) g = g + p * o_.weight_decay;
+    if (o_.momentum != 0) {
+      if (!momentum_[i].defined()) {
+        momentum_[i] = new_state(p);
+        momentum_[i].copy_(g);
+      } else {
+        momentum_[i].mul_(o_.momentum).add_(g, 1 - o_.dampening);
+      }
+      g = o_.nesterov ? g + momentum_[i] * o_.momentum : momentum_[i];
+    }
+    p.sub_(g, lr_);
+  }
+}
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions o, bool decoupled)
+    : Optimizer(std::move(params)), o_(o), decoupled_(decoupled) {
+  TL_CHECK(o.lr >= 0, "Adam: invalid learning rate ", o.lr);
+  TL_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1, "Adam: invalid betas (",
+           o.beta1, ", ", o.beta2, ")");
+  lr_ = o.lr;
+  m_.resize(params_.size());
+  v_.resize(params_.size());
+}
+
+// PyTorch's Adam/AdamW: (AdamW) p *= 1 - lr * wd; (Adam) g += wd * p;
+// m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+void Adam::step() {
+  NoGradGuard no_grad;
+  ++t_;
+  const double bc1 = 1 - std::pow(o_.beta1, static_cast<double>(t_));
+  const double bc2 = 1 - std::pow(o_.beta2, static_cast<double>(t_));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    if (!p.grad().defined()) continue;
+    Tensor g = p.grad();
+    if (o_.weight_decay != 0) {
+      if (decoupled_) p.mul_(1 - lr_ * o_.weight_decay);
+      else g = g + p * o_.weight_decay;
+    }
+    if (!m_[i].defined()) {
+      m_[i] = new_state(p);
+      v_[i] = new_state(p);
+    }
+    m_[i].mul_(o_.beta1).add_(g, 1 - o_.beta1);
+    v_[i].mul_(o_.beta2).add_(g * g, 1 - o_.beta2);
+    Tensor denom = (v_[i].sqrt() / std::sqrt(bc2)).add_(o_.eps);
+    p.sub_(m_[i] / denom, lr_ / bc1);
+  }
+}
+
+}  // namespace tl::optim

@@ -1,0 +1,164 @@
+// tl::nn and tl::optim: module bookkeeping, scopes, losses against their formulas, and
+// optimizer updates against PyTorch's update rules computed by hand.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <tensorlib/nn/loss.h>
+#include <tensorlib/nn/module.h>
+#include <tensorlib/optim/optimizer.h>
+#include <tensorlib/tensorlib.h>
+
+namespace {
+
+using tl::Tensor;
+namespace nn = tl::nn;
+namespace F = tl::nn::functional;
+
+std::shared_ptr<nn::Sequential> mlp() {
+  auto s = std::make_shared<nn::Sequential>();
+  s->push_back(std::make_shared<nn::Linear>(4, 8));
+  s->push_back(std::make_shared<nn::ReLU>());
+  s->push_back(std::make_shared<nn::Linear>(8, 3));
+  return s;
+}
+
+TEST(Module, NamesPathsAndInitialisation) {
+  tl::manual_seed(0);
+  auto m = mlp();
+  std::vector<std::string> names;
+  for (auto& [n, p] : m->named_parameters()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
+  EXPECT_EQ(m->children()[2]->path(), "model.2");
+  auto lin = std::dynamic_pointer_cast<nn::Linear>(m->children()[0]);
+  ASSERT_TRUE(lin);
+  EXPECT_EQ(lin->weight.sizes().vec(), (std::vector<int64_t>{8, 4}));
+  EXPECT_LE(lin->weight.abs().max().item<double>(), 0.5);  // 1 / sqrt(in_features)
+  EXPECT_TRUE(lin->weight.requires_grad());
+  m->eval();
+  EXPECT_FALSE(m->children()[1]->is_training());
+}
+
+TEST(Module, ForwardRunsInScopesNamedByPath) {
+  namespace ev = tidemark::events;
+  struct Scopes final : ev::Sink {
+    void on_event(const ev::Event& e) noexcept override {
+      if (e.kind == ev::Kind::scope_push) pushed.emplace_back(e.name.name);
+    }
+    std::vector<std::string> pushed;
+  } sink;
+  auto m = mlp();
+  ev::add_sink(&sink);
+  Tensor y = (*m)(tl::rand({2, 4}));
+  ev::remove_sink(&sink);
+  EXPECT_EQ(sink.pushed, (std::vector<std::string>{"model", "model.0", "model.1", "model.2"}));
+  EXPECT_EQ(y.sizes().vec(), (std::vector<int64_t>{2, 3}));
+}
+
+TEST(Module, StateDictRoundTripAndErrors) {
+  auto a = mlp(), b = mlp();
+  b->load_state_dict(a->state_dict());
+  Tensor x = tl::rand({3, 4});
+  EXPECT_TRUE(tl::equal((*a)(x), (*b)(x)));
+  auto sd = a->state_dict();
+  sd.erase("2.bias");
+  EXPECT_THROW(b->load_state_dict(sd), tl::Error);
+  sd = a->state_dict();
+  sd["0.bias"] = tl::zeros({5});
+  try {
+    b->load_state_dict(sd);
+    FAIL();
+  } catch (const tl::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("size mismatch for '0.bias'"), std::string::npos);
+  }
+  (*a)(x).sum().backward();
+  EXPECT_TRUE(a->parameters()[0].grad().defined());
+  a->zero_grad();
+  EXPECT_FALSE(a->parameters()[0].grad().defined());  // set_to_none, as PyTorch 2
+}
+
+TEST(Loss, CrossEntropyMatchesItsFormula) {
+  Tensor logits = tl::tensor({{1.0, 2.0, 0.5, -1.0}, {0.0, 0.0, 3.0, 1.0}, {2.0, 1.0, 0.0, 0.0}},
+                             tl::kFloat64);
+  Tensor target = tl::tensor({1, 2, -100});
+  // Rows 0 and 1 only (row 2 is ignored); plain and with label smoothing 0.1.
+  double plain = 0, smooth = 0;
+  for (int r = 0; r < 2; ++r) {
+    double lse = 0;
+    for (int c = 0; c < 4; ++c) lse += std::exp(logits[r][c].item<double>());
+    lse = std::log(lse);
+    int64_t t = target[r].item<int64_t>();
+    plain += lse - logits[r][t].item<double>();
+    double uniform = 0;
+    for (int c = 0; c < 4; ++c) uniform += lse - logits[r][c].item<double>();
+    smooth += 0.9 * (lse - logits[r][t].item<double>()) + 0.1 * uniform / 4;
+  }
+  EXPECT_NEAR(F::cross_entropy(logits, target).item<double>(), plain / 2, 1e-12);
+  EXPECT_NEAR(F::cross_entropy(logits, target, -100, 0.1).item<double>(), smooth / 2, 1e-12);
+  EXPECT_NEAR(F::mse_loss(tl::tensor({1.0, 3.0}), tl::tensor({0.0, 1.0})).item<double>(), 2.5, 1e-12);
+  EXPECT_THROW(F::cross_entropy(logits, tl::tensor({1.0, 2.0, 0.0})), tl::Error);
+}
+
+// One parameter, gradients set by hand, updates computed with PyTorch's formulas.
+TEST(Optim, SgdMomentumNesterovWeightDecay) {
+  Tensor p = tl::tensor({1.0}, tl::kFloat64).requires_grad_();
+  tl::optim::SGD sgd({p}, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
+  double pv = 1.0, buf = 0;
+  for (int step = 0; step < 3; ++step) {
+    double g = 0.5 + step;
+    p.mutable_grad() = tl::tensor({g}, tl::kFloat64);
+    sgd.step();
+    double gd = g + 0.01 * pv;
+    buf = step == 0 ? gd : 0.9 * buf + gd;
+    pv -= 0.1 * (gd + 0.9 * buf);
+    EXPECT_NEAR(p.item<double>(), pv, 1e-12) << "step " << step;
+  }
+}
+
+TEST(Optim, AdamAndAdamW) {
+  for (bool decoupled : {false, true}) {
+    Tensor p = tl::tensor({2.0}, tl::kFloat64).requires_grad_();
+    tl::optim::AdamOptions o{.lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.1};
+    std::unique_ptr<tl::optim::Optimizer> opt =
+        decoupled ? std::unique_ptr<tl::optim::Optimizer>(new tl::optim::AdamW({p}, o))
+                  : std::unique_ptr<tl::optim::Optimizer>(new tl::optim::Adam({p}, o));
+    double pv = 2.0, m = 0, v = 0;
+    for (int t = 1; t <= 3; ++t) {
+      double g = 0.3 * t;
+      p.mutable_grad() = tl::tensor({g}, tl::kFloat64);
+      opt->step();
+      if (decoupled) pv *= 1 - 0.01 * 0.1;
+      else g += 0.1 * pv;
+      m = 0.9 * m + 0.1 * g;
+      v = 0.999 * v + 0.001 * g * g;
+      double mhat = m / (1 - std::pow(0.9, t)), vhat = v / (1 - std::pow(0.999, t));
+      pv -= 0.01 * mhat / (std::sqrt(vhat) + 1e-8);
+      EXPECT_NEAR(p.item<double>(), pv, 1e-9) << (decoupled ? "AdamW" : "Adam") << " step " << t;
+    }
+  }
+}
+
+TEST(Optim, AnNnMlpLearnsGaussianBlobs) {
+  tl::manual_seed(3);
+  Tensor centres = tl::randn({3, 4}) * 2;
+  auto m = mlp();
+  tl::optim::Adam opt(m->parameters(), {.lr = 0.02});
+  auto batch = [&](int64_t n, Tensor& x, Tensor& y) {
+    y = tl::randint(0, 3, {n});
+    x = centres.index_select(0, y) + tl::randn({n, 4}) * 0.5;
+  };
+  for (int step = 0; step < 150; ++step) {
+    Tensor x, y;
+    batch(64, x, y);
+    opt.zero_grad();
+    F::cross_entropy((*m)(x), y).backward();
+    opt.step();
+  }
+  Tensor x, y;
+  batch(1000, x, y);
+  tl::NoGradGuard no_grad;
+  double acc = (*m)(x).argmax(1).eq(y).to(tl::kFloat64).mean().item<double>();
+  EXPECT_GT(acc, 0.9);
+}
+
+}  // namespace

@@ -2,6 +2,7 @@
 // the derived tables (docs/trace-format.md) to the output through a small buffer, so a trace
 // of any size exports in constant memory (the CSV keeps one site string per distinct stack).
 #include "profiler/analysis/export.h"
+#include "profiler/analysis/trace.h"
 
 #include <algorithm>
 #include <charconv>
@@ -374,88 +375,6 @@ void chrome_instants(Db& db, ChromeWriter& cw,
 
 // ---- CSV ----------------------------------------------------------------------------------
 
-// The allocation site of a stack, by the rule of Note [Allocation site] (trace.h), so the CSV
-// names the same sites as `tidemark top --by site`: the innermost resolved frame outside
-// Tidemark, tensorlib, the C++ standard library and the C runtime, else the innermost resolved
-// frame. Cached per stack id.
-class SiteResolver {
- public:
-  struct Site {
-    std::string function, file;
-    int64_t line = 0;
-  };
-
-  explicit SiteResolver(Db& db)
-      : node_(db, "SELECT parent, ip FROM stack_nodes WHERE id = ?"),
-        frames_(db, "SELECT function, file, line, module FROM frames WHERE ip = ? ORDER BY depth") {}
-
-  const Site& site(uint64_t stack_id) {
-    auto [it, inserted] = cache_.try_emplace(stack_id);
-    if (!inserted || stack_id == 0) return it->second;
-    std::optional<Site> first_resolved;
-    uint64_t id = stack_id;
-    // Bounded: a corrupt tree with a cycle must not loop forever.
-    for (int n = 0; id != 0 && n < 4096; ++n) {
-      node_.bind(1, id);
-      if (!node_.step()) break;
-      uint64_t parent = node_.u64(0), ip = node_.u64(1);
-      node_.reset();
-      frames_.bind(1, ip);
-      while (frames_.step()) {
-        Site f{frames_.text(0), frames_.text(1), frames_.i64(2)};
-        if (f.function.empty()) continue;
-        if (!is_internal(f, frames_.text(3))) {
-          it->second = std::move(f);
-          frames_.reset();
-          return it->second;
-        }
-        if (!first_resolved) first_resolved = std::move(f);
-      }
-      frames_.reset();
-      id = parent;
-    }
-    if (first_resolved) it->second = std::move(*first_resolved);
-    return it->second;
-  }
-
- private:
-  // "void tl::f<int>(int)" -> "tl::f<int>": the return type and parameters dropped.
-  static std::string_view qualified_name(std::string_view f) {
-    int depth = 0;
-    size_t start = 0, end = f.size();
-    for (size_t i = 0; i < f.size(); ++i) {
-      char c = f[i];
-      if (c == '<') {
-        ++depth;
-      } else if (c == '>') {
-        --depth;
-      } else if (c == '(' && depth == 0) {
-        end = i;
-        break;
-      } else if (c == ' ' && depth == 0) {
-        start = i + 1;
-      }
-    }
-    return start < end ? f.substr(start, end - start) : f;
-  }
-
-  static bool is_internal(const Site& f, const std::string& module) {
-    std::string_view name = qualified_name(f.function);
-    for (std::string_view p : {"tl::", "tidemark::", "std::", "__gnu_cxx::", "__"})
-      if (name.starts_with(p)) return true;
-    for (std::string_view p : {"/tensorlib/", "/profiler/", "/include/c++/", "/bits/"})
-      if (f.file.find(p) != std::string::npos) return true;
-    std::string_view m = module;
-    if (size_t slash = m.rfind('/'); slash != std::string_view::npos) m.remove_prefix(slash + 1);
-    for (std::string_view p : {"libc.so", "libc-", "libstdc++", "libgcc", "libgomp", "ld-linux"})
-      if (m.starts_with(p)) return true;
-    return false;
-  }
-
-  Stmt node_, frames_;
-  std::unordered_map<uint64_t, Site> cache_;
-};
-
 }  // namespace
 
 void export_chrome(const std::string& trace_path, std::ostream& out) {
@@ -513,7 +432,9 @@ void export_csv(const std::string& trace_path, std::ostream& out) {
   auto db = open_finalized(trace_path);
   TimeFrame tf = time_frame(*db);
   auto devices = device_names(*db);
-  SiteResolver sites(*db);
+  // Sites by Note [Allocation site] (trace.h), the rule `tidemark top --by site` uses.
+  Trace trace = Trace::open(trace_path);
+  std::unordered_map<uint64_t, std::optional<store::ResolvedFrame>> sites;
   Writer w(out, trace_path);
   w.raw("device,addr,size,requested_size,stream,segment,pool,alloc_ns,free_requested_ns,"
         "free_completed_ns,thread,scope,category,stack,site_function,site_file,site_line\n");
@@ -540,9 +461,14 @@ void export_csv(const std::string& trace_path, std::ostream& out) {
     w.csv_field(s.text(12)).raw(",");
     uint64_t stack = s.u64(13);
     w.u64(stack).raw(",");
-    const SiteResolver::Site& site = sites.site(stack);
-    w.csv_field(site.function).raw(",").csv_field(site.file).raw(",");
-    if (site.line > 0) w.i64(site.line);
+    auto [it, fresh] = sites.try_emplace(stack);
+    if (fresh) it->second = trace.site_frame(stack);
+    if (const auto& site = it->second) {
+      w.csv_field(site->function).raw(",").csv_field(site->file).raw(",");
+      if (site->line > 0) w.i64(site->line);
+    } else {
+      w.raw(",,");
+    }
     w.raw("\n");
   }
   w.flush();

@@ -80,12 +80,16 @@ std::string basename(const std::string& path) {
 }
 
 // The qualified name of a demangled function: "void tl::f<int>(int)" -> "tl::f<int>".
+// "(anonymous namespace)" is part of a name, not the start of the parameters (else a function
+// in an anonymous namespace returning a std:: type would look like a std:: function).
 std::string_view qualified_name(std::string_view f) {
+  constexpr std::string_view kAnonymous = "(anonymous namespace)";
   int depth = 0;
   size_t start = 0, end = f.size();
   for (size_t i = 0; i < f.size(); ++i) {
     char c = f[i];
-    if (c == '<') ++depth;
+    if (f.substr(i).starts_with(kAnonymous)) i += kAnonymous.size() - 1;
+    else if (c == '<') ++depth;
     else if (c == '>') --depth;
     else if (c == '(' && depth == 0) {
       end = i;
@@ -134,31 +138,31 @@ std::string frame_label(const store::ResolvedFrame& f) {
 
 }  // namespace
 
+std::optional<store::ResolvedFrame> Trace::site_frame(uint64_t stack_id) const {
+  if (stack_id == 0) return std::nullopt;
+  const store::ResolvedFrame* outermost = nullptr;  // not a runtime frame
+  const store::ResolvedFrame* first_resolved = nullptr;
+  for (uint64_t ip : reader_->stack(stack_id)) {
+    for (const store::ResolvedFrame& f : frames(ip)) {
+      if (f.function.empty()) continue;
+      if (!first_resolved) first_resolved = &f;
+      if (!is_runtime(f)) outermost = &f;
+      if (!is_internal(f)) return f;
+    }
+  }
+  if (outermost) return *outermost;
+  if (first_resolved) return *first_resolved;
+  return std::nullopt;
+}
+
 const Site& Trace::site(uint64_t stack_id) const {
   auto it = sites_.find(stack_id);
   if (it != sites_.end()) return it->second;
   Site s{"(no stack)", "(no stack)"};
   if (stack_id != 0) {
-    std::vector<uint64_t> ips = reader_->stack(stack_id);
-    const store::ResolvedFrame* chosen = nullptr;
-    const store::ResolvedFrame* outermost = nullptr;   // not a runtime frame
-    const store::ResolvedFrame* first_resolved = nullptr;
-    for (uint64_t ip : ips) {
-      for (const store::ResolvedFrame& f : frames(ip)) {
-        if (f.function.empty()) continue;
-        if (!first_resolved) first_resolved = &f;
-        if (!is_runtime(f)) outermost = &f;
-        if (!is_internal(f)) {
-          chosen = &f;
-          break;
-        }
-      }
-      if (chosen) break;
-    }
-    if (!chosen) chosen = outermost ? outermost : first_resolved;
-    if (chosen) {
-      s = {chosen->function + "@" + basename(chosen->file), frame_label(*chosen)};
-    } else if (!ips.empty()) {
+    if (auto f = site_frame(stack_id)) {
+      s = {f->function + "@" + basename(f->file), frame_label(*f)};
+    } else if (std::vector<uint64_t> ips = reader_->stack(stack_id); !ips.empty()) {
       s = {hex(ips.front()), hex(ips.front())};
     }
   }

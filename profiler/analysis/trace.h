@@ -71,6 +71,8 @@ class Trace {
   const DeviceRef* device_by_id(int64_t id) const;
 
   const Site& site(uint64_t stack_id) const;
+  // The frame Note [Allocation site] picks for a stack (empty: no resolved frame).
+  std::optional<store::ResolvedFrame> site_frame(uint64_t stack_id) const;
   // The frames of a stack, innermost first, as "function (file:line)" (or "0x..." unresolved).
   std::vector<std::string> stack_frames(uint64_t stack_id) const;
 

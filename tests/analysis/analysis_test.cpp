@@ -88,10 +88,11 @@ class Builder {
     e.tensor.op = base ? "view" : "empty";
     w_->append(e, 0);
   }
-  void finish(uint64_t end) {
+  void stack_node(uint64_t id, uint64_t parent, uint64_t ip) { w_->add_stack_node(id, parent, ip); }
+  void finish(uint64_t end, const st::FinalizeOptions& options = {}) {
     w_->close(end);
     w_.reset();
-    st::finalize(path_);
+    st::finalize(path_, options);
   }
 
  private:
@@ -329,6 +330,35 @@ TEST_F(AnalysisTest, DiffReportsPeakDeltasAndSiteChanges) {
   ASSERT_EQ(back.sites[0].vanished.size(), 1u);
   EXPECT_EQ(back.sites[0].vanished[0].label, "0xe1");
   remove_trace(bigger);
+}
+
+// Regression: a function in an anonymous namespace returning a std:: type was taken for a
+// standard-library frame, so the site fell through to its caller.
+TEST(AnalysisSite, AnonymousNamespaceFunctionsReturningStdTypesAreUserSites) {
+  const std::string path = temp_path("site");
+  Builder b(path);
+  b.stack_node(10, 0, 0xc0);   // main
+  b.stack_node(11, 10, 0xc1);  // make_batch
+  b.stack_node(12, 11, 0xc2);  // tl::empty (tensorlib)
+  b.alloc(2000, 0x1000, 512, 12);
+  st::FinalizeOptions o;
+  o.symbolize = [](uint64_t ip) -> std::vector<st::ResolvedFrame> {
+    if (ip == 0xc0) return {{"main", "/home/u/main.cpp", 3, false, "/home/u/app"}};
+    if (ip == 0xc1)
+      return {{"std::vector<int, std::allocator<int> > (anonymous namespace)::make_batch(int)",
+               "/home/u/train.cpp", 12, false, "/home/u/app"}};
+    return {{"tl::empty(tl::ArrayRef<long>, tl::TensorOptions)", "/src/tensorlib/core/factories.cpp",
+             40, false, "/home/u/app"}};
+  };
+  b.finish(3000, o);
+  an::Trace t = an::Trace::open(path);
+  EXPECT_EQ(t.site(12).label,
+            "std::vector<int, std::allocator<int> > (anonymous namespace)::make_batch(int) "
+            "(train.cpp:12)");
+  auto f = t.site_frame(12);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->line, 12);
+  remove_trace(path);
 }
 
 TEST(Units, SizesAndTimes) {

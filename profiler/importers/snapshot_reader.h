@@ -1,0 +1,332 @@
+// Phase 1 of the PyTorch snapshot importer (pytorch_snapshot.cpp): the snapshot's pickle read
+// into plain structs, every field used checked (internal to profiler/importers).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "profiler/events/events.h"
+#include "profiler/importers/pickle.h"
+#include "profiler/importers/pytorch_snapshot.h"
+
+namespace tidemark::importers::snapshot {
+
+namespace ev = tidemark::events;
+
+using pickle::Ref;
+using pickle::Type;
+
+constexpr uint64_t kMinBlock = 512;             // PyTorch's kMinBlockSize
+constexpr uint64_t kSmallSize = 1 << 20;        // largest small-pool request
+constexpr uint64_t kSmallBuffer = 2 << 20;      // small-pool segment
+constexpr const char* kStartMark = "snapshot: state before trace";
+constexpr const char* kSnapshotMark = "snapshot";
+
+// The block size PyTorch's allocator gives a request with its default rounding.
+inline uint64_t round_block(uint64_t n) {
+  return n < kMinBlock ? kMinBlock : (n + kMinBlock - 1) / kMinBlock * kMinBlock;
+}
+
+enum class Action : uint8_t {
+  alloc,
+  free_requested,
+  free_completed,
+  segment_alloc,
+  segment_free,
+  segment_map,
+  segment_unmap,
+  snapshot,
+  oom,
+  free,  // PyTorch < 2.1: one action for both frees
+  other,
+};
+
+inline Action parse_action(std::string_view a) {
+  if (a == "alloc") return Action::alloc;
+  if (a == "free_requested") return Action::free_requested;
+  if (a == "free_completed") return Action::free_completed;
+  if (a == "segment_alloc") return Action::segment_alloc;
+  if (a == "segment_free") return Action::segment_free;
+  if (a == "segment_map") return Action::segment_map;
+  if (a == "segment_unmap") return Action::segment_unmap;
+  if (a == "snapshot") return Action::snapshot;
+  if (a == "oom") return Action::oom;
+  if (a == "free") return Action::free;
+  return Action::other;
+}
+
+struct Entry {
+  Action action;
+  uint64_t addr = 0, size = 0, stream = 0, time_ns = 0, device_free = 0;
+  pickle::Val frames;  // a list, or None
+};
+
+enum class BlockState : uint8_t { inactive, allocated, pending };  // pending: active_pending_free
+
+struct Block {
+  uint64_t addr = 0, size = 0, requested = 0;
+  BlockState state = BlockState::inactive;
+  pickle::Val frames;
+};
+
+struct Segment {
+  int device = 0;
+  uint64_t addr = 0, size = 0, stream = 0;
+  ev::Pool pool = ev::Pool::large;
+  bool expandable = false;
+  pickle::Val frames;
+  std::vector<Block> blocks;
+};
+
+// Where a field is, for messages: "device_traces[0][12]".
+struct Where {
+  const char* what;
+  int64_t a = -1, b = -1;
+  const char* sub = nullptr;  // "blocks", "frames"
+  int64_t c = -1;
+  std::string str() const {
+    std::string s = what;
+    if (a >= 0) s += "[" + std::to_string(a) + "]";
+    if (b >= 0) s += "[" + std::to_string(b) + "]";
+    if (sub) s += std::string(".") + sub;
+    if (c >= 0) s += "[" + std::to_string(c) + "]";
+    return s;
+  }
+};
+
+// ---- Phase 1: reading -------------------------------------------------------------------------
+
+class SnapshotReader {
+ public:
+  SnapshotReader(const pickle::Document& doc, const std::string& name) : doc_(doc), name_(name) {}
+
+  [[noreturn]] void fail(const Where& w, const std::string& what) const {
+    throw ImportError(name_ + ": not a PyTorch memory snapshot: " + w.str() + ": " + what);
+  }
+
+  Ref required(Ref dict, std::string_view key, const Where& w) const {
+    std::optional<Ref> v = dict.get(key);
+    if (!v) fail(w, "no '" + std::string(key) + "' field");
+    return *v;
+  }
+  int64_t integer(Ref v, std::string_view key, const Where& w) const {
+    if (auto i = v.as_int()) return *i;
+    if (v.type() == Type::boolean) return *v.as_bool();
+    fail(w, "'" + std::string(key) + "' is " + std::string(pickle::type_name(v.type())) + " " +
+                v.repr(40) + ", expected an int");
+  }
+  uint64_t unsigned_field(Ref dict, std::string_view key, const Where& w) const {
+    int64_t i = integer(required(dict, key, w), key, w);
+    if (i < 0) fail(w, "'" + std::string(key) + "' is negative (" + std::to_string(i) + ")");
+    return static_cast<uint64_t>(i);
+  }
+  uint64_t stream_field(Ref dict, const Where& w) const {
+    std::optional<Ref> v = dict.get("stream");
+    if (!v || v->is_none()) return 0;
+    return static_cast<uint64_t>(integer(*v, "stream", w));  // a cudaStream_t as an integer
+  }
+  pickle::Val frames_field(Ref dict, const Where& w) const {
+    std::optional<Ref> v = dict.get("frames");
+    if (!v || v->is_none()) return {};
+    if (v->type() != Type::list && v->type() != Type::tuple)
+      fail(w, "'frames' is " + std::string(pickle::type_name(v->type())) + ", expected a list");
+    return v->val();
+  }
+
+  void read(Ref root) {
+    Ref segments = root, traces{&doc_, {}};
+    if (root.type() == Type::dict) {
+      segments = required(root, "segments", {"snapshot"});
+      if (auto t = root.get("device_traces")) traces = *t;
+      if (auto s = root.get("allocator_settings")) allocator_settings_ = render_settings(*s, 0);
+    } else if (root.type() != Type::list) {
+      // PyTorch < 2.1 pickled a bare list of segments; anything else is not a snapshot.
+      throw ImportError(name_ + ": not a PyTorch memory snapshot: the pickle holds " +
+                        std::string(pickle::type_name(root.type())) + " " + root.repr(60) +
+                        ", expected a dict with 'segments' and 'device_traces'");
+    }
+    if (segments.type() != Type::list)
+      fail({"segments"}, "is " + std::string(pickle::type_name(segments.type())) + ", expected a list");
+    read_segments(segments);
+    if (traces.type() == Type::list) {
+      for (size_t d = 0; d < traces.size(); ++d)
+        read_trace(static_cast<int>(std::min<size_t>(d, std::numeric_limits<int>::max())), traces[d]);
+    } else if (traces.type() == Type::dict) {  // {device: [entries]}
+      for (size_t i = 0; i < traces.size(); ++i) {
+        auto d = traces.key(i).as_int();
+        if (!d) fail({"device_traces"}, "a key is not a device index");
+        read_trace(device_index(*d, {"device_traces"}), traces.value(i));
+      }
+    } else if (!traces.is_none()) {
+      fail({"device_traces"}, "is " + std::string(pickle::type_name(traces.type())) + ", expected a list");
+    }
+  }
+
+  int device_index(int64_t d, const Where& w) const {
+    if (d < 0 || d > std::numeric_limits<int8_t>::max())
+      fail(w, "device index " + std::to_string(d) + " is out of range (0 to 127)");
+    return static_cast<int>(d);
+  }
+
+  void read_segments(Ref segments) {
+    segments_.reserve(segments.size());
+    for (size_t i = 0; i < segments.size(); ++i) {
+      Where w{"segments", static_cast<int64_t>(i)};
+      Ref s = segments[i];
+      if (s.type() != Type::dict) fail(w, "is " + std::string(pickle::type_name(s.type())) + ", expected a dict");
+      Segment seg;
+      seg.device = device_index(integer(required(s, "device", w), "device", w), w);
+      seg.addr = unsigned_field(s, "address", w);
+      seg.size = unsigned_field(s, "total_size", w);
+      seg.stream = stream_field(s, w);
+      seg.frames = frames_field(s, w);
+      if (auto t = s.get("segment_type")) {
+        auto type = t->as_string();
+        if (!type || (*type != "small" && *type != "large"))
+          fail(w, "'segment_type' is " + t->repr(40) + ", expected 'small' or 'large'");
+        seg.pool = *type == "small" ? ev::Pool::small : ev::Pool::large;
+      } else {
+        seg.pool = seg.size == kSmallBuffer ? ev::Pool::small : ev::Pool::large;
+      }
+      if (auto e = s.get("is_expandable")) seg.expandable = e->as_bool().value_or(false);
+      Ref blocks = required(s, "blocks", w);
+      if (blocks.type() != Type::list) fail(w, "'blocks' is not a list");
+      uint64_t next = seg.addr;  // PyTorch < 2.1 blocks have no address: they tile the segment
+      for (size_t j = 0; j < blocks.size(); ++j) {
+        Where bw{"segments", static_cast<int64_t>(i), -1, "blocks", static_cast<int64_t>(j)};
+        Ref b = blocks[j];
+        if (b.type() != Type::dict) fail(bw, "is not a dict");
+        Block blk;
+        blk.addr = b.get("address") ? unsigned_field(b, "address", bw) : next;
+        blk.size = unsigned_field(b, "size", bw);
+        blk.requested = b.get("requested_size") ? unsigned_field(b, "requested_size", bw) : blk.size;
+        next = blk.addr + blk.size;
+        Ref state = required(b, "state", bw);
+        auto st = state.as_string();
+        if (!st) fail(bw, "'state' is not a str");
+        if (*st == "active_allocated") {
+          blk.state = BlockState::allocated;
+        } else if (*st == "active_pending_free") {
+          blk.state = BlockState::pending;
+        } else if (*st == "inactive") {
+          blk.state = BlockState::inactive;
+        } else {
+          fail(bw, "unknown block state " + state.repr(40));
+        }
+        blk.frames = frames_field(b, bw);
+        if (blk.state != BlockState::inactive) seg.blocks.push_back(blk);
+      }
+      segments_.push_back(std::move(seg));
+    }
+  }
+
+  void read_trace(int device, Ref trace) {
+    Where tw{"device_traces", device};
+    if (trace.type() != Type::list) fail(tw, "is not a list");
+    if (trace.size() == 0) return;
+    device_index(device, tw);
+    std::vector<Entry>& out = traces_[device];
+    out.reserve(out.size() + trace.size());
+    for (size_t i = 0; i < trace.size(); ++i) {
+      Where w{"device_traces", device, static_cast<int64_t>(i)};
+      Ref e = trace[i];
+      if (e.type() != Type::dict) fail(w, "is not a dict");
+      // One pass over the entry's items (a later duplicate key wins, as in Python).
+      std::optional<Ref> f[kEntryFields];
+      for (size_t k = 0; k < e.size(); ++k) {
+        int field = entry_field(e.key(k));
+        if (field >= 0) f[field] = e.value(k);
+      }
+      auto need = [&](int field) -> Ref {
+        if (!f[field]) fail(w, "no '" + std::string(kEntryFieldNames[field]) + "' field");
+        return *f[field];
+      };
+      auto non_negative = [&](int field) -> uint64_t {
+        int64_t v = integer(need(field), kEntryFieldNames[field], w);
+        if (v < 0) fail(w, "'" + std::string(kEntryFieldNames[field]) + "' is negative (" + std::to_string(v) + ")");
+        return static_cast<uint64_t>(v);
+      };
+      Entry entry;
+      auto a = need(kAction).as_string();
+      if (!a) fail(w, "'action' is not a str");
+      entry.action = parse_action(*a);
+      if (entry.action == Action::other) {
+        ++skipped_;
+        continue;
+      }
+      int64_t t = integer(need(kTimeUs), "time_us", w);
+      if (t < 0 || t > std::numeric_limits<int64_t>::max() / 1000)
+        fail(w, "'time_us' " + std::to_string(t) + " is out of range");
+      entry.time_ns = static_cast<uint64_t>(t) * 1000;
+      entry.size = non_negative(kSize);
+      if (f[kStream] && !f[kStream]->is_none())
+        entry.stream = static_cast<uint64_t>(integer(*f[kStream], "stream", w));
+      if (entry.action == Action::oom) {
+        if (f[kDeviceFree]) entry.device_free = non_negative(kDeviceFree);
+      } else if (entry.action != Action::snapshot) {
+        entry.addr = non_negative(kAddr);
+      }
+      if (f[kFrames] && !f[kFrames]->is_none()) {
+        if (f[kFrames]->type() != Type::list && f[kFrames]->type() != Type::tuple)
+          fail(w, "'frames' is " + std::string(pickle::type_name(f[kFrames]->type())) + ", expected a list");
+        entry.frames = f[kFrames]->val();
+      }
+      out.push_back(entry);
+    }
+  }
+
+  // Fields of a trace entry. Keys are memoized strings, so the same few string values recur:
+  // they are recognised by their index after the first comparison.
+  enum EntryField { kAction, kAddr, kSize, kStream, kTimeUs, kFrames, kDeviceFree, kEntryFields };
+  static constexpr const char* kEntryFieldNames[kEntryFields] = {"action", "addr",   "size",       "stream",
+                                                                 "time_us", "frames", "device_free"};
+  int entry_field(Ref key) {
+    if (key.type() != Type::string) return -1;
+    const uint32_t idx = key.val().index;
+    for (const auto& [i, field] : key_cache_)
+      if (i == idx) return field;
+    int field = -1;
+    std::string_view k = *key.as_string();
+    for (int j = 0; j < kEntryFields; ++j)
+      if (k == kEntryFieldNames[j]) field = j;
+    if (key_cache_.size() < 64) key_cache_.emplace_back(idx, field);
+    return field;
+  }
+
+  // allocator_settings as PyTorch's `key:value,key:value` configuration text.
+  static std::string render_settings(Ref v, int depth) {
+    switch (v.type()) {
+      case Type::dict: {
+        std::string s = depth ? "{" : "";
+        for (size_t i = 0; i < v.size(); ++i) {
+          if (i) s += ",";
+          s += render_settings(v.key(i), depth + 1) + ":" + render_settings(v.value(i), depth + 1);
+        }
+        return depth ? s + "}" : s;
+      }
+      case Type::list:
+      case Type::tuple: {
+        std::string s = "[";
+        for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + render_settings(v[i], depth + 1);
+        return s + "]";
+      }
+      case Type::string: return std::string(*v.as_string());
+      case Type::boolean: return *v.as_bool() ? "True" : "False";
+      default: return v.repr(60);
+    }
+  }
+
+  const pickle::Document& doc_;
+  const std::string& name_;
+  std::vector<Segment> segments_;
+  std::map<int, std::vector<Entry>> traces_;
+  std::string allocator_settings_;
+  uint64_t skipped_ = 0;
+  std::vector<std::pair<uint32_t, int>> key_cache_;  // string index -> entry field (-1: other)
+};
+
+}  // namespace tidemark::importers::snapshot

@@ -30,36 +30,6 @@ std::optional<GroupBy> parse_group_by(std::string_view s) {
 
 namespace {
 
-constexpr const char* kAllocationColumns =
-    "SELECT device, addr, size, requested_size, stream, segment, pool, alloc_ts, "
-    "free_requested_ts, free_completed_ts, seq, thread, stack, scope, category FROM allocations ";
-
-ev::Category parse_category(const std::string& s) {
-  for (int i = 0; i <= static_cast<int>(ev::Category::temporary); ++i)
-    if (ev::category_name(static_cast<ev::Category>(i)) == s) return static_cast<ev::Category>(i);
-  return ev::Category::unknown;
-}
-
-store::AllocationRow allocation_row(const Query& q, const Trace& trace) {
-  store::AllocationRow a;
-  a.device = q.i64(0);
-  a.addr = q.u64(1);
-  a.size = q.u64(2);
-  a.requested_size = q.u64(3);
-  a.stream = q.u64(4);
-  a.segment = q.u64(5);
-  a.pool = q.text(6) == "large" ? ev::Pool::large : ev::Pool::small;
-  a.alloc_ts = q.u64(7);
-  if (!q.is_null(8)) a.free_requested_ts = q.u64(8);
-  if (!q.is_null(9)) a.free_completed_ts = q.u64(9);
-  a.seq = q.u64(10);
-  a.thread = q.u64(11);
-  a.stack_id = q.u64(12);
-  if (!q.is_null(13)) a.scope = trace.reader().string(q.u64(13));
-  a.category = parse_category(q.text(14));
-  return a;
-}
-
 const char* curve_column(store::Curve c) {
   switch (c) {
     case store::Curve::allocated: return "allocated";
@@ -131,18 +101,14 @@ Values values_before(const Trace& trace, int64_t device, int level, uint64_t ts)
 
 std::vector<store::AllocationRow> live_allocations(const Trace& trace, int64_t device,
                                                    TimePoint at) {
-  std::string sql = std::string(kAllocationColumns) +
-                    "WHERE device = ?1 AND (free_requested_ts IS NULL OR free_requested_ts > ?2) ";
+  std::string sql = "WHERE device = ?1 AND (free_requested_ts IS NULL OR free_requested_ts > ?2) ";
   // With a seq, the alloc event's seq decides (two events may share a time); alloc_ts bounds
   // the scan, allowing for cores whose clocks disagree by a little (1 ms).
   sql += at.seq ? "AND alloc_ts <= ?2 + 1000000 AND seq <= ?3 " : "AND alloc_ts <= ?2 ";
   sql += "ORDER BY seq";
-  Query q(trace.db(), sql.c_str());
-  q.bind(1, device).bind(2, at.ts);
-  if (at.seq) q.bind(3, *at.seq);
-  std::vector<store::AllocationRow> rows;
-  while (q.step()) rows.push_back(allocation_row(q, trace));
-  return rows;
+  std::vector<int64_t> params = {device, static_cast<int64_t>(at.ts)};
+  if (at.seq) params.push_back(static_cast<int64_t>(*at.seq));
+  return trace.reader().allocations_where(sql, params);
 }
 
 std::vector<Group> group_allocations(const Trace& trace,
@@ -247,12 +213,10 @@ std::vector<std::pair<int64_t, uint64_t>> step_starts(const Trace& trace) {
 LeakReport leaks(const Trace& trace, std::optional<int64_t> device, GroupBy by, size_t limit) {
   LeakReport r;
   r.by = by;
-  std::string sql = std::string(kAllocationColumns) + "WHERE free_requested_ts IS NULL " +
-                    (device ? "AND device = ? " : "") + "ORDER BY seq";
-  Query q(trace.db(), sql.c_str());
-  if (device) q.bind(1, *device);
-  std::vector<store::AllocationRow> rows;
-  while (q.step()) rows.push_back(allocation_row(q, trace));
+  std::vector<store::AllocationRow> rows = trace.reader().allocations_where(
+      std::string("WHERE free_requested_ts IS NULL ") + (device ? "AND device = ?1 " : "") +
+          "ORDER BY seq",
+      device ? std::vector<int64_t>{*device} : std::vector<int64_t>{});
   for (const auto& a : rows) r.bytes += static_cast<int64_t>(a.size);
   r.count = rows.size();
   r.groups = group_allocations(trace, rows, by, limit, &r.groups_total);

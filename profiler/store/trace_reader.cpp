@@ -328,6 +328,16 @@ std::vector<AllocationRow> TraceReader::allocations(int64_t device) const {
   return out;
 }
 
+std::vector<AllocationRow> TraceReader::allocations_where(const std::string& where,
+                                                       const std::vector<int64_t>& params) const {
+  require_finalized();
+  std::vector<AllocationRow> out;
+  Stmt s(*db_, (std::string(kAllocationColumns) + where).c_str());
+  for (size_t i = 0; i < params.size(); ++i) s.bind(static_cast<int>(i + 1), params[i]);
+  while (s.step()) out.push_back(allocation_row(s, *this));
+  return out;
+}
+
 std::vector<LodLevel> TraceReader::lod_levels(int64_t device) const {
   require_finalized();
   std::vector<LodLevel> out;

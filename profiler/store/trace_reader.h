@@ -132,6 +132,11 @@ class TraceReader {
   // Allocations allocated at or before `ts` and not yet free_requested at `ts`.
   std::vector<AllocationRow> allocations_live_at(int64_t device, uint64_t ts) const;
   std::vector<AllocationRow> allocations(int64_t device) const;  // by alloc seq
+  // Rows of `allocations` selected by an SQL tail ("WHERE ... ORDER BY ..."), its ?1, ?2, ...
+  // bound to `params` in order: for the analysis library's queries, so rows are decoded in
+  // one place.
+  std::vector<AllocationRow> allocations_where(const std::string& where,
+                                               const std::vector<int64_t>& params) const;
   std::vector<LodLevel> lod_levels(int64_t device) const;
   // Rows of one level with t in [t0, t1], by t.
   std::vector<LodRow> lod(int64_t device, int level, uint64_t t0, uint64_t t1) const;

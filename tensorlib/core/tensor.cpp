@@ -6,6 +6,7 @@
 #include "tensorlib/autograd/grad_mode.h"
 #include "tensorlib/autograd/node.h"
 #include "tensorlib/cpu/loops.h"
+#include "profiler/events/events.h"
 
 namespace tl {
 
@@ -105,12 +106,30 @@ void* Tensor::data_ptr() const {
   return base + storage_offset() * static_cast<int64_t>(element_size());
 }
 
+// Note [Sync points on the CPU]
+// item() is where a GPU program waits for the device: the value must exist on the host before
+// the call returns. It is reported as a `sync` of kind `item` on every backend: on the CPU
+// the wait is the (near-zero) time of reading the value, but the event still marks the place
+// where the same program would stall a GPU once per call, so `tidemark syncs` and the
+// sync-in-loop diagnosis work on CPU runs too (docs/recording.md).
 Scalar Tensor::item() const {
   TL_CHECK(numel() == 1, "a Tensor with ", numel(), " elements cannot be converted to Scalar");
+  namespace ev = tidemark::events;
+  const bool record = ev::enabled();
+  const uint64_t t0 = record ? ev::now_ns() : 0;
   Tensor c = is_cpu() ? *this : to(Device(kCPU));
-  return TL_DISPATCH_ALL(dtype(), "item", [&]<typename T>() -> Scalar {
+  Scalar v = TL_DISPATCH_ALL(dtype(), "item", [&]<typename T>() -> Scalar {
     return Scalar(*static_cast<const T*>(c.data_ptr()));
   });
+  if (record) {
+    ev::Event e;
+    e.kind = ev::Kind::sync;
+    e.device = device().event_id();
+    e.ts_ns = ev::now_ns();
+    e.sync = {ev::SyncKind::item, 0, e.ts_ns - t0};
+    ev::dispatch(e);
+  }
+  return v;
 }
 
 std::string Tensor::toString() const {

@@ -46,6 +46,10 @@ class RecordingSink final : public ev::Sink {
         s.addr = e.block.addr;
         s.size = e.block.requested_size;
         break;
+      case ev::Kind::sync:
+        s.op = std::string(ev::sync_kind_name(e.sync.kind));
+        s.size = e.sync.duration_ns;
+        break;
       default:
         break;
     }
@@ -136,6 +140,23 @@ TEST(TensorEventsNoSink, NothingIsDeliveredWithoutASink) {
   RecordingSink sink;
   tl::Tensor a = tl::ones({2});
   EXPECT_TRUE(sink.seen.empty());
+}
+
+// Note [Sync points on the CPU]: item() is a sync of kind `item` on every backend, one per call,
+// on the tensor's device; other reads (data_ptr) are not.
+TEST_F(TensorEvents, ItemIsASyncPoint) {
+  tl::Tensor loss = tl::full({}, 2.5);
+  sink.seen.clear();
+  double total = 0;
+  for (int i = 0; i < 3; ++i) total += loss.item<double>();
+  EXPECT_EQ(total, 7.5);
+  (void)loss.data_ptr<float>();
+  ASSERT_EQ(sink.seen.size(), 3u);
+  for (const Seen& s : sink.seen) {
+    EXPECT_EQ(s.kind, ev::Kind::sync);
+    EXPECT_EQ(s.op, "item");
+    EXPECT_LT(s.size, 1'000'000'000u);  // a duration in ns, not a timestamp
+  }
 }
 
 }  // namespace

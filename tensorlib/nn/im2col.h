@@ -1,0 +1,88 @@
+// The building blocks of the CPU convolutions (internal to tensorlib/nn): im2col and its
+// adjoint col2im, the channel-major relayout around them, and a BLAS gemm.
+//
+// Note [Convolution as one GEMM per group]
+// A convolution over a chunk of `nb` images becomes one matrix product per group:
+//   col  [C*kH*kW, nb*L]   im2col of the chunk (L = H_out*W_out kernel positions per image)
+//   out' [C_out,   nb*L]   = weight [C_out, C*kH*kW] @ col
+// and out' is the output in channel-major order ([C_out, N, H_out, W_out]), copied into NCHW
+// with the bias added on the way. The backward passes are the same products transposed
+// (grad_weight = grad_out' @ col^T, grad_col = weight^T @ grad_out', then col2im). Folding the
+// images of a chunk into one wide product keeps BLAS at its efficient sizes (a 14x14 image has
+// only 196 kernel positions) and lets OpenBLAS thread the product; the memory-bound
+// relayouts (im2col, col2im, channel-major copies) are split over images and channels with
+// OpenMP. Chunks bound the col buffer (kColBudgetBytes) for large images and batches.
+#pragma once
+
+#include <cstdint>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace tl::nn::detail {
+
+// Upper bound on one im2col buffer (bytes); a batch whose columns would exceed it is
+// processed in chunks of images.
+inline constexpr int64_t kColBudgetBytes = int64_t(32) << 20;  // 32 MiB
+
+// Below this many elements of work a relayout stays on the calling thread.
+inline constexpr int64_t kParallelMinWork = 16384;
+
+// Calls f(i) for i in [0, n), split over the OpenMP threads when total_work (elements
+// touched) is large enough. f(i) must only write what item i owns.
+template <typename F>
+void parallel_items(int64_t n, int64_t total_work, F&& f) {
+#ifdef _OPENMP
+  if (n > 1 && total_work >= kParallelMinWork && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) f(i);
+}
+
+// How a kernel window walks an image: channels x height x width per image, window kH x kW
+// with stride, padding and dilation, placed at out_h x out_w positions.
+struct WindowGeometry {
+  int64_t channels, height, width;
+  int64_t kh, kw;
+  int64_t sh, sw;
+  int64_t ph, pw;
+  int64_t dh, dw;
+  int64_t out_h, out_w;
+  int64_t rows() const { return channels * kh * kw; }
+  int64_t positions() const { return out_h * out_w; }
+};
+
+// col[(c*kH + i)*kW + j][n*L + oh*out_w + ow] = img[n][c][oh*sh - ph + i*dh][ow*sw - pw + j*dw]
+// (0 where that falls in the padding) for the `batch` contiguous images at `img`; col's rows
+// are batch*L long.
+template <typename T>
+void im2col(const T* img, int64_t batch, const WindowGeometry& g, T* col);
+
+// The adjoint of im2col: img = 0, then every col entry is added to the pixel it was read from.
+template <typename T>
+void col2im(const T* col, int64_t batch, const WindowGeometry& g, T* img);
+
+// [batch, channels, spatial] -> [channels, batch*spatial].
+template <typename T>
+void to_channel_major(const T* src, int64_t batch, int64_t channels, int64_t spatial, T* dst);
+
+// [channels, batch*spatial] -> [batch, channels, spatial], adding bias[c] when bias != null.
+template <typename T>
+void from_channel_major(const T* src, int64_t batch, int64_t channels, int64_t spatial,
+                        const T* bias, T* dst);
+
+// sums[c] (+)= sum of row c of the [channels, len] matrix m (accumulated in double).
+template <typename T>
+void add_row_sums(const T* m, int64_t channels, int64_t len, T* sums);
+
+// Row-major c[m, n] = alpha * op(a) @ op(b) + beta * c with op = transpose when trans_*;
+// lda/ldb/ldc are the row strides of a, b, c as stored.
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
+
+}  // namespace tl::nn::detail

@@ -1,6 +1,7 @@
 #include "tensorlib/nn/module.h"
 
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "tensorlib/autograd/grad_mode.h"
@@ -10,12 +11,16 @@ namespace tl::nn {
 Tensor& Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
   TL_CHECK(!name.empty() && name.find('.') == std::string::npos,
            "parameter name must be non-empty and contain no '.', got '", name, "'");
-  if (requires_grad) t.requires_grad_();
+  for (const auto& [n, existing] : params_)
+    TL_CHECK(n != name, "attribute '", name, "' already exists");
+  if (requires_grad && t.defined()) t.requires_grad_();
   params_.emplace_back(name, std::move(t));
   return params_.back().second;
 }
 
 Tensor& Module::register_buffer(const std::string& name, Tensor t) {
+  TL_CHECK(!name.empty() && name.find('.') == std::string::npos,
+           "buffer name must be non-empty and contain no '.', got '", name, "'");
   buffers_.emplace_back(name, std::move(t));
   return buffers_.back().second;
 }
@@ -26,21 +31,23 @@ void Module::set_path(const std::string& path) {
 }
 
 namespace {
+// Walks the children directly (not named_modules), so a module that is not owned by a
+// shared_ptr (a local `nn::BatchNorm2d bn(4);`) can still list its tensors.
 template <typename Get>
 void collect(const Module& m, const std::string& prefix, bool recurse, Get get,
              std::vector<std::pair<std::string, Tensor>>& out) {
-  for (const auto& [name, t] : get(m)) out.emplace_back(prefix + name, t);
+  for (const auto& [name, t] : get(m))
+    if (t.defined()) out.emplace_back(prefix + name, t);
   if (!recurse) return;
-  for (const auto& [name, child] : m.named_modules()) {
-    if (name.empty()) continue;
-    for (const auto& [n, t] : get(*child)) out.emplace_back(prefix + name + "." + n, t);
-  }
+  for (const auto& [name, child] : m.named_children())
+    collect(*child, prefix + name + ".", true, get, out);
 }
 }  // namespace
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect(*this, "", recurse, [](const Module& m) { return m.params_; }, out);
+  collect(
+      *this, "", recurse, [](const Module& m) -> const auto& { return m.params_; }, out);
   return out;
 }
 
@@ -52,7 +59,8 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
 
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect(*this, "", recurse, [](const Module& m) { return m.buffers_; }, out);
+  collect(
+      *this, "", recurse, [](const Module& m) -> const auto& { return m.buffers_; }, out);
   return out;
 }
 
@@ -104,22 +112,88 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state) {
     auto it = state.find(name);
     TL_CHECK(it != state.end(), "load_state_dict: missing key '", name, "'");
     TL_CHECK(it->second.sizes() == t.sizes(), "load_state_dict: size mismatch for '", name,
-             "': copying a param with shape ", it->second.sizes(), ", the shape in the current "
-             "model is ", t.sizes());
+             "': copying a param with shape ", it->second.sizes(),
+             ", the shape in the current "
+             "model is ",
+             t.sizes());
     t.copy_(it->second);
   }
 }
 
-Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias) : Module("linear") {
+namespace {
+// Uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)].
+Tensor uniform_init(IntArrayRef sizes, int64_t in_features, int64_t out_features) {
   TL_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got ",
            in_features, " and ", out_features);
   const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
-  weight = register_parameter("weight", tl::rand({out_features, in_features}) * (2 * bound) - bound);
-  if (with_bias) bias = register_parameter("bias", tl::rand({out_features}) * (2 * bound) - bound);
+  return tl::rand(sizes) * (2 * bound) - bound;
+}
+}  // namespace
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias)
+    : Module("linear"),
+      weight(register_parameter(
+          "weight", uniform_init({out_features, in_features}, in_features, out_features))),
+      bias(register_parameter(
+          "bias", with_bias ? uniform_init({out_features}, in_features, out_features) : Tensor())) {
 }
 
 Tensor Linear::forward(const Tensor& x) {
   return bias.defined() ? tl::matmul(x, weight.t()) + bias : tl::matmul(x, weight.t());
+}
+
+namespace {
+Tensor convert(const Tensor& t, std::optional<Device> device, std::optional<ScalarType> dtype) {
+  ScalarType dt = dtype && t.is_floating_point() ? *dtype : t.dtype();
+  Device dev = device ? *device : t.device();
+  if (dt == t.dtype() && dev.resolved() == t.device().resolved()) return t;
+  return t.detach().to(dev, dt, /*copy=*/true);
+}
+
+void convert_all(std::deque<std::pair<std::string, Tensor>>& params,
+                 std::deque<std::pair<std::string, Tensor>>& buffers, std::optional<Device> device,
+                 std::optional<ScalarType> dtype) {
+  NoGradGuard no_grad;
+  for (auto& [name, p] : params) {
+    if (!p.defined()) continue;
+    Tensor moved = convert(p, device, dtype);
+    if (moved.is_same(p)) continue;
+    if (p.requires_grad()) moved.requires_grad_();
+    if (p.grad().defined()) moved.mutable_grad() = convert(p.grad(), device, dtype);
+    p = moved;
+  }
+  for (auto& [name, b] : buffers)
+    if (b.defined()) b = convert(b, device, dtype);
+}
+}  // namespace
+
+Module& Module::to(Device device) {
+  return to_impl(device, std::nullopt);
+}
+Module& Module::to(ScalarType dtype) {
+  return to_impl(std::nullopt, dtype);
+}
+Module& Module::to(Device device, ScalarType dtype) {
+  return to_impl(device, dtype);
+}
+
+Module& Module::to_impl(std::optional<Device> device, std::optional<ScalarType> dtype) {
+  TL_CHECK(!dtype || is_floating_point(*dtype),
+           "nn.Module.to only accepts floating point dtypes, but got desired dtype=", *dtype);
+  convert_all(params_, buffers_, device, dtype);
+  for (auto& [name, child] : children_) child->to_impl(device, dtype);
+  return *this;
+}
+
+const std::shared_ptr<Module>& ModuleList::operator[](size_t i) const {
+  TL_CHECK_INDEX(i < children_.size(), "index ", i, " is out of range for a ModuleList of size ",
+                 children_.size());
+  return children_[i].second;
+}
+
+Tensor ModuleList::forward(const Tensor&) {
+  TL_CHECK(false, "ModuleList has no forward: call its modules in a loop");
+  return {};
 }
 
 Tensor Sequential::forward(const Tensor& x) {

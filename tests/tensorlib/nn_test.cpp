@@ -77,9 +77,76 @@ TEST(Module, StateDictRoundTripAndErrors) {
   EXPECT_FALSE(a->parameters()[0].grad().defined());  // set_to_none, as PyTorch 2
 }
 
+TEST(Module, ModuleListNamesIndexesAndIterates) {
+  auto list = std::make_shared<nn::ModuleList>();
+  list->push_back(std::make_shared<nn::Linear>(2, 3)).push_back(std::make_shared<nn::ReLU>());
+  list->push_back(std::make_shared<nn::Linear>(3, 1, /*bias=*/false));
+  ASSERT_EQ(list->size(), 3u);
+  std::vector<std::string> names;
+  for (auto& [n, p] : list->named_parameters()) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "2.weight"}));
+  EXPECT_EQ((*list)[2]->path(), "model.2");
+  EXPECT_EQ(list->at<nn::Linear>(0)->weight.sizes().vec(), (std::vector<int64_t>{3, 2}));
+  EXPECT_FALSE(list->at<nn::Linear>(2)->bias.defined());
+  EXPECT_THROW(list->at<nn::Linear>(1), tl::Error);
+  EXPECT_THROW((*list)[3], tl::IndexError);
+  EXPECT_THROW((*list)(tl::rand({1, 2})), tl::Error);  // no forward of its own
+  // Iterating runs the layers in order.
+  Tensor y = tl::rand({4, 2});
+  int count = 0;
+  for (const auto& m : *list) {
+    y = (*m)(y);
+    ++count;
+  }
+  EXPECT_EQ(count, 3);
+  EXPECT_EQ(y.sizes().vec(), (std::vector<int64_t>{4, 1}));
+  // Nested in a parent, names gain the parent's prefix.
+  struct Net : nn::Module {
+    Net() { blocks = register_module("blocks", std::make_shared<nn::ModuleList>()); }
+    Tensor forward(const Tensor& x) override { return x; }
+    std::shared_ptr<nn::ModuleList> blocks;
+  };
+  auto net = std::make_shared<Net>();
+  net->blocks->push_back(std::make_shared<nn::Linear>(2, 2));
+  EXPECT_EQ(net->named_parameters()[0].first, "blocks.0.weight");
+  EXPECT_EQ((*net->blocks)[0]->path(), "model.blocks.0");
+}
+
+TEST(Module, ToConvertsParametersAndBuffersInPlace) {
+  tl::manual_seed(5);
+  auto m = mlp();
+  auto lin = std::dynamic_pointer_cast<nn::Linear>(m->children()[0]);
+  Tensor before = lin->weight;
+  Tensor x = tl::rand({2, 4});
+  (*m)(x).sum().backward();
+  m->to(tl::kFloat64);
+  // The module's own handle (lin->weight) sees the new tensor: a float64 leaf requiring grad.
+  EXPECT_EQ(lin->weight.dtype(), tl::kFloat64);
+  EXPECT_TRUE(lin->weight.is_leaf());
+  EXPECT_TRUE(lin->weight.requires_grad());
+  EXPECT_TRUE(lin->weight.is_same(m->named_parameters()[0].second));
+  EXPECT_EQ(lin->weight.grad().dtype(), tl::kFloat64);
+  EXPECT_TRUE(tl::allclose(lin->weight, before.to(tl::kFloat64)));
+  for (auto& p : m->parameters()) EXPECT_EQ(p.dtype(), tl::kFloat64);
+  Tensor y = (*m)(x.to(tl::kFloat64));
+  EXPECT_EQ(y.dtype(), tl::kFloat64);
+  // An optimizer made after to() trains the converted parameters.
+  tl::optim::SGD sgd(m->parameters(), {.lr = 0.1});
+  sgd.zero_grad();
+  (*m)(x.to(tl::kFloat64)).sum().backward();
+  Tensor w0 = lin->weight.clone();
+  sgd.step();
+  EXPECT_FALSE(tl::equal(lin->weight, w0));
+  // to(device) on this build: cpu is the only device; tensors already there are kept.
+  Tensor same = lin->weight;
+  m->to(tl::Device(tl::kCPU));
+  EXPECT_TRUE(lin->weight.is_same(same));
+  EXPECT_THROW(m->to(tl::kInt64), tl::Error);
+}
+
 TEST(Loss, CrossEntropyMatchesItsFormula) {
-  Tensor logits = tl::tensor({{1.0, 2.0, 0.5, -1.0}, {0.0, 0.0, 3.0, 1.0}, {2.0, 1.0, 0.0, 0.0}},
-                             tl::kFloat64);
+  Tensor logits =
+      tl::tensor({{1.0, 2.0, 0.5, -1.0}, {0.0, 0.0, 3.0, 1.0}, {2.0, 1.0, 0.0, 0.0}}, tl::kFloat64);
   Tensor target = tl::tensor({1, 2, -100});
   // Rows 0 and 1 only (row 2 is ignored); plain and with label smoothing 0.1.
   double plain = 0, smooth = 0;
@@ -95,7 +162,8 @@ TEST(Loss, CrossEntropyMatchesItsFormula) {
   }
   EXPECT_NEAR(F::cross_entropy(logits, target).item<double>(), plain / 2, 1e-12);
   EXPECT_NEAR(F::cross_entropy(logits, target, -100, 0.1).item<double>(), smooth / 2, 1e-12);
-  EXPECT_NEAR(F::mse_loss(tl::tensor({1.0, 3.0}), tl::tensor({0.0, 1.0})).item<double>(), 2.5, 1e-12);
+  EXPECT_NEAR(F::mse_loss(tl::tensor({1.0, 3.0}), tl::tensor({0.0, 1.0})).item<double>(), 2.5,
+              1e-12);
   EXPECT_THROW(F::cross_entropy(logits, tl::tensor({1.0, 2.0, 0.0})), tl::Error);
 }
 
@@ -118,7 +186,8 @@ TEST(Optim, SgdMomentumNesterovWeightDecay) {
 TEST(Optim, AdamAndAdamW) {
   for (bool decoupled : {false, true}) {
     Tensor p = tl::tensor({2.0}, tl::kFloat64).requires_grad_();
-    tl::optim::AdamOptions o{.lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.1};
+    tl::optim::AdamOptions o{
+        .lr = 0.01, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.1};
     std::unique_ptr<tl::optim::Optimizer> opt =
         decoupled ? std::unique_ptr<tl::optim::Optimizer>(new tl::optim::AdamW({p}, o))
                   : std::unique_ptr<tl::optim::Optimizer>(new tl::optim::Adam({p}, o));
@@ -127,8 +196,10 @@ TEST(Optim, AdamAndAdamW) {
       double g = 0.3 * t;
       p.mutable_grad() = tl::tensor({g}, tl::kFloat64);
       opt->step();
-      if (decoupled) pv *= 1 - 0.01 * 0.1;
-      else g += 0.1 * pv;
+      if (decoupled)
+        pv *= 1 - 0.01 * 0.1;
+      else
+        g += 0.1 * pv;
       m = 0.9 * m + 0.1 * g;
       v = 0.999 * v + 0.001 * g * g;
       double mhat = m / (1 - std::pow(0.9, t)), vhat = v / (1 - std::pow(0.999, t));

@@ -177,7 +177,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
            options_.prefetch_factor);
   if (options_.seed) {
     seed_ = *options_.seed;
-  } else {
+  } else if (options_.shuffle) {
     // As PyTorch's RandomSampler: a seed drawn from the default generator.
     PhiloxGenerator& gen = default_generator();
     auto r = PhiloxGenerator::block(gen.seed(), gen.reserve(1));

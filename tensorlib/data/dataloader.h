@@ -42,8 +42,8 @@ struct DataLoaderOptions {
   // copies. This build has no CUDA backend, so it has no effect: batches stay in ordinary
   // host memory. Kept so code written for CUDA builds compiles unchanged.
   bool pin_memory = false;
-  // Shuffle seed. Unset: drawn from tl's default generator when the loader is made, so
-  // tl::manual_seed() makes shuffling reproducible too (as PyTorch).
+  // Shuffle seed. Unset: with shuffle, drawn from tl's default generator when the loader is
+  // made, so tl::manual_seed() makes shuffling reproducible too (as PyTorch).
   std::optional<uint64_t> seed;
 };
 

@@ -37,8 +37,14 @@ class GzReader {
   GzReader(const GzReader&) = delete;
   GzReader& operator=(const GzReader&) = delete;
 
-  // Reads exactly n bytes of `what`, or throws naming the file and the shortfall.
-  void read(void* dst, size_t n, const char* what) {
+  // What the whole (decompressed) file should hold, for the truncation message.
+  void expect_size(uint64_t bytes, std::string layout) {
+    expected_size_ = bytes;
+    layout_ = std::move(layout);
+  }
+
+  // Reads exactly n bytes, or throws naming the file and where its data ends.
+  void read(void* dst, size_t n) {
     auto* out = static_cast<unsigned char*>(dst);
     size_t got = 0;
     while (got < n) {
@@ -48,11 +54,12 @@ class GzReader {
       if (r == 0) break;
       got += static_cast<size_t>(r);
     }
+    pos_ += got;
     if (got < n) {
-      int errnum = Z_OK;
-      const char* msg = gzerror(file_, &errnum);
-      TL_CHECK(false, "Fashion-MNIST: ", path_, " is truncated: expected ", n, " bytes of ", what,
-               ", got ", got, errnum != Z_OK ? std::string(" (zlib: ") + msg + ")" : "");
+      const uint64_t expected = std::max<uint64_t>(expected_size_, pos_ - got + n);
+      TL_CHECK(false, "Fashion-MNIST: ", path_, " is truncated: its data ends after ", pos_,
+               " bytes, expected ", expected, layout_.empty() ? "" : " (", layout_,
+               layout_.empty() ? "" : ")", zlib_note());
     }
   }
 
@@ -62,29 +69,40 @@ class GzReader {
     unsigned char c;
     const int r = gzread(file_, &c, 1);
     if (r < 0) fail_corrupt();
-    TL_CHECK(r == 0, "Fashion-MNIST: ", path_, " has unexpected data after its last example");
+    TL_CHECK(r == 0, "Fashion-MNIST: ", path_, " has unexpected data after its last example (",
+             pos_, " bytes expected)");
     int errnum = Z_OK;
-    const char* msg = gzerror(file_, &errnum);
-    TL_CHECK(errnum == Z_OK, "Fashion-MNIST: ", path_, " is truncated or corrupt (zlib: ", msg,
-             ")");
+    gzerror(file_, &errnum);
+    TL_CHECK(errnum == Z_OK, "Fashion-MNIST: ", path_,
+             " is truncated or corrupt after its last example", zlib_note());
   }
 
-  uint32_t read_u32(const char* what) {
+  uint32_t read_u32() {
     unsigned char b[4];
-    read(b, 4, what);
+    read(b, 4);
     return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | b[3];
   }
 
   const std::string& path() const { return path_; }
 
  private:
-  [[noreturn]] void fail_corrupt() {
+  // " (zlib: <reason>)", or nothing when zlib saw no error. gzerror prefixes the path; drop it.
+  std::string zlib_note() {
     int errnum = Z_OK;
-    const char* msg = gzerror(file_, &errnum);
-    TL_CHECK(false, "Fashion-MNIST: ", path_, " is corrupt (zlib: ", msg, ")");
+    std::string msg = gzerror(file_, &errnum);
+    if (errnum == Z_OK) return "";
+    if (msg.starts_with(path_ + ": ")) msg = msg.substr(path_.size() + 2);
+    return " (zlib: " + msg + ")";
+  }
+
+  [[noreturn]] void fail_corrupt() {
+    TL_CHECK(false, "Fashion-MNIST: ", path_, " is corrupt", zlib_note());
     __builtin_unreachable();
   }
 
+  uint64_t pos_ = 0;
+  uint64_t expected_size_ = 0;
+  std::string layout_;
   std::string path_;
   gzFile file_ = nullptr;
 };
@@ -104,10 +122,10 @@ std::string locate(const std::string& root, const std::string& name) {
 }
 
 uint32_t read_count(GzReader& f, uint32_t magic_expected, const char* kind) {
-  const uint32_t magic = f.read_u32("header");
+  const uint32_t magic = f.read_u32();
   TL_CHECK(magic == magic_expected, "Fashion-MNIST: ", f.path(), " is not an IDX ", kind,
            " file: magic number ", magic, ", expected ", magic_expected);
-  const uint32_t count = f.read_u32("header");
+  const uint32_t count = f.read_u32();
   TL_CHECK(count > 0 && count <= kMaxExamples, "Fashion-MNIST: ", f.path(), " claims ", count, " ",
            kind, "s, expected between 1 and ", kMaxExamples);
   return count;
@@ -117,9 +135,11 @@ uint32_t read_count(GzReader& f, uint32_t magic_expected, const char* kind) {
 Tensor read_images(const std::string& path, int64_t limit, bool normalize, uint32_t* count) {
   GzReader f(path);
   *count = read_count(f, kImageMagic, "image");
-  const uint32_t rows = f.read_u32("header"), cols = f.read_u32("header");
+  const uint32_t rows = f.read_u32(), cols = f.read_u32();
   TL_CHECK(rows == FashionMNIST::kRows && cols == FashionMNIST::kCols, "Fashion-MNIST: ", path,
            " holds ", rows, "x", cols, " images, expected 28x28");
+  f.expect_size(16 + uint64_t{*count} * rows * cols,
+                detail::str("a 16-byte header and ", *count, " 28x28 images"));
   const int64_t n = limit >= 0 ? std::min<int64_t>(limit, *count) : *count;
   constexpr int64_t kPixels = FashionMNIST::kRows * FashionMNIST::kCols;
 
@@ -135,7 +155,7 @@ Tensor read_images(const std::string& path, int64_t limit, bool normalize, uint3
   int64_t left = n * kPixels;
   while (left > 0) {
     const auto chunk = static_cast<size_t>(std::min<int64_t>(left, buf.size()));
-    f.read(buf.data(), chunk, "pixel data");
+    f.read(buf.data(), chunk);
     for (size_t i = 0; i < chunk; ++i) out[i] = lut[buf[i]];
     out += chunk;
     left -= static_cast<int64_t>(chunk);
@@ -147,9 +167,10 @@ Tensor read_images(const std::string& path, int64_t limit, bool normalize, uint3
 Tensor read_labels(const std::string& path, int64_t limit, uint32_t* count) {
   GzReader f(path);
   *count = read_count(f, kLabelMagic, "label");
+  f.expect_size(8 + uint64_t{*count}, detail::str("an 8-byte header and ", *count, " labels"));
   const int64_t n = limit >= 0 ? std::min<int64_t>(limit, *count) : *count;
   std::vector<unsigned char> raw(static_cast<size_t>(n));
-  f.read(raw.data(), raw.size(), "labels");
+  f.read(raw.data(), raw.size());
   if (n == *count) f.expect_end();
   Tensor labels = empty({n}, kInt64);
   int64_t* out = labels.data_ptr<int64_t>();

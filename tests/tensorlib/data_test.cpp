@@ -153,6 +153,15 @@ TEST(DataLoader, ShuffleIsReproducibleGivenTheSeed) {
   EXPECT_EQ(one_epoch(d), one_epoch(e));
 }
 
+TEST(DataLoader, AnUnshuffledLoaderLeavesTheDefaultGeneratorAlone) {
+  tl::manual_seed(1);
+  Tensor a = tl::randn({4});
+  tl::manual_seed(1);
+  DataLoader loader(numbered(8), {.batch_size = 4});
+  EXPECT_EQ(one_epoch(loader).size(), 2u);
+  EXPECT_TRUE(tl::equal(tl::randn({4}), a));
+}
+
 TEST(DataLoader, WorkersDeliverTheSameBatchesInTheSameOrder) {
   auto ds = std::make_shared<SlowDataset>(97);
   std::vector<std::vector<Example>> runs;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "profiler/analysis/sql.h"
 
@@ -139,17 +140,30 @@ SyncReport syncs(const Trace& trace, size_t limit) {
   r.sites_total = r.sites.size();
   if (limit && r.sites.size() > limit) r.sites.resize(limit);
 
+  // Note [The open last step]: the last step has no closing boundary, so it also holds
+  // whatever the program did after its loop (a final loss read, evaluation, teardown). The
+  // busiest step is therefore chosen among complete steps; the last one counts only when it
+  // is the only step.
   Query steps(trace.db(), "SELECT number, ts, end_ts FROM steps ORDER BY ts, seq");
+  std::optional<std::pair<int64_t, uint64_t>> open;  // the last step: number, syncs
   while (steps.step()) {
     uint64_t t0 = steps.u64(1);
     uint64_t t1 = steps.is_null(2) ? ~uint64_t{0} : steps.u64(2);
     auto lo = std::lower_bound(times.begin(), times.end(), t0);
     auto hi = std::lower_bound(times.begin(), times.end(), t1);
     uint64_t n = static_cast<uint64_t>(hi - lo);
+    if (steps.is_null(2)) {
+      open = {steps.i64(0), n};
+      continue;
+    }
     if (!r.max_step || n > r.max_per_step) {
       r.max_step = steps.i64(0);
       r.max_per_step = n;
     }
+  }
+  if (!r.max_step && open) {
+    r.max_step = open->first;
+    r.max_per_step = open->second;
   }
   return r;
 }

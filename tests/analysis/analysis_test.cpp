@@ -161,8 +161,8 @@ TEST_F(AnalysisTest, PeakMatchesTheReaderAndWhatWasLiveGroupsBySite) {
   const int64_t dev = t.devices()[0].id;
   EXPECT_EQ(t.devices()[0].name, "cpu");
   EXPECT_EQ(t.origin_ns(), 1000u);
-  for (st::Curve c : {st::Curve::allocated, st::Curve::active, st::Curve::reserved,
-                      st::Curve::requested}) {
+  for (st::Curve c :
+       {st::Curve::allocated, st::Curve::active, st::Curve::reserved, st::Curve::requested}) {
     auto mine = an::peak(t, dev, c);
     auto reader = t.reader().peak(dev, c);
     ASSERT_TRUE(mine && reader);
@@ -347,8 +347,8 @@ TEST(AnalysisSite, AnonymousNamespaceFunctionsReturningStdTypesAreUserSites) {
     if (ip == 0xc1)
       return {{"std::vector<int, std::allocator<int> > (anonymous namespace)::make_batch(int)",
                "/home/u/train.cpp", 12, false, "/home/u/app"}};
-    return {{"tl::empty(tl::ArrayRef<long>, tl::TensorOptions)", "/src/tensorlib/core/factories.cpp",
-             40, false, "/home/u/app"}};
+    return {{"tl::empty(tl::ArrayRef<long>, tl::TensorOptions)",
+             "/src/tensorlib/core/factories.cpp", 40, false, "/home/u/app"}};
   };
   b.finish(3000, o);
   an::Trace t = an::Trace::open(path);
@@ -379,6 +379,38 @@ TEST(Units, SizesAndTimes) {
   EXPECT_FALSE(an::parse_duration_ns("1x"));
   EXPECT_EQ(an::format_bytes(1536), "1.50 KiB");
   EXPECT_EQ(an::format_bytes(512), "512 B");
+}
+
+// Note [The open last step]: syncs after the loop (a final loss read) land in the last step,
+// which has no closing boundary; the busiest step is chosen among complete steps, and the last
+// one counts only when it is the only step.
+TEST(AnalysisSyncs, TheOpenLastStepCountsOnlyWhenAlone) {
+  const std::string path = temp_path("open-step");
+  {
+    Builder b(path);
+    b.step(1000, 1);
+    b.sync(1500, 1);
+    b.step(2000, 2);
+    b.sync(2500, 1);
+    b.step(3000, 3);
+    for (uint64_t t = 3100; t < 3500; t += 100) b.sync(t, 2);  // after the loop
+    b.finish(4000);
+  }
+  an::SyncReport r = an::syncs(an::Trace::open(path), 10);
+  EXPECT_EQ(r.count, 6u);
+  EXPECT_EQ(r.max_per_step, 1u);
+  remove_trace(path);
+  {
+    Builder b(path);
+    b.step(1000, 1);
+    b.sync(1500, 1);
+    b.sync(1600, 1);
+    b.finish(2000);
+  }
+  r = an::syncs(an::Trace::open(path), 10);
+  EXPECT_EQ(r.max_per_step, 2u);
+  EXPECT_EQ(r.max_step, 1);
+  remove_trace(path);
 }
 
 TEST(AnalysisOpen, UnfinalizedTraceIsRefusedWithTheFileNamed) {

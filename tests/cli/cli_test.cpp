@@ -14,48 +14,26 @@
 #include <vector>
 
 #include "profiler/store/trace_reader.h"
+#include "run_program.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 namespace st = tidemark::store;
 
-struct Result {
-  int rc = -1;
-  std::string out, err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using tl_test::quote;
+using tl_test::Result;
+using tl_test::slurp;
 
 fs::path temp_dir() {
-  fs::path d = fs::temp_directory_path() / ("tidemark_cli_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d;
+  return tl_test::temp_dir("tidemark_cli");
 }
 
 // Runs the binary with `args` (no shell interpretation of the arguments).
 Result tidemark(const std::vector<std::string>& args) {
-  std::string cmd = quote(TIDEMARK_CLI);
-  for (const std::string& a : args) cmd += " " + quote(a);
-  std::string out = (temp_dir() / "stdout").string(), err = (temp_dir() / "stderr").string();
-  cmd += " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
-  int status = std::system(cmd.c_str());
-  Result r;
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
+  std::vector<std::string> argv{TIDEMARK_CLI};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return tl_test::run(argv);
 }
 
 size_t lines(const std::string& s) {
@@ -162,9 +140,10 @@ TEST_F(CliTest, BadInputExitsTwoWithOneLineNamingTheFile) {
   }
   std::string future = (temp_dir() / "future.db").string();
   fs::copy_file(trace_, future, fs::copy_options::overwrite_existing);
-  ASSERT_EQ(std::system(("sqlite3 " + quote(future) + " 'PRAGMA user_version = 2' 2>/dev/null || "
-                         "python3 -c \"import sqlite3; c=sqlite3.connect('" + future +
-                         "'); c.execute('PRAGMA user_version = 2'); c.commit()\"")
+  ASSERT_EQ(std::system(("sqlite3 " + quote(future) +
+                         " 'PRAGMA user_version = 2' 2>/dev/null || "
+                         "python3 -c \"import sqlite3; c=sqlite3.connect('" +
+                         future + "'); c.execute('PRAGMA user_version = 2'); c.commit()\"")
                             .c_str()),
             0);
   std::string missing = (temp_dir() / "missing.db").string();
@@ -201,7 +180,7 @@ TEST(CliRecord, ReturnsTheChildsExitStatusAndFinalizesAfterAKill) {
   // The recorded program exits cleanly with finalize off; then its parent shell is killed.
   std::string killed = (temp_dir() / "killed.db").string();
   Result k = tidemark({"record", "-o", killed, "--", "/bin/sh", "-c",
-                    std::string(TIDEMARK_TRAIN_MLP) + " 2 >/dev/null; kill -9 $$"});
+                       std::string(TIDEMARK_TRAIN_MLP) + " 2 >/dev/null; kill -9 $$"});
   EXPECT_EQ(k.rc, 137) << k.err;
   auto reader = st::TraceReader::open(killed, st::TraceReader::Require::finalized);
   EXPECT_TRUE(reader.finalized());

@@ -14,21 +14,15 @@
 #include "tensorlib/autograd/function.h"
 #include "tensorlib/cpu/loops.h"
 #include "tensorlib/nn/im2col.h"
+#include "tensorlib/nn/image_util.h"
 
 namespace tl::nn {
 namespace {
 
 using autograd::variable_list;
+using detail::check_no_double_backward;
+using detail::dispatch_floating;
 using detail::WindowGeometry;
-
-template <typename F>
-void dispatch_floating(ScalarType dt, F&& f) {
-  if (dt == kFloat32) {
-    f.template operator()<float>();
-  } else {
-    f.template operator()<double>();
-  }
-}
 
 // Images per chunk so that a col buffer of `bytes_per_image` per image stays in budget.
 int64_t images_per_chunk(int64_t batch, int64_t bytes_per_image) {
@@ -66,11 +60,6 @@ void check_bias(const char* op, const Tensor& bias, int64_t out_channels) {
   TL_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == out_channels), op,
            ": expected bias of shape [", out_channels, "] (one per output channel), got shape ",
            bias.sizes());
-}
-
-void check_no_double_backward(const char* op) {
-  TL_CHECK(!autograd::is_grad_enabled(), op,
-           ": double backward (create_graph=true) is not implemented for this op");
 }
 
 // ---- conv2d -----------------------------------------------------------------------------

@@ -1,0 +1,383 @@
+// CPU max, average and adaptive average pooling with their gradients, and their modules.
+// Each kernel works on one [H, W] plane at a time; planes (N * C of them) are split over the
+// OpenMP threads. Window bounds, divisors and tie-breaking follow ATen's CPU kernels
+// (aten/src/ATen/native/cpu/{MaxPoolKernel,AvgPoolKernel,AdaptiveAvgPoolKernel}.cpp), so
+// results agree with PyTorch's to rounding.
+#include "tensorlib/nn/pooling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "tensorlib/autograd/function.h"
+#include "tensorlib/cpu/loops.h"
+#include "tensorlib/nn/im2col.h"
+#include "tensorlib/nn/image_util.h"
+
+namespace tl::nn {
+namespace {
+
+using autograd::variable_list;
+using detail::PlaneShape;
+
+struct PoolWindow {
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+};
+
+// ---- max ---------------------------------------------------------------------------------
+
+template <typename T>
+void max_pool_forward(const T* in, T* out, int64_t* indices, const PlaneShape& p,
+                      const PoolWindow& k) {
+  const int64_t in_plane = p.in_h * p.in_w, out_plane = p.out_h * p.out_w;
+  detail::parallel_items(p.planes, p.planes * out_plane * k.kh * k.kw, [&](int64_t plane) {
+    const T* src = in + plane * in_plane;
+    T* dst = out + plane * out_plane;
+    int64_t* ix = indices + plane * out_plane;
+    for (int64_t oh = 0; oh < p.out_h; ++oh) {
+      int64_t h0 = oh * k.sh - k.ph;
+      const int64_t h1 = std::min(h0 + (k.kh - 1) * k.dh + 1, p.in_h);
+      while (h0 < 0) h0 += k.dh;
+      for (int64_t ow = 0; ow < p.out_w; ++ow) {
+        int64_t w0 = ow * k.sw - k.pw;
+        const int64_t w1 = std::min(w0 + (k.kw - 1) * k.dw + 1, p.in_w);
+        while (w0 < 0) w0 += k.dw;
+        int64_t best_index = h0 * p.in_w + w0;
+        T best = -std::numeric_limits<T>::infinity();
+        for (int64_t ih = h0; ih < h1; ih += k.dh) {
+          for (int64_t iw = w0; iw < w1; iw += k.dw) {
+            const int64_t i = ih * p.in_w + iw;
+            const T v = src[i];
+            if (v > best || std::isnan(v)) {
+              best = v;
+              best_index = i;
+            }
+          }
+        }
+        dst[oh * p.out_w + ow] = best;
+        ix[oh * p.out_w + ow] = best_index;
+      }
+    }
+  });
+}
+
+template <typename T>
+void max_pool_backward(const T* grad_out, const int64_t* indices, T* grad_in, const PlaneShape& p) {
+  const int64_t in_plane = p.in_h * p.in_w, out_plane = p.out_h * p.out_w;
+  detail::parallel_items(p.planes, p.planes * (in_plane + out_plane), [&](int64_t plane) {
+    T* gi = grad_in + plane * in_plane;
+    const T* go = grad_out + plane * out_plane;
+    const int64_t* ix = indices + plane * out_plane;
+    std::fill(gi, gi + in_plane, T(0));
+    for (int64_t i = 0; i < out_plane; ++i) gi[ix[i]] += go[i];
+  });
+}
+
+// ---- average -----------------------------------------------------------------------------
+
+// One average window clipped to the input, and what its sum is divided by.
+struct AvgWindow {
+  int64_t h0, h1, w0, w1;
+  int64_t divisor;  // 0: the window covers no input (output 0)
+};
+
+AvgWindow avg_window(int64_t oh, int64_t ow, const PlaneShape& p, const PoolWindow& k,
+                     bool count_include_pad, std::optional<int64_t> divisor_override) {
+  int64_t h0 = oh * k.sh - k.ph, w0 = ow * k.sw - k.pw;
+  int64_t h1 = std::min(h0 + k.kh, p.in_h + k.ph), w1 = std::min(w0 + k.kw, p.in_w + k.pw);
+  const int64_t pool_size = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0);
+  w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, p.in_h);
+  w1 = std::min(w1, p.in_w);
+  if (h0 >= h1 || w0 >= w1) return {h0, h1, w0, w1, 0};
+  const int64_t divisor = divisor_override    ? *divisor_override
+                          : count_include_pad ? pool_size
+                                              : (h1 - h0) * (w1 - w0);
+  return {h0, h1, w0, w1, divisor};
+}
+
+template <typename T>
+void avg_pool_forward(const T* in, T* out, const PlaneShape& p, const PoolWindow& k,
+                      bool count_include_pad, std::optional<int64_t> divisor_override) {
+  const int64_t in_plane = p.in_h * p.in_w, out_plane = p.out_h * p.out_w;
+  detail::parallel_items(p.planes, p.planes * out_plane * k.kh * k.kw, [&](int64_t plane) {
+    const T* src = in + plane * in_plane;
+    T* dst = out + plane * out_plane;
+    for (int64_t oh = 0; oh < p.out_h; ++oh) {
+      for (int64_t ow = 0; ow < p.out_w; ++ow) {
+        const AvgWindow a = avg_window(oh, ow, p, k, count_include_pad, divisor_override);
+        double sum = 0;
+        for (int64_t ih = a.h0; ih < a.h1; ++ih)
+          for (int64_t iw = a.w0; iw < a.w1; ++iw) sum += src[ih * p.in_w + iw];
+        dst[oh * p.out_w + ow] = a.divisor == 0 ? T(0) : static_cast<T>(sum / a.divisor);
+      }
+    }
+  });
+}
+
+template <typename T>
+void avg_pool_backward(const T* grad_out, T* grad_in, const PlaneShape& p, const PoolWindow& k,
+                       bool count_include_pad, std::optional<int64_t> divisor_override) {
+  const int64_t in_plane = p.in_h * p.in_w, out_plane = p.out_h * p.out_w;
+  detail::parallel_items(p.planes, p.planes * out_plane * k.kh * k.kw, [&](int64_t plane) {
+    T* gi = grad_in + plane * in_plane;
+    const T* go = grad_out + plane * out_plane;
+    std::fill(gi, gi + in_plane, T(0));
+    for (int64_t oh = 0; oh < p.out_h; ++oh) {
+      for (int64_t ow = 0; ow < p.out_w; ++ow) {
+        const AvgWindow a = avg_window(oh, ow, p, k, count_include_pad, divisor_override);
+        if (a.divisor == 0) continue;
+        const T g = go[oh * p.out_w + ow] / static_cast<T>(a.divisor);
+        for (int64_t ih = a.h0; ih < a.h1; ++ih)
+          for (int64_t iw = a.w0; iw < a.w1; ++iw) gi[ih * p.in_w + iw] += g;
+      }
+    }
+  });
+}
+
+// ---- adaptive average --------------------------------------------------------------------
+
+// ATen's start_index / end_index: floor(i * in / out) and ceil((i + 1) * in / out).
+int64_t adaptive_start(int64_t i, int64_t out, int64_t in) {
+  return (i * in) / out;
+}
+int64_t adaptive_end(int64_t i, int64_t out, int64_t in) {
+  return ((i + 1) * in + out - 1) / out;
+}
+
+template <typename T>
+void adaptive_avg_forward(const T* in, T* out, const PlaneShape& p) {
+  const int64_t in_plane = p.in_h * p.in_w, out_plane = p.out_h * p.out_w;
+  detail::parallel_items(p.planes, p.planes * (in_plane + out_plane), [&](int64_t plane) {
+    const T* src = in + plane * in_plane;
+    T* dst = out + plane * out_plane;
+    for (int64_t oh = 0; oh < p.out_h; ++oh) {
+      const int64_t h0 = adaptive_start(oh, p.out_h, p.in_h),
+                    h1 = adaptive_end(oh, p.out_h, p.in_h);
+      for (int64_t ow = 0; ow < p.out_w; ++ow) {
+        const int64_t w0 = adaptive_start(ow, p.out_w, p.in_w);
+        const int64_t w1 = adaptive_end(ow, p.out_w, p.in_w);
+        double sum = 0;
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) sum += src[ih * p.in_w + iw];
+        dst[oh * p.out_w + ow] = static_cast<T>(sum / double((h1 - h0) * (w1 - w0)));
+      }
+    }
+  });
+}
+
+template <typename T>
+void adaptive_avg_backward(const T* grad_out, T* grad_in, const PlaneShape& p) {
+  const int64_t in_plane = p.in_h * p.in_w, out_plane = p.out_h * p.out_w;
+  detail::parallel_items(p.planes, p.planes * (in_plane + out_plane), [&](int64_t plane) {
+    T* gi = grad_in + plane * in_plane;
+    const T* go = grad_out + plane * out_plane;
+    std::fill(gi, gi + in_plane, T(0));
+    for (int64_t oh = 0; oh < p.out_h; ++oh) {
+      const int64_t h0 = adaptive_start(oh, p.out_h, p.in_h),
+                    h1 = adaptive_end(oh, p.out_h, p.in_h);
+      for (int64_t ow = 0; ow < p.out_w; ++ow) {
+        const int64_t w0 = adaptive_start(ow, p.out_w, p.in_w);
+        const int64_t w1 = adaptive_end(ow, p.out_w, p.in_w);
+        const T g = go[oh * p.out_w + ow] / static_cast<T>((h1 - h0) * (w1 - w0));
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) gi[ih * p.in_w + iw] += g;
+      }
+    }
+  });
+}
+
+// ---- shared checks -----------------------------------------------------------------------
+
+void check_window(const char* op, IntPair kernel, IntPair stride, IntPair padding,
+                  IntPair dilation) {
+  TL_CHECK(kernel.h > 0 && kernel.w > 0, op, ": kernel_size must be positive, got ", kernel);
+  TL_CHECK(stride.h > 0 && stride.w > 0, op, ": stride must be positive, got ", stride);
+  TL_CHECK(dilation.h > 0 && dilation.w > 0, op, ": dilation must be positive, got ", dilation);
+  TL_CHECK(padding.h >= 0 && padding.w >= 0, op, ": padding must be non-negative, got ", padding);
+}
+
+// ATen's pooling_output_shape: floor or ceil division; with ceil_mode the last window must
+// start inside the input or its left padding.
+int64_t pooled_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int64_t dilation,
+                    bool ceil_mode) {
+  const int64_t num = in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+PlaneShape pooled_shape(const char* op, const Tensor& x, IntPair kernel, IntPair stride,
+                        IntPair padding, IntPair dilation, bool ceil_mode) {
+  PlaneShape p = detail::plane_shape(x);
+  p.out_h = pooled_size(p.in_h, kernel.h, stride.h, padding.h, dilation.h, ceil_mode);
+  p.out_w = pooled_size(p.in_w, kernel.w, stride.w, padding.w, dilation.w, ceil_mode);
+  TL_CHECK(p.out_h > 0 && p.out_w > 0, op, ": input of shape ", x.sizes(), " gives an output of ",
+           p.out_h, " x ", p.out_w, " with kernel_size ", kernel, ", stride ", stride, ", padding ",
+           padding, " and dilation ", dilation, ": output size is too small");
+  return p;
+}
+
+}  // namespace
+
+namespace functional {
+
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntPair kernel_size,
+                                                   std::optional<IntPair> stride_opt,
+                                                   IntPair padding, IntPair dilation,
+                                                   bool ceil_mode) {
+  constexpr const char* kOp = "max_pool2d";
+  detail::check_image_input(kOp, input);
+  const IntPair stride = stride_opt.value_or(kernel_size);
+  check_window(kOp, kernel_size, stride, padding, dilation);
+  TL_CHECK(2 * padding.h <= (kernel_size.h - 1) * dilation.h + 1 &&
+               2 * padding.w <= (kernel_size.w - 1) * dilation.w + 1,
+           kOp, ": padding ", padding, " should be at most half of the effective kernel size (",
+           kernel_size, " with dilation ", dilation, ")");
+  if (input.dim() == 3) {
+    auto [out, ix] = max_pool2d_with_indices(input.unsqueeze(0), kernel_size, stride, padding,
+                                             dilation, ceil_mode);
+    return {out.squeeze(0), ix.squeeze(0)};
+  }
+  const PlaneShape p = pooled_shape(kOp, input, kernel_size, stride, padding, dilation, ceil_mode);
+  const PoolWindow k{kernel_size.h, kernel_size.w, stride.h,   stride.w,
+                     padding.h,     padding.w,     dilation.h, dilation.w};
+  const Tensor x = input.contiguous();
+  Tensor out = empty({input.size(0), input.size(1), p.out_h, p.out_w}, input.dtype());
+  Tensor indices = empty(out.sizes(), kInt64);
+  detail::dispatch_floating(input.dtype(), [&]<typename T>() {
+    max_pool_forward<T>(x.data_ptr<T>(), out.data_ptr<T>(), indices.data_ptr<int64_t>(), p, k);
+  });
+  autograd::record(
+      out, "MaxPool2DWithIndices", {&input}, {indices},
+      [p, in_sizes = input.sizes().vec()](const variable_list& g, const variable_list& s) {
+        detail::check_no_double_backward("max_pool2d");
+        const Tensor go = g[0].contiguous();
+        Tensor gi = empty(in_sizes, go.dtype());
+        detail::dispatch_floating(go.dtype(), [&]<typename T>() {
+          max_pool_backward<T>(go.data_ptr<T>(), s[0].data_ptr<int64_t>(), gi.data_ptr<T>(), p);
+        });
+        return variable_list{gi};
+      });
+  return {out, indices};
+}
+
+Tensor max_pool2d(const Tensor& input, IntPair kernel_size, std::optional<IntPair> stride,
+                  IntPair padding, IntPair dilation, bool ceil_mode) {
+  return std::get<0>(
+      max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode));
+}
+
+Tensor avg_pool2d(const Tensor& input, IntPair kernel_size, std::optional<IntPair> stride_opt,
+                  IntPair padding, bool ceil_mode, bool count_include_pad,
+                  std::optional<int64_t> divisor_override) {
+  constexpr const char* kOp = "avg_pool2d";
+  detail::check_image_input(kOp, input);
+  const IntPair stride = stride_opt.value_or(kernel_size);
+  check_window(kOp, kernel_size, stride, padding, 1);
+  TL_CHECK(2 * padding.h <= kernel_size.h && 2 * padding.w <= kernel_size.w, kOp, ": padding ",
+           padding, " should be at most half of kernel_size ", kernel_size);
+  TL_CHECK(!divisor_override || *divisor_override != 0, kOp, ": divisor_override must be non-zero");
+  if (input.dim() == 3)
+    return avg_pool2d(input.unsqueeze(0), kernel_size, stride, padding, ceil_mode,
+                      count_include_pad, divisor_override)
+        .squeeze(0);
+  const PlaneShape p = pooled_shape(kOp, input, kernel_size, stride, padding, 1, ceil_mode);
+  const PoolWindow k{kernel_size.h, kernel_size.w, stride.h, stride.w, padding.h, padding.w, 1, 1};
+  const Tensor x = input.contiguous();
+  Tensor out = empty({input.size(0), input.size(1), p.out_h, p.out_w}, input.dtype());
+  detail::dispatch_floating(input.dtype(), [&]<typename T>() {
+    avg_pool_forward<T>(x.data_ptr<T>(), out.data_ptr<T>(), p, k, count_include_pad,
+                        divisor_override);
+  });
+  autograd::record(out, "AvgPool2D", {&input}, {},
+                   [p, k, count_include_pad, divisor_override, in_sizes = input.sizes().vec()](
+                       const variable_list& g, const variable_list&) {
+                     detail::check_no_double_backward("avg_pool2d");
+                     const Tensor go = g[0].contiguous();
+                     Tensor gi = empty(in_sizes, go.dtype());
+                     detail::dispatch_floating(go.dtype(), [&]<typename T>() {
+                       avg_pool_backward<T>(go.data_ptr<T>(), gi.data_ptr<T>(), p, k,
+                                            count_include_pad, divisor_override);
+                     });
+                     return variable_list{gi};
+                   });
+  return out;
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& input, IntPair output_size) {
+  constexpr const char* kOp = "adaptive_avg_pool2d";
+  detail::check_image_input(kOp, input);
+  TL_CHECK(output_size.h > 0 && output_size.w > 0, kOp, ": output_size must be positive, got ",
+           output_size);
+  if (input.dim() == 3) return adaptive_avg_pool2d(input.unsqueeze(0), output_size).squeeze(0);
+  PlaneShape p = detail::plane_shape(input);
+  TL_CHECK(p.in_h > 0 && p.in_w > 0, kOp, ": expected an input with non-empty H and W, got shape ",
+           input.sizes());
+  p.out_h = output_size.h;
+  p.out_w = output_size.w;
+  const Tensor x = input.contiguous();
+  Tensor out = empty({input.size(0), input.size(1), p.out_h, p.out_w}, input.dtype());
+  detail::dispatch_floating(input.dtype(), [&]<typename T>() {
+    adaptive_avg_forward<T>(x.data_ptr<T>(), out.data_ptr<T>(), p);
+  });
+  autograd::record(
+      out, "AdaptiveAvgPool2D", {&input}, {},
+      [p, in_sizes = input.sizes().vec()](const variable_list& g, const variable_list&) {
+        detail::check_no_double_backward("adaptive_avg_pool2d");
+        const Tensor go = g[0].contiguous();
+        Tensor gi = empty(in_sizes, go.dtype());
+        detail::dispatch_floating(go.dtype(), [&]<typename T>() {
+          adaptive_avg_backward<T>(go.data_ptr<T>(), gi.data_ptr<T>(), p);
+        });
+        return variable_list{gi};
+      });
+  return out;
+}
+
+}  // namespace functional
+
+MaxPool2d::MaxPool2d(IntPair kernel, std::optional<IntPair> stride_opt, IntPair pad, IntPair dil,
+                     bool ceil)
+    : Module("max_pool2d"),
+      kernel_size(kernel),
+      stride(stride_opt.value_or(kernel)),
+      padding(pad),
+      dilation(dil),
+      ceil_mode(ceil) {
+  check_window("MaxPool2d", kernel_size, stride, padding, dilation);
+}
+
+Tensor MaxPool2d::forward(const Tensor& x) {
+  return functional::max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode);
+}
+
+AvgPool2d::AvgPool2d(IntPair kernel, std::optional<IntPair> stride_opt, IntPair pad, bool ceil,
+                     bool include_pad, std::optional<int64_t> divisor)
+    : Module("avg_pool2d"),
+      kernel_size(kernel),
+      stride(stride_opt.value_or(kernel)),
+      padding(pad),
+      ceil_mode(ceil),
+      count_include_pad(include_pad),
+      divisor_override(divisor) {
+  check_window("AvgPool2d", kernel_size, stride, padding, 1);
+}
+
+Tensor AvgPool2d::forward(const Tensor& x) {
+  return functional::avg_pool2d(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                divisor_override);
+}
+
+AdaptiveAvgPool2d::AdaptiveAvgPool2d(IntPair size)
+    : Module("adaptive_avg_pool2d"), output_size(size) {
+  TL_CHECK(output_size.h > 0 && output_size.w > 0,
+           "AdaptiveAvgPool2d: output_size must be positive, got ", output_size);
+}
+
+Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
+  return functional::adaptive_avg_pool2d(x, output_size);
+}
+
+}  // namespace tl::nn

@@ -114,6 +114,18 @@ TEST(Pitfalls, TransposeContiguousCopiesWhereAViewWouldDo) {
   EXPECT_GE(r.leaky["peak_allocated"] - r.fixed["peak_allocated"], a_bytes);
 }
 
+TEST(Pitfalls, ManyPrefetchingWorkersHoldManyBatches) {
+  Runs r = run_both("dataloader_workers");
+  const int64_t batch = r.leaky["batch_bytes"];
+  ASSERT_EQ(batch, 64 * 3 * 64 * 64 * 4);
+  ASSERT_EQ(r.leaky["batches_ahead"], 32);
+  ASSERT_EQ(r.fixed["batches_ahead"], 4);
+  // The loop is slower than the workers, so their queues fill: 32 batches ahead against 4.
+  // Half the difference is a safe bound under load.
+  EXPECT_GE(r.leaky["peak_allocated"] - r.fixed["peak_allocated"], 14 * batch);
+  EXPECT_GT(r.leaky["peak_reserved"], 2 * r.fixed["peak_reserved"]);
+}
+
 TEST(Pitfalls, BadArgumentsExitWithStatus2AndUsage) {
   const std::string bin = std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_view_retention";
   tl_test::Result r = tl_test::run({bin, "--steps", "zero"});

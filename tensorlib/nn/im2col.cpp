@@ -118,11 +118,19 @@ void from_channel_major(const T* src, int64_t batch, int64_t channels, int64_t s
 
 template <typename T>
 void add_row_sums(const T* m, int64_t channels, int64_t len, T* sums) {
+  // Eight independent double accumulators: one long dependency chain would cost an add's
+  // latency per element, and float accumulation would lose digits over 10^5 elements.
+  constexpr int64_t kLanes = 8;
   for (int64_t c = 0; c < channels; ++c) {
     const T* row = m + c * len;
-    double acc = 0;
-    for (int64_t k = 0; k < len; ++k) acc += row[k];
-    sums[c] += static_cast<T>(acc);
+    double acc[kLanes] = {};
+    int64_t k = 0;
+    for (; k + kLanes <= len; k += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l) acc[l] += row[k + l];
+    double total = 0;
+    for (; k < len; ++k) total += row[k];
+    for (int64_t l = 0; l < kLanes; ++l) total += acc[l];
+    sums[c] += static_cast<T>(total);
   }
 }
 

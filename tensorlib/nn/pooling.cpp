@@ -6,8 +6,10 @@
 #include "tensorlib/nn/pooling.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "tensorlib/autograd/function.h"
 #include "tensorlib/cpu/loops.h"
@@ -26,36 +28,85 @@ struct PoolWindow {
 
 // ---- max ---------------------------------------------------------------------------------
 
+// Parameters are copied into locals: the int64 index stores could otherwise alias them and
+// force reloads in the inner loop. The running maximum is updated without a branch (a
+// data-dependent branch mispredicts on every other element of natural images).
 template <typename T>
 void max_pool_forward(const T* in, T* out, int64_t* indices, const PlaneShape& p,
                       const PoolWindow& k) {
-  const int64_t in_plane = p.in_h * p.in_w, out_plane = p.out_h * p.out_w;
-  detail::parallel_items(p.planes, p.planes * out_plane * k.kh * k.kw, [&](int64_t plane) {
+  const int64_t in_h = p.in_h, in_w = p.in_w, out_h = p.out_h, out_w = p.out_w;
+  const int64_t kh = k.kh, kw = k.kw, sh = k.sh, sw = k.sw, ph = k.ph, pw = k.pw, dh = k.dh,
+                dw = k.dw;
+  const int64_t in_plane = in_h * in_w, out_plane = out_h * out_w;
+  // Every window inside the input (no padding, no ceil_mode overhang): each output row is
+  // updated with one window element at a time, in the window's scan order, so the loop over
+  // the row's outputs vectorises.
+  const bool inside = in_plane <= INT32_MAX && ph == 0 && pw == 0 &&
+                      (out_h - 1) * sh + (kh - 1) * dh < in_h &&
+                      (out_w - 1) * sw + (kw - 1) * dw < in_w;
+  detail::parallel_items(p.planes, p.planes * out_plane * kh * kw, [=](int64_t plane) {
     const T* src = in + plane * in_plane;
     T* dst = out + plane * out_plane;
     int64_t* ix = indices + plane * out_plane;
-    for (int64_t oh = 0; oh < p.out_h; ++oh) {
-      int64_t h0 = oh * k.sh - k.ph;
-      const int64_t h1 = std::min(h0 + (k.kh - 1) * k.dh + 1, p.in_h);
-      while (h0 < 0) h0 += k.dh;
-      for (int64_t ow = 0; ow < p.out_w; ++ow) {
-        int64_t w0 = ow * k.sw - k.pw;
-        const int64_t w1 = std::min(w0 + (k.kw - 1) * k.dw + 1, p.in_w);
-        while (w0 < 0) w0 += k.dw;
-        int64_t best_index = h0 * p.in_w + w0;
-        T best = -std::numeric_limits<T>::infinity();
-        for (int64_t ih = h0; ih < h1; ih += k.dh) {
-          for (int64_t iw = w0; iw < w1; iw += k.dw) {
-            const int64_t i = ih * p.in_w + iw;
-            const T v = src[i];
-            if (v > best || std::isnan(v)) {
-              best = v;
-              best_index = i;
+    if (inside) {
+      // Window-local state in arrays of one element width (float with int32 indices, double
+      // with int64), so the compare-and-select loop vectorises.
+      using Index = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+      constexpr int64_t kChunk = 256;
+      T vals[kChunk], best[kChunk];
+      Index best_index[kChunk];
+      for (int64_t oh = 0; oh < out_h; ++oh) {
+        for (int64_t ow0 = 0; ow0 < out_w; ow0 += kChunk) {
+          const int64_t n = std::min(kChunk, out_w - ow0);
+          for (int64_t o = 0; o < n; ++o) {
+            best[o] = -std::numeric_limits<T>::infinity();
+            best_index[o] = static_cast<Index>(oh * sh * in_w + (ow0 + o) * sw);
+          }
+          for (int64_t i = 0; i < kh; ++i) {
+            for (int64_t j = 0; j < kw; ++j) {
+              const int64_t first = (oh * sh + i * dh) * in_w + j * dw + ow0 * sw;
+              const T* s = src + first;
+              for (int64_t o = 0; o < n; ++o) vals[o] = s[o * sw];
+              const Index first_index = static_cast<Index>(first), step = static_cast<Index>(sw);
+              for (int64_t o = 0; o < n; ++o) {
+                const T v = vals[o], b = best[o];
+                const bool take = (v > b) | (v != v);  // v != v: a NaN wins, as in ATen
+                best[o] = take ? v : b;
+                best_index[o] = take ? first_index + static_cast<Index>(o) * step : best_index[o];
+              }
             }
           }
+          T* d = dst + oh * out_w + ow0;
+          int64_t* x = ix + oh * out_w + ow0;
+          for (int64_t o = 0; o < n; ++o) {
+            d[o] = best[o];
+            x[o] = best_index[o];
+          }
         }
-        dst[oh * p.out_w + ow] = best;
-        ix[oh * p.out_w + ow] = best_index;
+      }
+      return;
+    }
+    for (int64_t oh = 0; oh < out_h; ++oh) {
+      int64_t h0 = oh * sh - ph;
+      const int64_t h1 = std::min(h0 + (kh - 1) * dh + 1, in_h);
+      while (h0 < 0) h0 += dh;
+      for (int64_t ow = 0; ow < out_w; ++ow) {
+        int64_t w0 = ow * sw - pw;
+        const int64_t w1 = std::min(w0 + (kw - 1) * dw + 1, in_w);
+        while (w0 < 0) w0 += dw;
+        int64_t best_index = h0 * in_w + w0;
+        T best = -std::numeric_limits<T>::infinity();
+        for (int64_t ih = h0; ih < h1; ih += dh) {
+          for (int64_t iw = w0; iw < w1; iw += dw) {
+            const int64_t i = ih * in_w + iw;
+            const T v = src[i];
+            const bool take = (v > best) | (v != v);  // v != v: NaN wins, as in ATen
+            best = take ? v : best;
+            best_index = take ? i : best_index;
+          }
+        }
+        dst[oh * out_w + ow] = best;
+        ix[oh * out_w + ow] = best_index;
       }
     }
   });

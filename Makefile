@@ -21,17 +21,25 @@ build: configure
 demo: build
 	@$(BUILD)/samples/memory_tour
 	@echo
-	@echo "== tidemark record -- samples/train_mlp 300"
-	@rm -f $(BUILD)/train_mlp.db $(BUILD)/train_mlp.db-wal $(BUILD)/train_mlp.db-shm
-	@$(BUILD)/cli/tidemark record -o $(BUILD)/train_mlp.db -- $(BUILD)/samples/train_mlp 300
+	@echo "== tidemark record -- samples/train_fashion_mnist --model mlp --epochs 1"
+	@rm -f $(BUILD)/fashion_mnist.db $(BUILD)/fashion_mnist.db-wal $(BUILD)/fashion_mnist.db-shm
+	@$(BUILD)/cli/tidemark record -o $(BUILD)/fashion_mnist.db -- \
+	  $(BUILD)/samples/train_fashion_mnist --model mlp --epochs 1
 	@echo
-	@$(BUILD)/cli/tidemark summary $(BUILD)/train_mlp.db
+	@$(BUILD)/cli/tidemark summary $(BUILD)/fashion_mnist.db
 	@echo
-	@$(BUILD)/cli/tidemark timeline $(BUILD)/train_mlp.db --width 100
-	@$(BUILD)/cli/tidemark timeline $(BUILD)/train_mlp.db --png $(BUILD)/timeline.png
+	@$(BUILD)/cli/tidemark timeline $(BUILD)/fashion_mnist.db --width 100
+	@$(BUILD)/cli/tidemark timeline $(BUILD)/fashion_mnist.db --png $(BUILD)/timeline.png
 	@echo
-	@echo "trace: $(BUILD)/train_mlp.db, chart: $(BUILD)/timeline.png"
-	@echo "more: $(BUILD)/cli/tidemark --help (top, leaks, steps, check, diff, export)"
+	@echo "== a memory pitfall: summing loss tensors keeps every graph alive"
+	@rm -f $(BUILD)/pitfall.db $(BUILD)/pitfall.db-wal $(BUILD)/pitfall.db-shm
+	@$(BUILD)/cli/tidemark record -o $(BUILD)/pitfall.db -- \
+	  $(BUILD)/samples/pitfall_accumulated_loss --steps 10 >/dev/null
+	@$(BUILD)/cli/tidemark leaks $(BUILD)/pitfall.db --by-step
+	@echo
+	@echo "trace: $(BUILD)/fashion_mnist.db, chart: $(BUILD)/timeline.png"
+	@echo "pitfalls: $(BUILD)/samples/pitfall_* [--fixed] (docs/samples.md)"
+	@echo "more: $(BUILD)/cli/tidemark --help (top, leaks, syncs, steps, check, diff, export)"
 
 # Every test: the optimised build, then the ASan+UBSan build.
 test: test-fast test-sanitize

@@ -25,34 +25,11 @@
 #include <tensorlib/optim/optimizer.h>
 #include <tensorlib/tensorlib.h>
 
+#include "fashion_models.h"
+
 namespace {
 
 namespace nn = tl::nn;
-
-std::shared_ptr<nn::Sequential> make_mlp() {
-  auto m = std::make_shared<nn::Sequential>();
-  m->push_back(std::make_shared<nn::Flatten>());
-  m->push_back(std::make_shared<nn::Linear>(784, 256));
-  m->push_back(std::make_shared<nn::ReLU>());
-  m->push_back(std::make_shared<nn::Linear>(256, 10));
-  return m;
-}
-
-// Two conv+pool blocks and two linear layers.
-std::shared_ptr<nn::Sequential> make_cnn() {
-  auto m = std::make_shared<nn::Sequential>();
-  m->push_back(std::make_shared<nn::Conv2d>(1, 32, 3, 1, 1));
-  m->push_back(std::make_shared<nn::ReLU>());
-  m->push_back(std::make_shared<nn::MaxPool2d>(2));
-  m->push_back(std::make_shared<nn::Conv2d>(32, 64, 3, 1, 1));
-  m->push_back(std::make_shared<nn::ReLU>());
-  m->push_back(std::make_shared<nn::MaxPool2d>(2));
-  m->push_back(std::make_shared<nn::Flatten>());
-  m->push_back(std::make_shared<nn::Linear>(64 * 7 * 7, 128));
-  m->push_back(std::make_shared<nn::ReLU>());
-  m->push_back(std::make_shared<nn::Linear>(128, 10));
-  return m;
-}
 
 // Fraction of `data` classified correctly (batches of 256, no graph).
 double evaluate(nn::Module& model, const tl::data::FashionMNIST& data, tl::Device device) {
@@ -116,7 +93,8 @@ int main(int argc, char** argv) {
         model_name.c_str(), device_name.c_str(), static_cast<long long>(batch_size), lr,
         tl::get_num_threads());
 
-    std::shared_ptr<nn::Sequential> model = model_name == "mlp" ? make_mlp() : make_cnn();
+    std::shared_ptr<nn::Sequential> model =
+        model_name == "mlp" ? samples::make_mlp() : samples::make_cnn();
     model->to(device);
     tl::optim::Adam optimizer(model->parameters(), {.lr = lr});
     tl::data::DataLoader loader(std::make_shared<tl::data::FashionMNIST>(train),

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""PyTorch's time for one training step of the Fashion-MNIST models of
+samples/fashion_models.h (batch 64, Adam 1e-3, cross entropy), on the CPU with a given thread
+count. A development aid for scripts/compare-pytorch.sh; nothing in the build needs it.
+
+Prints JSON: {"torch": version, "threads": n, "mlp_step_ms": ..., "cnn_step_ms": ...}
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+from torch import nn
+
+
+def mlp():
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
+
+
+def cnn():
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def step_ms(model, seconds, repetitions):
+    torch.manual_seed(0)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randn(64, 1, 28, 28)
+    y = torch.randint(0, 10, (64,))
+
+    def step():
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    for _ in range(5):
+        step()
+    results = []
+    for _ in range(repetitions):
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            step()
+            n += 1
+        results.append((time.perf_counter() - t0) / n * 1e3)
+    return statistics.median(results)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seconds", type=float, default=1.0, help="per repetition")
+    p.add_argument("--repetitions", type=int, default=5)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    print(json.dumps({
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "mlp_step_ms": step_ms(mlp(), a.seconds, a.repetitions),
+        "cnn_step_ms": step_ms(cnn(), a.seconds, a.repetitions),
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -10,6 +10,8 @@
 #include "tensorlib/core/tensor_options.h"
 #include "tensorlib/autograd/grad_mode.h"
 #include "tensorlib/memory/memory.h"
+#include "tensorlib/cpu/parallel.h"
+#include "tensorlib/data/data.h"
 #include "profiler/events/annotate.h"
 
 // Profiler annotations (recording itself is Tidemark::record's tl::profiler::start/stop).

@@ -38,7 +38,10 @@ Device::Device(std::string_view spec) : type_(DeviceType::CPU), index_(-1) {
 
 std::string Device::str() const {
   std::string s = type_ == DeviceType::CPU ? "cpu" : "cuda";
-  if (index_ >= 0 && type_ != DeviceType::CPU) s += ":" + std::to_string(index_);
+  if (index_ >= 0 && type_ != DeviceType::CPU) {
+    s += ':';  // appended piecewise: `s += ":" + to_string()` trips GCC 12's -Wrestrict at -O3
+    s += std::to_string(index_);
+  }
   return s;
 }
 

@@ -78,34 +78,35 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   });
 
   const bool input_rg = needs(input), weight_rg = needs(weight), bias_rg = needs(bias);
-  autograd::record(out, "NativeBatchNorm", {&input, &weight, &bias}, {input, weight, mean, invstd},
-                   [=](const variable_list& g, const variable_list& s) {
-                     const Tensor& x = s[0];
-                     const Tensor& w = s[1];
-                     const Tensor& mu = s[2];
-                     const Tensor& is = s[3];
-                     Tensor gi, gw, gb;
-                     Tensor xhat = (x - mu.view(cshape)) * is.view(cshape);
-                     Tensor sum_g = (input_rg && training) || bias_rg ? g[0].sum(dims) : Tensor();
-                     Tensor sum_gx =
-                         (input_rg && training) || weight_rg ? (g[0] * xhat).sum(dims) : Tensor();
-                     if (weight_rg) gw = sum_gx;
-                     if (bias_rg) gb = sum_g;
-                     if (input_rg) {
-                       Tensor scale = w.defined() ? is * w : is;
-                       if (training) {
-                         // dx = w / std * (g - mean(g) - x_hat * mean(g * x_hat)), the means over
-                         // each channel.
-                         const double inv_n = 1.0 / static_cast<double>(n);
-                         xhat.mul_((sum_gx * inv_n).view(cshape));
-                         gi = g[0] - xhat;
-                         gi.sub_((sum_g * inv_n).view(cshape)).mul_(scale.view(cshape));
-                       } else {
-                         gi = g[0] * scale.view(cshape);
-                       }
-                     }
-                     return variable_list{gi, gw, gb};
-                   });
+  autograd::record(
+      out, "NativeBatchNorm", {&input, &weight, &bias}, {input, weight, mean, invstd},
+      [=](const variable_list& g, const variable_list& s) {
+        const Tensor& x = s[0];
+        const Tensor& w = s[1];
+        const Tensor& mu = s[2];
+        const Tensor& is = s[3];
+        Tensor gi, gw, gb;
+        Tensor xhat = (input_rg && training) || weight_rg ? (x - mu.view(cshape)) * is.view(cshape)
+                                                          : Tensor();
+        Tensor sum_g = (input_rg && training) || bias_rg ? g[0].sum(dims) : Tensor();
+        Tensor sum_gx = (input_rg && training) || weight_rg ? (g[0] * xhat).sum(dims) : Tensor();
+        if (weight_rg) gw = sum_gx;
+        if (bias_rg) gb = sum_g;
+        if (input_rg) {
+          Tensor scale = w.defined() ? is * w : is;
+          if (training) {
+            // dx = w / std * (g - mean(g) - x_hat * mean(g * x_hat)), the means over
+            // each channel.
+            const double inv_n = 1.0 / static_cast<double>(n);
+            xhat.mul_((sum_gx * inv_n).view(cshape));
+            gi = g[0] - xhat;
+            gi.sub_((sum_g * inv_n).view(cshape)).mul_(scale.view(cshape));
+          } else {
+            gi = g[0] * scale.view(cshape);
+          }
+        }
+        return variable_list{gi, gw, gb};
+      });
   return out;
 }
 

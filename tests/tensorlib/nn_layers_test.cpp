@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iostream>
 #include <vector>
 
 #include <tensorlib/nn/layers.h>
@@ -152,6 +153,34 @@ TEST(BatchNorm, BuffersStateDictAndErrors) {
   nn::BatchNorm2d bn2(4);
   Tensor out = bn2(x);
   EXPECT_EQ(out.grad_fn()->name(), "NativeBatchNormBackward0");
+}
+
+// Note [Fused normalisation backward]: between forward and backward, batch_norm keeps its
+// input (alive anyway) and two per-channel vectors; a composite of elementwise ops keeps
+// several input-sized intermediates.
+TEST(BatchNorm, ForwardKeepsNoInputSizedIntermediates) {
+  tl::manual_seed(6);
+  Tensor x = tl::randn({32, 16, 16, 16}).requires_grad_();  // 512 KiB
+  Tensor w = tl::ones({16}).requires_grad_(), b = tl::zeros({16}).requires_grad_();
+  const int64_t input_bytes = static_cast<int64_t>(x.nbytes());
+  auto held_after_forward = [&](auto f) {
+    const int64_t before = tl::memory_allocated();
+    Tensor y = f();
+    const int64_t held = tl::memory_allocated() - before - static_cast<int64_t>(y.nbytes());
+    y.sum().backward();
+    return held;
+  };
+  const int64_t fused = held_after_forward([&] { return F::batch_norm(x, {}, {}, w, b, true); });
+  const int64_t composite = held_after_forward([&] {
+    std::vector<int64_t> dims{0, 2, 3}, shape{1, 16, 1, 1};
+    Tensor mean = x.mean(dims, true);
+    Tensor var = x.var(dims, false, true);
+    return (x - mean) / (var + 1e-5).sqrt() * w.view(shape) + b.view(shape);
+  });
+  EXPECT_LT(fused, input_bytes / 16) << "fused holds " << fused << " bytes";
+  EXPECT_GT(composite, input_bytes) << "composite holds " << composite << " bytes";
+  std::cout << "held between forward and backward: fused " << fused << " B, composite " << composite
+            << " B (input " << input_bytes << " B)\n";
 }
 
 // ---- LayerNorm -----------------------------------------------------------------------------

@@ -191,6 +191,19 @@ template <typename O, typename A, typename B, typename C, typename F>
 void ternary_kernel(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, F f) {
   StridedIter<4> it(out.sizes(), {&out, &a, &b, &c});
   it.parallel_for_each_row([&](char** p, const int64_t* s, int64_t n) {
+    O* o = reinterpret_cast<O*>(p[0]);
+    const A* x = reinterpret_cast<const A*>(p[1]);
+    const B* y = reinterpret_cast<const B*>(p[2]);
+    const C* z = reinterpret_cast<const C*>(p[3]);
+    if (s[0] == sizeof(O) && s[1] == sizeof(A) && s[2] == sizeof(B) && s[3] == sizeof(C)) {
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i], z[i]);
+      return;
+    }
+    if (s[0] == sizeof(O) && s[1] == sizeof(A) && s[2] == sizeof(B) && s[3] == 0) {
+      const C zv = *z;  // where(mask, t, scalar): ReLU's backward
+      for (int64_t i = 0; i < n; ++i) o[i] = f(x[i], y[i], zv);
+      return;
+    }
     for (int64_t i = 0; i < n; ++i)
       *reinterpret_cast<O*>(p[0] + i * s[0]) = f(*reinterpret_cast<const A*>(p[1] + i * s[1]),
                                                  *reinterpret_cast<const B*>(p[2] + i * s[2]),

@@ -381,14 +381,19 @@ void check_module_args(const char* module, int64_t in, int64_t out, IntPair kern
 
 }  // namespace
 
-Conv2d::Conv2d(const Conv2dOptions& o) : Module("conv2d"), options(o) {
-  check_module_args("Conv2d", o.in_channels_, o.out_channels_, o.kernel_size_, o.groups_);
-  const int64_t fan_in = o.in_channels_ / o.groups_ * o.kernel_size_.h * o.kernel_size_.w;
-  weight = register_parameter("weight", uniform_init({o.out_channels_, o.in_channels_ / o.groups_,
-                                                      o.kernel_size_.h, o.kernel_size_.w},
-                                                     fan_in));
-  if (o.bias_) bias = register_parameter("bias", uniform_init({o.out_channels_}, fan_in));
-}
+Conv2d::Conv2d(const Conv2dOptions& o)
+    : Module("conv2d"),
+      options(
+          (check_module_args("Conv2d", o.in_channels_, o.out_channels_, o.kernel_size_, o.groups_),
+           o)),
+      weight(register_parameter("weight", uniform_init({o.out_channels_, o.in_channels_ / o.groups_,
+                                                        o.kernel_size_.h, o.kernel_size_.w},
+                                                       o.in_channels_ / o.groups_ *
+                                                           o.kernel_size_.h * o.kernel_size_.w))),
+      bias(register_parameter(
+          "bias", o.bias_ ? uniform_init({o.out_channels_}, o.in_channels_ / o.groups_ *
+                                                                o.kernel_size_.h * o.kernel_size_.w)
+                          : Tensor())) {}
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, IntPair kernel_size, IntPair stride,
                IntPair padding, IntPair dilation, int64_t groups, bool with_bias)
@@ -405,14 +410,18 @@ Tensor Conv2d::forward(const Tensor& x) {
 }
 
 ConvTranspose2d::ConvTranspose2d(const ConvTranspose2dOptions& o)
-    : Module("conv_transpose2d"), options(o) {
-  check_module_args("ConvTranspose2d", o.in_channels_, o.out_channels_, o.kernel_size_, o.groups_);
-  const int64_t fan_in = o.out_channels_ / o.groups_ * o.kernel_size_.h * o.kernel_size_.w;
-  weight = register_parameter("weight", uniform_init({o.in_channels_, o.out_channels_ / o.groups_,
-                                                      o.kernel_size_.h, o.kernel_size_.w},
-                                                     fan_in));
-  if (o.bias_) bias = register_parameter("bias", uniform_init({o.out_channels_}, fan_in));
-}
+    : Module("conv_transpose2d"),
+      options((check_module_args("ConvTranspose2d", o.in_channels_, o.out_channels_, o.kernel_size_,
+                                 o.groups_),
+               o)),
+      weight(register_parameter("weight", uniform_init({o.in_channels_, o.out_channels_ / o.groups_,
+                                                        o.kernel_size_.h, o.kernel_size_.w},
+                                                       o.out_channels_ / o.groups_ *
+                                                           o.kernel_size_.h * o.kernel_size_.w))),
+      bias(register_parameter(
+          "bias", o.bias_ ? uniform_init({o.out_channels_}, o.out_channels_ / o.groups_ *
+                                                                o.kernel_size_.h * o.kernel_size_.w)
+                          : Tensor())) {}
 
 ConvTranspose2d::ConvTranspose2d(int64_t in_channels, int64_t out_channels, IntPair kernel_size,
                                  IntPair stride, IntPair padding, IntPair output_padding,

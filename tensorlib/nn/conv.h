@@ -55,7 +55,10 @@ class Conv2d : public Module {
   Tensor forward(const Tensor& x) override;
 
   Conv2dOptions options;
-  Tensor weight, bias;
+  // Bound to the registered parameters, so Module::to() updates them (Note [Parameter
+  // handles] in module.h); bias is undefined without one.
+  Tensor& weight;
+  Tensor& bias;
 };
 
 /// ConvTranspose2d's arguments: ConvTranspose2dOptions(64, 32, 4).stride(2).padding(1).
@@ -89,7 +92,8 @@ class ConvTranspose2d : public Module {
   Tensor forward(const Tensor& x) override;
 
   ConvTranspose2dOptions options;
-  Tensor weight, bias;
+  Tensor& weight;  // bound to the registered parameters, as Conv2d's
+  Tensor& bias;
 };
 
 }  // namespace tl::nn

@@ -220,6 +220,29 @@ TEST(Conv, DoubleBackwardIsRefused) {
   }
 }
 
+// Module::to() registers new tensors; the modules' weight and bias handles follow them
+// (Note [Parameter handles]), so forward uses what parameters() and the optimizer see.
+TEST(Conv, ModulesFollowTo) {
+  tl::manual_seed(6);
+  tl::nn::Conv2d conv(2, 3, 3, 1, 1);
+  tl::nn::ConvTranspose2d deconv(3, 2, 2, 2);
+  conv.to(tl::kFloat64);
+  deconv.to(tl::kFloat64);
+  EXPECT_EQ(conv.weight.dtype(), tl::kFloat64);
+  EXPECT_TRUE(conv.weight.is_same(conv.parameters()[0]));
+  EXPECT_TRUE(conv.bias.is_same(conv.parameters()[1]));
+  EXPECT_TRUE(deconv.weight.is_same(deconv.parameters()[0]));
+  EXPECT_TRUE(conv.weight.is_leaf() && conv.weight.requires_grad());
+  tl::Tensor y = deconv(conv(tl::randn({1, 2, 4, 4}, tl::kFloat64)));
+  EXPECT_EQ(y.dtype(), tl::kFloat64);
+  EXPECT_EQ(y.sizes().vec(), (std::vector<int64_t>{1, 2, 8, 8}));
+  y.sum().backward();
+  EXPECT_TRUE(conv.weight.grad().defined());
+  tl::nn::Conv2d no_bias(2, 3, 3, 1, 0, 1, 1, /*bias=*/false);
+  EXPECT_FALSE(no_bias.bias.defined());
+  EXPECT_EQ(no_bias.parameters().size(), 1u);
+}
+
 TEST(Conv, Conv2dModule) {
   tl::manual_seed(5);
   auto conv = std::make_shared<tl::nn::Conv2d>(

@@ -8,6 +8,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "profiler/events/annotate.h"
 #include "tensorlib/autograd/grad_mode.h"
 
 namespace tl::autograd {
@@ -48,6 +49,10 @@ void accumulate(Tensor& slot, const Tensor& g) {
 variable_list run_backward(const variable_list& outputs, const variable_list& grad_outputs,
                            bool retain_graph, bool create_graph,
                            const std::vector<Edge>& capture_edges) {
+  // A scope named "backward" (retain_graph: "backward(retain_graph)") around the engine's
+  // work, so traces show where backward ran and the diagnoses can tell a training step from
+  // evaluation (docs/diagnoses.md).
+  tidemark::events::Scope scope(retain_graph ? "backward(retain_graph)" : "backward");
   TL_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(),
            "grad_tensors should have the same length as tensors: got ", grad_outputs.size(),
            " and ", outputs.size());

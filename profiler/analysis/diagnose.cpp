@@ -1,0 +1,75 @@
+#include "profiler/analysis/diagnose.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace tidemark::analysis {
+
+namespace {
+
+struct Entry {
+  DetectorInfo info;
+  detail::DetectorFn fn;
+};
+
+const std::vector<Entry>& registry() {
+  static const std::vector<Entry> entries = {
+      {{"graph-retention",
+        "activation memory that survives backward and grows across steps (an accumulated loss)"},
+       detail::detect_graph_retention},
+      {{"view-retention", "a storage kept alive by a view much smaller than it"},
+       detail::detect_view_retention},
+      {{"retained-graph", "backward with retain_graph keeping saved tensors past the step"},
+       detail::detect_retained_graph},
+      {{"grad-in-eval", "activations saved for backward during evaluation or inference"},
+       detail::detect_grad_in_eval},
+      {{"sync-in-loop", "the same site forcing a host-device sync in every step"},
+       detail::detect_sync_in_loop},
+      {{"fragmentation", "reserved memory far above allocated at the peak or at an OOM"},
+       detail::detect_fragmentation},
+      {{"cache-held", "reserved memory held long after allocations fell"},
+       detail::detect_cache_held},
+      {{"leak", "memory live at the end, or growing linearly across steps"}, detail::detect_leak},
+      {{"copy-instead-of-view",
+        "large contiguous()/clone() copies made right after transpose/permute"},
+       detail::detect_copy_instead_of_view},
+      {{"pinned-growth", "pinned host memory or prefetched input growing with DataLoader workers"},
+       detail::detect_pinned_growth},
+  };
+  return entries;
+}
+
+}  // namespace
+
+const std::vector<DetectorInfo>& detectors() {
+  static const std::vector<DetectorInfo> infos = [] {
+    std::vector<DetectorInfo> v;
+    for (const Entry& e : registry()) v.push_back(e.info);
+    return v;
+  }();
+  return infos;
+}
+
+Diagnosis diagnose(const Trace& trace, const std::set<std::string>& only) {
+  for (const std::string& id : only) {
+    bool known = std::any_of(registry().begin(), registry().end(),
+                             [&](const Entry& e) { return e.info.id == id; });
+    if (!known) {
+      std::string ids;
+      for (const Entry& e : registry()) ids += (ids.empty() ? "" : ", ") + std::string(e.info.id);
+      throw std::invalid_argument("unknown finding id '" + id + "' (known: " + ids + ")");
+    }
+  }
+  Diagnosis d;
+  for (const Entry& e : registry())
+    if (only.empty() || only.count(std::string(e.info.id))) e.fn(trace, d);
+  std::stable_sort(d.findings.begin(), d.findings.end(), [](const Finding& a, const Finding& b) {
+    // Memory findings by bytes; time findings rank by their wait as if 1 ns were 1 byte.
+    const int64_t wa = std::max<int64_t>(a.bytes, static_cast<int64_t>(a.time_ns));
+    const int64_t wb = std::max<int64_t>(b.bytes, static_cast<int64_t>(b.time_ns));
+    return wa > wb;
+  });
+  return d;
+}
+
+}  // namespace tidemark::analysis

@@ -1,0 +1,79 @@
+// Diagnoses: detectors that name the classic memory pitfalls in a trace -- what is wrong,
+// the evidence (bytes, counts, times), the code site responsible, and the fix -- the way a
+// senior engineer reading the timeline would (docs/diagnoses.md). `tidemark diagnose` and
+// the GUI's summary both call diagnose(), so they always agree.
+//
+// Each detector has a stable id (the contract of `--only`, `check --no-findings` and the JSON
+// output). A detector that needs data the trace lacks (tensor records in an imported
+// snapshot, syncs in a trace without them) reports itself as skipped with the reason, instead
+// of staying silent.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "profiler/analysis/trace.h"
+
+namespace tidemark::analysis {
+
+struct Finding {
+  std::string id;        // detector id: "graph-retention", "sync-in-loop", ...
+  std::string title;     // one line: what is wrong ("activations survive backward and grow ...")
+  std::string device;    // "cpu", "cuda:0"
+  int64_t bytes = 0;     // memory at stake (ranking), 0 when the finding is about time
+  uint64_t time_ns = 0;  // host time at stake (waits), 0 when about memory
+  // The code site responsible: Note [Allocation site]'s label ("main (train.cpp:42)") and
+  // the stack it comes from (innermost first). Empty when the trace has no stacks.
+  std::string site;
+  std::vector<std::string> stack;
+  // The numbers behind the finding, as (what, value) in display form:
+  // {"growth per step", "2.26 MiB (2,374,656 bytes)"}, {"steps", "20"}.
+  std::vector<std::pair<std::string, std::string>> evidence;
+  std::string fix;  // what to do, one or two sentences
+};
+
+struct SkippedDetector {
+  std::string id;
+  std::string reason;  // "the trace has no tensor records (imported snapshot)"
+};
+
+struct Diagnosis {
+  std::vector<Finding> findings;         // ranked: most bytes (or time) at stake first
+  std::vector<SkippedDetector> skipped;  // detectors that could not run on this trace
+};
+
+struct DetectorInfo {
+  std::string_view id;
+  std::string_view pitfall;  // one line: the pitfall it names
+};
+// Every detector, in a fixed order.
+const std::vector<DetectorInfo>& detectors();
+
+// Runs the detectors (all, or those in `only`; an unknown id throws std::invalid_argument
+// listing the known ones) and ranks the findings.
+Diagnosis diagnose(const Trace& trace, const std::set<std::string>& only = {});
+
+namespace detail {
+// One detector: appends its findings, or a SkippedDetector saying why it could not run.
+using DetectorFn = void (*)(const Trace& trace, Diagnosis& out);
+
+// diagnose_memory.cpp
+void detect_leak(const Trace& trace, Diagnosis& out);
+void detect_graph_retention(const Trace& trace, Diagnosis& out);
+void detect_retained_graph(const Trace& trace, Diagnosis& out);
+void detect_grad_in_eval(const Trace& trace, Diagnosis& out);
+void detect_sync_in_loop(const Trace& trace, Diagnosis& out);
+// diagnose_allocator.cpp
+void detect_view_retention(const Trace& trace, Diagnosis& out);
+void detect_copy_instead_of_view(const Trace& trace, Diagnosis& out);
+void detect_fragmentation(const Trace& trace, Diagnosis& out);
+void detect_cache_held(const Trace& trace, Diagnosis& out);
+void detect_pinned_growth(const Trace& trace, Diagnosis& out);
+}  // namespace detail
+
+}  // namespace tidemark::analysis

@@ -99,4 +99,60 @@ TEST_F(PitfallsCli, BaselineGateAndStepGrowthCatchTheAccumulatedLoss) {
   EXPECT_LT(g["slope_bytes_per_step"].get<double>(), 4096.0);
 }
 
+// The pitfalls whose effect is a higher peak: a limit between the leaky and the fixed peak
+// (from the programs' shapes: see tests/samples/pitfalls_test.cpp) fails the first, passes
+// the second, and names the sample's own source file among the top contributors.
+struct PeakGate {
+  const char* sample;
+  std::vector<std::string> limit;  // the check flags
+  const char* failure;             // in the failure message
+};
+
+void expect_gate(const PeakGate& g) {
+  const std::string leaky = record(g.sample, false), fixed = record(g.sample, true);
+  std::vector<std::string> args{"check", leaky};
+  args.insert(args.end(), g.limit.begin(), g.limit.end());
+  Result r = tidemark(args);
+  EXPECT_EQ(r.rc, 1) << g.sample << ": " << r.out << r.err;
+  EXPECT_NE(r.out.find(g.failure), std::string::npos) << r.out;
+  args[1] = fixed;
+  r = tidemark(args);
+  EXPECT_EQ(r.rc, 0) << g.sample << " --fixed: " << r.out << r.err;
+}
+
+TEST_F(PitfallsCli, RetainGraphRaisesThePeakOverTheFixedBaseline) {
+  const std::string leaky = record("retain_graph", false), fixed = record("retain_graph", true);
+  Result r = tidemark({"check", leaky, "--baseline", fixed, "--max-increase", "10"});
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("(retain_graph.cpp:"), std::string::npos) << r.out;
+  r = tidemark({"check", fixed, "--baseline", fixed, "--max-increase", "10"});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+}
+
+TEST_F(PitfallsCli, EvalWithoutNoGradFailsAPeakLimit) {
+  // Six saved 4 MiB activations (~35 MiB peak) against at most two live (~20 MiB).
+  expect_gate(
+      {"eval_without_no_grad", {"--max-peak-allocated", "28MiB"}, "(eval_without_no_grad.cpp:"});
+}
+
+TEST_F(PitfallsCli, FragmentationFailsAReservedLimit) {
+  // ~130 MiB reserved for a 40 MiB allocated peak; expandable segments keep it near 62 MiB.
+  expect_gate({"fragmentation", {"--max-peak-reserved", "96MiB"}, "peak reserved on cpu"});
+}
+
+TEST_F(PitfallsCli, CheckpointingPassesALimitThePlainStepFails) {
+  expect_gate({"checkpointing", {"--max-peak-allocated", "32MiB"}, "(checkpointing.cpp:"});
+}
+
+TEST_F(PitfallsCli, TransposeContiguousFailsAPeakLimit) {
+  // A and its 8 MiB copy live together (~16.8 MiB) against A alone (~8.8 MiB).
+  expect_gate(
+      {"transpose_contiguous", {"--max-peak-allocated", "12MiB"}, "(transpose_contiguous.cpp:"});
+}
+
+TEST_F(PitfallsCli, DataLoaderWorkersFailAPeakLimit) {
+  // 32 batches of 3 MiB ahead (~105 MiB) against 4 (~19 MiB).
+  expect_gate({"dataloader_workers", {"--max-peak-allocated", "64MiB"}, "peak allocated on cpu"});
+}
+
 }  // namespace

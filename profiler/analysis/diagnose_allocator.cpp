@@ -1,28 +1,399 @@
-// Detectors of views, copies and the allocator (profiler/analysis/diagnose.h).
-#include "profiler/analysis/diagnose.h"
+// Detectors of the caching allocator (profiler/analysis/diagnose.h): fragmentation,
+// cache-held and pinned-growth. They read the segments, allocations, allocator_events and
+// memory_lod tables (docs/trace-format.md); view-retention and copy-instead-of-view are in
+// diagnose_views.cpp.
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "profiler/analysis/diagnose_allocator_support.h"
+#include "profiler/analysis/memory.h"
 
 namespace tidemark::analysis::detail {
 
 namespace {
-void not_built(const char* id, Diagnosis& out) {
-  out.skipped.push_back({id, "this detector is not implemented yet"});
+
+bool has_segments(const Trace& trace) {
+  return scalar(trace, "SELECT count(*) FROM segments") > 0;
 }
+
+// The device's curves right after the event `seq` (level 0 of memory_lod).
+struct CurvesAt {
+  int64_t allocated = 0, reserved = 0;
+};
+CurvesAt curves_at_seq(const Trace& trace, int64_t device, uint64_t seq) {
+  Query q(trace.db(),
+          "SELECT allocated, reserved FROM memory_lod WHERE device = ? AND level = 0 AND seq = ? "
+          "LIMIT 1");
+  q.bind(1, device).bind(2, seq);
+  CurvesAt c;
+  if (q.step()) c = {q.i64(0), q.i64(1)};
+  return c;
+}
+
+// Reserved memory at `ts`: how many segments (or mapped ranges), and the largest cached free
+// block -- the largest gap between the blocks still active (not free_completed) inside one.
+struct SegmentsAt {
+  int64_t count = 0;
+  int64_t largest_free = 0;
+};
+SegmentsAt segments_at(const Trace& trace, int64_t device, uint64_t ts) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // [addr, end)
+  {
+    Query q(trace.db(),
+            "SELECT addr, size FROM segments WHERE device = ? AND alloc_ts <= ? "
+            "AND (free_ts IS NULL OR free_ts > ?) ORDER BY addr");
+    q.bind(1, device).bind(2, ts).bind(3, ts);
+    while (q.step()) ranges.push_back({q.i64(0), q.i64(0) + q.i64(1)});
+  }
+  std::vector<std::pair<int64_t, int64_t>> blocks;
+  {
+    Query q(trace.db(),
+            "SELECT addr, size FROM allocations WHERE device = ? AND alloc_ts <= ? "
+            "AND (free_completed_ts IS NULL OR free_completed_ts > ?) ORDER BY addr");
+    q.bind(1, device).bind(2, ts).bind(3, ts);
+    while (q.step()) blocks.push_back({q.i64(0), q.i64(0) + q.i64(1)});
+  }
+  SegmentsAt out;
+  out.count = static_cast<int64_t>(ranges.size());
+  size_t b = 0;
+  for (auto [lo, hi] : ranges) {
+    while (b < blocks.size() && blocks[b].second <= lo) ++b;
+    int64_t cursor = lo;
+    for (size_t k = b; k < blocks.size() && blocks[k].first < hi; ++k) {
+      out.largest_free = std::max(out.largest_free, blocks[k].first - cursor);
+      cursor = std::max(cursor, blocks[k].second);
+    }
+    out.largest_free = std::max(out.largest_free, hi - cursor);
+  }
+  return out;
+}
+
+std::string allocator_settings(const Trace& trace) {
+  Query q(trace.db(), "SELECT value FROM meta WHERE key = 'allocator_settings'");
+  return q.step() && !q.is_null(0) ? q.text(0) : std::string();
+}
+
+// The stack of the first allocation on the device after event `seq` (the one a new segment
+// was reserved for), 0 when none.
+uint64_t next_alloc_stack(const Trace& trace, int64_t device, uint64_t seq) {
+  return static_cast<uint64_t>(scalar(
+      trace, "SELECT stack FROM allocations WHERE device = ? AND seq > ? ORDER BY seq LIMIT 1",
+      {device, static_cast<int64_t>(seq)}));
+}
+
+const char* kFragmentationFix =
+    "Let segments grow in place: TL_ALLOC_CONF=expandable_segments:True (PyTorch: "
+    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True); or stop the cache from splitting large "
+    "blocks that other sizes cannot reuse with max_split_size_mb:N; or pad inputs to a few "
+    "fixed shapes (bucketing) so freed blocks fit the next request.";
+
 }  // namespace
 
-void detect_view_retention(const Trace&, Diagnosis& out) {
-  not_built("view-retention", out);
+// Note [Fragmentation]: two shapes of it. (1) At the peak of reserved memory, reserved is at
+// least twice the highest allocated value of the whole trace -- more than half of what the
+// allocator held was never in use even at the program's busiest moment -- and the excess is
+// more than one default large segment (kLargeBuffer, 20 MiB), so a small program's normal
+// rounding (a 2 MiB segment for a 1 KiB tensor) is not reported. (2) At an out-of-memory
+// error, the cached free memory (reserved - allocated at the oom event) would have held the
+// failed request but no single cached block did. The bytes at stake are the excess, or the
+// cached free memory at the OOM. The site is the allocation the peak's segment was reserved
+// for (or the oom event's stack).
+void detect_fragmentation(const Trace& trace, Diagnosis& out) {
+  if (!has_segments(trace)) {
+    out.skipped.push_back({"fragmentation", "the trace has no segment (reserved memory) events"});
+    return;
+  }
+  for (const DeviceRef& dev : trace.devices()) {
+    std::optional<store::Peak> reserved = peak(trace, dev.id, store::Curve::reserved);
+    std::optional<store::Peak> allocated = peak(trace, dev.id, store::Curve::allocated);
+    if (!reserved || reserved->bytes <= 0 || !allocated) continue;
+    const std::string settings = allocator_settings(trace);
+
+    // (2) out-of-memory errors with enough cached memory in total.
+    Query oom(trace.db(),
+              "SELECT ts, requested_size, allocated, reserved, stack FROM allocator_events "
+              "WHERE device = ? AND kind = 'oom' ORDER BY ts");
+    oom.bind(1, dev.id);
+    bool reported = false;
+    while (oom.step() && !reported) {
+      const int64_t requested = oom.i64(1), alloc = oom.i64(2), res = oom.i64(3);
+      const int64_t cached = res - alloc;
+      if (requested <= 0 || cached < requested) continue;
+      const SegmentsAt seg = segments_at(trace, dev.id, oom.u64(0));
+      if (seg.largest_free >= requested) continue;
+      Finding f;
+      f.id = "fragmentation";
+      f.device = dev.name;
+      f.bytes = cached;
+      f.title = "out of memory with " + format_bytes(cached) + " cached but free: no cached " +
+                "block held the " + format_bytes(requested) + " request";
+      set_site(trace, oom.u64(4), f);
+      f.evidence = {{"failed request", bytes_text(requested)},
+                    {"reserved at the OOM", bytes_text(res)},
+                    {"allocated at the OOM", bytes_text(alloc)},
+                    {"cached free at the OOM", bytes_text(cached)},
+                    {"largest cached free block", bytes_text(seg.largest_free)},
+                    {"segments", std::to_string(seg.count)},
+                    {"allocator settings", settings.empty() ? "(defaults)" : settings}};
+      f.fix = kFragmentationFix;
+      out.findings.push_back(std::move(f));
+      reported = true;
+    }
+    if (reported) continue;
+
+    // (1) reserved far above allocated at the peak of reserved.
+    const int64_t excess = reserved->bytes - allocated->bytes;
+    if (reserved->bytes < 2 * allocated->bytes || excess <= kLargeBuffer) continue;
+    const CurvesAt at = curves_at_seq(trace, dev.id, reserved->seq);
+    const SegmentsAt seg = segments_at(trace, dev.id, reserved->ts_ns);
+    Finding f;
+    f.id = "fragmentation";
+    f.device = dev.name;
+    f.bytes = excess;
+    f.title = "reserved memory peaks at " + format_bytes(reserved->bytes) + ", " +
+              ratio_text(static_cast<double>(reserved->bytes) /
+                         static_cast<double>(std::max<int64_t>(1, allocated->bytes))) +
+              " the most ever allocated: cached blocks too small for the next requests";
+    set_site(trace, next_alloc_stack(trace, dev.id, reserved->seq), f);
+    f.evidence = {{"peak reserved", bytes_text(reserved->bytes)},
+                  {"allocated at the peak of reserved", bytes_text(at.allocated)},
+                  {"peak allocated (whole trace)", bytes_text(allocated->bytes)},
+                  {"reserved but never needed", bytes_text(excess)},
+                  {"segments at the peak", std::to_string(seg.count)},
+                  {"largest cached free block at the peak", bytes_text(seg.largest_free)},
+                  {"allocator settings", settings.empty() ? "(defaults)" : settings}};
+    f.fix = kFragmentationFix;
+    if (settings.find("expandable_segments:True") != std::string::npos)
+      f.fix =
+          "Expandable segments are already on: cap block splitting with max_split_size_mb:N "
+          "(TL_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF), or pad inputs to a few fixed shapes.";
+    out.findings.push_back(std::move(f));
+  }
 }
-void detect_copy_instead_of_view(const Trace&, Diagnosis& out) {
-  not_built("copy-instead-of-view", out);
+
+// Note [Cache held]: reserved memory is either cached (free blocks the allocator keeps for
+// reuse, which empty_cache() can return) or allocated (blocks tensors still use, which it
+// cannot). Two findings:
+// (1) empty_cache() that could not help: at the call, allocated memory was at least half of
+//     reserved and more than kLargeBuffer -- what the caller hoped to return is still
+//     referenced. Bytes at stake: the allocated bytes; site: the largest live allocation site
+//     at the call (what must be released); the call's own site is in the evidence.
+// (2) Cached memory held long after allocations fell: after the last moment allocated memory
+//     stood at half its peak or more, reserved - allocated never went below C until the end of
+//     the trace, with C above kLargeBuffer (less is the allocator's normal rounding) and that
+//     tail lasting at least 10% of the trace. empty_cache() there would return C. Site: the
+//     largest allocation site at the allocated peak (the phase that built the cache).
+void detect_cache_held(const Trace& trace, Diagnosis& out) {
+  if (!has_segments(trace)) {
+    out.skipped.push_back({"cache-held", "the trace has no segment (reserved memory) events"});
+    return;
+  }
+  for (const DeviceRef& dev : trace.devices()) {
+    // (1)
+    Query ec(trace.db(),
+             "SELECT ts, allocated, reserved, released, stack FROM allocator_events "
+             "WHERE device = ? AND kind = 'empty_cache' ORDER BY ts");
+    ec.bind(1, dev.id);
+    bool reported = false;
+    while (ec.step() && !reported) {
+      const uint64_t ts = ec.u64(0);
+      const int64_t alloc = ec.i64(1), res = ec.i64(2), released = ec.i64(3);
+      // The event is emitted after the release: `reserved` is what stayed.
+      const int64_t before = res + released;
+      if (alloc <= kLargeBuffer || 2 * alloc < before) continue;
+      Finding f;
+      f.id = "cache-held";
+      f.device = dev.name;
+      f.bytes = alloc;
+      f.title = "empty_cache() released " + format_bytes(released) + " of " + format_bytes(before) +
+                " reserved: " + format_bytes(alloc) +
+                " is still allocated by live tensors, not cached";
+      std::vector<store::AllocationRow> live = live_allocations(trace, dev.id, {ts, {}});
+      std::vector<Group> holders = group_allocations(trace, live, GroupBy::site, 1);
+      uint64_t holder_stack = 0;
+      for (const store::AllocationRow& r : live)
+        if (!holders.empty() && trace.site(r.stack_id).key == holders[0].key) {
+          holder_stack = r.stack_id;
+          break;
+        }
+      set_site(trace, holder_stack ? holder_stack : ec.u64(4), f);
+      f.evidence = {
+          {"empty_cache() at", ec.u64(4) ? trace.site(ec.u64(4)).label : "(no stack)"},
+          {"reserved before", bytes_text(before)},
+          {"released", bytes_text(released)},
+          {"still allocated (referenced)", bytes_text(alloc)},
+          {"cached but free after", bytes_text(std::max<int64_t>(0, before - released - alloc))}};
+      if (!holders.empty())
+        f.evidence.push_back({"held mostly by", holders[0].label + ": " +
+                                                    bytes_text(holders[0].bytes) + " in " +
+                                                    std::to_string(holders[0].count) + " blocks"});
+      f.fix =
+          "empty_cache() only returns cached blocks no tensor uses. Drop the references first "
+          "(clear the list or dict holding the tensors, `del` them), then call it -- or do not "
+          "call it: the allocator reuses its cache anyway.";
+      out.findings.push_back(std::move(f));
+      reported = true;
+    }
+    if (reported) continue;
+
+    // (2)
+    std::optional<store::Peak> allocated = peak(trace, dev.id, store::Curve::allocated);
+    if (!allocated || allocated->bytes <= 0) continue;
+    Query lod(trace.db(),
+              "SELECT t, allocated, reserved FROM memory_lod WHERE device = ? AND level = 0 "
+              "ORDER BY seq");
+    lod.bind(1, dev.id);
+    struct Row {
+      uint64_t t;
+      int64_t allocated, reserved;
+    };
+    std::vector<Row> rows;
+    while (lod.step()) rows.push_back({lod.u64(0), lod.i64(1), lod.i64(2)});
+    size_t last_high = rows.size();
+    for (size_t i = rows.size(); i-- > 0;)
+      if (2 * rows[i].allocated >= allocated->bytes) {
+        last_high = i;
+        break;
+      }
+    if (last_high + 1 >= rows.size()) continue;
+    const uint64_t fall_ts = rows[last_high + 1].t;
+    int64_t held = std::numeric_limits<int64_t>::max();
+    for (size_t i = last_high + 1; i < rows.size(); ++i)
+      held = std::min(held, rows[i].reserved - rows[i].allocated);
+    const uint64_t tail = trace.end_ns() > fall_ts ? trace.end_ns() - fall_ts : 0;
+    if (held <= kLargeBuffer || tail * 10 < trace.duration_ns()) continue;
+    Finding f;
+    f.id = "cache-held";
+    f.device = dev.name;
+    f.bytes = held;
+    f.title = format_bytes(held) + " of reserved memory stays cached but free for " +
+              format_duration(tail) + " after allocations fell";
+    std::optional<TimePoint> pp = peak_point(trace, dev.id);
+    if (pp) {
+      std::vector<store::AllocationRow> live = live_allocations(trace, dev.id, *pp);
+      std::sort(live.begin(), live.end(),
+                [](const auto& a, const auto& b) { return a.size > b.size; });
+      if (!live.empty()) set_site(trace, live.front().stack_id, f);
+    }
+    f.evidence = {{"peak allocated", bytes_text(allocated->bytes)},
+                  {"allocated at the end", bytes_text(rows.back().allocated)},
+                  {"reserved at the end", bytes_text(rows.back().reserved)},
+                  {"cached but free, at least", bytes_text(held)},
+                  {"held for", format_duration(tail)}};
+    f.fix =
+        "This memory is cached, not allocated: empty_cache() after the phase that needed it "
+        "(tl::empty_cache; torch.cuda.empty_cache()) returns it to the device for other "
+        "processes. It does not lower this process's own peak; skip it if nothing else needs "
+        "the memory.";
+    out.findings.push_back(std::move(f));
+  }
 }
-void detect_fragmentation(const Trace&, Diagnosis& out) {
-  not_built("fragmentation", out);
-}
-void detect_cache_held(const Trace&, Diagnosis& out) {
-  not_built("cache-held", out);
-}
-void detect_pinned_growth(const Trace&, Diagnosis& out) {
-  not_built("pinned-growth", out);
+
+// Note [Pinned growth]: DataLoader batches are allocations of category `input` (tensorlib
+// announces each batch; with pin_memory on a CUDA build they are page-locked host memory, on
+// a CPU build pinning has no effect and they are ordinary host blocks). A size of input block
+// allocated at least once every two steps is a per-batch buffer (a dataset loaded once is
+// not); the largest such size marks the batches. At each step start the live blocks of that
+// size are the batch in use plus the batches built ahead; the median over the steps is the
+// loader's steady depth. It is a finding when more than 8 batches wait ahead -- PyTorch's
+// default prefetch_factor of 2 for 4 workers; a loop that keeps pace needs one or two -- and
+// the batches beyond the next one are worth 1% of the device's allocated peak. The bytes at
+// stake are those batches beyond the next.
+void detect_pinned_growth(const Trace& trace, Diagnosis& out) {
+  if (scalar(trace, "SELECT count(*) FROM allocations WHERE category <> 'unknown'") == 0) {
+    out.skipped.push_back({"pinned-growth",
+                           "the trace has no allocation categories (an imported allocator "
+                           "snapshot), so input batches cannot be told apart"});
+    return;
+  }
+  const std::vector<uint64_t> steps = step_times(trace);
+  if (steps.empty()) {
+    out.skipped.push_back({"pinned-growth",
+                           "the trace has no steps (tl::profiler::step()), needed to tell the "
+                           "batch in use from the batches built ahead"});
+    return;
+  }
+  constexpr int64_t kMaxAhead = 8;  // batches
+  const int64_t pinned_copies = scalar(
+      trace, "SELECT count(*) FROM memcpys WHERE pinned = 1 AND direction = 'host_to_device'");
+  for (const DeviceRef& dev : trace.devices()) {
+    std::vector<store::AllocationRow> inputs =
+        trace.reader().allocations_where("device = ? AND category = 'input'", {dev.id});
+    std::map<uint64_t, int64_t> per_size;  // size -> count
+    for (const auto& r : inputs) per_size[r.size] += 1;
+    const int64_t min_count = std::max<int64_t>(2, static_cast<int64_t>(steps.size()) / 2);
+    uint64_t batch_size = 0;
+    int64_t per_batch_total = 0;
+    for (const auto& [size, count] : per_size) {
+      if (count < min_count) continue;
+      batch_size = std::max(batch_size, size);
+      per_batch_total += static_cast<int64_t>(size) * count;
+    }
+    if (batch_size == 0) continue;
+    const int64_t batches = per_size[batch_size];
+    const int64_t batch_bytes = per_batch_total / batches;
+    std::vector<int64_t> depth;
+    for (uint64_t s : steps) {
+      int64_t n = 0;
+      for (const auto& r : inputs)
+        if (r.size == batch_size && r.alloc_ts <= s &&
+            (!r.free_requested_ts || *r.free_requested_ts > s))
+          ++n;
+      depth.push_back(n);
+    }
+    std::vector<int64_t> sorted = depth;
+    std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+    const int64_t median = sorted[sorted.size() / 2];
+    const int64_t ahead = median - 1;  // the batch in use is not ahead
+    const int64_t at_stake = (median - 2) * batch_bytes;
+    std::optional<store::Peak> p = peak(trace, dev.id, store::Curve::allocated);
+    if (ahead <= kMaxAhead || at_stake < (p ? p->bytes / 100 : 0)) continue;
+    // Input batch bytes live at their highest.
+    std::vector<std::pair<uint64_t, int64_t>> changes;
+    for (const auto& r : inputs) {
+      if (per_size[r.size] < min_count) continue;
+      changes.push_back({r.alloc_ts, static_cast<int64_t>(r.size)});
+      if (r.free_requested_ts)
+        changes.push_back({*r.free_requested_ts, -static_cast<int64_t>(r.size)});
+    }
+    std::sort(changes.begin(), changes.end());
+    int64_t live = 0, live_peak = 0;
+    for (auto [t, d] : changes) live_peak = std::max(live_peak, live += d);
+    // Batches are built on the loader's worker threads (or the loop's own, without workers).
+    uint64_t stack = 0;
+    std::set<uint64_t> threads;
+    for (const auto& r : inputs) {
+      if (r.size != batch_size) continue;
+      threads.insert(r.thread);
+      if (!stack) stack = r.stack_id;
+    }
+    Finding f;
+    f.id = "pinned-growth";
+    f.device = dev.name;
+    f.bytes = at_stake;
+    f.title = std::to_string(ahead) + " input batches (" + format_bytes(ahead * batch_bytes) +
+              ") wait ahead of the training loop at every step" +
+              (pinned_copies ? " in pinned host memory" : "");
+    set_site(trace, stack, f);
+    f.evidence = {
+        {"one batch", bytes_text(batch_bytes)},
+        {"batches ahead at a step start (median)", std::to_string(ahead)},
+        {"most batches ahead", std::to_string(*std::max_element(depth.begin(), depth.end()) - 1)},
+        {"input batch bytes live at their peak", bytes_text(live_peak)},
+        {"threads building batches", std::to_string(threads.size())},
+        {"steps", std::to_string(steps.size())},
+        {"pinned host-to-device copies", std::to_string(pinned_copies)}};
+    f.fix =
+        "Use fewer DataLoader workers and a smaller prefetch_factor (PyTorch: num_workers, "
+        "prefetch_factor): workers x prefetch batches are built ahead, and with pin_memory each "
+        "one is page-locked host memory. Two or three ahead keep a device-bound loop fed.";
+    out.findings.push_back(std::move(f));
+  }
 }
 
 }  // namespace tidemark::analysis::detail

@@ -1,0 +1,71 @@
+// Helpers shared by the detectors of views, copies and the allocator (diagnose_allocator.cpp,
+// diagnose_views.cpp). Internal: not part of the installed interface.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "profiler/analysis/diagnose.h"
+#include "profiler/analysis/sql.h"
+#include "profiler/analysis/units.h"
+
+namespace tidemark::analysis::detail {
+
+// The allocator's own granularity (docs/allocator.md): blocks above kSmallSize come from the
+// large pool, and a large request under 10 MiB gets a kLargeBuffer segment. Cached memory
+// below one such segment is the allocator's normal rounding, not a pitfall.
+constexpr int64_t kSmallSize = 1 << 20;     // bytes
+constexpr int64_t kLargeBuffer = 20 << 20;  // bytes
+
+// "1,234,567"
+inline std::string with_commas(int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+// "4.00 MiB (4,194,304 bytes)"
+inline std::string bytes_text(int64_t bytes) {
+  return format_bytes(bytes) + " (" + with_commas(bytes) + " bytes)";
+}
+
+inline std::string ratio_text(double r) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2fx", r);
+  return buf;
+}
+
+// Fills a finding's site and stack from a stack id (Note [Allocation site]).
+inline void set_site(const Trace& trace, uint64_t stack_id, Finding& f) {
+  f.site = stack_id ? trace.site(stack_id).label : std::string();
+  f.stack = trace.stack_frames(stack_id);
+}
+
+inline std::string device_label(const Trace& trace, int64_t device_id) {
+  const DeviceRef* d = trace.device_by_id(device_id);
+  return d ? d->name : "device " + std::to_string(device_id);
+}
+
+// One integer from a query with no or integer parameters (0 when NULL or no row).
+inline int64_t scalar(const Trace& trace, const char* sql,
+                      const std::vector<int64_t>& params = {}) {
+  Query q(trace.db(), sql);
+  for (size_t i = 0; i < params.size(); ++i) q.bind(static_cast<int>(i + 1), params[i]);
+  return q.step() && !q.is_null(0) ? q.i64(0) : 0;
+}
+
+// The steps' start times (absolute), in order.
+inline std::vector<uint64_t> step_times(const Trace& trace) {
+  std::vector<uint64_t> out;
+  Query q(trace.db(), "SELECT ts FROM steps ORDER BY ts");
+  while (q.step()) out.push_back(q.u64(0));
+  return out;
+}
+
+}  // namespace tidemark::analysis::detail

@@ -46,6 +46,10 @@ class RecordingSink final : public ev::Sink {
         s.addr = e.block.addr;
         s.size = e.block.requested_size;
         break;
+      case ev::Kind::scope_push:
+      case ev::Kind::scope_pop:
+        s.op = std::string(e.name.name);
+        break;
       case ev::Kind::sync:
         s.op = std::string(ev::sync_kind_name(e.sync.kind));
         s.size = e.sync.duration_ns;
@@ -90,8 +94,9 @@ TEST_F(TensorEvents, ATensorsLifeIsAllocStorageTensorThenTheReverse) {
     EXPECT_EQ(sink.seen[2].base_id, 0u);
     sink.seen.clear();
   }
-  EXPECT_EQ(sink.kinds(), (std::vector<ev::Kind>{ev::Kind::tensor_release, ev::Kind::storage_release,
-                                                 ev::Kind::free_requested, ev::Kind::free_completed}));
+  EXPECT_EQ(sink.kinds(),
+            (std::vector<ev::Kind>{ev::Kind::tensor_release, ev::Kind::storage_release,
+                                   ev::Kind::free_requested, ev::Kind::free_completed}));
 }
 
 TEST_F(TensorEvents, ViewsAreTensorsOnTheSameStorageWithTheirBase) {
@@ -99,7 +104,8 @@ TEST_F(TensorEvents, ViewsAreTensorsOnTheSameStorageWithTheirBase) {
   sink.seen.clear();
   tl::Tensor t = a.t();
   tl::Tensor n = t.narrow(0, 1, 2);
-  ASSERT_EQ(sink.kinds(), (std::vector<ev::Kind>{ev::Kind::tensor_create, ev::Kind::tensor_create}));
+  ASSERT_EQ(sink.kinds(),
+            (std::vector<ev::Kind>{ev::Kind::tensor_create, ev::Kind::tensor_create}));
   EXPECT_EQ(sink.seen[0].op, "transpose");
   EXPECT_EQ(sink.seen[0].base_id, a.id());
   EXPECT_EQ(sink.seen[0].storage_id, a.storage()->id());
@@ -113,9 +119,10 @@ TEST_F(TensorEvents, ViewsAreTensorsOnTheSameStorageWithTheirBase) {
   EXPECT_EQ(sink.kinds(), (std::vector<ev::Kind>{ev::Kind::tensor_release}));
   sink.seen.clear();
   n = tl::Tensor();
-  EXPECT_EQ(sink.kinds(), (std::vector<ev::Kind>{ev::Kind::tensor_release, ev::Kind::tensor_release,
-                                                 ev::Kind::storage_release, ev::Kind::free_requested,
-                                                 ev::Kind::free_completed}));
+  EXPECT_EQ(sink.kinds(),
+            (std::vector<ev::Kind>{ev::Kind::tensor_release, ev::Kind::tensor_release,
+                                   ev::Kind::storage_release, ev::Kind::free_requested,
+                                   ev::Kind::free_completed}));
 }
 
 TEST_F(TensorEvents, EventsCarryIncreasingSequenceNumbers) {
@@ -157,6 +164,29 @@ TEST_F(TensorEvents, ItemIsASyncPoint) {
     EXPECT_EQ(s.op, "item");
     EXPECT_LT(s.size, 1'000'000'000u);  // a duration in ns, not a timestamp
   }
+}
+
+// The autograd engine runs inside a scope named "backward" ("backward(retain_graph)" when the
+// graph is kept), so traces show where backward ran.
+TEST_F(TensorEvents, BackwardRunsInANamedScope) {
+  tl::Tensor w = tl::ones({4}).requires_grad_();
+  auto scopes = [&] {
+    std::vector<std::string> v;
+    for (const Seen& s : sink.seen)
+      if (s.kind == ev::Kind::scope_push)
+        v.push_back("push " + s.op);
+      else if (s.kind == ev::Kind::scope_pop)
+        v.push_back("pop " + s.op);
+    return v;
+  };
+  tl::Tensor loss = (w * 2).sum();
+  sink.seen.clear();
+  loss.backward({}, /*retain_graph=*/true);
+  EXPECT_EQ(scopes(), (std::vector<std::string>{"push backward(retain_graph)",
+                                                "pop backward(retain_graph)"}));
+  sink.seen.clear();
+  loss.backward();
+  EXPECT_EQ(scopes(), (std::vector<std::string>{"push backward", "pop backward"}));
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ namespace an = analysis;
 namespace {
 
 struct Result {
-  std::string name;     // the option: "max-peak-allocated"
+  std::string name;  // the option: "max-peak-allocated"
   bool passed = true;
   std::string message;  // what was measured against what
 };
@@ -25,22 +25,33 @@ struct Result {
 std::string contributors(const std::vector<an::Group>& groups, size_t n = 3) {
   std::string out;
   for (size_t i = 0; i < groups.size() && i < n; ++i)
-    out += fmt::format("{}{} {}", i ? "; " : "", an::format_bytes(groups[i].bytes),
-                       groups[i].label);
+    out +=
+        fmt::format("{}{} {}", i ? "; " : "", an::format_bytes(groups[i].bytes), groups[i].label);
   return out.empty() ? "(none)" : out;
 }
 
-std::string bytes_both(int64_t v) { return fmt::format("{} ({} bytes)", an::format_bytes(v), v); }
+std::string bytes_both(int64_t v) {
+  return fmt::format("{} ({} bytes)", an::format_bytes(v), v);
+}
 
 std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -71,9 +82,11 @@ void write_junit(const std::string& path, const std::string& trace,
 
 int run_check(const CheckArgs& a) {
   if (!a.max_peak_allocated && !a.max_peak_reserved && !a.max_leaked && !a.max_syncs_per_step &&
-      a.baseline.empty())
-    throw UsageError("check: give at least one limit (--max-peak-allocated, --max-peak-reserved, "
-                     "--max-leaked, --max-syncs-per-step, --baseline with --max-increase)");
+      a.baseline.empty() && !a.no_findings)
+    throw UsageError(
+        "check: give at least one limit (--max-peak-allocated, --max-peak-reserved, "
+        "--max-leaked, --max-syncs-per-step, --baseline with --max-increase, "
+        "--no-findings)");
   // Parse every limit before reading anything, so bad flags fail fast.
   std::optional<uint64_t> max_alloc, max_reserved, max_leaked;
   if (a.max_peak_allocated)
@@ -81,6 +94,8 @@ int run_check(const CheckArgs& a) {
   if (a.max_peak_reserved)
     max_reserved = parse_size_option("--max-peak-reserved", *a.max_peak_reserved);
   if (a.max_leaked) max_leaked = parse_size_option("--max-leaked", *a.max_leaked);
+  std::set<std::string> finding_ids;
+  if (a.no_findings) finding_ids = parse_finding_ids("--no-findings", *a.no_findings);
   if (a.max_increase && *a.max_increase < 0)
     throw UsageError(fmt::format("--max-increase {}: expected a percentage >= 0", *a.max_increase));
 
@@ -109,7 +124,8 @@ int run_check(const CheckArgs& a) {
     if (r.passed) {
       int64_t worst = 0;
       for (const auto& d : devices) worst = std::max(worst, d.*field);
-      r.message = fmt::format("--{} {}: {} is {}", name, bytes_both(limit), what, bytes_both(worst));
+      r.message =
+          fmt::format("--{} {}: {} is {}", name, bytes_both(limit), what, bytes_both(worst));
     }
     results.push_back(r);
   };
@@ -122,18 +138,18 @@ int run_check(const CheckArgs& a) {
   if (max_leaked) {
     an::LeakReport l = an::leaks(t, std::nullopt, an::GroupBy::site, 3);
     Result r{"max-leaked", l.bytes <= static_cast<int64_t>(*max_leaked), ""};
-    r.message = fmt::format("--max-leaked {}: still allocated at the end: {} in {} allocations",
-                            bytes_both(static_cast<int64_t>(*max_leaked)), bytes_both(l.bytes),
-                            l.count);
+    r.message =
+        fmt::format("--max-leaked {}: still allocated at the end: {} in {} allocations",
+                    bytes_both(static_cast<int64_t>(*max_leaked)), bytes_both(l.bytes), l.count);
     if (!r.passed) r.message += "; top leaks: " + contributors(l.groups);
     results.push_back(r);
   }
   if (a.max_syncs_per_step) {
     an::SyncReport s = an::syncs(t, 3);
     Result r{"max-syncs-per-step", s.max_per_step <= *a.max_syncs_per_step, ""};
-    r.message = fmt::format("--max-syncs-per-step {}: at most {} syncs in a step{}",
-                            *a.max_syncs_per_step, s.max_per_step,
-                            s.max_step ? fmt::format(" (step {})", *s.max_step) : "");
+    r.message =
+        fmt::format("--max-syncs-per-step {}: at most {} syncs in a step{}", *a.max_syncs_per_step,
+                    s.max_per_step, s.max_step ? fmt::format(" (step {})", *s.max_step) : "");
     if (!r.passed) {
       std::string sites;
       for (size_t i = 0; i < s.sites.size(); ++i)
@@ -154,7 +170,8 @@ int run_check(const CheckArgs& a) {
       if (!bd) continue;
       an::DeviceSummary b = an::summarize_device(base, *bd);
       double inc = b.peak_allocated_bytes > 0
-                       ? 100.0 * static_cast<double>(d.peak_allocated_bytes - b.peak_allocated_bytes) /
+                       ? 100.0 *
+                             static_cast<double>(d.peak_allocated_bytes - b.peak_allocated_bytes) /
                              static_cast<double>(b.peak_allocated_bytes)
                        : (d.peak_allocated_bytes > 0 ? 100.0 : 0.0);
       std::string line = fmt::format("peak allocated on {} is {} against {} in {} ({:+.1f}%)",
@@ -174,12 +191,32 @@ int run_check(const CheckArgs& a) {
                   [](const an::Group& x, const an::Group& y) { return x.bytes > y.bytes; });
         line += "; grew most: " + contributors(grown);
       }
-      detail += (detail.empty() ? "" : "\n") +
-                fmt::format("--max-increase {}%: {}", limit, line);
+      detail += (detail.empty() ? "" : "\n") + fmt::format("--max-increase {}%: {}", limit, line);
     }
     r.message = detail.empty() ? fmt::format("--max-increase {}%: no device in common with {}",
                                              limit, a.baseline)
                                : detail;
+    results.push_back(r);
+  }
+
+  if (a.no_findings) {
+    // Every finding of the chosen detectors fails the check, each named with its site.
+    an::Diagnosis d = an::diagnose(t, finding_ids);
+    Result r{"no-findings", d.findings.empty(), ""};
+    const std::string which = finding_ids.empty() ? "" : " " + *a.no_findings;
+    for (const an::Finding& f : d.findings)
+      r.message +=
+          fmt::format("{}--no-findings{}: {} on {} at {}: {}", r.message.empty() ? "" : "\n", which,
+                      f.id, f.device.empty() ? "-" : f.device,
+                      f.site.empty() ? "(no stack recorded)" : f.site, f.title);
+    if (r.passed) {
+      r.message = fmt::format("--no-findings{}: no findings", which);
+      if (!d.skipped.empty()) {
+        std::string ids;
+        for (const an::SkippedDetector& s : d.skipped) ids += (ids.empty() ? "" : ", ") + s.id;
+        r.message += fmt::format(" (skipped, the trace lacks their data: {})", ids);
+      }
+    }
     results.push_back(r);
   }
 
@@ -198,8 +235,7 @@ int run_check(const CheckArgs& a) {
         msg.replace(pos, 1, "\n      ");
       fmt::print("{} {}\n", r.passed ? "ok  " : "FAIL", msg);
     }
-    fmt::print("{}: {}\n", a.file,
-               ok ? "all checks passed" : "check failed");
+    fmt::print("{}: {}\n", a.file, ok ? "all checks passed" : "check failed");
   }
   return ok ? kExitOk : kExitCheckFailed;
 }

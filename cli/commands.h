@@ -4,9 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
+
+#include "profiler/analysis/diagnose.h"
 
 // import and export come from libraries developed beside the CLI; the commands exist when
 // their headers do.
@@ -74,13 +78,26 @@ struct CheckArgs {
   std::optional<double> max_increase;
   std::string junit;
   bool json = false;
+  // --no-findings [ID,...]: fail when any of these findings (all, when empty) is present.
+  std::optional<std::string> no_findings;
 };
 int run_check(const CheckArgs& a);
 
+struct DiagnoseArgs {
+  std::string file;
+  std::string only;  // comma-separated detector ids; empty: all
+  bool json = false;
+};
+int run_diagnose(const DiagnoseArgs& a);
+// "leak,sync-in-loop" -> ids; an unknown id throws UsageError naming `option` and the known ids.
+std::set<std::string> parse_finding_ids(const std::string& option, const std::string& list);
+// The JSON contract of `diagnose --json` (docs/cli.md): {findings: [...], skipped: [...]}.
+nlohmann::json diagnosis_json(const analysis::Diagnosis& d);
+
 struct TimelineArgs {
   std::string file, device, from, to, png, svg;
-  size_t width = 0;  // 0: the terminal's width (text) or 1200 (images)
-  size_t height = 0; // rows (text, default 12) or pixels (images, default 360)
+  size_t width = 0;   // 0: the terminal's width (text) or 1200 (images)
+  size_t height = 0;  // rows (text, default 12) or pixels (images, default 360)
   bool json = false;
 };
 int run_timeline(const TimelineArgs& a);

@@ -3,9 +3,9 @@
 // docs/cli.md describes every command, the JSON output and the exit codes.
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <optional>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include "cli/commands.h"
@@ -34,22 +34,23 @@ CLI::App* command(CLI::App& app, const char* name, const char* what, const char*
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tidemark: GPU and host memory profiler. Record a program, then summarise, chart, "
-               "check and diff its trace.",
-               "tidemark"};
+  CLI::App app{
+      "tidemark: GPU and host memory profiler. Record a program, then summarise, chart, "
+      "check and diff its trace.",
+      "tidemark"};
   app.require_subcommand(1);
   app.footer(
       "Examples:\n"
       "  tidemark record -o run.db -- ./train 100\n"
       "  tidemark summary run.db\n"
       "  tidemark check run.db --max-peak-allocated 2GiB --max-leaked 0\n"
+      "  tidemark diagnose run.db\n"
       "Exit codes: 0 success, 1 a check failed, 2 bad usage or unreadable input.");
 
   tc::RecordArgs rec;
   CLI::App* record = command(app, "record", "Run a program and record its memory events",
                              "tidemark record -o run.db --stacks 24 -- ./train_mlp 200");
-  record->add_option("-o,--output", rec.output,
-                     "Trace file (default tidemark-<program>-<pid>.db)");
+  record->add_option("-o,--output", rec.output, "Trace file (default tidemark-<program>-<pid>.db)");
   record->add_option("--stacks", rec.stacks, "Native frames per stack (0-64)")
       ->check(CLI::Range(0, 64));
   record->add_flag("--no-stacks", rec.no_stacks, "Do not capture stacks")
@@ -60,9 +61,9 @@ int main(int argc, char** argv) {
   record->prefix_command();
 
   tc::SummaryArgs sum;
-  CLI::App* summary = command(app, "summary",
-                              "Peaks per device, top allocation sites at the peak, leaks",
-                              "tidemark summary run.db --device cuda:0 --json");
+  CLI::App* summary =
+      command(app, "summary", "Peaks per device, top allocation sites at the peak, leaks",
+              "tidemark summary run.db --device cuda:0 --json");
   summary->add_option("file", sum.file, "Trace file")->required();
   summary->add_option("--device", sum.device, "Only this device (cpu, cuda:0)");
   summary->add_option("--limit", sum.limit, "Sites listed");
@@ -76,9 +77,9 @@ int main(int argc, char** argv) {
   info->add_flag("--json", info_json, "Print JSON");
 
   std::string fin_file;
-  CLI::App* finalize = command(app, "finalize",
-                               "Build the derived tables of a trace (a crashed or killed run)",
-                               "tidemark finalize crashed.db");
+  CLI::App* finalize =
+      command(app, "finalize", "Build the derived tables of a trace (a crashed or killed run)",
+              "tidemark finalize crashed.db");
   finalize->add_option("file", fin_file, "Trace file")->required();
 
   tc::TimelineArgs tla;
@@ -137,8 +138,7 @@ int main(int argc, char** argv) {
   steps->add_flag("--json", step_args.json, "Print JSON");
 
   tc::CheckArgs chk;
-  CLI::App* check = command(app, "check",
-                            "Fail (exit 1) when the trace breaks a limit: a CI gate",
+  CLI::App* check = command(app, "check", "Fail (exit 1) when the trace breaks a limit: a CI gate",
                             "tidemark check run.db --max-peak-allocated 2GiB --max-leaked 0 "
                             "--junit check.xml");
   check->add_option("file", chk.file, "Trace file")->required();
@@ -154,8 +154,21 @@ int main(int argc, char** argv) {
                                 "Limit on the allocated peak's increase over the baseline, in %");
   base->needs(inc);
   inc->needs(base);
+  check
+      ->add_option("--no-findings", chk.no_findings,
+                   "Fail when diagnose finds any of these (comma-separated ids; all when none "
+                   "given)")
+      ->expected(0, 1);
   check->add_option("--junit", chk.junit, "Also write the results as JUnit XML");
   check->add_flag("--json", chk.json, "Print JSON");
+
+  tc::DiagnoseArgs dia;
+  CLI::App* diagnose =
+      command(app, "diagnose", "Name the memory pitfalls in a trace: evidence, code site, fix",
+              "tidemark diagnose run.db --only graph-retention,sync-in-loop");
+  diagnose->add_option("file", dia.file, "Trace file")->required();
+  diagnose->add_option("--only", dia.only, "Only these detectors (comma-separated ids)");
+  diagnose->add_flag("--json", dia.json, "Print JSON (docs/cli.md)");
 
   tc::DiffArgs dif;
   CLI::App* diff = command(app, "diff", "What changed between two traces: peaks and sites",
@@ -176,9 +189,9 @@ int main(int argc, char** argv) {
 #endif
 #ifdef TIDEMARK_CLI_EXPORT
   std::string exp_in, exp_format, exp_out;
-  CLI::App* exp = command(app, "export",
-                          "Write a trace as Chrome/Perfetto trace JSON or as CSV of allocations",
-                          "tidemark export run.db --format chrome -o run.json");
+  CLI::App* exp =
+      command(app, "export", "Write a trace as Chrome/Perfetto trace JSON or as CSV of allocations",
+              "tidemark export run.db --format chrome -o run.json");
   exp->add_option("file", exp_in, "Trace file")->required();
   exp->add_option("--format", exp_format, "chrome or csv")
       ->required()
@@ -197,7 +210,8 @@ int main(int argc, char** argv) {
   }
   if (!args.empty() && !args.front().empty() && args.front()[0] != '-') {
     bool known = false;
-    for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->get_name() == args.front();
+    for (const CLI::App* sub : app.get_subcommands({}))
+      known = known || sub->get_name() == args.front();
     if (!known) return fail("unknown command '" + args.front() + "'; see tidemark --help");
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed argument vector
@@ -229,6 +243,7 @@ int main(int argc, char** argv) {
     if (*steps) return tc::run_steps(step_args);
     if (*check) return tc::run_check(chk);
     if (*diff) return tc::run_diff(dif);
+    if (*diagnose) return tc::run_diagnose(dia);
 #ifdef TIDEMARK_CLI_IMPORT
     if (*import) return tc::run_import(imp_in, imp_out);
 #endif

@@ -1,28 +1,571 @@
-// Detectors of graphs, leaks and syncs (profiler/analysis/diagnose.h).
+// Detectors of graphs, leaks and syncs (profiler/analysis/diagnose.h): graph-retention,
+// retained-graph, grad-in-eval, leak and sync-in-loop. docs/diagnoses.md gives each one's
+// evidence and thresholds; the notes below say why they are what they are.
+//
+// Note [Activations in the trace]
+// tensorlib marks a block `activation` when autograd saves a tensor in it for backward
+// (Note [Autograd memory categories] in tensorlib/autograd/node.cpp), and the engine runs
+// backward inside a scope named "backward" or "backward(retain_graph)". An allocation row's
+// category is the block's latest one while it was allocated, so a parameter saved by a graph
+// that died without backward stays `activation` for its whole life: the detectors look at
+// *when* activation blocks live (across step boundaries, across a backward), never at the
+// category alone.
+//
+// Note [The more specific finding]
+// One pitfall can satisfy several detectors: an accumulated loss grows memory (leak) with
+// activations that no backward ever uses (grad-in-eval). Each detector recomputes the
+// graph-retention test for the device itself (so `--only` gives the same answer as a full
+// run) and, where graph-retention fires, leaves the activations to it: grad-in-eval reports
+// nothing on that device, and leak looks only at memory other than activations.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "profiler/analysis/diagnose.h"
+#include "profiler/analysis/sql.h"
+#include "profiler/analysis/steps.h"
+#include "profiler/analysis/units.h"
 
 namespace tidemark::analysis::detail {
 
 namespace {
-void not_built(const char* id, Diagnosis& out) {
-  out.skipped.push_back({id, "this detector is not implemented yet"});
+
+constexpr uint64_t kOpen = ~uint64_t{0};  // an end time that never came (NULL in the trace)
+
+// Thresholds (docs/diagnoses.md says why).
+constexpr int64_t kMinRetainedBytes = 64 << 10;     // retained-graph: stale activations
+constexpr double kMinRetainedShare = 0.01;          // ... of the step's peak
+constexpr int64_t kMinUnusedActivations = 1 << 20;  // grad-in-eval: saved at the region peak
+constexpr int64_t kMinLeakedAtEnd = 1 << 20;        // leak: still allocated at the end
+constexpr size_t kMinCompleteSteps = 5;             // sync-in-loop: a loop, not a few calls
+constexpr double kSyncStepShare = 0.9;              // ... "nearly every" complete step
+
+// ---- small helpers -------------------------------------------------------------------------
+
+std::string with_commas(int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
 }
+std::string bytes_text(int64_t b) {
+  return format_bytes(b) + " (" + with_commas(b) + " bytes)";
+}
+std::string fixed2(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
+bool imported_snapshot(const Trace& t) {
+  auto cl = t.reader().meta_value("command_line");
+  return cl && cl->rfind("pytorch-snapshot:", 0) == 0;
+}
+constexpr const char* kSnapshotNoCategories =
+    "the trace is an imported PyTorch snapshot: it has no tensor records and every block's "
+    "category is unknown, so activations saved for backward cannot be recognised";
+
+bool any_row(const Trace& t, const char* sql) {
+  Query q(t.db(), sql);
+  return q.step();
+}
+
+// Why the activation detectors cannot run on `t`, or empty when they can.
+std::string activations_missing(const Trace& t) {
+  if (imported_snapshot(t)) return kSnapshotNoCategories;
+  if (!any_row(t, "SELECT 1 FROM allocations WHERE category <> 'unknown' LIMIT 1") &&
+      !any_row(t, "SELECT 1 FROM tensors LIMIT 1"))
+    return "the trace has neither memory categories nor tensor records (a program not built on "
+           "tensorlib), so activations saved for backward cannot be recognised";
+  return {};
+}
+
+struct Step {
+  int64_t number = 0;
+  uint64_t ts = 0, end_ts = kOpen;  // end_ts: the next step's start; kOpen for the last
+};
+std::vector<Step> load_steps(const Trace& t) {
+  std::vector<Step> out;
+  Query q(t.db(), "SELECT number, ts, end_ts FROM steps ORDER BY ts, seq");
+  while (q.step()) out.push_back({q.i64(0), q.u64(1), q.is_null(2) ? kOpen : q.u64(2)});
+  return out;
+}
+constexpr const char* kNoSteps =
+    "the trace has no steps (mark each iteration with tl::profiler::step()), so a loop cannot "
+    "be told apart from the rest of the program";
+
+struct Block {
+  int64_t bytes = 0;
+  uint64_t alloc_ts = 0, free_ts = kOpen;  // free_requested_ts; kOpen: allocated at the end
+  uint64_t stack = 0;
+  bool activation = false;
+};
+// Allocation rows of a device, in allocation order (`activations_only`: category activation).
+std::vector<Block> load_blocks(const Trace& t, int64_t device, bool activations_only) {
+  std::vector<Block> out;
+  Query q(t.db(), activations_only
+                      ? "SELECT size, alloc_ts, free_requested_ts, stack, 1 FROM allocations "
+                        "WHERE device = ? AND category = 'activation' ORDER BY seq"
+                      : "SELECT size, alloc_ts, free_requested_ts, stack, "
+                        "category = 'activation' FROM allocations WHERE device = ? ORDER BY seq");
+  q.bind(1, device);
+  while (q.step())
+    out.push_back({q.i64(0), q.u64(1), q.is_null(2) ? kOpen : q.u64(2), q.u64(3), q.i64(4) != 0});
+  return out;
+}
+
+// Bytes of `blocks` live at each of `times` (sorted): allocated before it, not freed by it.
+std::vector<int64_t> live_bytes_at(const std::vector<Block>& blocks,
+                                   const std::vector<uint64_t>& times) {
+  std::vector<std::pair<uint64_t, int64_t>> allocs, frees;
+  for (const Block& b : blocks) {
+    allocs.emplace_back(b.alloc_ts, b.bytes);
+    if (b.free_ts != kOpen) frees.emplace_back(b.free_ts, b.bytes);
+  }
+  std::sort(allocs.begin(), allocs.end());
+  std::sort(frees.begin(), frees.end());
+  std::vector<int64_t> out;
+  size_t ia = 0, ifr = 0;
+  int64_t live = 0;
+  for (uint64_t ts : times) {
+    for (; ia < allocs.size() && allocs[ia].first < ts; ++ia) live += allocs[ia].second;
+    for (; ifr < frees.size() && frees[ifr].first <= ts; ++ifr) live -= frees[ifr].second;
+    out.push_back(live);
+  }
+  return out;
+}
+
+// The site holding the most bytes among `blocks`, and a stack that shows it.
+struct TopSite {
+  std::string label;
+  uint64_t stack = 0;
+  int64_t bytes = 0;
+  uint64_t count = 0;
+};
+TopSite top_site(const Trace& t, const std::vector<const Block*>& blocks) {
+  std::map<std::string, TopSite> by_key;
+  std::map<std::string, int64_t> biggest;
+  for (const Block* b : blocks) {
+    const Site& s = t.site(b->stack);
+    TopSite& ts = by_key[s.key];
+    ts.label = s.label;
+    ts.bytes += b->bytes;
+    ++ts.count;
+    if (b->bytes > biggest[s.key]) biggest[s.key] = b->bytes, ts.stack = b->stack;
+  }
+  TopSite best;
+  for (auto& [key, s] : by_key)
+    if (s.bytes > best.bytes) best = s;
+  return best;
+}
+void set_site(const Trace& t, Finding& f, uint64_t stack) {
+  if (!stack) return;  // no stacks recorded: the site stays empty (diagnose.h)
+  f.site = t.site(stack).label;
+  f.stack = t.stack_frames(stack);
+}
+
+// ---- graph-retention, shared -----------------------------------------------------------------
+
+// Live activation bytes at each step boundary and the fit through them (Note [Growth]).
+Growth activation_growth(const std::vector<Block>& activations, const std::vector<Step>& steps) {
+  std::vector<uint64_t> times;
+  for (const Step& s : steps) times.push_back(s.ts);
+  std::vector<int64_t> live = live_bytes_at(activations, times);
+  std::vector<std::pair<int64_t, int64_t>> b;
+  for (size_t i = 0; i < steps.size(); ++i) b.emplace_back(steps[i].number, live[i]);
+  return fit_growth(std::move(b));
+}
+
+// Whether graph-retention fires on `device` (Note [The more specific finding]).
+bool graph_retained(const Trace& t, int64_t device, const std::vector<Step>& steps) {
+  if (steps.empty()) return false;
+  return activation_growth(load_blocks(t, device, true), steps).growing;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> backward_scopes(const Trace& t, bool retain_only) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  Query q(t.db(), retain_only ? "SELECT c.push_ts, c.pop_ts FROM scopes c JOIN strings s ON "
+                                "s.id = c.name WHERE s.text = 'backward(retain_graph)' "
+                                "ORDER BY c.push_ts"
+                              : "SELECT c.push_ts, c.pop_ts FROM scopes c JOIN strings s ON "
+                                "s.id = c.name WHERE s.text IN ('backward', "
+                                "'backward(retain_graph)') ORDER BY c.push_ts");
+  while (q.step()) out.emplace_back(q.u64(0), q.is_null(1) ? kOpen : q.u64(1));
+  return out;
+}
+
 }  // namespace
 
-void detect_leak(const Trace&, Diagnosis& out) {
-  not_built("leak", out);
+// ---- graph-retention -----------------------------------------------------------------------
+
+void detect_graph_retention(const Trace& trace, Diagnosis& out) {
+  if (std::string why = activations_missing(trace); !why.empty())
+    return out.skipped.push_back({"graph-retention", why});
+  const std::vector<Step> steps = load_steps(trace);
+  if (steps.empty()) return out.skipped.push_back({"graph-retention", kNoSteps});
+  for (const DeviceRef& d : trace.devices()) {
+    const std::vector<Block> acts = load_blocks(trace, d.id, true);
+    const Growth g = activation_growth(acts, steps);
+    if (!g.growing) continue;
+    // What grew: activations live at the last boundary that were allocated after the first
+    // fitted one (the warm-up boundary's parameters and state are not the retained graphs).
+    const uint64_t from = steps[1].ts, last = steps.back().ts;
+    std::vector<const Block*> retained;
+    for (const Block& b : acts)
+      if (b.alloc_ts >= from && b.alloc_ts < last && b.free_ts > last) retained.push_back(&b);
+    const TopSite site = top_site(trace, retained);
+    const int64_t first_bytes = g.boundaries[1].second, last_bytes = g.boundaries.back().second;
+    const int64_t per_step = static_cast<int64_t>(g.slope_bytes_per_step);
+
+    Finding f;
+    f.id = "graph-retention";
+    f.device = d.name;
+    f.title = "activations saved for backward survive their step and grow by " +
+              format_bytes(per_step) + " per step: a graph is kept alive (an accumulated loss?)";
+    f.bytes = last_bytes - first_bytes;
+    set_site(trace, f, site.stack);
+    f.evidence = {
+        {"growth per step", bytes_text(per_step)},
+        {"steps fitted", std::to_string(g.boundaries.size() - 1) + " (r² " + fixed2(g.r2) + ")"},
+        {"live activations at step " + std::to_string(g.boundaries[1].first),
+         bytes_text(first_bytes)},
+        {"live activations at step " + std::to_string(g.boundaries.back().first) + " (the last)",
+         bytes_text(last_bytes)},
+        {"retained from the top site",
+         bytes_text(site.bytes) + " in " + std::to_string(site.count) + " allocations"},
+    };
+    f.fix =
+        "Keep no tensor that has a grad_fn across steps: accumulate `total += loss.detach()` "
+        "(stays on the device) or `loss.item()`, and run loops that never call backward "
+        "under tl::NoGradGuard (torch.no_grad()).";
+    out.findings.push_back(std::move(f));
+  }
 }
-void detect_graph_retention(const Trace&, Diagnosis& out) {
-  not_built("graph-retention", out);
+
+// ---- retained-graph ------------------------------------------------------------------------
+
+void detect_retained_graph(const Trace& trace, Diagnosis& out) {
+  if (std::string why = activations_missing(trace); !why.empty())
+    return out.skipped.push_back({"retained-graph", why});
+  const std::vector<Step> steps = load_steps(trace);
+  if (steps.empty()) return out.skipped.push_back({"retained-graph", kNoSteps});
+  const auto retains = backward_scopes(trace, true);
+  if (retains.empty()) return;  // no backward(retain_graph): nothing to retain
+  // A backward(retain_graph) began between t0 and t1 (exclusive).
+  auto retained_between = [&](uint64_t t0, uint64_t t1) {
+    auto it = std::upper_bound(retains.begin(), retains.end(), std::make_pair(t0, kOpen));
+    return it != retains.end() && it->first < t1;
+  };
+  Query peak_q(trace.db(),
+               "SELECT t, allocated FROM memory_lod WHERE device = ? AND level = 0 AND t >= ? "
+               "AND t < ? ORDER BY allocated DESC, t, seq LIMIT 1");
+  for (const DeviceRef& d : trace.devices()) {
+    const std::vector<Block> acts = load_blocks(trace, d.id, true);
+    // The step whose peak holds the most activations of earlier steps kept by a retained graph.
+    struct Worst {
+      int64_t step = 0, stale = 0, peak = 0;
+      std::vector<const Block*> blocks;
+    } worst;
+    for (size_t i = 1; i < steps.size(); ++i) {
+      peak_q.reset();
+      peak_q.bind(1, d.id)
+          .bind(2, steps[i].ts)
+          .bind(3, steps[i].end_ts == kOpen ? trace.end_ns() + 1 : steps[i].end_ts);
+      if (!peak_q.step()) continue;
+      const uint64_t at = peak_q.u64(0);
+      const int64_t peak = peak_q.i64(1);
+      std::vector<const Block*> stale;
+      int64_t bytes = 0;
+      for (const Block& b : acts)
+        if (b.alloc_ts < steps[i].ts && b.free_ts > at &&
+            retained_between(b.alloc_ts, steps[i].ts)) {
+          stale.push_back(&b);
+          bytes += b.bytes;
+        }
+      if (bytes > worst.stale) worst = {steps[i].number, bytes, peak, std::move(stale)};
+    }
+    if (worst.stale < kMinRetainedBytes ||
+        static_cast<double>(worst.stale) < kMinRetainedShare * static_cast<double>(worst.peak))
+      continue;
+    const TopSite site = top_site(trace, worst.blocks);
+    Finding f;
+    f.id = "retained-graph";
+    f.device = d.name;
+    f.title =
+        "backward(retain_graph=true) keeps a step's saved activations alive into the next "
+        "step, raising its peak by up to " +
+        format_bytes(worst.stale);
+    f.bytes = worst.stale;
+    set_site(trace, f, site.stack);
+    f.evidence = {
+        {"earlier steps' activations live at the peak of step " + std::to_string(worst.step),
+         bytes_text(worst.stale) + " in " + std::to_string(worst.blocks.size()) + " allocations"},
+        {"peak allocated in step " + std::to_string(worst.step), bytes_text(worst.peak)},
+        {"that peak without them (at most)", bytes_text(worst.peak - worst.stale)},
+        {"backward(retain_graph) calls", std::to_string(retains.size())},
+    };
+    f.fix =
+        "Call a plain backward() unless a second backward through the same graph follows in "
+        "the same step; otherwise drop the last reference to the graph (the loss) before "
+        "the next forward.";
+    out.findings.push_back(std::move(f));
+  }
 }
-void detect_retained_graph(const Trace&, Diagnosis& out) {
-  not_built("retained-graph", out);
+
+// ---- grad-in-eval --------------------------------------------------------------------------
+
+void detect_grad_in_eval(const Trace& trace, Diagnosis& out) {
+  if (std::string why = activations_missing(trace); !why.empty())
+    return out.skipped.push_back({"grad-in-eval", why});
+  const std::vector<Step> steps = load_steps(trace);
+  const auto backwards = backward_scopes(trace, false);
+  // A backward overlaps [t0, t1].
+  auto backward_during = [&](uint64_t t0, uint64_t t1) {
+    for (const auto& [push, pop] : backwards) {
+      if (push > t1) break;
+      if (pop >= t0) return true;
+    }
+    return false;
+  };
+  auto crosses_step = [&](uint64_t t0, uint64_t t1) {
+    for (const Step& s : steps)
+      if (s.ts > t0 && s.ts <= t1) return true;
+    return false;
+  };
+  for (const DeviceRef& d : trace.devices()) {
+    if (graph_retained(trace, d.id, steps)) continue;  // Note [The more specific finding]
+    const std::vector<Block> acts = load_blocks(trace, d.id, true);
+    // Saved, then freed with no backward in between, within one step: a graph built and
+    // dropped unused. (A block living across steps is a parameter or a retained graph.)
+    std::vector<const Block*> unused;
+    for (const Block& b : acts)
+      if (b.free_ts != kOpen && !backward_during(b.alloc_ts, b.free_ts) &&
+          !crosses_step(b.alloc_ts, b.free_ts))
+        unused.push_back(&b);
+    if (unused.empty()) continue;
+    // Their peak: sweep allocs and frees in time order.
+    std::vector<std::pair<uint64_t, int64_t>> deltas;  // frees first at a tie
+    for (const Block* b : unused) {
+      deltas.emplace_back(b->alloc_ts, b->bytes);
+      deltas.emplace_back(b->free_ts, -b->bytes);
+    }
+    std::sort(deltas.begin(), deltas.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second < b.second;
+    });
+    int64_t live = 0, peak = 0;
+    uint64_t peak_ts = 0;
+    for (const auto& [ts, delta] : deltas) {
+      live += delta;
+      if (live > peak) peak = live, peak_ts = ts;
+    }
+    if (peak < kMinUnusedActivations) continue;
+    std::vector<const Block*> at_peak;
+    for (const Block* b : unused)
+      if (b->alloc_ts <= peak_ts && b->free_ts > peak_ts) at_peak.push_back(b);
+    const TopSite site = top_site(trace, at_peak);
+    std::map<int64_t, bool> in_steps;
+    for (const Block* b : unused)
+      for (const Step& s : steps)
+        if (b->alloc_ts >= s.ts && b->alloc_ts < s.end_ts) in_steps[s.number] = true;
+
+    Finding f;
+    f.id = "grad-in-eval";
+    f.device = d.name;
+    f.title =
+        "activations saved for a backward that never runs (evaluation or inference with "
+        "grad mode on): up to " +
+        format_bytes(peak) + " at once";
+    f.bytes = peak;
+    set_site(trace, f, site.stack);
+    f.evidence = {
+        {"saved for backward at their peak",
+         bytes_text(peak) + " in " + std::to_string(at_peak.size()) + " allocations"},
+        {"allocations saved and freed with no backward", std::to_string(unused.size())},
+        {"from the top site at the peak", bytes_text(site.bytes)},
+    };
+    if (!steps.empty())
+      f.evidence.emplace_back("steps affected", std::to_string(in_steps.size()) + " of " +
+                                                    std::to_string(steps.size()));
+    f.fix =
+        "Run evaluation and inference under tl::NoGradGuard (torch.no_grad()) or "
+        "tl::InferenceMode (torch.inference_mode()); model.eval() alone does not stop "
+        "autograd from saving activations.";
+    out.findings.push_back(std::move(f));
+  }
 }
-void detect_grad_in_eval(const Trace&, Diagnosis& out) {
-  not_built("grad-in-eval", out);
+
+// ---- leak ----------------------------------------------------------------------------------
+
+void detect_leak(const Trace& trace, Diagnosis& out) {
+  if (imported_snapshot(trace))
+    return out.skipped.push_back(
+        {"leak",
+         "the trace is an imported PyTorch snapshot: it ends at the moment the snapshot "
+         "was taken, so what is live then is not leaked, and it has no steps to fit "
+         "growth over"});
+  const std::vector<Step> steps = load_steps(trace);
+  for (const DeviceRef& d : trace.devices()) {
+    // Note [The more specific finding]: with graph-retention on this device, activations are
+    // its finding; leak looks at the rest.
+    const bool skip_activations = graph_retained(trace, d.id, steps);
+    std::vector<Block> blocks = load_blocks(trace, d.id, false);
+    if (skip_activations)
+      blocks.erase(
+          std::remove_if(blocks.begin(), blocks.end(), [](const Block& b) { return b.activation; }),
+          blocks.end());
+
+    // Growth across steps (Note [Growth]).
+    Growth g;
+    if (!steps.empty()) {
+      std::vector<uint64_t> times;
+      for (const Step& s : steps) times.push_back(s.ts);
+      std::vector<int64_t> live = live_bytes_at(blocks, times);
+      std::vector<std::pair<int64_t, int64_t>> b;
+      for (size_t i = 0; i < steps.size(); ++i) b.emplace_back(steps[i].number, live[i]);
+      g = fit_growth(std::move(b));
+    }
+    // Still allocated at the end: from the loop on when there are steps (what was set up
+    // before the first step -- model, data, optimizer -- may live to the end by design).
+    const uint64_t loop_start = steps.empty() ? 0 : steps.front().ts;
+    std::vector<const Block*> at_end;
+    int64_t end_bytes = 0;
+    for (const Block& b : blocks)
+      if (b.free_ts == kOpen && b.alloc_ts >= loop_start) {
+        at_end.push_back(&b);
+        end_bytes += b.bytes;
+      }
+    const bool end_leak = end_bytes >= kMinLeakedAtEnd;
+    if (!g.growing && !end_leak) continue;
+
+    Finding f;
+    f.id = "leak";
+    f.device = d.name;
+    if (g.growing) {
+      const uint64_t from = steps[1].ts, last = steps.back().ts;
+      std::vector<const Block*> grown;
+      for (const Block& b : blocks)
+        if (b.alloc_ts >= from && b.alloc_ts < last && b.free_ts > last) grown.push_back(&b);
+      const TopSite site = top_site(trace, grown);
+      const int64_t per_step = static_cast<int64_t>(g.slope_bytes_per_step);
+      f.title = "live memory grows by " + format_bytes(per_step) + " per step" +
+                (skip_activations ? " (besides the retained activations)" : "");
+      f.bytes = g.boundaries.back().second - g.boundaries[1].second;
+      set_site(trace, f, site.stack);
+      f.evidence = {
+          {"growth per step", bytes_text(per_step)},
+          {"steps fitted", std::to_string(g.boundaries.size() - 1) + " (r² " + fixed2(g.r2) + ")"},
+          {"live at step " + std::to_string(g.boundaries[1].first),
+           bytes_text(g.boundaries[1].second)},
+          {"live at step " + std::to_string(g.boundaries.back().first) + " (the last)",
+           bytes_text(g.boundaries.back().second)},
+          {"grown at the top site",
+           bytes_text(site.bytes) + " in " + std::to_string(site.count) + " allocations"},
+      };
+      if (end_leak) f.evidence.emplace_back("still allocated at the end", bytes_text(end_bytes));
+      f.bytes = std::max(f.bytes, end_bytes);
+    } else {
+      const TopSite site = top_site(trace, at_end);
+      f.title = format_bytes(end_bytes) + " allocated " +
+                (steps.empty() ? "" : "during the loop ") + "is never freed";
+      f.bytes = end_bytes;
+      set_site(trace, f, site.stack);
+      f.evidence = {
+          {"still allocated at the end",
+           bytes_text(end_bytes) + " in " + std::to_string(at_end.size()) + " allocations"},
+          {"from the top site",
+           bytes_text(site.bytes) + " in " + std::to_string(site.count) + " allocations"},
+      };
+    }
+    f.fix =
+        "Find what keeps the site's tensors referenced (a list, a cache or a history "
+        "appended every step) and drop or bound it; store values with .item() or "
+        ".detach().cpu() when only the numbers are needed.";
+    out.findings.push_back(std::move(f));
+  }
 }
-void detect_sync_in_loop(const Trace&, Diagnosis& out) {
-  not_built("sync-in-loop", out);
+
+// ---- sync-in-loop --------------------------------------------------------------------------
+
+void detect_sync_in_loop(const Trace& trace, Diagnosis& out) {
+  if (imported_snapshot(trace))
+    return out.skipped.push_back(
+        {"sync-in-loop",
+         "the trace is an imported PyTorch snapshot: it records neither syncs "
+         "nor steps"});
+  const std::vector<Step> steps = load_steps(trace);
+  if (steps.empty()) return out.skipped.push_back({"sync-in-loop", kNoSteps});
+  // Note [The open last step] (steps.cpp): only complete steps count.
+  std::vector<Step> complete;
+  for (const Step& s : steps)
+    if (s.end_ts != kOpen) complete.push_back(s);
+  if (complete.size() < kMinCompleteSteps)
+    return out.skipped.push_back(
+        {"sync-in-loop", "the trace has " + std::to_string(complete.size()) +
+                             " complete steps; a per-step pattern needs at least " +
+                             std::to_string(kMinCompleteSteps)});
+  struct PerSite {
+    std::string label, device;
+    uint64_t stack = 0, count = 0, in_complete = 0, total_ns = 0;
+    std::map<std::string, uint64_t> kinds;
+    std::map<int64_t, bool> steps;
+  };
+  std::map<std::string, PerSite> sites;
+  Query q(trace.db(), "SELECT kind, duration_ns, stack, ts, device FROM syncs ORDER BY ts, seq");
+  size_t si = 0;
+  while (q.step()) {
+    const uint64_t stack = q.u64(2), ts = q.u64(3);
+    const Site& site = trace.site(stack);
+    PerSite& p = sites[site.key];
+    if (!p.count) {
+      p.label = site.label;
+      p.stack = stack;
+      const DeviceRef* dev = trace.device_by_id(q.i64(4));
+      p.device = dev ? dev->name : "";
+    }
+    ++p.count;
+    p.total_ns += q.u64(1);
+    ++p.kinds[q.text(0)];
+    while (si < complete.size() && complete[si].end_ts <= ts) ++si;
+    if (si < complete.size() && complete[si].ts <= ts) {
+      ++p.in_complete;
+      p.steps[complete[si].number] = true;
+    }
+  }
+  std::vector<Finding> found;
+  for (auto& [key, p] : sites) {
+    const size_t with = p.steps.size();
+    if (static_cast<double>(with) < kSyncStepShare * static_cast<double>(complete.size())) continue;
+    std::string kind;
+    uint64_t best = 0;
+    for (const auto& [k, n] : p.kinds)
+      if (n > best) best = n, kind = k;
+    Finding f;
+    f.id = "sync-in-loop";
+    f.device = p.device;  // the device the host waited for
+    f.title = "the host waits on the device (" + kind + ") at the same site in " +
+              std::to_string(with) + " of " + std::to_string(complete.size()) + " steps";
+    f.time_ns = p.total_ns;
+    set_site(trace, f, p.stack);
+    f.evidence = {
+        {"steps with a sync here",
+         std::to_string(with) + " of " + std::to_string(complete.size()) + " complete steps"},
+        {"syncs per step", fixed2(static_cast<double>(p.in_complete) / static_cast<double>(with))},
+        {"syncs at the site", std::to_string(p.count)},
+        {"time waited", format_duration(p.total_ns)},
+        {"kind", kind},
+    };
+    f.fix =
+        "Keep the value on the device: accumulate `running += loss.detach()` and read it "
+        "with .item() every N steps or once per epoch; every .item(), .cpu() or print of a "
+        "device tensor makes the host wait for all queued work.";
+    found.push_back(std::move(f));
+  }
+  for (Finding& f : found) out.findings.push_back(std::move(f));
 }
 
 }  // namespace tidemark::analysis::detail

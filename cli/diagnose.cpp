@@ -1,0 +1,98 @@
+// tidemark diagnose: the pitfalls the detectors of profiler/analysis/diagnose.h find in a
+// trace, ranked, each with its evidence, code site and fix; then the detectors that could not
+// run and why. --json prints the contract documented in docs/cli.md.
+#include <fmt/core.h>
+
+#include <iostream>
+#include <stdexcept>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "profiler/analysis/diagnose.h"
+#include "profiler/analysis/json.h"
+#include "profiler/analysis/units.h"
+
+namespace tidemark::cli {
+
+namespace an = analysis;
+using nlohmann::json;
+
+std::set<std::string> parse_finding_ids(const std::string& option, const std::string& list) {
+  std::set<std::string> ids;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    std::string id = list.substr(start, comma - start);
+    if (!id.empty()) ids.insert(id);
+    start = comma + 1;
+  }
+  for (const std::string& id : ids) {
+    bool known = false;
+    for (const an::DetectorInfo& d : an::detectors()) known = known || d.id == id;
+    if (known) continue;
+    std::string names;
+    for (const an::DetectorInfo& d : an::detectors())
+      names += (names.empty() ? "" : ", ") + std::string(d.id);
+    throw UsageError(option + " " + list + ": unknown finding id '" + id + "' (known: " + names +
+                     ")");
+  }
+  return ids;
+}
+
+json diagnosis_json(const an::Diagnosis& d) {
+  json findings = json::array();
+  for (const an::Finding& f : d.findings) {
+    json evidence = json::array();
+    for (const auto& [what, value] : f.evidence) evidence.push_back(json::array({what, value}));
+    findings.push_back({{"id", f.id},
+                        {"title", f.title},
+                        {"device", f.device},
+                        {"bytes", f.bytes},
+                        {"time_ns", f.time_ns},
+                        {"site", f.site},
+                        {"stack", f.stack},
+                        {"evidence", evidence},
+                        {"fix", f.fix}});
+  }
+  json skipped = json::array();
+  for (const an::SkippedDetector& s : d.skipped)
+    skipped.push_back({{"id", s.id}, {"reason", s.reason}});
+  return {{"findings", findings}, {"skipped", skipped}};
+}
+
+int run_diagnose(const DiagnoseArgs& a) {
+  const std::set<std::string> only = parse_finding_ids("--only", a.only);
+  an::Trace t = open_trace(a.file);
+  an::Diagnosis d;
+  {
+    Progress p("diagnosing " + a.file);
+    d = an::diagnose(t, only);
+  }
+  if (a.json) {
+    json j = diagnosis_json(d);
+    j["json_version"] = an::kJsonSchemaVersion;
+    j["path"] = a.file;
+    std::cout << j.dump(2) << '\n';
+    return kExitOk;
+  }
+  fmt::print("{}: {} finding{}\n", a.file, d.findings.size(), d.findings.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < d.findings.size(); ++i) {
+    const an::Finding& f = d.findings[i];
+    std::string stake = f.bytes ? an::format_bytes(f.bytes)
+                                : (f.time_ns ? an::format_duration(f.time_ns) + " waited" : "");
+    fmt::print("\n{}. [{}] {}{}\n", i + 1, f.id, f.title,
+               f.device.empty() ? "" : " (" + f.device + ")");
+    if (!stake.empty()) fmt::print("   at stake: {}\n", stake);
+    fmt::print("   site: {}\n", f.site.empty() ? "(no stack recorded)" : f.site);
+    for (const auto& [what, value] : f.evidence) fmt::print("   {}: {}\n", what, value);
+    fmt::print("   fix: {}\n", f.fix);
+  }
+  if (!d.skipped.empty()) {
+    fmt::print("\nskipped:\n");
+    for (const an::SkippedDetector& s : d.skipped) fmt::print("  {}: {}\n", s.id, s.reason);
+  }
+  return kExitOk;
+}
+
+}  // namespace tidemark::cli

@@ -223,11 +223,11 @@ void detect_cache_held(const Trace& trace, Diagnosis& out) {
         }
       set_site(trace, holder_stack ? holder_stack : ec.u64(4), f);
       f.evidence = {
-          {"empty_cache() at", ec.u64(4) ? trace.site(ec.u64(4)).label : "(no stack)"},
           {"reserved before", bytes_text(before)},
           {"released", bytes_text(released)},
           {"still allocated (referenced)", bytes_text(alloc)},
           {"cached but free after", bytes_text(std::max<int64_t>(0, before - released - alloc))}};
+      if (ec.u64(4)) f.evidence.push_back({"empty_cache() at", trace.site(ec.u64(4)).label});
       if (!holders.empty())
         f.evidence.push_back({"held mostly by", holders[0].label + ": " +
                                                     bytes_text(holders[0].bytes) + " in " +
@@ -300,7 +300,8 @@ void detect_cache_held(const Trace& trace, Diagnosis& out) {
 // allocated at least once every two steps is a per-batch buffer (a dataset loaded once is
 // not); the largest such size marks the batches. At each step start the live blocks of that
 // size are the batch in use plus the batches built ahead; the median over the steps is the
-// loader's steady depth. It is a finding when more than 8 batches wait ahead -- PyTorch's
+// loader's steady depth (steps after the last batch was built, when the queue drains at the
+// end of an epoch, are left out). It is a finding when more than 8 batches wait ahead -- PyTorch's
 // default prefetch_factor of 2 for 4 workers; a loop that keeps pace needs one or two -- and
 // the batches beyond the next one are worth 1% of the device's allocated peak. The bytes at
 // stake are those batches beyond the next.
@@ -323,7 +324,7 @@ void detect_pinned_growth(const Trace& trace, Diagnosis& out) {
       trace, "SELECT count(*) FROM memcpys WHERE pinned = 1 AND direction = 'host_to_device'");
   for (const DeviceRef& dev : trace.devices()) {
     std::vector<store::AllocationRow> inputs =
-        trace.reader().allocations_where("device = ? AND category = 'input'", {dev.id});
+        trace.reader().allocations_where("WHERE device = ? AND category = 'input'", {dev.id});
     std::map<uint64_t, int64_t> per_size;  // size -> count
     for (const auto& r : inputs) per_size[r.size] += 1;
     const int64_t min_count = std::max<int64_t>(2, static_cast<int64_t>(steps.size()) / 2);
@@ -337,8 +338,17 @@ void detect_pinned_growth(const Trace& trace, Diagnosis& out) {
     if (batch_size == 0) continue;
     const int64_t batches = per_size[batch_size];
     const int64_t batch_bytes = per_batch_total / batches;
+    // The steady state: steps while the loader was still building batches (at the end of an
+    // epoch the queue drains and says nothing about the prefetch depth).
+    uint64_t last_build = 0;
+    for (const auto& r : inputs)
+      if (r.size == batch_size) last_build = std::max(last_build, r.alloc_ts);
+    std::vector<uint64_t> steady;
+    for (uint64_t s : steps)
+      if (s <= last_build) steady.push_back(s);
+    if (steady.empty()) steady = steps;
     std::vector<int64_t> depth;
-    for (uint64_t s : steps) {
+    for (uint64_t s : steady) {
       int64_t n = 0;
       for (const auto& r : inputs)
         if (r.size == batch_size && r.alloc_ts <= s &&

@@ -129,22 +129,29 @@ int64_t one_percent_of_peak(const Trace& trace, int64_t device) {
 
 }  // namespace
 
-// Note [View retention]: a storage is retained by views when every tensor that reached at
-// least half of it (its owner, full-size views, detach()ed aliases) was released while
-// tensors reaching less than half of it -- views -- kept it allocated. The bytes held are the
-// storage's size minus the union of what those views reach (sizes, strides and offset), the
-// memory nothing can read any more. To be a pitfall rather than a view outliving its base for
-// an instant, the retention must span a step boundary or last until the end of the trace (in
-// a trace without steps: at least 1% of its duration). Findings are per creation site of the
-// retaining views (the earliest created of each storage), summed over storages, and reported
-// when the sum is worth 1% of the device's allocated peak (Note [Diagnosis thresholds:
-// relative to the device's peak]).
+// Note [View retention]: a storage is retained by views when tensors reaching less than half
+// of it (views, by their sizes, strides and offset) lived across a step boundary (in a trace
+// without steps: for at least 1% of its duration) and every tensor reaching half of it or more
+// (its owner, full-size views, detach()ed aliases) was released before the last such view or
+// by it. A view holds its base TensorImpl (Note [Views and version counters]), so a base that
+// only the view kept is released right after the view with no other tensor event between;
+// a base released later for its own reasons was kept by the program, not by the view. The
+// bytes held are the storage's size minus the union of what the views reach: memory nothing
+// can read any more. Findings are per creation site of the retaining views (the earliest of
+// each storage), summed over storages, and reported when the sum is worth 1% of the device's
+// allocated peak (Note [Diagnosis thresholds: relative to the device's peak]).
 void detect_view_retention(const Trace& trace, Diagnosis& out) {
   if (skip_without_tensors(trace, "view-retention", out)) return;
   std::map<uint64_t, std::vector<const TensorRow*>> by_storage;
   const std::vector<TensorRow> tensors = load_tensors(trace);
   for (const TensorRow& t : tensors) by_storage[t.storage_id].push_back(&t);
   const std::vector<uint64_t> steps = step_times(trace);
+  std::vector<uint64_t> event_times;  // every tensor_create and tensor_release
+  for (const TensorRow& t : tensors) {
+    event_times.push_back(t.create_ts);
+    if (t.release_ts) event_times.push_back(*t.release_ts);
+  }
+  std::sort(event_times.begin(), event_times.end());
 
   struct SiteSum {
     int64_t device = 0;
@@ -161,26 +168,51 @@ void detect_view_retention(const Trace& trace, Diagnosis& out) {
     const int64_t nbytes = storages.i64(1);
     if (it == by_storage.end() || nbytes <= 0) continue;
     const uint64_t storage_end = storages.is_null(2) ? trace.end_ns() : storages.u64(2);
-    // When the last tensor reaching at least half of the storage went away.
-    std::optional<uint64_t> last_large;
-    bool large_alive_at_end = false;
+    // The views that kept the storage: tensors reaching less than half of it that lived
+    // across a step boundary (without steps: for 1% of the trace or more).
+    std::vector<const TensorRow*> keepers;
+    std::vector<std::pair<int64_t, int64_t>> reach;
+    uint64_t last_view = 0;
+    bool view_alive_at_end = false;
+    for (const TensorRow* t : it->second) {
+      auto [lo, hi] = extent(*t);
+      if (2 * (hi - lo) >= nbytes) continue;
+      const uint64_t until = t->release_ts.value_or(trace.end_ns());
+      const bool spans_step = std::any_of(
+          steps.begin(), steps.end(), [&](uint64_t s) { return s > t->create_ts && s <= until; });
+      const bool long_enough = steps.empty() && (until - t->create_ts) * 100 >= trace.duration_ns();
+      if (!spans_step && !long_enough) continue;
+      keepers.push_back(t);
+      reach.push_back({lo, hi});
+      if (!t->release_ts) view_alive_at_end = true;
+      last_view = std::max(last_view, until);
+    }
+    if (keepers.empty()) continue;
+    // The tensors reaching most of the storage went away before the last view, or were
+    // released by it: a view holds its base (Note [Views and version counters]), so a base
+    // only the view kept is released right after the view, with no other tensor event
+    // between. A base released later, for its own reasons, was kept by the program itself.
+    bool kept_by_views = true;
+    int64_t own_between = 0;
+    uint64_t last_large = 0;
     for (const TensorRow* t : it->second) {
       auto [lo, hi] = extent(*t);
       if (2 * (hi - lo) < nbytes) continue;
-      if (!t->release_ts)
-        large_alive_at_end = true;
-      else
-        last_large = std::max(last_large.value_or(0), *t->release_ts);
+      if (!t->release_ts) {
+        kept_by_views = kept_by_views && view_alive_at_end;
+        continue;
+      }
+      last_large = std::max(last_large, *t->release_ts);
     }
-    if (!last_large || large_alive_at_end || *last_large >= storage_end) continue;
-    std::vector<const TensorRow*> keepers;
-    std::vector<std::pair<int64_t, int64_t>> reach;
-    for (const TensorRow* t : it->second) {
-      if (t->release_ts && *t->release_ts <= *last_large) continue;
-      keepers.push_back(t);
-      reach.push_back(extent(*t));
+    if (!kept_by_views) continue;
+    if (last_large > last_view) {
+      for (const TensorRow* t : it->second)
+        if (t->release_ts && *t->release_ts > last_view && *t->release_ts < last_large)
+          ++own_between;
+      const auto lo = std::upper_bound(event_times.begin(), event_times.end(), last_view);
+      const auto hi = std::lower_bound(event_times.begin(), event_times.end(), last_large);
+      if (hi - lo > own_between) continue;
     }
-    if (keepers.empty()) continue;
     std::sort(reach.begin(), reach.end());
     int64_t covered = 0, end = std::numeric_limits<int64_t>::min();
     for (auto [lo, hi] : reach) {
@@ -190,13 +222,6 @@ void detect_view_retention(const Trace& trace, Diagnosis& out) {
       end = std::max(end, hi);
     }
     if (2 * covered >= nbytes) continue;
-    const bool to_end = storages.is_null(2);
-    const bool spans_step = std::any_of(steps.begin(), steps.end(), [&](uint64_t s) {
-      return s > *last_large && s <= storage_end;
-    });
-    const bool long_enough =
-        steps.empty() && (storage_end - *last_large) * 100 >= trace.duration_ns();
-    if (!to_end && !spans_step && !long_enough) continue;
     const TensorRow* keeper = keepers.front();
     SiteSum& s = sites[{keeper->device, trace.site(keeper->stack).key}];
     if (!s.example) {
@@ -209,7 +234,7 @@ void detect_view_retention(const Trace& trace, Diagnosis& out) {
     s.storages += 1;
     s.storage_bytes += nbytes;
     s.view_bytes += covered;
-    s.longest_ns = std::max(s.longest_ns, storage_end - *last_large);
+    s.longest_ns = std::max(s.longest_ns, storage_end - keeper->create_ts);
   }
   for (const auto& [key, s] : sites) {
     if (s.held < std::max<int64_t>(1, one_percent_of_peak(trace, s.device))) continue;
@@ -230,7 +255,7 @@ void detect_view_retention(const Trace& trace, Diagnosis& out) {
         {"example view", (v.op.empty() ? std::string("view") : v.op) + " " + ints_text(v.sizes) +
                              " " + v.dtype + " of a " + format_bytes(s.example_storage) +
                              " storage"},
-        {"longest retention", format_duration(s.longest_ns)},
+        {"longest a view kept a storage", format_duration(s.longest_ns)},
     };
     f.fix =
         "Keep a copy of just the part you need (`view.clone()`; in PyTorch `t[0].clone()`) so "

@@ -115,13 +115,15 @@ TEST_F(DiagnoseAllocator, ViewRetentionNamesTheKeptRowAndTheBytesItHolds) {
   Diagnosis d = diagnose(leaky, "view-retention");
   std::vector<Finding> f = findings(d, "view-retention");
   ASSERT_EQ(f.size(), 1u) << describe(d);
-  // big[0] at line 21 keeps each step's 1024 x 1024 float32 storage: 16 x (4 MiB - 4 KiB).
+  // big[0] at line 21 keeps each step's 1024 x 1024 float32 storage, 4 MiB less the 4 KiB row
+  // it reaches. The last step's row is released right after the loop, inside its own step,
+  // so 15 of the 16 count as retained across a step boundary (Note [View retention]).
   const int line = site_line(f[0].site, "view_retention.cpp");
   EXPECT_GE(line, 19) << f[0].site;
   EXPECT_LE(line, 23) << f[0].site;
   EXPECT_EQ(f[0].device, "cpu");
-  EXPECT_EQ(f[0].bytes, 16 * (4 * kMiB - 4096)) << describe(d);
-  EXPECT_EQ(evidence(f[0], "storages retained by views"), "16");
+  EXPECT_EQ(f[0].bytes, 15 * (4 * kMiB - 4096)) << describe(d);
+  EXPECT_EQ(evidence(f[0], "storages retained by views"), "15");
   EXPECT_FALSE(f[0].fix.empty());
   // big[0].clone() owns just its row: nothing is retained.
   d = diagnose(fixed, "view-retention");
@@ -182,7 +184,8 @@ TEST_F(DiagnoseAllocator, CacheHeldSaysEmptyCacheCannotFreeReferencedTensors) {
   EXPECT_EQ(site_line(f[0].site, "empty_cache_referenced.cpp"), 22) << f[0].site;
   EXPECT_GE(f[0].bytes, 48 * kMiB) << describe(d);
   EXPECT_LT(f[0].bytes, 60 * kMiB) << describe(d);
-  EXPECT_EQ(site_line(evidence(f[0], "empty_cache() at"), "empty_cache_referenced.cpp"), 26);
+  // (allocator events carry no stack, so the empty_cache() call itself has no site.)
+  EXPECT_EQ(evidence(f[0], "released"), "2.00 MiB (2,097,152 bytes)") << describe(d);
   EXPECT_NE(evidence(f[0], "held mostly by").find("48.00 MiB"), std::string::npos) << describe(d);
   d = diagnose(fixed, "cache-held");
   EXPECT_TRUE(findings(d, "cache-held").empty()) << describe(d);
@@ -218,7 +221,14 @@ TEST_F(DiagnoseAllocator, CleanTrainingRunHasNoneOfTheseFindings) {
       recorded("train_fashion_mnist", {"--model", "mlp", "--epochs", "1", "--limit", "3000"});
   ASSERT_FALSE(trace.empty());
   Diagnosis d = tidemark::analysis::diagnose(Trace::open(trace), kMine);
-  EXPECT_TRUE(d.findings.empty()) << describe(d);
+  // One true finding, not a false alarm: `--limit 3000` takes FashionMNIST::subset(), a
+  // narrow() view of the 60,000-image tensors, so the 3,000 images kept (9,408,000 bytes) and
+  // labels hold the whole 188,160,000 + 480,000 byte storages (train_fashion_mnist.cpp:87).
+  std::vector<Finding> views = findings(d, "view-retention");
+  ASSERT_EQ(views.size(), 1u) << describe(d);
+  EXPECT_EQ(site_line(views[0].site, "train_fashion_mnist.cpp"), 87) << describe(d);
+  EXPECT_EQ(views[0].bytes, 188640000 - 9432000) << describe(d);
+  EXPECT_EQ(d.findings.size(), 1u) << describe(d);
   // Every detector could run: the trace has tensors, categories, steps and segments.
   EXPECT_TRUE(d.skipped.empty()) << describe(d);
 }

@@ -229,8 +229,10 @@ FashionMNIST FashionMNIST::subset(int64_t n) const {
   FashionMNIST s{Empty{}};
   s.root_ = root_;
   s.train_ = train_;
-  s.images_ = images_.narrow(0, 0, n);
-  s.targets_ = targets_.narrow(0, 0, n);
+  s.images_ = images_.narrow(0, 0, n).clone();
+  s.targets_ = targets_.narrow(0, 0, n).clone();
+  announce_input(s.images_);
+  announce_input(s.targets_);
   return s;
 }
 

@@ -47,7 +47,8 @@ class FashionMNIST : public Dataset {
   // Images [B, 1, 28, 28] and labels [B], copied out with index_select.
   Example get_batch(IntArrayRef indices) const override;
 
-  // The first n examples (views of this dataset's tensors, no copy).
+  // The first n examples, copied: a view would keep all of this dataset's storage alive
+  // (the view-retention pitfall, docs/samples.md) for as long as the subset lives.
   FashionMNIST subset(int64_t n) const;
 
   // All images, [N, 1, 28, 28] float32 in [0, 1] (or standardised), and labels [N] int64.

@@ -221,14 +221,10 @@ TEST_F(DiagnoseAllocator, CleanTrainingRunHasNoneOfTheseFindings) {
       recorded("train_fashion_mnist", {"--model", "mlp", "--epochs", "1", "--limit", "3000"});
   ASSERT_FALSE(trace.empty());
   Diagnosis d = tidemark::analysis::diagnose(Trace::open(trace), kMine);
-  // One true finding, not a false alarm: `--limit 3000` takes FashionMNIST::subset(), a
-  // narrow() view of the 60,000-image tensors, so the 3,000 images kept (9,408,000 bytes) and
-  // labels hold the whole 188,160,000 + 480,000 byte storages (train_fashion_mnist.cpp:87).
-  std::vector<Finding> views = findings(d, "view-retention");
-  ASSERT_EQ(views.size(), 1u) << describe(d);
-  EXPECT_EQ(site_line(views[0].site, "train_fashion_mnist.cpp"), 87) << describe(d);
-  EXPECT_EQ(views[0].bytes, 188640000 - 9432000) << describe(d);
-  EXPECT_EQ(d.findings.size(), 1u) << describe(d);
+  // No false alarm. (This test once caught a true one: FashionMNIST::subset() returned a
+  // narrow() view, so `--limit 3000` kept the whole 188,640,000-byte dataset storages alive
+  // for 9,432,000 bytes of data. subset() now copies.)
+  EXPECT_TRUE(d.findings.empty()) << describe(d);
   // Every detector could run: the trace has tensors, categories, steps and segments.
   EXPECT_TRUE(d.skipped.empty()) << describe(d);
 }

@@ -132,6 +132,9 @@ TEST(FashionMNIST, LimitAndSubsetKeepTheFirstExamples) {
   EXPECT_TRUE(tl::equal(limited.targets(), sub.targets()));
   EXPECT_TRUE(tl::equal(limited.images(), full.images().narrow(0, 0, 100)));
   EXPECT_THROW(full.subset(10001), tl::Error);
+  // A copy, not a view: it does not keep the full dataset's storage alive.
+  EXPECT_FALSE(sub.images().is_view());
+  EXPECT_NE(sub.images().storage().get(), full.images().storage().get());
   auto batch = sub.get_batch(std::vector<int64_t>{2, 0});
   EXPECT_EQ(batch.data.sizes().vec(), (std::vector<int64_t>{2, 1, 28, 28}));
   EXPECT_EQ(batch.target[0].item<int64_t>(), kTestFirstLabels[2]);

@@ -1,0 +1,308 @@
+// `tidemark diagnose` and `check --no-findings` on recorded programs: each pitfall sample's
+// leaky trace yields its finding at the sample's own source line and its --fixed trace does
+// not; a real training run yields nothing; an imported PyTorch snapshot says which detectors
+// cannot run on it. (The detectors of views, copies and the allocator are tested in
+// diagnose_allocator_test.cpp.)
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <tensorlib/tensorlib.h>
+
+#include "profiler/record/recorder.h"
+#include "run_program.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using tl_test::Result;
+
+fs::path dir() {
+  return tl_test::temp_dir("tidemark_diagnose_cli");
+}
+
+Result tidemark(std::vector<std::string> args) {
+  args.insert(args.begin(), TIDEMARK_CLI);
+  return tl_test::run(args);
+}
+
+// Records `program args...` once per test suite (by `name`) and returns the trace's path.
+std::string recorded(const std::string& name, const std::vector<std::string>& program) {
+  static std::map<std::string, std::string> traces;
+  if (auto it = traces.find(name); it != traces.end()) return it->second;
+  const std::string trace = (dir() / (name + ".db")).string();
+  std::vector<std::string> args{"record", "-o", trace, "--stacks", "64", "--"};
+  args.insert(args.end(), program.begin(), program.end());
+  Result r = tidemark(args);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  return traces[name] = trace;
+}
+std::string pitfall(const std::string& sample, bool fixed) {
+  std::vector<std::string> program{std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_" + sample};
+  if (fixed) program.push_back("--fixed");
+  return recorded(sample + (fixed ? "_fixed" : ""), program);
+}
+
+json diagnose(const std::string& trace, const std::string& only = "") {
+  std::vector<std::string> args{"diagnose", trace, "--json"};
+  if (!only.empty()) args.insert(args.end(), {"--only", only});
+  Result r = tidemark(args);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  return json::parse(r.out);
+}
+std::set<std::string> ids(const json& d) {
+  std::set<std::string> out;
+  for (const json& f : d["findings"]) out.insert(f["id"].get<std::string>());
+  return out;
+}
+json finding(const json& d, const std::string& id) {
+  for (const json& f : d["findings"])
+    if (f["id"] == id) return f;
+  return json();
+}
+
+// The 1-based line of the first line of a pitfall sample's source that contains `needle`.
+int line_of(const std::string& sample, const std::string& needle) {
+  const fs::path src =
+      fs::path(__FILE__).parent_path().parent_path().parent_path() / "samples/pitfalls" / sample;
+  std::ifstream f(src);
+  std::string line;
+  for (int n = 1; std::getline(f, line); ++n)
+    if (line.find(needle) != std::string::npos) return n;
+  ADD_FAILURE() << needle << " not found in " << src;
+  return 0;
+}
+std::string site(const std::string& file, int line) {
+  return "main (" + file + ":" + std::to_string(line) + ")";
+}
+
+// The detectors of this file's concern (diagnose_memory.cpp).
+const char* const kMemoryDetectors =
+    "graph-retention,retained-graph,grad-in-eval,leak,sync-in-loop";
+
+class DiagnoseCli : public ::testing::Test {
+ protected:
+  static void TearDownTestSuite() { fs::remove_all(dir()); }
+};
+
+TEST_F(DiagnoseCli, GraphRetentionNamesTheForwardOfTheAccumulatedLoss) {
+  json d = diagnose(pitfall("accumulated_loss", false));
+  json f = finding(d, "graph-retention");
+  ASSERT_FALSE(f.is_null()) << d.dump(2);
+  // The retained activations were saved by the model's forward, in the loss line.
+  EXPECT_EQ(f["site"], site("accumulated_loss.cpp",
+                            line_of("accumulated_loss.cpp", "cross_entropy((*model)(x), y)")));
+  EXPECT_EQ(f["device"], "cpu");
+  // About one batch of saved activations per step (two 256 x 1024 float ReLU outputs at least),
+  // 19 steps fitted after the warm-up boundary.
+  EXPECT_GE(f["bytes"].get<int64_t>(), 18 * 2 * 256 * 1024 * 4);
+  EXPECT_EQ(f["evidence"][0][0], "growth per step");
+  EXPECT_NE(f["evidence"][1][1].get<std::string>().find("19"), std::string::npos);
+  // Note [The more specific finding]: the growth is graph-retention's, not also a leak, and
+  // the activations no backward used are not also grad-in-eval.
+  EXPECT_EQ(ids(d).count("leak"), 0u) << d.dump(2);
+  EXPECT_EQ(ids(d).count("grad-in-eval"), 0u) << d.dump(2);
+
+  d = diagnose(pitfall("accumulated_loss", true), kMemoryDetectors);
+  EXPECT_EQ(ids(d).count("graph-retention"), 0u) << d.dump(2);
+  EXPECT_EQ(ids(d).count("leak"), 0u) << d.dump(2);
+  // The fix (loss.detach()) stops the growth, but each batch still saves its activations for
+  // a backward that never runs: a mean loss without backward is an evaluation, and the
+  // sample's own comment names NoGradGuard as the other fix. grad-in-eval says so.
+  EXPECT_EQ(ids(d), std::set<std::string>{"grad-in-eval"}) << d.dump(2);
+}
+
+TEST_F(DiagnoseCli, RetainedGraphNamesTheForwardWhoseActivationsOverlapTheNextStep) {
+  json d = diagnose(pitfall("retain_graph", false), kMemoryDetectors);
+  EXPECT_EQ(ids(d), std::set<std::string>{"retained-graph"}) << d.dump(2);
+  json f = finding(d, "retained-graph");
+  ASSERT_FALSE(f.is_null());
+  EXPECT_EQ(f["site"],
+            site("retain_graph.cpp", line_of("retain_graph.cpp", "cross_entropy((*model)(x), y)")));
+  // One step of activations (the 2048 x 512 float ReLU outputs among them) is still live at
+  // the next step's peak.
+  EXPECT_GE(f["bytes"].get<int64_t>(), 2 * 2048 * 512 * 4);
+  EXPECT_EQ(ids(diagnose(pitfall("retain_graph", true), kMemoryDetectors)).size(), 0u);
+}
+
+TEST_F(DiagnoseCli, GradInEvalNamesTheEvaluationForward) {
+  json d = diagnose(pitfall("eval_without_no_grad", false), kMemoryDetectors);
+  EXPECT_EQ(ids(d), std::set<std::string>{"grad-in-eval"}) << d.dump(2);
+  json f = finding(d, "grad-in-eval");
+  ASSERT_FALSE(f.is_null());
+  EXPECT_EQ(f["site"], site("eval_without_no_grad.cpp",
+                            line_of("eval_without_no_grad.cpp", "logits = (*model)(x)")));
+  // Six 2048 x 512 float activations saved at once, at least.
+  EXPECT_GE(f["bytes"].get<int64_t>(), 6 * 2048 * 512 * 4);
+  EXPECT_EQ(ids(diagnose(pitfall("eval_without_no_grad", true), kMemoryDetectors)).size(), 0u);
+}
+
+TEST_F(DiagnoseCli, SyncInLoopNamesTheItemCall) {
+  json d = diagnose(pitfall("sync_in_loop", false), kMemoryDetectors);
+  EXPECT_EQ(ids(d), std::set<std::string>{"sync-in-loop"}) << d.dump(2);
+  json f = finding(d, "sync-in-loop");
+  ASSERT_FALSE(f.is_null());
+  EXPECT_EQ(f["site"],
+            site("sync_in_loop.cpp", line_of("sync_in_loop.cpp", "logged += loss.item<double>()")));
+  EXPECT_EQ(f["bytes"], 0);
+  // 19 complete steps (Note [The open last step]), one item() each.
+  EXPECT_EQ(f["evidence"][0][1], "19 of 19 complete steps");
+  EXPECT_EQ(f["evidence"][1][1], "1.00");
+  EXPECT_EQ(f["evidence"][4][1], "item");
+  // The fix reads once, after the loop, in the open last step.
+  EXPECT_EQ(ids(diagnose(pitfall("sync_in_loop", true), kMemoryDetectors)).size(), 0u);
+}
+
+// A leak no pitfall sample has: a history list that keeps one tensor per step, recorded in
+// this process and stopped while the list is still alive.
+std::string record_history(const std::string& name, bool leaky, int* line) {
+  const std::string trace = (dir() / (name + ".db")).string();
+  tl::profiler::Options o;
+  o.stack_depth = 64;
+  tl::profiler::start(trace, o);
+  std::vector<tl::Tensor> history;
+  tl::Tensor last;
+  for (int step = 0; step < 8; ++step) {
+    tl::profiler::step();
+    tl::Tensor scratch = tl::randn({64, 64}) * 2;  // freed every step
+    *line = __LINE__ + 1;
+    tl::Tensor kept = tl::randn({256, 256});  // 256 KiB a step
+    if (leaky) history.push_back(kept);
+    last = kept;
+  }
+  tl::profiler::stop();
+  return trace;
+}
+
+TEST_F(DiagnoseCli, LeakNamesTheSiteOfAGrowingHistory) {
+  int line = 0;
+  json d = diagnose(record_history("history_leaky", true, &line), kMemoryDetectors);
+  EXPECT_EQ(ids(d), std::set<std::string>{"leak"}) << d.dump(2);
+  json f = finding(d, "leak");
+  ASSERT_FALSE(f.is_null());
+  EXPECT_NE(
+      f["site"].get<std::string>().find("(diagnose_cli_test.cpp:" + std::to_string(line) + ")"),
+      std::string::npos)
+      << f.dump(2);
+  EXPECT_EQ(f["evidence"][0][1], "256.00 KiB (262,144 bytes)");  // growth per step
+  bool at_end = false;  // the list is alive when the recording stops: 8 x 256 KiB
+  for (const json& e : f["evidence"]) at_end = at_end || e[0] == "still allocated at the end";
+  EXPECT_TRUE(at_end) << f.dump(2);
+  // Keeping only the latest tensor: one 256 KiB block at the end, no growth.
+  EXPECT_EQ(ids(diagnose(record_history("history_fixed", false, &line), kMemoryDetectors)).size(),
+            0u);
+}
+
+TEST_F(DiagnoseCli, TrainingFashionMnistHasNoFindings) {
+  const std::string trace =
+      recorded("fashion_mnist", {std::string(TIDEMARK_SAMPLES_BIN) + "/train_fashion_mnist",
+                                 "--model", "mlp", "--epochs", "1", "--limit", "3000"});
+  // Every detector, not only this file's: a clean training loop is the false-alarm test.
+  json d = diagnose(trace);
+  EXPECT_EQ(d["findings"].size(), 0u) << d.dump(2);
+  for (const json& s : d["skipped"]) ADD_FAILURE() << "skipped on a full recording: " << s.dump();
+}
+
+TEST_F(DiagnoseCli, JsonShape) {
+  json d = diagnose(pitfall("sync_in_loop", false));
+  EXPECT_EQ(d["json_version"], 1);
+  EXPECT_TRUE(d["path"].is_string());
+  ASSERT_TRUE(d["findings"].is_array());
+  ASSERT_FALSE(d["findings"].empty());
+  for (const json& f : d["findings"]) {
+    for (const char* k : {"id", "title", "device", "site", "fix"})
+      EXPECT_TRUE(f[k].is_string()) << k << ": " << f.dump(2);
+    EXPECT_TRUE(f["bytes"].is_number_integer());
+    EXPECT_TRUE(f["time_ns"].is_number_unsigned());
+    ASSERT_TRUE(f["stack"].is_array());
+    EXPECT_FALSE(f["stack"].empty());
+    ASSERT_TRUE(f["evidence"].is_array());
+    for (const json& e : f["evidence"]) {
+      ASSERT_TRUE(e.is_array() && e.size() == 2) << e.dump();
+      EXPECT_TRUE(e[0].is_string() && e[1].is_string()) << e.dump();
+    }
+  }
+  ASSERT_TRUE(d["skipped"].is_array());
+  for (const json& s : d["skipped"]) EXPECT_TRUE(s["id"].is_string() && s["reason"].is_string());
+}
+
+TEST_F(DiagnoseCli, OnlyRunsTheChosenDetectorsAndRejectsUnknownIds) {
+  const std::string leaky = pitfall("sync_in_loop", false);
+  EXPECT_EQ(ids(diagnose(leaky, "sync-in-loop")), std::set<std::string>{"sync-in-loop"});
+  json d = diagnose(leaky, "leak,graph-retention");
+  EXPECT_TRUE(d["findings"].empty()) << d.dump(2);
+
+  Result r = tidemark({"diagnose", leaky, "--only", "sync-in-loop,no-such-thing"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("unknown finding id 'no-such-thing'"), std::string::npos) << r.err;
+  for (const char* id : {"graph-retention", "retained-graph", "grad-in-eval", "leak",
+                         "sync-in-loop", "view-retention", "fragmentation"})
+    EXPECT_NE(r.err.find(id), std::string::npos) << id << " not listed: " << r.err;
+
+  r = tidemark({"diagnose", leaky});  // text: the finding, its site and its fix
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("[sync-in-loop]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("site: main (sync_in_loop.cpp:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fix: "), std::string::npos) << r.out;
+}
+
+TEST_F(DiagnoseCli, CheckNoFindingsGatesOnFindings) {
+  const std::string leaky = pitfall("sync_in_loop", false), fixed = pitfall("sync_in_loop", true);
+  Result r = tidemark({"check", leaky, "--no-findings"});
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAIL --no-findings: sync-in-loop on cpu at main (sync_in_loop.cpp:"),
+            std::string::npos)
+      << r.out;
+  // Only the chosen ids count.
+  r = tidemark({"check", leaky, "--no-findings", "leak,graph-retention"});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  r = tidemark({"check", fixed, "--no-findings", "sync-in-loop"});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  // Together with another limit and --junit: one failed testcase, named.
+  const std::string xml = (dir() / "check.xml").string();
+  r = tidemark({"check", leaky, "--max-peak-allocated", "1GiB", "--no-findings", "sync-in-loop",
+                "--junit", xml});
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  const std::string junit = tl_test::slurp(xml);
+  EXPECT_NE(junit.find("tests=\"2\" failures=\"1\""), std::string::npos) << junit;
+  EXPECT_NE(junit.find("name=\"no-findings\"><failure"), std::string::npos) << junit;
+  r = tidemark({"check", leaky, "--no-findings", "bogus"});
+  EXPECT_EQ(r.rc, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("unknown finding id 'bogus'"), std::string::npos) << r.err;
+}
+
+TEST_F(DiagnoseCli, ImportedPyTorchSnapshotSaysWhichDetectorsCannotRun) {
+  const fs::path snapshot =
+      fs::path(TIDEMARK_SHARED_DIR) / "data/pytorch/snapshot_small_gpu.pickle";
+  if (!fs::exists(snapshot)) GTEST_SKIP() << "not checked: " << snapshot << " is absent";
+  const std::string trace = (dir() / "snapshot.db").string();
+  Result r = tidemark({"import", snapshot.string(), "-o", trace});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  json d = diagnose(trace, kMemoryDetectors);
+  // None of the five can run, and each says why instead of staying silent:
+  // - graph-retention, retained-graph, grad-in-eval look for blocks autograd marked
+  //   `activation`; a snapshot has no tensor records and every block is `unknown`.
+  // - leak: the snapshot ends when it was taken, so its 40 live blocks are the program's
+  //   state, not leaks; and without steps there is no growth to fit.
+  // - sync-in-loop: a snapshot records no syncs and no steps.
+  EXPECT_TRUE(d["findings"].empty()) << d.dump(2);
+  std::map<std::string, std::string> skipped;
+  for (const json& s : d["skipped"]) skipped[s["id"]] = s["reason"];
+  for (const char* id :
+       {"graph-retention", "retained-graph", "grad-in-eval", "leak", "sync-in-loop"}) {
+    ASSERT_TRUE(skipped.count(id)) << id << ": " << d.dump(2);
+    EXPECT_NE(skipped[id].find("imported PyTorch snapshot"), std::string::npos) << skipped[id];
+  }
+  EXPECT_NE(skipped["graph-retention"].find("activations"), std::string::npos);
+  EXPECT_NE(skipped["sync-in-loop"].find("syncs"), std::string::npos);
+  EXPECT_NE(skipped["leak"].find("not leaked"), std::string::npos);
+}
+
+}  // namespace

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -265,7 +266,15 @@ void detect_retained_graph(const Trace& trace, Diagnosis& out) {
                "SELECT t, allocated FROM memory_lod WHERE device = ? AND level = 0 AND t >= ? "
                "AND t < ? ORDER BY allocated DESC, t, seq LIMIT 1");
   for (const DeviceRef& d : trace.devices()) {
-    const std::vector<Block> acts = load_blocks(trace, d.id, true);
+    // Candidates: activations that outlived their step with a retained backward after them.
+    std::vector<Block> acts;
+    for (Block& b : load_blocks(trace, d.id, true)) {
+      auto next = std::upper_bound(steps.begin(), steps.end(), b.alloc_ts,
+                                   [](uint64_t ts, const Step& s) { return ts < s.ts; });
+      if (next != steps.end() && b.free_ts > next->ts && retained_between(b.alloc_ts, next->ts))
+        acts.push_back(b);
+    }
+    if (acts.empty()) continue;
     // The step whose peak holds the most activations of earlier steps kept by a retained graph.
     struct Worst {
       int64_t step = 0, stale = 0, peak = 0;
@@ -323,19 +332,22 @@ void detect_grad_in_eval(const Trace& trace, Diagnosis& out) {
   if (std::string why = activations_missing(trace); !why.empty())
     return out.skipped.push_back({"grad-in-eval", why});
   const std::vector<Step> steps = load_steps(trace);
-  const auto backwards = backward_scopes(trace, false);
-  // A backward overlaps [t0, t1].
+  const auto backwards = backward_scopes(trace, false);  // by push time
+  std::vector<uint64_t> pushes, latest_pop;  // latest_pop[i]: the latest pop of scopes 0..i
+  for (const auto& [push, pop] : backwards) {
+    pushes.push_back(push);
+    latest_pop.push_back(latest_pop.empty() ? pop : std::max(latest_pop.back(), pop));
+  }
+  // A backward overlaps [t0, t1]: one began by t1 and had not ended before t0.
   auto backward_during = [&](uint64_t t0, uint64_t t1) {
-    for (const auto& [push, pop] : backwards) {
-      if (push > t1) break;
-      if (pop >= t0) return true;
-    }
-    return false;
+    auto n = std::upper_bound(pushes.begin(), pushes.end(), t1) - pushes.begin();
+    return n > 0 && latest_pop[static_cast<size_t>(n - 1)] >= t0;
   };
-  auto crosses_step = [&](uint64_t t0, uint64_t t1) {
-    for (const Step& s : steps)
-      if (s.ts > t0 && s.ts <= t1) return true;
-    return false;
+  std::vector<uint64_t> starts;
+  for (const Step& s : steps) starts.push_back(s.ts);
+  // The step holding `ts` (index into steps), or -1 before the first.
+  auto step_of = [&](uint64_t ts) {
+    return std::upper_bound(starts.begin(), starts.end(), ts) - starts.begin() - 1;
   };
   for (const DeviceRef& d : trace.devices()) {
     if (graph_retained(trace, d.id, steps)) continue;  // Note [The more specific finding]
@@ -345,7 +357,7 @@ void detect_grad_in_eval(const Trace& trace, Diagnosis& out) {
     std::vector<const Block*> unused;
     for (const Block& b : acts)
       if (b.free_ts != kOpen && !backward_during(b.alloc_ts, b.free_ts) &&
-          !crosses_step(b.alloc_ts, b.free_ts))
+          step_of(b.alloc_ts) == step_of(b.free_ts))
         unused.push_back(&b);
     if (unused.empty()) continue;
     // Their peak: sweep allocs and frees in time order.
@@ -368,10 +380,9 @@ void detect_grad_in_eval(const Trace& trace, Diagnosis& out) {
     for (const Block* b : unused)
       if (b->alloc_ts <= peak_ts && b->free_ts > peak_ts) at_peak.push_back(b);
     const TopSite site = top_site(trace, at_peak);
-    std::map<int64_t, bool> in_steps;
+    std::set<int64_t> in_steps;  // indices of the steps holding such activations
     for (const Block* b : unused)
-      for (const Step& s : steps)
-        if (b->alloc_ts >= s.ts && b->alloc_ts < s.end_ts) in_steps[s.number] = true;
+      if (auto i = step_of(b->alloc_ts); i >= 0) in_steps.insert(i);
 
     Finding f;
     f.id = "grad-in-eval";

@@ -83,9 +83,9 @@ int main(int argc, char** argv) {
     if (root.empty()) root = tl::data::FashionMNIST::default_root();
     tl::data::FashionMNISTOptions data_options;
     data_options.normalize = true;
-    tl::data::FashionMNIST train(root, true, data_options);
-    if (limit > 0) train = train.subset(limit);
     const tl::data::FashionMNIST test(root, false, data_options);
+    data_options.limit = limit;  // reads only the first N images (-1: all)
+    const tl::data::FashionMNIST train(root, true, data_options);
     std::printf(
         "Fashion-MNIST: %lld training, %lld test images; model %s on %s, batch %lld, "
         "Adam lr %g, %d threads\n",

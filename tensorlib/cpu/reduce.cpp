@@ -96,6 +96,50 @@ acc_t<T> from_wrap_acc(wrap_acc_t<T> v) {
   return static_cast<acc_t<T>>(v);
 }
 
+// Note [Sums over leading dimensions]
+// A sum over the leading dimensions of a contiguous tensor -- a bias gradient, grad.sum(0) --
+// would need rows_of() to permute the reduced dimensions last and copy the whole input. Here
+// the kept elements are the contiguous inner block, so column j accumulates
+// x[0][j], x[1][j], ... in place: the same order as the copied rows, so the same result,
+// without the copy. Returns an undefined tensor when the layout does not fit.
+Tensor sum_leading(const Tensor& x, const std::vector<bool>& reduced, bool keepdim,
+                   ScalarType out_dtype) {
+  const int64_t nd = x.dim();
+  int64_t k = 0;  // reduced dims are exactly [0, k)
+  while (k < nd && reduced[k]) ++k;
+  for (int64_t d = k; d < nd; ++d)
+    if (reduced[d]) return Tensor();
+  if (k == 0 || k == nd || !x.is_contiguous() || x.numel() == 0) return Tensor();
+  std::vector<int64_t> out_sizes;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (d < k) {
+      outer *= x.size(d);
+      if (keepdim) out_sizes.push_back(1);
+    } else {
+      inner *= x.size(d);
+      out_sizes.push_back(x.size(d));
+    }
+  }
+  return TL_DISPATCH_ALL(x.dtype(), "sum", [&]<typename T>() -> Tensor {
+    if constexpr (std::is_integral_v<T> || std::is_same_v<T, bool>) {
+      return Tensor();  // the row path handles integer promotion and wrapping
+    } else {
+      if (out_dtype != x.dtype()) return Tensor();
+      std::vector<wrap_acc_t<T>> acc(static_cast<size_t>(inner), wrap_acc_t<T>(0));
+      const T* in = x.data_ptr<T>();
+      for (int64_t i = 0; i < outer; ++i) {
+        const T* row = in + i * inner;
+        for (int64_t j = 0; j < inner; ++j) acc[j] += convert<acc_t<T>>(row[j]);
+      }
+      Tensor out = empty(out_sizes, out_dtype);
+      T* o = out.data_ptr<T>();
+      for (int64_t j = 0; j < inner; ++j) o[j] = convert<T>(acc[j]);
+      return out;
+    }
+  });
+}
+
 // sum and prod share dtype rules: bool and integer inputs give int64 unless a dtype is given,
 // in which case the input is converted to it first.
 enum class AccumulateOp { kSum, kProd };
@@ -106,6 +150,11 @@ Tensor accumulate(const Tensor& t, IntArrayRef dims, bool keepdim, std::optional
   cpu::check_cpu(op, {&t});
   const Tensor x = dtype && *dtype != t.dtype() ? t.to(*dtype) : t;
   const ScalarType out_dtype = dtype ? *dtype : (is_integral(t.dtype(), true) ? kInt64 : t.dtype());
+  if constexpr (Op == AccumulateOp::kSum) {
+    if (Tensor out = sum_leading(x, detail::dim_mask(dims, x.dim(), op), keepdim, out_dtype);
+        out.defined())
+      return out;
+  }
   const Rows r = make_rows(x, dims, keepdim, op);
   return TL_DISPATCH_ALL(x.dtype(), op, [&]<typename T>() {
     auto row_acc = [](const T* p, int64_t n) {
@@ -347,31 +396,39 @@ int64_t reduced_count(IntArrayRef sizes, const std::vector<int64_t>& dims) {
 }
 }  // namespace
 
-Tensor sum(const Tensor& t, std::optional<ScalarType> dtype) { return tl::sum(t, {}, false, dtype); }
+Tensor sum(const Tensor& t, std::optional<ScalarType> dtype) {
+  return tl::sum(t, {}, false, dtype);
+}
 
 Tensor sum(const Tensor& t, IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) {
-  Tensor out = forward_no_grad([&] { return accumulate<AccumulateOp::kSum>(t, dims, keepdim, dtype, "sum"); });
-  record(out, "Sum", {&t}, {}, [sizes = t.sizes().vec(), rd = reduced_dims(dims, t.dim()), keepdim,
-                                dt = t.dtype()](const variable_list& g, const variable_list&) {
-    return variable_list{unsqueeze_reduced(g[0], rd, keepdim).expand(sizes).to(dt)};
-  });
+  Tensor out = forward_no_grad(
+      [&] { return accumulate<AccumulateOp::kSum>(t, dims, keepdim, dtype, "sum"); });
+  record(out, "Sum", {&t}, {},
+         [sizes = t.sizes().vec(), rd = reduced_dims(dims, t.dim()), keepdim, dt = t.dtype()](
+             const variable_list& g, const variable_list&) {
+           return variable_list{unsqueeze_reduced(g[0], rd, keepdim).expand(sizes).to(dt)};
+         });
   return out;
 }
 
-Tensor mean(const Tensor& t, std::optional<ScalarType> dtype) { return tl::mean(t, {}, false, dtype); }
+Tensor mean(const Tensor& t, std::optional<ScalarType> dtype) {
+  return tl::mean(t, {}, false, dtype);
+}
 
 Tensor mean(const Tensor& t, IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) {
   Tensor out = forward_no_grad([&] { return mean_impl(t, dims, keepdim, dtype); });
-  record(out, "Mean", {&t}, {}, [sizes = t.sizes().vec(), rd = reduced_dims(dims, t.dim()), keepdim,
-                                 dt = t.dtype()](const variable_list& g, const variable_list&) {
-    double n = static_cast<double>(reduced_count(sizes, rd));
-    return variable_list{(unsqueeze_reduced(g[0], rd, keepdim) / n).expand(sizes).to(dt)};
-  });
+  record(out, "Mean", {&t}, {},
+         [sizes = t.sizes().vec(), rd = reduced_dims(dims, t.dim()), keepdim, dt = t.dtype()](
+             const variable_list& g, const variable_list&) {
+           double n = static_cast<double>(reduced_count(sizes, rd));
+           return variable_list{(unsqueeze_reduced(g[0], rd, keepdim) / n).expand(sizes).to(dt)};
+         });
   return out;
 }
 
 Tensor prod(const Tensor& t, std::optional<ScalarType> dtype) {
-  Tensor out = forward_no_grad([&] { return accumulate<AccumulateOp::kProd>(t, {}, false, dtype, "prod"); });
+  Tensor out =
+      forward_no_grad([&] { return accumulate<AccumulateOp::kProd>(t, {}, false, dtype, "prod"); });
   // d/dx_i prod(x) = prod(x) / x_i (inputs without zeros).
   record(out, "Prod", {&t}, {t, out}, [](const variable_list& g, const variable_list& s) {
     return variable_list{g[0] * s[1] / s[0]};
@@ -380,9 +437,8 @@ Tensor prod(const Tensor& t, std::optional<ScalarType> dtype) {
 }
 
 Tensor prod(const Tensor& t, int64_t dim, bool keepdim, std::optional<ScalarType> dtype) {
-  Tensor out = forward_no_grad([&] {
-    return accumulate<AccumulateOp::kProd>(t, IntArrayRef(dim), keepdim, dtype, "prod");
-  });
+  Tensor out = forward_no_grad(
+      [&] { return accumulate<AccumulateOp::kProd>(t, IntArrayRef(dim), keepdim, dtype, "prod"); });
   record(out, "Prod", {&t}, {t, out},
          [rd = reduced_dims(IntArrayRef(dim), t.dim()), keepdim](const variable_list& g,
                                                                  const variable_list& s) {
@@ -427,13 +483,17 @@ Tensor extreme_all_wrapped(const Tensor& t, const char* op) {
 }
 }  // namespace
 
-Tensor max(const Tensor& t) { return extreme_all_wrapped<true>(t, "max"); }
+Tensor max(const Tensor& t) {
+  return extreme_all_wrapped<true>(t, "max");
+}
 
 std::tuple<Tensor, Tensor> max(const Tensor& t, int64_t dim, bool keepdim) {
   return extreme_dim_grad_wrapped<true>(t, dim, keepdim, "max");
 }
 
-Tensor min(const Tensor& t) { return extreme_all_wrapped<false>(t, "min"); }
+Tensor min(const Tensor& t) {
+  return extreme_all_wrapped<false>(t, "min");
+}
 
 std::tuple<Tensor, Tensor> min(const Tensor& t, int64_t dim, bool keepdim) {
   return extreme_dim_grad_wrapped<false>(t, dim, keepdim, "min");
@@ -461,19 +521,21 @@ Tensor variance_grad(const Tensor& g, const Tensor& x, const Tensor& result,
 
 Tensor var(const Tensor& t, IntArrayRef dims, bool unbiased, bool keepdim) {
   Tensor out = forward_no_grad([&] { return variance(t, dims, unbiased, keepdim, false); });
-  record(out, "Var", {&t}, {t}, [rd = reduced_dims(dims, t.dim()), unbiased, keepdim](
-                                   const variable_list& g, const variable_list& s) {
-    return variable_list{variance_grad(g[0], s[0], Tensor(), rd, unbiased, keepdim, false)};
-  });
+  record(out, "Var", {&t}, {t},
+         [rd = reduced_dims(dims, t.dim()), unbiased, keepdim](const variable_list& g,
+                                                               const variable_list& s) {
+           return variable_list{variance_grad(g[0], s[0], Tensor(), rd, unbiased, keepdim, false)};
+         });
   return out;
 }
 
 Tensor std(const Tensor& t, IntArrayRef dims, bool unbiased, bool keepdim) {
   Tensor out = forward_no_grad([&] { return variance(t, dims, unbiased, keepdim, true); });
-  record(out, "Std", {&t}, {t, out}, [rd = reduced_dims(dims, t.dim()), unbiased, keepdim](
-                                               const variable_list& g, const variable_list& s) {
-    return variable_list{variance_grad(g[0], s[0], s[1], rd, unbiased, keepdim, true)};
-  });
+  record(out, "Std", {&t}, {t, out},
+         [rd = reduced_dims(dims, t.dim()), unbiased, keepdim](const variable_list& g,
+                                                               const variable_list& s) {
+           return variable_list{variance_grad(g[0], s[0], s[1], rd, unbiased, keepdim, true)};
+         });
   return out;
 }
 
@@ -497,32 +559,33 @@ Tensor logsumexp(const Tensor& t, IntArrayRef dims, bool keepdim) {
     });
   });
   // d/dx_i = exp(x_i - logsumexp(x)), the softmax.
-  record(out, "Logsumexp", {&t}, {t, out},
-         [rd = reduced_dims(dims, t.dim()), keepdim](const variable_list& g, const variable_list& s) {
-           Tensor r = unsqueeze_reduced(s[1], rd, keepdim);
-           return variable_list{unsqueeze_reduced(g[0], rd, keepdim) * (s[0] - r).exp()};
-         });
+  record(
+      out, "Logsumexp", {&t}, {t, out},
+      [rd = reduced_dims(dims, t.dim()), keepdim](const variable_list& g, const variable_list& s) {
+        Tensor r = unsqueeze_reduced(s[1], rd, keepdim);
+        return variable_list{unsqueeze_reduced(g[0], rd, keepdim) * (s[0] - r).exp()};
+      });
   return out;
 }
 
 Tensor softmax(const Tensor& t, int64_t dim, std::optional<ScalarType> dtype) {
   Tensor out = forward_no_grad([&] { return softmax_impl<false>(t, dim, dtype, "softmax"); });
   // dx = y * (g - sum(g * y)) along dim.
-  record(out, "Softmax", {&t}, {out}, [dim, dt = t.dtype()](const variable_list& g,
-                                                                     const variable_list& s) {
-    const Tensor& y = s[0];
-    return variable_list{(y * (g[0] - (g[0] * y).sum({dim}, true))).to(dt)};
-  });
+  record(out, "Softmax", {&t}, {out},
+         [dim, dt = t.dtype()](const variable_list& g, const variable_list& s) {
+           const Tensor& y = s[0];
+           return variable_list{(y * (g[0] - (g[0] * y).sum({dim}, true))).to(dt)};
+         });
   return out;
 }
 
 Tensor log_softmax(const Tensor& t, int64_t dim, std::optional<ScalarType> dtype) {
   Tensor out = forward_no_grad([&] { return softmax_impl<true>(t, dim, dtype, "log_softmax"); });
   // dx = g - exp(y) * sum(g) along dim.
-  record(out, "LogSoftmax", {&t}, {out}, [dim, dt = t.dtype()](const variable_list& g,
-                                                                        const variable_list& s) {
-    return variable_list{(g[0] - s[0].exp() * g[0].sum({dim}, true)).to(dt)};
-  });
+  record(out, "LogSoftmax", {&t}, {out},
+         [dim, dt = t.dtype()](const variable_list& g, const variable_list& s) {
+           return variable_list{(g[0] - s[0].exp() * g[0].sum({dim}, true)).to(dt)};
+         });
   return out;
 }
 

@@ -155,4 +155,10 @@ TEST_F(PitfallsCli, DataLoaderWorkersFailAPeakLimit) {
   expect_gate({"dataloader_workers", {"--max-peak-allocated", "64MiB"}, "peak allocated on cpu"});
 }
 
+TEST_F(PitfallsCli, EmptyCacheWithReferencedTensorsFailsTheCacheHeldGate) {
+  // empty_cache() changes no peak here; what differs is whether it could release anything,
+  // which is the cache-held diagnosis (docs/diagnoses.md).
+  expect_gate({"empty_cache_referenced", {"--no-findings", "cache-held"}, "cache-held"});
+}
+
 }  // namespace

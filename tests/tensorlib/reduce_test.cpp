@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tensorlib/core/tensor.h"
+#include "tensorlib/memory/memory.h"
 
 namespace {
 
@@ -452,8 +453,33 @@ TEST(ReduceBraces, BracedDimListReducesThatDim) {
   tl::Tensor t = tl::tensor({{1.0, 2.0, 3.0}, {10.0, 20.0, 60.0}});
   tl::Tensor v = t.var({1});
   ASSERT_EQ(v.sizes().vec(), (std::vector<int64_t>{2}));
-  EXPECT_DOUBLE_EQ(v.select(0, 0).item<double>(), 1.0);      // sample variance of 1, 2, 3
-  EXPECT_NEAR(v.select(0, 1).item<double>(), 700.0, 1e-4);   // of 10, 20, 60 (mean 30)
+  EXPECT_DOUBLE_EQ(v.select(0, 0).item<double>(), 1.0);     // sample variance of 1, 2, 3
+  EXPECT_NEAR(v.select(0, 1).item<double>(), 700.0, 1e-4);  // of 10, 20, 60 (mean 30)
   EXPECT_EQ(t.std({0}).sizes().vec(), (std::vector<int64_t>{3}));
 }
+// Note [Sums over leading dimensions]: a bias gradient's sum(0) reads the contiguous input in
+// place -- one allocation, the result -- and gives exactly what the general (copying) path
+// gives on a non-contiguous tensor with the same values.
+TEST(Reduce, SumOverLeadingDimsNeedsNoCopy) {
+  tl::manual_seed(3);
+  tl::Tensor x = tl::randn({257, 33});
+  tl::Tensor y = x.t().contiguous().t();  // same values, column-major: the general path
+  ASSERT_FALSE(y.is_contiguous());
+  const auto before = tl::memory_stats()["allocation.all.allocated"];
+  tl::Tensor s = x.sum({0});
+  EXPECT_EQ(tl::memory_stats()["allocation.all.allocated"] - before, 1);
+  EXPECT_TRUE(tl::equal(s, y.sum({0})));
+  double naive = 0;
+  for (int64_t i = 0; i < 257; ++i) naive += x[i][5].item<double>();
+  EXPECT_NEAR(s[5].item<double>(), naive, 1e-4);
+
+  tl::Tensor z = tl::randn({4, 5, 6}, tl::kFloat64);
+  tl::Tensor zt = z.permute({2, 1, 0}).contiguous().permute({2, 1, 0});
+  EXPECT_TRUE(tl::equal(z.sum({0, 1}), zt.sum({0, 1})));
+  EXPECT_TRUE(tl::equal(z.sum({0, 1}, true), zt.sum({0, 1}, true)));
+  EXPECT_EQ(z.sum({0, 1}, true).sizes().vec(), (std::vector<int64_t>{1, 1, 6}));
+  // Integers keep the general path's promotion to int64.
+  EXPECT_EQ(tl::ones({3, 2}, tl::kInt32).sum({0}).dtype(), tl::kInt64);
+}
+
 }  // namespace

@@ -11,6 +11,7 @@
 #include <tensorlib/tensorlib.h>
 
 #include "data/conv_reference.h"
+#include "tensorlib/expect_error.h"
 #include "tensorlib/gradcheck.h"
 
 namespace {
@@ -285,18 +286,6 @@ TEST(Conv, ConvTranspose2dModule) {
   EXPECT_EQ(grouped.weight.sizes().vec(), (std::vector<int64_t>{4, 3, 3, 3}));
   EXPECT_FALSE(grouped.bias.defined());
 }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const tl::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-#define EXPECT_ERROR(stmt, text) \
-  EXPECT_NE(error_of([&] { stmt; }).find(text), std::string::npos) << error_of([&] { stmt; })
 
 TEST(Conv, ErrorsNameTheArgument) {
   Tensor x = tl::randn({2, 3, 8, 8}), w = tl::randn({4, 3, 3, 3});

@@ -24,6 +24,7 @@
 #include <tensorlib/nn/module.h>
 #include <tensorlib/optim/optimizer.h>
 #include <tensorlib/tensorlib.h>
+#include "tensorlib/expect_error.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define TIDEMARK_SANITIZED 1
@@ -141,14 +142,7 @@ TEST(FashionMNIST, LimitAndSubsetKeepTheFirstExamples) {
   EXPECT_EQ(raw_pixel_sum(batch.data[1]), kTestPixelSums[0].second);
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const tl::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using tl_test::error_of;
 
 TEST(FashionMNIST, AMissingRootNamesThePathAndThePackage) {
   const std::string root = "/nonexistent/fashion-mnist-" + std::to_string(::getpid());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tensorlib/core/tensor.h"
+#include "tensorlib/expect_error.h"
 
 namespace {
 
@@ -32,14 +33,7 @@ Values values_of(const Tensor& t) {
   return out;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const tl::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using tl_test::error_of;
 
 bool is_index_error(const std::function<void()>& f) {
   try {

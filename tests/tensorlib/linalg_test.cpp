@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tensorlib/core/tensor.h"
+#include "tensorlib/expect_error.h"
 
 namespace {
 
@@ -116,14 +117,7 @@ void expect_matches(const Tensor& got, const Reference& want, double tol) {
         << "element " << i;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const tl::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using tl_test::error_of;
 
 struct ShapeCase {
   Sizes a, b, out;

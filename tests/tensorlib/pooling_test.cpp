@@ -16,6 +16,7 @@
 #include <tensorlib/tensorlib.h>
 
 #include "data/pooling_reference.h"
+#include "tensorlib/expect_error.h"
 #include "tensorlib/gradcheck.h"
 
 namespace {
@@ -224,18 +225,6 @@ TEST(Pooling, NodeNamesAndSavedIndices) {
   EXPECT_EQ(F::interpolate(x, IntPair{8, 8}, {}, "bilinear").grad_fn()->name(),
             "UpsampleBilinear2DBackward0");
 }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const tl::Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
-
-#define EXPECT_ERROR(stmt, text) \
-  EXPECT_NE(error_of([&] { stmt; }).find(text), std::string::npos) << error_of([&] { stmt; })
 
 TEST(Pooling, ErrorsNameTheArgument) {
   Tensor x = tl::randn({1, 2, 5, 5});

@@ -10,6 +10,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libpng-dev zlib1g-dev
   dataset-fashion-mnist
   clang-14 libclang-rt-14-dev
+  qt6-base-dev xvfb xauth
 )
 
 missing=()

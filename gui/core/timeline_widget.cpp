@@ -1,0 +1,474 @@
+#include "gui/core/timeline_widget.h"
+
+#include <QElapsedTimer>
+#include <QHelpEvent>
+#include <QKeyEvent>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QToolTip>
+#include <QWheelEvent>
+#include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
+#include <cmath>
+
+#include "gui/core/table_models.h"
+
+namespace tidemark::gui {
+
+namespace {
+
+constexpr int kLeftMargin = 76;    // px: y-axis labels
+constexpr int kRightMargin = 12;   // px
+constexpr int kTopMargin = 22;     // px: legend
+constexpr int kLaneHeight = 14;    // px: the sync lane under the plot
+constexpr int kBottomMargin = 20;  // px: time-axis labels
+constexpr uint64_t kMinSpanNs = 1000;
+
+// 1, 2, 5 times a power of `base` (10 for times; bytes use powers of 2 via 1024 steps).
+double nice_step(double range, int ticks) {
+  const double raw = range / std::max(1, ticks);
+  const double mag = std::pow(10.0, std::floor(std::log10(std::max(raw, 1e-9))));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (raw <= m * mag) return m * mag;
+  return 10 * mag;
+}
+double nice_byte_step(double range, int ticks) {
+  const double raw = range / std::max(1, ticks);
+  double unit = 1;
+  while (unit * 1024 <= raw) unit *= 1024;
+  for (double m : {1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0})
+    if (raw <= m * unit) return m * unit;
+  return 1024 * unit;
+}
+
+}  // namespace
+
+QColor TimelineWidget::allocatedColor(size_t d) {
+  return d == 0 ? QColor(31, 119, 180) : QColor::fromHsv(int(200 + 67 * d) % 360, 200, 190);
+}
+QColor TimelineWidget::activeColor(size_t d) {
+  return d == 0 ? QColor(44, 160, 44) : QColor::fromHsv(int(120 + 67 * d) % 360, 160, 170);
+}
+QColor TimelineWidget::reservedColor(size_t d) {
+  return d == 0 ? QColor(170, 140, 210) : QColor::fromHsv(int(280 + 67 * d) % 360, 90, 220);
+}
+
+TimelineWidget::TimelineWidget(QWidget* parent) : QWidget(parent) {
+  setMouseTracking(true);
+  setFocusPolicy(Qt::StrongFocus);
+  setMinimumSize(320, 160);
+  connect(&watcher_, &QFutureWatcher<Columns>::finished, this, [this] {
+    applyColumns(watcher_.result());
+    if (query_pending_) {
+      query_pending_ = false;
+      requery();
+    }
+  });
+}
+
+TimelineWidget::~TimelineWidget() {
+  watcher_.waitForFinished();
+}
+
+void TimelineWidget::setTraceData(TraceDataPtr data) {
+  watcher_.waitForFinished();
+  data_ = std::move(data);
+  columns_ = {};
+  resetView();
+}
+
+QRect TimelineWidget::plotRect() const {
+  return QRect(kLeftMargin, kTopMargin, std::max(1, width() - kLeftMargin - kRightMargin),
+               std::max(1, height() - kTopMargin - kLaneHeight - kBottomMargin - 2));
+}
+QRect TimelineWidget::syncLaneRect() const {
+  const QRect p = plotRect();
+  return QRect(p.left(), p.bottom() + 2, p.width(), kLaneHeight);
+}
+
+int TimelineWidget::valueToY(int64_t bytes) const {
+  const QRect p = plotRect();
+  const double f = double(bytes) / double(std::max<int64_t>(1, y_max_));
+  return p.bottom() - int(std::lround(f * (p.height() - 1)));
+}
+double TimelineWidget::tsToX(uint64_t ts) const {
+  const QRect p = plotRect();
+  return p.left() + (double(ts) - double(view_from_)) / double(view_to_ - view_from_) * p.width();
+}
+uint64_t TimelineWidget::xToTs(double x) const {
+  const QRect p = plotRect();
+  const double t = double(view_from_) + (x - p.left()) / p.width() * double(view_to_ - view_from_);
+  return uint64_t(std::clamp(t, double(view_from_), double(view_to_)));
+}
+
+void TimelineWidget::setView(uint64_t from, uint64_t to) {
+  if (!data_) return;
+  const uint64_t lo = data_->origin_ns, hi = std::max(data_->end_ns + 1, lo + kMinSpanNs);
+  uint64_t span = std::clamp<uint64_t>(to > from ? to - from : 1, kMinSpanNs, hi - lo);
+  from = std::clamp<uint64_t>(from, lo, hi - span);
+  view_from_ = from;
+  view_to_ = from + span;
+  requery();
+  update();
+}
+void TimelineWidget::resetView() {
+  if (!data_) return;
+  setView(data_->origin_ns, std::max(data_->end_ns + 1, data_->origin_ns + kMinSpanNs));
+}
+void TimelineWidget::zoomAround(uint64_t ts, double factor) {
+  const double span = double(view_to_ - view_from_) * factor;
+  const double left = double(ts) - (double(ts) - double(view_from_)) * factor;
+  setView(uint64_t(std::max(0.0, left)), uint64_t(std::max(0.0, left + span)));
+}
+void TimelineWidget::panByFraction(double f) {
+  const double shift = double(view_to_ - view_from_) * f;
+  const double from = std::max(0.0, double(view_from_) + shift);
+  setView(uint64_t(from), uint64_t(from) + (view_to_ - view_from_));
+}
+void TimelineWidget::setHighlight(uint64_t from, uint64_t to) {
+  highlight_ = {from, to};
+  if (to < view_from_ || from > view_to_) {  // bring it into view, with some context
+    const uint64_t span = std::max<uint64_t>(to - from, (view_to_ - view_from_) / 4);
+    setView(from > span ? from - span : 0, to + span);
+  }
+  update();
+}
+void TimelineWidget::setSelectedTime(uint64_t ts) {
+  selected_ = ts;
+  update();
+  emit timeSelected(ts);
+}
+
+TimelineWidget::Columns TimelineWidget::query(const TraceData& data, uint64_t from, uint64_t to,
+                                              size_t width) {
+  QElapsedTimer t;
+  t.start();
+  Columns c;
+  data.session->with([&](const analysis::Trace& trace) {
+    for (const analysis::DeviceRef& d : data.devices)
+      c.devices.push_back(analysis::timeline(trace, d.id, {from, to, width}));
+  });
+  c.ms = double(t.nsecsElapsed()) / 1e6;
+  return c;
+}
+
+void TimelineWidget::requery() {
+  if (!data_) return;
+  const size_t width = size_t(plotRect().width());
+  if (synchronous_) {
+    applyColumns(query(*data_, view_from_, view_to_, width));
+    return;
+  }
+  if (watcher_.isRunning()) {
+    query_pending_ = true;
+    return;
+  }
+  watcher_.setFuture(QtConcurrent::run([data = data_, from = view_from_, to = view_to_, width] {
+    return query(*data, from, to, width);
+  }));
+}
+
+void TimelineWidget::applyColumns(Columns c) {
+  columns_ = std::move(c);
+  last_query_ms_ = columns_.ms;
+  int64_t mx = 1;
+  for (const analysis::Timeline& t : columns_.devices)
+    for (const auto* curve : {&t.allocated, &t.active, &t.reserved})
+      for (int64_t v : curve->max) mx = std::max(mx, v);
+  y_max_ = mx + mx / 20;  // headroom for the peak label
+  update();
+}
+
+void TimelineWidget::resizeEvent(QResizeEvent*) {
+  requery();
+}
+
+void TimelineWidget::paintEvent(QPaintEvent*) {
+  QElapsedTimer timer;
+  timer.start();
+  QPainter p(this);
+  p.fillRect(rect(), Qt::white);
+  if (!data_) {
+    p.drawText(rect(), Qt::AlignCenter, tr("No trace"));
+    return;
+  }
+  const QRect plot = plotRect();
+  drawAxes(p, plot);
+  p.save();
+  p.setClipRect(plot.adjusted(0, -kTopMargin, 1, 1));
+  if (highlight_) {
+    const double x0 = tsToX(highlight_->first), x1 = tsToX(highlight_->second);
+    p.fillRect(QRectF(x0, plot.top(), std::max(2.0, x1 - x0), plot.height()),
+               QColor(255, 200, 0, 70));
+  }
+  if (range_) {
+    const double x0 = tsToX(std::min(range_->first, range_->second));
+    const double x1 = tsToX(std::max(range_->first, range_->second));
+    p.fillRect(QRectF(x0, plot.top(), x1 - x0, plot.height()), QColor(0, 90, 255, 40));
+  }
+  drawCurves(p, plot);
+  drawMarkers(p, plot);
+  if (selected_) {
+    p.setPen(QPen(QColor(220, 0, 0), 1));
+    const double x = tsToX(*selected_);
+    p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()));
+  }
+  p.restore();
+  drawSyncLane(p);
+  last_paint_ms_ = double(timer.nsecsElapsed()) / 1e6;
+}
+
+void TimelineWidget::drawAxes(QPainter& p, const QRect& plot) {
+  p.setPen(QColor(120, 120, 120));
+  p.drawRect(plot.adjusted(0, 0, -1, -1));
+  const QFontMetrics fm = p.fontMetrics();
+  // Bytes.
+  const double ystep = nice_byte_step(double(y_max_), std::max(2, plot.height() / 40));
+  for (double v = 0; v <= double(y_max_); v += ystep) {
+    const int y = valueToY(int64_t(v));
+    p.setPen(QColor(235, 235, 235));
+    p.drawLine(plot.left() + 1, y, plot.right() - 1, y);
+    p.setPen(Qt::black);
+    p.drawText(QRect(0, y - fm.height() / 2, kLeftMargin - 6, fm.height()),
+               Qt::AlignRight | Qt::AlignVCenter, bytes_text(int64_t(v)));
+  }
+  // Time, relative to the trace origin.
+  const double span = double(view_to_ - view_from_);
+  const double tstep = nice_step(span, std::max(2, plot.width() / 110));
+  const double rel0 = double(view_from_ - data_->origin_ns);
+  const int label_y = syncLaneRect().bottom() + 2;
+  for (double t = std::ceil(rel0 / tstep) * tstep; t <= rel0 + span; t += tstep) {
+    const double x = tsToX(data_->origin_ns + uint64_t(t));
+    p.setPen(QColor(200, 200, 200));
+    p.drawLine(QPointF(x, plot.bottom()), QPointF(x, plot.bottom() + 3));
+    p.setPen(Qt::black);
+    p.drawText(QRectF(x - 50, label_y, 100, fm.height()), Qt::AlignHCenter,
+               duration_text(uint64_t(t)));
+  }
+  // Legend.
+  int x = plot.left();
+  for (size_t d = 0; d < data_->devices.size(); ++d) {
+    const std::pair<QString, QColor> items[] = {
+        {QString::fromStdString(data_->devices[d].name) + " allocated", allocatedColor(d)},
+        {"active", activeColor(d)},
+        {"reserved", reservedColor(d)}};
+    for (const auto& [label, color] : items) {
+      p.fillRect(x, 6, 10, 10, color);
+      p.setPen(Qt::black);
+      p.drawText(x + 14, 15, label);
+      x += 24 + fm.horizontalAdvance(label);
+    }
+  }
+  p.drawText(QRect(x, 2, plot.right() - x, kTopMargin - 4), Qt::AlignRight | Qt::AlignVCenter,
+             tr("wheel: zoom  drag: pan  shift+drag: select  0: reset"));
+}
+
+// One column per pixel: a vertical stroke from the column's min to its max, then on to its
+// last value, so spikes narrower than a pixel stay visible (the LOD rows keep min and max).
+void TimelineWidget::drawCurves(QPainter& p, const QRect& plot) {
+  p.setRenderHint(QPainter::Antialiasing, false);
+  for (size_t d = 0; d < columns_.devices.size(); ++d) {
+    const analysis::Timeline& t = columns_.devices[d];
+    const size_t n = t.width();
+    struct Curve {
+      const analysis::CurveColumns* c;
+      QColor color;
+      bool fill;
+    };
+    const Curve curves[] = {{&t.reserved, reservedColor(d), true},
+                            {&t.active, activeColor(d), false},
+                            {&t.allocated, allocatedColor(d), false}};
+    for (const Curve& c : curves) {
+      QPolygonF line;
+      line.reserve(int(3 * n));
+      for (size_t i = 0; i < n; ++i) {
+        const double x = std::floor(tsToX(t.from_ts + i * t.column_ns));
+        if (x < plot.left() - 1 || x > plot.right() + 1) continue;
+        line << QPointF(x, valueToY(c.c->min[i])) << QPointF(x, valueToY(c.c->max[i]))
+             << QPointF(x, valueToY(c.c->last[i]));
+      }
+      if (line.isEmpty()) continue;
+      if (c.fill) {
+        QPolygonF area = line;
+        area << QPointF(line.back().x(), plot.bottom()) << QPointF(line.front().x(), plot.bottom());
+        QColor f = c.color;
+        f.setAlpha(60);
+        p.setPen(Qt::NoPen);
+        p.setBrush(f);
+        p.drawPolygon(area);
+        p.setBrush(Qt::NoBrush);
+      }
+      p.setPen(QPen(c.color, 1));
+      p.drawPolyline(line);
+    }
+  }
+  // Step boundaries.
+  p.setPen(QPen(QColor(140, 140, 140), 1, Qt::DotLine));
+  const QFontMetrics fm = p.fontMetrics();
+  double last_label = -1e9;
+  for (const auto& [number, ts] : data_->steps) {
+    if (ts < view_from_ || ts > view_to_) continue;
+    const double x = tsToX(ts);
+    p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()));
+    if (x - last_label > fm.horizontalAdvance("0000") + 8) {
+      p.drawText(QPointF(x + 2, plot.bottom() - 3), QString::number(number));
+      last_label = x;
+    }
+  }
+}
+
+void TimelineWidget::drawMarkers(QPainter& p, const QRect& plot) {
+  markers_.clear();
+  p.setRenderHint(QPainter::Antialiasing, true);
+  for (size_t d = 0; d < data_->devices.size() && d < data_->peaks.size(); ++d) {
+    const auto& peak = data_->peaks[d];
+    if (!peak || peak->ts_ns < view_from_ || peak->ts_ns >= view_to_) continue;
+    const int x = int(std::floor(tsToX(peak->ts_ns)));
+    const int y = valueToY(peak->bytes);
+    markers_.push_back({data_->devices[d].name, peak->ts_ns, peak->bytes, QPoint(x, y)});
+    // Above the point, so the curve's own pixel stays visible.
+    QPolygonF tri;
+    tri << QPointF(x, y - 3) << QPointF(x - 5, y - 11) << QPointF(x + 5, y - 11);
+    p.setPen(Qt::NoPen);
+    p.setBrush(QColor(214, 39, 40));
+    p.drawPolygon(tri);
+    p.setBrush(Qt::NoBrush);
+    p.setPen(QColor(214, 39, 40));
+    const QString label = tr("peak %1").arg(bytes_text(peak->bytes));
+    const int w = p.fontMetrics().horizontalAdvance(label);
+    const int lx = std::clamp(x + 7, plot.left() + 2, plot.right() - w - 2);
+    p.drawText(QPoint(lx, std::max(plot.top() + 12, y - 4)), label);
+  }
+  p.setRenderHint(QPainter::Antialiasing, false);
+}
+
+void TimelineWidget::drawSyncLane(QPainter& p) {
+  const QRect lane = syncLaneRect();
+  p.fillRect(lane, QColor(248, 248, 248));
+  p.setPen(QColor(90, 90, 90));
+  p.drawText(QRect(0, lane.top(), kLeftMargin - 6, lane.height()),
+             Qt::AlignRight | Qt::AlignVCenter, tr("syncs"));
+  const auto& s = data_->sync_events;
+  auto it = std::lower_bound(s.begin(), s.end(), view_from_,
+                             [](const SyncEvent& e, uint64_t ts) { return e.ts < ts; });
+  p.setPen(QColor(230, 110, 0));
+  int last_x = -1;
+  for (; it != s.end() && it->ts < view_to_; ++it) {
+    const int x = int(tsToX(it->ts));
+    if (x == last_x) continue;  // one tick per pixel
+    p.drawLine(x, lane.top() + 2, x, lane.bottom() - 2);
+    last_x = x;
+  }
+}
+
+QString TimelineWidget::syncTooltip(const QPoint& pos) const {
+  if (!data_ || !syncLaneRect().adjusted(0, -2, 0, 2).contains(pos)) return {};
+  const uint64_t t0 = xToTs(pos.x() - 3), t1 = xToTs(pos.x() + 3);
+  const auto& s = data_->sync_events;
+  auto it = std::lower_bound(s.begin(), s.end(), t0,
+                             [](const SyncEvent& e, uint64_t ts) { return e.ts < ts; });
+  if (it == s.end() || it->ts > t1) return {};
+  size_t n = 0;
+  for (auto j = it; j != s.end() && j->ts <= t1; ++j) ++n;
+  QString text =
+      tr("<b>%1 sync</b> at %2, waited %3<br>%4")
+          .arg(QString::fromStdString(it->kind), duration_text(it->ts - data_->origin_ns),
+               duration_text(it->duration_ns), QString::fromStdString(it->site).toHtmlEscaped());
+  const auto frames = data_->session->with(
+      [&](const analysis::Trace& trace) { return trace.stack_frames(it->stack_id); });
+  for (size_t i = 0; i < frames.size() && i < 8; ++i)
+    text += "<br>&nbsp;&nbsp;" + QString::fromStdString(frames[i]).toHtmlEscaped();
+  if (n > 1) text += tr("<br>(+%1 more within 3 px)").arg(n - 1);
+  return text;
+}
+
+bool TimelineWidget::event(QEvent* e) {
+  if (e->type() == QEvent::ToolTip) {
+    auto* he = static_cast<QHelpEvent*>(e);
+    const QString tip = syncTooltip(he->pos());
+    if (tip.isEmpty())
+      QToolTip::hideText();
+    else
+      QToolTip::showText(he->globalPos(), tip, this);
+    return true;
+  }
+  return QWidget::event(e);
+}
+
+void TimelineWidget::wheelEvent(QWheelEvent* e) {
+  if (!data_) return;
+  const double steps = e->angleDelta().y() / 120.0;
+  zoomAround(xToTs(e->position().x()), std::pow(0.8, steps));
+  e->accept();
+}
+
+void TimelineWidget::mousePressEvent(QMouseEvent* e) {
+  if (e->button() != Qt::LeftButton) return;
+  press_pos_ = e->position().toPoint();
+  press_from_ = view_from_;
+  press_to_ = view_to_;
+  selecting_ = e->modifiers() & Qt::ShiftModifier;
+  dragging_ = !selecting_;
+  if (selecting_) range_ = {xToTs(press_pos_.x()), xToTs(press_pos_.x())};
+}
+
+void TimelineWidget::mouseMoveEvent(QMouseEvent* e) {
+  const QPoint pos = e->position().toPoint();
+  if (selecting_) {
+    range_->second = xToTs(pos.x());
+    update();
+  } else if (dragging_) {
+    const double ns_per_px = double(press_to_ - press_from_) / plotRect().width();
+    const double from = double(press_from_) - (pos.x() - press_pos_.x()) * ns_per_px;
+    setView(uint64_t(std::max(0.0, from)),
+            uint64_t(std::max(0.0, from)) + (press_to_ - press_from_));
+  }
+}
+
+void TimelineWidget::mouseReleaseEvent(QMouseEvent* e) {
+  if (e->button() != Qt::LeftButton) return;
+  const bool click = (e->position().toPoint() - press_pos_).manhattanLength() < 4;
+  if (click && plotRect().contains(press_pos_)) {
+    if (selecting_) range_.reset();
+    setSelectedTime(xToTs(press_pos_.x()));
+  } else if (selecting_ && range_) {
+    auto [a, b] = std::minmax(range_->first, range_->second);
+    emit rangeSelected(a, b);
+  }
+  dragging_ = selecting_ = false;
+}
+
+void TimelineWidget::keyPressEvent(QKeyEvent* e) {
+  const uint64_t mid = view_from_ + (view_to_ - view_from_) / 2;
+  switch (e->key()) {
+    case Qt::Key_Plus:
+    case Qt::Key_Equal:
+      zoomAround(mid, 0.5);
+      break;
+    case Qt::Key_Minus:
+      zoomAround(mid, 2.0);
+      break;
+    case Qt::Key_Left:
+      panByFraction(-0.2);
+      break;
+    case Qt::Key_Right:
+      panByFraction(0.2);
+      break;
+    case Qt::Key_0:
+      range_.reset();
+      resetView();
+      break;
+    case Qt::Key_Z:
+    case Qt::Key_Return:
+      if (range_) {
+        auto [a, b] = std::minmax(range_->first, range_->second);
+        range_.reset();
+        setView(a, b);
+      }
+      break;
+    default:
+      QWidget::keyPressEvent(e);
+  }
+}
+
+}  // namespace tidemark::gui

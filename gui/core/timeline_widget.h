@@ -1,0 +1,104 @@
+// TimelineWidget: allocated, active and reserved bytes per device over time, drawn with
+// QPainter from analysis::timeline() at the plot's pixel width (one level-of-detail column
+// per pixel, see docs/gui.md), with the peak marked, step boundaries and a lane of syncs.
+// Zoom (wheel, +/-), pan (drag, arrows), select a range (shift+drag), pick a time (click),
+// reset (0). A zoom requeries the visible range in the thread pool; until the answer comes
+// the previous columns are drawn at their own times, so nothing jumps.
+#pragma once
+
+#include <QFutureWatcher>
+#include <QWidget>
+#include <optional>
+#include <vector>
+
+#include "gui/core/trace_loader.h"
+
+namespace tidemark::gui {
+
+class TimelineWidget : public QWidget {
+  Q_OBJECT
+ public:
+  explicit TimelineWidget(QWidget* parent = nullptr);
+  ~TimelineWidget() override;
+
+  void setTraceData(TraceDataPtr data);
+  // Query synchronously from now on (screenshots, tests) instead of in the thread pool.
+  void setSynchronous(bool sync) { synchronous_ = sync; }
+
+  uint64_t viewFrom() const { return view_from_; }
+  uint64_t viewTo() const { return view_to_; }
+  void setView(uint64_t from, uint64_t to);
+  void resetView();
+  void zoomAround(uint64_t ts, double factor);  // factor < 1 zooms in
+  void panByFraction(double f);
+  void setHighlight(uint64_t from, uint64_t to);
+  void setSelectedTime(uint64_t ts);
+  std::optional<uint64_t> selectedTime() const { return selected_; }
+
+  // Geometry, for tests and tools.
+  QRect plotRect() const;
+  QRect syncLaneRect() const;
+  int valueToY(int64_t bytes) const;
+  double tsToX(uint64_t ts) const;
+  uint64_t xToTs(double x) const;
+  int64_t yMaxBytes() const { return y_max_; }
+  struct PeakMarker {
+    std::string device;
+    uint64_t ts = 0;
+    int64_t bytes = 0;
+    QPoint pos;
+  };
+  // Markers drawn by the last paint.
+  const std::vector<PeakMarker>& peakMarkers() const { return markers_; }
+  double lastPaintMs() const { return last_paint_ms_; }
+  double lastQueryMs() const { return last_query_ms_; }
+  static QColor allocatedColor(size_t device);
+  static QColor activeColor(size_t device);
+  static QColor reservedColor(size_t device);
+
+ signals:
+  void timeSelected(quint64 ts);
+  void rangeSelected(quint64 from, quint64 to);
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+  void resizeEvent(QResizeEvent*) override;
+  void wheelEvent(QWheelEvent*) override;
+  void mousePressEvent(QMouseEvent*) override;
+  void mouseMoveEvent(QMouseEvent*) override;
+  void mouseReleaseEvent(QMouseEvent*) override;
+  void keyPressEvent(QKeyEvent*) override;
+  bool event(QEvent*) override;
+
+ private:
+  struct Columns {
+    std::vector<analysis::Timeline> devices;
+    double ms = 0;
+  };
+  void requery();
+  static Columns query(const TraceData& data, uint64_t from, uint64_t to, size_t width);
+  void applyColumns(Columns c);
+  void drawAxes(QPainter& p, const QRect& plot);
+  void drawCurves(QPainter& p, const QRect& plot);
+  void drawMarkers(QPainter& p, const QRect& plot);
+  void drawSyncLane(QPainter& p);
+  QString syncTooltip(const QPoint& pos) const;
+
+  TraceDataPtr data_;
+  uint64_t view_from_ = 0, view_to_ = 1;
+  Columns columns_;
+  int64_t y_max_ = 1;
+  bool synchronous_ = false;
+  bool query_pending_ = false;
+  QFutureWatcher<Columns> watcher_;
+  std::optional<uint64_t> selected_;
+  std::optional<std::pair<uint64_t, uint64_t>> highlight_, range_;
+  // Mouse drag state.
+  QPoint press_pos_;
+  uint64_t press_from_ = 0, press_to_ = 0;
+  bool dragging_ = false, selecting_ = false;
+  std::vector<PeakMarker> markers_;
+  double last_paint_ms_ = 0, last_query_ms_ = 0;
+};
+
+}  // namespace tidemark::gui

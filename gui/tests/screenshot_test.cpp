@@ -1,0 +1,54 @@
+// `tidemark-gui --screenshot`: writes a non-blank PNG of each view and exits 0; a bad file
+// exits 2 with one line naming it.
+#include <QFile>
+#include <QImage>
+#include <QProcess>
+#include <QSet>
+#include <QTest>
+
+#include "gui/tests/test_traces.h"
+
+using namespace tidemark::gui::testing;
+
+class ScreenshotTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void writesANonBlankImageOfEachView_data() {
+    QTest::addColumn<QString>("view");
+    QTest::newRow("timeline") << "timeline";
+    QTest::newRow("allocator") << "allocator";
+    QTest::newRow("summary") << "summary";
+  }
+  void writesANonBlankImageOfEachView() {
+    QFETCH(QString, view);
+    const QString trace = recorded_trace();
+    QVERIFY(!trace.isEmpty());
+    const QString out = test_dir() + "/" + view + ".png";
+    QFile::remove(out);
+    QProcess p;
+    p.start(TIDEMARK_GUI_EXE, {"--screenshot", out, "--view", view, trace});
+    QVERIFY(p.waitForFinished(120000));
+    QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+    QImage img(out);
+    QVERIFY(!img.isNull());
+    QVERIFY(img.width() >= 800 && img.height() >= 600);
+    QSet<QRgb> colors;
+    for (int y = 0; y < img.height(); y += 3)
+      for (int x = 0; x < img.width(); x += 3) colors.insert(img.pixel(x, y));
+    QVERIFY2(colors.size() > 8, qPrintable(QString::number(colors.size())));
+  }
+
+  void badFileExitsTwoWithOneLine() {
+    const QString bad = write_file("bad.db", "not a trace");
+    QProcess p;
+    p.start(TIDEMARK_GUI_EXE, {"--screenshot", test_dir() + "/bad.png", bad});
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitCode(), 2);
+    const QString err = QString::fromUtf8(p.readAllStandardError()).trimmed();
+    QVERIFY2(err.contains(bad) && !err.contains('\n'), qPrintable(err));
+    QVERIFY(!QFile::exists(test_dir() + "/bad.png"));
+  }
+};
+
+QTEST_MAIN(ScreenshotTest)
+#include "screenshot_test.moc"

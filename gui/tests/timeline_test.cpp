@@ -1,0 +1,158 @@
+// TimelineWidget rendering a recorded trace into a QImage: the highest drawn allocated pixel
+// lies at the peak value's y, the peak marker sits at analysis::peak()'s time, zooming keeps
+// the time under the cursor, and the allocator state at the peak adds up to the peak.
+#include <QApplication>
+#include <QElapsedTimer>
+#include <QImage>
+#include <QSignalSpy>
+#include <QTest>
+#include <QWheelEvent>
+
+#include "gui/core/allocator_widget.h"
+#include "gui/core/timeline_widget.h"
+#include "gui/core/trace_loader.h"
+#include "gui/tests/test_traces.h"
+#include "profiler/analysis/memory.h"
+
+using namespace tidemark::gui;
+using namespace tidemark::gui::testing;
+
+class TimelineTest : public QObject {
+  Q_OBJECT
+  TraceDataPtr data_;
+  std::optional<tidemark::store::Peak> peak_;
+
+  static QImage render(QWidget& w) {
+    QImage img(w.size(), QImage::Format_RGB32);
+    w.render(&img);
+    return img;
+  }
+  // The smallest y of a pixel of exactly `color` inside `r`; -1 when none.
+  static int topmost(const QImage& img, const QRect& r, QColor color) {
+    for (int y = r.top(); y <= r.bottom(); ++y)
+      for (int x = r.left(); x <= r.right(); ++x)
+        if (img.pixelColor(x, y) == color) return y;
+    return -1;
+  }
+
+ private slots:
+  void initTestCase() {
+    const QString path = recorded_trace();
+    QString error;
+    data_ = TraceLoader::load_now(path, &error);
+    QVERIFY2(data_, qPrintable(error));
+    auto trace = tidemark::analysis::Trace::open(path.toStdString());
+    peak_ = tidemark::analysis::peak(trace, data_->devices[0].id);
+    QVERIFY(peak_);
+  }
+
+  void highestAllocatedPixelIsThePeak() {
+    TimelineWidget w;
+    w.setSynchronous(true);
+    w.resize(1000, 400);
+    w.setTraceData(data_);
+    const QImage img = render(w);
+    const QRect plot = w.plotRect();
+    const int y = topmost(img, plot, TimelineWidget::allocatedColor(0));
+    QVERIFY(y >= 0);
+    QVERIFY2(std::abs(y - w.valueToY(peak_->bytes)) <= 1,
+             qPrintable(QString("drawn %1, peak at %2").arg(y).arg(w.valueToY(peak_->bytes))));
+    // The peak is not clipped: the y range holds it with headroom.
+    QVERIFY(w.yMaxBytes() > peak_->bytes);
+  }
+
+  void peakMarkerIsAtTheAnalysisPeak() {
+    TimelineWidget w;
+    w.setSynchronous(true);
+    w.resize(1000, 400);
+    w.setTraceData(data_);
+    render(w);
+    QCOMPARE(w.peakMarkers().size(), size_t(1));
+    const auto& m = w.peakMarkers()[0];
+    QCOMPARE(m.ts, peak_->ts_ns);
+    QCOMPARE(m.bytes, peak_->bytes);
+    QCOMPARE(m.pos.y(), w.valueToY(peak_->bytes));
+    QVERIFY(std::abs(m.pos.x() - w.tsToX(peak_->ts_ns)) <= 1);
+  }
+
+  void zoomedInAroundThePeakTheCurveStillReachesIt() {
+    TimelineWidget w;
+    w.setSynchronous(true);
+    w.resize(800, 300);
+    w.setTraceData(data_);
+    for (int i = 0; i < 6; ++i) w.zoomAround(peak_->ts_ns, 0.5);
+    QVERIFY(w.viewTo() - w.viewFrom() < (data_->end_ns - data_->origin_ns) / 32);
+    QVERIFY(w.viewFrom() <= peak_->ts_ns && peak_->ts_ns < w.viewTo());
+    const QImage img = render(w);
+    const int y = topmost(img, w.plotRect(), TimelineWidget::allocatedColor(0));
+    QVERIFY(std::abs(y - w.valueToY(peak_->bytes)) <= 1);
+  }
+
+  void wheelZoomKeepsTheTimeUnderTheCursor() {
+    TimelineWidget w;
+    w.setSynchronous(true);
+    w.resize(800, 300);
+    w.setTraceData(data_);
+    const QPointF at(w.plotRect().left() + 300, w.plotRect().center().y());
+    const uint64_t before = w.xToTs(at.x());
+    QWheelEvent wheel(at, w.mapToGlobal(at), {}, QPoint(0, 120), Qt::NoButton, Qt::NoModifier,
+                      Qt::NoScrollPhase, false);
+    QApplication::sendEvent(&w, &wheel);
+    const uint64_t span = w.viewTo() - w.viewFrom();
+    QVERIFY(span < data_->end_ns + 1 - data_->origin_ns);
+    QVERIFY(std::llabs(int64_t(w.xToTs(at.x())) - int64_t(before)) <= int64_t(span / 400 + 1));
+    QTest::keyClick(&w, Qt::Key_0);
+    QCOMPARE(w.viewFrom(), data_->origin_ns);
+  }
+
+  void clickSelectsATime() {
+    TimelineWidget w;
+    w.setSynchronous(true);
+    w.resize(800, 300);
+    w.setTraceData(data_);
+    QSignalSpy spy(&w, &TimelineWidget::timeSelected);
+    const QPoint at(w.plotRect().left() + 200, w.plotRect().center().y());
+    QTest::mouseClick(&w, Qt::LeftButton, {}, at);
+    QCOMPARE(spy.count(), 1);
+    QCOMPARE(spy.at(0).at(0).toULongLong(), quint64(w.xToTs(at.x())));
+  }
+
+  void frameTimesWhileZooming() {
+    TimelineWidget w;
+    w.setSynchronous(true);
+    w.resize(1600, 500);
+    w.setTraceData(data_);
+    QImage img(w.size(), QImage::Format_RGB32);
+    double worst = 0;
+    for (int i = 0; i < 20; ++i) {
+      QElapsedTimer t;
+      t.start();
+      w.zoomAround(peak_->ts_ns, i < 10 ? 0.7 : 1 / 0.7);
+      w.render(&img);
+      worst = std::max(worst, double(t.nsecsElapsed()) / 1e6);
+    }
+    qInfo("worst zoom frame (query + paint) at 1600 px: %.2f ms", worst);
+  }
+
+  void allocatorStateAtThePeakHoldsThePeak() {
+    AllocatorState st = data_->session->with([&](const tidemark::analysis::Trace& trace) {
+      return allocator_state(trace, data_->devices[0].id, peak_->ts_ns);
+    });
+    QVERIFY(!st.segments.empty());
+    int64_t allocated = 0;
+    for (const SegmentState& s : st.segments)
+      for (const BlockState& b : s.blocks) {
+        QVERIFY(b.addr >= s.addr && b.addr + b.size <= s.addr + s.size);
+        if (!b.pending_free) allocated += int64_t(b.size);
+      }
+    QCOMPARE(allocated, peak_->bytes);
+    AllocatorWidget w;
+    w.resize(900, 300);
+    w.setState(st);
+    const QImage img = render(w);
+    QVERIFY(topmost(img, img.rect(), AllocatorWidget::allocatedColor()) >= 0);
+  }
+};
+
+QTEST_MAIN(TimelineTest)
+#include "timeline_test.moc"

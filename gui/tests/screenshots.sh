@@ -7,11 +7,11 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-build}
 case $build in /*) ;; *) build=$root/$build ;; esac
 gui=$build/gui/tidemark-gui
-cli=$build/cli/tidemark
+
 [ -x "$gui" ] || { echo "screenshots.sh: $gui not built (needs Qt 6)" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$cli" record -o "$tmp/train_mlp.db" -- "$build/samples/train_mlp" 20 >/dev/null
+TIDEMARK_OUTPUT="$tmp/train_mlp.db" "$build/samples/train_mlp" 20 >/dev/null
 mkdir -p "$root/docs/images"
 for view in timeline allocator summary; do
   QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" \

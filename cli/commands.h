@@ -28,6 +28,7 @@ struct RecordArgs {
   int stacks = 16;
   bool no_stacks = false;
   bool no_tensors = false;
+  bool no_cuda = false;  // do not inject libtidemark_inject.so (CUDA and NVTX)
   std::vector<std::string> command;
 };
 int run_record(const RecordArgs& a);

@@ -1,6 +1,9 @@
 // tidemark record: runs a program (fork + exec, no shell) with the environment that makes a
 // program linked with Tidemark::autostart record itself, then finalizes the trace here, so a
-// child that crashed or was killed still leaves a finalized trace.
+// child that crashed or was killed still leaves a finalized trace. Unless --no-cuda, the child
+// also gets libtidemark_inject.so through CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH, so
+// an unmodified CUDA program (PyTorch included) records its CUDA memory, copies, syncs and
+// NVTX ranges into the same trace (docs/interpose.md).
 #include <fcntl.h>
 #include <fmt/core.h>
 #include <signal.h>
@@ -11,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -52,29 +56,60 @@ void print_summary(const std::string& path) {
   fmt::print(stderr, "tidemark: next: tidemark summary {}\n", path);
 }
 
+// libtidemark_inject.so: next to the executable (build tree, then install layout), then where
+// the build put it or installs it. Empty when this build has none.
+std::string inject_library() {
+#ifdef TIDEMARK_INJECT_NAME
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  std::vector<std::filesystem::path> candidates;
+  if (!ec) {
+    candidates.push_back(exe.parent_path() / ".." / "interpose" / TIDEMARK_INJECT_NAME);
+    candidates.push_back(exe.parent_path() / ".." / TIDEMARK_INJECT_LIBDIR / TIDEMARK_INJECT_NAME);
+  }
+  candidates.push_back(TIDEMARK_INJECT_INSTALL_PATH);
+  candidates.push_back(TIDEMARK_INJECT_BUILD_PATH);
+  for (const auto& c : candidates) {
+    if (std::filesystem::is_regular_file(c, ec))
+      return std::filesystem::weakly_canonical(c, ec).string();
+  }
+  fmt::print(stderr, "tidemark: {} not found next to {} or at {}: CUDA and NVTX not recorded\n",
+             TIDEMARK_INJECT_NAME, exe.string(), TIDEMARK_INJECT_INSTALL_PATH);
+#endif
+  return {};
+}
+
 }  // namespace
 
 int run_record(const RecordArgs& a) {
   if (a.command.empty()) throw UsageError("record: no command given (tidemark record -- CMD ...)");
   const int stacks = a.no_stacks ? 0 : a.stacks;
 
+  const std::string inject = a.no_cuda ? std::string() : inject_library();
+
   // The exec result travels back through a close-on-exec pipe: empty on success, errno else.
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw UsageError(std::string("record: pipe: ") + std::strerror(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw UsageError(std::string("record: pipe: ") + std::strerror(errno));
 
   // Resolve the output path before forking only when given; the default needs the child pid.
   pid_t pid = ::fork();
   if (pid < 0) throw UsageError(std::string("record: fork: ") + std::strerror(errno));
   if (pid == 0) {
     ::close(fds[0]);
-    std::string out = a.output.empty()
-                          ? "tidemark-" + program_name(a.command[0]) + "-" +
-                                std::to_string(::getpid()) + ".db"
-                          : a.output;
+    std::string out = a.output.empty() ? "tidemark-" + program_name(a.command[0]) + "-" +
+                                             std::to_string(::getpid()) + ".db"
+                                       : a.output;
     ::setenv("TIDEMARK_OUTPUT", out.c_str(), 1);
     ::setenv("TIDEMARK_STACKS", std::to_string(stacks).c_str(), 1);
     ::setenv("TIDEMARK_TENSORS", a.no_tensors ? "0" : "1", 1);
     ::setenv("TIDEMARK_FINALIZE", "0", 1);
+    // Processes the program starts write their own <stem>-<pid> files (docs/interpose.md).
+    ::setenv("TIDEMARK_ROOT_PID", std::to_string(::getpid()).c_str(), 1);
+    if (!inject.empty()) {
+      ::setenv("CUDA_INJECTION64_PATH", inject.c_str(), 1);
+      ::setenv("NVTX_INJECTION64_PATH", inject.c_str(), 1);
+    }
     std::vector<char*> argv;
     for (const std::string& s : a.command) argv.push_back(const_cast<char*>(s.c_str()));
     argv.push_back(nullptr);
@@ -90,7 +125,8 @@ int run_record(const RecordArgs& a) {
   sa.sa_handler = forward_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  struct sigaction old_int {}, old_term {};
+  struct sigaction old_int {
+  }, old_term{};
   ::sigaction(SIGINT, &sa, &old_int);
   ::sigaction(SIGTERM, &sa, &old_term);
 

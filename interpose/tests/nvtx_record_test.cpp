@@ -1,0 +1,75 @@
+// NVTX injection end to end: `tidemark record` runs a program that uses NVTX and no CUDA; the
+// trace's scopes and marks are checked exactly, for the program and for the child it spawns
+// (which writes its own file, with its pid in the name).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "interpose/tests/run_program.h"
+#include "interpose/tests/trace_rows.h"
+
+using namespace tidemark::interpose::testing;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+namespace {
+
+std::filesystem::path temp_dir() {
+  auto dir = std::filesystem::temp_directory_path() / ("tidemark_nvtx_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+void expect_nvtx_rows(const std::string& path) {
+  EXPECT_THAT(rows(path,
+                   "SELECT n.text, p.text, s.depth, s.value, s.pop_ts > s.push_ts FROM scopes s "
+                   "JOIN strings n ON n.id = s.name JOIN strings p ON p.id = s.path "
+                   "ORDER BY s.push_seq"),
+              ElementsAre("outer|outer|0|0|1", "inner|outer/inner|1|0|1", "load|load|0|0|1",
+                          "registered step|registered step|0|1|1"));
+  // The start/end range began inside "outer" and ended after it.
+  EXPECT_THAT(rows(path,
+                   "SELECT l.push_ts > o.push_ts AND l.push_ts < o.pop_ts AND l.pop_ts > o.pop_ts "
+                   "FROM scopes l, scopes o WHERE l.name = (SELECT id FROM strings WHERE text = "
+                   "'load') AND o.name = (SELECT id FROM strings WHERE text = 'outer')"),
+              ElementsAre("1"));
+  EXPECT_THAT(rows(path,
+                   "SELECT s.text, m.value FROM marks m JOIN strings s ON s.id = m.name "
+                   "ORDER BY m.seq"),
+              ElementsAre("nvtx_category:0:3:io|3", "hello|0", "nvtx_domain:app|1", "dmark|1"));
+  EXPECT_THAT(rows(path, "SELECT value FROM meta WHERE key = 'finalized'"), ElementsAre("1"));
+}
+
+TEST(InterposeNvtx, RecordedEndToEndWithChildProcess) {
+  const auto dir = temp_dir();
+  const std::string trace = (dir / "nvtx.db").string();
+  RunResult r = run_program(
+      {TIDEMARK_CLI, "record", "--no-stacks", "-o", trace, "--", TIDEMARK_NVTX_SAMPLE, "spawn"}, {},
+      {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"});
+  EXPECT_EQ(r.status, 5) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("tidemark: recorded ")) << r.err;
+  int child = 0, child_status = 0;
+  ASSERT_EQ(std::sscanf(r.out.c_str(), "%d %d", &child, &child_status), 2) << r.out;
+  EXPECT_EQ(child_status, 5);
+  expect_nvtx_rows(trace);
+  const std::string child_trace = (dir / ("nvtx-" + std::to_string(child) + ".db")).string();
+  ASSERT_TRUE(std::filesystem::exists(child_trace)) << child_trace;
+  expect_nvtx_rows(child_trace);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(InterposeNvtx, NoCudaTurnsInjectionOff) {
+  const auto dir = temp_dir();
+  const std::string trace = (dir / "off.db").string();
+  RunResult r =
+      run_program({TIDEMARK_CLI, "record", "--no-cuda", "-o", trace, "--", TIDEMARK_NVTX_SAMPLE},
+                  {}, {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"});
+  EXPECT_EQ(r.status, 5) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("wrote no trace"));
+  EXPECT_FALSE(std::filesystem::exists(trace));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace

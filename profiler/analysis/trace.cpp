@@ -50,8 +50,8 @@ const DeviceRef& Trace::device(std::string_view spec) const {
     if (d.name == want || d.description == spec) return d;
   std::string known;
   for (const DeviceRef& d : devices_) known += (known.empty() ? "" : ", ") + d.name;
-  throw std::invalid_argument("no device '" + std::string(spec) + "' in the trace (it has: " +
-                              (known.empty() ? "none" : known) + ")");
+  throw std::invalid_argument("no device '" + std::string(spec) +
+                              "' in the trace (it has: " + (known.empty() ? "none" : known) + ")");
 }
 
 const DeviceRef* Trace::device_by_id(int64_t id) const {
@@ -88,9 +88,12 @@ std::string_view qualified_name(std::string_view f) {
   size_t start = 0, end = f.size();
   for (size_t i = 0; i < f.size(); ++i) {
     char c = f[i];
-    if (f.substr(i).starts_with(kAnonymous)) i += kAnonymous.size() - 1;
-    else if (c == '<') ++depth;
-    else if (c == '>') --depth;
+    if (f.substr(i).starts_with(kAnonymous))
+      i += kAnonymous.size() - 1;
+    else if (c == '<')
+      ++depth;
+    else if (c == '>')
+      --depth;
     else if (c == '(' && depth == 0) {
       end = i;
       break;
@@ -101,22 +104,35 @@ std::string_view qualified_name(std::string_view f) {
   return start < end ? f.substr(start, end - start) : f;
 }
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool contains(std::string_view s, std::string_view p) { return s.find(p) != std::string_view::npos; }
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
+bool contains(std::string_view s, std::string_view p) {
+  return s.find(p) != std::string_view::npos;
+}
 
 // Program entry points, thread trampolines and the C runtime: never a useful site.
 bool is_runtime(const store::ResolvedFrame& f) {
   std::string_view name = qualified_name(f.function);
-  for (std::string_view p : {"__", "_start", "start_thread", "clone", "execute_native_thread_routine",
-                             "_Py", "Py_"})
+  for (std::string_view p :
+       {"__", "_start", "start_thread", "clone", "execute_native_thread_routine", "_Py", "Py_"})
     if (starts_with(name, p)) return true;
   // The CPython API: Py followed by a capital (PyEval_..., PyObject_Call, PyCell_New).
-  if (name.size() > 2 && starts_with(name, "Py") && std::isupper(static_cast<unsigned char>(name[2])))
+  if (name.size() > 2 && starts_with(name, "Py") &&
+      std::isupper(static_cast<unsigned char>(name[2])))
     return true;
   std::string m = basename(f.module);
   for (std::string_view p : {"libc.so", "libc-", "libstdc++", "libgcc", "libgomp", "ld-linux"})
     if (starts_with(m, p)) return true;
   return false;
+}
+
+// The C++ standard library's own code (a thread's std::thread::_State_impl, std::function).
+bool is_std_library(const store::ResolvedFrame& f) {
+  std::string_view name = qualified_name(f.function);
+  for (std::string_view p : {"std::", "__gnu_cxx::"})
+    if (starts_with(name, p)) return true;
+  return contains(f.file, "/include/c++/") || contains(f.file, "/bits/");
 }
 
 // Note [Allocation site] in trace.h.
@@ -140,16 +156,19 @@ std::string frame_label(const store::ResolvedFrame& f) {
 
 std::optional<store::ResolvedFrame> Trace::site_frame(uint64_t stack_id) const {
   if (stack_id == 0) return std::nullopt;
-  const store::ResolvedFrame* outermost = nullptr;  // not a runtime frame
+  const store::ResolvedFrame* outermost = nullptr;      // not a runtime frame
+  const store::ResolvedFrame* outermost_lib = nullptr;  // ... nor the standard library's
   const store::ResolvedFrame* first_resolved = nullptr;
   for (uint64_t ip : reader_->stack(stack_id)) {
     for (const store::ResolvedFrame& f : frames(ip)) {
       if (f.function.empty()) continue;
       if (!first_resolved) first_resolved = &f;
       if (!is_runtime(f)) outermost = &f;
+      if (!is_runtime(f) && !is_std_library(f)) outermost_lib = &f;
       if (!is_internal(f)) return f;
     }
   }
+  if (outermost_lib) return *outermost_lib;
   if (outermost) return *outermost;
   if (first_resolved) return *first_resolved;
   return std::nullopt;

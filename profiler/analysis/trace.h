@@ -38,8 +38,10 @@ struct DeviceRef {
 // or is CPython's API (`_Py...`, `Py_...`, `Py` and a capital) or a thread entry point; or
 // whose module is libc, libstdc++, libgcc or libgomp, are skipped.
 // Unresolved addresses are skipped too. When every frame is skipped (a stack cut short inside
-// the library by the capture depth) the outermost resolved frame that is not the runtime's is
-// used, as the one nearest the caller, then the innermost resolved frame, then the innermost
+// the library by the capture depth, or a library worker thread such as the DataLoader's) the
+// outermost resolved frame that is neither the runtime's nor the standard library's is used,
+// as the one nearest the caller (the worker's loop, not std::thread's trampoline), then the
+// outermost that is not the runtime's, then the innermost resolved frame, then the innermost
 // address ("0x..."); no stack gives "(no stack)".
 struct Site {
   std::string key;    // "function@file" (no line, so a diff survives edits that move lines)

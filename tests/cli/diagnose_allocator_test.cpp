@@ -202,10 +202,12 @@ TEST_F(DiagnoseAllocator, PinnedGrowthCountsTheBatchesHeldAhead) {
   // A batch is 64 x 3 x 64 x 64 float32 (3 MiB) plus 64 int64 labels (512 B rounded);
   // 8 workers x prefetch 4 keep up to 32 built ahead.
   EXPECT_EQ(evidence(f[0], "one batch"), "3.00 MiB (3,146,240 bytes)") << describe(d);
+  // How full the queues get depends on how fast the workers are against the loop: about 30
+  // ahead in an optimised build, 11 in a loaded -O0 ASan one. Above the detector's 8 either way.
   const int ahead = std::stoi(evidence(f[0], "batches ahead at a step start (median)"));
-  EXPECT_GE(ahead, 24) << describe(d);
+  EXPECT_GT(ahead, 8) << describe(d);
   EXPECT_LE(ahead, 32) << describe(d);
-  EXPECT_GE(f[0].bytes, 22 * 3 * kMiB) << describe(d);
+  EXPECT_GE(f[0].bytes, (ahead - 1) * 3 * kMiB) << describe(d);
   // The batches are built on the 8 worker threads, whose stacks hold tensorlib's worker loop
   // but not the sample's own frames (the thread's creator is not on its stack).
   EXPECT_EQ(evidence(f[0], "threads building batches"), "8") << describe(d);

@@ -35,9 +35,11 @@ demo: build
 	@rm -f $(BUILD)/pitfall.db $(BUILD)/pitfall.db-wal $(BUILD)/pitfall.db-shm
 	@$(BUILD)/cli/tidemark record -o $(BUILD)/pitfall.db -- \
 	  $(BUILD)/samples/pitfall_accumulated_loss --steps 10 >/dev/null
-	@$(BUILD)/cli/tidemark leaks $(BUILD)/pitfall.db --by-step
+	@$(BUILD)/cli/tidemark diagnose $(BUILD)/pitfall.db
 	@echo
 	@echo "trace: $(BUILD)/fashion_mnist.db, chart: $(BUILD)/timeline.png"
+	@if [ -x $(BUILD)/gui/tidemark-gui ]; then \
+	  echo "browse it: $(BUILD)/gui/tidemark-gui $(BUILD)/fashion_mnist.db $(BUILD)/pitfall.db"; fi
 	@echo "pitfalls: $(BUILD)/samples/pitfall_* [--fixed] (docs/samples.md)"
 	@echo "more: $(BUILD)/cli/tidemark --help (top, leaks, syncs, steps, check, diff, export)"
 

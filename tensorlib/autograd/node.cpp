@@ -43,9 +43,11 @@ Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1)) {
   std::free(names);
 }
 
-SavedVariable::SavedVariable(const Tensor& t, bool is_output) : is_output_(is_output), saved_(true) {
+SavedVariable::SavedVariable(const Tensor& t, bool is_output)
+    : is_output_(is_output), saved_(true) {
   if (!t.defined()) return;
-  TL_CHECK(!t.is_inference(), "Inference tensors cannot be saved for backward. To work around "
+  TL_CHECK(!t.is_inference(),
+           "Inference tensors cannot be saved for backward. To work around "
            "you can make a clone to get a normal tensor and use it in autograd.");
   version_ = t._version();
   requires_grad_ = is_output || t.requires_grad();  // an output gets its history after saving
@@ -87,9 +89,9 @@ Tensor SavedVariable::unpack(const Node& node) const {
   if (data_._version() != version_) {
     TL_CHECK(false,
              "one of the variables needed for gradient computation has been modified by an "
-             "inplace operation: [tl.", data_.dtype(), " ", data_.sizes(), "], which is output 0 of ",
-             node.name(), ", is at version ", data_._version(), "; expected version ", version_,
-             " instead.");
+             "inplace operation: [tl.",
+             data_.dtype(), " ", data_.sizes(), "], which is output 0 of ", node.name(),
+             ", is at version ", data_._version(), "; expected version ", version_, " instead.");
   }
   if (!requires_grad_) return data_;
   // Rebuild the tensor's place in the graph (Note [Saved tensors and cycles]).
@@ -113,6 +115,22 @@ Tensor SavedVariable::unpack(const Node& node) const {
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> v) : variable(std::move(v)) {}
 
+namespace {
+// Stealable: grad mode off (no double backward), the variable's dtype, device, shape and dense
+// layout, and no other owner -- `g` itself is the only reference to its TensorImpl, and its
+// storage is reachable only through it (directly, or through a base only it holds) and holds
+// nothing beyond it.
+bool can_steal(const Tensor& g, const Tensor& var) {
+  if (is_grad_enabled() || g.dtype() != var.dtype() || g.device() != var.device()) return false;
+  if (g.sizes() != var.sizes() || !g.is_contiguous() || !var.is_contiguous()) return false;
+  if (g.impl_ptr().use_count() != 1 || g.storage_offset() != 0) return false;
+  if (g.nbytes() != g.storage()->nbytes()) return false;
+  const std::shared_ptr<TensorImpl>& base = g.impl()->base();
+  if (base && base.use_count() != 1) return false;
+  return g.storage().use_count() == (base ? 2 : 1);
+}
+}  // namespace
+
 variable_list AccumulateGrad::apply(variable_list&& grads) {
   auto impl = variable.lock();
   if (!impl || grads.empty() || !grads[0].defined()) return {};
@@ -124,9 +142,13 @@ variable_list AccumulateGrad::apply(variable_list&& grads) {
     if (r.defined()) g = r;
   }
   if (!meta->grad.defined()) {
-    // A copy, so .grad never aliases a tensor of the graph; with create_graph the copy is
-    // itself differentiable.
-    meta->grad = is_grad_enabled() ? g.clone() : g.detach().clone();
+    // Note [Stealing the gradient]: as PyTorch's AccumulateGrad, a gradient nothing else can
+    // reach becomes .grad as it is; otherwise .grad is a copy, so it never aliases a tensor of
+    // the graph (with create_graph the copy is itself differentiable).
+    grads.clear();
+    meta->grad = can_steal(g, var)   ? g.detach()
+                 : is_grad_enabled() ? g.clone()
+                                     : g.detach().clone();
   } else if (is_grad_enabled()) {
     meta->grad = meta->grad + g;
   } else {
@@ -207,12 +229,14 @@ void record(const Tensor& out, const char* op, const std::vector<const Tensor*>&
 void check_inplace(const Tensor& self, const char* op) {
   if (!is_grad_enabled()) return;
   if (self.requires_grad()) {
-    TL_CHECK(!self.is_leaf(), op, ": a leaf Variable that requires grad is being used in an "
+    TL_CHECK(!self.is_leaf(), op,
+             ": a leaf Variable that requires grad is being used in an "
              "in-place operation.");
   }
   if (self.is_view()) {
     const Tensor base = self._base();
-    TL_CHECK(!(base.requires_grad() && base.is_leaf()), op, ": a view of a leaf Variable that "
+    TL_CHECK(!(base.requires_grad() && base.is_leaf()), op,
+             ": a view of a leaf Variable that "
              "requires grad is being used in an in-place operation.");
   }
 }

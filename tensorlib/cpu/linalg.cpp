@@ -229,12 +229,25 @@ using autograd::variable_list;
 variable_list matmul_backward(const Tensor& g, const Tensor& a, const Tensor& b) {
   Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;
   Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;
-  std::vector<int64_t> batch = broadcast_shapes(
-      IntArrayRef(a2.sizes().data(), a2.dim() - 2), IntArrayRef(b2.sizes().data(), b2.dim() - 2));
+  std::vector<int64_t> batch = broadcast_shapes(IntArrayRef(a2.sizes().data(), a2.dim() - 2),
+                                                IntArrayRef(b2.sizes().data(), b2.dim() - 2));
   std::vector<int64_t> full = batch;
   full.push_back(a2.size(-2));
   full.push_back(b2.size(-1));
   Tensor g2 = g.reshape(full);
+  // Note [Gradient layout]: as PyTorch's mm backward, an operand stored transposed (a
+  // weight used as W.t() by Linear) gets its gradient computed transposed too, so the
+  // gradient of W itself comes out contiguous: no copy when it is accumulated into W.grad.
+  auto transposed = [](const Tensor& t) {
+    return t.dim() == 2 && t.size(0) > 1 && t.size(1) > 1 && t.stride(0) == 1 &&
+           t.stride(1) == t.size(0);
+  };
+  if (a2.dim() == 2 && b2.dim() == 2) {
+    Tensor ga = transposed(a2) ? tl::matmul(b2, g2.t()).t() : tl::matmul(g2, b2.t());
+    Tensor gb = transposed(b2) ? tl::matmul(g2.t(), a2).t() : tl::matmul(a2.t(), g2);
+    // (1-D operands were promoted: back to their shape; 2-D ones keep their layout.)
+    return {a.dim() == 2 ? ga : ga.reshape(a.sizes()), b.dim() == 2 ? gb : gb.reshape(b.sizes())};
+  }
   Tensor ga = autograd::sum_to(tl::matmul(g2, b2.transpose(-1, -2)), a2.sizes()).reshape(a.sizes());
   Tensor gb = autograd::sum_to(tl::matmul(a2.transpose(-1, -2), g2), b2.sizes()).reshape(b.sizes());
   return {ga, gb};
@@ -282,13 +295,12 @@ Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, const Scal
     out.copy_(input.expand(out.sizes()));
   }
   matmul_into(out, m1, m2, alpha, beta, use_beta);
-  autograd::record(out, "Addmm", {&input, &m1, &m2}, {m1, m2},
-                   [is = input.sizes().vec(), beta, alpha](const variable_list& g,
-                                                           const variable_list& s) {
-                     variable_list mg = matmul_backward(g[0], s[0], s[1]);
-                     return variable_list{autograd::sum_to(g[0] * beta, is), mg[0] * alpha,
-                                          mg[1] * alpha};
-                   });
+  autograd::record(
+      out, "Addmm", {&input, &m1, &m2}, {m1, m2},
+      [is = input.sizes().vec(), beta, alpha](const variable_list& g, const variable_list& s) {
+        variable_list mg = matmul_backward(g[0], s[0], s[1]);
+        return variable_list{autograd::sum_to(g[0] * beta, is), mg[0] * alpha, mg[1] * alpha};
+      });
   return out;
 }
 

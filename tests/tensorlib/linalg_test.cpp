@@ -11,6 +11,7 @@
 
 #include "tensorlib/core/tensor.h"
 #include "tensorlib/expect_error.h"
+#include "tensorlib/memory/memory.h"
 
 namespace {
 
@@ -296,6 +297,34 @@ TEST(LinalgTest, ErrorMessages) {
   EXPECT_THROW(tl::bmm(a, b), tl::Error);
   EXPECT_THROW(tl::addmm(tl::zeros({3}), a, tl::zeros({3, 2})),
                tl::Error);  // bias not broadcastable
+}
+
+// Note [Gradient layout]: Linear computes x @ W.t(); the gradient of W comes out contiguous,
+// so accumulating it into W.grad copies nothing. Values against the formula dW = g^T x.
+TEST(LinalgTest, GradientOfATransposedOperandKeepsTheWeightsLayout) {
+  tl::manual_seed(4);
+  Tensor w = tl::randn({4, 3}, tl::kFloat64).requires_grad_();
+  Tensor x = tl::randn({5, 3}, tl::kFloat64).requires_grad_();
+  Tensor gy = tl::randn({5, 4}, tl::kFloat64);
+  Tensor y = tl::matmul(x, w.t());
+  const auto before = tl::memory_stats()["allocation.all.allocated"];
+  y.backward(gy);
+  // dW and dx: two allocations; a copy of a transposed dW would be a third.
+  EXPECT_EQ(tl::memory_stats()["allocation.all.allocated"] - before, 2);
+  EXPECT_TRUE(w.grad().is_contiguous());
+  for (int64_t o = 0; o < 4; ++o)
+    for (int64_t i = 0; i < 3; ++i) {
+      double expect = 0;
+      for (int64_t n = 0; n < 5; ++n) expect += gy[n][o].item<double>() * x[n][i].item<double>();
+      EXPECT_NEAR(w.grad()[o][i].item<double>(), expect, 1e-12);
+    }
+  // dx = g W.
+  for (int64_t n = 0; n < 5; ++n)
+    for (int64_t i = 0; i < 3; ++i) {
+      double expect = 0;
+      for (int64_t o = 0; o < 4; ++o) expect += gy[n][o].item<double>() * w[o][i].item<double>();
+      EXPECT_NEAR(x.grad()[n][i].item<double>(), expect, 1e-12);
+    }
 }
 
 }  // namespace

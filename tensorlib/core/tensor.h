@@ -204,6 +204,11 @@ class Tensor {
   Tensor to(Device device, ScalarType dtype, bool copy = false) const;
   Tensor to(TensorOptions options, bool copy = false) const;
   Tensor cpu() const { return to(Device(kCPU)); }
+  Tensor cuda() const { return to(Device(kCUDA)); }
+  // A copy in page-locked host memory (CPU tensors; needs the CUDA backend and a device), for
+  // asynchronous host-to-device copies (docs/cuda.md). A pinned tensor is returned as is.
+  Tensor pin_memory() const;
+  bool is_pinned() const;
   Tensor& copy_(const Tensor& src);
   Tensor& fill_(const Scalar& value);
   Tensor& zero_() { return fill_(0); }

@@ -1,5 +1,6 @@
 // copy_, fill_ and dtype/device conversion.
 #include "tensorlib/autograd/function.h"
+#include "tensorlib/core/cuda_hooks.h"
 #include "tensorlib/core/make_tensor.h"
 #include "tensorlib/core/tensor.h"
 #include "tensorlib/cpu/loops.h"
@@ -23,8 +24,16 @@ void check_no_internal_overlap(const char* op, const Tensor& t) {
 
 using cpu::check_no_internal_overlap;
 
+namespace {
+// CUDA tensors take the backend's copy (Note [CUDA copies] in tensorlib/cuda/copy.cpp).
+const detail::CudaHooks* cuda_copy_hooks(const Tensor& dst, const Tensor& src) {
+  if (!dst.defined() || !src.defined() || (dst.is_cpu() && src.is_cpu())) return nullptr;
+  return detail::cuda_hooks();
+}
+}  // namespace
+
 Tensor& Tensor::copy_(const Tensor& src) {
-  cpu::check_cpu("copy_", {this, &src});
+  if (cuda_copy_hooks(*this, src) == nullptr) cpu::check_cpu("copy_", {this, &src});
   if (autograd::needs_grad({this, &src})) {
     autograd::check_inplace(*this, "copy_");
     {
@@ -44,6 +53,11 @@ Tensor& Tensor::copy_(const Tensor& src) {
   }
   check_no_internal_overlap("copy_", *this);
   Tensor s = src.sizes() == sizes() ? src : src.expand(sizes());
+  if (const detail::CudaHooks* hooks = cuda_copy_hooks(*this, s)) {
+    hooks->copy(*this, s);
+    bump_version();
+    return *this;
+  }
   TL_DISPATCH_ALL(dtype(), "copy_", [&]<typename D>() {
     TL_DISPATCH_ALL(s.dtype(), "copy_", [&]<typename S>() {
       if constexpr (std::is_same_v<D, S>) {
@@ -61,8 +75,14 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 Tensor& Tensor::fill_(const Scalar& value) {
-  cpu::check_cpu("fill_", {this});
+  const detail::CudaHooks* hooks = defined() && is_cuda() ? detail::cuda_hooks() : nullptr;
+  if (hooks == nullptr) cpu::check_cpu("fill_", {this});
   check_no_internal_overlap("fill_", *this);
+  if (hooks != nullptr) {
+    hooks->fill(*this, value);
+    bump_version();
+    return *this;
+  }
   TL_DISPATCH_ALL(dtype(), "fill_", [&]<typename T>() {
     const T v = value.to<T>();
     cpu::StridedIter<1> it(sizes(), {this});
@@ -77,6 +97,23 @@ Tensor& Tensor::fill_(const Scalar& value) {
   });
   bump_version();
   return *this;
+}
+
+Tensor Tensor::pin_memory() const {
+  TL_CHECK(defined() && is_cpu(), "pin_memory: only CPU tensors can be pinned, got a tensor on ",
+           defined() ? device().str() : std::string("nothing"));
+  const detail::CudaHooks* hooks = detail::cuda_hooks();
+  TL_CHECK(hooks != nullptr && hooks->is_available(),
+           "pin_memory: needs the CUDA backend and a CUDA device (",
+           hooks == nullptr ? "this build has no CUDA backend" : "no CUDA device is available",
+           ")");
+  return hooks->is_pinned(*this) ? *this : hooks->pin_memory(*this);
+}
+
+bool Tensor::is_pinned() const {
+  if (!defined() || !is_cpu() || storage()->data() == nullptr) return false;
+  const detail::CudaHooks* hooks = detail::cuda_hooks();
+  return hooks != nullptr && hooks->is_pinned(*this);
 }
 
 Tensor Tensor::to(ScalarType dtype, bool copy) const { return to(device(), dtype, copy); }

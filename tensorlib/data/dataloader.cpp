@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "tensorlib/autograd/grad_mode.h"
+#include "tensorlib/core/cuda_hooks.h"
 #include "tensorlib/core/generator.h"
 
 namespace tl::data {
@@ -35,6 +36,8 @@ struct DataLoader::EpochState {
         order(std::move(ord)),
         batch_size(o.batch_size),
         num_workers(o.num_workers),
+        pin(o.pin_memory && tl::detail::cuda_hooks() != nullptr &&
+            tl::detail::cuda_hooks()->is_available()),
         window(static_cast<int64_t>(o.num_workers) * o.prefetch_factor) {
     const auto n = static_cast<int64_t>(order.size());
     num_batches = o.drop_last ? n / batch_size : (n + batch_size - 1) / batch_size;
@@ -55,6 +58,10 @@ struct DataLoader::EpochState {
     const int64_t begin = k * batch_size;
     const int64_t len = std::min<int64_t>(batch_size, static_cast<int64_t>(order.size()) - begin);
     Example b = dataset->get_batch(IntArrayRef(order.data() + begin, static_cast<size_t>(len)));
+    if (pin) {  // page-locked batches: their copies to the GPU can be asynchronous
+      if (b.data.defined() && b.data.is_cpu()) b.data = b.data.pin_memory();
+      if (b.target.defined() && b.target.is_cpu()) b.target = b.target.pin_memory();
+    }
     announce_input(b.data);
     announce_input(b.target);
     return b;
@@ -128,6 +135,7 @@ struct DataLoader::EpochState {
   const std::vector<int64_t> order;
   const int64_t batch_size;
   const int num_workers;
+  const bool pin;        // pin_memory asked for and a CUDA device present
   const int64_t window;  // batches that may be built or waiting ahead of the consumer
   int64_t num_batches = 0;
 

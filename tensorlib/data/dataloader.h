@@ -38,9 +38,9 @@ struct DataLoaderOptions {
   int num_workers = 0;
   // Batches built ahead per worker (ignored when num_workers is 0).
   int prefetch_factor = 2;
-  // Would place batches in page-locked host memory for faster, asynchronous host-to-device
-  // copies. This build has no CUDA backend, so it has no effect: batches stay in ordinary
-  // host memory. Kept so code written for CUDA builds compiles unchanged.
+  // Places batches in page-locked host memory (Tensor::pin_memory) for faster, asynchronous
+  // host-to-device copies. Without the CUDA backend or a device it has no effect: batches
+  // stay in ordinary host memory, so the same code runs everywhere.
   bool pin_memory = false;
   // Shuffle seed. Unset: with shuffle, drawn from tl's default generator when the loader is
   // made, so tl::manual_seed() makes shuffling reproducible too (as PyTorch).

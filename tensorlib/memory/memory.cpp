@@ -8,6 +8,7 @@
 #include <optional>
 #include <string_view>
 
+#include "tensorlib/core/cuda_hooks.h"
 #include "tensorlib/core/error.h"
 #include "tensorlib/memory/allocator.h"
 #include "tensorlib/memory/caching_allocator.h"
@@ -59,6 +60,7 @@ Allocator* get_allocator(Device device) {
   auto index = static_cast<size_t>(d.index());
   Registry& r = registry();
   if (Allocator* a = r.allocators[type][index].load(std::memory_order_acquire)) return a;
+  if (d.is_cuda()) tl::detail::cuda_hooks();  // the backend registers its factory (no lock held)
   std::lock_guard<std::mutex> guard(r.mu);
   if (Allocator* a = r.allocators[type][index].load(std::memory_order_relaxed)) return a;
   AllocatorFactory factory = r.factories[type];

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The GPU checks of tensorlib's CUDA backend, in one go (docs/cuda.md, "GPU checks"):
+# configures a CUDA build in its own directory, builds only the GPU test programs, runs every
+# test labelled `gpu` and prints a compact report. Exits 77 (nothing run) without a GPU, 1 when
+# a check fails or is skipped on a GPU machine, 0 when all pass. Budget: 8 minutes on an H200.
+#   tests/gpu/run.sh [build-dir]      (default: build-gpu next to the sources)
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${1:-$ROOT/build-gpu}
+JOBS=${JOBS:-$(nproc)}
+START=$(date +%s)
+
+if ! { [ -e /dev/nvidiactl ] || nvidia-smi -L >/dev/null 2>&1; }; then
+  echo "tests/gpu/run.sh: no GPU on this machine (no /dev/nvidiactl, nvidia-smi finds none):"
+  echo "  nothing run; the GPU checks are owed (docs/cuda.md)"
+  exit 77
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null |
+  sed 's/^/gpu: /'
+
+step() { echo "== $1 ($(($(date +%s) - START)) s)"; }
+step "configure $BUILD"
+timeout 120 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DTIDEMARK_CUDA=ON -DTIDEMARK_BENCH=OFF -DTIDEMARK_GUI=OFF -DTIDEMARK_TESTS=ON \
+  >"$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; echo "FAIL: configure"; exit 1; }
+step "build the GPU tests"
+TARGETS=$(cd "$ROOT/tests/gpu" && for f in *_test.cpp; do echo "gpu_${f%.cpp}"; done)
+# shellcheck disable=SC2086
+timeout 300 cmake --build "$BUILD" -j "$JOBS" --target $TARGETS >"$BUILD/gpu-build.log" 2>&1 ||
+  { tail -40 "$BUILD/gpu-build.log"; echo "FAIL: build"; exit 1; }
+
+step "run ctest -L gpu"
+LOG=$BUILD/gpu-ctest.log
+# ASan is not used here: CUDA under ASan needs ASAN_OPTIONS=protect_shadow_gap=0.
+timeout 240 ctest --test-dir "$BUILD" -L gpu -E 'CudaBackendWithoutDevice' --timeout 120 \
+  --output-on-failure >"$LOG" 2>&1
+RC=$?
+PASSED=$(grep -cE 'Test +#[0-9]+: .* Passed' "$LOG")
+SKIPPED=$(grep -cE 'Test +#[0-9]+: .*\*\*\*Skipped' "$LOG")
+FAILED=$(grep -cE 'Test +#[0-9]+: .*(\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Not Run)' "$LOG")
+echo
+echo "== report ($(($(date +%s) - START)) s)"
+grep -E 'Test +#[0-9]+: ' "$LOG" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //; s/ +\.+ */  /'
+echo "passed $PASSED, failed $FAILED, skipped $SKIPPED (full log: $LOG)"
+if [ "$FAILED" -ne 0 ] || [ "$RC" -ne 0 ]; then
+  grep -E '^(/.*: Failure|Expected|Which is|  Actual|Value of|.*\[  FAILED  \])' "$LOG" | head -40
+  echo "RESULT: FAIL"
+  exit 1
+fi
+if [ "$SKIPPED" -ne 0 ]; then
+  echo "RESULT: FAIL (a GPU check skipped on a GPU machine)"
+  exit 1
+fi
+echo "RESULT: PASS"

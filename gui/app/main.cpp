@@ -36,7 +36,7 @@ int screenshot(const QString& out, const QString& view_name, const QString& path
   tidemark::gui::TraceDataPtr data = tidemark::gui::TraceLoader::load_now(path, &error);
   if (!data) return fail(error);
   TraceView w;
-  w.timeline()->setSynchronous(true);
+  w.setSynchronous(true);
   w.resize(1280, 860);
   w.setAttribute(Qt::WA_DontShowOnScreen);
   w.show();

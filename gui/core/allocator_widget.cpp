@@ -1,6 +1,7 @@
 #include "gui/core/allocator_widget.h"
 
 #include <QHelpEvent>
+#include <QMouseEvent>
 #include <QPainter>
 #include <QToolTip>
 #include <algorithm>
@@ -89,6 +90,32 @@ void AllocatorWidget::paintEvent(QPaintEvent*) {
     p.setPen(QColor(120, 120, 120));
     p.drawRect(r);
   }
+}
+
+const BlockState* AllocatorWidget::blockAt(const QPointF& pos) const {
+  for (size_t i = 0; i < state_.segments.size(); ++i) {
+    const QRectF r = segmentRect(i);
+    if (!r.contains(pos)) continue;
+    const SegmentState& s = state_.segments[i];
+    const uint64_t addr = s.addr + uint64_t((pos.x() - r.left()) / r.width() * double(s.size));
+    for (const BlockState& b : s.blocks)
+      if (addr >= b.addr && addr < b.addr + b.size) return &b;
+  }
+  return nullptr;
+}
+
+QPointF AllocatorWidget::blockCenter(size_t seg, size_t b) const {
+  const QRectF r = segmentRect(seg);
+  const SegmentState& s = state_.segments[seg];
+  const BlockState& blk = s.blocks[b];
+  const double mid = double(blk.addr - s.addr) + double(blk.size) / 2;
+  return {r.left() + mid / double(s.size) * r.width(), r.center().y()};
+}
+
+void AllocatorWidget::mousePressEvent(QMouseEvent* e) {
+  if (e->button() != Qt::LeftButton) return;
+  if (const BlockState* b = blockAt(e->position()))
+    emit blockClicked(state_.device_id, b->addr, b->alloc_ts);
 }
 
 QString AllocatorWidget::tooltipAt(const QPointF& pos) const {

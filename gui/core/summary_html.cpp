@@ -14,6 +14,8 @@ QString summary_html(const TraceData& data) {
   const analysis::Summary& s = data.summary;
   QString h;
   h += "<h2>" + esc(data.path) + "</h2>";
+  if (data.stage == Stage::opened)
+    return h + "<p><i>computing the summary, tables and findings…</i></p>";
   h += QString("<p>%1 events over %2, %3 steps%4%5</p>")
            .arg(s.event_count)
            .arg(duration_text(s.duration_ns))
@@ -51,6 +53,10 @@ QString summary_html(const TraceData& data) {
                .arg(esc(g.label));
     h += "</ol>";
   }
+  if (!data.late_error.empty())
+    h += "<p><b>Could not compute everything:</b> " + esc(data.late_error) + "</p>";
+  if (data.stage == Stage::tables) h += "<h3>Findings</h3><p><i>computing…</i></p>";
+  if (data.stage != Stage::complete) return h;
   const analysis::Diagnosis& dx = data.diagnosis;
   h += QString("<h3>Findings (%1)</h3>").arg(dx.findings.size());
   if (dx.findings.empty()) h += "<p>No pitfall found.</p>";
@@ -68,6 +74,66 @@ QString summary_html(const TraceData& data) {
       h += "<li>" + esc(k.id) + ": " + esc(k.reason) + "</li>";
     h += "</ul></p>";
   }
+  return h;
+}
+
+QString details_html(const analysis::AllocationDetails& d, uint64_t origin_ns) {
+  const store::AllocationRow& r = d.row;
+  auto rel = [&](uint64_t ts) { return duration_text(ts >= origin_ns ? ts - origin_ns : 0); };
+  QString h = QString("<h3>Allocation of %1 at 0x%2 (%3)</h3><table>")
+                  .arg(bytes_text(int64_t(r.size)), QString::number(r.addr, 16), esc(d.device));
+  auto row = [&](const QString& k, const QString& v) {
+    h += "<tr><td><b>" + k + "</b></td><td>" + v + "</td></tr>";
+  };
+  row("requested", bytes_text(int64_t(r.requested_size)));
+  row("rounded",
+      bytes_text(int64_t(r.size)) + (r.size > r.requested_size
+                                         ? QString(" (%1 lost to rounding)")
+                                               .arg(bytes_text(int64_t(r.size - r.requested_size)))
+                                         : QString()));
+  row("allocated at", rel(r.alloc_ts));
+  row("freed at", r.free_requested_ts ? rel(*r.free_requested_ts) : QString("never (leaked)"));
+  if (r.free_completed_ts && r.free_requested_ts && *r.free_completed_ts > *r.free_requested_ts)
+    row("reusable at", rel(*r.free_completed_ts));
+  row("lifetime", d.lifetime_ns ? duration_text(*d.lifetime_ns) : QString("to the end"));
+  row("stream", QString::number(r.stream));
+  row("pool", r.pool == events::Pool::large ? "large" : "small");
+  row("category", esc(std::string(events::category_name(r.category))));
+  row("scope", r.scope.empty() ? QString("(none)") : esc(r.scope));
+  row("site", esc(d.site.label));
+  h += "</table><h4>Stack</h4><ol>";
+  for (const std::string& f : d.frames) h += "<li>" + esc(f) + "</li>";
+  if (d.frames.empty()) h += "<li><i>no stack recorded</i></li>";
+  h += "</ol>";
+  h += QString("<h4>Tensors and views sharing its storage (%1)</h4>").arg(d.tensors.size());
+  if (d.kept_alive_by) {
+    const analysis::SharedTensor& k = d.tensors[*d.kept_alive_by];
+    h += QString("<p>Kept alive longest by <b>%1 %2</b> %3 %4%5, released %6.</p>")
+             .arg(k.is_view() ? "view" : "tensor")
+             .arg(k.tensor_id)
+             .arg(esc(k.op), esc(k.sizes))
+             .arg(k.is_view() ? QString(" (a view of tensor %1)").arg(k.base_id) : QString())
+             .arg(k.release_ts ? "at " + rel(*k.release_ts) : QString("never"));
+  }
+  if (d.tensors.empty())
+    h += "<p><i>No tensor recorded in this block.</i></p>";
+  else
+    h += "<table border=1 cellspacing=0 cellpadding=2><tr><th>tensor</th><th>view of</th>"
+         "<th>op</th><th>sizes</th><th>dtype</th><th>created</th><th>released</th>"
+         "<th>site</th></tr>";
+  for (size_t i = 0; i < d.tensors.size(); ++i) {
+    const analysis::SharedTensor& t = d.tensors[i];
+    const bool keeper = d.kept_alive_by && *d.kept_alive_by == i;
+    h += QString(
+             "<tr%1><td>%2</td><td>%3</td><td>%4</td><td>%5</td><td>%6</td><td>%7</td>"
+             "<td>%8</td><td>%9</td></tr>")
+             .arg(keeper ? " bgcolor=#ffe8a0" : "")
+             .arg(t.tensor_id)
+             .arg(t.is_view() ? QString::number(t.base_id) : QString("-"))
+             .arg(esc(t.op), esc(t.sizes), esc(t.dtype), rel(t.create_ts),
+                  t.release_ts ? rel(*t.release_ts) : QString("never"), esc(t.site));
+  }
+  if (!d.tensors.empty()) h += "</table>";
   return h;
 }
 

@@ -8,6 +8,12 @@
 
 namespace tidemark::gui {
 
+// Before Stage::tables (or ::complete for the findings) the missing parts say "computing…".
 QString summary_html(const TraceData& data);
+
+// The Details view of one allocation: sizes, times (relative to `origin_ns`), lifetime, stream,
+// category, scope, stack, and the tensors and views that shared its storage, naming the one
+// that kept it alive longest.
+QString details_html(const analysis::AllocationDetails& d, uint64_t origin_ns);
 
 }  // namespace tidemark::gui

@@ -34,9 +34,16 @@ SiteModel* make_site_model(QObject* parent) {
        [](const SiteRow& r) { return unum(r.count); }},
       {"Device", [](const SiteRow& r) { return QVariant(text(r.device)); }, {}},
   };
-  return new SiteModel(
+  auto* m = new SiteModel(
       std::move(cols), [](const SiteRow& r) { return std::make_pair(r.first_ts, r.last_ts); },
       parent);
+  m->setAllocation([](const SiteRow& r) -> QVariant {
+    if (r.largest_alloc_ts == 0) return {};
+    return QVariantList{QVariant::fromValue<qlonglong>(r.device_id),
+                        QVariant::fromValue<qulonglong>(r.largest_addr),
+                        QVariant::fromValue<qulonglong>(r.largest_alloc_ts)};
+  });
+  return m;
 }
 
 SyncSiteModel* make_sync_model(QObject* parent) {

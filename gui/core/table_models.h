@@ -17,6 +17,7 @@ enum TableRole {
   SortRole = Qt::UserRole + 1,
   FromTsRole,  // absolute ns, qulonglong
   ToTsRole,
+  AllocationRole,  // QVariantList {device id, addr, alloc_ts} of the row's allocation, if any
 };
 
 QString bytes_text(int64_t bytes);
@@ -43,6 +44,8 @@ class RowTableModel : public QAbstractTableModel {
     endResetModel();
   }
   const std::vector<Row>& rows() const { return rows_; }
+  // What AllocationRole answers for a row (empty: nothing).
+  void setAllocation(std::function<QVariant(const Row&)> f) { allocation_ = std::move(f); }
 
   int rowCount(const QModelIndex& parent = {}) const override {
     return parent.isValid() ? 0 : static_cast<int>(rows_.size());
@@ -66,6 +69,8 @@ class RowTableModel : public QAbstractTableModel {
         return QVariant::fromValue<qulonglong>(span_(row).first);
       case ToTsRole:
         return QVariant::fromValue<qulonglong>(span_(row).second);
+      case AllocationRole:
+        return allocation_ ? allocation_(row) : QVariant();
       default:
         return {};
     }
@@ -79,6 +84,7 @@ class RowTableModel : public QAbstractTableModel {
  private:
   std::vector<TableColumn<Row>> columns_;
   Span span_;
+  std::function<QVariant(const Row&)> allocation_;
   std::vector<Row> rows_;
 };
 

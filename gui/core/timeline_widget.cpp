@@ -10,6 +10,8 @@
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <string>
 
 #include "gui/core/table_models.h"
 
@@ -22,6 +24,8 @@ constexpr int kRightMargin = 12;   // px
 constexpr int kTopMargin = 22;     // px: legend
 constexpr int kLaneHeight = 14;    // px: the sync lane under the plot
 constexpr int kBottomMargin = 20;  // px: time-axis labels
+constexpr int kScopeRow = 14;      // px: one depth of the scope lane
+constexpr int kMaxScopeRows = 6;
 constexpr uint64_t kMinSpanNs = 1000;
 
 // 1, 2, 5 times a power of `base` (10 for times; bytes use powers of 2 via 1024 steps).
@@ -71,19 +75,37 @@ TimelineWidget::~TimelineWidget() {
 }
 
 void TimelineWidget::setTraceData(TraceDataPtr data) {
+  if (data_ && data && data_->session == data->session) {
+    // A later stage of the same trace (tables, scopes): keep the view and the columns.
+    const int rows = scopeRows();
+    data_ = std::move(data);
+    if (scopeRows() != rows) requery();  // the plot's height changed
+    update();
+    return;
+  }
   watcher_.waitForFinished();
   data_ = std::move(data);
   columns_ = {};
   resetView();
 }
 
+int TimelineWidget::scopeRows() const {
+  return data_ ? std::min(data_->scope_depth, kMaxScopeRows) : 0;
+}
+
 QRect TimelineWidget::plotRect() const {
+  const int scopes = scopeRows() ? scopeRows() * kScopeRow + 2 : 0;
   return QRect(kLeftMargin, kTopMargin, std::max(1, width() - kLeftMargin - kRightMargin),
-               std::max(1, height() - kTopMargin - kLaneHeight - kBottomMargin - 2));
+               std::max(1, height() - kTopMargin - scopes - kLaneHeight - kBottomMargin - 2));
+}
+QRect TimelineWidget::scopeLaneRect() const {
+  const QRect p = plotRect();
+  return QRect(p.left(), p.bottom() + 2, p.width(), scopeRows() * kScopeRow);
 }
 QRect TimelineWidget::syncLaneRect() const {
   const QRect p = plotRect();
-  return QRect(p.left(), p.bottom() + 2, p.width(), kLaneHeight);
+  const int top = scopeRows() ? scopeLaneRect().bottom() + 3 : p.bottom() + 2;
+  return QRect(p.left(), top, p.width(), kLaneHeight);
 }
 
 int TimelineWidget::valueToY(int64_t bytes) const {
@@ -214,8 +236,10 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()));
   }
   p.restore();
+  drawScopeLane(p);
   drawSyncLane(p);
   last_paint_ms_ = double(timer.nsecsElapsed()) / 1e6;
+  if (hasColumns()) emit curvesPainted();
 }
 
 void TimelineWidget::drawAxes(QPainter& p, const QRect& plot) {
@@ -306,9 +330,21 @@ void TimelineWidget::drawCurves(QPainter& p, const QRect& plot) {
   p.setPen(QPen(QColor(140, 140, 140), 1, Qt::DotLine));
   const QFontMetrics fm = p.fontMetrics();
   double last_label = -1e9;
-  for (const auto& [number, ts] : data_->steps) {
-    if (ts < view_from_ || ts > view_to_) continue;
+  // The query's steps (in range) until the loader's step table arrives.
+  const auto& steps = data_->steps.empty() && !columns_.devices.empty()
+                          ? columns_.devices.front().steps
+                          : data_->steps;
+  // Sorted by time: start at the view; at most one boundary per 3 px (80K steps of a long
+  // run would otherwise cost a line each per frame).
+  auto it = std::lower_bound(
+      steps.begin(), steps.end(), view_from_,
+      [](const std::pair<int64_t, uint64_t>& s, uint64_t ts) { return s.second < ts; });
+  double last_line = -1e9;
+  for (; it != steps.end() && it->second <= view_to_; ++it) {
+    const auto& [number, ts] = *it;
     const double x = tsToX(ts);
+    if (x - last_line < 3) continue;
+    last_line = x;
     p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()));
     if (x - last_label > fm.horizontalAdvance("0000") + 8) {
       p.drawText(QPointF(x + 2, plot.bottom() - 3), QString::number(number));
@@ -361,6 +397,60 @@ void TimelineWidget::drawSyncLane(QPainter& p) {
   }
 }
 
+// A flame chart: one row per depth, each scope a box from its push to its pop (the end of
+// the trace when never popped), named when wide enough; boxes narrower than a pixel that
+// fall on a pixel already drawn in their row are skipped.
+void TimelineWidget::drawScopeLane(QPainter& p) {
+  drawn_scopes_.clear();
+  const int rows = scopeRows();
+  if (rows == 0) return;
+  const QRect lane = scopeLaneRect();
+  p.fillRect(lane, QColor(250, 250, 250));
+  p.setPen(QColor(90, 90, 90));
+  p.drawText(QRect(0, lane.top(), kLeftMargin - 6, kScopeRow), Qt::AlignRight | Qt::AlignVCenter,
+             tr("scopes"));
+  p.save();
+  p.setClipRect(lane);
+  const QFontMetrics fm = p.fontMetrics();
+  std::vector<double> last_px(size_t(rows), -1e9);
+  const auto& scopes = data_->scopes;
+  for (size_t i = 0; i < scopes.size(); ++i) {
+    const analysis::ScopeSpan& s = scopes[i];
+    if (s.push_ts > view_to_) break;  // by push_ts
+    const uint64_t end = s.pop_ts.value_or(data_->end_ns);
+    if (end < view_from_ || s.depth >= rows || s.depth < 0) continue;
+    const double x0 = std::max(tsToX(s.push_ts), double(lane.left()));
+    const double x1 = std::min(tsToX(end), double(lane.right() + 1));
+    double& last = last_px[size_t(s.depth)];
+    if (x1 - x0 < 1 && std::floor(x0) <= last) continue;
+    last = std::max(last, std::floor(x1));
+    const QRectF r(x0, lane.top() + s.depth * kScopeRow, std::max(1.0, x1 - x0), kScopeRow - 1);
+    const size_t h = std::hash<std::string>{}(s.name);
+    p.fillRect(r, QColor::fromHsv(int(h % 360), 70, 235));
+    if (r.width() > 24) {
+      p.setPen(QColor(40, 40, 40));
+      p.drawText(r.adjusted(2, 0, -1, 0), Qt::AlignLeft | Qt::AlignVCenter,
+                 fm.elidedText(QString::fromStdString(s.name), Qt::ElideRight, int(r.width()) - 3));
+    }
+    drawn_scopes_.push_back({r, i});
+  }
+  p.restore();
+}
+
+QString TimelineWidget::scopeTooltip(const QPoint& pos) const {
+  if (!data_) return {};
+  for (auto it = drawn_scopes_.rbegin(); it != drawn_scopes_.rend(); ++it) {
+    if (!it->rect.adjusted(-1, 0, 1, 0).contains(pos)) continue;
+    const analysis::ScopeSpan& s = data_->scopes[it->index];
+    const uint64_t end = s.pop_ts.value_or(data_->end_ns);
+    return tr("<b>%1</b><br>from %2 for %3%4<br>thread %5")
+        .arg(QString::fromStdString(s.path).toHtmlEscaped(),
+             duration_text(s.push_ts - data_->origin_ns), duration_text(end - s.push_ts),
+             s.pop_ts ? QString() : tr(" (never closed)"), QString::number(s.thread));
+  }
+  return {};
+}
+
 QString TimelineWidget::syncTooltip(const QPoint& pos) const {
   if (!data_ || !syncLaneRect().adjusted(0, -2, 0, 2).contains(pos)) return {};
   const uint64_t t0 = xToTs(pos.x() - 3), t1 = xToTs(pos.x() + 3);
@@ -385,7 +475,8 @@ QString TimelineWidget::syncTooltip(const QPoint& pos) const {
 bool TimelineWidget::event(QEvent* e) {
   if (e->type() == QEvent::ToolTip) {
     auto* he = static_cast<QHelpEvent*>(e);
-    const QString tip = syncTooltip(he->pos());
+    QString tip = scopeTooltip(he->pos());
+    if (tip.isEmpty()) tip = syncTooltip(he->pos());
     if (tip.isEmpty())
       QToolTip::hideText();
     else

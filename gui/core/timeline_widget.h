@@ -1,6 +1,7 @@
 // TimelineWidget: allocated, active and reserved bytes per device over time, drawn with
 // QPainter from analysis::timeline() at the plot's pixel width (one level-of-detail column
-// per pixel, see docs/gui.md), with the peak marked, step boundaries and a lane of syncs.
+// per pixel, see docs/gui.md), with the peak marked, step boundaries, the scopes (module
+// paths, NVTX ranges) as a flame chart under the curves (one row per depth), and a lane of syncs.
 // Zoom (wheel, +/-), pan (drag, arrows), select a range (shift+drag), pick a time (click),
 // reset (0). A zoom requeries the visible range in the thread pool; until the answer comes
 // the previous columns are drawn at their own times, so nothing jumps.
@@ -38,6 +39,8 @@ class TimelineWidget : public QWidget {
   // Geometry, for tests and tools.
   QRect plotRect() const;
   QRect syncLaneRect() const;
+  QRect scopeLaneRect() const;  // empty height when the trace has no scopes (yet)
+  int scopeRows() const;
   int valueToY(int64_t bytes) const;
   double tsToX(uint64_t ts) const;
   uint64_t xToTs(double x) const;
@@ -50,7 +53,15 @@ class TimelineWidget : public QWidget {
   };
   // Markers drawn by the last paint.
   const std::vector<PeakMarker>& peakMarkers() const { return markers_; }
+  struct DrawnScope {
+    QRectF rect;
+    size_t index = 0;  // into TraceData::scopes
+  };
+  // Scopes drawn by the last paint (spans narrower than a pixel are merged into one).
+  const std::vector<DrawnScope>& drawnScopes() const { return drawn_scopes_; }
+  QString scopeTooltip(const QPoint& pos) const;
   double lastPaintMs() const { return last_paint_ms_; }
+  bool hasColumns() const { return !columns_.devices.empty(); }
   double lastQueryMs() const { return last_query_ms_; }
   static QColor allocatedColor(size_t device);
   static QColor activeColor(size_t device);
@@ -58,6 +69,7 @@ class TimelineWidget : public QWidget {
 
  signals:
   void timeSelected(quint64 ts);
+  void curvesPainted();  // after a paint that drew the curves
   void rangeSelected(quint64 from, quint64 to);
 
  protected:
@@ -82,6 +94,7 @@ class TimelineWidget : public QWidget {
   void drawCurves(QPainter& p, const QRect& plot);
   void drawMarkers(QPainter& p, const QRect& plot);
   void drawSyncLane(QPainter& p);
+  void drawScopeLane(QPainter& p);
   QString syncTooltip(const QPoint& pos) const;
 
   TraceDataPtr data_;
@@ -98,6 +111,7 @@ class TimelineWidget : public QWidget {
   uint64_t press_from_ = 0, press_to_ = 0;
   bool dragging_ = false, selecting_ = false;
   std::vector<PeakMarker> markers_;
+  std::vector<DrawnScope> drawn_scopes_;
   double last_paint_ms_ = 0, last_query_ms_ = 0;
 };
 

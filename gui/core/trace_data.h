@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "profiler/analysis/details.h"
 #include "profiler/analysis/diagnose.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
@@ -43,6 +44,9 @@ struct SiteRow {
   int64_t bytes = 0, requested_bytes = 0;
   uint64_t count = 0;
   uint64_t first_ts = 0, last_ts = 0;
+  // The site's largest allocation in the group (its Details): device id, addr, alloc_ts.
+  int64_t device_id = 0;
+  uint64_t largest_addr = 0, largest_alloc_ts = 0;
 };
 
 // One sync (a wait on the device): ts is when it ended (absolute), as in the syncs table.
@@ -62,7 +66,17 @@ struct StepRow {
   analysis::StepStats stats;  // start_ns relative to the origin
 };
 
+// The loader fills a TraceData in stages and hands out a snapshot after each, so the timeline
+// paints before the slower tables and findings exist (docs/gui.md, "Loading").
+enum class Stage {
+  opened,    // session, origin, end, devices, peaks: enough for the timeline
+  tables,    // + summary, live at peak, leaks, syncs, steps, scopes
+  complete,  // + the findings of diagnose()
+};
+
 struct TraceData {
+  Stage stage = Stage::opened;
+  std::string late_error;  // a failure after the trace opened (tables or findings)
   std::string path;
   std::shared_ptr<TraceSession> session;
   uint64_t origin_ns = 0, end_ns = 0;
@@ -77,9 +91,19 @@ struct TraceData {
   std::vector<SyncEvent> sync_events;  // by ts
   std::vector<SyncSiteRow> sync_sites;
   std::vector<StepRow> step_rows;
+  std::vector<analysis::ScopeSpan> scopes;  // by push_ts
+  int scope_depth = 0;                      // rows the scope lane needs (max depth + 1)
 };
 
-// Reads everything the views need. `progress(percent, what)` is called between stages.
+// The stages, each on its own: open_trace_data() opens the trace (the session the timeline's
+// queries use); compute_tables() and compute_findings() read through `trace`, a second
+// connection of the loader's own, so the timeline's zoom queries never wait behind them.
+std::shared_ptr<TraceData> open_trace_data(const std::string& path);
+void compute_tables(TraceData& data, const analysis::Trace& trace,
+                    const std::function<void(int, const std::string&)>& progress = {});
+void compute_findings(TraceData& data, const analysis::Trace& trace);
+
+// Reads everything the views need (all stages). `progress(percent, what)` is called between stages.
 // Throws (store::StoreError, std::exception) on an unreadable trace.
 std::shared_ptr<const TraceData> load_trace_data(
     const std::string& path, const std::function<void(int, const std::string&)>& progress = {});
@@ -92,6 +116,7 @@ std::vector<SyncEvent> sync_events(const analysis::Trace& trace);
 // but another stream may still use it) or implicitly cached free (a gap inside a segment).
 struct BlockState {
   uint64_t addr = 0, size = 0, requested = 0;
+  uint64_t alloc_ts = 0;  // with the device and addr, finds its allocation (Details)
   bool pending_free = false;
   std::string site, category, scope;
 };
@@ -104,8 +129,14 @@ struct AllocatorState {
   uint64_t ts = 0;       // absolute
   uint64_t time_ns = 0;  // relative to the origin
   std::string device;
+  int64_t device_id = 0;
   std::vector<SegmentState> segments;  // by addr
 };
 AllocatorState allocator_state(const analysis::Trace& trace, int64_t device, uint64_t ts);
+
+// The details of the allocation at `addr` on `device` allocated at `alloc_ts` (absolute).
+std::optional<analysis::AllocationDetails> find_allocation_details(const analysis::Trace& trace,
+                                                                   int64_t device, uint64_t addr,
+                                                                   uint64_t alloc_ts);
 
 }  // namespace tidemark::gui

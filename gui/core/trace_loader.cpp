@@ -19,16 +19,14 @@ QString with_file(const QString& path, const QString& message) {
 
 TraceLoader::TraceLoader(QObject* parent) : QObject(parent) {
   qRegisterMetaType<TraceDataPtr>();
-  connect(&watcher_, &QFutureWatcher<Result>::finished, this, [this] {
-    Result r = watcher_.result();
-    if (r.data)
-      emit finished(r.data);
-    else
-      emit failed(r.error);
-  });
 }
 
 TraceLoader::~TraceLoader() {
+  cancel();
+}
+
+void TraceLoader::cancel() {
+  if (cancelled_) *cancelled_ = true;
   watcher_.waitForFinished();
 }
 
@@ -45,24 +43,53 @@ TraceDataPtr TraceLoader::load_now(const QString& path, QString* error) {
 }
 
 void TraceLoader::load(const QString& path) {
-  watcher_.waitForFinished();
-  // `this` outlives the task: the destructor waits for it. A progress event queued to a
-  // loader that is gone by then is dropped by Qt (the context object died).
-  watcher_.setFuture(QtConcurrent::run([path, this]() -> Result {
-    Result r;
+  cancel();
+  auto cancelled = cancelled_ = std::make_shared<std::atomic<bool>>(false);
+  // `this` outlives the task: the destructor waits for it. Results go back as queued calls in
+  // the order they were made; one queued to a loader that is gone by then is dropped by Qt
+  // (the context object died), and a cancelled load posts nothing more.
+  watcher_.setFuture(QtConcurrent::run([path, this, cancelled] {
+    auto post = [this, cancelled](auto fn) {
+      if (*cancelled) return;
+      QMetaObject::invokeMethod(this, std::move(fn), Qt::QueuedConnection);
+    };
+    auto report = [&](int percent, const std::string& what) {
+      post([this, percent, w = QString::fromStdString(what)] { emit progress(percent, w); });
+    };
+    std::shared_ptr<TraceData> data;
     try {
       if (!QFileInfo::exists(path)) throw std::runtime_error("no such file");
-      r.data = load_trace_data(path.toStdString(), [this](int percent, const std::string& what) {
-        QMetaObject::invokeMethod(
-            this, [this, percent, w = QString::fromStdString(what)] { emit progress(percent, w); },
-            Qt::QueuedConnection);
-      });
+      report(0, "opening");
+      data = open_trace_data(path.toStdString());
     } catch (const std::exception& e) {
-      r.error = with_file(path, QString::fromStdString(e.what()));
+      post([this, m = with_file(path, QString::fromStdString(e.what()))] { emit failed(m); });
+      return;
     } catch (...) {
-      r.error = with_file(path, "unreadable trace");
+      post([this, m = with_file(path, "unreadable trace")] { emit failed(m); });
+      return;
     }
-    return r;
+    TraceDataPtr snapshot = std::make_shared<const TraceData>(*data);
+    post([this, snapshot] { emit opened(snapshot); });
+    try {
+      // A connection of our own: the timeline's queries use the session's meanwhile.
+      analysis::Trace own = analysis::Trace::open(path.toStdString());
+      if (*cancelled) return;
+      compute_tables(*data, own, report);
+      snapshot = std::make_shared<const TraceData>(*data);
+      post([this, snapshot] { emit tablesReady(snapshot); });
+      if (*cancelled) return;
+      report(75, "diagnosing");
+      compute_findings(*data, own);
+    } catch (const std::exception& e) {
+      data->late_error = e.what();
+      data->stage = Stage::complete;
+    } catch (...) {
+      data->late_error = "unreadable trace";
+      data->stage = Stage::complete;
+    }
+    report(100, "done");
+    TraceDataPtr done = std::move(data);
+    post([this, done] { emit finished(done); });
   }));
 }
 

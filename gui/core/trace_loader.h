@@ -1,11 +1,14 @@
 // TraceLoader: opens a trace and computes its TraceData off the GUI thread (QtConcurrent),
-// reporting progress. A file that is not a finalized Tidemark trace of a schema this build
-// reads (corrupt, foreign, newer) ends in failed() with a message naming the file.
+// reporting progress, in stages (trace_data.h): opened() as soon as the timeline can be drawn,
+// tablesReady() with the summary and tables, finished() with the findings too. A file that is not a
+// finalized Tidemark trace of a schema this build reads (corrupt, foreign, newer) ends in failed()
+// with a message naming the file.
 #pragma once
 
 #include <QFutureWatcher>
 #include <QObject>
 #include <QString>
+#include <atomic>
 #include <memory>
 
 #include "gui/core/trace_data.h"
@@ -23,6 +26,8 @@ class TraceLoader : public QObject {
   // Starts loading `path` in the thread pool; returns at once.
   void load(const QString& path);
   bool is_running() const { return watcher_.isRunning(); }
+  // Stops the work in progress at its next stage (no more signals), and waits for it.
+  void cancel();
 
   // The same work on the calling thread (screenshots, tests): the result, or empty with
   // `error` set.
@@ -30,15 +35,15 @@ class TraceLoader : public QObject {
 
  signals:
   void progress(int percent, const QString& what);
-  void finished(tidemark::gui::TraceDataPtr data);
-  void failed(const QString& message);
+  // Each carries a snapshot; in this order, opened and tablesReady only on success.
+  void opened(tidemark::gui::TraceDataPtr data);       // Stage::opened
+  void tablesReady(tidemark::gui::TraceDataPtr data);  // Stage::tables
+  void finished(tidemark::gui::TraceDataPtr data);     // Stage::complete
+  void failed(const QString& message);                 // the trace could not be opened
 
  private:
-  struct Result {
-    TraceDataPtr data;
-    QString error;
-  };
-  QFutureWatcher<Result> watcher_;
+  QFutureWatcher<void> watcher_;
+  std::shared_ptr<std::atomic<bool>> cancelled_;
 };
 
 }  // namespace tidemark::gui

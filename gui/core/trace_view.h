@@ -1,9 +1,13 @@
-// TraceView: one open trace (one tab of the main window). While the loader works it shows
-// progress; a failure shows the loader's message; then the timeline above and, below it,
-// the summary, the tables and the allocator state at the selected time.
+// TraceView: one open trace (one tab of the main window). Until the trace opens it shows
+// progress; a failure shows the loader's message; then the timeline above (as soon as the
+// trace opens) and, below it, the summary, the tables, the allocator state at the selected
+// time and the details of a selected allocation, each filled as the loader's stages arrive
+// ("computing…" until then).
 #pragma once
 
+#include <QFutureWatcher>
 #include <QWidget>
+#include <optional>
 
 #include "gui/core/table_models.h"
 #include "gui/core/trace_loader.h"
@@ -27,13 +31,16 @@ class AllocatorWidget;
 class TraceView : public QWidget {
   Q_OBJECT
  public:
-  enum class View { timeline, summary, live, leaks, syncs, steps, allocator };
+  enum class View { timeline, summary, live, leaks, syncs, steps, allocator, details };
 
   explicit TraceView(QWidget* parent = nullptr);
+  ~TraceView() override;
   // Loads `path` in the background.
   void load(const QString& path);
-  // Shows already loaded data (screenshots, tests).
+  // Shows already loaded data (screenshots, tests), or the next stage of the same trace.
   void setTraceData(TraceDataPtr data);
+  // Query on the calling thread from now on (screenshots, tests, benchmarks).
+  void setSynchronous(bool sync);
   void showView(View v);
 
   TraceDataPtr traceData() const { return data_; }
@@ -41,17 +48,25 @@ class TraceView : public QWidget {
   AllocatorWidget* allocator() const { return allocator_; }
   SiteModel* liveModel() const { return live_model_; }
   QString errorText() const;
+  QString detailsHtml() const;
+  const std::optional<analysis::AllocationDetails>& details() const { return details_; }
+  QString tabTitle(View v) const;
 
  signals:
-  void loaded();
+  void opened();       // the timeline can paint
+  void tablesShown();  // summary and tables filled
+  void loaded();       // everything, the findings included
   void failed(const QString& message);
 
  public slots:
   void selectTime(quint64 ts);
+  // Shows the Details of the allocation at `addr` on `device` allocated at `alloc_ts`.
+  void showDetails(qint64 device, quint64 addr, quint64 alloc_ts);
 
  private:
   QWidget* makeTable(QAbstractItemModel* model, int sort_column);
   void showAllocator();
+  void updateTabTitles();
 
   TraceLoader loader_;
   TraceDataPtr data_;
@@ -71,6 +86,12 @@ class TraceView : public QWidget {
   AllocatorWidget* allocator_;
   QScrollArea* allocator_scroll_;
   uint64_t allocator_ts_ = 0;
+  QFutureWatcher<AllocatorState> allocator_watcher_;
+  bool allocator_pending_ = false;
+  bool allocator_started_ = false;
+  bool synchronous_ = false;
+  QTextBrowser* details_view_;
+  std::optional<analysis::AllocationDetails> details_;
 };
 
 }  // namespace tidemark::gui

@@ -4,7 +4,9 @@
 #include <QTest>
 #include <QThread>
 
+#include "gui/core/timeline_widget.h"
 #include "gui/core/trace_loader.h"
+#include "gui/core/trace_view.h"
 #include "gui/tests/test_traces.h"
 #include "profiler/analysis/memory.h"
 
@@ -50,6 +52,83 @@ class LoaderTest : public QObject {
     QCOMPARE(data->peaks[0]->ts_ns, peak->ts_ns);
     QCOMPARE(data->steps.size(), size_t(20));
     QVERIFY(!data->live_at_peak.empty());
+  }
+
+  // The stages arrive in order: the timeline paints from opened()'s snapshot (painted here
+  // in the slot, as a shown view's timeline would next), before the tables and the findings.
+  void firstPaintPrecedesTheTablesAndTheFindings() {
+    const QString path = recorded_trace();
+    TraceLoader loader;
+    TimelineWidget timeline;
+    timeline.setSynchronous(true);
+    timeline.resize(1000, 400);
+    QStringList order;
+    QSignalSpy opened(&loader, &TraceLoader::opened);
+    QSignalSpy tables(&loader, &TraceLoader::tablesReady);
+    QSignalSpy done(&loader, &TraceLoader::finished);
+    QSignalSpy painted(&timeline, &TimelineWidget::curvesPainted);
+    connect(&timeline, &TimelineWidget::curvesPainted, this, [&] { order << "painted"; });
+    connect(&loader, &TraceLoader::opened, this, [&](TraceDataPtr d) {
+      order << "opened";
+      QCOMPARE(int(d->stage), int(Stage::opened));
+      QVERIFY(d->live_at_peak.empty() && d->diagnosis.findings.empty());
+      timeline.setTraceData(d);
+      QImage img(timeline.size(), QImage::Format_RGB32);
+      timeline.render(&img);
+    });
+    connect(&loader, &TraceLoader::tablesReady, this, [&](TraceDataPtr d) {
+      order << "tables";
+      QCOMPARE(int(d->stage), int(Stage::tables));
+      QVERIFY(!d->live_at_peak.empty());
+    });
+    connect(&loader, &TraceLoader::finished, this, [&](TraceDataPtr d) {
+      order << "finished";
+      QCOMPARE(int(d->stage), int(Stage::complete));
+    });
+    loader.load(path);
+    QVERIFY(done.wait(120000));
+    QCOMPARE(opened.count(), 1);
+    QCOMPARE(tables.count(), 1);
+    QVERIFY(painted.count() >= 1);
+    QCOMPARE(order.first(), QString("opened"));
+    QCOMPARE(order.at(1), QString("painted"));
+    QVERIFY(order.indexOf("painted") < order.indexOf("tables"));
+    QCOMPARE(order.last(), QString("finished"));
+    // The peak marker of that first paint is the analysis library's peak.
+    auto trace = tidemark::analysis::Trace::open(path.toStdString());
+    auto peak = tidemark::analysis::peak(trace, trace.devices().at(0).id);
+    QVERIFY(peak && !timeline.peakMarkers().empty());
+    QCOMPARE(timeline.peakMarkers().front().ts, peak->ts_ns);
+  }
+
+  // A TraceView shows the timeline at opened(), its other views saying "computing…" until
+  // their stage arrives.
+  void traceViewFillsEachViewAsItsStageArrives() {
+    const QString path = recorded_trace();
+    TraceView view;
+    view.resize(1200, 800);
+    view.setAttribute(Qt::WA_DontShowOnScreen);
+    view.show();
+    QStringList order;
+    QString live_title_at_open, summary_title_at_tables;
+    connect(&view, &TraceView::opened, this, [&] {
+      order << "opened";
+      live_title_at_open = view.tabTitle(TraceView::View::live);
+    });
+    connect(&view, &TraceView::tablesShown, this, [&] {
+      order << "tables";
+      summary_title_at_tables = view.tabTitle(TraceView::View::summary);
+    });
+    QSignalSpy loaded(&view, &TraceView::loaded);
+    connect(&view, &TraceView::loaded, this, [&] { order << "loaded"; });
+    view.load(path);
+    QVERIFY(loaded.wait(120000));
+    QCOMPARE(order, QStringList({"opened", "tables", "loaded"}));
+    QVERIFY(live_title_at_open.contains("computing"));
+    QVERIFY(summary_title_at_tables.contains("computing"));  // the findings came last
+    QVERIFY(!view.tabTitle(TraceView::View::summary).contains("computing"));
+    QVERIFY(view.liveModel()->rowCount() > 0);
+    QTRY_VERIFY_WITH_TIMEOUT(view.timeline()->hasColumns(), 30000);
   }
 
   void loadingDoesNotBlockTheGuiThread() {

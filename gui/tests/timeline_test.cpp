@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QElapsedTimer>
 #include <QImage>
+#include <QSet>
 #include <QSignalSpy>
 #include <QTest>
 #include <QWheelEvent>
@@ -132,6 +133,44 @@ class TimelineTest : public QObject {
       worst = std::max(worst, double(t.nsecsElapsed()) / 1e6);
     }
     qInfo("worst zoom frame (query + paint) at 1600 px: %.2f ms", worst);
+  }
+
+  // The scope lane: the module paths the sample's tl::nn modules push (model.forward, ...)
+  // drawn as boxes under the curves, each at its time, with a tooltip naming its path.
+  void scopeLaneDrawsTheRecordedScopes() {
+    QVERIFY(!data_->scopes.empty());
+    TimelineWidget w;
+    w.setSynchronous(true);
+    w.resize(1600, 500);
+    w.setTraceData(data_);
+    const QImage img = render(w);
+    QVERIFY(w.scopeRows() >= 1);
+    const QRect lane = w.scopeLaneRect();
+    QVERIFY(lane.top() > w.plotRect().bottom());
+    QVERIFY(w.syncLaneRect().top() > lane.bottom());
+    QSet<QString> drawn, recorded;
+    for (const auto& s : data_->scopes)
+      if (s.depth == 0) recorded.insert(QString::fromStdString(s.path));
+    bool module_path = false;
+    for (const TimelineWidget::DrawnScope& d : w.drawnScopes()) {
+      const auto& s = data_->scopes[d.index];
+      const QString path = QString::fromStdString(s.path);
+      drawn.insert(path);
+      module_path |= path.startsWith("model");
+      QVERIFY(lane.adjusted(0, 0, 1, 1).contains(d.rect.toRect()));
+      QVERIFY(std::abs(d.rect.top() - (lane.top() + s.depth * (lane.height() / w.scopeRows()))) <=
+              1);
+      QVERIFY(std::abs(d.rect.left() - std::max(w.tsToX(s.push_ts), double(lane.left()))) <= 1);
+    }
+    for (const QString& r : recorded) QVERIFY2(drawn.contains(r), qPrintable(r));
+    QVERIFY2(module_path, qPrintable(QStringList(drawn.values()).join(", ")));
+    // The box is painted, and its tooltip names the path.
+    const TimelineWidget::DrawnScope& first = w.drawnScopes().front();
+    QVERIFY(img.pixelColor(first.rect.center().toPoint()) != QColor(Qt::white));
+    const QString tip = w.scopeTooltip(first.rect.center().toPoint());
+    QVERIFY2(tip.contains(QString::fromStdString(data_->scopes[first.index].path).toHtmlEscaped()),
+             qPrintable(tip));
+    qInfo("scopes drawn: %s", qPrintable(QStringList(drawn.values()).join(", ")));
   }
 
   void allocatorStateAtThePeakHoldsThePeak() {

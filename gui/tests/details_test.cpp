@@ -1,0 +1,126 @@
+// The Details view: a recording of samples/pitfalls/view_retention (`tidemark record --stacks
+// 32`), whose small views keep each 4 MiB batch's storage alive. The details of a batch's
+// allocation -- opened from the allocator view (a click on its block) and from the Live at
+// peak table (a double-click) -- name the view that kept it alive.
+#include <QProcess>
+#include <QSignalSpy>
+#include <QSortFilterProxyModel>
+#include <QTableView>
+#include <QTest>
+
+#include "gui/core/allocator_widget.h"
+#include "gui/core/trace_view.h"
+#include "gui/tests/test_traces.h"
+
+using namespace tidemark::gui;
+using namespace tidemark::gui::testing;
+
+namespace {
+
+QString view_retention_trace() {
+  const QString path = test_dir() + "/view_retention.db";
+  if (QFile::exists(path)) return path;
+  QProcess p;
+  p.setProcessChannelMode(QProcess::MergedChannels);
+  p.start(TIDEMARK_CLI, {"record", "--stacks", "32", "-o", path, "--", TIDEMARK_VIEW_RETENTION});
+  if (!p.waitForFinished(300000) || p.exitCode() != 0 || !QFile::exists(path)) {
+    qWarning("recording pitfall_view_retention failed: %s", p.readAll().constData());
+    QFile::remove(path);
+    return {};
+  }
+  return path;
+}
+
+constexpr uint64_t kBatchBytes = 1024 * 1024 * 4;  // the sample's 1024x1024 float32 batch
+
+}  // namespace
+
+class DetailsTest : public QObject {
+  Q_OBJECT
+ private:
+  TraceDataPtr data_;
+
+  void checkBatchDetails(const TraceView& view) {
+    QVERIFY(view.details().has_value());
+    const tidemark::analysis::AllocationDetails& d = *view.details();
+    QCOMPARE(d.row.requested_size, kBatchBytes);
+    QVERIFY(d.row.size >= d.row.requested_size);
+    QVERIFY(!d.frames.empty());
+    QVERIFY(d.tensors.size() >= 2);
+    QVERIFY(d.kept_alive_by.has_value());
+    const tidemark::analysis::SharedTensor& keeper = d.tensors[*d.kept_alive_by];
+    QVERIFY(keeper.is_view());
+    // A view (big[0], op "select") of the batch tensor in the same block.
+    QCOMPARE(QString::fromStdString(keeper.op), QString("select"));
+    bool base_here = false;
+    for (const auto& t : d.tensors) base_here |= t.tensor_id == keeper.base_id;
+    QVERIFY(base_here);
+    const QString html = view.detailsHtml();
+    QVERIFY2(html.contains(QString("Kept alive longest by")) && html.contains("view"),
+             qPrintable(html));
+    QVERIFY(html.contains(QString::number(keeper.tensor_id)));
+    QVERIFY(html.contains("requested"));
+    QVERIFY(html.contains("lifetime"));
+  }
+
+ private slots:
+  void initTestCase() {
+    const QString path = view_retention_trace();
+    QVERIFY(!path.isEmpty());
+    QString error;
+    data_ = TraceLoader::load_now(path, &error);
+    QVERIFY2(data_, qPrintable(error));
+  }
+
+  void clickingABlockInTheAllocatorViewShowsItsDetails() {
+    TraceView view;
+    view.setSynchronous(true);
+    view.resize(1200, 800);
+    view.setAttribute(Qt::WA_DontShowOnScreen);
+    view.show();
+    view.setTraceData(data_);
+    view.showView(TraceView::View::allocator);
+    AllocatorWidget* a = view.allocator();
+    a->resize(1100, a->sizeHint().height());
+    // A batch's block, allocated at the peak.
+    const AllocatorState& st = a->state();
+    QPointF where(-1, -1);
+    for (size_t s = 0; s < st.segments.size() && where.x() < 0; ++s)
+      for (size_t b = 0; b < st.segments[s].blocks.size(); ++b)
+        if (st.segments[s].blocks[b].requested == kBatchBytes) {
+          where = a->blockCenter(s, b);
+          break;
+        }
+    QVERIFY2(where.x() >= 0, "no 4 MiB block allocated at the peak");
+    QVERIFY(a->blockAt(where) != nullptr);
+    QTest::mouseClick(a, Qt::LeftButton, {}, where.toPoint());
+    checkBatchDetails(view);
+  }
+
+  void doubleClickingALiveRowShowsItsLargestAllocation() {
+    TraceView view;
+    view.setSynchronous(true);
+    view.resize(1200, 800);
+    view.setAttribute(Qt::WA_DontShowOnScreen);
+    view.show();
+    view.setTraceData(data_);
+    view.showView(TraceView::View::live);
+    // The table over the live model, sorted by bytes: its first row is the batches' site.
+    QTableView* table = nullptr;
+    for (QTableView* t : view.findChildren<QTableView*>()) {
+      auto* proxy = qobject_cast<QSortFilterProxyModel*>(t->model());
+      if (proxy && proxy->sourceModel() == view.liveModel()) table = t;
+    }
+    QVERIFY(table);
+    const QModelIndex first = table->model()->index(0, 0);
+    QVERIFY(first.isValid());
+    QVERIFY(first.data(AllocationRole).toList().size() == 3);
+    const QRect r = table->visualRect(first);
+    QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, r.center());
+    QTest::mouseDClick(table->viewport(), Qt::LeftButton, {}, r.center());
+    checkBatchDetails(view);
+  }
+};
+
+QTEST_MAIN(DetailsTest)
+#include "details_test.moc"

@@ -1,0 +1,107 @@
+#include "profiler/analysis/details.h"
+
+#include <algorithm>
+
+#include "profiler/analysis/sql.h"
+
+namespace tidemark::analysis {
+
+using detail::Query;
+
+std::optional<AllocationDetails> allocation_details(const Trace& trace, uint64_t seq) {
+  std::vector<store::AllocationRow> rows =
+      trace.reader().allocations_where("WHERE seq = ?1", {static_cast<int64_t>(seq)});
+  if (rows.empty()) return std::nullopt;
+  return allocation_details(trace, rows.front());
+}
+
+AllocationDetails allocation_details(const Trace& trace, const store::AllocationRow& row) {
+  AllocationDetails d;
+  d.row = row;
+  if (const DeviceRef* dev = trace.device_by_id(row.device)) d.device = dev->name;
+  d.site = trace.site(row.stack_id);
+  d.frames = trace.stack_frames(row.stack_id);
+  if (row.free_requested_ts) d.lifetime_ns = *row.free_requested_ts - row.alloc_ts;
+  if (!trace.db().table_exists("storages") || !trace.db().table_exists("tensors")) return d;
+  // Storages created inside the block while it was allocated (a storage is created after the
+  // block it lives in is allocated, and before that block is freed).
+  const uint64_t until = row.free_requested_ts.value_or(trace.end_ns());
+  Query st(trace.db(),
+           "SELECT storage_id FROM storages WHERE device = ? AND addr >= ? AND addr < ? AND "
+           "create_ts >= ? AND create_ts <= ? ORDER BY create_ts");
+  st.bind(1, row.device)
+      .bind(2, row.addr)
+      .bind(3, row.addr + row.size)
+      .bind(4, row.alloc_ts)
+      .bind(5, until);
+  std::vector<uint64_t> storage_ids;
+  while (st.step()) storage_ids.push_back(st.u64(0));
+  Query tq(trace.db(),
+           "SELECT t.tensor_id, t.storage_id, t.base_id, t.sizes, t.strides, t.storage_offset, "
+           "COALESCE(sd.text, ''), COALESCE(so.text, ''), t.create_ts, t.release_ts, t.stack "
+           "FROM tensors t LEFT JOIN strings sd ON sd.id = t.dtype "
+           "LEFT JOIN strings so ON so.id = t.op WHERE t.storage_id = ? AND t.device = ? AND "
+           "t.create_ts >= ? AND t.create_ts <= ? ORDER BY t.create_ts, t.id");
+  for (uint64_t sid : storage_ids) {
+    tq.reset();
+    tq.bind(1, sid).bind(2, row.device).bind(3, row.alloc_ts).bind(4, until);
+    while (tq.step()) {
+      SharedTensor t;
+      t.tensor_id = tq.u64(0);
+      t.storage_id = tq.u64(1);
+      t.base_id = tq.is_null(2) ? 0 : tq.u64(2);
+      t.sizes = tq.text(3);
+      t.strides = tq.text(4);
+      t.storage_offset = tq.i64(5);
+      t.dtype = tq.text(6);
+      t.op = tq.text(7);
+      t.create_ts = tq.u64(8);
+      if (!tq.is_null(9)) t.release_ts = tq.u64(9);
+      t.stack_id = tq.is_null(10) ? 0 : tq.u64(10);
+      d.tensors.push_back(std::move(t));
+    }
+  }
+  std::stable_sort(
+      d.tensors.begin(), d.tensors.end(),
+      [](const SharedTensor& a, const SharedTensor& b) { return a.create_ts < b.create_ts; });
+  for (size_t i = 0; i < d.tensors.size(); ++i)
+    d.tensors[i].site = trace.site(d.tensors[i].stack_id).label;
+  // A view holds its base, so a base is released no earlier than its last view: when views
+  // shared the storage, the view released last is what kept it alive longest; otherwise the
+  // tensor released last.
+  auto later = [](const SharedTensor& a, const SharedTensor& b) {
+    return a.release_ts.value_or(UINT64_MAX) > b.release_ts.value_or(UINT64_MAX);
+  };
+  for (const bool views : {true, false}) {
+    for (size_t i = 0; i < d.tensors.size(); ++i) {
+      if (views && !d.tensors[i].is_view()) continue;
+      if (!d.kept_alive_by || later(d.tensors[i], d.tensors[*d.kept_alive_by])) d.kept_alive_by = i;
+    }
+    if (d.kept_alive_by) break;
+  }
+  return d;
+}
+
+std::vector<ScopeSpan> scopes(const Trace& trace, uint64_t from_ts, uint64_t to_ts) {
+  std::vector<ScopeSpan> out;
+  if (!trace.db().table_exists("scopes")) return out;
+  Query q(trace.db(),
+          "SELECT s.thread, COALESCE(n.text, ''), COALESCE(p.text, ''), s.depth, s.push_ts, "
+          "s.pop_ts FROM scopes s LEFT JOIN strings n ON n.id = s.name "
+          "LEFT JOIN strings p ON p.id = s.path WHERE s.push_ts <= ? AND "
+          "(s.pop_ts IS NULL OR s.pop_ts >= ?) ORDER BY s.push_ts, s.push_seq");
+  q.bind(1, to_ts).bind(2, from_ts);
+  while (q.step()) {
+    ScopeSpan s;
+    s.thread = q.u64(0);
+    s.name = q.text(1);
+    s.path = q.text(2);
+    s.depth = static_cast<int>(q.i64(3));
+    s.push_ts = q.u64(4);
+    if (!q.is_null(5)) s.pop_ts = q.u64(5);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace tidemark::analysis

@@ -1,0 +1,113 @@
+// allocation_details and scopes (profiler/analysis/details.cpp) on a recording of tensorlib:
+// a view that outlives its base is named as what kept the block alive; scopes come back with
+// their paths and depths.
+#include "profiler/analysis/details.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <tensorlib/tensorlib.h>
+#include <filesystem>
+#include <string>
+
+#include "profiler/analysis/memory.h"
+#include "profiler/record/recorder.h"
+
+namespace {
+
+namespace an = tidemark::analysis;
+
+class TempTrace {
+ public:
+  explicit TempTrace(const std::string& name)
+      : path_((std::filesystem::temp_directory_path() /
+               ("tidemark_details_" + name + "_" + std::to_string(::getpid()) + ".db"))
+                  .string()) {
+    remove();
+  }
+  ~TempTrace() { remove(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  void remove() {
+    for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path_ + s);
+  }
+  std::string path_;
+};
+
+[[gnu::noinline]] tl::Tensor details_test_big() {
+  return tl::ones({256, 256});
+}
+
+TEST(Details, AViewThatOutlivesItsBaseKeptTheBlockAlive) {
+  TempTrace trace("view");
+  tidemark::record::Options o;
+  o.path = trace.path();
+  o.stack_depth = 32;
+  tidemark::record::start(o);
+  {
+    tl::profiler::Scope outer("outer");
+    tl::Tensor row;
+    {
+      tl::profiler::Scope inner("inner");
+      tl::Tensor big = details_test_big();
+      row = big[0];
+    }  // big released; row keeps the storage
+    tl::Tensor other = tl::ones({4});
+  }
+  tidemark::record::stop();
+
+  an::Trace t = an::Trace::open(trace.path());
+  const int64_t cpu = t.device("cpu").id;
+  const auto rows = t.reader().allocations(cpu);
+  const tidemark::store::AllocationRow* big = nullptr;
+  for (const auto& r : rows)
+    if (r.requested_size == 256 * 256 * 4) big = &r;
+  ASSERT_NE(big, nullptr);
+  auto d = an::allocation_details(t, big->seq);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->row.seq, big->seq);
+  EXPECT_EQ(d->row.requested_size, uint64_t(256 * 256 * 4));
+  EXPECT_GE(d->row.size, d->row.requested_size);
+  EXPECT_EQ(d->device, "cpu");
+  ASSERT_TRUE(d->lifetime_ns.has_value());
+  EXPECT_EQ(*d->lifetime_ns, *big->free_requested_ts - big->alloc_ts);
+  EXPECT_EQ(d->row.scope, "outer/inner");
+  EXPECT_NE(d->site.label.find("details_test_big"), std::string::npos) << d->site.label;
+  EXPECT_FALSE(d->frames.empty());
+  ASSERT_GE(d->tensors.size(), 2u);
+  size_t views = 0;
+  for (const an::SharedTensor& s : d->tensors) views += s.is_view();
+  EXPECT_GE(views, 1u);
+  ASSERT_TRUE(d->kept_alive_by.has_value());
+  const an::SharedTensor& keeper = d->tensors[*d->kept_alive_by];
+  EXPECT_TRUE(keeper.is_view());
+  for (const an::SharedTensor& s : d->tensors) {
+    if (s.is_view()) {
+      EXPECT_LE(s.release_ts.value_or(UINT64_MAX), keeper.release_ts.value_or(UINT64_MAX));
+    }
+  }
+  // The view's base is the block's other tensor.
+  bool base_here = false;
+  for (const an::SharedTensor& s : d->tensors) base_here |= s.tensor_id == keeper.base_id;
+  EXPECT_TRUE(base_here);
+
+  EXPECT_FALSE(an::allocation_details(t, 1u << 30).has_value());
+
+  const auto spans = an::scopes(t, t.origin_ns(), t.end_ns());
+  bool saw_outer = false, saw_inner = false;
+  for (const an::ScopeSpan& s : spans) {
+    if (s.path == "outer" && s.depth == 0) saw_outer = true;
+    if (s.path == "outer/inner" && s.name == "inner" && s.depth == 1) {
+      saw_inner = true;
+      ASSERT_TRUE(s.pop_ts.has_value());
+      EXPECT_GE(*s.pop_ts, s.push_ts);
+    }
+  }
+  EXPECT_TRUE(saw_outer);
+  EXPECT_TRUE(saw_inner);
+  // A range after every scope closed holds none of them.
+  EXPECT_TRUE(an::scopes(t, t.end_ns() + 1, t.end_ns() + 2).empty());
+}
+
+}  // namespace

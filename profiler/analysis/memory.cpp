@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -14,10 +15,14 @@ using detail::Query;
 
 std::string_view group_by_name(GroupBy g) {
   switch (g) {
-    case GroupBy::site: return "site";
-    case GroupBy::stack: return "stack";
-    case GroupBy::scope: return "scope";
-    case GroupBy::category: return "category";
+    case GroupBy::site:
+      return "site";
+    case GroupBy::stack:
+      return "stack";
+    case GroupBy::scope:
+      return "scope";
+    case GroupBy::category:
+      return "category";
   }
   return "site";
 }
@@ -32,10 +37,14 @@ namespace {
 
 const char* curve_column(store::Curve c) {
   switch (c) {
-    case store::Curve::allocated: return "allocated";
-    case store::Curve::active: return "active";
-    case store::Curve::reserved: return "reserved";
-    case store::Curve::requested: return "requested";
+    case store::Curve::allocated:
+      return "allocated";
+    case store::Curve::active:
+      return "active";
+    case store::Curve::reserved:
+      return "reserved";
+    case store::Curve::requested:
+      return "requested";
   }
   return "allocated";
 }
@@ -62,14 +71,17 @@ std::optional<store::Peak> first_at_least(const Trace& trace, int64_t device, st
     if (l.level == 0) {
       std::string sql = "SELECT t, seq, " + col +
                         " FROM memory_lod WHERE device = ? AND level = 0 AND t >= ? AND t < ? "
-                        "AND " + col + " >= ? ORDER BY t, seq LIMIT 1";
+                        "AND " +
+                        col + " >= ? ORDER BY t, seq LIMIT 1";
       Query q(trace.db(), sql.c_str());
       q.bind(1, device).bind(2, t0).bind(3, t1).bind(4, value);
       if (!q.step()) return std::nullopt;
       return store::Peak{q.i64(2), q.u64(0), q.u64(1)};
     }
-    std::string sql = "SELECT t FROM memory_lod WHERE device = ? AND level = ? AND t >= ? AND "
-                      "t < ? AND " + col + "_max >= ? ORDER BY t LIMIT 1";
+    std::string sql =
+        "SELECT t FROM memory_lod WHERE device = ? AND level = ? AND t >= ? AND "
+        "t < ? AND " +
+        col + "_max >= ? ORDER BY t LIMIT 1";
     Query q(trace.db(), sql.c_str());
     // A bucket starting before t0 may hold changes at or after t0.
     uint64_t from = t0 >= l.width_ns ? (t0 - t0 % l.width_ns) : 0;
@@ -115,6 +127,9 @@ std::vector<Group> group_allocations(const Trace& trace,
                                      const std::vector<store::AllocationRow>& rows, GroupBy by,
                                      size_t limit, uint64_t* groups_total) {
   std::unordered_map<std::string, Group> groups;
+  // A site groups a function's allocations in one file (the key has no line, so diffs survive
+  // edits); its label names the line that holds the most bytes of the group.
+  std::unordered_map<std::string, std::map<std::string, int64_t>> site_labels;
   for (const store::AllocationRow& a : rows) {
     std::string key, label;
     switch (by) {
@@ -141,7 +156,7 @@ std::vector<Group> group_allocations(const Trace& trace,
       g.label = label;
       if (by == GroupBy::stack) {
         g.frames = trace.stack_frames(a.stack_id);
-        g.label = a.stack_id == 0 ? "(no stack)"
+        g.label = a.stack_id == 0    ? "(no stack)"
                   : g.frames.empty() ? "stack " + key
                                      : g.frames.front();
         if (a.stack_id != 0) g.label = trace.site(a.stack_id).label;
@@ -150,6 +165,14 @@ std::vector<Group> group_allocations(const Trace& trace,
     g.bytes += static_cast<int64_t>(a.size);
     g.requested_bytes += static_cast<int64_t>(a.requested_size);
     ++g.count;
+    if (by == GroupBy::site) site_labels[key][label] += static_cast<int64_t>(a.size);
+  }
+  for (auto& [key, labels] : site_labels) {
+    if (labels.size() < 2) continue;
+    auto best = labels.begin();
+    for (auto it = labels.begin(); it != labels.end(); ++it)
+      if (it->second > best->second) best = it;
+    groups[key].label = best->first;
   }
   std::vector<Group> out;
   out.reserve(groups.size());
@@ -162,8 +185,7 @@ std::vector<Group> group_allocations(const Trace& trace,
   return out;
 }
 
-LiveBreakdown live_at(const Trace& trace, int64_t device, TimePoint at, GroupBy by,
-                      size_t limit) {
+LiveBreakdown live_at(const Trace& trace, int64_t device, TimePoint at, GroupBy by, size_t limit) {
   LiveBreakdown b;
   b.device_id = device;
   if (const DeviceRef* d = trace.device_by_id(device)) b.device = d->name;
@@ -342,12 +364,10 @@ Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& req
     c->last.assign(width, 0);
   }
   // A bucket starting before `from` but reaching into it belongs to the first column.
-  const uint64_t first_t = chosen.width_ns ? tl.from_ts - tl.from_ts % chosen.width_ns
-                                           : tl.from_ts;
+  const uint64_t first_t = chosen.width_ns ? tl.from_ts - tl.from_ts % chosen.width_ns : tl.from_ts;
   Values carry = values_before(trace, device, chosen.level, first_t);
   int64_t cur[4] = {carry.allocated, carry.active, carry.reserved, carry.requested};
-  std::vector<store::LodRow> rows =
-      trace.reader().lod(device, chosen.level, first_t, tl.to_ts - 1);
+  std::vector<store::LodRow> rows = trace.reader().lod(device, chosen.level, first_t, tl.to_ts - 1);
   size_t next = 0;
   for (size_t col = 0; col < width; ++col) {
     const uint64_t col_end = col + 1 == width ? tl.to_ts : tl.from_ts + (col + 1) * tl.column_ns;
@@ -374,8 +394,7 @@ Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& req
   int64_t best = std::numeric_limits<int64_t>::min();
   for (int64_t v : tl.allocated.max) best = std::max(best, v);
   if (!rows.empty() || best > 0) {
-    if (auto p = first_at_least(trace, device, store::Curve::allocated, best, tl.from_ts,
-                                tl.to_ts))
+    if (auto p = first_at_least(trace, device, store::Curve::allocated, best, tl.from_ts, tl.to_ts))
       tl.peak_allocated = p;
     else
       tl.peak_allocated = store::Peak{best, tl.from_ts, 0};

@@ -11,7 +11,7 @@
 //   again, around the peak) and panning (a tenth of the view per step, at several zoom
 //   levels): the LOD query and the paint, measured synchronously (target <= 16 ms).
 //
-// The trace is bench/analysis_bench.cpp's generator (gui/bench/synthetic_trace.h), 10M events
+// The trace is bench/synthetic_trace.h's generator (as analysis_bench's), 10M events
 // by default; --trace with an existing finalized file reuses it (generating takes minutes).
 #include <unistd.h>
 
@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "gui/bench/synthetic_trace.h"
+#include "bench/synthetic_trace.h"
 #include "gui/core/timeline_widget.h"
 #include "gui/core/trace_view.h"
 
@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
                .string();
   if (!reuse) {
     auto t0 = std::chrono::steady_clock::now();
-    tidemark::gui::bench::generate_synthetic_trace(path, n);
+    tidemark::bench::generate_synthetic_trace(path, n);
     std::printf(
         "generated and finalized %llu events in %.1f s: %s\n", static_cast<unsigned long long>(n),
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), path.c_str());

@@ -1,5 +1,5 @@
-// The synthetic training-like trace of bench/analysis_bench.cpp (the same generator, copied
-// here because analysis_bench keeps it private; bench/ could include this header instead).
+// A synthetic training-like trace of any size, written and finalized: the input of
+// bench/analysis_bench.cpp and gui/bench/gui_bench.cpp.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 
 #include "profiler/store/trace_writer.h"
 
-namespace tidemark::gui::bench {
+namespace tidemark::bench {
 
 namespace ev = tidemark::events;
 namespace st = tidemark::store;
@@ -78,4 +78,4 @@ inline void generate_synthetic_trace(const std::string& path, uint64_t n_events)
   st::finalize(path);
 }
 
-}  // namespace tidemark::gui::bench
+}  // namespace tidemark::bench

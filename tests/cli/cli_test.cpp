@@ -121,7 +121,11 @@ TEST_F(CliTest, ReportingCommandsRunAndPrintJson) {
 
   Result chart = tidemark({"timeline", trace_, "--width", "60", "--height", "6"});
   ASSERT_EQ(chart.rc, 0) << chart.err;
-  EXPECT_NE(chart.out.find("▼ peak"), std::string::npos) << chart.out;
+  // The marker row: ▼ in the peak's column, then the label after the chart's last column.
+  const size_t marker = chart.out.find("▼");
+  ASSERT_NE(marker, std::string::npos) << chart.out;
+  const std::string marker_row = chart.out.substr(marker, chart.out.find('\n', marker) - marker);
+  EXPECT_NE(marker_row.find(" peak "), std::string::npos) << chart.out;
   EXPECT_NE(chart.out.find("┴"), std::string::npos) << chart.out;  // step ticks
   std::string png = (temp_dir() / "t.png").string(), svg = (temp_dir() / "t.svg").string();
   EXPECT_EQ(tidemark({"timeline", trace_, "--png", png, "--width", "300"}).rc, 0);

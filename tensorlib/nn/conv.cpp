@@ -258,6 +258,30 @@ struct ConvTranspose2dBackward {
   }
 };
 
+// What conv2d and conv_transpose2d share once their shapes are checked: contiguous operands,
+// `forward` into a new [batch, out_channels, oh, ow] output, and one autograd node that saves
+// only the input and the weight (backward recomputes the columns).
+template <typename Forward, typename Backward>
+Tensor run_conv(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                const ConvShape& s, int64_t oh, int64_t ow, Forward forward, Backward backward) {
+  const Tensor x = input.contiguous(), wt = weight.contiguous();
+  const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+  Tensor out = empty({s.batch, s.out_channels, oh, ow}, input.dtype());
+  if (out.numel() > 0) {
+    dispatch_floating(input.dtype(), [&]<typename T>() {
+      forward(x.data_ptr<T>(), wt.data_ptr<T>(), ptr_or_null<T>(b), out.data_ptr<T>(), s);
+    });
+  }
+  const bool need_x = input.requires_grad(), need_w = weight.requires_grad();
+  const bool need_b = bias.defined() && bias.requires_grad();
+  autograd::record(
+      out, "Convolution", {&input, &weight, &bias}, {x, wt},
+      [op, s, need_x, need_w, need_b, backward](const variable_list& g, const variable_list& sv) {
+        return conv_backward(op, g[0], sv[0], sv[1], s, need_x, need_w, need_b, backward);
+      });
+  return out;
+}
+
 }  // namespace
 
 namespace functional {
@@ -287,23 +311,12 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
   ConvShape s{n, c_in, c_out, groups,
               WindowGeometry{c_in, h, w, kh, kw, stride.h, stride.w, padding.h, padding.w,
                              dilation.h, dilation.w, oh, ow}};
-  const Tensor x = input.contiguous(), wt = weight.contiguous();
-  const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
-  Tensor out = empty({n, c_out, oh, ow}, input.dtype());
-  if (out.numel() > 0) {
-    dispatch_floating(input.dtype(), [&]<typename T>() {
-      conv2d_forward_kernel<T>(x.data_ptr<T>(), wt.data_ptr<T>(), ptr_or_null<T>(b),
-                               out.data_ptr<T>(), s);
-    });
-  }
-  const bool need_x = input.requires_grad(), need_w = weight.requires_grad();
-  const bool need_b = bias.defined() && bias.requires_grad();
-  autograd::record(out, "Convolution", {&input, &weight, &bias}, {x, wt},
-                   [s, need_x, need_w, need_b](const variable_list& g, const variable_list& sv) {
-                     return conv_backward("conv2d", g[0], sv[0], sv[1], s, need_x, need_w, need_b,
-                                          Conv2dBackward{});
-                   });
-  return out;
+  return run_conv(
+      "conv2d", input, weight, bias, s, oh, ow,
+      []<typename T>(const T* x, const T* w, const T* b, T* y, const ConvShape& shape) {
+        conv2d_forward_kernel<T>(x, w, b, y, shape);
+      },
+      Conv2dBackward{});
 }
 
 Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -340,23 +353,12 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
   ConvShape s{n, c_in, c_out, groups,
               WindowGeometry{c_out, oh, ow, kh, kw, stride.h, stride.w, padding.h, padding.w,
                              dilation.h, dilation.w, h, w}};
-  const Tensor x = input.contiguous(), wt = weight.contiguous();
-  const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
-  Tensor out = empty({n, c_out, oh, ow}, input.dtype());
-  if (out.numel() > 0) {
-    dispatch_floating(input.dtype(), [&]<typename T>() {
-      conv_transpose2d_forward_kernel<T>(x.data_ptr<T>(), wt.data_ptr<T>(), ptr_or_null<T>(b),
-                                         out.data_ptr<T>(), s);
-    });
-  }
-  const bool need_x = input.requires_grad(), need_w = weight.requires_grad();
-  const bool need_b = bias.defined() && bias.requires_grad();
-  autograd::record(out, "Convolution", {&input, &weight, &bias}, {x, wt},
-                   [s, need_x, need_w, need_b](const variable_list& g, const variable_list& sv) {
-                     return conv_backward("conv_transpose2d", g[0], sv[0], sv[1], s, need_x, need_w,
-                                          need_b, ConvTranspose2dBackward{});
-                   });
-  return out;
+  return run_conv(
+      "conv_transpose2d", input, weight, bias, s, oh, ow,
+      []<typename T>(const T* x, const T* w, const T* b, T* y, const ConvShape& shape) {
+        conv_transpose2d_forward_kernel<T>(x, w, b, y, shape);
+      },
+      ConvTranspose2dBackward{});
 }
 
 }  // namespace functional

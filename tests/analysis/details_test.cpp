@@ -12,28 +12,13 @@
 
 #include "profiler/analysis/memory.h"
 #include "profiler/record/recorder.h"
+#include "temp_trace.h"
 
 namespace {
 
 namespace an = tidemark::analysis;
 
-class TempTrace {
- public:
-  explicit TempTrace(const std::string& name)
-      : path_((std::filesystem::temp_directory_path() /
-               ("tidemark_details_" + name + "_" + std::to_string(::getpid()) + ".db"))
-                  .string()) {
-    remove();
-  }
-  ~TempTrace() { remove(); }
-  const std::string& path() const { return path_; }
-
- private:
-  void remove() {
-    for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path_ + s);
-  }
-  std::string path_;
-};
+using tl_test::TempTrace;
 
 [[gnu::noinline]] tl::Tensor details_test_big() {
   return tl::ones({256, 256});

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <tensorlib/tensorlib.h>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -13,12 +14,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <tensorlib/tensorlib.h>
 #include <vector>
 
 #include "profiler/record/recorder.h"
 #include "profiler/store/trace_reader.h"
 #include "profiler/store/trace_writer.h"
+#include "temp_trace.h"
 
 namespace {
 
@@ -27,29 +28,13 @@ namespace st = tidemark::store;
 namespace an = tidemark::analysis;
 using nlohmann::json;
 
-class TempTrace {
- public:
-  explicit TempTrace(const std::string& name)
-      : path_((std::filesystem::temp_directory_path() /
-               ("tidemark_export_" + name + "_" + std::to_string(::getpid()) + ".db"))
-                  .string()) {
-    remove();
-  }
-  ~TempTrace() { remove(); }
-  const std::string& path() const { return path_; }
-
- private:
-  void remove() {
-    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path_ + suffix);
-  }
-  std::string path_;
-};
+using tl_test::TempTrace;
 
 // The first event's time: exported times are relative to it (as the CLI's are), not to the
 // recording's start (meta start_ts_ns, earlier).
 constexpr uint64_t kOrigin = 1'000'000;
-constexpr uint64_t S = 0x100000;         // a cpu segment
-constexpr uint64_t G = 0x7f0000000000;   // a cuda segment
+constexpr uint64_t S = 0x100000;        // a cpu segment
+constexpr uint64_t G = 0x7f0000000000;  // a cuda segment
 constexpr uint64_t MiB = 1 << 20;
 constexpr ev::DeviceId kCpu{ev::DeviceType::cpu, 0};
 constexpr ev::DeviceId kCuda{ev::DeviceType::cuda, 0};
@@ -73,10 +58,10 @@ struct History {
     stacks.push_back(stack);
     return events.back();
   }
-  void block(ev::Kind k, uint64_t t, uint64_t thread, ev::DeviceId d, uint64_t addr,
-             uint64_t size, uint64_t req, uint64_t seg, uint64_t stack = 0) {
-    add(k, t, thread, d, stack).block = {addr, size, req, 0, seg, ev::Pool::small,
-                                         ev::Category::unknown};
+  void block(ev::Kind k, uint64_t t, uint64_t thread, ev::DeviceId d, uint64_t addr, uint64_t size,
+             uint64_t req, uint64_t seg, uint64_t stack = 0) {
+    add(k, t, thread, d, stack).block = {
+        addr, size, req, 0, seg, ev::Pool::small, ev::Category::unknown};
   }
   void name(ev::Kind k, uint64_t t, uint64_t thread, const char* n, uint64_t value = 0) {
     ev::Event& e = add(k, t, thread);
@@ -144,7 +129,9 @@ void write_history(const std::string& path, bool finalize = true) {
   st::finalize(path, opt);
 }
 
-int64_t ns_of(const json& micros) { return std::llround(micros.get<double>() * 1000.0); }
+int64_t ns_of(const json& micros) {
+  return std::llround(micros.get<double>() * 1000.0);
+}
 
 std::string chrome_text(const std::string& path) {
   std::ostringstream out;
@@ -283,22 +270,36 @@ TEST(ExportCsv, OneRowPerAllocationWithTimesScopeAndSite) {
   an::export_csv(trace.path(), out);
   auto rows = parse_csv(out.str());
   ASSERT_EQ(rows.size(), 4u) << out.str();
-  const std::vector<std::string> header = {
-      "device", "addr", "size", "requested_size", "stream", "segment", "pool", "alloc_ns",
-      "free_requested_ns", "free_completed_ns", "thread", "scope", "category", "stack",
-      "site_function", "site_file", "site_line"};
+  const std::vector<std::string> header = {"device",
+                                           "addr",
+                                           "size",
+                                           "requested_size",
+                                           "stream",
+                                           "segment",
+                                           "pool",
+                                           "alloc_ns",
+                                           "free_requested_ns",
+                                           "free_completed_ns",
+                                           "thread",
+                                           "scope",
+                                           "category",
+                                           "stack",
+                                           "site_function",
+                                           "site_file",
+                                           "site_line"};
   EXPECT_EQ(rows[0], header);
   // In allocation order. Times are ns since the start; empty: not freed by the end.
-  EXPECT_EQ(rows[1], (std::vector<std::string>{"cpu", "0x100000", "1024", "1000", "0", "0x100000",
-                                               "small", "140", "190", "190", "1",
-                                               std::string(kModel) + "/layer1", "unknown", "3",
-                                               "make_weights(int)", "model.h", "12"}));
-  EXPECT_EQ(rows[2], (std::vector<std::string>{"cuda:0", "0x7f0000000000", "512", "500", "0",
-                                               "0x7f0000000000", "small", "150", "220", "250", "1",
-                                               std::string(kModel) + "/layer1", "unknown", "0", "", "", ""}));
-  EXPECT_EQ(rows[3], (std::vector<std::string>{"cpu", "0x100400", "2048", "2000", "0", "0x100000",
-                                               "small", "350", "", "", "2", "loader", "unknown",
-                                               "0", "", "", ""}));
+  EXPECT_EQ(rows[1],
+            (std::vector<std::string>{"cpu", "0x100000", "1024", "1000", "0", "0x100000", "small",
+                                      "140", "190", "190", "1", std::string(kModel) + "/layer1",
+                                      "unknown", "3", "make_weights(int)", "model.h", "12"}));
+  EXPECT_EQ(rows[2],
+            (std::vector<std::string>{
+                "cuda:0", "0x7f0000000000", "512", "500", "0", "0x7f0000000000", "small", "150",
+                "220", "250", "1", std::string(kModel) + "/layer1", "unknown", "0", "", "", ""}));
+  EXPECT_EQ(rows[3],
+            (std::vector<std::string>{"cpu", "0x100400", "2048", "2000", "0", "0x100000", "small",
+                                      "350", "", "", "2", "loader", "unknown", "0", "", "", ""}));
   // The quoted field is quoted as RFC 4180 says: doubled quotes inside quotes.
   EXPECT_NE(out.str().find("\"model \"\"big\"\", v2/layer1\""), std::string::npos) << out.str();
 }
@@ -337,7 +338,9 @@ TEST(Export, AFailingOutputStreamThrows) {
   EXPECT_THROW(an::export_csv(trace.path(), out), std::runtime_error);
 }
 
-[[gnu::noinline]] tl::Tensor export_test_allocate(int64_t n) { return tl::ones({n}); }
+[[gnu::noinline]] tl::Tensor export_test_allocate(int64_t n) {
+  return tl::ones({n});
+}
 
 TEST(Export, ARecordingOfTensorlibExportsItsPeakAndSites) {
   TempTrace trace("recorded");

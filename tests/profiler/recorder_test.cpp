@@ -20,6 +20,7 @@
 #include "../../samples/mlp.h"
 #include "profiler/record/recorder.h"
 #include "profiler/store/trace_reader.h"
+#include "temp_trace.h"
 
 extern char** environ;
 
@@ -29,23 +30,7 @@ namespace ev = tidemark::events;
 namespace fs = std::filesystem;
 using tidemark::store::TraceReader;
 
-class TempTrace {
- public:
-  explicit TempTrace(const std::string& name)
-      : path_((fs::temp_directory_path() /
-               ("tidemark-test-" + name + "-" + std::to_string(getpid()) + ".db"))
-                  .string()) {
-    remove();
-  }
-  ~TempTrace() { remove(); }
-  const std::string& path() const { return path_; }
-
- private:
-  void remove() {
-    for (const char* s : {"", "-wal", "-shm"}) fs::remove(path_ + s);
-  }
-  std::string path_;
-};
+using tl_test::TempTrace;
 
 tidemark::record::Options options(const std::string& path, int stacks = 0) {
   tidemark::record::Options o;

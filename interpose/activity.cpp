@@ -10,8 +10,10 @@
 #include <mutex>
 #include <thread>
 
+#include "interpose/callbacks.h"
 #include "interpose/cupti_api.h"
 #include "interpose/session.h"
+#include "profiler/record/recorder.h"
 
 namespace tidemark::interpose::activity {
 
@@ -20,19 +22,23 @@ namespace ev = tidemark::events;
 // The record layouts this file reads (CUPTI 13.0; cupti_activity.h). A toolkit whose records
 // differ fails to build here rather than misreading them.
 static_assert(sizeof(CUpti_ActivityMemory4) == 128);
+static_assert(offsetof(CUpti_ActivityMemory4, correlationId) == 12);
 static_assert(offsetof(CUpti_ActivityMemory4, address) == 16);
 static_assert(offsetof(CUpti_ActivityMemory4, timestamp) == 32);
 static_assert(offsetof(CUpti_ActivityMemory4, streamId) == 60);
 static_assert(offsetof(CUpti_ActivityMemory4, memoryPoolConfig) == 80);
 static_assert(sizeof(CUpti_ActivityMemoryPool3) == 80);
+static_assert(offsetof(CUpti_ActivityMemoryPool3, correlationId) == 12);
 static_assert(offsetof(CUpti_ActivityMemoryPool3, address) == 32);
 static_assert(offsetof(CUpti_ActivityMemoryPool3, size) == 40);
 static_assert(sizeof(CUpti_ActivityMemcpy6) == 96);
 static_assert(offsetof(CUpti_ActivityMemcpy6, bytes) == 8);
 static_assert(offsetof(CUpti_ActivityMemcpy6, streamId) == 40);
+static_assert(offsetof(CUpti_ActivityMemcpy6, correlationId) == 44);
 static_assert(sizeof(CUpti_ActivityMemset4) == 88);
 static_assert(offsetof(CUpti_ActivityMemset4, contextId) == 36);
 static_assert(sizeof(CUpti_ActivitySynchronization2) == 56);
+static_assert(offsetof(CUpti_ActivitySynchronization2, correlationId) == 24);
 static_assert(offsetof(CUpti_ActivitySynchronization2, streamId) == 32);
 static_assert(sizeof(CUpti_ActivityMarker2) == 56);
 
@@ -112,7 +118,30 @@ void Parser::reconcile_pool(uint32_t device, uint64_t pool, uint64_t size, uint6
     pools_.push_back({key, size});
 }
 
-void Parser::parse(const CUpti_Activity* record, std::vector<ev::Event>& out) {
+void Parser::parse(const CUpti_Activity* record, std::vector<Parsed>& out) {
+  scratch_.clear();
+  parse_record(record, scratch_);
+  uint32_t correlation = 0;
+  switch (record->kind) {
+    case CUPTI_ACTIVITY_KIND_MEMORY2:
+      correlation = reinterpret_cast<const CUpti_ActivityMemory4*>(record)->correlationId;
+      break;
+    case CUPTI_ACTIVITY_KIND_MEMORY_POOL:
+      correlation = reinterpret_cast<const CUpti_ActivityMemoryPool3*>(record)->correlationId;
+      break;
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      correlation = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record)->correlationId;
+      break;
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      correlation = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record)->correlationId;
+      break;
+    default:
+      break;
+  }
+  for (const ev::Event& e : scratch_) out.push_back({e, correlation});
+}
+
+void Parser::parse_record(const CUpti_Activity* record, std::vector<ev::Event>& out) {
   ++records;
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_MEMORY2: {
@@ -294,16 +323,30 @@ State& state() {
   return *s;
 }
 
-void emit(std::vector<ev::Event>& events) {
+// Emits one buffer's events with the thread, stack and sequence numbers of the calls they came
+// from (Note [Call sites]); an event without a call site gets this thread and no stack rather
+// than this thread's stack, which would be wrong.
+void emit(std::vector<Parser::Parsed>& events) {
   // One buffer's records are in completion order per stream; the trace wants time order.
-  std::stable_sort(events.begin(), events.end(),
-                   [](const ev::Event& a, const ev::Event& b) { return a.ts_ns < b.ts_ns; });
-  for (ev::Event& e : events)
-    if (ev::enabled()) ev::dispatch(e);
+  std::stable_sort(events.begin(), events.end(), [](const auto& a, const auto& b) {
+    return a.event.ts_ns < b.event.ts_ns;
+  });
+  callbacks::CallSite site;
+  for (auto& [e, correlation] : events) {
+    if (!ev::enabled()) return;
+    uint64_t seq = 0;
+    if (callbacks::call_site(correlation, &site, &seq)) {
+      const bool segment = e.kind == ev::Kind::segment_alloc || e.kind == ev::Kind::segment_free;
+      if (segment && callbacks::recorded_by_callback(site)) continue;  // cuMemMap & co.
+      record::dispatch_with_stack(e, site.thread, seq, site.ips, site.n_ips);
+    } else {
+      record::dispatch_with_stack(e, ev::current_thread_id(), record::reserve_seq(1), nullptr, 0);
+    }
+  }
 }
 
 void process(State& s, const Pending& p) {
-  std::vector<ev::Event> events;
+  std::vector<Parser::Parsed> events;
   if (p.valid > 0 && s.api) {
     CUpti_Activity* record = nullptr;
     while (s.api->ActivityGetNextRecord(p.buffer, p.valid, &record) == CUPTI_SUCCESS)
@@ -313,7 +356,7 @@ void process(State& s, const Pending& p) {
     ev::Event e = make(ev::Kind::mark, 0, {});
     e.name.name = kDroppedMark;
     e.name.value = p.dropped;
-    events.push_back(e);
+    events.push_back({e, 0});
   }
   try {
     emit(events);
@@ -355,13 +398,8 @@ uint64_t event_clock_ns() {
 }
 
 // cudaDeviceReset destroys the context whose records are still in CUPTI's buffers.
-void CUPTIAPI on_callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                          const void* data) {
-  const auto* cb = static_cast<const CUpti_CallbackData*>(data);
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
-      cbid == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020 &&
-      cb->callbackSite == CUPTI_API_ENTER && state().live.load())
-    state().api->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+void flush_before_reset() {
+  if (state().live.load()) state().api->ActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
 bool start_cupti(State& s) {
@@ -375,11 +413,13 @@ bool start_cupti(State& s) {
     warn("CUDA memory not recorded, the program runs on: " + reason);
     return false;
   };
+  // One subscriber per process: a second tool is refused here, before anything is enabled.
+  callbacks::configure(stack_depth(), flush_before_reset);
   CUpti_SubscriberHandle subscriber = nullptr;
-  if (CUptiResult r = api->Subscribe(&subscriber, on_callback, nullptr); r != CUPTI_SUCCESS)
+  if (CUptiResult r = api->Subscribe(&subscriber, callbacks::on_api, nullptr); r != CUPTI_SUCCESS)
     return failed("cuptiSubscribe", r);
-  api->EnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                      CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020);
+  if (callbacks::enable(*api, subscriber) == 0)
+    warn("host stacks of CUDA calls not recorded: cuptiEnableCallback failed for every call");
   // Records stamped with the event clock; else mapped onto it by an offset measured now.
   if (!api->ActivityRegisterTimestampCallback ||
       api->ActivityRegisterTimestampCallback(event_clock_ns) != CUPTI_SUCCESS) {

@@ -30,8 +30,14 @@ class Parser {
   // offset_ns: added to CUPTI timestamps to get the event clock (0 when CUPTI stamps records
   // with the event clock through the timestamp callback).
   explicit Parser(int64_t offset_ns = 0) : offset_(offset_ns) {}
+  // An event and the correlation id of the record it came from (0: none), which joins it to
+  // the call site of the CUDA call (Note [Call sites]).
+  struct Parsed {
+    events::Event event;
+    uint32_t correlation = 0;
+  };
   // Appends the events of one record; unknown kinds are ignored.
-  void parse(const CUpti_Activity* record, std::vector<events::Event>& out);
+  void parse(const CUpti_Activity* record, std::vector<Parsed>& out);
   // Strings the events of the last parse() calls point to; clear once they were emitted.
   void clear_names() { names_.clear(); }
   // Counters (for the stats line and the tests).
@@ -43,6 +49,7 @@ class Parser {
     uint64_t addr;
     auto operator<=>(const PoolKey&) const = default;
   };
+  void parse_record(const CUpti_Activity* record, std::vector<events::Event>& out);
   uint64_t ts(uint64_t cupti_ns) const { return cupti_ns + static_cast<uint64_t>(offset_); }
   void reconcile_pool(uint32_t device, uint64_t pool, uint64_t size, uint64_t ts,
                       std::vector<events::Event>& out);
@@ -52,11 +59,13 @@ class Parser {
   std::vector<std::pair<uint32_t, uint32_t>> contexts_;  // context -> device
   std::vector<std::pair<uint32_t, std::pair<std::string, uint64_t>>> markers_;  // id -> start
   std::deque<std::string> names_;
+  std::vector<events::Event> scratch_;
 };
 
-// Starts the parser thread (idempotent). With `with_cupti`, also registers the buffer
-// callbacks, enables the activity kinds and subscribes (cudaDeviceReset flush); on failure
-// prints one line naming the reason and returns false (the program runs on, untraced).
+// Starts the parser thread (idempotent). With `with_cupti`, also subscribes to the Callback
+// API (callbacks.h: call sites, virtual-memory mappings, the cudaDeviceReset flush), registers
+// the buffer callbacks and enables the activity kinds; on failure prints one line naming the
+// reason and returns false (the program runs on, untraced).
 bool start(bool with_cupti) noexcept;
 // Forced flush (when CUPTI is live), then waits until every queued buffer is parsed and
 // emitted. Safe to call when not started.

@@ -21,6 +21,7 @@ bool g_tried = false;
 bool g_running = false;
 std::string g_path;
 std::atomic<void (*)()> g_before_stop{nullptr};
+std::atomic<int> g_stack_depth{0};
 
 // Another recorder in this process (a program linked with Tidemark::autostart records itself)
 // already holds the file open: two writers would clobber each other.
@@ -83,6 +84,7 @@ bool ensure_recording() noexcept {
     }
     record::start(options);
     g_path = options.path;
+    g_stack_depth.store(options.stack_depth);
     g_running = true;
     std::atexit(stop_at_exit);
     return true;
@@ -99,6 +101,10 @@ bool ensure_recording() noexcept {
 std::string trace_path() {
   std::lock_guard<std::mutex> lock(g_mu);
   return g_path;
+}
+
+int stack_depth() noexcept {
+  return g_stack_depth.load();
 }
 
 void set_before_stop(void (*hook)()) noexcept {

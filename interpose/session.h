@@ -16,6 +16,9 @@ bool ensure_recording() noexcept;
 // The trace path this process uses (after ensure_recording()).
 std::string trace_path();
 
+// Native frames per stack of this recording (0: stacks off, or not recording).
+int stack_depth() noexcept;
+
 // Called at exit before the recorder stops (flushes CUPTI and drains its buffers).
 void set_before_stop(void (*hook)()) noexcept;
 

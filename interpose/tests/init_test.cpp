@@ -52,4 +52,22 @@ TEST(InterposeInit, UnusableCuptiIsOneLineToo) {
   std::filesystem::remove(trace);
 }
 
+TEST(InterposeInit, AnotherCuptiToolIsOneLineAndKeepsExitStatus) {
+  // Another subscriber (torch.profiler, Nsight Systems, compute-sanitizer) holds CUPTI.
+  const std::string trace = (std::filesystem::temp_directory_path() /
+                             ("tidemark_init3_" + std::to_string(getpid()) + ".db"))
+                                .string();
+  RunResult r = run_program({TIDEMARK_INIT_PROBE},
+                            {"TIDEMARK_OUTPUT=" + trace,
+                             std::string("TIDEMARK_CUPTI_PATH=") + TIDEMARK_FAKE_CUPTI},
+                            {"TIDEMARK_ROOT_PID"});
+  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.out, "InitializeInjection: 1 1\n");
+  EXPECT_EQ(r.err,
+            "tidemark: CUDA memory not recorded, the program runs on: cuptiSubscribe failed: "
+            "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (another CUPTI tool - torch.profiler, "
+            "Nsight, compute-sanitizer - holds it)\n");
+  std::filesystem::remove(trace);
+}
+
 }  // namespace

@@ -21,6 +21,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <chrono>
 #include <condition_variable>
@@ -133,6 +134,14 @@ struct LastStack {
   uint64_t ips[kMaxStackDepth];
 };
 thread_local LastStack t_last_stack;
+
+// A stack given by dispatch_with_stack for the event being dispatched on this thread.
+struct GivenStack {
+  bool active = false;
+  int n = 0;
+  const uint64_t* ips = nullptr;
+};
+thread_local GivenStack t_given_stack;
 
 std::string read_cmdline() {
   std::ifstream f("/proc/self/cmdline", std::ios::binary);
@@ -256,7 +265,13 @@ class Recorder final : public ev::Sink {
     // one captured stack.
     const uint64_t* ips = nullptr;
     int n_ips = 0;
-    if (opts_.stack_depth > 0 && wants_stack(e.kind)) {
+    if (t_given_stack.active) {
+      if (opts_.stack_depth > 0 && wants_stack(e.kind)) {
+        ips = t_given_stack.ips;
+        n_ips = std::min(t_given_stack.n, opts_.stack_depth);
+      }
+      t_last_stack.recorder = nullptr;  // nothing captured here for the next event to share
+    } else if (opts_.stack_depth > 0 && wants_stack(e.kind)) {
       LastStack& last = t_last_stack;
       bool follows = (e.kind == ev::Kind::storage_create && last.kind == ev::Kind::alloc) ||
                      (e.kind == ev::Kind::tensor_create && last.kind == ev::Kind::storage_create);
@@ -266,7 +281,7 @@ class Recorder final : public ev::Sink {
       n_ips = last.n;
     }
     t_last_stack.kind = e.kind;
-    t_last_stack.recorder = this;
+    if (!t_given_stack.active) t_last_stack.recorder = this;
     std::string_view s1, s2;
     std::span<const int64_t> sizes, strides;
     switch (e.kind) {
@@ -614,6 +629,23 @@ RecordingStats stop() {
 void flush(bool commit) {
   std::lock_guard<std::mutex> lock(g_control_mu);
   if (g_current) g_current->flush(commit);
+}
+
+void dispatch_with_stack(ev::Event& e, uint64_t thread_id, uint64_t seq, const uint64_t* ips,
+                         int n_ips) noexcept {
+  if (e.ts_ns == 0) e.ts_ns = ev::now_ns();
+  e.thread_id = thread_id;
+  e.seq = seq;
+  t_given_stack = {true, ips ? std::max(n_ips, 0) : 0, ips};
+  const int end = ev::detail::g_slot_end.load(std::memory_order_acquire);
+  for (int i = 0; i < end; ++i) {
+    if (ev::Sink* s = ev::detail::g_sinks[i].load(std::memory_order_acquire)) s->on_event(e);
+  }
+  t_given_stack = {};
+}
+
+uint64_t reserve_seq(uint64_t n) noexcept {
+  return ev::detail::g_seq.fetch_add(n, std::memory_order_relaxed);
 }
 
 bool is_recording() {

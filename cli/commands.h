@@ -103,7 +103,9 @@ struct TimelineArgs {
 };
 int run_timeline(const TimelineArgs& a);
 
-int run_import(const std::string& snapshot, const std::string& output);
+// `onto`: a finalized trace recorded from the same run by libtidemark_inject.so ("": none);
+// the snapshot's blocks are lined up with its segments (profiler/importers/lineup.h).
+int run_import(const std::string& snapshot, const std::string& output, const std::string& onto);
 int run_export(const std::string& file, const std::string& format, const std::string& output);
 
 }  // namespace tidemark::cli

@@ -8,6 +8,7 @@
 #include "cli/common.h"
 
 #ifdef TIDEMARK_CLI_IMPORT
+#include "profiler/importers/lineup.h"
 #include "profiler/importers/pytorch_snapshot.h"
 #endif
 #ifdef TIDEMARK_CLI_EXPORT
@@ -17,11 +18,20 @@
 namespace tidemark::cli {
 
 #ifdef TIDEMARK_CLI_IMPORT
-int run_import(const std::string& snapshot, const std::string& output) {
+int run_import(const std::string& snapshot, const std::string& output, const std::string& onto) {
   importers::ImportStats s;
   try {
     Progress p("importing " + snapshot);
-    s = importers::import_pytorch_snapshot(snapshot, output);
+    if (!onto.empty()) {
+      importers::LineupStats l = importers::import_pytorch_snapshot_onto(snapshot, onto, output);
+      fmt::print("{}: {} of {} snapshot segments matched recorded ones in {} (clock offset {} ns); "
+                 "{} recorded events kept\n",
+                 snapshot, l.matched_segments, l.snapshot_segments, onto, l.clock_offset_ns,
+                 l.recorded_events);
+      s = l;
+    } else {
+      s = importers::import_pytorch_snapshot(snapshot, output);
+    }
   } catch (const importers::ImportError& e) {
     throw UsageError(e.what());
   }

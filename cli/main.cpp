@@ -181,13 +181,16 @@ int main(int argc, char** argv) {
   diff->add_flag("--json", dif.json, "Print JSON");
 
 #ifdef TIDEMARK_CLI_IMPORT
-  std::string imp_in, imp_out;
+  std::string imp_in, imp_out, imp_onto;
   CLI::App* import = command(app, "import",
                              "Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) "
                              "into a trace",
                              "tidemark import snapshot.pickle -o run.db");
   import->add_option("snapshot", imp_in, "The snapshot pickle")->required();
   import->add_option("-o,--output", imp_out, "Trace file to write")->required();
+  import->add_option("--onto", imp_onto,
+                     "A trace recorded from the same run with `tidemark record` (CUDA injection): "
+                     "write it with the snapshot's blocks lined up inside its segments");
 #endif
 #ifdef TIDEMARK_CLI_EXPORT
   std::string exp_in, exp_format, exp_out;
@@ -247,7 +250,7 @@ int main(int argc, char** argv) {
     if (*diff) return tc::run_diff(dif);
     if (*diagnose) return tc::run_diagnose(dia);
 #ifdef TIDEMARK_CLI_IMPORT
-    if (*import) return tc::run_import(imp_in, imp_out);
+    if (*import) return tc::run_import(imp_in, imp_out, imp_onto);
 #endif
 #ifdef TIDEMARK_CLI_EXPORT
     if (*exp) return tc::run_export(exp_in, exp_format, exp_out);

@@ -420,7 +420,11 @@ class Emitter {
   uint64_t seq_ = 0;
 };
 
-std::string read_file(const std::string& path) {
+}  // namespace
+
+namespace detail {
+
+std::string read_snapshot_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw ImportError(path + ": cannot read: is a directory");
   std::ifstream in(path, std::ios::binary);
@@ -438,10 +442,6 @@ std::string read_file(const std::string& path) {
   }
   return data;
 }
-
-}  // namespace
-
-namespace detail {
 
 ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string& source_name,
                                      const OpenWriter& open_writer, store::SymbolizeFn* symbolize,
@@ -637,7 +637,7 @@ ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::st
 }
 
 ImportStats import_pytorch_snapshot(const std::string& pickle_path, const std::string& trace_path) {
-  return import_pytorch_snapshot_data(read_file(pickle_path), trace_path, pickle_path);
+  return import_pytorch_snapshot_data(detail::read_snapshot_file(pickle_path), trace_path, pickle_path);
 }
 
 }  // namespace tidemark::importers

@@ -45,6 +45,8 @@ using OpenWriter = std::function<store::TraceWriter&(const store::TraceMeta&)>;
 ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string& source_name,
                                      const OpenWriter& open_writer, store::SymbolizeFn* symbolize,
                                      uint64_t* end_ts_ns);
+// The bytes of a snapshot file. Throws ImportError naming the file and the problem.
+std::string read_snapshot_file(const std::string& path);
 }  // namespace detail
 
 }  // namespace tidemark::importers

@@ -1,0 +1,195 @@
+// A PyTorch snapshot imported onto an injected trace of the same run (Note [Snapshot line-up]):
+// the real snapshot in ../shared, and a trace built here as libtidemark_inject.so would record
+// that run (PyTorch's segments as cudaMalloc records on the recording's own clock, a sync, an
+// NVTX range), with a clock that disagrees with the recording's meta by a few milliseconds.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "profiler/importers/lineup.h"
+#include "profiler/store/trace_reader.h"
+#include "profiler/store/trace_writer.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace im = tidemark::importers;
+namespace st = tidemark::store;
+namespace ev = tidemark::events;
+
+const fs::path kSnapshot = fs::path(TIDEMARK_SHARED_DIR) / "data/pytorch/snapshot_small_gpu.pickle";
+
+std::vector<std::vector<int64_t>> query(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  std::vector<std::vector<int64_t>> out;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    ADD_FAILURE() << "cannot open " << path;
+    sqlite3_close(db);
+    return out;
+  }
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) {
+    ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db);
+  } else {
+    while (sqlite3_step(s) == SQLITE_ROW) {
+      std::vector<int64_t> row;
+      for (int i = 0; i < sqlite3_column_count(s); ++i)
+        row.push_back(sqlite3_column_type(s, i) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, i));
+      out.push_back(row);
+    }
+  }
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  return out;
+}
+
+int64_t one(const std::string& path, const std::string& sql) {
+  auto rows = query(path, sql);
+  return rows.empty() || rows[0].empty() ? -2 : rows[0][0];
+}
+
+class Files {
+ public:
+  Files() : dir_(fs::temp_directory_path() / ("tidemark-lineup-" + std::to_string(getpid()))) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  ~Files() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  std::string operator()(const std::string& name) const { return (dir_ / name).string(); }
+
+ private:
+  fs::path dir_;
+};
+
+constexpr int64_t kMs = 1'000'000;
+constexpr const char* kLiveSegmentAt =
+    "SELECT count(*) FROM allocations a WHERE NOT EXISTS (SELECT 1 FROM segments s "
+    "WHERE s.device = a.device AND a.addr >= s.addr AND a.addr + a.size <= s.addr + s.size "
+    "AND s.alloc_ts <= a.alloc_ts AND (s.free_ts IS NULL OR s.free_ts >= "
+    "ifnull(a.free_requested_ts, a.alloc_ts)))";
+
+TEST(ImportLineup, SnapshotBlocksSitInsideRecordedSegments) {
+  if (!fs::exists(kSnapshot)) GTEST_SKIP() << kSnapshot << " is missing";
+  Files f;
+  // The snapshot alone: its segments are what the recording must have seen.
+  im::import_pytorch_snapshot(kSnapshot.string(), f("alone.db"));
+  const auto alone = st::TraceReader::open(f("alone.db"), st::TraceReader::Require::finalized);
+  const int64_t t0_unix = alone.meta().start_unix_ns;
+  const auto segments = query(f("alone.db"),
+                              "SELECT d.idx, s.kind = 'mapped', s.addr, s.size, s.alloc_ts, "
+                              "ifnull(s.free_ts, -1) FROM segments s JOIN devices d "
+                              "ON d.id = s.device ORDER BY s.alloc_ts, s.seq");
+  ASSERT_FALSE(segments.empty());
+
+  // The recording: started 5 s before the snapshot's history on a steady clock at 10^12 ns;
+  // its meta maps that clock to Unix time 3 ms off the truth; PyTorch writes its segment_alloc
+  // entry 40 us after the cudaMalloc record.
+  const int64_t rec_start_unix = t0_unix - 5000 * kMs;
+  const uint64_t rec_start_ts = 1'000'000'000'000;
+  const int64_t truth = static_cast<int64_t>(rec_start_ts) - rec_start_unix + 3 * kMs;
+  auto steady = [&](int64_t unix_ns) { return static_cast<uint64_t>(unix_ns + truth); };
+  struct Rec {
+    ev::Event e;
+    uint64_t stack;
+  };
+  std::vector<Rec> recorded;
+  for (const auto& s : segments) {
+    ev::Event e;
+    e.kind = s[1] ? ev::Kind::segment_map : ev::Kind::segment_alloc;
+    e.device = {ev::DeviceType::cuda, static_cast<int8_t>(s[0])};
+    e.block.addr = static_cast<uint64_t>(s[2]);
+    e.block.size = static_cast<uint64_t>(s[3]);
+    e.block.segment = e.block.addr;
+    e.block.pool = ev::Pool::large;
+    // Segments from before the history: allocated a second before it started.
+    e.ts_ns = s[4] == t0_unix ? steady(t0_unix - 1000 * kMs) : steady(s[4] - 40'000);
+    recorded.push_back({e, 1});
+    if (s[5] >= 0) {
+      e.kind = s[1] ? ev::Kind::segment_unmap : ev::Kind::segment_free;
+      e.ts_ns = steady(s[5] + 10'000);
+      recorded.push_back({e, 0});
+    }
+  }
+  ev::Event sync;
+  sync.kind = ev::Kind::sync;
+  sync.device = {ev::DeviceType::cuda, 0};
+  sync.sync.kind = ev::SyncKind::copy_to_host;
+  sync.sync.duration_ns = 1000;
+  sync.ts_ns = steady(t0_unix + 1 * kMs);
+  recorded.push_back({sync, 1});
+  ev::Event scope;
+  scope.kind = ev::Kind::scope_push;
+  scope.name = {};
+  scope.name.name = "train";
+  scope.ts_ns = steady(t0_unix - 2000 * kMs);
+  recorded.push_back({scope, 0});
+  std::stable_sort(recorded.begin(), recorded.end(),
+                   [](const Rec& a, const Rec& b) { return a.e.ts_ns < b.e.ts_ns; });
+
+  st::TraceMeta meta;
+  meta.command_line = "python train.py";
+  meta.start_unix_ns = rec_start_unix;
+  meta.start_ts_ns = rec_start_ts;
+  meta.devices.push_back({ev::DeviceId{ev::DeviceType::cpu, 0}, "cpu", 0});
+  meta.devices.push_back({ev::DeviceId{ev::DeviceType::cuda, 0}, "cuda:0", 0});
+  meta.stack_depth = 1;
+  {
+    auto w = st::TraceWriter::create(f("recorded.db"), meta);
+    w->add_stack_node(1, 0, 0x401000);
+    uint64_t seq = 0;
+    for (Rec& r : recorded) {
+      r.e.seq = ++seq;
+      r.e.thread_id = 1;
+      w->append(r.e, r.stack);
+    }
+    w->close(recorded.back().e.ts_ns);
+  }
+  st::finalize(f("recorded.db"));
+
+  const im::LineupStats stats =
+      im::import_pytorch_snapshot_onto(kSnapshot.string(), f("recorded.db"), f("merged.db"));
+  const std::string merged = f("merged.db");
+
+  // Every snapshot segment matched a recorded one, and the clock was corrected.
+  EXPECT_GT(stats.snapshot_segments, 0u);
+  EXPECT_EQ(stats.matched_segments, stats.snapshot_segments);
+  EXPECT_EQ(stats.clock_offset_ns, truth - 40'000);
+  EXPECT_EQ(stats.recorded_events, recorded.size());
+  // Reserved memory counted once: the recorded segments only.
+  EXPECT_EQ(one(merged, "SELECT count(*) FROM segments"), static_cast<int64_t>(segments.size()));
+  // All the snapshot's blocks, each inside a recorded segment live at the time.
+  EXPECT_EQ(one(merged, "SELECT count(*) FROM allocations"),
+            one(f("alone.db"), "SELECT count(*) FROM allocations"));
+  EXPECT_EQ(one(merged, kLiveSegmentAt), 0);
+  // Allocated never exceeds reserved, and the allocated peak is the snapshot's.
+  EXPECT_EQ(one(merged, "SELECT count(*) FROM memory_lod WHERE level = 0 AND allocated > reserved"), 0);
+  const auto m = st::TraceReader::open(merged, st::TraceReader::Require::finalized);
+  const auto cuda0 = m.device_row_id({ev::DeviceType::cuda, 0});
+  const auto alone0 = alone.device_row_id({ev::DeviceType::cuda, 0});
+  ASSERT_TRUE(cuda0 && alone0);
+  EXPECT_EQ(m.peak(*cuda0, st::Curve::allocated)->bytes, alone.peak(*alone0, st::Curve::allocated)->bytes);
+  // The recording's own events are there, on its clock; allocations fall in its NVTX range.
+  EXPECT_EQ(one(merged, "SELECT ts FROM syncs WHERE kind = 'copy_to_host'"),
+            static_cast<int64_t>(steady(t0_unix + 1 * kMs)));
+  EXPECT_EQ(one(merged, "SELECT count(*) FROM allocations WHERE scope IS NULL"), 0);
+  // The snapshot's Python frames resolve in the merged trace.
+  EXPECT_GT(one(merged, "SELECT count(*) FROM frames WHERE file LIKE '%.py'"), 0);
+}
+
+TEST(ImportLineup, RefusesToOverwriteTheRecording) {
+  if (!fs::exists(kSnapshot)) GTEST_SKIP() << kSnapshot << " is missing";
+  Files f;
+  im::import_pytorch_snapshot(kSnapshot.string(), f("a.db"));
+  EXPECT_THROW(im::import_pytorch_snapshot_onto(kSnapshot.string(), f("a.db"), f("a.db")),
+               im::ImportError);
+  EXPECT_TRUE(fs::exists(f("a.db")));
+}
+
+}  // namespace

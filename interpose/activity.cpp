@@ -315,6 +315,9 @@ struct State {
   const CuptiApi* api = nullptr;  // for walking records
   std::atomic<bool> live{false};  // CUPTI is collecting: flushes reach it
   std::atomic<uint64_t> dropped{0};
+  // Events from records whose call site was not (or no longer) filed, and MEMORY2 records of
+  // cuMemMap & co. dropped (callbacks.h): marks at stop, so a GPU run can tell.
+  std::atomic<uint64_t> without_call_site{0}, vmm_memory_records{0};
   Parser parser;
 };
 
@@ -326,7 +329,7 @@ State& state() {
 // Emits one buffer's events with the thread, stack and sequence numbers of the calls they came
 // from (Note [Call sites]); an event without a call site gets this thread and no stack rather
 // than this thread's stack, which would be wrong.
-void emit(std::vector<Parser::Parsed>& events) {
+void emit(State& s, std::vector<Parser::Parsed>& events) {
   // One buffer's records are in completion order per stream; the trace wants time order.
   std::stable_sort(events.begin(), events.end(), [](const auto& a, const auto& b) {
     return a.event.ts_ns < b.event.ts_ns;
@@ -337,9 +340,13 @@ void emit(std::vector<Parser::Parsed>& events) {
     uint64_t seq = 0;
     if (callbacks::call_site(correlation, &site, &seq)) {
       const bool segment = e.kind == ev::Kind::segment_alloc || e.kind == ev::Kind::segment_free;
-      if (segment && callbacks::recorded_by_callback(site)) continue;  // cuMemMap & co.
+      if (segment && callbacks::recorded_by_callback(site)) {  // cuMemMap & co.
+        s.vmm_memory_records.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
       record::dispatch_with_stack(e, site.thread, seq, site.ips, site.n_ips);
     } else {
+      if (correlation != 0) s.without_call_site.fetch_add(1, std::memory_order_relaxed);
       record::dispatch_with_stack(e, ev::current_thread_id(), record::reserve_seq(1), nullptr, 0);
     }
   }
@@ -359,7 +366,7 @@ void process(State& s, const Pending& p) {
     events.push_back({e, 0});
   }
   try {
-    emit(events);
+    emit(s, events);
   } catch (...) {
   }
   s.parser.clear_names();
@@ -490,8 +497,21 @@ void flush() noexcept {
 }
 
 void stop() noexcept {
-  flush();
   State& s = state();
+  const bool was_live = s.live.load();
+  flush();
+  if (was_live && ev::enabled()) {
+    for (auto [name, value] :
+         {std::pair{"cupti_events_without_call_site", s.without_call_site.load()},
+          {"cupti_vmm_memory_records", s.vmm_memory_records.load()},
+          {"cupti_call_sites_aged_out", callbacks::stats().aged_out}}) {
+      if (value == 0) continue;
+      ev::Event e = make(ev::Kind::mark, 0, {});
+      e.name.name = name;
+      e.name.value = value;
+      ev::dispatch(e);
+    }
+  }
   std::thread t;
   {
     std::lock_guard<std::mutex> lock(s.mu);

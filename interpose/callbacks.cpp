@@ -114,7 +114,7 @@ constexpr CUpti_CallbackDomain kRt = CUPTI_CB_DOMAIN_RUNTIME_API;
 constexpr CUpti_CallbackDomain kDrv = CUPTI_CB_DOMAIN_DRIVER_API;
 
 // The calls whose records the trace keeps (docs/interpose.md): memory, pinned memory, pools,
-// synchronizations, blocking copies, and the driver calls they reach (or that a program such as
+// synchronizations, copies (blocking ones are implicit syncs), and the driver calls they reach (or that a program such as
 // PyTorch makes directly).
 constexpr Traced kTraced[] = {
     {kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, Role::call},
@@ -133,6 +133,8 @@ constexpr Traced kTraced[] = {
     {kRt, CUPTI_RUNTIME_TRACE_CBID_cudaHostUnregister_v4000, Role::call},
     {kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, Role::call},
     {kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000, Role::call},
+    {kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, Role::call},
+    {kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000, Role::call},
     {kRt, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, Role::call},
     {kRt, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000, Role::call},
     {kRt, CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020, Role::call},
@@ -155,6 +157,9 @@ constexpr Traced kTraced[] = {
     {kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemcpy, Role::call},
     {kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2, Role::call},
     {kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds, Role::call},
+    {kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync, Role::call},
+    {kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoDAsync_v2, Role::call},
+    {kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoHAsync_v2, Role::call},
     {kDrv, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, Role::call},
     {kDrv, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2, Role::call},
     {kDrv, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize, Role::call},

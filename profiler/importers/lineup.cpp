@@ -94,6 +94,37 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
       if (is_segment(r.event.kind) && r.event.device.type == ev::DeviceType::cuda)
         rec_segments[key_of(r.event)].push_back(r.event.ts_ns);
 
+    // Mapped ranges (expandable segments): PyTorch writes one entry for a range it maps with
+    // several cuMemMap calls, so a snapshot range matches when recorded mappings cover it.
+    std::map<std::pair<int, uint64_t>, uint64_t> rec_mapped;  // (device, start) -> end, merged
+    {
+      std::vector<std::tuple<int, uint64_t, uint64_t>> ranges;
+      for (const auto& r : rec_events)
+        if (r.event.kind == ev::Kind::segment_map && r.event.device.type == ev::DeviceType::cuda)
+          ranges.emplace_back(r.event.device.index, r.event.block.addr,
+                              r.event.block.addr + r.event.block.size);
+      std::sort(ranges.begin(), ranges.end());
+      for (const auto& [d, lo, hi] : ranges) {
+        auto it = rec_mapped.upper_bound({d, lo});
+        if (it != rec_mapped.begin() && std::prev(it)->first.first == d &&
+            std::prev(it)->second >= lo) {
+          auto& end = std::prev(it)->second;
+          end = std::max(end, hi);
+        } else {
+          rec_mapped[{d, lo}] = hi;
+        }
+      }
+    }
+    auto recorded_has = [&](const ev::Event& e) {
+      if (e.device.type != ev::DeviceType::cuda) return false;
+      if (rec_segments.count(key_of(e))) return true;
+      if (e.kind != ev::Kind::segment_map && e.kind != ev::Kind::segment_unmap) return false;
+      auto it = rec_mapped.upper_bound({e.device.index, e.block.addr});
+      if (it == rec_mapped.begin()) return false;
+      --it;
+      return it->first.first == e.device.index && it->second >= e.block.addr + e.block.size;
+    };
+
     // Clock: Unix time -> the recording's clock, then the median difference of matched
     // segment growths (the snapshot's state at its start, all stamped with its first time, is
     // not a time of its own and does not vote).
@@ -103,10 +134,10 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
     for (const auto& [e, stack] : snap.events) {
       if (!grows(e.kind)) continue;
       ++stats.snapshot_segments;
-      auto it = rec_segments.find(key_of(e));
-      if (it == rec_segments.end()) continue;
+      if (!recorded_has(e)) continue;
       ++stats.matched_segments;
-      if (e.ts_ns == snap_start) continue;
+      auto it = rec_segments.find(key_of(e));
+      if (it == rec_segments.end() || e.ts_ns == snap_start) continue;  // votes: exact ones
       const int64_t want = static_cast<int64_t>(e.ts_ns) + guess;
       int64_t best = 0;
       bool any = false;
@@ -155,9 +186,7 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
     std::unordered_map<uint64_t, uint64_t> alloc_ts;  // snapshot block address -> placed alloc
     for (size_t i = 0; i < snap.events.size(); ++i) {
       ev::Event e = snap.events[i].event;
-      if (is_segment(e.kind) && e.device.type == ev::DeviceType::cuda &&
-          rec_segments.count(key_of(e)))
-        continue;  // the recording has it
+      if (is_segment(e.kind) && recorded_has(e)) continue;  // the recording has it
       uint64_t ts = static_cast<uint64_t>(std::max<int64_t>(static_cast<int64_t>(e.ts_ns) + offset, 0));
       if (e.kind == ev::Kind::alloc) {
         ts = not_before_segment(e, ts);

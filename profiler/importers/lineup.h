@@ -6,8 +6,9 @@
 // syncs and NVTX ranges, but not the blocks inside the segments; the snapshot knows the blocks.
 // The merged trace keeps every recorded event and adds the snapshot's blocks (alloc,
 // free_requested, free_completed, oom, marks) on the recorded clock. The snapshot's own segment
-// events whose (device, address, size) the recording also has are dropped: the recorded ones
-// stand for them, so reserved memory is counted once. Unmatched snapshot segments (the recording
+// events whose (device, address, size) the recording also has are dropped (a mapped range also
+// when recorded mappings cover it: PyTorch writes one entry for a range it maps with several
+// cuMemMap calls): the recorded ones stand for them, so reserved memory is counted once. Unmatched snapshot segments (the recording
 // missed them) are kept, so allocated never exceeds reserved.
 // Clock: PyTorch stamps entries with Unix time; the recording maps its clock to Unix time at its
 // start (meta). That first guess is refined by the median difference between matched segment

@@ -10,53 +10,18 @@
 #include <cstring>
 #include <filesystem>
 
+#include "interpose/tests/synthetic_cupti.h"
 #include "interpose/tests/trace_rows.h"
 #include "profiler/record/recorder.h"
 
 namespace ia = tidemark::interpose::activity;
 using ::testing::ElementsAre;
-using tidemark::interpose::testing::rows;
+using namespace tidemark::interpose::testing;
 
 namespace {
 
 constexpr uint64_t kMiB = 1 << 20;
 constexpr uint64_t kDev = 0x7f0000000000, kManaged = 0x7e0000000000, kPool = 0x7d0000000000;
-
-class Buffer {
- public:
-  Buffer() {
-    size_t max_records = 0;
-    ia::buffer_requested(&data_, &size_, &max_records);
-  }
-  template <typename R>
-  R& add() {
-    EXPECT_LE(used_ + sizeof(R), size_);
-    auto* r = new (data_ + used_) R;
-    std::memset(static_cast<void*>(r), 0, sizeof(R));
-    used_ += sizeof(R);
-    return *r;
-  }
-  void complete() { ia::buffer_completed(nullptr, 0, data_, size_, used_); }
-
- private:
-  uint8_t* data_ = nullptr;
-  size_t size_ = 0, used_ = 0;
-};
-
-CUpti_ActivityMemory4& memory(Buffer& b, bool alloc, CUpti_ActivityMemoryKind kind, uint64_t addr,
-                              uint64_t bytes, uint64_t ts, uint32_t device = 0) {
-  auto& r = b.add<CUpti_ActivityMemory4>();
-  r.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
-  r.memoryOperationType = alloc ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
-                                : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
-  r.memoryKind = kind;
-  r.address = addr;
-  r.bytes = bytes;
-  r.timestamp = ts;
-  r.deviceId = device;
-  r.streamId = CUPTI_INVALID_STREAM_ID;
-  return r;
-}
 
 void pool_op(Buffer& b, CUpti_ActivityMemoryPoolOperationType op, uint64_t size, uint64_t ts) {
   auto& r = b.add<CUpti_ActivityMemoryPool3>();
@@ -66,34 +31,6 @@ void pool_op(Buffer& b, CUpti_ActivityMemoryPoolOperationType op, uint64_t size,
   r.address = kPool;
   r.size = size;
   r.timestamp = ts;
-}
-
-void memcpy_rec(Buffer& b, CUpti_ActivityMemcpyKind kind, CUpti_ActivityMemoryKind src,
-                CUpti_ActivityMemoryKind dst, bool async, uint64_t bytes, uint64_t start,
-                uint64_t end, uint32_t device, uint32_t context, uint32_t stream) {
-  auto& r = b.add<CUpti_ActivityMemcpy6>();
-  r.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-  r.copyKind = static_cast<uint8_t>(kind);
-  r.srcKind = static_cast<uint8_t>(src);
-  r.dstKind = static_cast<uint8_t>(dst);
-  r.flags = async ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : 0;
-  r.bytes = bytes;
-  r.start = start;
-  r.end = end;
-  r.deviceId = device;
-  r.contextId = context;
-  r.streamId = stream;
-}
-
-void sync_rec(Buffer& b, CUpti_ActivitySynchronizationType type, uint64_t start, uint64_t end,
-              uint32_t context, uint32_t stream) {
-  auto& r = b.add<CUpti_ActivitySynchronization2>();
-  r.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-  r.type = type;
-  r.start = start;
-  r.end = end;
-  r.contextId = context;
-  r.streamId = stream;
 }
 
 std::string n(uint64_t v) {

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "interpose/activity.h"
+#include "interpose/tests/synthetic_cupti.h"
 #include "interpose/tests/trace_rows.h"
 #include "profiler/events/annotate.h"
 #include "profiler/record/recorder.h"
@@ -23,7 +24,7 @@ namespace ia = tidemark::interpose::activity;
 namespace cb = tidemark::interpose::callbacks;
 namespace ev = tidemark::events;
 using ::testing::ElementsAre;
-using tidemark::interpose::testing::rows;
+using namespace tidemark::interpose::testing;
 
 namespace {
 
@@ -31,25 +32,12 @@ constexpr uint64_t kMiB = 1 << 20;
 constexpr uint64_t kDev = 0x7f0000000000, kPool = 0x7d0000000000, kVa = 0x7c0000000000;
 constexpr CUpti_CallbackDomain kRt = CUPTI_CB_DOMAIN_RUNTIME_API;
 constexpr CUpti_CallbackDomain kDrv = CUPTI_CB_DOMAIN_DRIVER_API;
-const int kSuccess = 0;
-
-CUpti_CallbackData data(CUpti_ApiCallbackSite site, uint32_t correlation,
-                        const void* params = nullptr, const int* result = &kSuccess) {
-  CUpti_CallbackData d;
-  std::memset(&d, 0, sizeof d);
-  d.callbackSite = site;
-  d.correlationId = correlation;
-  d.functionParams = params;
-  d.functionReturnValue = site == CUPTI_API_EXIT ? const_cast<int*>(result) : nullptr;
-  d.functionName = "test";
-  return d;
-}
 
 // The "program": each function makes one CUDA call, as CUPTI would report it. They call
 // on_api themselves so that they are the innermost frame of the captured stack.
 [[gnu::noinline]] void program_calls_cuda_malloc(uint32_t rt, uint32_t drv) {
-  auto enter = data(CUPTI_API_ENTER, rt), exit = data(CUPTI_API_EXIT, rt);
-  auto drv_enter = data(CUPTI_API_ENTER, drv), drv_exit = data(CUPTI_API_EXIT, drv);
+  auto enter = callback_data(CUPTI_API_ENTER, rt), exit = callback_data(CUPTI_API_EXIT, rt);
+  auto drv_enter = callback_data(CUPTI_API_ENTER, drv), drv_exit = callback_data(CUPTI_API_EXIT, drv);
   cb::on_api(nullptr, kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, &enter);
   // cudaMalloc reaches the driver: a nested call with a correlation id of its own.
   cb::on_api(nullptr, kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &drv_enter);
@@ -59,21 +47,21 @@ CUpti_CallbackData data(CUpti_ApiCallbackSite site, uint32_t correlation,
 }
 
 [[gnu::noinline]] void program_copies_to_host(uint32_t rt) {
-  auto enter = data(CUPTI_API_ENTER, rt), exit = data(CUPTI_API_EXIT, rt);
+  auto enter = callback_data(CUPTI_API_ENTER, rt), exit = callback_data(CUPTI_API_EXIT, rt);
   cb::on_api(nullptr, kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, &enter);
   cb::on_api(nullptr, kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020, &exit);
   asm volatile("" ::: "memory");
 }
 
 [[gnu::noinline]] void program_allocates_from_pool(uint32_t rt) {
-  auto enter = data(CUPTI_API_ENTER, rt), exit = data(CUPTI_API_EXIT, rt);
+  auto enter = callback_data(CUPTI_API_ENTER, rt), exit = callback_data(CUPTI_API_EXIT, rt);
   cb::on_api(nullptr, kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020, &enter);
   cb::on_api(nullptr, kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020, &exit);
   asm volatile("" ::: "memory");
 }
 
 [[gnu::noinline]] void program_synchronizes(uint32_t rt) {
-  auto enter = data(CUPTI_API_ENTER, rt), exit = data(CUPTI_API_EXIT, rt);
+  auto enter = callback_data(CUPTI_API_ENTER, rt), exit = callback_data(CUPTI_API_EXIT, rt);
   cb::on_api(nullptr, kRt, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, &enter);
   cb::on_api(nullptr, kRt, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, &exit);
   asm volatile("" ::: "memory");
@@ -81,7 +69,7 @@ CUpti_CallbackData data(CUpti_ApiCallbackSite site, uint32_t correlation,
 
 [[gnu::noinline]] void program_fails_cuda_malloc(uint32_t rt) {
   const int out_of_memory = 2;  // cudaErrorMemoryAllocation
-  auto enter = data(CUPTI_API_ENTER, rt), exit = data(CUPTI_API_EXIT, rt, nullptr, &out_of_memory);
+  auto enter = callback_data(CUPTI_API_ENTER, rt), exit = callback_data(CUPTI_API_EXIT, rt, nullptr, &out_of_memory);
   cb::on_api(nullptr, kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, &enter);
   cb::on_api(nullptr, kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, &exit);
   asm volatile("" ::: "memory");
@@ -91,10 +79,10 @@ CUpti_CallbackData data(CUpti_ApiCallbackSite site, uint32_t correlation,
 [[gnu::noinline]] void program_maps_memory(uint32_t first) {
   CUdeviceptr va = 0;
   cuMemAddressReserve_params reserve{&va, 64 * kMiB, 0, 0, 0};
-  auto r_enter = data(CUPTI_API_ENTER, first, &reserve);
+  auto r_enter = callback_data(CUPTI_API_ENTER, first, &reserve);
   cb::on_api(nullptr, kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve, &r_enter);
   va = kVa;  // the driver's answer
-  auto r_exit = data(CUPTI_API_EXIT, first, &reserve);
+  auto r_exit = callback_data(CUPTI_API_EXIT, first, &reserve);
   cb::on_api(nullptr, kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve, &r_exit);
 
   CUmemGenericAllocationHandle handle = 0;
@@ -104,14 +92,14 @@ CUpti_CallbackData data(CUpti_ApiCallbackSite site, uint32_t correlation,
   prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   prop.location.id = 1;
   cuMemCreate_params create{&handle, 2 * kMiB, &prop, 0};
-  auto c_enter = data(CUPTI_API_ENTER, first + 1, &create);
+  auto c_enter = callback_data(CUPTI_API_ENTER, first + 1, &create);
   cb::on_api(nullptr, kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemCreate, &c_enter);
   handle = 0x1234;
-  auto c_exit = data(CUPTI_API_EXIT, first + 1, &create);
+  auto c_exit = callback_data(CUPTI_API_EXIT, first + 1, &create);
   cb::on_api(nullptr, kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemCreate, &c_exit);
 
   cuMemMap_params map{kVa + 2 * kMiB, 2 * kMiB, 0, handle, 0};
-  auto m_enter = data(CUPTI_API_ENTER, first + 2, &map), m_exit = data(CUPTI_API_EXIT, first + 2, &map);
+  auto m_enter = callback_data(CUPTI_API_ENTER, first + 2, &map), m_exit = callback_data(CUPTI_API_EXIT, first + 2, &map);
   cb::on_api(nullptr, kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemMap, &m_enter);
   cb::on_api(nullptr, kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemMap, &m_exit);
   asm volatile("" ::: "memory");
@@ -119,44 +107,16 @@ CUpti_CallbackData data(CUpti_ApiCallbackSite site, uint32_t correlation,
 
 [[gnu::noinline]] void program_unmaps_memory(uint32_t rt) {
   cuMemUnmap_params unmap{kVa + 2 * kMiB, 2 * kMiB};
-  auto enter = data(CUPTI_API_ENTER, rt, &unmap), exit = data(CUPTI_API_EXIT, rt, &unmap);
+  auto enter = callback_data(CUPTI_API_ENTER, rt, &unmap), exit = callback_data(CUPTI_API_EXIT, rt, &unmap);
   cb::on_api(nullptr, kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, &enter);
   cb::on_api(nullptr, kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, &exit);
   asm volatile("" ::: "memory");
 }
 
-class Buffer {
- public:
-  Buffer() {
-    size_t max_records = 0;
-    ia::buffer_requested(&data_, &size_, &max_records);
-  }
-  template <typename R>
-  R& add() {
-    EXPECT_LE(used_ + sizeof(R), size_);
-    auto* r = new (data_ + used_) R;
-    std::memset(static_cast<void*>(r), 0, sizeof(R));
-    used_ += sizeof(R);
-    return *r;
-  }
-  void complete() { ia::buffer_completed(nullptr, 0, data_, size_, used_); }
-
- private:
-  uint8_t* data_ = nullptr;
-  size_t size_ = 0, used_ = 0;
-};
-
-CUpti_ActivityMemory4& memory(Buffer& b, uint32_t correlation, uint64_t addr, uint64_t bytes,
-                              uint64_t ts) {
-  auto& r = b.add<CUpti_ActivityMemory4>();
-  r.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
-  r.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
-  r.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+CUpti_ActivityMemory4& device_alloc(Buffer& b, uint32_t correlation, uint64_t addr, uint64_t bytes,
+                                    uint64_t ts) {
+  auto& r = memory(b, true, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, addr, bytes, ts);
   r.correlationId = correlation;
-  r.address = addr;
-  r.bytes = bytes;
-  r.timestamp = ts;
-  r.streamId = CUPTI_INVALID_STREAM_ID;
   return r;
 }
 
@@ -209,32 +169,23 @@ TEST(InterposeCallbacks, ActivityEventsCarryTheCallersStackThreadAndOrder) {
 
   const uint64_t t = ev::now_ns() + 1000;
   Buffer b;
-  memory(b, 101, kDev, 2 * kMiB, t + 100);                  // the runtime call's id
-  memory(b, 202, kDev + 2 * kMiB, 2 * kMiB, t + 200);       // the nested driver call's id
-  auto& copy = b.add<CUpti_ActivityMemcpy6>();              // cudaMemcpy into pageable memory
-  copy.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
-  copy.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH;
-  copy.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
-  copy.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE;
-  copy.bytes = 4096;
-  copy.start = t + 300;
-  copy.end = t + 350;
-  copy.correlationId = 301;
-  copy.streamId = CUPTI_INVALID_STREAM_ID;
-  auto& pooled = memory(b, 401, kPool, kMiB, t + 400);
+  device_alloc(b, 101, kDev, 2 * kMiB, t + 100);                  // the runtime call's id
+  device_alloc(b, 202, kDev + 2 * kMiB, 2 * kMiB, t + 200);       // the nested driver call's id
+  // cudaMemcpy into pageable memory.
+  memcpy_rec(b, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+             CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE, false, 4096, t + 300, t + 350, 0, 1,
+             CUPTI_INVALID_STREAM_ID)
+      .correlationId = 301;
+  auto& pooled = device_alloc(b, 401, kPool, kMiB, t + 400);
   pooled.memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
   pooled.memoryPoolConfig.address = kPool;
   pooled.memoryPoolConfig.pool.size = 2 * kMiB;
-  auto& sync = b.add<CUpti_ActivitySynchronization2>();
-  sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
-  sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE;
-  sync.start = t + 500;
-  sync.end = t + 600;
-  sync.correlationId = 501;
-  sync.streamId = CUPTI_INVALID_STREAM_ID;
-  memory(b, 601, kDev + 8 * kMiB, kMiB, t + 650);  // a record for the failed call: no site
-  memory(b, 703, kVa + 2 * kMiB, 2 * kMiB, t + 700);  // cuMemMap's own record: not counted twice
-  memory(b, 999, kDev + 16 * kMiB, kMiB, t + 800);    // no call seen for it
+  sync_rec(b, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, t + 500, t + 600, 1,
+           CUPTI_INVALID_STREAM_ID)
+      .correlationId = 501;
+  device_alloc(b, 601, kDev + 8 * kMiB, kMiB, t + 650);  // a record for the failed call: no site
+  device_alloc(b, 703, kVa + 2 * kMiB, 2 * kMiB, t + 700);  // cuMemMap's own record: not counted twice
+  device_alloc(b, 999, kDev + 16 * kMiB, kMiB, t + 800);    // no call seen for it
   b.complete();
   ia::stop();
   tidemark::record::stop();
@@ -342,7 +293,7 @@ int g_resets = 0;
 
 TEST(InterposeCallbacks, DeviceResetFlushesFirst) {
   cb::configure(0, [] { ++g_resets; });
-  auto enter = data(CUPTI_API_ENTER, 1), exit = data(CUPTI_API_EXIT, 1);
+  auto enter = callback_data(CUPTI_API_ENTER, 1), exit = callback_data(CUPTI_API_EXIT, 1);
   cb::on_api(nullptr, kRt, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020, &enter);
   cb::on_api(nullptr, kRt, CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020, &exit);
   EXPECT_EQ(g_resets, 1);

@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
-# The GPU half of interpose's tests (docs/interpose.md): records gpu_sample.cu, a plain CUDA
-# program, with `tidemark record` and checks the trace's rows. Exit 77 (skip) without a GPU.
+# The GPU half of interpose's tests (docs/interpose.md). Exit 77 (skip) without a GPU; about
+# 2 minutes on an H200. Checks (gpu_check.py, one line each):
+#   1. gpu_sample.cu, a plain CUDA program, recorded by `tidemark record`: exact rows; stacks of
+#      the activity events name the sample's functions (Callback API call sites); cuMemMap.
+#   2. torch_train.py (skipped with a message without PyTorch): the recorded reserved peak
+#      against torch.cuda.max_memory_reserved(); events on the training thread with stacks;
+#      the overhead of recording (training-loop wall time, target <= 1.10x).
+#   3. The same with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True and a memory snapshot:
+#      what was seen of the mappings, the reserved peak, and `tidemark import --onto`.
 #   interpose/tests/gpu_check.sh [BUILD_DIR]      (default: build)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -11,55 +18,52 @@ if [[ ! -e /dev/nvidiactl ]] || ! command -v nvidia-smi >/dev/null || ! nvidia-s
 fi
 [[ -x $tidemark ]] || { echo "gpu_check: $tidemark not built"; exit 1; }
 nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+cuda_home=$(cd "$(dirname "$nvcc")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$nvcc" -O1 -o "$work/gpu_sample" "$here/gpu_sample.cu"
-"$work/gpu_sample" || { echo "gpu_check: gpu_sample fails without tidemark"; exit 1; }
+failed=()
 
-set +e
-"$tidemark" record --stacks 8 -o "$work/gpu.db" -- "$work/gpu_sample" 2> "$work/stderr"
-status=$?
-set -e
-cat "$work/stderr"
-[[ $status == 0 ]] || { echo "gpu_check: FAIL exit status $status"; exit 1; }
-if grep -q "not recorded" "$work/stderr"; then echo "gpu_check: FAIL CUPTI did not start"; exit 1; fi
+# Runs `tidemark record` with the arguments; its stdout to $1, stderr shown as tidemark's lines.
+record() {
+  local out=$1; shift
+  local status=0
+  "$tidemark" record "$@" > "$out" 2> "$work/stderr" || status=$?
+  grep -v '^tidemark: \(recorded\|next:\)' "$work/stderr" | tail -n 5 || true
+  if grep -q "not recorded" "$work/stderr"; then echo "FAIL CUPTI did not start"; return 1; fi
+  [[ $status == 0 ]] || { echo "FAIL exit status $status"; return 1; }
+}
 
-python3 - "$work/gpu.db" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-MiB = 1 << 20
-fails = []
-def q(sql): return [tuple(r) for r in db.execute(sql)]
-def expect(name, got, want):
-    ok = got == want
-    print(("ok   " if ok else "FAIL ") + name + ": " + repr(got) + ("" if ok else " (want " + repr(want) + ")"))
-    if not ok: fails.append(name)
-dev = "JOIN devices d ON d.id = x.device"
-# cudaMalloc 8 MiB, cudaMallocManaged 2 MiB (device cuda:0), cudaMallocHost 1 MiB (cpu), all freed.
-expect("segments", q(f"SELECT d.type, d.idx, x.size, x.free_ts IS NOT NULL FROM segments x {dev} "
-                     "WHERE x.kind = 'segment' ORDER BY x.seq"),
-       [("cuda", 0, 8 * MiB, 1), ("cpu", 0, MiB, 1), ("cuda", 0, 2 * MiB, 1)])
-# cudaMallocAsync 4 MiB from the default pool: an allocation inside a mapped pool range.
-expect("pool allocation", q(f"SELECT d.type, x.size, x.free_requested_ts IS NOT NULL, x.segment = "
-                            "(SELECT min(addr) FROM segments WHERE kind = 'mapped') FROM allocations x {dev}"),
-       [("cuda", 4 * MiB, 1, 1)])
-expect("pool mapped >= 4 MiB", q("SELECT sum(size) >= 4194304 FROM segments WHERE kind = 'mapped'"), [(1,)])
-expect("memcpys", q("SELECT direction, bytes, pinned, async FROM memcpys ORDER BY seq"),
-       [("host_to_device", MiB, 1, 1), ("device_to_host", MiB, 0, 0)])
-expect("copy_to_host sync", q("SELECT count(*) FROM syncs WHERE kind = 'copy_to_host' AND duration_ns > 0"), [(1,)])
-expect("stream sync", q("SELECT count(*) >= 1 FROM syncs WHERE kind = 'stream'"), [(1,)])
-expect("device sync", q("SELECT count(*) >= 1 FROM syncs WHERE kind = 'device'"), [(1,)])
-expect("nvtx scope", q("SELECT s.text, x.pop_ts IS NOT NULL FROM scopes x JOIN strings s ON s.id = x.name"),
-       [("gpu_sample", 1)])
-expect("marks", q("SELECT s.text FROM marks x JOIN strings s ON s.id = x.name "
-                  "WHERE s.text NOT LIKE 'cupti_device_buffer%' ORDER BY x.seq"), [("before_d2h",)])
-expect("cupti device buffer mark", q("SELECT count(*) FROM marks x JOIN strings s ON s.id = x.name "
-                                     "WHERE s.text = 'cupti_device_buffer_bytes' AND x.value > 0"), [(1,)])
-expect("nothing dropped", q("SELECT count(*) FROM marks x JOIN strings s ON s.id = x.name "
-                            "WHERE s.text = 'cupti_dropped_records'"), [(0,)])
-# The sync and the copy are in time order with the NVTX mark that precedes them.
-expect("mark before d2h copy", q("SELECT (SELECT x.ts FROM marks x JOIN strings s ON s.id = x.name WHERE s.text = 'before_d2h') "
-                                 "< (SELECT ts FROM memcpys WHERE direction = 'device_to_host')"), [(1,)])
-sys.exit(1 if fails else 0)
-PY
+echo "== gpu_sample (plain CUDA)"
+"$nvcc" -O1 -g -o "$work/gpu_sample" "$here/gpu_sample.cu" -L"$cuda_home/lib64/stubs" -lcuda
+if ! "$work/gpu_sample" > /dev/null; then
+  echo "FAIL gpu_sample fails without tidemark"; failed+=(sample)
+elif ! record "$work/sample.out" --stacks 24 -o "$work/gpu.db" -- "$work/gpu_sample" ||
+     ! python3 "$here/gpu_check.py" sample "$work/gpu.db" "$work/sample.out"; then
+  failed+=(sample)
+fi
+
+if ! python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  echo "== pytorch: skipped: python3 -c 'import torch' failed or torch sees no GPU (reserved peak, overhead, expandable segments and import --onto not checked)"
+else
+  train=(python3 "$here/torch_train.py" --steps 1000)
+  echo "== pytorch ($(python3 -c 'import torch; print(torch.__version__)'))"
+  "${train[@]}" > "$work/plain1.json"
+  "${train[@]}" > "$work/plain2.json"
+  if ! record "$work/run.json" --stacks 16 -o "$work/torch.db" -- "${train[@]}" ||
+     ! python3 "$here/gpu_check.py" torch "$work/torch.db" "$work/run.json" "$work/plain1.json" "$work/plain2.json"; then
+    failed+=(pytorch)
+  fi
+  echo "== pytorch, expandable segments, snapshot lined up"
+  if ! PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
+       record "$work/exp.json" --stacks 16 -o "$work/exp.db" -- "${train[@]}" --snapshot "$work/exp.pickle" ||
+     ! python3 "$here/gpu_check.py" expandable "$work/exp.db" "$work/exp.json"; then
+    failed+=(expandable)
+  fi
+  if ! "$tidemark" import "$work/exp.pickle" --onto "$work/exp.db" -o "$work/merged.db" ||
+     ! python3 "$here/gpu_check.py" lineup "$work/merged.db"; then
+    failed+=(lineup)
+  fi
+fi
+
+if (( ${#failed[@]} )); then echo "gpu_check: FAIL (${failed[*]})"; exit 1; fi
 echo "gpu_check: PASS"

@@ -24,10 +24,11 @@ int run_import(const std::string& snapshot, const std::string& output, const std
     Progress p("importing " + snapshot);
     if (!onto.empty()) {
       importers::LineupStats l = importers::import_pytorch_snapshot_onto(snapshot, onto, output);
-      fmt::print("{}: {} of {} snapshot segments matched recorded ones in {} (clock offset {} ns); "
-                 "{} recorded events kept\n",
-                 snapshot, l.matched_segments, l.snapshot_segments, onto, l.clock_offset_ns,
-                 l.recorded_events);
+      fmt::print(
+          "{}: {} of {} snapshot segments matched recorded ones in {} (clock offset {} ns); "
+          "{} recorded events kept\n",
+          snapshot, l.matched_segments, l.snapshot_segments, onto, l.clock_offset_ns,
+          l.recorded_events);
       s = l;
     } else {
       s = importers::import_pytorch_snapshot(snapshot, output);

@@ -331,9 +331,8 @@ State& state() {
 // than this thread's stack, which would be wrong.
 void emit(State& s, std::vector<Parser::Parsed>& events) {
   // One buffer's records are in completion order per stream; the trace wants time order.
-  std::stable_sort(events.begin(), events.end(), [](const auto& a, const auto& b) {
-    return a.event.ts_ns < b.event.ts_ns;
-  });
+  std::stable_sort(events.begin(), events.end(),
+                   [](const auto& a, const auto& b) { return a.event.ts_ns < b.event.ts_ns; });
   callbacks::CallSite site;
   for (auto& [e, correlation] : events) {
     if (!ev::enabled()) return;

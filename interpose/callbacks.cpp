@@ -37,8 +37,9 @@ void CallSites::put(uint32_t correlation, const CallSite& site) noexcept {
       aged_out_ += slot.used ? 0 : 1;
       index_.erase(slot.correlation);
     }
-    slot = {true, false, correlation, 0, site.thread, site.seq, site.domain, site.cbid,
-            std::clamp(site.n_ips, 0, depth_)};
+    slot = {true,        false,       correlation,
+            0,           site.thread, site.seq,
+            site.domain, site.cbid,   std::clamp(site.n_ips, 0, depth_)};
     if (slot.n_ips > 0)
       std::memcpy(&ips_[i * depth_], site.ips, static_cast<size_t>(slot.n_ips) * sizeof(uint64_t));
     index_.emplace(correlation, static_cast<uint32_t>(i));
@@ -114,8 +115,8 @@ constexpr CUpti_CallbackDomain kRt = CUPTI_CB_DOMAIN_RUNTIME_API;
 constexpr CUpti_CallbackDomain kDrv = CUPTI_CB_DOMAIN_DRIVER_API;
 
 // The calls whose records the trace keeps (docs/interpose.md): memory, pinned memory, pools,
-// synchronizations, copies (blocking ones are implicit syncs), and the driver calls they reach (or that a program such as
-// PyTorch makes directly).
+// synchronizations, copies (blocking ones are implicit syncs), and the driver calls they reach (or
+// that a program such as PyTorch makes directly).
 constexpr Traced kTraced[] = {
     {kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, Role::call},
     {kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMallocPitch_v3020, Role::call},
@@ -200,9 +201,9 @@ struct State {
   std::vector<AddressRange> cuda_code;  // CUDA's, CUPTI's and our library's mappings
   std::atomic<uint64_t> calls{0}, mappings{0};
   std::mutex vmm_mu;
-  std::map<uint64_t, uint64_t> reservations;             // start -> size
-  std::unordered_map<uint64_t, ev::DeviceId> handles;    // cuMemCreate handle -> location
-  std::map<uint64_t, Mapping> mapped;                    // start -> mapping
+  std::map<uint64_t, uint64_t> reservations;           // start -> size
+  std::unordered_map<uint64_t, ev::DeviceId> handles;  // cuMemCreate handle -> location
+  std::map<uint64_t, Mapping> mapped;                  // start -> mapping
 };
 
 std::atomic<State*> g_state{nullptr};
@@ -216,7 +217,8 @@ struct InRuntime {
 thread_local InRuntime t_runtime;
 
 bool is_cuda_library(std::string_view path) {
-  std::string_view name = path.substr(path.rfind('/') == std::string_view::npos ? 0 : path.rfind('/') + 1);
+  std::string_view name =
+      path.substr(path.rfind('/') == std::string_view::npos ? 0 : path.rfind('/') + 1);
   for (std::string_view prefix :
        {"libcuda.so", "libcupti.so", "libcudart.so", "libnvperf", "libtidemark_inject.so"})
     if (name.substr(0, prefix.size()) == prefix) return true;
@@ -293,7 +295,8 @@ void vmm_exit(State& s, Role role, const CUpti_CallbackData& cb) {
         const auto& p = *static_cast<const cuMemUnmap_params*>(params);
         Mapping m{p.size, p.ptr, ev::DeviceId{ev::DeviceType::cuda, 0}};
         auto it = s.mapped.upper_bound(p.ptr);
-        if (it != s.mapped.begin() && std::prev(it)->first + std::prev(it)->second.size > p.ptr) --it;
+        if (it != s.mapped.begin() && std::prev(it)->first + std::prev(it)->second.size > p.ptr)
+          --it;
         if (it != s.mapped.end() && it->first < p.ptr + p.size) m = it->second;
         while (it != s.mapped.end() && it->first < p.ptr + p.size) it = s.mapped.erase(it);
         e.kind = ev::Kind::segment_unmap;
@@ -339,8 +342,9 @@ void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, 
         CallSite site = t_runtime.site;
         site.domain = domain;
         site.cbid = cbid;
-        site.seq = ++t_runtime.nested < kNestedSlices ? t_runtime.site.seq + t_runtime.nested * kSeqsPerCall
-                                                      : record::reserve_seq(kSeqsPerCall);
+        site.seq = ++t_runtime.nested < kNestedSlices
+                       ? t_runtime.site.seq + t_runtime.nested * kSeqsPerCall
+                       : record::reserve_seq(kSeqsPerCall);
         s->sites.put(cb.correlationId, site);
         return;
       }
@@ -367,7 +371,8 @@ void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, 
     }
     if (cb.callbackSite != CUPTI_API_EXIT) return;
     if (runtime && t_runtime.depth > 0) --t_runtime.depth;
-    const int status = cb.functionReturnValue ? *static_cast<const int*>(cb.functionReturnValue) : 0;
+    const int status =
+        cb.functionReturnValue ? *static_cast<const int*>(cb.functionReturnValue) : 0;
     if (status != 0) {  // failed: CUPTI records nothing for it
       s->sites.drop(cb.correlationId);
       return;

@@ -106,9 +106,9 @@ bool call_site(uint32_t correlation, CallSite* out, uint64_t* seq) noexcept;
 bool recorded_by_callback(const CallSite& site) noexcept;
 
 struct Stats {
-  uint64_t calls = 0;      // call sites filed
-  uint64_t aged_out = 0;   // filed and overwritten unasked
-  uint64_t mappings = 0;   // segment_map / segment_unmap emitted from callbacks
+  uint64_t calls = 0;     // call sites filed
+  uint64_t aged_out = 0;  // filed and overwritten unasked
+  uint64_t mappings = 0;  // segment_map / segment_unmap emitted from callbacks
 };
 Stats stats() noexcept;
 

@@ -37,7 +37,8 @@ constexpr CUpti_CallbackDomain kDrv = CUPTI_CB_DOMAIN_DRIVER_API;
 // on_api themselves so that they are the innermost frame of the captured stack.
 [[gnu::noinline]] void program_calls_cuda_malloc(uint32_t rt, uint32_t drv) {
   auto enter = callback_data(CUPTI_API_ENTER, rt), exit = callback_data(CUPTI_API_EXIT, rt);
-  auto drv_enter = callback_data(CUPTI_API_ENTER, drv), drv_exit = callback_data(CUPTI_API_EXIT, drv);
+  auto drv_enter = callback_data(CUPTI_API_ENTER, drv),
+       drv_exit = callback_data(CUPTI_API_EXIT, drv);
   cb::on_api(nullptr, kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, &enter);
   // cudaMalloc reaches the driver: a nested call with a correlation id of its own.
   cb::on_api(nullptr, kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, &drv_enter);
@@ -69,7 +70,8 @@ constexpr CUpti_CallbackDomain kDrv = CUPTI_CB_DOMAIN_DRIVER_API;
 
 [[gnu::noinline]] void program_fails_cuda_malloc(uint32_t rt) {
   const int out_of_memory = 2;  // cudaErrorMemoryAllocation
-  auto enter = callback_data(CUPTI_API_ENTER, rt), exit = callback_data(CUPTI_API_EXIT, rt, nullptr, &out_of_memory);
+  auto enter = callback_data(CUPTI_API_ENTER, rt),
+       exit = callback_data(CUPTI_API_EXIT, rt, nullptr, &out_of_memory);
   cb::on_api(nullptr, kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, &enter);
   cb::on_api(nullptr, kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, &exit);
   asm volatile("" ::: "memory");
@@ -99,7 +101,8 @@ constexpr CUpti_CallbackDomain kDrv = CUPTI_CB_DOMAIN_DRIVER_API;
   cb::on_api(nullptr, kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemCreate, &c_exit);
 
   cuMemMap_params map{kVa + 2 * kMiB, 2 * kMiB, 0, handle, 0};
-  auto m_enter = callback_data(CUPTI_API_ENTER, first + 2, &map), m_exit = callback_data(CUPTI_API_EXIT, first + 2, &map);
+  auto m_enter = callback_data(CUPTI_API_ENTER, first + 2, &map),
+       m_exit = callback_data(CUPTI_API_EXIT, first + 2, &map);
   cb::on_api(nullptr, kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemMap, &m_enter);
   cb::on_api(nullptr, kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemMap, &m_exit);
   asm volatile("" ::: "memory");
@@ -107,7 +110,8 @@ constexpr CUpti_CallbackDomain kDrv = CUPTI_CB_DOMAIN_DRIVER_API;
 
 [[gnu::noinline]] void program_unmaps_memory(uint32_t rt) {
   cuMemUnmap_params unmap{kVa + 2 * kMiB, 2 * kMiB};
-  auto enter = callback_data(CUPTI_API_ENTER, rt, &unmap), exit = callback_data(CUPTI_API_EXIT, rt, &unmap);
+  auto enter = callback_data(CUPTI_API_ENTER, rt, &unmap),
+       exit = callback_data(CUPTI_API_EXIT, rt, &unmap);
   cb::on_api(nullptr, kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, &enter);
   cb::on_api(nullptr, kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, &exit);
   asm volatile("" ::: "memory");
@@ -169,8 +173,8 @@ TEST(InterposeCallbacks, ActivityEventsCarryTheCallersStackThreadAndOrder) {
 
   const uint64_t t = ev::now_ns() + 1000;
   Buffer b;
-  device_alloc(b, 101, kDev, 2 * kMiB, t + 100);                  // the runtime call's id
-  device_alloc(b, 202, kDev + 2 * kMiB, 2 * kMiB, t + 200);       // the nested driver call's id
+  device_alloc(b, 101, kDev, 2 * kMiB, t + 100);             // the runtime call's id
+  device_alloc(b, 202, kDev + 2 * kMiB, 2 * kMiB, t + 200);  // the nested driver call's id
   // cudaMemcpy into pageable memory.
   memcpy_rec(b, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
              CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE, false, 4096, t + 300, t + 350, 0, 1,
@@ -184,8 +188,9 @@ TEST(InterposeCallbacks, ActivityEventsCarryTheCallersStackThreadAndOrder) {
            CUPTI_INVALID_STREAM_ID)
       .correlationId = 501;
   device_alloc(b, 601, kDev + 8 * kMiB, kMiB, t + 650);  // a record for the failed call: no site
-  device_alloc(b, 703, kVa + 2 * kMiB, 2 * kMiB, t + 700);  // cuMemMap's own record: not counted twice
-  device_alloc(b, 999, kDev + 16 * kMiB, kMiB, t + 800);    // no call seen for it
+  device_alloc(b, 703, kVa + 2 * kMiB, 2 * kMiB,
+               t + 700);  // cuMemMap's own record: not counted twice
+  device_alloc(b, 999, kDev + 16 * kMiB, kMiB, t + 800);  // no call seen for it
   b.complete();
   ia::stop();
   tidemark::record::stop();
@@ -199,9 +204,9 @@ TEST(InterposeCallbacks, ActivityEventsCarryTheCallersStackThreadAndOrder) {
     if (e.kind == ev::Kind::mark || e.kind == ev::Kind::scope_push || e.kind == ev::Kind::scope_pop)
       continue;
     const auto fns = functions(trace, r.stack_id);
-    uint64_t what = e.kind == ev::Kind::sync ? e.sync.duration_ns
+    uint64_t what = e.kind == ev::Kind::sync     ? e.sync.duration_ns
                     : e.kind == ev::Kind::memcpy ? e.memcpy.bytes
-                                                  : e.block.addr;
+                                                 : e.block.addr;
     seen.push_back({e.kind, what, e.thread_id, e.seq, fns.empty() ? "" : fns.front()});
   }
   ASSERT_GT(mark_seq, 0u);

@@ -22,7 +22,9 @@ CUptiResult cuptiGetTimestamp(uint64_t* t) {
 CUptiResult cuptiSubscribe(CUpti_SubscriberHandle*, CUpti_CallbackFunc, void*) {
   return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
 }
-CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle) { return CUPTI_SUCCESS; }
+CUptiResult cuptiUnsubscribe(CUpti_SubscriberHandle) {
+  return CUPTI_SUCCESS;
+}
 CUptiResult cuptiEnableCallback(uint32_t, CUpti_SubscriberHandle, CUpti_CallbackDomain,
                                 CUpti_CallbackId) {
   return CUPTI_ERROR_UNKNOWN;
@@ -31,7 +33,9 @@ CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc,
                                            CUpti_BuffersCallbackCompleteFunc) {
   return CUPTI_ERROR_UNKNOWN;
 }
-CUptiResult cuptiActivityEnable(CUpti_ActivityKind) { return CUPTI_ERROR_UNKNOWN; }
+CUptiResult cuptiActivityEnable(CUpti_ActivityKind) {
+  return CUPTI_ERROR_UNKNOWN;
+}
 CUptiResult cuptiActivityGetNextRecord(uint8_t*, size_t, CUpti_Activity**) {
   return CUPTI_ERROR_MAX_LIMIT_REACHED;
 }
@@ -39,7 +43,9 @@ CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t* n) {
   *n = 0;
   return CUPTI_SUCCESS;
 }
-CUptiResult cuptiActivityFlushAll(uint32_t) { return CUPTI_ERROR_UNKNOWN; }
+CUptiResult cuptiActivityFlushAll(uint32_t) {
+  return CUPTI_ERROR_UNKNOWN;
+}
 CUptiResult cuptiActivityGetAttribute(CUpti_ActivityAttribute, size_t*, void*) {
   return CUPTI_ERROR_UNKNOWN;
 }

@@ -70,15 +70,15 @@ void record_training(const std::string& path, bool expandable) {
                             &map);
       } else {
         cuMemUnmap_params unmap{kVa + (addr - kDev), size};
-        training_step_calls(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,
-                            corr++, &unmap);
+        training_step_calls(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, corr++,
+                            &unmap);
       }
       return;
     }
-    training_step_calls(CUPTI_CB_DOMAIN_RUNTIME_API,
-                        alloc ? CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020
-                              : CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020,
-                        corr);
+    training_step_calls(
+        CUPTI_CB_DOMAIN_RUNTIME_API,
+        alloc ? CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020 : CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020,
+        corr);
     memory(b, alloc, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, addr, size, ts).correlationId = corr++;
   };
   segment(true, kDev, 2 * kMiB, t + 10);

@@ -48,7 +48,9 @@ bool is_segment(ev::Kind k) {
          k == ev::Kind::segment_map || k == ev::Kind::segment_unmap;
 }
 
-bool grows(ev::Kind k) { return k == ev::Kind::segment_alloc || k == ev::Kind::segment_map; }
+bool grows(ev::Kind k) {
+  return k == ev::Kind::segment_alloc || k == ev::Kind::segment_map;
+}
 
 using SegmentKey = std::tuple<int, int, uint64_t, uint64_t>;  // kind, device, addr, size
 
@@ -63,7 +65,8 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
                                          const std::string& trace_path) {
   std::error_code ec;
   if (std::filesystem::equivalent(recorded_path, trace_path, ec))
-    throw ImportError(trace_path + ": is the recorded trace itself; write the merged trace elsewhere");
+    throw ImportError(trace_path +
+                      ": is the recorded trace itself; write the merged trace elsewhere");
   std::unique_ptr<store::TraceWriter> writer;
   auto remove_partial = [&] {
     writer.reset();
@@ -172,7 +175,7 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
     struct Out {
       ev::Event event;
       uint64_t stack;  // spans and strings point into rec_events / static marks
-      int source;               // 0 recorded, 1 snapshot
+      int source;      // 0 recorded, 1 snapshot
       size_t order;
     };
     std::vector<Out> out;
@@ -187,7 +190,8 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
     for (size_t i = 0; i < snap.events.size(); ++i) {
       ev::Event e = snap.events[i].event;
       if (is_segment(e.kind) && recorded_has(e)) continue;  // the recording has it
-      uint64_t ts = static_cast<uint64_t>(std::max<int64_t>(static_cast<int64_t>(e.ts_ns) + offset, 0));
+      uint64_t ts =
+          static_cast<uint64_t>(std::max<int64_t>(static_cast<int64_t>(e.ts_ns) + offset, 0));
       if (e.kind == ev::Kind::alloc) {
         ts = not_before_segment(e, ts);
         alloc_ts[e.block.addr] = ts;
@@ -199,7 +203,8 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
       out.push_back({e, stack, 1, i});
     }
     std::stable_sort(out.begin(), out.end(), [](const Out& a, const Out& b) {
-      return std::tie(a.event.ts_ns, a.source, a.order) < std::tie(b.event.ts_ns, b.source, b.order);
+      return std::tie(a.event.ts_ns, a.source, a.order) <
+             std::tie(b.event.ts_ns, b.source, b.order);
     });
 
     store::TraceMeta meta = rec_meta;
@@ -215,7 +220,8 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
     writer->add_modules(recorded.modules());
     for (const auto& n : rec_nodes) writer->add_stack_node(n.id, n.parent, n.ip);
     for (const auto& n : snap.nodes)
-      writer->add_stack_node(n.id + max_node, n.parent ? n.parent + max_node : 0, n.ip | kSnapshotIp);
+      writer->add_stack_node(n.id + max_node, n.parent ? n.parent + max_node : 0,
+                             n.ip | kSnapshotIp);
     uint64_t seq = 0, end = 0;
     for (Out& o : out) {
       o.event.seq = ++seq;
@@ -228,12 +234,16 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
     writer.reset();
 
     // Frames: the recording's as it resolved them, the snapshot's by frame number.
-    auto native = std::make_shared<std::unordered_map<uint64_t, std::vector<store::ResolvedFrame>>>();
+    auto native =
+        std::make_shared<std::unordered_map<uint64_t, std::vector<store::ResolvedFrame>>>();
     for (const auto& n : rec_nodes)
       if (!native->count(n.ip)) (*native)[n.ip] = recorded.frames(n.ip);
     store::FinalizeOptions options;
-    options.symbolize = [native, snapshot_frames](uint64_t ip) -> std::vector<store::ResolvedFrame> {
-      if (ip & kSnapshotIp) return snapshot_frames ? snapshot_frames(ip & ~kSnapshotIp) : std::vector<store::ResolvedFrame>{};
+    options.symbolize = [native,
+                         snapshot_frames](uint64_t ip) -> std::vector<store::ResolvedFrame> {
+      if (ip & kSnapshotIp)
+        return snapshot_frames ? snapshot_frames(ip & ~kSnapshotIp)
+                               : std::vector<store::ResolvedFrame>{};
       auto it = native->find(ip);
       return it == native->end() ? std::vector<store::ResolvedFrame>{} : it->second;
     };

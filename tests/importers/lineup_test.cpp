@@ -169,12 +169,14 @@ TEST(ImportLineup, SnapshotBlocksSitInsideRecordedSegments) {
             one(f("alone.db"), "SELECT count(*) FROM allocations"));
   EXPECT_EQ(one(merged, kLiveSegmentAt), 0);
   // Allocated never exceeds reserved, and the allocated peak is the snapshot's.
-  EXPECT_EQ(one(merged, "SELECT count(*) FROM memory_lod WHERE level = 0 AND allocated > reserved"), 0);
+  EXPECT_EQ(one(merged, "SELECT count(*) FROM memory_lod WHERE level = 0 AND allocated > reserved"),
+            0);
   const auto m = st::TraceReader::open(merged, st::TraceReader::Require::finalized);
   const auto cuda0 = m.device_row_id({ev::DeviceType::cuda, 0});
   const auto alone0 = alone.device_row_id({ev::DeviceType::cuda, 0});
   ASSERT_TRUE(cuda0 && alone0);
-  EXPECT_EQ(m.peak(*cuda0, st::Curve::allocated)->bytes, alone.peak(*alone0, st::Curve::allocated)->bytes);
+  EXPECT_EQ(m.peak(*cuda0, st::Curve::allocated)->bytes,
+            alone.peak(*alone0, st::Curve::allocated)->bytes);
   // The recording's own events are there, on its clock; allocations fall in its NVTX range.
   EXPECT_EQ(one(merged, "SELECT ts FROM syncs WHERE kind = 'copy_to_host'"),
             static_cast<int64_t>(steady(t0_unix + 1 * kMs)));

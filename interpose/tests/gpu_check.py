@@ -182,10 +182,13 @@ def lineup(merged):
     n = c.one("SELECT count(*) FROM allocations")
     c.ok("snapshot blocks in the merged trace", n > 0, f"{n} allocations")
     c.allocated_within_reserved("allocated <= reserved (merged)")
+    # Covered by segments (whole ones, or mapped ranges of an expandable one) live from the
+    # allocation to its free.
     outside = c.one(
-        "SELECT count(*) FROM allocations a WHERE NOT EXISTS (SELECT 1 FROM segments s "
-        "WHERE s.device = a.device AND a.addr >= s.addr AND a.addr + a.size <= s.addr + s.size "
-        "AND s.alloc_ts <= a.alloc_ts AND (s.free_ts IS NULL OR s.free_ts >= ifnull(a.free_requested_ts, a.alloc_ts)))")
+        "SELECT count(*) FROM allocations a WHERE (SELECT ifnull(sum(min(s.addr + s.size, a.addr + a.size)"
+        " - max(s.addr, a.addr)), 0) FROM segments s WHERE s.device = a.device AND s.addr < a.addr + a.size"
+        " AND s.addr + s.size > a.addr AND s.alloc_ts <= a.alloc_ts AND (s.free_ts IS NULL OR"
+        " s.free_ts >= ifnull(a.free_requested_ts, a.alloc_ts))) < a.size")
     c.expect("blocks inside live recorded segments", outside, 0)
     return c.done()
 

@@ -223,4 +223,18 @@ TEST(CliImport, ImportsThePyTorchSnapshotWithItsPeaks) {
   EXPECT_EQ(e.out.rfind("device,addr,size", 0), 0u);
 }
 
+// import --onto needs a finalized recording; a missing one is bad input (exit 2) naming it,
+// and nothing is written.
+TEST(CliImport, OntoAMissingRecordingIsExit2) {
+  const std::string snapshot =
+      std::string(TIDEMARK_SHARED_DIR) + "/data/pytorch/snapshot_small_gpu.pickle";
+  if (!fs::exists(snapshot)) GTEST_SKIP() << "no shared snapshot at " << snapshot;
+  const std::string missing = (temp_dir() / "no-such-run.db").string();
+  const std::string out = (temp_dir() / "merged.db").string();
+  Result r = tidemark({"import", snapshot, "--onto", missing, "-o", out});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("no-such-run.db"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 }  // namespace

@@ -69,11 +69,13 @@ class Files {
 };
 
 constexpr int64_t kMs = 1'000'000;
+// Allocations not covered by segments (whole ones, or mapped ranges of an expandable one) live
+// from their allocation to their free.
 constexpr const char* kLiveSegmentAt =
-    "SELECT count(*) FROM allocations a WHERE NOT EXISTS (SELECT 1 FROM segments s "
-    "WHERE s.device = a.device AND a.addr >= s.addr AND a.addr + a.size <= s.addr + s.size "
-    "AND s.alloc_ts <= a.alloc_ts AND (s.free_ts IS NULL OR s.free_ts >= "
-    "ifnull(a.free_requested_ts, a.alloc_ts)))";
+    "SELECT count(*) FROM allocations a WHERE (SELECT ifnull(sum(min(s.addr + s.size, a.addr + "
+    "a.size) - max(s.addr, a.addr)), 0) FROM segments s WHERE s.device = a.device AND s.addr < "
+    "a.addr + a.size AND s.addr + s.size > a.addr AND s.alloc_ts <= a.alloc_ts AND (s.free_ts IS "
+    "NULL OR s.free_ts >= ifnull(a.free_requested_ts, a.alloc_ts))) < a.size";
 
 TEST(ImportLineup, SnapshotBlocksSitInsideRecordedSegments) {
   if (!fs::exists(kSnapshot)) GTEST_SKIP() << kSnapshot << " is missing";
@@ -183,6 +185,57 @@ TEST(ImportLineup, SnapshotBlocksSitInsideRecordedSegments) {
   EXPECT_EQ(one(merged, "SELECT count(*) FROM allocations WHERE scope IS NULL"), 0);
   // The snapshot's Python frames resolve in the merged trace.
   EXPECT_GT(one(merged, "SELECT count(*) FROM frames WHERE file LIKE '%.py'"), 0);
+}
+
+// Expandable segments: PyTorch writes one segment_map entry per range it maps, the recording
+// has one cuMemMap per 2 MiB granule; covered ranges match, and only the unrecorded device's
+// segments come from the snapshot.
+TEST(ImportLineup, MappedRangesMatchWhenRecordedMappingsCoverThem) {
+  const fs::path every = fs::path(__FILE__).parent_path() / "data/snapshot_every_action.pkl";
+  Files f;
+  im::import_pytorch_snapshot(every.string(), f("alone.db"));
+  constexpr uint64_t kBase = uint64_t{1} << 30;
+  st::TraceMeta meta;
+  meta.start_unix_ns = 0;
+  meta.start_ts_ns = 0;
+  meta.devices.push_back({ev::DeviceId{ev::DeviceType::cuda, 0}, "cuda:0", 0});
+  uint64_t recorded = 0;
+  {
+    auto w = st::TraceWriter::create(f("recorded.db"), meta);
+    uint64_t seq = 0;
+    for (uint64_t off = 0; off < (60u << 20); off += 2u << 20) {
+      ev::Event e;
+      e.kind = ev::Kind::segment_map;
+      e.device = {ev::DeviceType::cuda, 0};
+      e.block.addr = kBase + off;
+      e.block.size = 2u << 20;
+      e.block.segment = kBase;
+      e.block.pool = ev::Pool::large;
+      e.ts_ns = 1000 + off / 1024;  // before the history's first entry (10 us)
+      e.seq = ++seq;
+      e.thread_id = 1;
+      w->append(e, 0);
+      ++recorded;
+    }
+    w->close(1'000'000);
+  }
+  st::finalize(f("recorded.db"));
+  const im::LineupStats stats =
+      im::import_pytorch_snapshot_onto(every.string(), f("recorded.db"), f("merged.db"));
+  const std::string merged = f("merged.db");
+  auto segments_on = [&](const std::string& path, int idx) {
+    return one(path,
+               "SELECT count(*) FROM segments s JOIN devices d ON d.id = s.device "
+               "WHERE d.type = 'cuda' AND d.idx = " +
+                   std::to_string(idx));
+  };
+  EXPECT_EQ(segments_on(merged, 0), static_cast<int64_t>(recorded));
+  EXPECT_EQ(segments_on(merged, 1), segments_on(f("alone.db"), 1));
+  EXPECT_EQ(stats.snapshot_segments - stats.matched_segments,
+            static_cast<uint64_t>(segments_on(f("alone.db"), 1)));
+  EXPECT_EQ(one(merged, "SELECT count(*) FROM memory_lod WHERE level = 0 AND allocated > reserved"),
+            0);
+  EXPECT_EQ(one(merged, kLiveSegmentAt), 0);
 }
 
 TEST(ImportLineup, RefusesToOverwriteTheRecording) {

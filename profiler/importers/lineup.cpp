@@ -68,11 +68,7 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
     throw ImportError(trace_path +
                       ": is the recorded trace itself; write the merged trace elsewhere");
   std::unique_ptr<store::TraceWriter> writer;
-  auto remove_partial = [&] {
-    writer.reset();
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"})
-      std::filesystem::remove(trace_path + suffix, ec);
-  };
+  bool writing = false;  // from here on, a failure leaves a partial trace to remove
   try {
     const store::TraceReader recorded =
         store::TraceReader::open(recorded_path, store::TraceReader::Require::finalized);
@@ -216,6 +212,7 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
       for (const store::DeviceInfo& m : meta.devices) known = known || m.id == d.id;
       if (!known) meta.devices.push_back(d);
     }
+    writing = true;
     writer = store::TraceWriter::create(trace_path, meta);
     writer->add_modules(recorded.modules());
     for (const auto& n : rec_nodes) writer->add_stack_node(n.id, n.parent, n.ip);
@@ -249,15 +246,10 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
     };
     store::finalize(trace_path, options);
     return stats;
-  } catch (const ImportError&) {
-    remove_partial();
-    throw;
-  } catch (const store::StoreError& e) {
-    remove_partial();
-    throw ImportError(std::string(e.what()));
-  } catch (const std::bad_alloc&) {
-    remove_partial();
-    throw ImportError(pickle_path + ": out of memory while importing");
+  } catch (...) {
+    writer.reset();
+    if (writing) detail::remove_trace(trace_path);
+    detail::rethrow_as_import_error(pickle_path);
   }
 }
 

@@ -598,22 +598,36 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
   return stats;
 }
 
+void remove_trace(const std::string& path) noexcept {
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix, ec);
+}
+
+void rethrow_as_import_error(const std::string& source_name) {
+  try {
+    throw;
+  } catch (const ImportError&) {
+    throw;
+  } catch (const store::StoreError& e) {
+    throw ImportError(std::string(e.what()));
+  } catch (const std::bad_alloc&) {
+    throw ImportError(source_name + ": out of memory while importing");
+  }
+}
+
 }  // namespace detail
 
 ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::string& trace_path,
                                          const std::string& source_name) {
   std::unique_ptr<store::TraceWriter> writer;
-  auto remove_partial = [&] {
-    writer.reset();
-    std::error_code ec;
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(trace_path + suffix, ec);
-  };
+  bool writing = false;  // from here on, a failure leaves a partial trace to remove
   try {
     store::SymbolizeFn symbolize;
     uint64_t end_ts = 0;
     ImportStats stats = detail::convert_pytorch_snapshot(
         std::move(pickle_bytes), source_name,
         [&](const store::TraceMeta& meta) -> store::TraceWriter& {
+          writing = true;
           writer = store::TraceWriter::create(trace_path, meta);
           return *writer;
         },
@@ -624,15 +638,10 @@ ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::st
     options.symbolize = symbolize;
     store::finalize(trace_path, options);
     return stats;
-  } catch (const ImportError&) {
-    if (writer) remove_partial();
-    throw;
-  } catch (const store::StoreError& e) {
-    remove_partial();
-    throw ImportError(std::string(e.what()));
-  } catch (const std::bad_alloc&) {
-    remove_partial();
-    throw ImportError(source_name + ": out of memory while importing");
+  } catch (...) {
+    writer.reset();
+    if (writing) detail::remove_trace(trace_path);
+    detail::rethrow_as_import_error(source_name);
   }
 }
 

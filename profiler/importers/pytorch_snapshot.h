@@ -47,6 +47,11 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
                                      uint64_t* end_ts_ns);
 // The bytes of a snapshot file. Throws ImportError naming the file and the problem.
 std::string read_snapshot_file(const std::string& path);
+// Removes a partly written trace (the file and its -wal, -shm and -journal companions).
+void remove_trace(const std::string& path) noexcept;
+// Inside a catch block: rethrows the exception being handled as an ImportError (a store error's
+// message as it is; running out of memory naming `source_name`); anything else unchanged.
+[[noreturn]] void rethrow_as_import_error(const std::string& source_name);
 }  // namespace detail
 
 }  // namespace tidemark::importers

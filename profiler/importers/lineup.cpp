@@ -73,6 +73,10 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
     const store::TraceReader recorded =
         store::TraceReader::open(recorded_path, store::TraceReader::Require::finalized);
     const store::TraceMeta rec_meta = recorded.meta();
+    if (rec_meta.command_line.rfind("pytorch-snapshot:", 0) == 0)
+      throw ImportError(recorded_path +
+                        ": is an imported snapshot, not a recording (its blocks would be counted "
+                        "twice); give the trace `tidemark record` wrote");
     std::vector<store::RecordedEvent> rec_events = recorded.events();
 
     Collect snap;

@@ -2,11 +2,13 @@
 // the real snapshot in ../shared, and a trace built here as libtidemark_inject.so would record
 // that run (PyTorch's segments as cudaMalloc records on the recording's own clock, a sync, an
 // NVTX range), with a clock that disagrees with the recording's meta by a few milliseconds.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -245,6 +247,16 @@ TEST(ImportLineup, RefusesToOverwriteTheRecording) {
   EXPECT_THROW(im::import_pytorch_snapshot_onto(kSnapshot.string(), f("a.db"), f("a.db")),
                im::ImportError);
   EXPECT_TRUE(fs::exists(f("a.db")));
+  // Nor onto an imported snapshot (its blocks would be counted twice); an existing output file
+  // is left alone when nothing was written.
+  std::ofstream(f("out.db")) << "kept";
+  try {
+    im::import_pytorch_snapshot_onto(kSnapshot.string(), f("a.db"), f("out.db"));
+    ADD_FAILURE() << "no error";
+  } catch (const im::ImportError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("is an imported snapshot, not a recording"));
+  }
+  EXPECT_TRUE(fs::exists(f("out.db")));
 }
 
 }  // namespace

@@ -250,6 +250,14 @@ void vmm_exit(State& s, Role role, const CUpti_CallbackData& cb) {
   if (!params) return;
   ev::Event e;
   bool have_event = false;
+  auto set_event = [&](ev::Kind kind, const Mapping& m, uint64_t ptr, uint64_t size) {
+    e.kind = kind;
+    e.device = m.device;
+    e.block.addr = ptr;
+    e.block.size = size;
+    e.block.segment = m.segment;
+    have_event = true;
+  };
   {
     std::lock_guard<std::mutex> lock(s.vmm_mu);
     switch (role) {
@@ -283,12 +291,7 @@ void vmm_exit(State& s, Role role, const CUpti_CallbackData& cb) {
           if (p.ptr < r->first + r->second) m.segment = r->first;
         }
         s.mapped[p.ptr] = m;
-        e.kind = ev::Kind::segment_map;
-        e.device = m.device;
-        e.block.addr = p.ptr;
-        e.block.size = p.size;
-        e.block.segment = m.segment;
-        have_event = true;
+        set_event(ev::Kind::segment_map, m, p.ptr, p.size);
         break;
       }
       case Role::vmm_unmap: {
@@ -299,12 +302,7 @@ void vmm_exit(State& s, Role role, const CUpti_CallbackData& cb) {
           --it;
         if (it != s.mapped.end() && it->first < p.ptr + p.size) m = it->second;
         while (it != s.mapped.end() && it->first < p.ptr + p.size) it = s.mapped.erase(it);
-        e.kind = ev::Kind::segment_unmap;
-        e.device = m.device;
-        e.block.addr = p.ptr;
-        e.block.size = p.size;
-        e.block.segment = m.segment;
-        have_event = true;
+        set_event(ev::Kind::segment_unmap, m, p.ptr, p.size);
         break;
       }
       default:

@@ -29,13 +29,13 @@ constexpr int64_t kN = 4096;
 constexpr int64_t kAddElems = int64_t{64} << 20;
 constexpr int kRepeat = 10;  // ops per timed iteration
 
-void sync() { tl::cuda::synchronize(kGpu); }
+void device_sync() { tl::cuda::synchronize(kGpu); }
 
 void BM_MatmulTensorlib(benchmark::State& state) {
   tl::Tensor a = tl::randn({kN, kN}).to(kGpu), b = tl::randn({kN, kN}).to(kGpu);
   for (auto _ : state) {
     for (int i = 0; i < kRepeat; ++i) benchmark::DoNotOptimize(a.mm(b));
-    sync();
+    device_sync();
   }
 }
 BENCHMARK(BM_MatmulTensorlib)->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
@@ -61,7 +61,7 @@ void BM_AddTensorlib(benchmark::State& state) {
   tl::Tensor a = tl::ones({kAddElems}, tl::TensorOptions().device(kGpu)), b = a.clone();
   for (auto _ : state) {
     for (int i = 0; i < kRepeat; ++i) benchmark::DoNotOptimize(a + b);  // reads 2, writes 1
-    sync();
+    device_sync();
   }
 }
 BENCHMARK(BM_AddTensorlib)->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
@@ -90,7 +90,7 @@ void BM_MlpStep(benchmark::State& state) {
     tl::Tensor loss = tl::nn::functional::cross_entropy((*model)(x), y);
     loss.backward();
     opt.step();
-    sync();
+    device_sync();
   }
 }
 BENCHMARK(BM_MlpStep)->Unit(benchmark::kMicrosecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
   // Re-measure the two tensorlib figures the comparison needs, in the same units.
   auto time_us = [](auto fn, int reps) {
     fn();  // warm-up
-    sync();
+    device_sync();
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);

@@ -15,6 +15,7 @@
 #include <initializer_list>
 #include <optional>
 
+#include "tensorlib/core/array_ref.h"
 #include "tensorlib/core/device.h"
 #include "tensorlib/core/elementwise_math.h"
 #include "tensorlib/core/scalar.h"
@@ -27,6 +28,14 @@ namespace detail {
 
 /// Row reductions over a contiguous [n_rows, row_len] buffer (Note [Reduction layout]).
 enum class ReduceOp : uint8_t { sum, prod, mean, max, min, argmax, argmin, var, std, logsumexp };
+
+/// A kernel window over [batch, channels, height, width] images (stride, padding, dilation),
+/// placed at out_h x out_w positions: the geometry of unfold (im2col) and fold (col2im).
+struct Window2d {
+  int64_t batch, channels, height, width;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  int64_t out_h, out_w;
+};
 
 class CudaKernels {
  public:
@@ -51,6 +60,17 @@ class CudaKernels {
   /// self[p with index[p] along dim] += src[p] over index's shape (atomic adds).
   virtual void scatter_add(const Tensor& self, int64_t dim, const Tensor& index,
                            const Tensor& src) const = 0;
+  /// The linear (row-major) positions of the non-zero elements of a contiguous bool tensor,
+  /// int64 1-D. The host reads the count back: a `sync` event of kind data_dependent.
+  virtual Tensor flat_nonzero(const Tensor& flags) const = 0;
+  /// out[i, :] = the multi-dim index of linear position flat[i] in `sizes` (out int64 [n, nd]).
+  virtual void unravel(const Tensor& out, const Tensor& flat, IntArrayRef sizes) const = 0;
+  /// cols [batch, channels*kh*kw, out_h*out_w] = the windows of contiguous `img` (pixels in
+  /// the padding read as `pad`).
+  virtual void im2col(const Tensor& cols, const Tensor& img, const Window2d& w,
+                      double pad) const = 0;
+  /// The adjoint: img (contiguous) = the sum of every column entry at the pixel it was read from.
+  virtual void col2im(const Tensor& img, const Tensor& cols, const Window2d& w) const = 0;
   /// out[i] = op(rows[i, :]) for a contiguous rows buffer; `indices` (int64) receives the
   /// position for max/min/argmax/argmin when defined. `correction` is var/std's.
   virtual void reduce_rows(ReduceOp op, const Tensor& out, const Tensor& indices,

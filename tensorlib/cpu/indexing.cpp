@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tensorlib/autograd/function.h"
+#include "tensorlib/autograd/grad_mode.h"
 #include "tensorlib/core/cuda_kernels.h"
 #include "tensorlib/core/error.h"
 #include "tensorlib/core/shape_util.h"
@@ -316,6 +317,61 @@ Tensor cat_forward(TensorList tensors, int64_t dim) {
   }
   return out;
 }
+
+// ---- Data-dependent selection --------------------------------------------------------------
+
+namespace {
+// The linear positions of the true elements of a contiguous bool tensor, int64 1-D.
+Tensor flat_nonzero(const Tensor& flags) {
+  if (flags.is_cuda()) return detail::cuda_kernels()->flat_nonzero(flags);
+  const bool* p = flags.data_ptr<bool>();
+  std::vector<int64_t> at;
+  for (int64_t i = 0; i < flags.numel(); ++i)
+    if (p[i]) at.push_back(i);
+  Tensor out = empty({static_cast<int64_t>(at.size())}, kInt64);
+  if (!at.empty()) std::memcpy(out.data_ptr(), at.data(), at.size() * sizeof(int64_t));
+  return out;
+}
+}  // namespace
+
+Tensor nonzero(const Tensor& t) {
+  detail::check_device("nonzero", {&t});
+  NoGradGuard no_grad;
+  const Tensor flat = flat_nonzero(t.ne(0).contiguous());
+  Tensor out = empty({flat.numel(), t.dim()}, flat.options());
+  if (out.numel() == 0) return out;
+  if (flat.is_cuda()) {
+    detail::cuda_kernels()->unravel(out, flat, t.sizes());
+    return out;
+  }
+  const int64_t* f = flat.data_ptr<int64_t>();
+  int64_t* o = out.data_ptr<int64_t>();
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    int64_t rest = f[i];
+    for (int64_t d = t.dim() - 1; d >= 0; --d) {
+      o[i * t.dim() + d] = rest % t.size(d);
+      rest /= t.size(d);
+    }
+  }
+  return out;
+}
+
+// Selecting through the linear positions of the (broadcast) mask makes the gradient
+// index_select's: it scatters back to the selected elements.
+Tensor masked_select(const Tensor& t, const Tensor& mask) {
+  detail::check_device("masked_select", {&t, &mask});
+  TL_CHECK(mask.dtype() == kBool, "masked_select: expected a bool mask, got ", mask.dtype());
+  const std::vector<int64_t> shape = broadcast_shapes(t.sizes(), mask.sizes());
+  Tensor at;
+  {
+    NoGradGuard no_grad;
+    at = flat_nonzero(mask.expand(shape).contiguous());
+  }
+  return t.expand(shape).reshape({-1}).index_select(0, at);
+}
+
+Tensor Tensor::nonzero() const { return tl::nonzero(*this); }
+Tensor Tensor::masked_select(const Tensor& mask) const { return tl::masked_select(*this, mask); }
 
 Tensor stack(TensorList tensors, int64_t dim) {
   TL_CHECK(!tensors.empty(), "stack(): expected a non-empty list of Tensors");

@@ -10,13 +10,12 @@
 // when each operand's batch dims collapse to one stride (broadcast operands have stride 0);
 // otherwise the operand is expanded and made contiguous. float32 computes in float32 (no
 // TF32, PyTorch's default for matmul), float16/bfloat16 accumulate in float32, float64 in
-// float64. One handle per device, created on first use and never destroyed (as the
+// float64. One handle per device and thread, created on first use and never destroyed (as the
 // allocators); each call binds it to the device's current stream. cuBLAS allocates its own
 // workspace per stream outside the caching allocator.
 #include <cublas_v2.h>
 
 #include <climits>
-#include <mutex>
 #include <vector>
 
 #include "tensorlib/core/shape_util.h"
@@ -43,10 +42,10 @@ void check_cublas(cublasStatus_t s, const char* what, int device) {
            cublas_error(s));
 }
 
+// A handle is not safe to use from two threads at once, so each thread gets its own per device
+// (as PyTorch's handle pool gives each thread one); they live as long as the process.
 cublasHandle_t handle_for(int device) {
-  static std::mutex mu;
-  static std::vector<cublasHandle_t> handles;
-  std::lock_guard<std::mutex> lock(mu);
+  thread_local std::vector<cublasHandle_t> handles;
   if (handles.size() <= static_cast<size_t>(device)) handles.resize(device + 1, nullptr);
   if (handles[device] == nullptr) check_cublas(cublasCreate(&handles[device]), "cublasCreate", device);
   return handles[device];

@@ -43,7 +43,7 @@ Device cuda_device(int index) {
   return Device(kCUDA, static_cast<Device::Index>(index));
 }
 
-enum class HostWait { none, copy_to_host };
+enum class HostWait { none, copy_to_host, data_dependent };
 
 }  // namespace
 
@@ -75,10 +75,23 @@ void transfer(void* dst, const void* src, size_t bytes, ev::CopyDirection dir, i
     return;
   }
   TL_CUDA_CHECK(cudaStreamSynchronize(s));
-  if (wait == HostWait::copy_to_host) {
-    emit_sync(cuda_device(index), ev::SyncKind::copy_to_host, stream, t0);
+  if (wait != HostWait::none) {
+    emit_sync(cuda_device(index), wait == HostWait::copy_to_host ? ev::SyncKind::copy_to_host
+                                                                 : ev::SyncKind::data_dependent,
+              stream, t0);
   }
 }
+
+}  // namespace
+
+// The host waits for a size only the device knows (nonzero, masked_select): `memcpy` and
+// `sync` (data_dependent).
+void read_data_dependent(void* host, const void* dev, size_t bytes, int index) {
+  transfer(host, dev, bytes, ev::CopyDirection::device_to_host, index, host,
+           HostWait::data_dependent);
+}
+
+namespace {
 
 // The element range [lo, hi] of its storage that `t` covers (strides are non-negative).
 std::pair<int64_t, int64_t> span(const Tensor& t) {

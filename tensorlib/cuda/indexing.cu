@@ -21,16 +21,6 @@ __device__ __forceinline__ int64_t checked_index(int64_t i, int64_t size, const 
 }
 
 template <typename T>
-struct GatherFn {
-  int64_t dim_stride, dim_size;
-  template <typename Index>
-  __device__ void operator()(const Strided<3>& s, const Index* off) const {
-    const int64_t i = checked_index(load<int64_t>(s, 0, off[0]), dim_size, "gather");
-    ref<T>(s, 2, off[2]) = reinterpret_cast<const T*>(s.data[1])[static_cast<int64_t>(off[1]) + i * dim_stride];
-  }
-};
-
-template <typename T>
 __device__ __forceinline__ void atomic_add(T* p, T v) {
   if constexpr (std::is_same_v<T, int64_t>) {
     atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
@@ -39,14 +29,20 @@ __device__ __forceinline__ void atomic_add(T* p, T v) {
   }
 }
 
-template <typename T>
-struct ScatterAddFn {
+// gather (other[p] = self[p + index[p] * dim_stride]) or scatter_add (self[...] += other[p]).
+template <typename T, bool kScatter>
+struct AlongDimFn {
   int64_t dim_stride, dim_size;
   template <typename Index>
   __device__ void operator()(const Strided<3>& s, const Index* off) const {
-    const int64_t i = checked_index(load<int64_t>(s, 0, off[0]), dim_size, "scatter_add_");
-    atomic_add(reinterpret_cast<T*>(s.data[1]) + static_cast<int64_t>(off[1]) + i * dim_stride,
-               load<T>(s, 2, off[2]));
+    const int64_t i = checked_index(load<int64_t>(s, 0, off[0]), dim_size,
+                                    kScatter ? "scatter_add_" : "gather");
+    T* self = reinterpret_cast<T*>(s.data[1]) + static_cast<int64_t>(off[1]) + i * dim_stride;
+    if constexpr (kScatter) {
+      atomic_add(self, load<T>(s, 2, off[2]));
+    } else {
+      ref<T>(s, 2, off[2]) = *self;
+    }
   }
 };
 
@@ -56,7 +52,7 @@ cudaError_t launch_gather(const Strided<3>& s, ScalarType dtype, int64_t dim_str
                           int64_t dim_size, cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
   dispatch_all(dtype, [&]<typename T>() {
-    err = launch_strided(s, stream, GatherFn<T>{dim_stride, dim_size});
+    err = launch_strided(s, stream, AlongDimFn<T, false>{dim_stride, dim_size});
   });
   return err;
 }
@@ -68,7 +64,7 @@ cudaError_t launch_scatter_add(const Strided<3>& s, ScalarType dtype, int64_t di
     if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t>) {
       err = cudaErrorNotSupported;  // no atomic add of bytes (the host refuses first)
     } else {
-      err = launch_strided(s, stream, ScatterAddFn<T>{dim_stride, dim_size});
+      err = launch_strided(s, stream, AlongDimFn<T, true>{dim_stride, dim_size});
     }
   });
   return err;

@@ -56,6 +56,28 @@ cudaError_t launch_gather(const Strided<3>& s, ScalarType dtype, int64_t dim_str
 cudaError_t launch_scatter_add(const Strided<3>& s, ScalarType dtype, int64_t dim_stride,
                                int64_t dim_size, cudaStream_t stream);
 
+/// cub::DeviceSelect::Flagged over the linear positions 0..n-1 of `flags`: the positions of
+/// the true ones into `out` (room for n), their count into `*count` (device memory). With
+/// `temp` null, only sets `*temp_bytes`.
+cudaError_t launch_select_flagged(void* temp, size_t* temp_bytes, const bool* flags, int64_t n,
+                                  int64_t* out, int64_t* count, cudaStream_t stream);
+/// out[i * nd + d] = the index along dim d of linear position flat[i] in `sizes` (nd dims).
+cudaError_t launch_unravel(const int64_t* flat, int64_t n, const int64_t* sizes, int nd,
+                           int64_t* out, cudaStream_t stream);
+
+/// A window over [batch, channels, height, width] images (core/cuda_kernels.h's Window2d).
+struct Window {
+  int64_t batch, channels, height, width;
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  int64_t out_h, out_w;
+};
+/// cols [batch, channels*kh*kw, out_h*out_w] from contiguous images; `pad` outside them.
+cudaError_t launch_im2col(const void* img, void* cols, ScalarType dtype, const Window& w,
+                          double pad, cudaStream_t stream);
+/// img = the adjoint of im2col of cols (every pixel written once: no atomics).
+cudaError_t launch_col2im(const void* cols, void* img, ScalarType dtype, const Window& w,
+                          cudaStream_t stream);
+
 enum class RowOp : uint8_t { sum, prod, mean, max, min, argmax, argmin, var, std, logsumexp };
 
 /// out[i] = op(in[i * row_len, (i + 1) * row_len)), in contiguous of `in_dtype`; out has

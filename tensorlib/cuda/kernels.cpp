@@ -3,11 +3,15 @@
 // turned into tl::Error naming the op. matmul lives in blas.cpp.
 #include "tensorlib/core/cuda_kernels.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "tensorlib/cuda/strided.h"
 
 namespace tl::cuda::detail {
+
+// copy.cpp
+void read_data_dependent(void* host, const void* dev, size_t bytes, int index);
 
 // blas.cpp
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha,
@@ -29,6 +33,11 @@ RowOp row_op(tl::detail::ReduceOp op) {
 }
 static_assert(static_cast<int>(RowOp::logsumexp) == static_cast<int>(tl::detail::ReduceOp::logsumexp));
 static_assert(static_cast<int>(RowOp::argmin) == static_cast<int>(tl::detail::ReduceOp::argmin));
+
+kernels::Window window_of(const tl::detail::Window2d& w) {
+  return {w.batch, w.channels, w.height, w.width, w.kh, w.kw, w.sh, w.sw,
+          w.ph,    w.pw,       w.dh,     w.dw,    w.out_h, w.out_w};
+}
 
 class Kernels final : public tl::detail::CudaKernels {
  public:
@@ -91,6 +100,50 @@ class Kernels final : public tl::detail::CudaKernels {
                                    {nullptr, self_strides.data(), src.strides().data()});
     l.check(kernels::launch_scatter_add(s, self.dtype(), self.stride(dim), self.size(dim),
                                         l.stream()));
+  }
+
+  Tensor flat_nonzero(const Tensor& flags) const override {
+    TL_INTERNAL_ASSERT(flags.is_contiguous() && flags.dtype() == kBool);
+    const TensorOptions i64 = TensorOptions(kInt64).device(flags.device());
+    const int64_t n = flags.numel();
+    if (n == 0) return empty({0}, i64);
+    Launch l("nonzero", flags.device());
+    Tensor positions = empty({n}, i64), count = empty({}, i64);
+    size_t temp_bytes = 0;
+    l.check(kernels::launch_select_flagged(nullptr, &temp_bytes, flags.data_ptr<bool>(), n,
+                                           nullptr, nullptr, l.stream()));
+    Tensor temp = empty({static_cast<int64_t>(std::max<size_t>(temp_bytes, 1))},
+                        TensorOptions(kUInt8).device(flags.device()));
+    l.check(kernels::launch_select_flagged(temp.data_ptr(), &temp_bytes, flags.data_ptr<bool>(),
+                                           n, positions.data_ptr<int64_t>(),
+                                           count.data_ptr<int64_t>(), l.stream()));
+    int64_t k = 0;
+    read_data_dependent(&k, count.data_ptr(), sizeof k, flags.device().resolved().index());
+    return positions.slice(0, 0, k).clone();  // exact size: the n-element buffer is released
+  }
+
+  void unravel(const Tensor& out, const Tensor& flat, IntArrayRef sizes) const override {
+    TL_CHECK(static_cast<int64_t>(sizes.size()) <= kernels::kMaxDims, "nonzero: CUDA tensors with "
+             "more than ", kernels::kMaxDims, " dims are not supported, got ", sizes.size());
+    Launch l("nonzero", out.device());
+    l.check(kernels::launch_unravel(flat.data_ptr<int64_t>(), flat.numel(), sizes.data(),
+                                    static_cast<int>(sizes.size()), out.data_ptr<int64_t>(),
+                                    l.stream()));
+  }
+
+  void im2col(const Tensor& cols, const Tensor& img, const tl::detail::Window2d& w,
+              double pad) const override {
+    TL_INTERNAL_ASSERT(img.is_contiguous() && cols.is_contiguous());
+    Launch l("im2col", cols.device());
+    l.check(kernels::launch_im2col(img.data_ptr(), cols.data_ptr(), img.dtype(), window_of(w), pad,
+                                   l.stream()));
+  }
+
+  void col2im(const Tensor& img, const Tensor& cols, const tl::detail::Window2d& w) const override {
+    TL_INTERNAL_ASSERT(img.is_contiguous() && cols.is_contiguous());
+    Launch l("col2im", img.device());
+    l.check(kernels::launch_col2im(cols.data_ptr(), img.data_ptr(), img.dtype(), window_of(w),
+                                   l.stream()));
   }
 
   void reduce_rows(tl::detail::ReduceOp op, const Tensor& out, const Tensor& indices,

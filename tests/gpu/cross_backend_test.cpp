@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "tensorlib/nn/conv.h"
+#include "tensorlib/nn/pooling.h"
 #include "tensorlib/tensorlib.h"
 
 namespace tl {
@@ -309,6 +311,52 @@ TEST(CrossBackend, MatrixProducts) {
   }
 }
 
+TEST(CrossBackend, Indexing) {
+  TL_REQUIRE_GPU();
+  for (ScalarType dt : kAll) {
+    const std::string name(dtype_name(dt));
+    Tensor x = values({6, 5, 4}, dt, false, 12);
+    Tensor idx = tensor(std::vector<int64_t>{4, 0, 2, 2});
+    check("index_select " + name, {x, idx}, identity,
+          [](auto& v) { return v[0].index_select(1, v[1]); }, rtol_of(dt));
+    check("gather " + name, {x, values({6, 3, 4}, kInt64, true, 13).clamp(0, 4)}, identity,
+          [](auto& v) { return v[0].transpose(0, 2).gather(1, v[1].transpose(0, 2)); }, 0);
+    check("cat " + name, {x}, identity,
+          [](auto& v) { return tl::cat({v[0], v[0].slice(1, 0, 5, 2)}, 1); }, 0);
+    check("nonzero " + name, {x}, identity, [](auto& v) { return v[0].t().nonzero(); }, 0);
+    check("masked_select " + name, {x}, identity,
+          [](auto& v) { return v[0].masked_select(v[0].select(2, 1).unsqueeze(2).ne(0)); }, 0);
+    if (dt != kBool && dt != kUInt8)
+      check("scatter_add " + name, {x, values({6, 3, 4}, kInt64, true, 14).clamp(0, 4)}, identity,
+            [](auto& v) {
+              Tensor src = v[0].slice(1, 0, 3);
+              return v[0].clone().scatter_add_(1, v[1], src);
+            },
+            rtol_of(dt));
+  }
+}
+
+TEST(CrossBackend, DataDependentOpsAreSyncPoints) {
+  TL_REQUIRE_GPU();
+  Tensor x = tensor({0.0, 1.5, 0.0, -2.0}).to(kGpu);
+  gpu_test::EventLog log;
+  Tensor nz = x.nonzero();
+  auto syncs = log.of(gpu_test::ev::Kind::sync);
+  ASSERT_EQ(syncs.size(), 1u);
+  EXPECT_EQ(syncs[0].sync.kind, gpu_test::ev::SyncKind::data_dependent);
+  EXPECT_TRUE(nz.is_cuda());
+  EXPECT_EQ(nz.size(0), 2);
+  log.clear();
+  Tensor sel = x.masked_select(x > 0);
+  syncs = log.of(gpu_test::ev::Kind::sync);
+  ASSERT_EQ(syncs.size(), 1u);
+  EXPECT_EQ(syncs[0].sync.kind, gpu_test::ev::SyncKind::data_dependent);
+  EXPECT_EQ(sel.numel(), 1);
+  log.clear();
+  (void)(x * 2 + 1).sum({0});  // ops with known sizes never wait
+  EXPECT_TRUE(log.of(gpu_test::ev::Kind::sync).empty());
+}
+
 TEST(CrossBackend, GradientsThroughAutograd) {
   TL_REQUIRE_GPU();
   auto grads = [](Device device) {
@@ -331,6 +379,34 @@ TEST(CrossBackend, GradientsThroughAutograd) {
   };
   std::vector<Tensor> c = grads(Device(kCPU)), g = grads(kGpu);
   for (size_t i = 0; i < c.size(); ++i) EXPECT_TRUE(close(c[i], g[i], 1e-4, 1e-5)) << i;
+}
+
+TEST(CrossBackend, ConvolutionAndMaxPooling) {
+  TL_REQUIRE_GPU();
+  for (ScalarType dt : {kFloat32, kFloat64}) {
+    const std::string name(dtype_name(dt));
+    const double rt = dt == kFloat64 ? 1e-9 : 1e-4;
+    Tensor x = values({2, 4, 9, 8}, dt, false, 15), w = values({6, 2, 3, 3}, dt, false, 16);
+    Tensor b = values({6}, dt, false, 17);
+    check("conv2d groups stride padding dilation " + name, {x, w, b}, identity,
+          [](auto& v) { return nn::functional::conv2d(v[0], v[1], v[2], {2, 1}, {1, 2}, {1, 2}, 2); },
+          rt, 1e-4);
+    check("conv2d no bias, strided input " + name, {x, values({5, 4, 2, 2}, dt)}, identity,
+          [](auto& v) { return nn::functional::conv2d(v[0].transpose(2, 3), v[1]); }, rt, 1e-4);
+    check("max_pool2d " + name, {x}, identity, [](auto& v) {
+      auto [out, idx] = nn::functional::max_pool2d_with_indices(v[0], 3, 2, 1, 1, true);
+      return out.to(kFloat64) + idx.to(kFloat64) * 1000;
+    }, rt);
+    // Gradients of both.
+    check("conv2d + max_pool2d gradients " + name, {x, w, b}, identity,
+          [](auto& v) {
+            Tensor xi = v[0].clone().requires_grad_(true), wi = v[1].clone().requires_grad_(true);
+            Tensor y = nn::functional::max_pool2d(nn::functional::conv2d(xi, wi, v[2], 1, 1, 1, 2), 2);
+            (y * y).sum().backward();
+            return tl::cat({xi.grad().reshape({-1}), wi.grad().reshape({-1})});
+          },
+          rt, 1e-3);
+  }
 }
 
 TEST(CrossBackend, DevicesMustAgree) {

@@ -3,8 +3,8 @@
 //   * matmul (4096^2 float32, through tensorlib) vs cublasSgemm called directly (>= 0.95x);
 //   * elementwise add (64 Mi float32) vs a device-to-device memcpy moving the same bytes
 //     (>= 0.7x of its bandwidth);
-//   * the MLP training step and an allocation+free pair vs PyTorch on the same GPU, when
-//     TIDEMARK_TORCH_BASELINE names the JSON bench/gpu/torch_baseline.py wrote (<= 1.3x).
+//   * the MLP and CNN training steps and an allocation+free pair vs PyTorch on the same GPU,
+//     when TIDEMARK_TORCH_BASELINE names the JSON bench/gpu/torch_baseline.py wrote (<= 1.3x).
 // Exits 77 without a CUDA device. Each iteration ends with a device synchronize.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -144,17 +144,20 @@ int main(int argc, char** argv) {
     cudaEventElapsedTime(&ms, a, b);
     return 1000.0 * ms / reps;
   };
-  tl::manual_seed(0);
-  auto model = samples::make_mlp();
-  model->to(kGpu);
-  tl::optim::Adam opt(model->parameters(), {.lr = 1e-3});
-  tl::Tensor x = tl::randn({64, 1, 28, 28}).to(kGpu), y = tl::randint(0, 10, {64}).to(kGpu);
-  const double mlp = time_us([&] {
-    opt.zero_grad();
-    tl::Tensor loss = tl::nn::functional::cross_entropy((*model)(x), y);
-    loss.backward();
-    opt.step();
-  }, 200);
+  auto step_us = [&](const std::shared_ptr<tl::nn::Sequential>& model, int reps) {
+    tl::manual_seed(0);
+    model->to(kGpu);
+    tl::optim::Adam opt(model->parameters(), {.lr = 1e-3});
+    tl::Tensor x = tl::randn({64, 1, 28, 28}).to(kGpu), y = tl::randint(0, 10, {64}).to(kGpu);
+    return time_us([&] {
+      opt.zero_grad();
+      tl::Tensor loss = tl::nn::functional::cross_entropy((*model)(x), y);
+      loss.backward();
+      opt.step();
+    }, reps);
+  };
+  const double mlp = step_us(samples::make_mlp(), 200);
+  const double cnn = step_us(samples::make_cnn(), 50);
   const double pair = time_us([] {
     tl::Tensor t = tl::empty({256 * 1024}, tl::TensorOptions().device(kGpu));
     benchmark::DoNotOptimize(t.data_ptr());
@@ -168,6 +171,7 @@ int main(int argc, char** argv) {
                 limit, ok ? "ok" : "FAILED", ours, torch[key].get<double>());
   };
   report("MLP training step: tensorlib / PyTorch (<= 1.3)", mlp, "mlp_step_us", 1.3);
+  report("CNN training step: tensorlib / PyTorch (<= 1.3)", cnn, "cnn_step_us", 1.3);
   report("alloc+free pair 1 MiB: tensorlib / PyTorch (<= 1.3)", pair, "alloc_free_pair_us", 1.3);
   return failed;
 }

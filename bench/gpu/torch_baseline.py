@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch's figures for bench/gpu/gpu_ops_bench.cpp on the same GPU, written as JSON:
-the Fashion-MNIST MLP training step (samples/fashion_models.h: Flatten, Linear 784-256, ReLU,
-Linear 256-10; Adam, batch 64) and an allocation+free pair of 1 MiB through the caching
-allocator. Exits 77 when torch or a GPU is missing.
+the Fashion-MNIST MLP and CNN training steps (samples/fashion_models.h; Adam, batch 64) and an
+allocation+free pair of 1 MiB through the caching allocator. Exits 77 when torch or a GPU is
+missing.
     bench/gpu/torch_baseline.py OUT.json
 """
 import json
@@ -33,18 +33,25 @@ def time_us(fn, reps):
 torch.manual_seed(0)
 dev = torch.device("cuda:0")
 torch.backends.cuda.matmul.allow_tf32 = False
-model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 256), torch.nn.ReLU(),
-                            torch.nn.Linear(256, 10)).to(dev)
-opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+nn = torch.nn
+mlp = nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
+cnn = nn.Sequential(nn.Conv2d(1, 32, 3, 1, 1), nn.ReLU(), nn.MaxPool2d(2),
+                    nn.Conv2d(32, 64, 3, 1, 1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                    nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
 x = torch.randn(64, 1, 28, 28, device=dev)
 y = torch.randint(0, 10, (64,), device=dev)
 
 
-def step():
-    opt.zero_grad()
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
+def step_us(model, reps):
+    model = model.to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+    return time_us(step, reps)
 
 
 def pair():
@@ -52,8 +59,8 @@ def pair():
     del t
 
 
-out = {"torch": torch.__version__, "mlp_step_us": time_us(step, 200),
-       "alloc_free_pair_us": time_us(pair, 10000)}
+out = {"torch": torch.__version__, "mlp_step_us": step_us(mlp, 200),
+       "cnn_step_us": step_us(cnn, 50), "alloc_free_pair_us": time_us(pair, 10000)}
 with open(sys.argv[1], "w") as f:
     json.dump(out, f)
 print(json.dumps(out))

@@ -21,15 +21,16 @@ int main(int argc, char** argv) {
   model->push_back(std::make_shared<tl::nn::Linear>(1024, 1024));
   model->push_back(std::make_shared<tl::nn::ReLU>());
   model->push_back(std::make_shared<tl::nn::Linear>(1024, 10));
+  pitfalls::place(*model, o);
 
-  pitfalls::Report report;
+  pitfalls::Report report(o.device);
   report.take("before");
   {
-    tl::Tensor total = tl::zeros({});
+    tl::Tensor total = tl::zeros({}, o.device);
     for (int step = 0; step < o.steps; ++step) {
       tl::profiler::step();
-      tl::Tensor x = tl::randn({256, 256});
-      tl::Tensor y = tl::randint(0, 10, {256});
+      tl::Tensor x = tl::randn({256, 256}, o.device);
+      tl::Tensor y = tl::randint(0, 10, {256}, o.device);
       tl::Tensor loss = tl::nn::functional::cross_entropy((*model)(x), y);
       if (o.fixed)
         total = total + loss.detach();  // a number, no graph

@@ -33,14 +33,15 @@ int main(int argc, char** argv) {
   }
   auto head = std::make_shared<tl::nn::Linear>(width, 10);
   model->push_back(head);
+  pitfalls::place(*model, o);
   tl::optim::SGD opt(model->parameters(), {.lr = 0.01});
 
-  pitfalls::Report report;
+  pitfalls::Report report(o.device);
   report.take("before");
   for (int step = 0; step < o.steps; ++step) {
     tl::profiler::step();
-    tl::Tensor x = tl::randn({1024, width});
-    tl::Tensor y = tl::randint(0, 10, {1024});
+    tl::Tensor x = tl::randn({1024, width}, o.device);
+    tl::Tensor y = tl::randint(0, 10, {1024}, o.device);
     opt.zero_grad();
     tl::Tensor h = x;
     for (auto& seg : segments) {

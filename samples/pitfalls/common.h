@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include <tensorlib/nn/module.h>
 #include <tensorlib/tensorlib.h>
 
 namespace pitfalls {
@@ -22,17 +23,20 @@ namespace pitfalls {
 struct Options {
   bool fixed = false;
   int steps = 0;
+  tl::Device device{"cpu"};  // where the sample's model and data live (--device)
 };
 
-// --fixed, --steps N, --help. A bad argument prints the usage and exits with status 2.
+// --fixed, --steps N, --device cpu|cuda, --help. A bad argument prints the usage and exits
+// with status 2, as does --device cuda without a usable CUDA device.
 inline Options parse(int argc, char** argv, const char* name, const char* what, int default_steps) {
   Options o;
   o.steps = default_steps;
   auto usage = [&](FILE* out) {
     std::fprintf(out,
-                 "usage: %s [--fixed] [--steps N]\n  %s\n"
+                 "usage: %s [--fixed] [--steps N] [--device cpu|cuda]\n  %s\n"
                  "  --fixed    run the corrected version\n"
-                 "  --steps N  iterations of the loop (default %d)\n",
+                 "  --steps N  iterations of the loop (default %d)\n"
+                 "  --device   where the model and data live (default cpu)\n",
                  name, what, default_steps);
   };
   for (int i = 1; i < argc; ++i) {
@@ -47,6 +51,15 @@ inline Options parse(int argc, char** argv, const char* name, const char* what, 
         std::exit(2);
       }
       o.steps = static_cast<int>(v);
+    } else if (a == "--device" && i + 1 < argc && (std::strcmp(argv[i + 1], "cpu") == 0 ||
+                                                   std::strcmp(argv[i + 1], "cuda") == 0)) {
+      o.device = tl::Device(argv[++i]);
+      try {
+        (void)tl::zeros({1}, o.device);  // fails early without a backend or a device
+      } catch (const tl::Error& e) {
+        std::fprintf(stderr, "%s: %s\n", name, e.what());
+        std::exit(2);
+      }
     } else if (a == "--help" || a == "-h") {
       usage(stdout);
       std::exit(0);
@@ -56,15 +69,23 @@ inline Options parse(int argc, char** argv, const char* name, const char* what, 
       std::exit(2);
     }
   }
-  std::printf("%s (%s)\n  %s\n\n", name, o.fixed ? "fixed" : "leaky", what);
+  std::printf("%s (%s%s)\n  %s\n\n", name, o.fixed ? "fixed" : "leaky",
+              o.device.is_cuda() ? ", cuda" : "", what);
   return o;
 }
 
-// Allocator statistics of the CPU device at named points, printed as a table and as
+// Moves a model to the sample's device (before its optimizer is made); nothing on the CPU.
+inline void place(tl::nn::Module& model, const Options& o) {
+  if (o.device.is_cuda()) model.to(o.device);
+}
+
+// Allocator statistics of the sample's device at named points, printed as a table and as
 // `key: bytes` lines.
 class Report {
  public:
-  Report() { tl::reset_peak_memory_stats(cpu_); }
+  explicit Report(tl::Device device = tl::Device("cpu")) : cpu_(device) {
+    tl::reset_peak_memory_stats(cpu_);
+  }
 
   // Records the statistics now under `label` ("before", "after").
   void take(const std::string& label) {
@@ -108,7 +129,7 @@ class Report {
     std::string label;
     int64_t allocated, reserved, peak_allocated, peak_reserved;
   };
-  tl::Device cpu_{"cpu"};
+  tl::Device cpu_;  // the device whose allocator is reported
   std::vector<Row> rows_;
   std::vector<std::pair<std::string, int64_t>> extra_;
 };

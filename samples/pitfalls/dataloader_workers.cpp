@@ -45,14 +45,14 @@ int main(int argc, char** argv) {
                                       .pin_memory = true,
                                       .seed = 0};
   tl::data::DataLoader loader(std::make_shared<DecodedImages>(batch_size * o.steps), options);
-  tl::Tensor w = tl::full({3 * 64 * 64, 16}, 1e-3);
+  tl::Tensor w = tl::full({3 * 64 * 64, 16}, 1e-3, o.device);
 
-  pitfalls::Report report;
+  pitfalls::Report report;  // host memory (what the prefetched batches hold), whatever --device
   report.take("before");
   double checksum = 0;
   for (auto& batch : loader) {
     tl::profiler::step();
-    checksum += tl::matmul(batch.data.flatten(1), w).sum().item<double>();
+    checksum += tl::matmul(batch.data.to(o.device).flatten(1), w).sum().item<double>();
     // Stands in for the device's time on the step, which bounds the loop on a GPU.
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

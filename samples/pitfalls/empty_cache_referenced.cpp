@@ -12,18 +12,18 @@ int main(int argc, char** argv) {
       argc, argv, "pitfall_empty_cache_referenced",
       "empty_cache() with the outputs still in a list (fixed: clear the list first)", 8);
   tl::manual_seed(0);
-  const tl::Device cpu("cpu");
-  pitfalls::Report report;
+  const tl::Device device = o.device;
+  pitfalls::Report report(device);
   report.take("before");
   std::vector<tl::Tensor> outputs;
   for (int step = 0; step < o.steps; ++step) {
     tl::profiler::step();
-    tl::Tensor x = tl::randn({1536, 1024});  // 6 MiB
-    outputs.push_back((x * 2).relu());       // kept "for later"
+    tl::Tensor x = tl::randn({1536, 1024}, device);  // 6 MiB
+    outputs.push_back((x * 2).relu());               // kept "for later"
   }
   report.take("after_work");
   if (o.fixed) outputs.clear();  // the fix: nothing references the outputs any more
-  tl::empty_cache(cpu);
+  tl::empty_cache(device);
   report.take("after_empty_cache");
   report.add("released_bytes",
              report.reserved("after_work") - report.reserved("after_empty_cache"));

@@ -23,8 +23,9 @@ int main(int argc, char** argv) {
   model->push_back(std::make_shared<tl::nn::ReLU>());
   model->push_back(std::make_shared<tl::nn::Linear>(512, 10));
   model->eval();
+  pitfalls::place(*model, o);
 
-  pitfalls::Report report;
+  pitfalls::Report report(o.device);
   report.take("before");
   int64_t correct = 0, seen = 0;
   {
@@ -32,8 +33,8 @@ int main(int argc, char** argv) {
     if (o.fixed) no_grad.emplace();  // the fix
     for (int step = 0; step < o.steps; ++step) {
       tl::profiler::step();
-      tl::Tensor x = tl::randn({2048, 256});
-      tl::Tensor y = tl::randint(0, 10, {2048});
+      tl::Tensor x = tl::randn({2048, 256}, o.device);
+      tl::Tensor y = tl::randint(0, 10, {2048}, o.device);
       tl::Tensor logits = (*model)(x);
       correct += logits.argmax(1).eq(y).sum().item<int64_t>();
       seen += x.size(0);

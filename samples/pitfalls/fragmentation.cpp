@@ -21,13 +21,13 @@ int main(int argc, char** argv) {
   if (o.fixed) setenv("TL_ALLOC_CONF", "expandable_segments:True", 1);
   tl::manual_seed(0);
   const int64_t batch = 4, hidden = 1024;  // 16 KiB per sequence position
-  tl::Tensor w = tl::randn({hidden, hidden}) / 32;
-  pitfalls::Report report;
+  tl::Tensor w = tl::randn({hidden, hidden}, o.device) / 32;
+  pitfalls::Report report(o.device);
   report.take("before");
   for (int step = 0; step < o.steps; ++step) {
     tl::profiler::step();
     const int64_t seq = 704 + 64 * step;  // 11 MiB, 12 MiB, ... per activation
-    tl::Tensor x = tl::randn({batch, seq, hidden});
+    tl::Tensor x = tl::randn({batch, seq, hidden}, o.device);
     tl::Tensor h = tl::matmul(x, w);
     (void)h.sum().item<float>();
   }

@@ -21,19 +21,20 @@ int main(int argc, char** argv) {
   model->push_back(std::make_shared<tl::nn::Linear>(64, 128));
   model->push_back(std::make_shared<tl::nn::ReLU>());
   model->push_back(std::make_shared<tl::nn::Linear>(128, 4));
+  pitfalls::place(*model, o);
   tl::optim::SGD opt(model->parameters(), {.lr = 0.05});
-  tl::Tensor centers = tl::randn({4, 64}) * 2;
+  tl::Tensor centers = tl::randn({4, 64}, o.device) * 2;
 
-  pitfalls::Report report;
+  pitfalls::Report report(o.device);
   report.take("before");
   double logged = 0;
   int64_t syncs = 0;
   {
-    tl::Tensor running = tl::zeros({});
+    tl::Tensor running = tl::zeros({}, o.device);
     for (int step = 0; step < o.steps; ++step) {
       tl::profiler::step();
-      tl::Tensor y = tl::randint(0, 4, {128});
-      tl::Tensor x = centers.index_select(0, y) + tl::randn({128, 64});
+      tl::Tensor y = tl::randint(0, 4, {128}, o.device);
+      tl::Tensor x = centers.index_select(0, y) + tl::randn({128, 64}, o.device);
       opt.zero_grad();
       tl::Tensor loss = tl::nn::functional::cross_entropy((*model)(x), y);
       loss.backward();

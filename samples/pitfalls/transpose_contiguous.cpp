@@ -12,19 +12,19 @@ int main(int argc, char** argv) {
       pitfalls::parse(argc, argv, "pitfall_transpose_contiguous",
                       "matmul(a.t().contiguous(), b) (fixed: matmul(a.t(), b))", 10);
   tl::manual_seed(0);
-  tl::Tensor b = tl::randn({2048, 64});
-  pitfalls::Report report;
+  tl::Tensor b = tl::randn({2048, 64}, o.device);
+  pitfalls::Report report(o.device);
   report.take("before");
-  auto before = tl::memory_stats(tl::Device("cpu"));
+  auto before = tl::memory_stats(o.device);
   double checksum = 0;
   for (int step = 0; step < o.steps; ++step) {
     tl::profiler::step();
-    tl::Tensor a = tl::randn({2048, 1024});                // 8 MiB
+    tl::Tensor a = tl::randn({2048, 1024}, o.device);                // 8 MiB
     tl::Tensor at = o.fixed ? a.t() : a.t().contiguous();  // BUG unfixed: an 8 MiB copy
     tl::Tensor c = tl::matmul(at, b);
     checksum += c.sum().item<double>();
   }
-  auto after = tl::memory_stats(tl::Device("cpu"));
+  auto after = tl::memory_stats(o.device);
   report.take("after");
   std::printf("checksum %.3f\n\n", checksum);
   report.add("allocations", after["allocation.all.allocated"] - before["allocation.all.allocated"]);

@@ -11,13 +11,13 @@ int main(int argc, char** argv) {
                       "keeping big[0] of 4 MiB tensors in a list (fixed: big[0].clone())", 16);
   tl::manual_seed(0);
   const int64_t rows = 1024, cols = 1024;  // 4 MiB of float32 per batch
-  pitfalls::Report report;
+  pitfalls::Report report(o.device);
   report.take("before");
   {
     std::vector<tl::Tensor> kept;
     for (int step = 0; step < o.steps; ++step) {
       tl::profiler::step();
-      tl::Tensor big = tl::randn({rows, cols});
+      tl::Tensor big = tl::randn({rows, cols}, o.device);
       tl::Tensor row = big[0];
       kept.push_back(o.fixed ? row.clone() : row);  // BUG unfixed: the view pins all of big
     }

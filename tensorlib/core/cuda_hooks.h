@@ -16,6 +16,8 @@ class Scalar;
 
 namespace detail {
 
+class CudaKernels;
+
 class CudaHooks {
  public:
   virtual ~CudaHooks() = default;
@@ -34,6 +36,8 @@ class CudaHooks {
   virtual bool is_pinned(const Tensor& t) const = 0;
   /// Whether a CUDA device can be used (the driver answers and has at least one device).
   virtual bool is_available() const = 0;
+  /// The op kernels (core/cuda_kernels.h).
+  virtual const CudaKernels* kernels() const = 0;
 };
 
 /// The backend's hooks, or nullptr in a build without CUDA. The first call registers the

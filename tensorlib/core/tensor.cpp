@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "tensorlib/core/cuda_hooks.h"
+#include "tensorlib/core/cuda_kernels.h"
 #include "tensorlib/core/shape_util.h"
 #include "tensorlib/autograd/grad_mode.h"
 #include "tensorlib/autograd/node.h"
@@ -150,16 +151,35 @@ std::string Tensor::toString() const {
   return os.str();
 }
 
-namespace cpu {
-void check_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {
+namespace detail {
+Device check_device(const char* op, std::initializer_list<const Tensor*> tensors,
+                    bool allow_cpu_scalars) {
+  std::optional<Device> device;
   for (const Tensor* t : tensors) {
     TL_CHECK(t->defined(), op, ": expected a defined tensor");
-    if (t->is_cpu()) continue;
-    TL_CHECK(detail::cuda_hooks() != nullptr, op, ": expected CPU tensors, got a tensor on ",
-             t->device(), " (the CUDA backend is not available in this build)");
-    TL_CHECK(false, op, ": not implemented for CUDA tensors in this build yet (got a tensor on ",
-             t->device(), "; copy it to the CPU with .cpu())");
+    if (allow_cpu_scalars && t->is_cpu() && t->dim() == 0) continue;
+    const Device d = t->device().resolved();
+    if (!device) {
+      device = d;
+    } else {
+      TL_CHECK(*device == d, "Expected all tensors to be on the same device, but found at least "
+               "two devices, ", *device, " and ", d, "! (in ", op, ")");
+    }
   }
+  if (!device) return Device(kCPU);  // only CPU scalars
+  if (device->is_cuda()) {
+    TL_CHECK(cuda_kernels() != nullptr, op, ": expected CPU tensors, got a tensor on ", *device,
+             " (the CUDA backend is not available in this build)");
+  }
+  return *device;
+}
+}  // namespace detail
+
+namespace cpu {
+void check_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {
+  const Device d = detail::check_device(op, tensors);
+  TL_CHECK(d.is_cpu(), op, ": not implemented for CUDA tensors in this build yet (got a tensor on ",
+           d, "; copy it to the CPU with .cpu())");
 }
 }  // namespace cpu
 

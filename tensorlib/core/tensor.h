@@ -314,6 +314,12 @@ class Tensor {
   Tensor gather(int64_t dim, const Tensor& index) const;
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
   Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src);
+  /// The indices of the non-zero elements, int64 [n, dim()] in row-major order. Its size
+  /// depends on the data: on CUDA the host waits for the count (a `sync`, data_dependent).
+  Tensor nonzero() const;
+  /// The elements where `mask` (bool, broadcast with this) is true, as a 1-D tensor; on CUDA a
+  /// data-dependent sync point like nonzero().
+  Tensor masked_select(const Tensor& mask) const;
 
   std::string toString() const;
 
@@ -514,6 +520,8 @@ Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, const Scal
 Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& t, int64_t dim, const Tensor& index);
 Tensor scatter_add(const Tensor& t, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor nonzero(const Tensor& t);
+Tensor masked_select(const Tensor& t, const Tensor& mask);
 Tensor cat(TensorList tensors, int64_t dim = 0);
 Tensor stack(TensorList tensors, int64_t dim = 0);
 

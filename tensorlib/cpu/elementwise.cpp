@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "tensorlib/autograd/function.h"
+#include "tensorlib/core/cuda_kernels.h"
+#include "tensorlib/core/elementwise_math.h"
 #include "tensorlib/core/make_tensor.h"
 #include "tensorlib/core/shape_util.h"
 #include "tensorlib/core/tensor.h"
@@ -128,30 +130,21 @@ void check_inplace_cast(ScalarType result, const Tensor& self) {
 
 Tensor as_dtype(const Tensor& t, ScalarType dt) { return t.dtype() == dt ? t : t.to(dt); }
 
-enum class BinaryOp { add, sub, mul, div, pow, eq, ne, lt, le, gt, ge };
+// t broadcast to `shape`, except that a 0-dim CPU operand of a CUDA op stays as it is: the
+// backend passes it by value (Note [Device dispatch]).
+Tensor broadcast_on(const Tensor& t, IntArrayRef shape, Device device) {
+  if (device.is_cuda() && t.is_cpu()) return t;
+  return t.sizes() == shape ? t : t.expand(shape);
+}
 
-bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq; }
+using math::BinaryOp;
+using math::is_comparison;
+using math::UnaryOp;
 
 const char* binary_name(BinaryOp op) {
   constexpr const char* names[] = {"add", "sub", "mul", "div", "pow", "eq",
-                                   "ne",  "lt",  "le",  "gt",  "ge"};
+                                   "ne",  "lt",  "le",  "gt",  "ge",  "gelu_backward"};
   return names[static_cast<int>(op)];
-}
-
-template <typename M>
-M int_pow(M base, M exp) {
-  if constexpr (std::is_integral_v<M> && !std::is_same_v<M, bool>) {
-    if (exp < 0) return base == 1 ? 1 : (base == -1 ? (exp % 2 ? -1 : 1) : 0);
-    M result = 1;
-    while (exp) {
-      if (exp & 1) result *= base;
-      base *= base;
-      exp >>= 1;
-    }
-    return result;
-  } else {
-    return static_cast<M>(std::pow(base, exp));
-  }
 }
 
 // Runs `op` over a (out dtype O) with operands already converted to the compute type T.
@@ -163,43 +156,57 @@ void run_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b
   switch (op) {
     case BinaryOp::add:
       if (al == M(1)) {
-        cpu::binary_kernel<T, T, T>(out, a, b, [](T x, T y) { return convert<T>(M(x) + M(y)); });
-      } else {
-        cpu::binary_kernel<T, T, T>(out, a, b,
-                                    [al](T x, T y) { return convert<T>(M(x) + al * M(y)); });
+        cpu::binary_kernel<T, T, T>(out, a, b, [](T x, T y) {
+          return convert<T>(math::binary<BinaryOp::add>(M(x), M(y), M(1)));
+        });
+        return;
       }
+      cpu::binary_kernel<T, T, T>(out, a, b, [al](T x, T y) {
+        return convert<T>(math::binary<BinaryOp::add>(M(x), M(y), al));
+      });
       return;
-    case BinaryOp::sub:
-      cpu::binary_kernel<T, T, T>(out, a, b, [al](T x, T y) { return convert<T>(M(x) - al * M(y)); });
-      return;
-    case BinaryOp::mul:
-      cpu::binary_kernel<T, T, T>(out, a, b, [](T x, T y) { return convert<T>(M(x) * M(y)); });
-      return;
-    case BinaryOp::div:
-      cpu::binary_kernel<T, T, T>(out, a, b, [](T x, T y) { return convert<T>(M(x) / M(y)); });
-      return;
-    case BinaryOp::pow:
-      cpu::binary_kernel<T, T, T>(out, a, b, [](T x, T y) { return convert<T>(int_pow(M(x), M(y))); });
-      return;
-#define TL_COMPARE(NAME, EXPR)                                                    \
-  case BinaryOp::NAME:                                                            \
-    cpu::binary_kernel<bool, T, T>(out, a, b, [](T x, T y) { return EXPR; });     \
+#define TL_ARITHMETIC(NAME)                                                              \
+  case BinaryOp::NAME:                                                                   \
+    cpu::binary_kernel<T, T, T>(out, a, b, [al](T x, T y) {                              \
+      return convert<T>(math::binary<BinaryOp::NAME>(M(x), M(y), al));                   \
+    });                                                                                  \
     return;
-      TL_COMPARE(eq, M(x) == M(y))
-      TL_COMPARE(ne, M(x) != M(y))
-      TL_COMPARE(lt, M(x) < M(y))
-      TL_COMPARE(le, M(x) <= M(y))
-      TL_COMPARE(gt, M(x) > M(y))
-      TL_COMPARE(ge, M(x) >= M(y))
+      TL_ARITHMETIC(sub)
+      TL_ARITHMETIC(mul)
+      TL_ARITHMETIC(div)
+      TL_ARITHMETIC(pow)
+      TL_ARITHMETIC(gelu_backward)
+#undef TL_ARITHMETIC
+#define TL_COMPARE(NAME)                                                                 \
+  case BinaryOp::NAME:                                                                   \
+    cpu::binary_kernel<bool, T, T>(out, a, b,                                            \
+                                   [](T x, T y) { return math::compare<BinaryOp::NAME>(M(x), M(y)); }); \
+    return;
+      TL_COMPARE(eq)
+      TL_COMPARE(ne)
+      TL_COMPARE(lt)
+      TL_COMPARE(le)
+      TL_COMPARE(gt)
+      TL_COMPARE(ge)
 #undef TL_COMPARE
   }
+}
+
+// Runs op into `out` on `device` (operands already in the common dtype and broadcast).
+void run_binary_on(Device device, BinaryOp op, ScalarType common, const Tensor& out,
+                   const Tensor& a, const Tensor& b, const Scalar& alpha) {
+  if (device.is_cuda()) {
+    detail::cuda_kernels()->binary(op, out, a, b, alpha);
+    return;
+  }
+  TL_DISPATCH_ALL(common, binary_name(op), [&]<typename T>() { run_binary<T>(op, out, a, b, alpha); });
 }
 
 // The one path every binary op takes. With `self` set, the op is in place on it.
 Tensor binary(BinaryOp op, const Operand& a, const Operand& b, const Scalar& alpha = 1,
               Tensor* self = nullptr) {
   const char* name = binary_name(op);
-  cpu::check_cpu(name, {&a.t, &b.t});
+  const Device device = detail::check_device(name, {&a.t, &b.t}, /*allow_cpu_scalars=*/true);
   ScalarType common = result_type_of({&a, &b});
   if (op == BinaryOp::sub) {
     TL_CHECK(common != kBool,
@@ -211,9 +218,8 @@ Tensor binary(BinaryOp op, const Operand& a, const Operand& b, const Scalar& alp
            "For integral input tensors, argument alpha must not be a floating point number.");
   auto shape = broadcast_shapes(a.t.sizes(), b.t.sizes());
   ScalarType out_dtype = is_comparison(op) ? kBool : common;
-  Tensor ta = as_dtype(a.t, common), tb = as_dtype(b.t, common);
-  if (ta.sizes() != IntArrayRef(shape)) ta = ta.expand(shape);
-  if (tb.sizes() != IntArrayRef(shape)) tb = tb.expand(shape);
+  Tensor ta = broadcast_on(as_dtype(a.t, common), shape, device);
+  Tensor tb = broadcast_on(as_dtype(b.t, common), shape, device);
 
   if (self) {
     TL_CHECK(self->sizes() == IntArrayRef(shape), "output with shape ", self->sizes(),
@@ -221,72 +227,61 @@ Tensor binary(BinaryOp op, const Operand& a, const Operand& b, const Scalar& alp
     check_inplace_cast(out_dtype, *self);
     cpu::check_no_internal_overlap(name, *self);
     if (self->dtype() == out_dtype) {
-      TL_DISPATCH_ALL(common, name, [&]<typename T>() { run_binary<T>(op, *self, ta, tb, alpha); });
+      run_binary_on(device, op, common, *self, ta, tb, alpha);
     } else {
-      Tensor tmp = detail::make_tensor(shape, out_dtype, Device(kCPU), name);
-      TL_DISPATCH_ALL(common, name, [&]<typename T>() { run_binary<T>(op, tmp, ta, tb, alpha); });
+      Tensor tmp = detail::make_tensor(shape, out_dtype, device, name);
+      run_binary_on(device, op, common, tmp, ta, tb, alpha);
       self->copy_(tmp);
     }
     self->bump_version();
     return *self;
   }
-  Tensor out = detail::make_tensor(shape, out_dtype, a.t.device(), name);
-  TL_DISPATCH_ALL(common, name, [&]<typename T>() { run_binary<T>(op, out, ta, tb, alpha); });
+  Tensor out = detail::make_tensor(shape, out_dtype, device, name);
+  run_binary_on(device, op, common, out, ta, tb, alpha);
   return out;
 }
 
 Operand tensor_op(const Tensor& t) { return {t, false}; }
 
 // Unary math that always produces a floating result (integers go to the default dtype).
-template <typename F>
-Tensor unary_float(const char* name, const Tensor& t, F f, Tensor* self = nullptr) {
-  cpu::check_cpu(name, {&t});
+template <UnaryOp Op>
+Tensor unary_float(const char* name, const Tensor& t, Tensor* self = nullptr) {
+  const Device device = detail::check_device(name, {&t});
   ScalarType dt = is_floating_point(t.dtype()) ? t.dtype() : get_default_dtype();
   if (self) {
     check_inplace_cast(dt, *self);
     cpu::check_no_internal_overlap(name, *self);
   }
   Tensor in = as_dtype(t, dt);
-  Tensor out = self ? *self : detail::make_tensor(t.sizes(), dt, t.device(), name);
-  TL_DISPATCH_FLOATING(dt, name, [&]<typename T>() {
-    cpu::unary_kernel<T, T>(out, in, [&](T x) { return convert<T>(f(opmath_t<T>(x))); });
-  });
+  Tensor out = self ? *self : detail::make_tensor(t.sizes(), dt, device, name);
+  if (device.is_cuda()) {
+    detail::cuda_kernels()->unary(Op, out, in);
+  } else {
+    TL_DISPATCH_FLOATING(dt, name, [&]<typename T>() {
+      cpu::unary_kernel<T, T>(out, in, [](T x) { return convert<T>(math::unary<Op>(opmath_t<T>(x))); });
+    });
+  }
   if (self) self->bump_version();
   return out;
 }
 
 // Unary math that keeps the dtype (neg, abs, relu).
-template <typename F>
-Tensor unary_same(const char* name, const Tensor& t, F f, Tensor* self = nullptr) {
-  cpu::check_cpu(name, {&t});
+template <UnaryOp Op>
+Tensor unary_same(const char* name, const Tensor& t, Tensor* self = nullptr) {
+  const Device device = detail::check_device(name, {&t});
   if (self) cpu::check_no_internal_overlap(name, *self);
-  Tensor out = self ? *self : detail::make_tensor(t.sizes(), t.dtype(), t.device(), name);
-  TL_DISPATCH_ALL(t.dtype(), name, [&]<typename T>() {
-    using M = std::conditional_t<std::is_same_v<T, bool>, int, opmath_t<T>>;
-    cpu::unary_kernel<T, T>(out, t, [&](T x) { return convert<T>(f(M(x))); });
-  });
+  Tensor out = self ? *self : detail::make_tensor(t.sizes(), t.dtype(), device, name);
+  if (device.is_cuda()) {
+    detail::cuda_kernels()->unary(Op, out, t);
+  } else {
+    TL_DISPATCH_ALL(t.dtype(), name, [&]<typename T>() {
+      using M = std::conditional_t<std::is_same_v<T, bool>, int, opmath_t<T>>;
+      cpu::unary_kernel<T, T>(out, t, [](T x) { return convert<T>(math::unary<Op>(M(x))); });
+    });
+  }
   if (self) self->bump_version();
   return out;
 }
-
-template <typename M> M sigmoid_fn(M x) { return M(1) / (M(1) + std::exp(-x)); }
-template <typename M> M gelu_fn(M x) {
-  return M(0.5) * x * (M(1) + std::erf(x * M(0.70710678118654752440)));
-}
-
-const auto kNeg = [](auto x) { return -x; };
-const auto kAbs = [](auto x) { return x < 0 ? -x : x; };
-const auto kRelu = [](auto x) { return x > 0 ? x : decltype(x)(0); };
-const auto kExp = [](auto x) { return std::exp(x); };
-const auto kLog = [](auto x) { return std::log(x); };
-const auto kSqrt = [](auto x) { return std::sqrt(x); };
-const auto kRsqrt = [](auto x) { return decltype(x)(1) / std::sqrt(x); };
-const auto kSin = [](auto x) { return std::sin(x); };
-const auto kCos = [](auto x) { return std::cos(x); };
-const auto kTanh = [](auto x) { return std::tanh(x); };
-const auto kSigmoid = [](auto x) { return sigmoid_fn(x); };
-const auto kGelu = [](auto x) { return gelu_fn(x); };
-const auto kReciprocal = [](auto x) { return decltype(x)(1) / x; };
 
 void check_neg(const Tensor& t) {
   TL_CHECK(t.dtype() != kBool,
@@ -490,14 +485,18 @@ TL_DEFINE_COMPARE(ge)
 
 namespace {
 Tensor where_impl(const Tensor& cond, const Operand& a, const Operand& b) {
-  cpu::check_cpu("where", {&cond, &a.t, &b.t});
+  const Device device = detail::check_device("where", {&cond, &a.t, &b.t}, true);
   TL_CHECK(cond.dtype() == kBool, "where expected condition to be a boolean tensor, but got a "
            "tensor with dtype ", cond.dtype());
   ScalarType common = result_type_of({&a, &b});
   auto shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.t.sizes()), b.t.sizes());
-  Tensor c = cond.expand(shape), x = as_dtype(a.t, common).expand(shape),
-         y = as_dtype(b.t, common).expand(shape);
-  Tensor out = detail::make_tensor(shape, common, cond.device(), "where");
+  Tensor c = broadcast_on(cond, shape, device), x = broadcast_on(as_dtype(a.t, common), shape, device),
+         y = broadcast_on(as_dtype(b.t, common), shape, device);
+  Tensor out = detail::make_tensor(shape, common, device, "where");
+  if (device.is_cuda()) {
+    detail::cuda_kernels()->where(out, c, x, y);
+    return out;
+  }
   TL_DISPATCH_ALL(common, "where", [&]<typename T>() {
     cpu::ternary_kernel<T, bool, T, T>(out, c, x, y, [](bool k, T u, T v) { return k ? u : v; });
   });
@@ -533,7 +532,7 @@ Tensor where(const Tensor& c, const Tensor& a, const Scalar& b) {
 namespace {
 Tensor clamp_impl(const Tensor& t, std::optional<Scalar> lo, std::optional<Scalar> hi,
                   Tensor* self) {
-  cpu::check_cpu("clamp", {&t});
+  const Device device = detail::check_device("clamp", {&t});
   TL_CHECK(lo || hi, "torch.clamp: At least one of 'min' or 'max' must not be None");
   Operand a{t};
   std::optional<Operand> wl, wh;
@@ -549,19 +548,18 @@ Tensor clamp_impl(const Tensor& t, std::optional<Scalar> lo, std::optional<Scala
     cpu::check_no_internal_overlap("clamp_", *self);
   }
   Tensor in = as_dtype(t, dt);
-  Tensor out = self ? *self : detail::make_tensor(t.sizes(), dt, t.device(), "clamp");
-  TL_DISPATCH_ALL(dt, "clamp", [&]<typename T>() {
-    using M = std::conditional_t<std::is_same_v<T, bool>, int, opmath_t<T>>;
-    const bool has_lo = lo.has_value(), has_hi = hi.has_value();
-    const M l = has_lo ? lo->to<M>() : M(0), h = has_hi ? hi->to<M>() : M(0);
-    cpu::unary_kernel<T, T>(out, in, [=](T x) {
-      M v = M(x);
-      if (v != v) return x;  // nan propagates
-      if (has_lo && v < l) v = l;
-      if (has_hi && v > h) v = h;
-      return convert<T>(v);
+  Tensor out = self ? *self : detail::make_tensor(t.sizes(), dt, device, "clamp");
+  if (device.is_cuda()) {
+    detail::cuda_kernels()->clamp(out, in, lo, hi);
+  } else {
+    TL_DISPATCH_ALL(dt, "clamp", [&]<typename T>() {
+      using M = std::conditional_t<std::is_same_v<T, bool>, int, opmath_t<T>>;
+      const bool has_lo = lo.has_value(), has_hi = hi.has_value();
+      const M l = has_lo ? lo->to<M>() : M(0), h = has_hi ? hi->to<M>() : M(0);
+      cpu::unary_kernel<T, T>(out, in,
+                              [=](T x) { return convert<T>(math::clamp(M(x), has_lo, l, has_hi, h)); });
     });
-  });
+  }
   if (self) self->bump_version();
   return out;
 }
@@ -591,17 +589,21 @@ Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
 Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& value) {
   if (autograd::needs_grad({this}))
     return inplace_with_grad(*this, "masked_fill_", [&](const Tensor& s) { return s.masked_fill(mask, value); });
-  cpu::check_cpu("masked_fill_", {this, &mask});
+  const Device device = detail::check_device("masked_fill_", {this, &mask});
   TL_CHECK(mask.dtype() == kBool, "masked_fill_ only supports boolean masks, but got mask with "
            "dtype ", mask.dtype());
   TL_CHECK(broadcast_shapes(sizes(), mask.sizes()) == sizes().vec(), "masked_fill_: mask of shape ",
            mask.sizes(), " cannot be broadcast to the tensor's shape ", sizes());
   cpu::check_no_internal_overlap("masked_fill_", *this);
   Tensor m = mask.expand(sizes());
-  TL_DISPATCH_ALL(dtype(), "masked_fill_", [&]<typename T>() {
-    const T v = value.to<T>();
-    cpu::binary_kernel<T, T, bool>(*this, *this, m, [v](T x, bool k) { return k ? v : x; });
-  });
+  if (device.is_cuda()) {
+    detail::cuda_kernels()->masked_fill(*this, m, value);
+  } else {
+    TL_DISPATCH_ALL(dtype(), "masked_fill_", [&]<typename T>() {
+      const T v = value.to<T>();
+      cpu::binary_kernel<T, T, bool>(*this, *this, m, [v](T x, bool k) { return k ? v : x; });
+    });
+  }
   bump_version();
   return *this;
 }
@@ -624,14 +626,14 @@ Tensor masked_fill(const Tensor& t, const Tensor& mask, const Scalar& value) {
 
 Tensor Tensor::neg() const {
   check_neg(*this);
-  Tensor out = forward([&] { return unary_same("neg", *this, kNeg); });
+  Tensor out = forward([&] { return unary_same<UnaryOp::neg>("neg", *this); });
   record(out, "Neg", {this}, {}, [](const variable_list& g, const variable_list&) {
     return variable_list{-g[0]};
   });
   return out;
 }
 Tensor Tensor::abs() const {
-  Tensor out = forward([&] { return unary_same("abs", *this, kAbs); });
+  Tensor out = forward([&] { return unary_same<UnaryOp::abs>("abs", *this); });
   record(out, "Abs", {this}, {*this}, [](const variable_list& g, const variable_list& s) {
     Tensor sign = (s[0] > 0).to(g[0].dtype()) - (s[0] < 0).to(g[0].dtype());
     return variable_list{g[0] * sign};
@@ -639,7 +641,7 @@ Tensor Tensor::abs() const {
   return out;
 }
 Tensor Tensor::relu() const {
-  Tensor out = forward([&] { return unary_same("relu", *this, kRelu); });
+  Tensor out = forward([&] { return unary_same<UnaryOp::relu>("relu", *this); });
   record(out, "Relu", {this}, {out}, [](const variable_list& g, const variable_list& s) {
     return variable_list{tl::where(s[0] > 0, g[0], 0)};
   });
@@ -648,17 +650,17 @@ Tensor Tensor::relu() const {
 Tensor& Tensor::neg_() {
   check_neg(*this);
   if (autograd::needs_grad({this})) return inplace_with_grad(*this, "neg_", [&](const Tensor& s) { return s.neg(); });
-  unary_same("neg_", *this, kNeg, this);
+  unary_same<UnaryOp::neg>("neg_", *this, this);
   return *this;
 }
 Tensor& Tensor::abs_() {
   if (autograd::needs_grad({this})) return inplace_with_grad(*this, "abs_", [&](const Tensor& s) { return s.abs(); });
-  unary_same("abs_", *this, kAbs, this);
+  unary_same<UnaryOp::abs>("abs_", *this, this);
   return *this;
 }
 Tensor& Tensor::relu_() {
   if (autograd::needs_grad({this})) return inplace_with_grad(*this, "relu_", [&](const Tensor& s) { return s.relu(); });
-  unary_same("relu_", *this, kRelu, this);
+  unary_same<UnaryOp::relu>("relu_", *this, this);
   return *this;
 }
 
@@ -678,16 +680,9 @@ Tensor unary_derivative(const char* name, const Tensor& g, const Tensor& x, cons
   if (n == "gelu") {
     // d/dx x*Phi(x) = Phi(x) + x*phi(x); one fused kernel (not itself differentiable).
     Tensor gx = g.to(x.dtype());
-    Tensor out = detail::make_tensor(x.sizes(), x.dtype(), x.device(), "gelu_backward");
-    TL_DISPATCH_FLOATING(x.dtype(), "gelu_backward", [&]<typename T>() {
-      cpu::binary_kernel<T, T, T>(out, gx, x, [](T gv, T xv) {
-        using M = opmath_t<T>;
-        M xm = M(xv);
-        M cdf = M(0.5) * (M(1) + std::erf(xm * M(0.70710678118654752440)));
-        M pdf = std::exp(M(-0.5) * xm * xm) * M(0.39894228040143267794);
-        return convert<T>(M(gv) * (cdf + xm * pdf));
-      });
-    });
+    const Device device = detail::check_device("gelu_backward", {&gx, &x});
+    Tensor out = detail::make_tensor(x.sizes(), x.dtype(), device, "gelu_backward");
+    run_binary_on(device, BinaryOp::gelu_backward, x.dtype(), out, gx, x, 1);
     return out;
   }
   TL_INTERNAL_ASSERT(false, "no derivative for ", name);
@@ -695,9 +690,9 @@ Tensor unary_derivative(const char* name, const Tensor& g, const Tensor& x, cons
 }
 }  // namespace
 
-#define TL_DEFINE_UNARY_FLOAT(NAME, FN)                                                 \
+#define TL_DEFINE_UNARY_FLOAT(NAME)                                                 \
   Tensor Tensor::NAME() const {                                                        \
-    Tensor out = forward([&] { return unary_float(#NAME, *this, FN); });               \
+    Tensor out = forward([&] { return unary_float<UnaryOp::NAME>(#NAME, *this); });               \
     record(out, #NAME, {this}, {*this, out},                                  \
            [](const variable_list& g, const variable_list& s) {                        \
              return variable_list{unary_derivative(#NAME, g[0], s[0], s[1])};          \
@@ -707,20 +702,20 @@ Tensor unary_derivative(const char* name, const Tensor& g, const Tensor& x, cons
   Tensor& Tensor::NAME##_() {                                                          \
     if (autograd::needs_grad({this}))                                                  \
       return inplace_with_grad(*this, #NAME "_", [](const Tensor& s) { return s.NAME(); }); \
-    unary_float(#NAME "_", *this, FN, this);                                           \
+    unary_float<UnaryOp::NAME>(#NAME "_", *this, this);                                           \
     return *this;                                                                      \
   }                                                                                    \
   Tensor NAME(const Tensor& t) { return t.NAME(); }
-TL_DEFINE_UNARY_FLOAT(exp, kExp)
-TL_DEFINE_UNARY_FLOAT(log, kLog)
-TL_DEFINE_UNARY_FLOAT(sqrt, kSqrt)
-TL_DEFINE_UNARY_FLOAT(rsqrt, kRsqrt)
-TL_DEFINE_UNARY_FLOAT(sin, kSin)
-TL_DEFINE_UNARY_FLOAT(cos, kCos)
-TL_DEFINE_UNARY_FLOAT(tanh, kTanh)
-TL_DEFINE_UNARY_FLOAT(sigmoid, kSigmoid)
-TL_DEFINE_UNARY_FLOAT(gelu, kGelu)
-TL_DEFINE_UNARY_FLOAT(reciprocal, kReciprocal)
+TL_DEFINE_UNARY_FLOAT(exp)
+TL_DEFINE_UNARY_FLOAT(log)
+TL_DEFINE_UNARY_FLOAT(sqrt)
+TL_DEFINE_UNARY_FLOAT(rsqrt)
+TL_DEFINE_UNARY_FLOAT(sin)
+TL_DEFINE_UNARY_FLOAT(cos)
+TL_DEFINE_UNARY_FLOAT(tanh)
+TL_DEFINE_UNARY_FLOAT(sigmoid)
+TL_DEFINE_UNARY_FLOAT(gelu)
+TL_DEFINE_UNARY_FLOAT(reciprocal)
 #undef TL_DEFINE_UNARY_FLOAT
 
 Tensor neg(const Tensor& t) { return t.neg(); }
@@ -737,7 +732,8 @@ bool equal(const Tensor& a, const Tensor& b) {
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   auto shape = broadcast_shapes(a.sizes(), b.sizes());
-  Tensor x = a.to(kFloat64).expand(shape).contiguous(), y = b.to(kFloat64).expand(shape).contiguous();
+  Tensor x = a.cpu().to(kFloat64).expand(shape).contiguous();
+  Tensor y = b.cpu().to(kFloat64).expand(shape).contiguous();
   const double* p = x.data_ptr<double>();
   const double* q = y.data_ptr<double>();
   for (int64_t i = 0; i < x.numel(); ++i) {

@@ -2,12 +2,15 @@
 //
 // Index tensors must be int64 and every index is checked before anything is written, so a bad
 // index raises tl::IndexError (naming the index, the dim and its size) and leaves an in-place
-// target untouched. Negative indices are out of range, as in PyTorch's index_select, gather
+// target untouched. On CUDA tensors the kernels check indices on the device instead (a bad one
+// stops the kernel, as PyTorch's device-side assert; cuda/indexing.cu). Negative indices are out of range, as in PyTorch's index_select, gather
 // and scatter.
 #include <cstring>
 #include <vector>
 
 #include "tensorlib/autograd/function.h"
+#include "tensorlib/autograd/grad_mode.h"
+#include "tensorlib/core/cuda_kernels.h"
 #include "tensorlib/core/error.h"
 #include "tensorlib/core/shape_util.h"
 #include "tensorlib/core/tensor.h"
@@ -88,11 +91,22 @@ Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
 }
 
 Tensor index_select_forward(const Tensor& t, int64_t dim, const Tensor& index) {
-  cpu::check_cpu("index_select", {&t, &index});
+  const Device device = detail::check_device("index_select", {&t, &index});
   check_index_dtype("index_select", index);
   TL_CHECK(index.dim() <= 1, "index_select(): Index is supposed to be a vector, got a ",
            index.dim(), "-D tensor of shape ", index.sizes());
   const int64_t d = detail::wrap_dim(dim, t.dim());
+  if (device.is_cuda()) {  // a gather with the index expanded along the other dims
+    TL_CHECK(t.dim() > 0 || index.numel() == 1,
+             "index_select(): a 0-dim input takes exactly one index, got ", index.numel());
+    const Tensor self = as_at_least_1d(t);
+    std::vector<int64_t> out_sizes = self.sizes().vec(), shape(self.dim(), 1);
+    out_sizes[d] = index.numel();
+    shape[d] = index.numel();
+    Tensor out = empty(out_sizes, t.options());
+    detail::cuda_kernels()->gather(out, self, d, index.reshape(shape).expand(out_sizes));
+    return t.dim() == 0 ? out.view({}) : out;
+  }
   const Tensor src = t.contiguous();
   const Tensor idx = index.contiguous();
   const int64_t n_idx = idx.numel();
@@ -140,7 +154,7 @@ Tensor gather(const Tensor& t, int64_t dim, const Tensor& index) {
 }
 
 Tensor gather_forward(const Tensor& t, int64_t dim, const Tensor& index) {
-  cpu::check_cpu("gather", {&t, &index});
+  const Device device = detail::check_device("gather", {&t, &index});
   check_index_dtype("gather", index);
   const Tensor self = as_at_least_1d(t);
   const Tensor idx = as_at_least_1d(index);
@@ -154,9 +168,12 @@ Tensor gather_forward(const Tensor& t, int64_t dim, const Tensor& index) {
              i, " expected index ", index.sizes(), " to be smaller than self ", t.sizes(),
              " apart from dimension ", d);
   }
+  Tensor out = empty(index.sizes(), t.options());
+  if (device.is_cuda()) {
+    detail::cuda_kernels()->gather(out.view(idx.sizes()), self, d, idx);
+    return out;
+  }
   check_all_in_range("gather", idx, d, self.size(d));
-
-  Tensor out = empty(index.sizes(), t.dtype());
   if (out.numel() == 0) return out;
   const std::vector<int64_t> out_strides = detail::contiguous_strides(idx.sizes());
   TL_DISPATCH_ALL(t.dtype(), "gather", [&]<typename T>() {
@@ -172,7 +189,7 @@ Tensor gather_forward(const Tensor& t, int64_t dim, const Tensor& index) {
 }
 
 Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) {
-  cpu::check_cpu("scatter_add_", {this, &index, &src});
+  const Device device = detail::check_device("scatter_add_", {this, &index, &src});
   check_index_dtype("scatter_add_", index);
   TL_CHECK(dtype() == src.dtype(), "scatter_add_(): Expected self.dtype to be equal to src.dtype ",
            "(got ", dtype(), " and ", src.dtype(), ")");
@@ -188,6 +205,11 @@ Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src
     TL_CHECK(idx.size(i) <= source.size(i) && (i == d || idx.size(i) <= self.size(i)),
              "scatter_add_(): Expected index ", index.sizes(), " to be smaller than self ", sizes(),
              " apart from dimension ", d, " and to be smaller than src ", src.sizes());
+  }
+  if (device.is_cuda()) {
+    detail::cuda_kernels()->scatter_add(self, d, idx, source);
+    bump_version();
+    return *this;
   }
   check_all_in_range("scatter_add_", idx, d, self.size(d));
   bump_version();
@@ -256,16 +278,19 @@ Tensor cat_forward(TensorList tensors, int64_t dim) {
   TL_CHECK(!tensors.empty(), "cat(): expected a non-empty list of Tensors");
   ScalarType dtype = tensors[0].dtype();
   const Tensor* ref = nullptr;
+  std::optional<Device> device;
   auto skipped = [](const Tensor& t) { return t.dim() == 1 && t.size(0) == 0; };
   for (size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    cpu::check_cpu("cat", {&t});
+    const Device td = detail::check_device("cat", {&t, &tensors[0]});
+    device = td;
     TL_CHECK(t.dim() > 0, "cat(): zero-dimensional tensor (at position ", i,
              ") cannot be concatenated");
     dtype = promote_types(dtype, t.dtype());
     if (!ref && !skipped(t)) ref = &t;
   }
-  if (!ref) return empty({0}, dtype);
+  const TensorOptions options = TensorOptions(dtype).device(*device);
+  if (!ref) return empty({0}, options);
 
   const int64_t d = detail::wrap_dim(dim, ref->dim());
   int64_t total = 0;
@@ -283,7 +308,7 @@ Tensor cat_forward(TensorList tensors, int64_t dim) {
   }
   std::vector<int64_t> out_sizes = ref->sizes().vec();
   out_sizes[d] = total;
-  Tensor out = empty(out_sizes, dtype);
+  Tensor out = empty(out_sizes, options);
   int64_t offset = 0;
   for (const Tensor& t : tensors) {
     if (skipped(t) || t.size(d) == 0) continue;
@@ -292,6 +317,61 @@ Tensor cat_forward(TensorList tensors, int64_t dim) {
   }
   return out;
 }
+
+// ---- Data-dependent selection --------------------------------------------------------------
+
+namespace {
+// The linear positions of the true elements of a contiguous bool tensor, int64 1-D.
+Tensor flat_nonzero(const Tensor& flags) {
+  if (flags.is_cuda()) return detail::cuda_kernels()->flat_nonzero(flags);
+  const bool* p = flags.data_ptr<bool>();
+  std::vector<int64_t> at;
+  for (int64_t i = 0; i < flags.numel(); ++i)
+    if (p[i]) at.push_back(i);
+  Tensor out = empty({static_cast<int64_t>(at.size())}, kInt64);
+  if (!at.empty()) std::memcpy(out.data_ptr(), at.data(), at.size() * sizeof(int64_t));
+  return out;
+}
+}  // namespace
+
+Tensor nonzero(const Tensor& t) {
+  detail::check_device("nonzero", {&t});
+  NoGradGuard no_grad;
+  const Tensor flat = flat_nonzero(t.ne(0).contiguous());
+  Tensor out = empty({flat.numel(), t.dim()}, flat.options());
+  if (out.numel() == 0) return out;
+  if (flat.is_cuda()) {
+    detail::cuda_kernels()->unravel(out, flat, t.sizes());
+    return out;
+  }
+  const int64_t* f = flat.data_ptr<int64_t>();
+  int64_t* o = out.data_ptr<int64_t>();
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    int64_t rest = f[i];
+    for (int64_t d = t.dim() - 1; d >= 0; --d) {
+      o[i * t.dim() + d] = rest % t.size(d);
+      rest /= t.size(d);
+    }
+  }
+  return out;
+}
+
+// Selecting through the linear positions of the (broadcast) mask makes the gradient
+// index_select's: it scatters back to the selected elements.
+Tensor masked_select(const Tensor& t, const Tensor& mask) {
+  detail::check_device("masked_select", {&t, &mask});
+  TL_CHECK(mask.dtype() == kBool, "masked_select: expected a bool mask, got ", mask.dtype());
+  const std::vector<int64_t> shape = broadcast_shapes(t.sizes(), mask.sizes());
+  Tensor at;
+  {
+    NoGradGuard no_grad;
+    at = flat_nonzero(mask.expand(shape).contiguous());
+  }
+  return t.expand(shape).reshape({-1}).index_select(0, at);
+}
+
+Tensor Tensor::nonzero() const { return tl::nonzero(*this); }
+Tensor Tensor::masked_select(const Tensor& mask) const { return tl::masked_select(*this, mask); }
 
 Tensor stack(TensorList tensors, int64_t dim) {
   TL_CHECK(!tensors.empty(), "stack(): expected a non-empty list of Tensors");

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tensorlib/autograd/function.h"
+#include "tensorlib/core/cuda_kernels.h"
 #include "tensorlib/core/error.h"
 #include "tensorlib/core/shape_util.h"
 #include "tensorlib/core/tensor.h"
@@ -100,6 +101,10 @@ void matmul_into(const Tensor& out, Tensor a, Tensor b, const Scalar& alpha, con
   TL_INTERNAL_ASSERT(nd >= 2 && a.dim() == nd && b.dim() == nd && out.is_contiguous());
   const int64_t m = out.size(nd - 2), n = out.size(nd - 1), k = a.size(nd - 1);
   if (out.numel() == 0) return;
+  if (out.is_cuda()) {  // cuBLAS (tensorlib/cuda/blas.cpp)
+    detail::cuda_kernels()->matmul(out, a, b, alpha, beta, use_beta);
+    return;
+  }
   const bool blas = out.dtype() == kFloat32 || out.dtype() == kFloat64;
   if (blas) {
     TL_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX, "matmul: matrix sizes ", m, "x", k,
@@ -151,7 +156,7 @@ void matmul_into(const Tensor& out, Tensor a, Tensor b, const Scalar& alpha, con
 }
 
 void check_operands(const char* op, const Tensor& a, const Tensor& b) {
-  cpu::check_cpu(op, {&a, &b});
+  detail::check_device(op, {&a, &b});
   TL_CHECK(a.dtype() == b.dtype(), op,
            "(): expected mat1 and mat2 to have the same dtype, but got: ", a.dtype(),
            " != ", b.dtype());
@@ -197,7 +202,7 @@ Tensor batched_matmul(const Tensor& a, const Tensor& b) {
   std::vector<int64_t> result_sizes = batch;
   if (a.dim() > 1) result_sizes.push_back(m);
   if (b.dim() > 1) result_sizes.push_back(n);
-  Tensor result = empty(result_sizes, a.dtype());
+  Tensor result = empty(result_sizes, a.options());
   const int64_t batches = detail::numel_of(batch);
 
   // A batch of matrices times one matrix is one tall product when a's batch and row dims
@@ -262,7 +267,7 @@ void record_matmul(const Tensor& out, const char* op, const Tensor& a, const Ten
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_matrices("mm", a, b);
-  Tensor out = empty({a.size(0), b.size(1)}, a.dtype());
+  Tensor out = empty({a.size(0), b.size(1)}, a.options());
   matmul_into(out, a, b, 1, 0, false);
   record_matmul(out, "Mm", a, b);
   return out;
@@ -275,7 +280,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   TL_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1),
            "bmm(): Expected size for first two dimensions of batch2 tensor to be: [", a.size(0),
            ", ", a.size(2), "] but got: [", b.size(0), ", ", b.size(1), "].");
-  Tensor out = empty({a.size(0), a.size(1), b.size(2)}, a.dtype());
+  Tensor out = empty({a.size(0), a.size(1), b.size(2)}, a.options());
   matmul_into(out, a, b, 1, 0, false);
   record_matmul(out, "Bmm", a, b);
   return out;
@@ -284,10 +289,10 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, const Scalar& beta,
              const Scalar& alpha) {
   check_matrices("addmm", m1, m2);
-  cpu::check_cpu("addmm", {&input});
+  detail::check_device("addmm", {&input, &m1, &m2});
   TL_CHECK(input.dtype() == m1.dtype(), "addmm(): expected self and mat1 to have the same dtype, ",
            "but got: ", input.dtype(), " != ", m1.dtype());
-  Tensor out = empty({m1.size(0), m2.size(1)}, m1.dtype());
+  Tensor out = empty({m1.size(0), m2.size(1)}, m1.options());
   // beta == 0 ignores input entirely (nan and inf in it do not propagate), as in PyTorch.
   const bool use_beta = beta.to_double() != 0.0;
   if (use_beta) {
@@ -319,21 +324,21 @@ Tensor matmul_forward(const Tensor& a, const Tensor& b) {
     TL_CHECK(a.size(0) == b.size(0), "inconsistent tensor size, expected tensor [", a.size(0),
              "] and src [", b.size(0), "] to have the same number of elements, but got ", a.size(0),
              " and ", b.size(0), " elements respectively");
-    Tensor out = empty({}, a.dtype());
+    Tensor out = empty({}, a.options());
     matmul_into(out.view({1, 1}), a.unsqueeze(0), b.unsqueeze(1), 1, 0, false);
     return out;
   }
   if (da == 2 && db == 1) {
     TL_CHECK(a.size(1) == b.size(0), "size mismatch, got input (", a.size(0), "), mat (", a.size(0),
              "x", a.size(1), "), vec (", b.size(0), ")");
-    Tensor out = empty({a.size(0)}, a.dtype());
+    Tensor out = empty({a.size(0)}, a.options());
     matmul_into(out.view({a.size(0), 1}), a, b.unsqueeze(1), 1, 0, false);
     return out;
   }
   if (da == 1 && db == 2) {
     const Tensor row = a.unsqueeze(0);
     check_mm_shapes(row, b);
-    Tensor out = empty({b.size(1)}, a.dtype());
+    Tensor out = empty({b.size(1)}, a.options());
     matmul_into(out.view({1, b.size(1)}), row, b, 1, 0, false);
     return out;
   }

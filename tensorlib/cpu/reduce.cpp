@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tensorlib/autograd/function.h"
+#include "tensorlib/core/cuda_kernels.h"
 #include "tensorlib/core/error.h"
 #include "tensorlib/core/shape_util.h"
 #include "tensorlib/core/tensor.h"
@@ -64,6 +65,15 @@ Rows rows_of(const Tensor& t, const std::vector<bool>& reduced, bool keepdim) {
 
 Rows make_rows(const Tensor& t, IntArrayRef dims, bool keepdim, const char* op) {
   return rows_of(t, detail::dim_mask(dims, t.dim(), op), keepdim);
+}
+
+// The same row reduction on a CUDA device (Note [CUDA row reductions] in cuda/reduce.cu);
+// `indices` (int64, of the output's shape) receives max/min's positions when given.
+Tensor cuda_rows(detail::ReduceOp op, const Rows& r, ScalarType out_dtype, int64_t correction = 0,
+                 const Tensor& indices = Tensor()) {
+  Tensor out = empty(r.out_sizes, TensorOptions(out_dtype).device(r.data.device()));
+  detail::cuda_kernels()->reduce_rows(op, out, indices, r.data, r.n_rows, r.row_len, correction);
+  return out;
 }
 
 // out[i] = kernel(row i, row_len) for every row; the output has dtype `out_dtype` == O.
@@ -147,9 +157,13 @@ enum class AccumulateOp { kSum, kProd };
 template <AccumulateOp Op>
 Tensor accumulate(const Tensor& t, IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype,
                   const char* op) {
-  cpu::check_cpu(op, {&t});
+  const Device device = detail::check_device(op, {&t});
   const Tensor x = dtype && *dtype != t.dtype() ? t.to(*dtype) : t;
   const ScalarType out_dtype = dtype ? *dtype : (is_integral(t.dtype(), true) ? kInt64 : t.dtype());
+  if (device.is_cuda()) {
+    return cuda_rows(Op == AccumulateOp::kSum ? detail::ReduceOp::sum : detail::ReduceOp::prod,
+                     make_rows(x, dims, keepdim, op), out_dtype);
+  }
   if constexpr (Op == AccumulateOp::kSum) {
     if (Tensor out = sum_leading(x, detail::dim_mask(dims, x.dim(), op), keepdim, out_dtype);
         out.defined())
@@ -180,7 +194,7 @@ Tensor accumulate(const Tensor& t, IntArrayRef dims, bool keepdim, std::optional
 }
 
 Tensor mean_impl(const Tensor& t, IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype) {
-  cpu::check_cpu("mean", {&t});
+  const Device device = detail::check_device("mean", {&t});
   if (dtype) {
     TL_CHECK(is_floating_point(*dtype),
              "mean(): could not infer output dtype. Optional dtype must be either a floating "
@@ -194,6 +208,7 @@ Tensor mean_impl(const Tensor& t, IntArrayRef dims, bool keepdim, std::optional<
   }
   const Tensor x = dtype && *dtype != t.dtype() ? t.to(*dtype) : t;
   const Rows r = make_rows(x, dims, keepdim, "mean");
+  if (device.is_cuda()) return cuda_rows(detail::ReduceOp::mean, r, x.dtype());
   return TL_DISPATCH_FLOATING(x.dtype(), "mean", [&]<typename T>() {
     return map_rows<T, T>(r, x.dtype(), [](const T* p, int64_t n) {
       if (n == 0) return convert<T>(kNaN);
@@ -241,9 +256,11 @@ void check_nonempty_reduction(const Tensor& t, std::optional<int64_t> dim, const
 // max()/min() over all elements: a 0-dim tensor of the input's dtype.
 template <bool kMax>
 Tensor extreme_all(const Tensor& t, const char* op) {
-  cpu::check_cpu(op, {&t});
+  const Device device = detail::check_device(op, {&t});
   check_nonempty_reduction(t, std::nullopt, op);
   const Rows r = make_rows(t, {}, false, op);
+  if (device.is_cuda())
+    return cuda_rows(kMax ? detail::ReduceOp::max : detail::ReduceOp::min, r, t.dtype());
   return TL_DISPATCH_ALL(t.dtype(), op, [&]<typename T>() {
     return map_rows<T, T>(r, t.dtype(),
                           [](const T* p, int64_t n) { return p[best_index<kMax>(p, n)]; });
@@ -253,10 +270,16 @@ Tensor extreme_all(const Tensor& t, const char* op) {
 // max(dim)/min(dim): (values, int64 indices).
 template <bool kMax>
 std::tuple<Tensor, Tensor> extreme_dim(const Tensor& t, int64_t dim, bool keepdim, const char* op) {
-  cpu::check_cpu(op, {&t});
+  const Device device = detail::check_device(op, {&t});
   const int64_t d = detail::wrap_dim(dim, t.dim());
   check_nonempty_reduction(t, d, op);
   const Rows r = make_rows(t, IntArrayRef(d), keepdim, op);
+  if (device.is_cuda()) {
+    Tensor indices = empty(r.out_sizes, TensorOptions(kInt64).device(device));
+    Tensor values = cuda_rows(kMax ? detail::ReduceOp::max : detail::ReduceOp::min, r, t.dtype(),
+                              0, indices);
+    return {values, indices};
+  }
   Tensor values = empty(r.out_sizes, t.dtype());
   Tensor indices = empty(r.out_sizes, kInt64);
   if (r.n_rows == 0) return {values, indices};
@@ -276,11 +299,13 @@ std::tuple<Tensor, Tensor> extreme_dim(const Tensor& t, int64_t dim, bool keepdi
 // argmax/argmin; without a dim over the flattened input (keepdim then gives all-1 sizes).
 template <bool kMax>
 Tensor arg_extreme(const Tensor& t, std::optional<int64_t> dim, bool keepdim, const char* op) {
-  cpu::check_cpu(op, {&t});
+  const Device device = detail::check_device(op, {&t});
   std::optional<int64_t> d;
   if (dim) d = detail::wrap_dim(*dim, t.dim());
   check_nonempty_reduction(t, d, op);
   const Rows r = d ? make_rows(t, IntArrayRef(*d), keepdim, op) : make_rows(t, {}, keepdim, op);
+  if (device.is_cuda())
+    return cuda_rows(kMax ? detail::ReduceOp::argmax : detail::ReduceOp::argmin, r, kInt64);
   return TL_DISPATCH_ALL(t.dtype(), op, [&]<typename T>() {
     return map_rows<T, int64_t>(r, kInt64,
                                 [](const T* p, int64_t n) { return best_index<kMax>(p, n); });
@@ -291,12 +316,15 @@ Tensor arg_extreme(const Tensor& t, std::optional<int64_t> dim, bool keepdim, co
 // max(0, N - correction) as PyTorch does (so N <= correction gives nan or inf).
 Tensor variance(const Tensor& t, IntArrayRef dims, bool unbiased, bool keepdim, bool take_sqrt) {
   const char* op = take_sqrt ? "std" : "var";
-  cpu::check_cpu(op, {&t});
+  const Device device = detail::check_device(op, {&t});
   TL_CHECK(is_floating_point(t.dtype()),
            "std and var only support floating point and complex dtypes, but ", op,
            "() got an input of dtype ", t.dtype());
   const int64_t correction = unbiased ? 1 : 0;
   const Rows r = make_rows(t, dims, keepdim, op);
+  if (device.is_cuda())
+    return cuda_rows(take_sqrt ? detail::ReduceOp::std : detail::ReduceOp::var, r, t.dtype(),
+                     correction);
   return TL_DISPATCH_FLOATING(t.dtype(), op, [&]<typename T>() {
     return map_rows<T, T>(r, t.dtype(), [&](const T* p, int64_t n) {
       if (n == 0) return convert<T>(kNaN);
@@ -321,7 +349,7 @@ Tensor variance(const Tensor& t, IntArrayRef dims, bool unbiased, bool keepdim, 
 // the loops walk memory in order whichever dim is reduced.
 template <bool kLog>
 Tensor softmax_impl(const Tensor& t, int64_t dim, std::optional<ScalarType> dtype, const char* op) {
-  cpu::check_cpu(op, {&t});
+  const Device device = detail::check_device(op, {&t});
   const Tensor x = (dtype && *dtype != t.dtype() ? t.to(*dtype) : t).contiguous();
   TL_CHECK(is_floating_point(x.dtype()), op,
            "(): expected a floating point input (or a floating dtype argument), got ", x.dtype());
@@ -332,8 +360,12 @@ Tensor softmax_impl(const Tensor& t, int64_t dim, std::optional<ScalarType> dtyp
     if (i == d) len = x.size(i);
     if (i > d) inner *= x.size(i);
   }
-  Tensor out = empty(x.sizes(), x.dtype());
+  Tensor out = empty(x.sizes(), x.options());
   if (out.numel() == 0) return out;
+  if (device.is_cuda()) {
+    detail::cuda_kernels()->softmax(out, x, outer, len, inner, kLog);
+    return out;
+  }
   TL_DISPATCH_FLOATING(x.dtype(), op, [&]<typename T>() {
     const T* in = x.data_ptr<T>();
     T* o = out.data_ptr<T>();
@@ -543,10 +575,11 @@ Tensor std(const Tensor& t, IntArrayRef dims, bool unbiased, bool keepdim) {
 // inputs do not overflow; an infinite m is not subtracted (all -inf gives -inf, +inf gives
 // +inf). Integer inputs are computed in the default floating dtype, as in PyTorch.
 Tensor logsumexp(const Tensor& t, IntArrayRef dims, bool keepdim) {
-  cpu::check_cpu("logsumexp", {&t});
+  const Device device = detail::check_device("logsumexp", {&t});
   Tensor out = forward_no_grad([&] {
     const Tensor x = is_integral(t.dtype(), true) ? t.to(get_default_dtype()) : t;
     const Rows r = make_rows(x, dims, keepdim, "logsumexp");
+    if (device.is_cuda()) return cuda_rows(detail::ReduceOp::logsumexp, r, x.dtype());
     return TL_DISPATCH_FLOATING(x.dtype(), "logsumexp", [&]<typename T>() {
       return map_rows<T, T>(r, x.dtype(), [](const T* p, int64_t n) {
         double m = -kInf;

@@ -3,9 +3,11 @@
 //
 // Note [CUDA copies]
 // Contiguous copies of one dtype are one cudaMemcpyAsync on the current stream of the CUDA
-// side (the destination's for device-to-device). Anything else (another dtype, strides) is
-// staged through the host: the span of storage the CUDA tensor covers is copied whole, the
-// CPU copy_ does the strided or converting part, and a CUDA destination's span is copied back.
+// side (the destination's for device-to-device). Strided or converting copies between tensors
+// on one device are a kernel (launch_copy, elementwise.cu); host to device, the host side is
+// made contiguous, uploaded, and the kernel scatters and converts on the device. Device to
+// host and across two devices stage through the host: the span of storage the CUDA tensor
+// covers is copied whole and the CPU copy_ does the strided or converting part.
 // A copy is blocking unless tl::cuda::copy_/to asked for non_blocking and the host side is
 // pinned. Each transfer emits `memcpy` (direction, bytes, stream, pinned, async); a blocking
 // copy to the host also emits `sync` (copy_to_host) with the time the host waited. item()
@@ -41,7 +43,16 @@ Device cuda_device(int index) {
   return Device(kCUDA, static_cast<Device::Index>(index));
 }
 
-enum class HostWait { none, copy_to_host };
+enum class HostWait { none, copy_to_host, data_dependent };
+
+}  // namespace
+
+// kernels.cpp
+void copy_on_device(const Tensor& dst, const Tensor& src);
+void fill_on_device(const Tensor& t, const Scalar& value);
+const tl::detail::CudaKernels* op_kernels();
+
+namespace {
 
 // One transfer of `bytes` between `host` (or a second device pointer) and `dev` on CUDA device
 // `index`'s current stream.
@@ -64,10 +75,23 @@ void transfer(void* dst, const void* src, size_t bytes, ev::CopyDirection dir, i
     return;
   }
   TL_CUDA_CHECK(cudaStreamSynchronize(s));
-  if (wait == HostWait::copy_to_host) {
-    emit_sync(cuda_device(index), ev::SyncKind::copy_to_host, stream, t0);
+  if (wait != HostWait::none) {
+    emit_sync(cuda_device(index), wait == HostWait::copy_to_host ? ev::SyncKind::copy_to_host
+                                                                 : ev::SyncKind::data_dependent,
+              stream, t0);
   }
 }
+
+}  // namespace
+
+// The host waits for a size only the device knows (nonzero, masked_select): `memcpy` and
+// `sync` (data_dependent).
+void read_data_dependent(void* host, const void* dev, size_t bytes, int index) {
+  transfer(host, dev, bytes, ev::CopyDirection::device_to_host, index, host,
+           HostWait::data_dependent);
+}
+
+namespace {
 
 // The element range [lo, hi] of its storage that `t` covers (strides are non-negative).
 std::pair<int64_t, int64_t> span(const Tensor& t) {
@@ -127,6 +151,18 @@ void copy_impl(const Tensor& dst, const Tensor& src) {
              src.device().resolved().index(), dst.storage()->data(), HostWait::copy_to_host);
     return;
   }
+  if (dst.is_cuda() && src.is_cuda() && dst.device().resolved() == src.device().resolved()) {
+    copy_on_device(dst, src);
+    return;
+  }
+  if (dst.is_cuda() && src.is_cpu()) {  // upload as is, then scatter and convert on the device
+    Tensor c = src.contiguous();
+    Tensor staged = tl::empty(c.sizes(), TensorOptions().dtype(c.dtype()).device(dst.device()));
+    transfer(staged.data_ptr(), c.data_ptr(), c.nbytes(), ev::CopyDirection::host_to_device,
+             dst.device().resolved().index(), c.storage()->data(), HostWait::none);
+    copy_on_device(dst, staged);
+    return;
+  }
   // Staged through the host (Note [CUDA copies]); blocking.
   NonBlockingScope blocking(false);
   Tensor h = src.is_cuda() ? download(src) : src;
@@ -171,8 +207,7 @@ class Hooks final : public tl::detail::CudaHooks {
                                     reinterpret_cast<cudaStream_t>(current_stream_id(index))));
       return;
     }
-    NoGradGuard no_grad;
-    copy_impl(t, tl::full(t.sizes(), value, TensorOptions().dtype(t.dtype())));
+    fill_on_device(t, value);
   }
 
   void read_scalar(const Tensor& t, void* out) const override {
@@ -198,6 +233,8 @@ class Hooks final : public tl::detail::CudaHooks {
   bool is_pinned(const Tensor& t) const override { return is_pinned_ptr(t.storage()->data()); }
 
   bool is_available() const override { return tl::cuda::is_available(); }
+
+  const tl::detail::CudaKernels* kernels() const override { return op_kernels(); }
 };
 
 memory::Allocator* make_cuda_allocator(Device::Index index) {

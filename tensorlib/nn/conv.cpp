@@ -15,6 +15,7 @@
 #include "tensorlib/cpu/loops.h"
 #include "tensorlib/nn/im2col.h"
 #include "tensorlib/nn/image_util.h"
+#include "tensorlib/nn/unfold.h"
 
 namespace tl::nn {
 namespace {
@@ -35,7 +36,7 @@ void check_common(const char* op, const char* weight_layout, const Tensor& input
                   const Tensor& weight, const Tensor& bias, IntPair stride, IntPair padding,
                   IntPair dilation, int64_t groups) {
   TL_CHECK(input.defined() && weight.defined(), op, ": input and weight must be defined");
-  cpu::check_cpu(op, {&input, &weight});
+  tl::detail::check_device(op, {&input, &weight});
   TL_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64, op,
            ": expected a float32 or float64 input, got ", input.dtype());
   TL_CHECK(weight.dtype() == input.dtype(), op, ": expected weight with the input's dtype ",
@@ -50,7 +51,7 @@ void check_common(const char* op, const char* weight_layout, const Tensor& input
   TL_CHECK(padding.h >= 0 && padding.w >= 0, op, ": padding must be non-negative, got ", padding);
   TL_CHECK(dilation.h > 0 && dilation.w > 0, op, ": dilation must be positive, got ", dilation);
   if (bias.defined()) {
-    cpu::check_cpu(op, {&bias});
+    tl::detail::check_device(op, {&input, &bias});
     TL_CHECK(bias.dtype() == input.dtype(), op, ": expected bias with the input's dtype ",
              input.dtype(), ", got ", bias.dtype());
   }
@@ -308,6 +309,14 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
            w + 2 * padding.w, ") of input shape ", input.sizes());
   const int64_t oh = (h + 2 * padding.h - eff_kh) / stride.h + 1;
   const int64_t ow = (w + 2 * padding.w - eff_kw) / stride.w + 1;
+  if (input.is_cuda()) {
+    // unfold, then one batched product per group: [groups, Co/g, K] @ [N, groups, K, L].
+    const tl::detail::Window2d win{n, c_in, h, w, kh, kw, stride.h, stride.w,
+                                   padding.h, padding.w, dilation.h, dilation.w, oh, ow};
+    const Tensor cols = detail::unfold2d(input, win, 0.0).view({n, groups, -1, oh * ow});
+    Tensor out = weight.reshape({groups, c_out / groups, -1}).matmul(cols).view({n, c_out, oh, ow});
+    return bias.defined() ? out + bias.view({1, c_out, 1, 1}) : out;
+  }
   ConvShape s{n, c_in, c_out, groups,
               WindowGeometry{c_in, h, w, kh, kw, stride.h, stride.w, padding.h, padding.w,
                              dilation.h, dilation.w, oh, ow}};
@@ -324,6 +333,7 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
                         IntPair dilation) {
   constexpr const char* kLayout = "[in_channels, out_channels / groups, kH, kW]";
   check_common("conv_transpose2d", kLayout, input, weight, bias, stride, padding, dilation, groups);
+  cpu::check_cpu("conv_transpose2d", {&input});
   if (input.dim() == 3)
     return conv_transpose2d(input.unsqueeze(0), weight, bias, stride, padding, output_padding,
                             groups, dilation)

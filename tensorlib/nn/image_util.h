@@ -6,6 +6,7 @@
 #include "tensorlib/autograd/grad_mode.h"
 #include "tensorlib/core/error.h"
 #include "tensorlib/core/tensor.h"
+#include "tensorlib/core/cuda_kernels.h"
 #include "tensorlib/cpu/loops.h"
 
 namespace tl::nn::detail {
@@ -20,10 +21,15 @@ void dispatch_floating(ScalarType dt, F&& f) {
   }
 }
 
-// A CPU float32/float64 tensor of 3 (unbatched [C, H, W]) or 4 ([N, C, H, W]) dims.
-inline void check_image_input(const char* op, const Tensor& input) {
+// A CPU (or, with `cuda_ok`, CUDA) float32/float64 tensor of 3 (unbatched [C, H, W]) or 4
+// ([N, C, H, W]) dims.
+inline void check_image_input(const char* op, const Tensor& input, bool cuda_ok = false) {
   TL_CHECK(input.defined(), op, ": input must be defined");
-  cpu::check_cpu(op, {&input});
+  if (cuda_ok) {
+    tl::detail::check_device(op, {&input});
+  } else {
+    cpu::check_cpu(op, {&input});
+  }
   TL_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64, op,
            ": expected a float32 or float64 input, got ", input.dtype());
   TL_CHECK(input.dim() == 3 || input.dim() == 4, op,

@@ -15,6 +15,7 @@
 #include "tensorlib/cpu/loops.h"
 #include "tensorlib/nn/im2col.h"
 #include "tensorlib/nn/image_util.h"
+#include "tensorlib/nn/unfold.h"
 
 namespace tl::nn {
 namespace {
@@ -270,6 +271,27 @@ PlaneShape pooled_shape(const char* op, const Tensor& x, IntPair kernel, IntPair
   return p;
 }
 
+// Max pooling on CUDA: the windows unfolded with -inf padding, the maximum of each (the first
+// on ties, NaN first, as the CPU kernel), and its position turned into the flat index into the
+// input plane that PyTorch returns. The gradient flows through max and unfold (col2im).
+std::tuple<Tensor, Tensor> max_pool2d_cuda(const Tensor& input, const PlaneShape& p, IntPair k,
+                                           IntPair s, IntPair pad, IntPair d) {
+  const int64_t n = input.size(0), c = input.size(1);
+  const tl::detail::Window2d win{n * c, 1, p.in_h, p.in_w, k.h, k.w, s.h, s.w,
+                                 pad.h, pad.w, d.h, d.w, p.out_h, p.out_w};
+  const Tensor cols = detail::unfold2d(input.reshape({n * c, 1, p.in_h, p.in_w}), win,
+                                       -std::numeric_limits<double>::infinity());
+  auto [values, at] = cols.max(1);  // [n*c, out_h*out_w]
+  const TensorOptions i64 = TensorOptions(kInt64).device(input.device());
+  // at = ki * kw + kj; the pixel is (oh*sh - ph + ki*dh, ow*sw - pw + kj*dw).
+  const Tensor ki = at.div(k.w).to(kInt64), kj = at - ki * k.w;
+  const Tensor oh = arange(p.out_h, i64).view({p.out_h, 1}).expand({p.out_h, p.out_w}).reshape({-1});
+  const Tensor ow = arange(p.out_w, i64).view({1, p.out_w}).expand({p.out_h, p.out_w}).reshape({-1});
+  const Tensor hh = oh * s.h - pad.h + ki * d.h, ww = ow * s.w - pad.w + kj * d.w;
+  Tensor indices = (hh * p.in_w + ww).view({n, c, p.out_h, p.out_w});
+  return {values.view({n, c, p.out_h, p.out_w}), indices};
+}
+
 }  // namespace
 
 namespace functional {
@@ -279,7 +301,7 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntPair 
                                                    IntPair padding, IntPair dilation,
                                                    bool ceil_mode) {
   constexpr const char* kOp = "max_pool2d";
-  detail::check_image_input(kOp, input);
+  detail::check_image_input(kOp, input, /*cuda_ok=*/true);
   const IntPair stride = stride_opt.value_or(kernel_size);
   check_window(kOp, kernel_size, stride, padding, dilation);
   TL_CHECK(2 * padding.h <= (kernel_size.h - 1) * dilation.h + 1 &&
@@ -292,6 +314,7 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntPair 
     return {out.squeeze(0), ix.squeeze(0)};
   }
   const PlaneShape p = pooled_shape(kOp, input, kernel_size, stride, padding, dilation, ceil_mode);
+  if (input.is_cuda()) return max_pool2d_cuda(input, p, kernel_size, stride, padding, dilation);
   const PoolWindow k{kernel_size.h, kernel_size.w, stride.h,   stride.w,
                      padding.h,     padding.w,     dilation.h, dilation.w};
   const Tensor x = input.contiguous();

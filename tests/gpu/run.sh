@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The GPU checks of tensorlib's CUDA backend, in one go (docs/cuda.md, "GPU checks"):
-# configures a CUDA build in its own directory, builds only the GPU test programs, runs every
-# test labelled `gpu` and prints a compact report. Exits 77 (nothing run) without a GPU, 1 when
-# a check fails or is skipped on a GPU machine, 0 when all pass. Budget: 8 minutes on an H200.
+# configures a CUDA build in its own directory, builds only what the checks need, runs every
+# test labelled `gpu`, the GPU benchmarks (with PyTorch's figures when torch is installed) and
+# interpose/tests/gpu_check.sh, and prints a compact report. Exits 77 (nothing run) without a
+# GPU, 1 when a check fails or is skipped on a GPU machine, 0 when all pass. Budget: 8 minutes
+# on an H200.
 #   tests/gpu/run.sh [build-dir]      (default: build-gpu next to the sources)
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,10 +23,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 step() { echo "== $1 ($(($(date +%s) - START)) s)"; }
 step "configure $BUILD"
 timeout 120 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DTIDEMARK_CUDA=ON -DTIDEMARK_BENCH=OFF -DTIDEMARK_GUI=OFF -DTIDEMARK_TESTS=ON \
+  -DTIDEMARK_CUDA=ON -DTIDEMARK_BENCH=ON -DTIDEMARK_GUI=OFF -DTIDEMARK_TESTS=ON \
   >"$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; echo "FAIL: configure"; exit 1; }
-step "build the GPU tests"
-TARGETS=$(cd "$ROOT/tests/gpu" && for f in *_test.cpp; do echo "gpu_${f%.cpp}"; done)
+step "build the GPU tests, gpu_ops_bench, tidemark and the interpose library"
+TARGETS="$(cd "$ROOT/tests/gpu" && for f in *_test.cpp; do echo "gpu_${f%.cpp}"; done)
+  gpu_ops_bench tidemark tidemark_inject"
 # shellcheck disable=SC2086
 timeout 300 cmake --build "$BUILD" -j "$JOBS" --target $TARGETS >"$BUILD/gpu-build.log" 2>&1 ||
   { tail -40 "$BUILD/gpu-build.log"; echo "FAIL: build"; exit 1; }
@@ -38,11 +41,30 @@ RC=$?
 PASSED=$(grep -cE 'Test +#[0-9]+: .* Passed' "$LOG")
 SKIPPED=$(grep -cE 'Test +#[0-9]+: .*\*\*\*Skipped' "$LOG")
 FAILED=$(grep -cE 'Test +#[0-9]+: .*(\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Not Run)' "$LOG")
+step "GPU benchmarks (bench/gpu)"
+BENCH_LOG=$BUILD/gpu-bench.log
+TORCH_JSON=$BUILD/torch-baseline.json
+rm -f "$TORCH_JSON"
+timeout 120 python3 "$ROOT/bench/gpu/torch_baseline.py" "$TORCH_JSON" >"$BUILD/torch-baseline.log" 2>&1
+TIDEMARK_TORCH_BASELINE=$TORCH_JSON timeout 180 "$BUILD/bench/gpu_ops_bench" \
+  --benchmark_min_time=0.2s >"$BENCH_LOG" 2>&1
+BENCH_RC=$?
+
+step "interpose/tests/gpu_check.sh"
+INTERPOSE_LOG=$BUILD/gpu-interpose.log
+timeout 120 "$ROOT/interpose/tests/gpu_check.sh" "$BUILD" >"$INTERPOSE_LOG" 2>&1
+INTERPOSE_RC=$?
+
 echo
 echo "== report ($(($(date +%s) - START)) s)"
 grep -E 'Test +#[0-9]+: ' "$LOG" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //; s/ +\.+ */  /'
 echo "passed $PASSED, failed $FAILED, skipped $SKIPPED (full log: $LOG)"
-if [ "$FAILED" -ne 0 ] || [ "$RC" -ne 0 ]; then
+echo "-- benchmarks (rc $BENCH_RC, full log: $BENCH_LOG)"
+sed -n '/^target /,$p' "$BENCH_LOG"
+grep -h 'torch\|PyTorch' "$BUILD/torch-baseline.log" | head -2
+echo "-- interpose/tests/gpu_check.sh: rc $INTERPOSE_RC (log: $INTERPOSE_LOG)"
+tail -3 "$INTERPOSE_LOG"
+if [ "$FAILED" -ne 0 ] || [ "$RC" -ne 0 ] || [ "$BENCH_RC" -ne 0 ] || [ "$INTERPOSE_RC" -ne 0 ]; then
   grep -E '^(/.*: Failure|Expected|Which is|  Actual|Value of|.*\[  FAILED  \])' "$LOG" | head -40
   echo "RESULT: FAIL"
   exit 1

@@ -135,6 +135,20 @@ TEST(Pitfalls, BadArgumentsExitWithStatus2AndUsage) {
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("unknown argument '--frobnicate'"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("usage:"), std::string::npos);
+  r = tl_test::run({bin, "--device", "tpu"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("unknown argument '--device'"), std::string::npos) << r.err;
+}
+
+// --device cuda where no CUDA device can be used (no backend, no driver or no GPU): a clear
+// one-line error and status 2, before any work. (Where a GPU answers, the sample runs there.)
+TEST(Pitfalls, DeviceCudaWithoutADeviceExitsWithStatus2) {
+  const std::string bin = std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_sync_in_loop";
+  tl_test::Result r = tl_test::run({bin, "--device", "cuda", "--steps", "2"});
+  if (r.rc == 0) GTEST_SKIP() << "a CUDA device answered: the sample ran on it";
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("pitfall_sync_in_loop: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not available"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -227,4 +227,32 @@ TEST(StackTest, Errors) {
   EXPECT_TRUE(is_index_error([&] { tl::stack({tl::zeros({2})}, 3); }));
 }
 
+// nonzero: row-major indices of the non-zero elements, [n, dim], int64 (PyTorch's example).
+TEST(NonzeroTest, IndicesInRowMajorOrder) {
+  Tensor t = tl::tensor({0.6, 0.0, 0.0, 0.0, 0.0, 0.4, 0.0, 0.0, 0.0, 0.0, 1.2, 0.0, 0.0, 0.0, 0.0,
+                         -0.4}).view({4, 4});
+  Tensor nz = t.nonzero();
+  EXPECT_EQ(nz.sizes(), tl::IntArrayRef(Sizes{4, 2}));
+  EXPECT_EQ(nz.dtype(), tl::kInt64);
+  EXPECT_EQ(values_of(nz), (Values{0, 0, 1, 1, 2, 2, 3, 3}));
+  // Strided input, bool and integer dtypes, nothing found, 0-dim.
+  EXPECT_EQ(values_of(t.t().slice(0, 1, 4).nonzero()), (Values{0, 1, 1, 2, 2, 3}));
+  EXPECT_EQ(values_of(tl::tensor({1, 0, 3}).to(tl::kInt32).nonzero()), (Values{0, 2}));
+  EXPECT_EQ(values_of((tl::tensor({1, 0, 3}) > 2).nonzero()), (Values{2}));
+  EXPECT_EQ(tl::zeros({2, 3}).nonzero().sizes(), tl::IntArrayRef(Sizes{0, 2}));
+  EXPECT_EQ(tl::full({}, 5.0).nonzero().sizes(), tl::IntArrayRef(Sizes{1, 0}));
+}
+
+TEST(MaskedSelectTest, SelectsBroadcastsAndScattersTheGradient) {
+  Tensor x = tl::tensor({1.0, 2.0, 3.0, 4.0, 5.0, 6.0}).view({2, 3});
+  Tensor mask = tl::tensor({1, 0, 1}) > 0;  // broadcast over rows
+  EXPECT_EQ(values_of(x.masked_select(mask)), (Values{1, 3, 4, 6}));
+  EXPECT_EQ(values_of(x.masked_select(x > 3.5)), (Values{4, 5, 6}));
+  EXPECT_EQ(x.masked_select(x > 10).sizes(), tl::IntArrayRef(Sizes{0}));
+  Tensor w = x.clone().requires_grad_(true);
+  (w.masked_select(mask) * tl::tensor({1.0, 2.0, 3.0, 4.0})).sum().backward();
+  EXPECT_EQ(values_of(w.grad()), (Values{1, 0, 2, 3, 0, 4}));
+  EXPECT_THROW(x.masked_select(tl::ones({3})), tl::Error);  // not a bool mask
+}
+
 }  // namespace

@@ -1,0 +1,298 @@
+// CUDA reductions over dense rows (Note [Reduction layout] in cpu/reduce.cpp) and softmax.
+//
+// Note [CUDA row reductions]
+// The host lays the input out as contiguous rows exactly as the CPU does, so one kernel serves
+// every reduction: a warp per row when rows are short (<= 1024 elements; eight rows per
+// block), a block of 256 threads per row otherwise. Threads stride over the row (coalesced),
+// combine with warp shuffles (and shared memory across warps), and thread 0 writes. As
+// PyTorch's CUDA reductions, floating inputs accumulate in opmath (float for float32 and the
+// 16-bit floats, double for float64); integers in 64-bit arithmetic that wraps. var/std and
+// logsumexp read their row twice (mean or maximum first). max/min and argmax/argmin keep the
+// first position on ties and propagate NaN (its first position), as the CPU kernels do.
+#include <cfloat>
+#include <cmath>
+
+#include "tensorlib/cuda/device_util.cuh"
+
+namespace tl::cuda::kernels {
+namespace {
+
+constexpr int kWarp = 32;
+
+template <typename A>
+__device__ __forceinline__ A shfl_down(A v, int delta) {
+  return __shfl_down_sync(0xffffffffu, v, delta);
+}
+
+// Combines `v` over the `Threads` threads of a row (a warp, or a 256-thread block); the result
+// is valid in the row's first thread. `scratch` holds one A per warp of the block.
+template <int Threads, typename A, typename F>
+__device__ A row_combine(A v, F combine, A* scratch) {
+#pragma unroll
+  for (int d = kWarp / 2; d > 0; d /= 2) v = combine(v, shfl_down(v, d));
+  if constexpr (Threads > kWarp) {
+    const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+    __syncthreads();  // scratch may still be read by a previous combine
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+      // Lane 0 combines exactly the Threads / kWarp partials (lanes beyond are never read).
+      v = scratch[lane < Threads / kWarp ? lane : 0];
+#pragma unroll
+      for (int d = Threads / kWarp / 2; d > 0; d /= 2) v = combine(v, shfl_down(v, d));
+    }
+  }
+  return v;
+}
+
+// Broadcasts the value of the row's first thread to all its threads.
+template <int Threads, typename A>
+__device__ A row_broadcast(A v, A* scratch) {
+  if constexpr (Threads == kWarp) {
+    return __shfl_sync(0xffffffffu, v, 0);
+  } else {
+    __syncthreads();
+    if (threadIdx.x == 0) scratch[0] = v;
+    __syncthreads();
+    return scratch[0];
+  }
+}
+
+template <typename T>
+struct RowArgs {
+  RowOp op;
+  const T* in;
+  void* out;
+  int64_t* indices;
+  int64_t n_rows;
+  int64_t row_len;
+  int64_t correction;
+};
+
+template <typename M, bool kMax>
+__device__ __forceinline__ bool better(M a, int64_t ia, bool nan_a, M b, int64_t ib, bool nan_b) {
+  // Is (a, ia) the one to keep against (b, ib)? NaN first, then the extreme, then the first.
+  if (nan_a != nan_b) return nan_a;
+  if (nan_a) return ia < ib;
+  if (a != b) return kMax ? a > b : a < b;
+  return ia < ib;
+}
+
+template <typename M>
+struct Pos {
+  M v;
+  int64_t at;
+  bool nan;
+};
+
+template <int Threads, typename T, typename O>
+__device__ void reduce_row(const RowArgs<T>& a, int64_t row, int tid, void* smem) {
+  using M = dev_opmath_t<T>;
+  constexpr bool kFloat = is_float_v<T>;
+  // Accumulator: opmath for floats, 64-bit wrapping for integers and bool.
+  using Acc = std::conditional_t<kFloat, M, uint64_t>;
+  const T* p = a.in + row * a.row_len;
+  const int64_t n = a.row_len;
+  O* out = static_cast<O*>(a.out);
+  auto* scratch = static_cast<Acc*>(smem);
+  auto as_acc = [](T v) -> Acc {
+    if constexpr (kFloat) {
+      return to_math<M>(v);
+    } else {
+      return static_cast<uint64_t>(static_cast<int64_t>(v));
+    }
+  };
+  switch (a.op) {
+    case RowOp::sum:
+    case RowOp::mean:
+    case RowOp::prod: {
+      const bool prod = a.op == RowOp::prod;
+      Acc acc = prod ? Acc(1) : Acc(0);
+      for (int64_t i = tid; i < n; i += Threads) acc = prod ? acc * as_acc(p[i]) : acc + as_acc(p[i]);
+      acc = row_combine<Threads>(acc, [prod](Acc x, Acc y) { return prod ? x * y : x + y; }, scratch);
+      if (tid != 0) return;
+      if constexpr (kFloat) {
+        if (a.op == RowOp::mean) acc = n == 0 ? Acc(NAN) : acc / Acc(n);
+        out[row] = convert<O>(acc);
+      } else {
+        out[row] = convert<O>(static_cast<int64_t>(acc));
+      }
+      return;
+    }
+    case RowOp::var:
+    case RowOp::std:
+    case RowOp::logsumexp: {
+      if constexpr (kFloat) {
+        const bool lse = a.op == RowOp::logsumexp;
+        M first = lse ? M(-INFINITY) : M(0);
+        for (int64_t i = tid; i < n; i += Threads) {
+          const M v = to_math<M>(p[i]);
+          first = lse ? (v > first || v != v ? v : first) : first + v;
+        }
+        first = row_combine<Threads>(
+            first, [lse](M x, M y) { return lse ? (x > y || x != x ? x : y) : x + y; }, scratch);
+        if (!lse && tid == 0) first = first / M(n);
+        first = row_broadcast<Threads>(first, scratch);
+        const M shift = lse && isinf(first) ? M(0) : first;
+        M second = 0;
+        for (int64_t i = tid; i < n; i += Threads) {
+          const M d = to_math<M>(p[i]) - shift;
+          second += lse ? math::exp_(d) : d * d;
+        }
+        second = row_combine<Threads>(second, [](M x, M y) { return x + y; }, scratch);
+        if (tid != 0) return;
+        M r;
+        if (lse) {
+          r = math::log_(second) + shift;
+        } else {
+          const int64_t denom = n - a.correction > 0 ? n - a.correction : 0;
+          r = n == 0 ? M(NAN)
+                     : denom > 0 ? second / M(denom) : (second == 0 || second != second ? M(NAN) : M(INFINITY));
+          if (a.op == RowOp::std) r = math::sqrt_(r);
+        }
+        out[row] = convert<O>(r);
+      }
+      return;
+    }
+    case RowOp::max:
+    case RowOp::min:
+    case RowOp::argmax:
+    case RowOp::argmin: {
+      const bool is_max = a.op == RowOp::max || a.op == RowOp::argmax;
+      auto pick = [is_max](const Pos<M>& x, const Pos<M>& y) {
+        if (x.at < 0) return y;
+        if (y.at < 0) return x;
+        const bool keep_x = is_max ? better<M, true>(x.v, x.at, x.nan, y.v, y.at, y.nan)
+                                   : better<M, false>(x.v, x.at, x.nan, y.v, y.at, y.nan);
+        return keep_x ? x : y;
+      };
+      Pos<M> best{M(0), -1, false};
+      for (int64_t i = tid; i < n; i += Threads) {
+        const M v = to_math<M>(p[i]);
+        best = pick(best, Pos<M>{v, i, math::is_nan(v)});
+      }
+      // Combine field by field (shuffles move scalars).
+#pragma unroll
+      for (int d = kWarp / 2; d > 0; d /= 2) {
+        Pos<M> o{shfl_down(best.v, d), shfl_down(best.at, d), static_cast<bool>(shfl_down(int(best.nan), d))};
+        best = pick(best, o);
+      }
+      if constexpr (Threads > kWarp) {
+        auto* ps = static_cast<Pos<M>*>(smem);
+        const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+        __syncthreads();
+        if (lane == 0) ps[warp] = best;
+        __syncthreads();
+        if (tid != 0) return;
+        for (int w = 1; w < Threads / kWarp; ++w) best = pick(best, ps[w]);
+      }
+      if (tid != 0) return;
+      if (a.op == RowOp::argmax || a.op == RowOp::argmin) {
+        static_cast<int64_t*>(a.out)[row] = best.at;
+      } else {
+        out[row] = convert<O>(p[best.at < 0 ? 0 : best.at]);
+        if (a.indices != nullptr) a.indices[row] = best.at;
+      }
+      return;
+    }
+  }
+}
+
+// Scratch for one block: 8 warps' partials of the widest accumulator (Pos<double>).
+constexpr int kScratchBytes = 8 * sizeof(Pos<double>);
+
+template <int Threads, typename T, typename O>
+__global__ void __launch_bounds__(256) rows_kernel(RowArgs<T> a) {
+  __shared__ alignas(16) unsigned char smem[kScratchBytes];
+  constexpr int kRowsPerBlock = 256 / Threads;
+  const int tid = threadIdx.x % Threads;
+  const int sub = threadIdx.x / Threads;
+  // The loop bound is uniform per block when Threads == 256 (the __syncthreads rule).
+  for (int64_t base = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock; base < a.n_rows;
+       base += static_cast<int64_t>(gridDim.x) * kRowsPerBlock) {
+    const int64_t row = base + sub;
+    if (row < a.n_rows) reduce_row<Threads, T, O>(a, row, tid, smem);
+  }
+}
+
+template <typename T, typename O>
+cudaError_t launch_rows(const RowArgs<T>& a, cudaStream_t stream) {
+  if (a.n_rows == 0) return cudaSuccess;
+  const bool per_warp = a.row_len <= 1024;
+  const int64_t rows_per_block = per_warp ? 256 / kWarp : 1;
+  int64_t blocks = (a.n_rows + rows_per_block - 1) / rows_per_block;
+  if (blocks > (int64_t{1} << 30)) blocks = int64_t{1} << 30;
+  if (per_warp) {
+    rows_kernel<kWarp, T, O><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(a);
+  } else {
+    rows_kernel<256, T, O><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(a);
+  }
+  return cudaGetLastError();
+}
+
+// One warp per (outer, inner) column of a [outer, len, inner] buffer: max, sum of exp, write.
+template <typename T>
+__global__ void __launch_bounds__(256) softmax_kernel(const T* in, T* out, int64_t outer,
+                                                      int64_t len, int64_t inner, bool log) {
+  using M = dev_opmath_t<T>;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
+  for (int64_t col = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+       col < outer * inner; col += warps) {
+    const int64_t o = col / inner, i = col - o * inner;
+    const T* src = in + o * len * inner + i;
+    T* dst = out + o * len * inner + i;
+    M mx = M(-INFINITY);
+    for (int64_t k = lane; k < len; k += kWarp) mx = fmax(mx, to_math<M>(src[k * inner]));
+#pragma unroll
+    for (int d = kWarp / 2; d > 0; d /= 2) mx = fmax(mx, __shfl_xor_sync(0xffffffffu, mx, d));
+    M sum = 0;
+    for (int64_t k = lane; k < len; k += kWarp) sum += math::exp_(to_math<M>(src[k * inner]) - mx);
+#pragma unroll
+    for (int d = kWarp / 2; d > 0; d /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, d);
+    const M log_sum = math::log_(sum);
+    for (int64_t k = lane; k < len; k += kWarp) {
+      const M shifted = to_math<M>(src[k * inner]) - mx;
+      dst[k * inner] = convert<T>(log ? shifted - log_sum : math::exp_(shifted) / sum);
+    }
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_reduce_rows(RowOp op, const void* in, ScalarType in_dtype, void* out,
+                               ScalarType out_dtype, int64_t* indices, int64_t n_rows,
+                               int64_t row_len, int64_t correction, cudaStream_t stream) {
+  cudaError_t err = cudaSuccess;
+  dispatch_all(in_dtype, [&]<typename T>() {
+    RowArgs<T> a{op, static_cast<const T*>(in), out, indices, n_rows, row_len, correction};
+    // Output types: the input's, or int64 (integer sums and products, arg reductions).
+    if (out_dtype == ScalarType::Int64 && in_dtype != ScalarType::Int64) {
+      err = launch_rows<T, int64_t>(a, stream);
+    } else {
+      err = launch_rows<T, T>(a, stream);
+    }
+  });
+  return err;
+}
+
+cudaError_t launch_softmax(const void* in, void* out, ScalarType dtype, int64_t outer, int64_t len,
+                           int64_t inner, bool log, cudaStream_t stream) {
+  if (outer * inner == 0 || len == 0) return cudaSuccess;
+  cudaError_t err = cudaSuccess;
+  dispatch_all(dtype, [&]<typename T>() {
+    if constexpr (is_float_v<T>) {
+      const int64_t cols = outer * inner;
+      int64_t blocks = (cols + 7) / 8;
+      if (blocks > (int64_t{1} << 30)) blocks = int64_t{1} << 30;
+      softmax_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+          static_cast<const T*>(in), static_cast<T*>(out), outer, len, inner, log);
+      err = cudaGetLastError();
+    } else {
+      err = cudaErrorInvalidValue;
+    }
+  });
+  return err;
+}
+
+}  // namespace tl::cuda::kernels

@@ -222,7 +222,6 @@ TimePoint step_point(const Trace& trace, int64_t number) {
   return TimePoint{q.u64(0), std::nullopt};
 }
 
-namespace {
 std::vector<std::pair<int64_t, uint64_t>> step_starts(const Trace& trace) {
   std::vector<std::pair<int64_t, uint64_t>> steps;
   if (!trace.db().table_exists("steps")) return steps;
@@ -230,7 +229,6 @@ std::vector<std::pair<int64_t, uint64_t>> step_starts(const Trace& trace) {
   while (q.step()) steps.emplace_back(q.i64(0), q.u64(1));
   return steps;
 }
-}  // namespace
 
 LeakReport leaks(const Trace& trace, std::optional<int64_t> device, GroupBy by, size_t limit) {
   LeakReport r;
@@ -390,6 +388,7 @@ Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& req
       curves[i]->last[col] = cur[i];
     }
   }
+  if (request.curves_only) return tl;
   // The highest allocated value in the range, and when it was first reached.
   int64_t best = std::numeric_limits<int64_t>::min();
   for (int64_t v : tl.allocated.max) best = std::max(best, v);

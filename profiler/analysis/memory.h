@@ -19,7 +19,7 @@ std::optional<GroupBy> parse_group_by(std::string_view s);
 struct Group {
   std::string key;
   std::string label;
-  int64_t bytes = 0;                // sum of the allocations' (rounded) sizes
+  int64_t bytes = 0;  // sum of the allocations' (rounded) sizes
   int64_t requested_bytes = 0;
   uint64_t count = 0;
   std::vector<std::string> frames;  // GroupBy::stack only: the stack, innermost first
@@ -28,8 +28,8 @@ struct Group {
 // A point in time: every allocation with alloc seq <= `seq` (when set) or alloc_ts <= `ts`,
 // not yet free_requested at `ts` (allocated bytes, as PyTorch's statistics).
 struct TimePoint {
-  uint64_t ts = 0;               // absolute event-clock time
-  std::optional<uint64_t> seq;   // the event at the point (a peak's)
+  uint64_t ts = 0;              // absolute event-clock time
+  std::optional<uint64_t> seq;  // the event at the point (a peak's)
 };
 
 struct LiveBreakdown {
@@ -50,8 +50,7 @@ std::vector<store::AllocationRow> live_allocations(const Trace& trace, int64_t d
 std::vector<Group> group_allocations(const Trace& trace,
                                      const std::vector<store::AllocationRow>& rows, GroupBy by,
                                      size_t limit, uint64_t* groups_total = nullptr);
-LiveBreakdown live_at(const Trace& trace, int64_t device, TimePoint at, GroupBy by,
-                      size_t limit);
+LiveBreakdown live_at(const Trace& trace, int64_t device, TimePoint at, GroupBy by, size_t limit);
 
 // The peak of a curve: TraceReader::peak (first time the highest value was reached).
 std::optional<store::Peak> peak(const Trace& trace, int64_t device,
@@ -132,15 +131,21 @@ struct Timeline {
   int level = 0;
   uint64_t level_width_ns = 0;
   CurveColumns allocated, active, reserved, requested;
-  std::optional<store::Peak> peak_allocated;  // the highest allocated value in the range
+  std::optional<store::Peak> peak_allocated;        // the highest allocated value in the range
   std::vector<std::pair<int64_t, uint64_t>> steps;  // (number, absolute ts) in the range
   size_t width() const { return allocated.max.size(); }
 };
 struct TimelineRequest {
   std::optional<uint64_t> from_ts, to_ts;  // absolute; default: the whole trace
   size_t width = 80;
+  // Only the curves: leave Timeline::steps and peak_allocated empty (a viewer that zooms and
+  // pans keeps the steps and the peaks it read once; see step_starts()).
+  bool curves_only = false;
 };
 Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& request);
+
+// Every step event as (number, absolute ts), by time; empty when the trace has no steps table.
+std::vector<std::pair<int64_t, uint64_t>> step_starts(const Trace& trace);
 
 // Tensors and views alive at `ts` (absolute).
 struct TensorInfo {

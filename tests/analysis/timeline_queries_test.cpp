@@ -1,0 +1,185 @@
+// The queries a timeline viewer makes (profiler/analysis/steps.h sync_events,
+// allocator_state.h, bands.h, timeline() with curves_only) on hand-built traces
+// (trace_builder.h), against values worked out by hand and against live_allocations().
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <string>
+
+#include "profiler/analysis/allocator_state.h"
+#include "profiler/analysis/bands.h"
+#include "profiler/analysis/memory.h"
+#include "profiler/analysis/steps.h"
+#include "trace_builder.h"
+
+namespace {
+
+namespace an = tidemark::analysis;
+namespace ev = tidemark::events;
+using analysis_test::Builder;
+using analysis_test::make_trace;
+using analysis_test::remove_trace;
+using analysis_test::temp_path;
+
+class TimelineQueries : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = temp_path("queries");
+    make_trace(path_, false);
+  }
+  void TearDown() override { remove_trace(path_); }
+  std::string path_;
+};
+
+TEST_F(TimelineQueries, SyncEventsComeOneByOneWithTheirStacks) {
+  an::Trace t = an::Trace::open(path_);
+  const auto all = an::sync_events(t, 0, UINT64_MAX);
+  ASSERT_EQ(all.size(), 3u);  // t=2500, 2600 @stack2, t=6500 @stack1
+  EXPECT_EQ(all[0].ts, 2500u);
+  EXPECT_EQ(all[1].ts, 2600u);
+  EXPECT_EQ(all[2].ts, 6500u);
+  EXPECT_EQ(all[0].kind, "item");
+  EXPECT_EQ(all[0].duration_ns, 100u);
+  EXPECT_EQ(all[0].stack_id, 2u);
+  EXPECT_EQ(all[2].stack_id, 1u);
+  EXPECT_EQ(all[0].site, "0xb1");
+  EXPECT_EQ(all[0].site, t.site(all[0].stack_id).label);
+  EXPECT_LT(all[0].seq, all[1].seq);
+  EXPECT_EQ(all[0].device_id, t.devices()[0].id);
+  // A range keeps its ends.
+  const auto some = an::sync_events(t, 2600, 6500);
+  ASSERT_EQ(some.size(), 2u);
+  EXPECT_EQ(some[0].ts, 2600u);
+  EXPECT_TRUE(an::sync_events(t, 7000, 9000).empty());
+}
+
+TEST_F(TimelineQueries, AllocatorStateHoldsTheSegmentAndItsLiveBlocks) {
+  an::Trace t = an::Trace::open(path_);
+  const int64_t dev = t.devices()[0].id;
+  // At t=4500: A (0x10000, 1024), B (0x10400, 2048), C (0x10c00, 512) in the 1 MiB segment.
+  an::AllocatorState s = an::allocator_state(t, dev, 4500);
+  EXPECT_EQ(s.time_ns, 3500u);
+  EXPECT_EQ(s.device, "cpu");
+  ASSERT_EQ(s.segments.size(), 1u);
+  const an::SegmentState& seg = s.segments[0];
+  EXPECT_EQ(seg.addr, 0x10000u);
+  EXPECT_EQ(seg.size, 1u << 20);
+  EXPECT_EQ(seg.kind, "segment");
+  ASSERT_EQ(seg.blocks.size(), 3u);
+  EXPECT_EQ(seg.blocks[0].addr, 0x10000u);
+  EXPECT_EQ(seg.blocks[1].addr, 0x10400u);
+  EXPECT_EQ(seg.blocks[1].size, 2048u);
+  EXPECT_EQ(seg.blocks[1].site, "0xb1");
+  EXPECT_EQ(seg.blocks[2].size, 512u);
+  EXPECT_EQ(seg.allocated_bytes(), 3584u);
+  EXPECT_EQ(seg.pending_bytes(), 0u);
+  EXPECT_EQ(seg.cached_bytes(), (1u << 20) - 3584u);
+  // After B's free (t=5000) only A and C; before the segment, nothing.
+  EXPECT_EQ(an::allocator_state(t, dev, 5000).segments.at(0).blocks.size(), 2u);
+  EXPECT_TRUE(an::allocator_state(t, dev, 999).segments.empty());
+}
+
+TEST(TimelineQueriesPending, ABlockFreedButNotCompletedIsPending) {
+  const std::string path = temp_path("pending");
+  {
+    Builder b(path);
+    b.block(ev::Kind::segment_alloc, 1000, 0x10000, 1 << 20);
+    b.alloc(2000, 0x10000, 4096, 1);
+    b.block(ev::Kind::free_requested, 3000, 0x10000, 4096);  // another stream still uses it
+    b.block(ev::Kind::free_completed, 4000, 0x10000, 4096);
+    b.finish(5000);
+  }
+  an::Trace t = an::Trace::open(path);
+  const int64_t dev = t.devices()[0].id;
+  auto blocks = [&](uint64_t ts) { return an::allocator_state(t, dev, ts).segments.at(0).blocks; };
+  ASSERT_EQ(blocks(2500).size(), 1u);
+  EXPECT_FALSE(blocks(2500)[0].pending_free);
+  ASSERT_EQ(blocks(3500).size(), 1u);
+  EXPECT_TRUE(blocks(3500)[0].pending_free);
+  EXPECT_EQ(an::allocator_state(t, dev, 3500).segments[0].pending_bytes(), 4096u);
+  EXPECT_TRUE(blocks(4000).empty());
+  remove_trace(path);
+}
+
+TEST_F(TimelineQueries, CurvesOnlyLeavesTheStepsAndThePeakOut) {
+  an::Trace t = an::Trace::open(path_);
+  const int64_t dev = t.devices()[0].id;
+  an::TimelineRequest req{1000, 9000, 4};
+  an::Timeline full = an::timeline(t, dev, req);
+  req.curves_only = true;
+  an::Timeline curves = an::timeline(t, dev, req);
+  EXPECT_EQ(curves.allocated.last, full.allocated.last);
+  EXPECT_EQ(curves.allocated.max, full.allocated.max);
+  EXPECT_TRUE(curves.steps.empty());
+  EXPECT_FALSE(curves.peak_allocated.has_value());
+  EXPECT_EQ(an::step_starts(t), (std::vector<std::pair<int64_t, uint64_t>>{{0, 1500}, {1, 6000}}));
+}
+
+// Bands by category: parameters 1024 from t=2000 on, activations 2048 over [3000, 5000),
+// gradients 512 from t=4000 to 8000. At any time each band is what live_allocations() counts for
+// the category, and the bands add up to the allocated curve.
+TEST(TimelineQueriesBands, CategoryBandsAddUpToTheAllocatedCurve) {
+  const std::string path = temp_path("bands");
+  {
+    Builder b(path);
+    b.block(ev::Kind::segment_alloc, 1000, 0x10000, 1 << 20);
+    b.alloc(2000, 0x10000, 1024, 1, ev::Category::parameter);
+    b.alloc(3000, 0x10400, 2048, 2, ev::Category::activation);
+    b.alloc(4000, 0x10c00, 512, 1, ev::Category::gradient);
+    b.free(5000, 0x10400, 2048);
+    b.free(8000, 0x10c00, 512);
+    b.finish(9000);
+  }
+  an::Trace t = an::Trace::open(path);
+  const int64_t dev = t.devices()[0].id;
+  an::Bands bands = an::allocated_bands(t, dev, an::BandBy::category);
+  ASSERT_EQ(bands.labels(), (std::vector<std::string>{"parameter", "gradient", "activation"}));
+  EXPECT_EQ(bands.changes(), 5u);
+  EXPECT_EQ(bands.at(1999), (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(bands.at(2000), (std::vector<int64_t>{1024, 0, 0}));
+  EXPECT_EQ(bands.at(4500), (std::vector<int64_t>{1024, 512, 2048}));
+  EXPECT_EQ(bands.at(5000), (std::vector<int64_t>{1024, 512, 0}));
+  EXPECT_EQ(bands.at(9000), (std::vector<int64_t>{1024, 0, 0}));
+  for (uint64_t ts = 1000; ts <= 9000; ts += 250) {
+    const auto v = bands.at(ts);
+    const an::LiveBreakdown live = an::live_at(t, dev, {ts, {}}, an::GroupBy::category, 0);
+    EXPECT_EQ(std::accumulate(v.begin(), v.end(), int64_t{0}), live.bytes) << ts;
+    for (const an::Group& g : live.groups) {
+      size_t band = 0;
+      while (band < bands.size() && bands.labels()[band] != g.key) ++band;
+      ASSERT_LT(band, bands.size()) << g.key;
+      EXPECT_EQ(v[band], g.bytes) << g.key << " at " << ts;
+    }
+  }
+  // Columns: the bands of each column add up to the timeline's allocated `last`.
+  an::Timeline tl = an::timeline(t, dev, {1000, 9000, 16});
+  an::BandColumns c = bands.columns(1000, 9000, 16);
+  ASSERT_EQ(c.width(), tl.width());
+  EXPECT_EQ(c.column_ns, tl.column_ns);
+  for (size_t col = 0; col < c.width(); ++col) {
+    int64_t sum = 0;
+    for (size_t b = 0; b < bands.size(); ++b) sum += c.values[b][col];
+    EXPECT_EQ(sum, tl.allocated.last[col]) << col;
+  }
+
+  // Wider columns read coarser level-of-detail buckets; taken at the same instants, the bands
+  // still add up to `last`.
+  for (size_t width : {1, 2, 3, 7}) {
+    an::Timeline coarse = an::timeline(t, dev, {1100, 9000, width});
+    an::BandColumns cc = bands.columns(1100, 9000, width, coarse.level_width_ns);
+    for (size_t col = 0; col < width; ++col) {
+      int64_t sum = 0;
+      for (size_t b = 0; b < bands.size(); ++b) sum += cc.values[b][col];
+      EXPECT_EQ(sum, coarse.allocated.last[col]) << width << " columns, column " << col;
+    }
+  }
+
+  // By site, the top one: stack 2 (0xb1, 2048 at the peak), then stack 1's 1536 as the rest.
+  an::Bands sites = an::allocated_bands(t, dev, an::BandBy::site, 1);
+  ASSERT_EQ(sites.labels(), (std::vector<std::string>{"0xb1", "other sites"}));
+  EXPECT_EQ(sites.at(4500), (std::vector<int64_t>{2048, 1536}));
+  EXPECT_EQ(sites.at(6000), (std::vector<int64_t>{0, 1536}));
+  remove_trace(path);
+}
+
+}  // namespace

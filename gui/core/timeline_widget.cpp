@@ -391,23 +391,24 @@ void TimelineWidget::drawCurves(QPainter& p, const QRect& plot) {
   const QFontMetrics fm = p.fontMetrics();
   double last_label = -1e9;
   const auto& steps = data_->steps;  // read once when the trace opened
-  // Sorted by time: start at the view; at most one boundary per 3 px (80K steps of a long
-  // run would otherwise cost a line each per frame).
-  auto it = std::lower_bound(
-      steps.begin(), steps.end(), view_from_,
-      [](const std::pair<int64_t, uint64_t>& s, uint64_t ts) { return s.second < ts; });
-  double last_line = -1e9;
-  for (; it != steps.end() && it->second <= view_to_; ++it) {
+  // Sorted by time: start at the view; at most one boundary per 3 px, found by binary search
+  // (the ~80K steps of a long run would otherwise cost a visit each per frame).
+  auto by_ts = [](const std::pair<int64_t, uint64_t>& s, uint64_t ts) { return s.second < ts; };
+  const double ns_per_px = double(view_to_ - view_from_) / std::max(1, plot.width());
+  const uint64_t skip = uint64_t(3 * ns_per_px);
+  std::vector<QLineF> lines;
+  auto it = std::lower_bound(steps.begin(), steps.end(), view_from_, by_ts);
+  while (it != steps.end() && it->second <= view_to_) {
     const auto& [number, ts] = *it;
     const double x = tsToX(ts);
-    if (x - last_line < 3) continue;
-    last_line = x;
-    p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()));
+    lines.emplace_back(x, plot.top(), x, plot.bottom());
     if (x - last_label > fm.horizontalAdvance("0000") + 8) {
       p.drawText(QPointF(x + 2, plot.bottom() - 3), QString::number(number));
       last_label = x;
     }
+    it = std::lower_bound(it + 1, steps.end(), ts + skip, by_ts);
   }
+  p.drawLines(lines.data(), int(lines.size()));
 }
 
 void TimelineWidget::drawMarkers(QPainter& p, const QRect& plot) {
@@ -442,16 +443,19 @@ void TimelineWidget::drawSyncLane(QPainter& p) {
   p.drawText(QRect(0, lane.top(), kLeftMargin - 6, lane.height()),
              Qt::AlignRight | Qt::AlignVCenter, tr("syncs"));
   const auto& s = data_->sync_events;
-  auto it = std::lower_bound(s.begin(), s.end(), view_from_,
-                             [](const SyncEvent& e, uint64_t ts) { return e.ts < ts; });
+  auto by_ts = [](const SyncEvent& e, uint64_t ts) { return e.ts < ts; };
+  const double ns_per_px = double(view_to_ - view_from_) / std::max(1, lane.width());
+  const uint64_t skip = std::max<uint64_t>(1, uint64_t(ns_per_px));
   p.setPen(QColor(230, 110, 0));
-  int last_x = -1;
-  for (; it != s.end() && it->ts < view_to_; ++it) {
-    const int x = int(tsToX(it->ts));
-    if (x == last_x) continue;  // one tick per pixel
-    p.drawLine(x, lane.top() + 2, x, lane.bottom() - 2);
-    last_x = x;
+  // One tick per pixel: after a tick, jump to the first sync a pixel later.
+  std::vector<QLineF> ticks;
+  for (auto it = std::lower_bound(s.begin(), s.end(), view_from_, by_ts);
+       it != s.end() && it->ts < view_to_;
+       it = std::lower_bound(it + 1, s.end(), it->ts + skip, by_ts)) {
+    const double x = std::floor(tsToX(it->ts));
+    ticks.emplace_back(x, lane.top() + 2, x, lane.bottom() - 2);
   }
+  p.drawLines(ticks.data(), int(ticks.size()));
 }
 
 // A flame chart: one row per depth, each scope a box from its push to its pop (the end of

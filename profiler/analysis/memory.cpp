@@ -365,21 +365,32 @@ Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& req
   const uint64_t first_t = chosen.width_ns ? tl.from_ts - tl.from_ts % chosen.width_ns : tl.from_ts;
   Values carry = values_before(trace, device, chosen.level, first_t);
   int64_t cur[4] = {carry.allocated, carry.active, carry.reserved, carry.requested};
-  std::vector<store::LodRow> rows = trace.reader().lod(device, chosen.level, first_t, tl.to_ts - 1);
-  size_t next = 0;
+  // Read as the columns fill (no row objects), and without the requested curve when only the
+  // drawn curves are asked for: a zoom frame reads up to 4 rows per column.
+  Query rows(trace.db(), request.curves_only
+                             ? "SELECT t, allocated, allocated_min, allocated_max, active, "
+                               "active_min, active_max, reserved, reserved_min, reserved_max "
+                               "FROM memory_lod WHERE device = ? AND level = ? AND t >= ? AND "
+                               "t <= ? ORDER BY t, rowid"
+                             : "SELECT t, allocated, allocated_min, allocated_max, active, "
+                               "active_min, active_max, reserved, reserved_min, reserved_max, "
+                               "requested, requested_min, requested_max FROM memory_lod WHERE "
+                               "device = ? AND level = ? AND t >= ? AND t <= ? ORDER BY t, rowid");
+  rows.bind(1, device).bind(2, chosen.level).bind(3, std::min(first_t, kNever));
+  rows.bind(4, std::min(tl.to_ts - 1, kNever));
+  const int curve_count = request.curves_only ? 3 : 4;
+  if (request.curves_only) cur[3] = 0;  // requested is not read
+  bool have = rows.step();
+  const bool any_rows = have;
   for (size_t col = 0; col < width; ++col) {
     const uint64_t col_end = col + 1 == width ? tl.to_ts : tl.from_ts + (col + 1) * tl.column_ns;
     int64_t mn[4], mx[4];
     for (int i = 0; i < 4; ++i) mn[i] = mx[i] = cur[i];
-    for (; next < rows.size() && rows[next].t < col_end; ++next) {
-      const store::LodRow& r = rows[next];
-      const int64_t lo[4] = {r.allocated_min, r.active_min, r.reserved_min, r.requested_min};
-      const int64_t hi[4] = {r.allocated_max, r.active_max, r.reserved_max, r.requested_max};
-      const int64_t last[4] = {r.allocated, r.active, r.reserved, r.requested};
-      for (int i = 0; i < 4; ++i) {
-        mn[i] = std::min(mn[i], lo[i]);
-        mx[i] = std::max(mx[i], hi[i]);
-        cur[i] = last[i];
+    for (; have && rows.u64(0) < col_end; have = rows.step()) {
+      for (int i = 0; i < curve_count; ++i) {  // columns: last, min, max per curve
+        cur[i] = rows.i64(1 + 3 * i);
+        mn[i] = std::min(mn[i], rows.i64(2 + 3 * i));
+        mx[i] = std::max(mx[i], rows.i64(3 + 3 * i));
       }
     }
     for (int i = 0; i < 4; ++i) {
@@ -392,7 +403,7 @@ Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& req
   // The highest allocated value in the range, and when it was first reached.
   int64_t best = std::numeric_limits<int64_t>::min();
   for (int64_t v : tl.allocated.max) best = std::max(best, v);
-  if (!rows.empty() || best > 0) {
+  if (any_rows || best > 0) {
     if (auto p = first_at_least(trace, device, store::Curve::allocated, best, tl.from_ts, tl.to_ts))
       tl.peak_allocated = p;
     else

@@ -138,8 +138,9 @@ struct Timeline {
 struct TimelineRequest {
   std::optional<uint64_t> from_ts, to_ts;  // absolute; default: the whole trace
   size_t width = 80;
-  // Only the curves: leave Timeline::steps and peak_allocated empty (a viewer that zooms and
-  // pans keeps the steps and the peaks it read once; see step_starts()).
+  // Only the drawn curves: allocated, active and reserved; `requested` stays 0 and
+  // Timeline::steps and peak_allocated empty (a viewer that zooms and pans keeps the steps
+  // and the peaks it read once; see step_starts()).
   bool curves_only = false;
 };
 Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& request);

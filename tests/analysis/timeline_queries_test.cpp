@@ -110,6 +110,10 @@ TEST_F(TimelineQueries, CurvesOnlyLeavesTheStepsAndThePeakOut) {
   an::Timeline curves = an::timeline(t, dev, req);
   EXPECT_EQ(curves.allocated.last, full.allocated.last);
   EXPECT_EQ(curves.allocated.max, full.allocated.max);
+  EXPECT_EQ(curves.allocated.min, full.allocated.min);
+  EXPECT_EQ(curves.reserved.last, full.reserved.last);
+  EXPECT_EQ(curves.active.max, full.active.max);
+  EXPECT_EQ(curves.requested.max, std::vector<int64_t>(4, 0));
   EXPECT_TRUE(curves.steps.empty());
   EXPECT_FALSE(curves.peak_allocated.has_value());
   EXPECT_EQ(an::step_starts(t), (std::vector<std::pair<int64_t, uint64_t>>{{0, 1500}, {1, 6000}}));

@@ -14,6 +14,7 @@ QColor TimelineWidget::compareColor(size_t d) {
 void TimelineWidget::setCompare(TraceDataPtr other, Align align) {
   watcher_.waitForFinished();
   other_ = std::move(other);
+  other_cache_ = std::make_shared<analysis::TimelineCache>();
   columns_.compare.clear();
   setCompareAlign(align);
   resetView();  // the range now covers the longer of the two

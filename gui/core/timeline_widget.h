@@ -120,6 +120,8 @@ class TimelineWidget : public QWidget {
   };
   struct Query {  // what one query needs, copied into the thread pool
     TraceDataPtr data, other;
+    // The rows read by earlier queries (one query at a time uses them: the watcher's).
+    std::shared_ptr<analysis::TimelineCache> cache, other_cache;
     std::shared_ptr<const BandSet> bands;
     int64_t offset = 0;
     uint64_t from = 0, to = 0;
@@ -150,6 +152,7 @@ class TimelineWidget : public QWidget {
   QFutureWatcher<Columns> watcher_;
   Stacking stacking_ = Stacking::none;
   TraceDataPtr other_;
+  std::shared_ptr<analysis::TimelineCache> cache_, other_cache_;
   Align align_ = Align::start;
   int64_t offset_ = 0;
   std::shared_ptr<const BandSet> bands_[3];  // by Stacking, built on first use

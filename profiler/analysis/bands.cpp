@@ -14,7 +14,7 @@ namespace {
 
 using detail::Query;
 
-constexpr size_t kCheckpoint = 512;  // changes between stored snapshots of every band
+constexpr size_t kCheckpoint = 128;  // changes between stored snapshots of every band
 constexpr size_t kMaxBands = 255;    // a band index fits the low byte of a change
 
 constexpr events::Category kCategoryOrder[] = {

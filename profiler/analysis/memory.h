@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -138,12 +139,31 @@ struct Timeline {
 struct TimelineRequest {
   std::optional<uint64_t> from_ts, to_ts;  // absolute; default: the whole trace
   size_t width = 80;
-  // Only the drawn curves: allocated, active and reserved; `requested` stays 0 and
-  // Timeline::steps and peak_allocated empty (a viewer that zooms and pans keeps the steps
-  // and the peaks it read once; see step_starts()).
+  // Only the curves: leave Timeline::steps and peak_allocated empty (a viewer that zooms and
+  // pans keeps the steps and the peaks it read once; see step_starts()).
   bool curves_only = false;
 };
 Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& request);
+
+// timeline() for a viewer that zooms and pans: remembers, per device, the level-of-detail
+// rows it read (one level, about the span of a few views), so the next request at the same
+// level reads only the rows that came into view -- none when zooming in. Use one cache with
+// one trace, from one thread at a time.
+class TimelineCache {
+ public:
+  TimelineCache();
+  ~TimelineCache();
+  TimelineCache(TimelineCache&&) noexcept;
+  TimelineCache& operator=(TimelineCache&&) noexcept;
+  Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& request);
+  // Rows read from the trace so far (for tests and benchmarks).
+  uint64_t rows_read() const { return rows_read_; }
+
+ private:
+  struct Entry;
+  std::map<int64_t, Entry> entries_;
+  uint64_t rows_read_ = 0;
+};
 
 // Every step event as (number, absolute ts), by time; empty when the trace has no steps table.
 std::vector<std::pair<int64_t, uint64_t>> step_starts(const Trace& trace);

@@ -113,10 +113,42 @@ TEST_F(TimelineQueries, CurvesOnlyLeavesTheStepsAndThePeakOut) {
   EXPECT_EQ(curves.allocated.min, full.allocated.min);
   EXPECT_EQ(curves.reserved.last, full.reserved.last);
   EXPECT_EQ(curves.active.max, full.active.max);
-  EXPECT_EQ(curves.requested.max, std::vector<int64_t>(4, 0));
+  EXPECT_EQ(curves.requested.max, full.requested.max);
   EXPECT_TRUE(curves.steps.empty());
   EXPECT_FALSE(curves.peak_allocated.has_value());
   EXPECT_EQ(an::step_starts(t), (std::vector<std::pair<int64_t, uint64_t>>{{0, 1500}, {1, 6000}}));
+}
+
+// A viewer's sequence of zooms and pans through one cache gives what timeline() gives for each
+// request, and zooming in at the same level reads no row from the trace.
+TEST_F(TimelineQueries, TheCacheGivesTheSameColumnsAndReadsOnlyNewRows) {
+  an::Trace t = an::Trace::open(path_);
+  const int64_t dev = t.devices()[0].id;
+  an::TimelineCache cache;
+  const std::pair<uint64_t, uint64_t> views[] = {{1000, 9001}, {2000, 8000}, {2500, 6500},
+                                                 {3500, 7500}, {1000, 5000}, {6000, 9001},
+                                                 {1000, 9001}, {4000, 4400}};
+  for (const auto& [from, to] : views) {
+    for (size_t width : {3, 16}) {
+      const an::Timeline want = an::timeline(t, dev, {from, to, width, true});
+      const an::Timeline got = cache.timeline(t, dev, {from, to, width, true});
+      EXPECT_EQ(got.level, want.level);
+      for (auto [g, w] : {std::pair{&got.allocated, &want.allocated},
+                          {&got.active, &want.active},
+                          {&got.reserved, &want.reserved},
+                          {&got.requested, &want.requested}}) {
+        EXPECT_EQ(g->min, w->min) << from << ".." << to << " in " << width;
+        EXPECT_EQ(g->max, w->max) << from << ".." << to << " in " << width;
+        EXPECT_EQ(g->last, w->last) << from << ".." << to << " in " << width;
+      }
+    }
+  }
+  an::TimelineCache fresh;
+  fresh.timeline(t, dev, {1000, 9001, 16, true});
+  const uint64_t read = fresh.rows_read();
+  EXPECT_GT(read, 0u);
+  fresh.timeline(t, dev, {2000, 8000, 16, true});  // zoomed in, level 0 still
+  EXPECT_EQ(fresh.rows_read(), read);
 }
 
 // Bands by category: parameters 1024 from t=2000 on, activations 2048 over [3000, 5000),

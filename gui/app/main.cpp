@@ -51,11 +51,7 @@ int screenshot(const QString& out, const QString& view_name, const QString& stac
   tidemark::gui::TraceDataPtr data = tidemark::gui::TraceLoader::load_now(path, &error);
   if (!data) return fail(error);
   TraceView w;
-  w.setSynchronous(true);
-  w.resize(1280, 860);
-  w.setAttribute(Qt::WA_DontShowOnScreen);
-  w.show();
-  w.setTraceData(data);
+  w.showOffscreen({1280, 860}, data);
   w.setStacking(stacking);
   if (!other.isEmpty()) {
     QString compare_error;

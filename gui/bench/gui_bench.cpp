@@ -152,9 +152,7 @@ int main(int argc, char** argv) {
   if (frames_only) data = tidemark::gui::open_trace_data(path);
   if (!frames_only) {
     TraceView view;
-    view.resize(width + 88, 900);
-    view.setAttribute(Qt::WA_DontShowOnScreen);
-    view.show();
+    view.showOffscreen({width + 88, 900});
     bool tables = false, findings = false;
     QObject::connect(&view, &TraceView::tablesShown, [&] { tables = true; });
     QObject::connect(&view, &TraceView::loaded, [&] { findings = true; });
@@ -191,11 +189,7 @@ int main(int argc, char** argv) {
   // ---- Frames while zooming and panning -------------------------------------------------
   {
     TraceView view;
-    view.setSynchronous(true);
-    view.resize(width + 88, 900);
-    view.setAttribute(Qt::WA_DontShowOnScreen);
-    view.show();
-    view.setTraceData(data);
+    view.showOffscreen({width + 88, 900}, data);
     TimelineWidget* t = view.timeline();
     t->repaint();
     const uint64_t peak = data->peaks.at(0) ? data->peaks[0]->ts_ns : data->origin_ns;
@@ -243,11 +237,7 @@ int main(int argc, char** argv) {
     timer.start();
     auto all = tidemark::gui::TraceLoader::load_now(qpath, nullptr);
     TraceView view;
-    view.setSynchronous(true);
-    view.resize(width + 88, 900);
-    view.setAttribute(Qt::WA_DontShowOnScreen);
-    view.show();
-    view.setTraceData(all);
+    view.showOffscreen({width + 88, 900}, all);
     view.timeline()->repaint();
     std::printf("%-64s %9.3f s\n", "first paint with everything computed first (unstaged)",
                 double(timer.nsecsElapsed()) / 1e9);

@@ -57,9 +57,9 @@ QColor TimelineWidget::bandColor(Stacking s, size_t band, const std::string& lab
         {"parameter", QColor(140, 86, 75)},
         {"gradient", QColor(255, 127, 14)},
         {"optimizer_state", QColor(148, 103, 189)},
-        {"activation", QColor(44, 160, 44)},
-        {"input", QColor(23, 190, 207)},
-        {"temporary", QColor(188, 189, 34)}};
+        {"activation", QColor(23, 190, 207)},
+        {"input", QColor(188, 189, 34)},
+        {"temporary", QColor(227, 119, 194)}};
     for (const auto& [name, color] : kColors)
       if (label == name) return color;
     return QColor(170, 170, 170);  // unknown

@@ -318,6 +318,15 @@ void TraceView::setStacking(TimelineWidget::Stacking s) {
   stacking_->setCurrentIndex(int(s));  // the combo box tells the timeline
 }
 
+void TraceView::showOffscreen(QSize size, TraceDataPtr data) {
+  resize(size);
+  setAttribute(Qt::WA_DontShowOnScreen);
+  show();
+  if (!data) return;
+  setSynchronous(true);
+  setTraceData(std::move(data));
+}
+
 void TraceView::setSynchronous(bool sync) {
   synchronous_ = sync;
   timeline_->setSynchronous(sync);
@@ -335,7 +344,8 @@ QString TraceView::tabTitle(View v) const {
 void TraceView::updateTabTitles() {
   const bool tables = data_ && data_->stage != Stage::opened;
   const bool findings = data_ && data_->stage == Stage::complete;
-  const QString wait = tr(" (computing…)");
+  // A followed recording has no tables until it is finalized.
+  const QString wait = data_ && data_->live ? tr(" (once finalized)") : tr(" (computing…)");
   tabs_->setTabText(0, tr("Summary") + (findings ? QString() : wait));
   tabs_->setTabText(1, tr("Live at peak") + (tables ? QString() : wait));
   tabs_->setTabText(2, tr("Leaks") + (tables ? QString() : wait));
@@ -344,7 +354,7 @@ void TraceView::updateTabTitles() {
 }
 
 void TraceView::showDetails(qint64 device, quint64 addr, quint64 alloc_ts) {
-  if (!data_) return;
+  if (!data_ || !data_->session) return;
   details_ = data_->session->with([&](const analysis::Trace& trace) {
     return find_allocation_details(trace, device, addr, alloc_ts);
   });
@@ -471,7 +481,7 @@ void TraceView::showState(StateAtTime state) {
 }
 
 void TraceView::showTensorDetails(quint64 tensor_id) {
-  if (!data_) return;
+  if (!data_ || !data_->session) return;
   tensor_details_ = data_->session->with(
       [&](const analysis::Trace& trace) { return analysis::tensor_details(trace, tensor_id); });
   details_view_->setHtml(tensor_details_ ? tensor_details_html(*tensor_details_, data_->origin_ns)
@@ -491,7 +501,7 @@ void TraceView::selectTime(quint64 ts) {
 // In the thread pool (through the session, like the timeline's queries); a request made while
 // one runs is queued, so only the latest time is computed next.
 void TraceView::showAllocator() {
-  if (!data_ || data_->devices.empty()) return;
+  if (!data_ || !data_->session || data_->devices.empty()) return;
   const int i = std::max(0, device_->currentIndex());
   const int64_t dev = data_->devices[size_t(i)].id;
   auto query = [data = data_, dev, ts = allocator_ts_] {

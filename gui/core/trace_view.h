@@ -53,6 +53,9 @@ class TraceView : public QWidget {
   void setTraceData(TraceDataPtr data);
   // Query on the calling thread from now on (screenshots, tests, benchmarks).
   void setSynchronous(bool sync);
+  // Shows the view at `size` without putting it on a screen (screenshots, tests, benchmarks);
+  // with `data`, queries synchronously from now on and shows `data`.
+  void showOffscreen(QSize size, TraceDataPtr data = nullptr);
   void showView(View v);
   void setStacking(TimelineWidget::Stacking s);
 

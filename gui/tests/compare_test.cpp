@@ -35,11 +35,7 @@ class CompareTest : public QObject {
 
   void theOtherTraceIsOverlaidAndItsDifferencesListed() {
     TraceView view;
-    view.setSynchronous(true);
-    view.resize(1200, 800);
-    view.setAttribute(Qt::WA_DontShowOnScreen);
-    view.show();
-    view.setTraceData(data_);
+    view.showOffscreen({1200, 800}, data_);
     QAbstractItemModelTester tester(view.diffModel(),
                                     QAbstractItemModelTester::FailureReportingMode::QtTest);
     QSignalSpy shown(&view, &TraceView::compareShown);

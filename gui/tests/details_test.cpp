@@ -16,6 +16,15 @@ using namespace tidemark::gui::testing;
 
 namespace {
 
+// The table showing `model` (through its sort and filter proxy).
+QTableView* table_over(const TraceView& view, const QAbstractItemModel* model) {
+  for (QTableView* t : view.findChildren<QTableView*>()) {
+    auto* proxy = qobject_cast<QSortFilterProxyModel*>(t->model());
+    if (proxy && proxy->sourceModel() == model) return t;
+  }
+  return nullptr;
+}
+
 constexpr uint64_t kBatchBytes = 1024 * 1024 * 4;  // the sample's 1024x1024 float32 batch
 
 }  // namespace
@@ -59,11 +68,7 @@ class DetailsTest : public QObject {
 
   void clickingABlockInTheAllocatorViewShowsItsDetails() {
     TraceView view;
-    view.setSynchronous(true);
-    view.resize(1200, 800);
-    view.setAttribute(Qt::WA_DontShowOnScreen);
-    view.show();
-    view.setTraceData(data_);
+    view.showOffscreen({1200, 800}, data_);
     view.showView(TraceView::View::allocator);
     AllocatorWidget* a = view.allocator();
     a->resize(1100, a->sizeHint().height());
@@ -84,18 +89,10 @@ class DetailsTest : public QObject {
 
   void doubleClickingALiveRowShowsItsLargestAllocation() {
     TraceView view;
-    view.setSynchronous(true);
-    view.resize(1200, 800);
-    view.setAttribute(Qt::WA_DontShowOnScreen);
-    view.show();
-    view.setTraceData(data_);
+    view.showOffscreen({1200, 800}, data_);
     view.showView(TraceView::View::live);
     // The table over the live model, sorted by bytes: its first row is the batches' site.
-    QTableView* table = nullptr;
-    for (QTableView* t : view.findChildren<QTableView*>()) {
-      auto* proxy = qobject_cast<QSortFilterProxyModel*>(t->model());
-      if (proxy && proxy->sourceModel() == view.liveModel()) table = t;
-    }
+    QTableView* table = table_over(view, view.liveModel());
     QVERIFY(table);
     const QModelIndex first = table->model()->index(0, 0);
     QVERIFY(first.isValid());
@@ -110,11 +107,7 @@ class DetailsTest : public QObject {
   // double-click on a batch tensor shows its sizes, storage block, views and lifetime.
   void doubleClickingATensorShowsItsDetails() {
     TraceView view;
-    view.setSynchronous(true);
-    view.resize(1200, 800);
-    view.setAttribute(Qt::WA_DontShowOnScreen);
-    view.show();
-    view.setTraceData(data_);
+    view.showOffscreen({1200, 800}, data_);
     view.showView(TraceView::View::tensors);
     const uint64_t at = view.allocator()->state().ts;
     const int64_t dev = view.allocator()->state().device_id;
@@ -124,11 +117,7 @@ class DetailsTest : public QObject {
     size_t on_device = 0;
     for (const auto& t : expected) on_device += t.device_id == dev;
     QCOMPARE(size_t(view.tensorModel()->rowCount()), on_device);
-    QTableView* table = nullptr;
-    for (QTableView* t : view.findChildren<QTableView*>()) {
-      auto* proxy = qobject_cast<QSortFilterProxyModel*>(t->model());
-      if (proxy && proxy->sourceModel() == view.tensorModel()) table = t;
-    }
+    QTableView* table = table_over(view, view.tensorModel());
     QVERIFY(table);
     // A batch: a 1024x1024 float32 tensor that is not a view.
     QModelIndex batch;

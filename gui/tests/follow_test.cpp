@@ -46,9 +46,7 @@ class FollowTest : public QObject {
     writer_->commit();
 
     TraceView view;
-    view.resize(1000, 700);
-    view.setAttribute(Qt::WA_DontShowOnScreen);
-    view.show();
+    view.showOffscreen({1000, 700});
     QSignalSpy opened(&view, &TraceView::opened);
     QSignalSpy followed(&view, &TraceView::followed);
     view.follow(path, 50);

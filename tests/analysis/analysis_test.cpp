@@ -25,15 +25,7 @@ using analysis_test::make_trace;
 using analysis_test::remove_trace;
 using analysis_test::temp_path;
 
-class AnalysisTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    path_ = temp_path("base");
-    make_trace(path_, false);
-  }
-  void TearDown() override { remove_trace(path_); }
-  std::string path_;
-};
+using AnalysisTest = analysis_test::BaseTraceTest;
 
 TEST_F(AnalysisTest, PeakMatchesTheReaderAndWhatWasLiveGroupsBySite) {
   an::Trace t = an::Trace::open(path_);

@@ -3,11 +3,13 @@
 // (trace_builder.h), against values worked out by hand and against live_allocations().
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <numeric>
 #include <string>
 
 #include "profiler/analysis/allocator_state.h"
 #include "profiler/analysis/bands.h"
+#include "profiler/analysis/follow.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
 #include "trace_builder.h"
@@ -17,19 +19,10 @@ namespace {
 namespace an = tidemark::analysis;
 namespace ev = tidemark::events;
 using analysis_test::Builder;
-using analysis_test::make_trace;
 using analysis_test::remove_trace;
 using analysis_test::temp_path;
 
-class TimelineQueries : public ::testing::Test {
- protected:
-  void SetUp() override {
-    path_ = temp_path("queries");
-    make_trace(path_, false);
-  }
-  void TearDown() override { remove_trace(path_); }
-  std::string path_;
-};
+using TimelineQueries = analysis_test::BaseTraceTest;
 
 TEST_F(TimelineQueries, SyncEventsComeOneByOneWithTheirStacks) {
   an::Trace t = an::Trace::open(path_);
@@ -215,6 +208,62 @@ TEST(TimelineQueriesBands, CategoryBandsAddUpToTheAllocatedCurve) {
   ASSERT_EQ(sites.labels(), (std::vector<std::string>{"0xb1", "other sites"}));
   EXPECT_EQ(sites.at(4500), (std::vector<int64_t>{2048, 1536}));
   EXPECT_EQ(sites.at(6000), (std::vector<int64_t>{0, 1536}));
+  remove_trace(path);
+}
+
+// A trace being written: LiveTrace sees each commit, and only what was committed.
+TEST(TimelineQueriesLive, EachPollReadsWhatWasCommittedSince) {
+  const std::string path = temp_path("live");
+  Builder b(path);
+  b.block(ev::Kind::segment_alloc, 1000, 0x10000, 1 << 20);
+  b.alloc(2000, 0x10000, 1024, 1);
+  b.commit();
+  an::LiveTrace live(path);
+  EXPECT_EQ(live.poll(), 2u);
+  EXPECT_EQ(live.poll(), 0u);  // nothing new
+  EXPECT_EQ(live.devices(), std::vector<std::string>{"cpu"});
+  EXPECT_EQ(live.origin_ns(), 1000u);
+  EXPECT_EQ(live.end_ns(), 2000u);
+  EXPECT_EQ(live.peak(0)->bytes, 1024);
+  EXPECT_FALSE(live.finalized());
+  b.alloc(3000, 0x10400, 2048, 2);
+  b.free(4000, 0x10000, 1024);
+  EXPECT_EQ(live.poll(), 0u);  // appended, not committed
+  b.commit();
+  EXPECT_EQ(live.poll(), 3u);
+  EXPECT_EQ(live.end_ns(), 4000u);
+  EXPECT_EQ(live.peak(0)->bytes, 3072);
+  EXPECT_EQ(live.peak(0)->ts_ns, 3000u);
+  // Columns of [1000, 5000) by 1000 ns, as timeline() makes them for a finalized trace.
+  const an::Timeline tl = live.timeline(0, {1000, 5000, 4});
+  EXPECT_EQ(tl.allocated.last, (std::vector<int64_t>{0, 1024, 3072, 2048}));
+  EXPECT_EQ(tl.allocated.max, (std::vector<int64_t>{0, 1024, 3072, 3072}));
+  EXPECT_EQ(tl.active.last, (std::vector<int64_t>{0, 1024, 3072, 2048}));
+  EXPECT_EQ(tl.reserved.last, (std::vector<int64_t>(4, 1 << 20)));
+  b.finish(5000);
+  EXPECT_TRUE(live.finalized());
+  an::Trace t = an::Trace::open(path);
+  const an::Timeline done = an::timeline(t, t.devices()[0].id, {1000, 5000, 4});
+  EXPECT_EQ(done.allocated.last, tl.allocated.last);
+  EXPECT_EQ(done.allocated.max, tl.allocated.max);
+  remove_trace(path);
+}
+
+// Not a trace: the error names the file.
+TEST(TimelineQueriesLive, AFileThatIsNotATraceIsRefused) {
+  const std::string path = temp_path("text");
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("not a trace", f);
+    std::fclose(f);
+  }
+  try {
+    an::LiveTrace live(path);
+    ADD_FAILURE() << "opened a text file";
+  } catch (const tidemark::store::StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
   remove_trace(path);
 }
 

@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -91,6 +93,7 @@ class Builder {
     w_->append(e, 0);
   }
   void stack_node(uint64_t id, uint64_t parent, uint64_t ip) { w_->add_stack_node(id, parent, ip); }
+  void commit() { w_->commit(); }  // what was appended becomes visible to readers
   void finish(uint64_t end, const st::FinalizeOptions& options = {}) {
     w_->close(end);
     w_.reset();
@@ -146,5 +149,16 @@ inline void make_trace(const std::string& path, bool bigger) {
   b.free(9000, 0x11000, d);
   b.finish(9000);
 }
+
+// A test on the base trace (make_trace), written before and removed after each test.
+class BaseTraceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = temp_path(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    make_trace(path_, false);
+  }
+  void TearDown() override { remove_trace(path_); }
+  std::string path_;
+};
 
 }  // namespace analysis_test

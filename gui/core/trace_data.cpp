@@ -85,11 +85,13 @@ std::shared_ptr<const TraceData> follow_trace_data(const std::string& path) {
   auto data = std::make_shared<TraceData>();
   data->path = path;
   data->live = std::make_shared<LiveSession>(path);
-  data->live->with_mutable([&](analysis::LiveTrace& live) {
+  const bool finalized = data->live->with_mutable([&](analysis::LiveTrace& live) {
+    if (live.finalized()) return true;  // nothing to follow: not worth reading every block
     live.poll();
     fill_from_live(*data, live);
+    return false;
   });
-  return data;
+  return finalized ? nullptr : data;
 }
 
 std::shared_ptr<const TraceData> poll_trace_data(const TraceData& previous) {

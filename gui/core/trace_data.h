@@ -109,8 +109,9 @@ inline bool same_trace(const TraceData* a, const TraceData* b) {
 }
 
 // Follow: the curves of a trace still being recorded (stage opened, no tables), read so far.
-// follow_trace_data() opens it and reads what was committed; poll_trace_data() reads what
-// was committed since and returns the next snapshot, or null when nothing was.
+// follow_trace_data() opens it and reads what was committed (null when the trace is already
+// finalized: load it instead); poll_trace_data() reads what was committed since and returns
+// the next snapshot, or null when nothing was.
 std::shared_ptr<const TraceData> follow_trace_data(const std::string& path);
 std::shared_ptr<const TraceData> poll_trace_data(const TraceData& previous);
 

@@ -174,7 +174,8 @@ void TraceView::follow(const QString& path, int interval_ms) {
   auto open = [path]() -> Polled {
     try {
       if (!QFileInfo::exists(path)) throw std::runtime_error("no such file");
-      return {follow_trace_data(path.toStdString()), false, {}};
+      TraceDataPtr data = follow_trace_data(path.toStdString());
+      return {data, data == nullptr, {}};  // null: finalized already, loaded fully
     } catch (const std::exception& e) {
       const QString m = QString::fromStdString(e.what());
       return {nullptr, false, m.contains(path) ? m : path + ": " + m};

@@ -92,6 +92,20 @@ class FollowTest : public QObject {
              tidemark::analysis::peak(trace, trace.devices()[0].id)->bytes);
   }
 
+  // A trace that is finalized already has nothing to follow: it is loaded as Open would.
+  void followingAFinalizedTraceLoadsIt() {
+    const QString path = recorded_trace();
+    QVERIFY(!path.isEmpty());
+    TraceView view;
+    view.showOffscreen({1000, 700});
+    QSignalSpy loaded(&view, &TraceView::loaded);
+    view.follow(path, 50);
+    QVERIFY(loaded.wait(60000));
+    QVERIFY(!view.following());
+    QVERIFY(view.traceData()->session);
+    QVERIFY(!view.traceData()->live);
+  }
+
   void followingAFileThatIsNotATraceSaysSo() {
     const QString path = write_file("not_a_trace.db", "hello, this is text");
     TraceView view;

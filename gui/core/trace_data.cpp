@@ -184,6 +184,17 @@ std::optional<analysis::AllocationDetails> find_allocation_details(const Trace& 
   return analysis::allocation_details(trace, rows.front());
 }
 
+std::vector<SiteRow> live_in_selection(const Trace& trace, uint64_t from, uint64_t to) {
+  std::vector<SiteRow> out;
+  for (const analysis::DeviceRef& d : trace.devices()) {
+    std::vector<AllocationRow> rows = analysis::live_in_range(trace, d.id, from, to);
+    auto groups = analysis::group_allocations(trace, rows, analysis::GroupBy::site, 0);
+    auto site = site_rows(trace, d, groups, rows, trace.end_ns());
+    out.insert(out.end(), site.begin(), site.end());
+  }
+  return out;
+}
+
 StateAtTime state_at(const Trace& trace, int64_t device, uint64_t ts) {
   StateAtTime s;
   s.allocator = analysis::allocator_state(trace, device, ts);

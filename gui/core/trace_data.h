@@ -133,6 +133,10 @@ using analysis::AllocatorState;
 using analysis::BlockState;
 using analysis::SegmentState;
 
+// What was allocated at some time in [from, to) (absolute), by site per device, as the Live
+// at peak table lists it (analysis::live_in_range, grouped as group_allocations does).
+std::vector<SiteRow> live_in_selection(const analysis::Trace& trace, uint64_t from, uint64_t to);
+
 // A tensor or view live at a time (`at_ts`, absolute), as the Tensors table lists it.
 struct TensorRow {
   analysis::TensorInfo info;

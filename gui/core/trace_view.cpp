@@ -100,7 +100,13 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent) {
       tr("<p><i>Click a block in the Allocator view, or double-click a row of Live at peak or "
          "Leaks (its largest allocation) or of Tensors, to see its details here.</i></p>"));
   tabs_->addTab(details_view_, tr("Details"));
-  compare_page_ = new QWidget;
+  selection_model_ = make_site_model(this);
+  selection_page_ = makeTable(selection_model_, 1);
+  // Compare and Live in selection become tabs when first used; owned by the view until then.
+  selection_page_->setParent(this);
+  selection_page_->hide();
+  compare_page_ = new QWidget(this);
+  compare_page_->hide();
   auto* cl = new QVBoxLayout(compare_page_);
   cl->setContentsMargins(0, 0, 0, 0);
   compare_label_ = new QLabel;
@@ -129,6 +135,11 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent) {
     emit failed(message);
   });
   connect(timeline_, &TimelineWidget::timeSelected, this, &TraceView::selectTime);
+  connect(timeline_, &TimelineWidget::rangeSelected, this, &TraceView::selectRange);
+  connect(&selection_watcher_, &QFutureWatcher<std::vector<SiteRow>>::finished, this, [this] {
+    selection_model_->setRows(selection_watcher_.result());
+    emit selectionShown();
+  });
   connect(align_, &QComboBox::currentIndexChanged, this,
           [this](int i) { timeline_->setCompareAlign(TimelineWidget::Align(i)); });
   follow_timer_ = new QTimer(this);
@@ -158,6 +169,7 @@ TraceView::~TraceView() {
   allocator_watcher_.waitForFinished();
   compare_open_.waitForFinished();
   compare_diff_.waitForFinished();
+  selection_watcher_.waitForFinished();
   follow_timer_->stop();
   follow_watcher_.waitForFinished();
 }
@@ -494,6 +506,27 @@ void TraceView::showTensorDetails(quint64 tensor_id) {
   tabs_->setCurrentWidget(details_view_);
 }
 
+void TraceView::selectRange(quint64 from, quint64 to) {
+  if (!data_ || !data_->session || to <= from) return;
+  if (tabs_->indexOf(selection_page_) < 0) tabs_->addTab(selection_page_, {});
+  tabs_->setTabText(
+      tabs_->indexOf(selection_page_),
+      tr("Live in selection (%1 to %2)")
+          .arg(duration_text(from - data_->origin_ns), duration_text(to - data_->origin_ns)));
+  tabs_->setCurrentWidget(selection_page_);
+  auto query = [data = data_, from, to] {
+    return data->session->with(
+        [&](const analysis::Trace& trace) { return live_in_selection(trace, from, to); });
+  };
+  selection_watcher_.waitForFinished();  // one at a time; the latest selection wins
+  if (synchronous_) {
+    selection_model_->setRows(query());
+    emit selectionShown();
+    return;
+  }
+  selection_watcher_.setFuture(QtConcurrent::run(query));
+}
+
 void TraceView::selectTime(quint64 ts) {
   allocator_ts_ = ts;
   showAllocator();
@@ -553,6 +586,9 @@ void TraceView::showView(View v) {
       break;
     case View::compare:
       if (tabs_->indexOf(compare_page_) >= 0) tabs_->setCurrentWidget(compare_page_);
+      break;
+    case View::selection:
+      if (tabs_->indexOf(selection_page_) >= 0) tabs_->setCurrentWidget(selection_page_);
       break;
   }
 }

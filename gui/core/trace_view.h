@@ -42,7 +42,8 @@ class TraceView : public QWidget {
     allocator,
     tensors,
     details,
-    compare
+    compare,
+    selection
   };
 
   explicit TraceView(QWidget* parent = nullptr);
@@ -65,6 +66,7 @@ class TraceView : public QWidget {
   SiteModel* liveModel() const { return live_model_; }
   TensorModel* tensorModel() const { return tensor_model_; }
   DiffModel* diffModel() const { return diff_model_; }
+  SiteModel* selectionModel() const { return selection_model_; }
   QString errorText() const;
   QString detailsHtml() const;
   const std::optional<analysis::AllocationDetails>& details() const { return details_; }
@@ -76,15 +78,19 @@ class TraceView : public QWidget {
   void compareShown();      // the other trace's curves are overlaid
   void differencesShown();  // the Compare tab lists the differences
   void compareFailed(const QString& message);
-  void followed();     // a poll of the followed trace read new events
-  void opened();       // the timeline can paint
-  void tablesShown();  // summary and tables filled
-  void loaded();       // everything, the findings included
+  void followed();        // a poll of the followed trace read new events
+  void selectionShown();  // the Live in selection tab lists the selected range
+  void opened();          // the timeline can paint
+  void tablesShown();     // summary and tables filled
+  void loaded();          // everything, the findings included
   void failed(const QString& message);
 
  public slots:
   void selectTime(quint64 ts);
   void pollFollow();
+  // Lists what was allocated at some time in [from, to) (absolute), by site, in the "Live in
+  // selection" tab (the timeline's shift+drag).
+  void selectRange(quint64 from, quint64 to);
   // Shows the Details of the allocation at `addr` on `device` allocated at `alloc_ts`.
   void showDetails(qint64 device, quint64 addr, quint64 alloc_ts);
   // Shows the Details of tensor `tensor_id`: sizes, storage, block, views, lifetime, stack.
@@ -140,6 +146,10 @@ class TraceView : public QWidget {
   };
   QFutureWatcher<Compared> compare_open_, compare_diff_;
   DiffModel* diff_model_;
+  SiteModel* selection_model_;
+  QWidget* selection_page_;
+  QFutureWatcher<std::vector<SiteRow>> selection_watcher_;
+  std::pair<uint64_t, uint64_t> selection_{0, 0};
   QWidget* compare_page_;
   QLabel* compare_label_;
   QComboBox* align_;

@@ -123,6 +123,15 @@ std::vector<store::AllocationRow> live_allocations(const Trace& trace, int64_t d
   return trace.reader().allocations_where(sql, params);
 }
 
+std::vector<store::AllocationRow> live_in_range(const Trace& trace, int64_t device,
+                                                uint64_t from_ts, uint64_t to_ts) {
+  return trace.reader().allocations_where(
+      "WHERE device = ?1 AND alloc_ts < ?3 AND (free_requested_ts IS NULL OR "
+      "free_requested_ts > ?2) ORDER BY seq",
+      {device, static_cast<int64_t>(std::min(from_ts, kNever)),
+       static_cast<int64_t>(std::min(to_ts, kNever))});
+}
+
 std::vector<Group> group_allocations(const Trace& trace,
                                      const std::vector<store::AllocationRow>& rows, GroupBy by,
                                      size_t limit, uint64_t* groups_total) {

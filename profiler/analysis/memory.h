@@ -47,6 +47,10 @@ struct LiveBreakdown {
 // Allocations live at `at` on a device.
 std::vector<store::AllocationRow> live_allocations(const Trace& trace, int64_t device,
                                                    TimePoint at);
+// Allocations allocated at some time in [from_ts, to_ts) (absolute) on a device: alloc_ts <
+// to_ts and not free_requested by from_ts (free_requested_ts > from_ts, or never), by seq.
+std::vector<store::AllocationRow> live_in_range(const Trace& trace, int64_t device,
+                                                uint64_t from_ts, uint64_t to_ts);
 // Groups allocations (largest bytes first, ties by key), keeping at most `limit` (0: all).
 std::vector<Group> group_allocations(const Trace& trace,
                                      const std::vector<store::AllocationRow>& rows, GroupBy by,

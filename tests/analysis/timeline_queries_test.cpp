@@ -94,6 +94,21 @@ TEST(TimelineQueriesPending, ABlockFreedButNotCompletedIsPending) {
   remove_trace(path);
 }
 
+// Live in [4500, 7500): A (2000-8000), B (3000-5000), C (4000-leaked), D (from 7000).
+TEST_F(TimelineQueries, LiveInARangeIsWhatWasAllocatedAtAnyTimeInIt) {
+  an::Trace t = an::Trace::open(path_);
+  const int64_t dev = t.devices()[0].id;
+  auto addrs = [&](uint64_t from, uint64_t to) {
+    std::vector<uint64_t> out;
+    for (const auto& r : an::live_in_range(t, dev, from, to)) out.push_back(r.addr);
+    return out;
+  };
+  EXPECT_EQ(addrs(4500, 7500), (std::vector<uint64_t>{0x10000, 0x10400, 0x10c00, 0x11000}));
+  EXPECT_EQ(addrs(5000, 7000), (std::vector<uint64_t>{0x10000, 0x10c00}));  // B freed at 5000
+  EXPECT_EQ(addrs(1000, 2000), std::vector<uint64_t>{});                    // A from 2000 on
+  EXPECT_EQ(addrs(8500, 9500), (std::vector<uint64_t>{0x10c00, 0x11000}));
+}
+
 TEST_F(TimelineQueries, CurvesOnlyLeavesTheStepsAndThePeakOut) {
   an::Trace t = an::Trace::open(path_);
   const int64_t dev = t.devices()[0].id;

@@ -1,6 +1,9 @@
 // tidemark-gui: browse Tidemark traces (docs/gui.md).
 //   tidemark-gui [FILE...]                 one tab per file
-//   tidemark-gui --screenshot OUT.png [--view timeline|allocator|summary] FILE
+//   tidemark-gui --compare A B             A with B overlaid, and their differences
+//   tidemark-gui --follow FILE             a trace still being recorded, growing on screen
+//   tidemark-gui --screenshot OUT.png [--view timeline|allocator|summary|compare]
+//                [--stack category|site] FILE  (or --compare A B)
 // The screenshot mode renders offscreen and exits: 0, or 2 with one line naming the file
 // and the problem (as the CLI's exit codes).
 #include <QApplication>
@@ -21,26 +24,41 @@ int fail(const QString& message) {
   return 2;
 }
 
-int screenshot(const QString& out, const QString& view_name, const QString& path) {
+int screenshot(const QString& out, const QString& view_name, const QString& stack,
+               const QString& path, const QString& other) {
+  using tidemark::gui::TimelineWidget;
   using tidemark::gui::TraceView;
   TraceView::View view;
-  if (view_name == "timeline")
+  if (view_name == "compare" && !other.isEmpty())
+    view = TraceView::View::compare;
+  else if (view_name == "timeline")
     view = TraceView::View::live;  // the timeline above the live-at-peak table
   else if (view_name == "allocator")
     view = TraceView::View::allocator;
   else if (view_name == "summary")
     view = TraceView::View::summary;
   else
-    return fail("--view must be timeline, allocator or summary, got '" + view_name + "'");
+    return fail("--view must be timeline, allocator, summary or compare (with --compare), got '" +
+                view_name + "'");
+  TimelineWidget::Stacking stacking = TimelineWidget::Stacking::none;
+  if (stack == "category")
+    stacking = TimelineWidget::Stacking::category;
+  else if (stack == "site")
+    stacking = TimelineWidget::Stacking::site;
+  else if (!stack.isEmpty() && stack != "none")
+    return fail("--stack must be none, category or site, got '" + stack + "'");
   QString error;
   tidemark::gui::TraceDataPtr data = tidemark::gui::TraceLoader::load_now(path, &error);
   if (!data) return fail(error);
   TraceView w;
-  w.setSynchronous(true);
-  w.resize(1280, 860);
-  w.setAttribute(Qt::WA_DontShowOnScreen);
-  w.show();
-  w.setTraceData(data);
+  w.showOffscreen({1280, 860}, data);
+  w.setStacking(stacking);
+  if (!other.isEmpty()) {
+    QString compare_error;
+    QObject::connect(&w, &TraceView::compareFailed, [&](const QString& m) { compare_error = m; });
+    w.compareWith(other);
+    if (!compare_error.isEmpty()) return fail(compare_error);
+  }
   w.showView(view);
   QApplication::processEvents();
   if (!w.grab().toImage().save(out)) return fail(out + ": cannot write the image");
@@ -67,20 +85,34 @@ int main(int argc, char** argv) {
   parser.setApplicationDescription("Browse Tidemark memory traces.");
   parser.addHelpOption();
   QCommandLineOption shot("screenshot", "Render FILE offscreen into OUT.png and exit.", "OUT.png");
-  QCommandLineOption view("view", "The view to render: timeline, allocator or summary.", "VIEW",
-                          "timeline");
+  QCommandLineOption view("view", "The view to render: timeline, allocator, summary or compare.",
+                          "VIEW", "timeline");
+  QCommandLineOption stack("stack", "Stack the rendered timeline: none, category or site.", "BY");
+  QCommandLineOption compare("compare", "Open A with B overlaid and their differences listed.");
+  QCommandLineOption follow("follow", "Follow FILE while it is being recorded.");
   parser.addOption(shot);
   parser.addOption(view);
+  parser.addOption(stack);
+  parser.addOption(compare);
+  parser.addOption(follow);
   parser.addPositionalArgument("FILE", "Traces to open, one tab each.", "[FILE...]");
   if (!parser.parse(QApplication::arguments())) return fail(parser.errorText());
   if (parser.isSet("help")) parser.showHelp(0);
   const QStringList files = parser.positionalArguments();
+  if (parser.isSet(compare) && files.size() != 2) return fail("--compare needs two files, A and B");
   if (parser.isSet(shot)) {
+    if (parser.isSet(compare))
+      return screenshot(parser.value(shot), parser.isSet(view) ? parser.value(view) : "compare",
+                        parser.value(stack), files[0], files[1]);
     if (files.size() != 1) return fail("--screenshot needs exactly one FILE");
-    return screenshot(parser.value(shot), parser.value(view), files.front());
+    return screenshot(parser.value(shot), parser.value(view), parser.value(stack), files.front(),
+                      {});
   }
   tidemark::gui::MainWindow w;
-  for (const QString& f : files) w.openFile(f);
+  if (parser.isSet(compare))
+    w.openCompare(files[0], files[1]);
+  else
+    for (const QString& f : files) w.openFile(f, parser.isSet(follow));
   w.show();
   return app.exec();
 }

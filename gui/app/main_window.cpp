@@ -46,6 +46,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   QAction* open = file->addAction(tr("&Open..."), this, &MainWindow::openDialog);
   open->setShortcut(QKeySequence::Open);
   recent_ = file->addMenu(tr("Open &Recent"));
+  QAction* compare =
+      file->addAction(tr("&Compare two traces..."), this, &MainWindow::compareDialog);
+  compare->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
   file->addSeparator();
   QAction* close = file->addAction(tr("&Close tab"), this, [this] {
     if (tabs_->currentIndex() >= 0) emit tabs_->tabCloseRequested(tabs_->currentIndex());
@@ -53,10 +56,57 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   close->setShortcut(QKeySequence::Close);
   QAction* quit = file->addAction(tr("&Quit"), qApp, &QApplication::quit);
   quit->setShortcut(QKeySequence::Quit);
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  QMenu* stack = view->addMenu(tr("&Stack the timeline"));
+  const std::pair<QString, TimelineWidget::Stacking> stackings[] = {
+      {tr("&Allocated (no bands)"), TimelineWidget::Stacking::none},
+      {tr("By &category"), TimelineWidget::Stacking::category},
+      {tr("By top &site"), TimelineWidget::Stacking::site}};
+  for (int i = 0; i < 3; ++i) {
+    const auto s = stackings[i].second;
+    QAction* a = stack->addAction(stackings[i].first, this, [this, s] {
+      if (auto* v = currentView()) v->setStacking(s);
+    });
+    a->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));
+  }
+  follow_ = view->addAction(tr("&Follow (a trace being recorded)"));
+  follow_->setCheckable(true);
+  follow_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_F));
+  connect(follow_, &QAction::toggled, this, [this](bool on) {
+    if (auto* v = currentView()) v->setFollow(on);
+  });
+  connect(tabs_, &QTabWidget::currentChanged, this, [this] {
+    const QSignalBlocker block(follow_);
+    auto* v = currentView();
+    follow_->setChecked(v && v->following());
+  });
   rebuildRecentMenu();
 }
 
-void MainWindow::openFile(const QString& path) {
+TraceView* MainWindow::currentView() const {
+  return qobject_cast<TraceView*>(tabs_->currentWidget());
+}
+
+void MainWindow::openCompare(const QString& a, const QString& b) {
+  openFile(a);
+  auto* view = currentView();
+  tabs_->setTabText(tabs_->currentIndex(),
+                    tr("%1 vs %2").arg(QFileInfo(a).fileName(), QFileInfo(b).fileName()));
+  connect(view, &TraceView::compareFailed, this,
+          [this](const QString& message) { statusBar()->showMessage(message); });
+  view->compareWith(b);
+}
+
+void MainWindow::compareDialog() {
+  const QString filter = tr("Tidemark traces (*.db *.sqlite);;All files (*)");
+  const QString a = QFileDialog::getOpenFileName(this, tr("Compare: trace A"), {}, filter);
+  if (a.isEmpty()) return;
+  const QString b = QFileDialog::getOpenFileName(this, tr("Compare: trace B"), {}, filter);
+  if (!b.isEmpty()) openCompare(a, b);
+}
+
+void MainWindow::openFile(const QString& path, bool follow) {
   auto* view = new TraceView;
   const int i = tabs_->addTab(view, QFileInfo(path).fileName());
   tabs_->setTabToolTip(i, path);
@@ -67,7 +117,13 @@ void MainWindow::openFile(const QString& path) {
   });
   connect(view, &TraceView::failed, this,
           [this](const QString& message) { statusBar()->showMessage(message); });
-  view->load(path);
+  if (follow) {
+    view->follow(path);
+    const QSignalBlocker block(follow_);
+    follow_->setChecked(true);
+  } else {
+    view->load(path);
+  }
 }
 
 void MainWindow::openDialog() {

@@ -9,11 +9,16 @@ class QTabWidget;
 
 namespace tidemark::gui {
 
+class TraceView;
+
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
   explicit MainWindow(QWidget* parent = nullptr);
-  void openFile(const QString& path);
+  // A tab for `path`; with `follow`, a trace still being recorded grows on screen.
+  void openFile(const QString& path, bool follow = false);
+  // A tab for `a` with `b` overlaid and their differences listed.
+  void openCompare(const QString& a, const QString& b);
 
  protected:
   void dragEnterEvent(QDragEnterEvent*) override;
@@ -21,11 +26,14 @@ class MainWindow : public QMainWindow {
 
  private:
   void openDialog();
+  void compareDialog();
+  TraceView* currentView() const;
   void rememberRecent(const QString& path);
   void rebuildRecentMenu();
 
   QTabWidget* tabs_;
   QMenu* recent_;
+  QAction* follow_;
 };
 
 }  // namespace tidemark::gui

@@ -8,6 +8,30 @@ namespace {
 QString esc(const std::string& s) {
   return QString::fromStdString(s).toHtmlEscaped();
 }
+
+// Tensors as a table, `highlight` (the one that kept a block alive longest) marked.
+template <class Rel>
+QString tensor_table(const std::vector<analysis::SharedTensor>& tensors,
+                     std::optional<size_t> highlight, const Rel& rel) {
+  if (tensors.empty()) return {};
+  QString h =
+      "<table border=1 cellspacing=0 cellpadding=2><tr><th>tensor</th><th>view of</th>"
+      "<th>op</th><th>sizes</th><th>dtype</th><th>created</th><th>released</th>"
+      "<th>site</th></tr>";
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const analysis::SharedTensor& t = tensors[i];
+    h += QString(
+             "<tr%1><td>%2</td><td>%3</td><td>%4</td><td>%5</td><td>%6</td><td>%7</td>"
+             "<td>%8</td><td>%9</td></tr>")
+             .arg(highlight && *highlight == i ? " bgcolor=#ffe8a0" : "")
+             .arg(t.tensor_id)
+             .arg(t.is_view() ? QString::number(t.base_id) : QString("-"))
+             .arg(esc(t.op), esc(t.sizes), esc(t.dtype), rel(t.create_ts),
+                  t.release_ts ? rel(*t.release_ts) : QString("never"), esc(t.site));
+  }
+  return h + "</table>";
+}
+
 }  // namespace
 
 QString summary_html(const TraceData& data) {
@@ -77,6 +101,20 @@ QString summary_html(const TraceData& data) {
   return h;
 }
 
+QString follow_html(const TraceData& data) {
+  QString h = "<h2>" + esc(data.path) + "</h2>";
+  h += QString("<p><b>Following a recording in progress</b>: %1 so far.</p><ul>")
+           .arg(duration_text(data.end_ns - data.origin_ns));
+  for (size_t d = 0; d < data.devices.size(); ++d)
+    if (d < data.peaks.size() && data.peaks[d])
+      h += QString("<li>%1: allocated peak %2 at %3</li>")
+               .arg(esc(data.devices[d].name), bytes_text(data.peaks[d]->bytes),
+                    duration_text(data.peaks[d]->ts_ns - data.origin_ns));
+  return h +
+         "</ul><p>The tables, the findings and the allocator state appear once the recording "
+         "is finalized (when it stops, or <tt>tidemark finalize FILE</tt> after a crash).</p>";
+}
+
 QString details_html(const analysis::AllocationDetails& d, uint64_t origin_ns) {
   const store::AllocationRow& r = d.row;
   auto rel = [&](uint64_t ts) { return duration_text(ts >= origin_ns ? ts - origin_ns : 0); };
@@ -115,25 +153,60 @@ QString details_html(const analysis::AllocationDetails& d, uint64_t origin_ns) {
              .arg(k.is_view() ? QString(" (a view of tensor %1)").arg(k.base_id) : QString())
              .arg(k.release_ts ? "at " + rel(*k.release_ts) : QString("never"));
   }
-  if (d.tensors.empty())
-    h += "<p><i>No tensor recorded in this block.</i></p>";
-  else
-    h += "<table border=1 cellspacing=0 cellpadding=2><tr><th>tensor</th><th>view of</th>"
-         "<th>op</th><th>sizes</th><th>dtype</th><th>created</th><th>released</th>"
-         "<th>site</th></tr>";
-  for (size_t i = 0; i < d.tensors.size(); ++i) {
-    const analysis::SharedTensor& t = d.tensors[i];
-    const bool keeper = d.kept_alive_by && *d.kept_alive_by == i;
-    h += QString(
-             "<tr%1><td>%2</td><td>%3</td><td>%4</td><td>%5</td><td>%6</td><td>%7</td>"
-             "<td>%8</td><td>%9</td></tr>")
-             .arg(keeper ? " bgcolor=#ffe8a0" : "")
-             .arg(t.tensor_id)
-             .arg(t.is_view() ? QString::number(t.base_id) : QString("-"))
-             .arg(esc(t.op), esc(t.sizes), esc(t.dtype), rel(t.create_ts),
-                  t.release_ts ? rel(*t.release_ts) : QString("never"), esc(t.site));
+  if (d.tensors.empty()) h += "<p><i>No tensor recorded in this block.</i></p>";
+  h += tensor_table(d.tensors, d.kept_alive_by, rel);
+  return h;
+}
+
+QString tensor_details_html(const analysis::TensorDetails& d, uint64_t origin_ns) {
+  const analysis::SharedTensor& t = d.tensor;
+  auto rel = [&](uint64_t ts) { return duration_text(ts >= origin_ns ? ts - origin_ns : 0); };
+  QString h = QString("<h3>%1 %2: %3 %4 (%5)</h3><table>")
+                  .arg(t.is_view() ? "View" : "Tensor")
+                  .arg(t.tensor_id)
+                  .arg(esc(t.dtype), esc(t.sizes), esc(d.device));
+  auto row = [&](const QString& k, const QString& v) {
+    h += "<tr><td><b>" + k + "</b></td><td>" + v + "</td></tr>";
+  };
+  row("sizes", esc(t.sizes));
+  row("strides", esc(t.strides));
+  row("storage offset", QString::number(t.storage_offset));
+  row("dtype", esc(t.dtype));
+  row("created by", esc(t.op));
+  if (t.is_view()) row("view of", QString("tensor %1").arg(t.base_id));
+  row("created at", rel(t.create_ts));
+  row("released at", t.release_ts ? rel(*t.release_ts) : QString("never (alive at the end)"));
+  row("lifetime", d.lifetime_ns ? duration_text(*d.lifetime_ns) : QString("to the end"));
+  row("storage", QString("%1 at 0x%2 (storage %3)")
+                     .arg(bytes_text(int64_t(d.storage_nbytes)))
+                     .arg(QString::number(d.storage_addr, 16))
+                     .arg(t.storage_id));
+  if (d.allocation) {
+    const store::AllocationRow& a = d.allocation->row;
+    row("allocation",
+        QString("%1 block at 0x%2, allocated at %3, %4")
+            .arg(bytes_text(int64_t(a.size)), QString::number(a.addr, 16), rel(a.alloc_ts),
+                 a.free_requested_ts ? "freed at " + rel(*a.free_requested_ts)
+                                     : QString("never freed")));
+    row("category", esc(std::string(events::category_name(a.category))));
+    row("scope", a.scope.empty() ? QString("(none)") : esc(a.scope));
+    row("stream", QString::number(a.stream));
+  } else {
+    row("allocation", "<i>not found (no storage event, or lost events)</i>");
   }
-  if (!d.tensors.empty()) h += "</table>";
+  row("site", esc(t.site));
+  h += "</table><h4>Stack (creation)</h4><ol>";
+  for (const std::string& f : d.frames) h += "<li>" + esc(f) + "</li>";
+  if (d.frames.empty()) h += "<li><i>no stack recorded</i></li>";
+  h += "</ol>";
+  h += QString("<h4>Views of it (%1)</h4>").arg(d.views.size());
+  if (d.views.empty()) h += "<p><i>none</i></p>";
+  h += tensor_table(d.views, std::nullopt, rel);
+  if (d.allocation) {
+    h += QString("<h4>Tensors and views sharing its block (%1)</h4>")
+             .arg(d.allocation->tensors.size());
+    h += tensor_table(d.allocation->tensors, d.allocation->kept_alive_by, rel);
+  }
   return h;
 }
 

@@ -37,7 +37,7 @@ SiteModel* make_site_model(QObject* parent) {
   auto* m = new SiteModel(
       std::move(cols), [](const SiteRow& r) { return std::make_pair(r.first_ts, r.last_ts); },
       parent);
-  m->setAllocation([](const SiteRow& r) -> QVariant {
+  m->setRoleData(AllocationRole, [](const SiteRow& r) -> QVariant {
     if (r.largest_alloc_ts == 0) return {};
     return QVariantList{QVariant::fromValue<qlonglong>(r.device_id),
                         QVariant::fromValue<qulonglong>(r.largest_addr),
@@ -91,6 +91,52 @@ StepModel* make_step_model(uint64_t origin_ns, QObject* parent) {
         const uint64_t start = origin_ns + r.stats.start_ns;
         return std::make_pair(start, start + r.stats.duration_ns);
       },
+      parent);
+}
+
+TensorModel* make_tensor_model(QObject* parent) {
+  std::vector<TableColumn<TensorRow>> cols = {
+      {"Tensor", [](const TensorRow& r) { return unum(r.info.tensor_id); },
+       [](const TensorRow& r) { return unum(r.info.tensor_id); }},
+      {"View of",
+       [](const TensorRow& r) {
+         return r.info.base_id ? QVariant(unum(r.info.base_id)) : QVariant("-");
+       },
+       [](const TensorRow& r) { return unum(r.info.base_id); }},
+      {"Sizes", [](const TensorRow& r) { return QVariant(text(r.info.sizes)); }, {}},
+      {"Dtype", [](const TensorRow& r) { return QVariant(text(r.info.dtype)); }, {}},
+      {"Op", [](const TensorRow& r) { return QVariant(text(r.info.op)); }, {}},
+      {"Created", [](const TensorRow& r) { return QVariant(duration_text(r.created_ns)); },
+       [](const TensorRow& r) { return unum(r.created_ns); }},
+      {"Site", [](const TensorRow& r) { return QVariant(text(r.site)); }, {}},
+  };
+  auto* m = new TensorModel(
+      std::move(cols), [](const TensorRow& r) { return std::make_pair(r.info.create_ts, r.at_ts); },
+      parent);
+  m->setRoleData(TensorRole, [](const TensorRow& r) { return unum(r.info.tensor_id); });
+  return m;
+}
+
+DiffModel* make_diff_model(QObject* parent) {
+  std::vector<TableColumn<DiffRow>> cols = {
+      {"What", [](const DiffRow& r) { return QVariant(text(r.what)); }, {}},
+      {"Device", [](const DiffRow& r) { return QVariant(text(r.device)); }, {}},
+      {"Site", [](const DiffRow& r) { return QVariant(text(r.name)); }, {}},
+      {"A", [](const DiffRow& r) { return QVariant(bytes_text(r.a)); },
+       [](const DiffRow& r) { return num(r.a); }},
+      {"B", [](const DiffRow& r) { return QVariant(bytes_text(r.b)); },
+       [](const DiffRow& r) { return num(r.b); }},
+      {"B - A",
+       [](const DiffRow& r) {
+         return QVariant((r.delta() > 0   ? "+"
+                          : r.delta() < 0 ? "-"
+                                          : "") +
+                         bytes_text(r.delta() < 0 ? -r.delta() : r.delta()));
+       },
+       [](const DiffRow& r) { return num(r.delta()); }},
+  };
+  return new DiffModel(
+      std::move(cols), [](const DiffRow&) { return std::make_pair(uint64_t(0), uint64_t(0)); },
       parent);
 }
 

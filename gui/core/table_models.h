@@ -7,6 +7,7 @@
 #include <QString>
 #include <QVariant>
 #include <functional>
+#include <map>
 #include <vector>
 
 #include "gui/core/trace_data.h"
@@ -18,6 +19,7 @@ enum TableRole {
   FromTsRole,  // absolute ns, qulonglong
   ToTsRole,
   AllocationRole,  // QVariantList {device id, addr, alloc_ts} of the row's allocation, if any
+  TensorRole,      // qulonglong: the row's tensor id (its Details), if any
 };
 
 QString bytes_text(int64_t bytes);
@@ -44,8 +46,8 @@ class RowTableModel : public QAbstractTableModel {
     endResetModel();
   }
   const std::vector<Row>& rows() const { return rows_; }
-  // What AllocationRole answers for a row (empty: nothing).
-  void setAllocation(std::function<QVariant(const Row&)> f) { allocation_ = std::move(f); }
+  // What `role` (AllocationRole, TensorRole) answers for a row; without one: nothing.
+  void setRoleData(int role, std::function<QVariant(const Row&)> f) { extra_[role] = std::move(f); }
 
   int rowCount(const QModelIndex& parent = {}) const override {
     return parent.isValid() ? 0 : static_cast<int>(rows_.size());
@@ -69,10 +71,10 @@ class RowTableModel : public QAbstractTableModel {
         return QVariant::fromValue<qulonglong>(span_(row).first);
       case ToTsRole:
         return QVariant::fromValue<qulonglong>(span_(row).second);
-      case AllocationRole:
-        return allocation_ ? allocation_(row) : QVariant();
-      default:
-        return {};
+      default: {
+        auto it = extra_.find(role);
+        return it != extra_.end() ? it->second(row) : QVariant();
+      }
     }
   }
   QVariant headerData(int section, Qt::Orientation o, int role) const override {
@@ -84,18 +86,24 @@ class RowTableModel : public QAbstractTableModel {
  private:
   std::vector<TableColumn<Row>> columns_;
   Span span_;
-  std::function<QVariant(const Row&)> allocation_;
+  std::map<int, std::function<QVariant(const Row&)>> extra_;
   std::vector<Row> rows_;
 };
 
 using SiteModel = RowTableModel<SiteRow>;
 using SyncSiteModel = RowTableModel<SyncSiteRow>;
 using StepModel = RowTableModel<StepRow>;
+using TensorModel = RowTableModel<TensorRow>;
+using DiffModel = RowTableModel<DiffRow>;
 
 // Allocations grouped by site (live at the peak, or leaked). `origin_ns` turns absolute times
 // into the relative ones shown.
 SiteModel* make_site_model(QObject* parent);
 SyncSiteModel* make_sync_model(QObject* parent);
 StepModel* make_step_model(uint64_t origin_ns, QObject* parent);
+// Tensors live at a time; TensorRole gives a row's tensor id.
+TensorModel* make_tensor_model(QObject* parent);
+// The differences between two traces (Compare).
+DiffModel* make_diff_model(QObject* parent);
 
 }  // namespace tidemark::gui

@@ -1,6 +1,7 @@
 #include "gui/core/timeline_widget.h"
 
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QHelpEvent>
 #include <QKeyEvent>
 #include <QMouseEvent>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iterator>
 #include <string>
 
 #include "gui/core/table_models.h"
@@ -61,6 +63,17 @@ TimelineWidget::TimelineWidget(QWidget* parent) : QWidget(parent) {
   setMouseTracking(true);
   setFocusPolicy(Qt::StrongFocus);
   setMinimumSize(320, 160);
+  connect(&bands_watcher_, &QFutureWatcher<BandSet>::finished, this, [this] {
+    bands_[int(bands_building_)] = std::make_shared<const BandSet>(bands_watcher_.result());
+    const bool current = bands_building_ == stacking_;
+    bands_building_ = Stacking::none;
+    if (stacking_ != Stacking::none && !bands_[int(stacking_)]) {
+      setStacking(stacking_);  // another stacking was asked for meanwhile
+    } else if (current) {
+      requery();
+      emit bandsReady();
+    }
+  });
   connect(&watcher_, &QFutureWatcher<Columns>::finished, this, [this] {
     applyColumns(watcher_.result());
     if (query_pending_) {
@@ -72,21 +85,34 @@ TimelineWidget::TimelineWidget(QWidget* parent) : QWidget(parent) {
 
 TimelineWidget::~TimelineWidget() {
   watcher_.waitForFinished();
+  bands_watcher_.waitForFinished();
 }
 
 void TimelineWidget::setTraceData(TraceDataPtr data) {
-  if (data_ && data && data_->session == data->session) {
-    // A later stage of the same trace (tables, scopes): keep the view and the columns.
+  if (same_trace(data_.get(), data.get())) {
+    // A later stage of the same trace (tables, scopes), or what a poll of a followed trace
+    // read: keep the view and the columns; a view that showed the end extends to the new end.
     const int rows = scopeRows();
+    const uint64_t old_end = endTs();
     data_ = std::move(data);
+    if (endTs() > old_end && view_to_ > old_end) {
+      setView(view_from_, endTs() + 1);
+      emit extended();
+    }
     if (scopeRows() != rows) requery();  // the plot's height changed
     update();
     return;
   }
   watcher_.waitForFinished();
+  bands_watcher_.waitForFinished();
   data_ = std::move(data);
   columns_ = {};
+  cache_ = std::make_shared<analysis::TimelineCache>();
+  for (auto& b : bands_) b.reset();
+  bands_building_ = Stacking::none;
+  if (other_) setCompareAlign(align_);  // the offset depends on both traces
   resetView();
+  if (stacking_ != Stacking::none) setStacking(stacking_);
 }
 
 int TimelineWidget::scopeRows() const {
@@ -125,7 +151,7 @@ uint64_t TimelineWidget::xToTs(double x) const {
 
 void TimelineWidget::setView(uint64_t from, uint64_t to) {
   if (!data_) return;
-  const uint64_t lo = data_->origin_ns, hi = std::max(data_->end_ns + 1, lo + kMinSpanNs);
+  const uint64_t lo = data_->origin_ns, hi = std::max(endTs() + 1, lo + kMinSpanNs);
   uint64_t span = std::clamp<uint64_t>(to > from ? to - from : 1, kMinSpanNs, hi - lo);
   from = std::clamp<uint64_t>(from, lo, hi - span);
   view_from_ = from;
@@ -135,7 +161,7 @@ void TimelineWidget::setView(uint64_t from, uint64_t to) {
 }
 void TimelineWidget::resetView() {
   if (!data_) return;
-  setView(data_->origin_ns, std::max(data_->end_ns + 1, data_->origin_ns + kMinSpanNs));
+  setView(data_->origin_ns, std::max(endTs() + 1, data_->origin_ns + kMinSpanNs));
 }
 void TimelineWidget::zoomAround(uint64_t ts, double factor) {
   const double span = double(view_to_ - view_from_) * factor;
@@ -161,42 +187,72 @@ void TimelineWidget::setSelectedTime(uint64_t ts) {
   emit timeSelected(ts);
 }
 
-TimelineWidget::Columns TimelineWidget::query(const TraceData& data, uint64_t from, uint64_t to,
-                                              size_t width) {
+TimelineWidget::Columns TimelineWidget::query(const Query& q) {
   QElapsedTimer t;
   t.start();
   Columns c;
-  data.session->with([&](const analysis::Trace& trace) {
-    for (const analysis::DeviceRef& d : data.devices)
-      c.devices.push_back(analysis::timeline(trace, d.id, {from, to, width}));
-  });
+  const analysis::TimelineRequest request{q.from, q.to, q.width, /*curves_only=*/true};
+  if (q.data->live) {
+    q.data->live->with([&](const analysis::LiveTrace& live) {
+      for (const analysis::DeviceRef& d : q.data->devices)
+        c.devices.push_back(live.timeline(size_t(d.id), request));
+    });
+  } else {
+    q.data->session->with([&](const analysis::Trace& trace) {
+      for (const analysis::DeviceRef& d : q.data->devices)
+        c.devices.push_back(q.cache->timeline(trace, d.id, request));
+    });
+  }
+  if (q.bands && q.bands->size() == q.data->devices.size())
+    for (size_t d = 0; d < q.bands->size(); ++d)
+      c.bands.push_back((*q.bands)[d]->columns(q.from, q.to, q.width, c.devices[d].level_width_ns));
+  if (q.other && q.other->session) {
+    // The same columns shifted into the other trace's time (never before its clock's zero).
+    const uint64_t from = uint64_t(std::max<int64_t>(0, int64_t(q.from) + q.offset));
+    const uint64_t to = uint64_t(std::max<int64_t>(int64_t(from) + 1, int64_t(q.to) + q.offset));
+    q.other->session->with([&](const analysis::Trace& trace) {
+      for (const analysis::DeviceRef& d : q.data->devices) {
+        c.compare.emplace_back();
+        for (const analysis::DeviceRef& o : q.other->devices)
+          if (o.name == d.name)
+            c.compare.back() = q.other_cache->timeline(trace, o.id, {from, to, q.width, true});
+      }
+    });
+  }
   c.ms = double(t.nsecsElapsed()) / 1e6;
   return c;
 }
 
 void TimelineWidget::requery() {
   if (!data_) return;
-  const size_t width = size_t(plotRect().width());
+  const Query q{data_,
+                other_,
+                cache_,
+                other_cache_,
+                bands_[int(stacking_)],
+                offset_,
+                view_from_,
+                view_to_,
+                size_t(plotRect().width())};
   if (synchronous_) {
-    applyColumns(query(*data_, view_from_, view_to_, width));
+    applyColumns(query(q));
     return;
   }
   if (watcher_.isRunning()) {
     query_pending_ = true;
     return;
   }
-  watcher_.setFuture(QtConcurrent::run([data = data_, from = view_from_, to = view_to_, width] {
-    return query(*data, from, to, width);
-  }));
+  watcher_.setFuture(QtConcurrent::run([q] { return query(q); }));
 }
 
 void TimelineWidget::applyColumns(Columns c) {
   columns_ = std::move(c);
   last_query_ms_ = columns_.ms;
   int64_t mx = 1;
-  for (const analysis::Timeline& t : columns_.devices)
-    for (const auto* curve : {&t.allocated, &t.active, &t.reserved})
-      for (int64_t v : curve->max) mx = std::max(mx, v);
+  for (const auto* timelines : {&columns_.devices, &columns_.compare})
+    for (const analysis::Timeline& t : *timelines)
+      for (const auto* curve : {&t.allocated, &t.active, &t.reserved})
+        for (int64_t v : curve->max) mx = std::max(mx, v);
   y_max_ = mx + mx / 20;  // headroom for the peak label
   update();
 }
@@ -229,7 +285,9 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     p.fillRect(QRectF(x0, plot.top(), x1 - x0, plot.height()), QColor(0, 90, 255, 40));
   }
   drawCurves(p, plot);
+  drawCompare(p, plot);
   drawMarkers(p, plot);
+  drawBandLegend(p, plot);
   if (selected_) {
     p.setPen(QPen(QColor(220, 0, 0), 1));
     const double x = tsToX(*selected_);
@@ -283,6 +341,15 @@ void TimelineWidget::drawAxes(QPainter& p, const QRect& plot) {
       x += 24 + fm.horizontalAdvance(label);
     }
   }
+  if (other_) {
+    const QString label =
+        tr("%1 (dashed)").arg(QFileInfo(QString::fromStdString(other_->path)).fileName());
+    p.setPen(QPen(compareColor(0), 2, Qt::DashLine));
+    p.drawLine(x, 11, x + 14, 11);
+    p.setPen(Qt::black);
+    p.drawText(x + 18, 15, label);
+    x += 28 + fm.horizontalAdvance(label);
+  }
   p.drawText(QRect(x, 2, plot.right() - x, kTopMargin - 4), Qt::AlignRight | Qt::AlignVCenter,
              tr("wheel: zoom  drag: pan  shift+drag: select  0: reset"));
 }
@@ -324,33 +391,34 @@ void TimelineWidget::drawCurves(QPainter& p, const QRect& plot) {
       }
       p.setPen(QPen(c.color, 1));
       p.drawPolyline(line);
+      if (c.fill) drawBands(p, d);  // above the reserved area, under the lines
     }
   }
-  // Step boundaries.
-  p.setPen(QPen(QColor(140, 140, 140), 1, Qt::DotLine));
+  // Step boundaries: thin solid lines in one call (a dotted pen, or a pattern brush, costs
+  // tens of milliseconds for the ~500 lines of a zoomed-out long run).
+  p.setPen(QColor(110, 110, 110));
   const QFontMetrics fm = p.fontMetrics();
   double last_label = -1e9;
-  // The query's steps (in range) until the loader's step table arrives.
-  const auto& steps = data_->steps.empty() && !columns_.devices.empty()
-                          ? columns_.devices.front().steps
-                          : data_->steps;
-  // Sorted by time: start at the view; at most one boundary per 3 px (80K steps of a long
-  // run would otherwise cost a line each per frame).
-  auto it = std::lower_bound(
-      steps.begin(), steps.end(), view_from_,
-      [](const std::pair<int64_t, uint64_t>& s, uint64_t ts) { return s.second < ts; });
-  double last_line = -1e9;
-  for (; it != steps.end() && it->second <= view_to_; ++it) {
+  const auto& steps = data_->steps;  // read once when the trace opened
+  // Sorted by time: start at the view; at most one boundary per 3 px, found by binary search
+  // (the ~80K steps of a long run would otherwise cost a visit each per frame).
+  auto by_ts = [](const std::pair<int64_t, uint64_t>& s, uint64_t ts) { return s.second < ts; };
+  const double ns_per_px = double(view_to_ - view_from_) / std::max(1, plot.width());
+  const uint64_t skip = uint64_t(3 * ns_per_px);
+  std::vector<QLineF> lines;
+  auto it = std::lower_bound(steps.begin(), steps.end(), view_from_, by_ts);
+  while (it != steps.end() && it->second <= view_to_) {
     const auto& [number, ts] = *it;
     const double x = tsToX(ts);
-    if (x - last_line < 3) continue;
-    last_line = x;
-    p.drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()));
+    lines.emplace_back(std::floor(x), plot.top(), std::floor(x), plot.bottom());
     if (x - last_label > fm.horizontalAdvance("0000") + 8) {
       p.drawText(QPointF(x + 2, plot.bottom() - 3), QString::number(number));
       last_label = x;
     }
+    it = std::lower_bound(it + 1, steps.end(), ts + skip, by_ts);
   }
+  p.setPen(QColor(205, 205, 205));
+  p.drawLines(lines.data(), int(lines.size()));
 }
 
 void TimelineWidget::drawMarkers(QPainter& p, const QRect& plot) {
@@ -385,16 +453,19 @@ void TimelineWidget::drawSyncLane(QPainter& p) {
   p.drawText(QRect(0, lane.top(), kLeftMargin - 6, lane.height()),
              Qt::AlignRight | Qt::AlignVCenter, tr("syncs"));
   const auto& s = data_->sync_events;
-  auto it = std::lower_bound(s.begin(), s.end(), view_from_,
-                             [](const SyncEvent& e, uint64_t ts) { return e.ts < ts; });
+  auto by_ts = [](const SyncEvent& e, uint64_t ts) { return e.ts < ts; };
+  const double ns_per_px = double(view_to_ - view_from_) / std::max(1, lane.width());
+  const uint64_t skip = std::max<uint64_t>(1, uint64_t(ns_per_px));
   p.setPen(QColor(230, 110, 0));
-  int last_x = -1;
-  for (; it != s.end() && it->ts < view_to_; ++it) {
-    const int x = int(tsToX(it->ts));
-    if (x == last_x) continue;  // one tick per pixel
-    p.drawLine(x, lane.top() + 2, x, lane.bottom() - 2);
-    last_x = x;
+  // One tick per pixel: after a tick, jump to the first sync a pixel later.
+  std::vector<QLineF> ticks;
+  for (auto it = std::lower_bound(s.begin(), s.end(), view_from_, by_ts);
+       it != s.end() && it->ts < view_to_;
+       it = std::lower_bound(it + 1, s.end(), it->ts + skip, by_ts)) {
+    const double x = std::floor(tsToX(it->ts));
+    ticks.emplace_back(x, lane.top() + 2, x, lane.bottom() - 2);
   }
+  p.drawLines(ticks.data(), int(ticks.size()));
 }
 
 // A flame chart: one row per depth, each scope a box from its push to its pop (the end of
@@ -477,6 +548,7 @@ bool TimelineWidget::event(QEvent* e) {
     auto* he = static_cast<QHelpEvent*>(e);
     QString tip = scopeTooltip(he->pos());
     if (tip.isEmpty()) tip = syncTooltip(he->pos());
+    if (tip.isEmpty()) tip = bandTooltip(he->pos());
     if (tip.isEmpty())
       QToolTip::hideText();
     else

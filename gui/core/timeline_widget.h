@@ -9,16 +9,23 @@
 
 #include <QFutureWatcher>
 #include <QWidget>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "gui/core/trace_loader.h"
+#include "profiler/analysis/bands.h"
 
 namespace tidemark::gui {
 
 class TimelineWidget : public QWidget {
   Q_OBJECT
  public:
+  // What fills the allocated area: one colour, or bands by category or by top site
+  // (analysis::allocated_bands, built once per trace in the thread pool).
+  enum class Stacking { none, category, site };
+  using BandSet = std::vector<std::shared_ptr<const analysis::Bands>>;  // per device
+
   explicit TimelineWidget(QWidget* parent = nullptr);
   ~TimelineWidget() override;
 
@@ -34,6 +41,26 @@ class TimelineWidget : public QWidget {
   void panByFraction(double f);
   void setHighlight(uint64_t from, uint64_t to);
   void setSelectedTime(uint64_t ts);
+  void setStacking(Stacking s);
+  // Compare: a second trace's allocated and reserved curves overlaid, dashed, its time shifted
+  // so both start together, or so their first steps coincide (docs/gui.md, "Compare").
+  enum class Align { start, first_step };
+  void setCompare(TraceDataPtr other, Align align = Align::start);
+  void setCompareAlign(Align align);
+  TraceDataPtr compareData() const { return other_; }
+  Align compareAlign() const { return align_; }
+  // What to add to a time of this trace to get the time of the other shown at the same x.
+  int64_t compareOffset() const { return offset_; }
+  // The other trace's columns of the last query, per device of this trace (a device the other
+  // trace lacks has width 0).
+  const std::vector<analysis::Timeline>& compareColumns() const { return columns_.compare; }
+  static QColor compareColor(size_t device);
+  Stacking stacking() const { return stacking_; }
+  // The bands drawn by the last paint's columns, per device (empty: not stacked, or the bands
+  // are still being built).
+  const std::vector<analysis::BandColumns>& bandColumns() const { return columns_.bands; }
+  std::shared_ptr<const BandSet> bands() const { return bands_[int(stacking_)]; }
+  static QColor bandColor(Stacking s, size_t band, const std::string& label);
   std::optional<uint64_t> selectedTime() const { return selected_; }
 
   // Geometry, for tests and tools.
@@ -71,6 +98,8 @@ class TimelineWidget : public QWidget {
   void timeSelected(quint64 ts);
   void curvesPainted();  // after a paint that drew the curves
   void rangeSelected(quint64 from, quint64 to);
+  void bandsReady();  // the bands of the current stacking were built
+  void extended();    // a followed trace grew and the view extended to its new end
 
  protected:
   void paintEvent(QPaintEvent*) override;
@@ -85,10 +114,27 @@ class TimelineWidget : public QWidget {
  private:
   struct Columns {
     std::vector<analysis::Timeline> devices;
+    std::vector<analysis::BandColumns> bands;  // per device when stacked
+    std::vector<analysis::Timeline> compare;   // per device when comparing
     double ms = 0;
   };
+  struct Query {  // what one query needs, copied into the thread pool
+    TraceDataPtr data, other;
+    // The rows read by earlier queries (one query at a time uses them: the watcher's).
+    std::shared_ptr<analysis::TimelineCache> cache, other_cache;
+    std::shared_ptr<const BandSet> bands;
+    int64_t offset = 0;
+    uint64_t from = 0, to = 0;
+    size_t width = 0;
+  };
   void requery();
-  static Columns query(const TraceData& data, uint64_t from, uint64_t to, size_t width);
+  static Columns query(const Query& q);
+  uint64_t endTs() const;  // of the view's range: this trace's end, or the other's if later
+  void drawCompare(QPainter& p, const QRect& plot);
+  static BandSet buildBands(const TraceData& data, Stacking s);
+  void drawBands(QPainter& p, size_t device);
+  void drawBandLegend(QPainter& p, const QRect& plot);
+  QString bandTooltip(const QPoint& pos) const;
   void applyColumns(Columns c);
   void drawAxes(QPainter& p, const QRect& plot);
   void drawCurves(QPainter& p, const QRect& plot);
@@ -104,6 +150,14 @@ class TimelineWidget : public QWidget {
   bool synchronous_ = false;
   bool query_pending_ = false;
   QFutureWatcher<Columns> watcher_;
+  Stacking stacking_ = Stacking::none;
+  TraceDataPtr other_;
+  std::shared_ptr<analysis::TimelineCache> cache_, other_cache_;
+  Align align_ = Align::start;
+  int64_t offset_ = 0;
+  std::shared_ptr<const BandSet> bands_[3];  // by Stacking, built on first use
+  QFutureWatcher<BandSet> bands_watcher_;
+  Stacking bands_building_ = Stacking::none;
   std::optional<uint64_t> selected_;
   std::optional<std::pair<uint64_t, uint64_t>> highlight_, range_;
   // Mouse drag state.

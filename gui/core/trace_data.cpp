@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <map>
 
-#include "profiler/analysis/sql.h"
-
 namespace tidemark::gui {
 
 namespace {
@@ -54,23 +52,6 @@ std::vector<SiteRow> site_rows(const Trace& trace, const analysis::DeviceRef& de
 
 }  // namespace
 
-std::vector<SyncEvent> sync_events(const Trace& trace) {
-  std::vector<SyncEvent> out;
-  if (!trace.db().table_exists("syncs")) return out;
-  analysis::detail::Query q(trace.db(),
-                            "SELECT ts, duration_ns, kind, stack FROM syncs ORDER BY ts, seq");
-  while (q.step()) {
-    SyncEvent e;
-    e.ts = q.u64(0);
-    e.duration_ns = q.is_null(1) ? 0 : q.u64(1);
-    e.kind = q.text(2);
-    e.stack_id = q.is_null(3) ? 0 : q.u64(3);
-    out.push_back(std::move(e));
-  }
-  for (SyncEvent& e : out) e.site = trace.site(e.stack_id).label;
-  return out;
-}
-
 std::shared_ptr<TraceData> open_trace_data(const std::string& path) {
   auto data = std::make_shared<TraceData>();
   data->path = path;
@@ -81,8 +62,46 @@ std::shared_ptr<TraceData> open_trace_data(const std::string& path) {
     data->devices = trace.devices();
     for (const analysis::DeviceRef& d : data->devices)
       data->peaks.push_back(analysis::peak(trace, d.id));
+    data->steps = analysis::step_starts(trace);  // read once: zoom queries ask for curves only
   });
   return data;
+}
+
+namespace {
+// The snapshot of what the live trace read so far: its devices, times and peaks.
+void fill_from_live(TraceData& data, const analysis::LiveTrace& live) {
+  data.origin_ns = live.origin_ns();
+  data.end_ns = live.end_ns();
+  data.devices.clear();
+  data.peaks.clear();
+  for (size_t i = 0; i < live.devices().size(); ++i) {
+    data.devices.push_back({int64_t(i), live.devices()[i], live.devices()[i], 0});
+    data.peaks.push_back(live.peak(i));
+  }
+}
+}  // namespace
+
+std::shared_ptr<const TraceData> follow_trace_data(const std::string& path) {
+  auto data = std::make_shared<TraceData>();
+  data->path = path;
+  data->live = std::make_shared<LiveSession>(path);
+  const bool finalized = data->live->with_mutable([&](analysis::LiveTrace& live) {
+    if (live.finalized()) return true;  // nothing to follow: not worth reading every block
+    live.poll();
+    fill_from_live(*data, live);
+    return false;
+  });
+  return finalized ? nullptr : data;
+}
+
+std::shared_ptr<const TraceData> poll_trace_data(const TraceData& previous) {
+  std::shared_ptr<TraceData> next;
+  previous.live->with_mutable([&](analysis::LiveTrace& live) {
+    if (live.poll() == 0) return;
+    next = std::make_shared<TraceData>(previous);
+    fill_from_live(*next, live);
+  });
+  return next;
 }
 
 void compute_tables(TraceData& data, const Trace& trace,
@@ -112,7 +131,7 @@ void compute_tables(TraceData& data, const Trace& trace,
     data.leaks.insert(data.leaks.end(), site.begin(), site.end());
   }
   report(55, "syncs");
-  data.sync_events = sync_events(trace);
+  data.sync_events = analysis::sync_events(trace, 0, UINT64_MAX);
   analysis::SyncReport sr = analysis::syncs(trace, 0);
   std::map<std::string, std::pair<uint64_t, uint64_t>> sync_span;
   for (const SyncEvent& e : data.sync_events) {
@@ -129,9 +148,6 @@ void compute_tables(TraceData& data, const Trace& trace,
   for (const analysis::DeviceRef& d : data.devices)
     for (const analysis::StepStats& s : analysis::step_stats(trace, d.id))
       data.step_rows.push_back({d.name, s});
-  for (const StepRow& s : data.step_rows)
-    if (s.device == data.devices.front().name)
-      data.steps.emplace_back(s.stats.number, data.origin_ns + s.stats.start_ns);
   report(70, "scopes");
   data.scopes = analysis::scopes(trace, data.origin_ns, data.end_ns);
   data.scope_depth = 0;
@@ -168,43 +184,52 @@ std::optional<analysis::AllocationDetails> find_allocation_details(const Trace& 
   return analysis::allocation_details(trace, rows.front());
 }
 
-AllocatorState allocator_state(const Trace& trace, int64_t device, uint64_t ts) {
-  AllocatorState st;
-  st.ts = ts;
-  st.time_ns = ts >= trace.origin_ns() ? ts - trace.origin_ns() : 0;
-  if (const analysis::DeviceRef* d = trace.device_by_id(device)) st.device = d->name;
-  st.device_id = device;
-  // Segments (or mapped ranges) reserved at ts. Not exposed by profiler/analysis yet: read
-  // through its SQL helper (docs/gui.md lists the query the library should own).
-  if (!trace.db().table_exists("segments")) return st;
-  analysis::detail::Query q(trace.db(),
-                            "SELECT addr, size, pool FROM segments WHERE device = ? AND "
-                            "alloc_ts <= ? AND (free_ts IS NULL OR free_ts > ?) ORDER BY addr");
-  q.bind(1, device).bind(2, ts).bind(3, ts);
-  while (q.step()) st.segments.push_back({q.u64(0), q.u64(1), q.text(2), {}});
-  // Blocks carved from them: alloc'ed at or before ts, not yet reusable (free_completed).
-  std::vector<AllocationRow> rows = trace.reader().allocations_where(
-      "WHERE device = ?1 AND alloc_ts <= ?2 AND (free_completed_ts IS NULL OR "
-      "free_completed_ts > ?2) ORDER BY addr",
-      {device, static_cast<int64_t>(ts)});
-  size_t seg = 0;
-  for (const AllocationRow& a : rows) {
-    while (seg < st.segments.size() && st.segments[seg].addr + st.segments[seg].size <= a.addr)
-      ++seg;
-    if (seg == st.segments.size()) break;
-    if (a.addr < st.segments[seg].addr) continue;  // outside any segment (lost events)
-    BlockState b;
-    b.addr = a.addr;
-    b.size = a.size;
-    b.requested = a.requested_size;
-    b.alloc_ts = a.alloc_ts;
-    b.pending_free = a.free_requested_ts && *a.free_requested_ts <= ts;
-    b.site = trace.site(a.stack_id).label;
-    b.category = std::string(events::category_name(a.category));
-    b.scope = a.scope;
-    st.segments[seg].blocks.push_back(std::move(b));
+std::vector<SiteRow> live_in_selection(const Trace& trace, uint64_t from, uint64_t to) {
+  std::vector<SiteRow> out;
+  for (const analysis::DeviceRef& d : trace.devices()) {
+    std::vector<AllocationRow> rows = analysis::live_in_range(trace, d.id, from, to);
+    auto groups = analysis::group_allocations(trace, rows, analysis::GroupBy::site, 0);
+    auto site = site_rows(trace, d, groups, rows, trace.end_ns());
+    out.insert(out.end(), site.begin(), site.end());
   }
-  return st;
+  return out;
+}
+
+StateAtTime state_at(const Trace& trace, int64_t device, uint64_t ts) {
+  StateAtTime s;
+  s.allocator = analysis::allocator_state(trace, device, ts);
+  for (analysis::TensorInfo& t : analysis::tensors_live_at(trace, ts)) {
+    if (t.device_id != device) continue;
+    TensorRow r{std::move(t), {}, 0, ts};
+    r.site = trace.site(r.info.stack_id).label;
+    r.created_ns = r.info.create_ts >= trace.origin_ns() ? r.info.create_ts - trace.origin_ns() : 0;
+    s.tensors.push_back(std::move(r));
+  }
+  return s;
+}
+
+std::vector<DiffRow> diff_rows(const analysis::TraceDiff& diff) {
+  std::vector<DiffRow> rows;
+  for (const analysis::DeviceDiff& d : diff.devices) {
+    auto value = [](const std::optional<analysis::DeviceSummary>& s, auto member) {
+      return s ? (*s).*member : int64_t{0};
+    };
+    using S = analysis::DeviceSummary;
+    const std::pair<const char*, int64_t S::*> values[] = {
+        {"peak allocated", &S::peak_allocated_bytes},
+        {"peak reserved", &S::peak_reserved_bytes},
+        {"final allocated", &S::final_allocated_bytes}};
+    for (const auto& [what, member] : values)
+      rows.push_back({what, d.device, {}, value(d.a, member), value(d.b, member)});
+  }
+  for (const analysis::TraceDiff::Sites& s : diff.sites) {
+    const std::pair<const char*, const std::vector<analysis::SiteDiff>*> kinds[] = {
+        {"site changed", &s.changed}, {"site new", &s.added}, {"site vanished", &s.vanished}};
+    for (const auto& [what, sites] : kinds)
+      for (const analysis::SiteDiff& d : *sites)
+        rows.push_back({what, s.device, d.label, d.a_bytes, d.b_bytes});
+  }
+  return rows;
 }
 
 }  // namespace tidemark::gui

@@ -11,8 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "profiler/analysis/allocator_state.h"
 #include "profiler/analysis/details.h"
 #include "profiler/analysis/diagnose.h"
+#include "profiler/analysis/diff.h"
+#include "profiler/analysis/follow.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
 #include "profiler/analysis/trace.h"
@@ -20,21 +23,30 @@
 namespace tidemark::gui {
 
 // An open trace shared by the loader, the timeline's zoom queries and the allocator view.
-// analysis::Trace caches sites and holds one SQLite connection, so every use goes through
-// with(), which serialises callers from any thread.
-class TraceSession {
+// analysis::Trace caches sites and holds one SQLite connection (analysis::LiveTrace its
+// curves), so every use goes through with(), which serialises callers from any thread.
+template <class T>
+class Guarded {
  public:
-  explicit TraceSession(analysis::Trace trace) : trace_(std::move(trace)) {}
+  template <class... Args>
+  explicit Guarded(Args&&... args) : value_(std::forward<Args>(args)...) {}
   template <class F>
   auto with(F&& f) const {
     std::lock_guard<std::mutex> lock(mutex_);
-    return f(trace_);
+    return f(value_);
+  }
+  template <class F>
+  auto with_mutable(F&& f) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return f(value_);
   }
 
  private:
   mutable std::mutex mutex_;
-  analysis::Trace trace_;
+  T value_;
 };
+using TraceSession = Guarded<analysis::Trace>;
+using LiveSession = Guarded<analysis::LiveTrace>;  // Follow: a trace still being recorded
 
 // A group of allocations (by site) with the time span its allocations cover, so selecting
 // it in a table can highlight that span on the timeline. Times are absolute.
@@ -49,12 +61,7 @@ struct SiteRow {
   uint64_t largest_addr = 0, largest_alloc_ts = 0;
 };
 
-// One sync (a wait on the device): ts is when it ended (absolute), as in the syncs table.
-struct SyncEvent {
-  uint64_t ts = 0, duration_ns = 0;
-  std::string kind, site;
-  uint64_t stack_id = 0;
-};
+using analysis::SyncEvent;  // one sync, with its stack (analysis::sync_events)
 
 struct SyncSiteRow {
   analysis::SyncSite site;
@@ -78,7 +85,8 @@ struct TraceData {
   Stage stage = Stage::opened;
   std::string late_error;  // a failure after the trace opened (tables or findings)
   std::string path;
-  std::shared_ptr<TraceSession> session;
+  std::shared_ptr<TraceSession> session;  // a finalized trace: every view
+  std::shared_ptr<LiveSession> live;      // instead, when following: only the curves
   uint64_t origin_ns = 0, end_ns = 0;
   std::vector<analysis::DeviceRef> devices;
   analysis::Summary summary;
@@ -86,7 +94,7 @@ struct TraceData {
   std::vector<analysis::DeviceSummary> device_summaries;
   // Per device (same order as `devices`): the allocated peak, if the device has memory events.
   std::vector<std::optional<store::Peak>> peaks;
-  std::vector<std::pair<int64_t, uint64_t>> steps;  // (number, absolute ts)
+  std::vector<std::pair<int64_t, uint64_t>> steps;  // (number, absolute ts), by ts; Stage::opened
   std::vector<SiteRow> live_at_peak, leaks;
   std::vector<SyncEvent> sync_events;  // by ts
   std::vector<SyncSiteRow> sync_sites;
@@ -94,6 +102,18 @@ struct TraceData {
   std::vector<analysis::ScopeSpan> scopes;  // by push_ts
   int scope_depth = 0;                      // rows the scope lane needs (max depth + 1)
 };
+
+// The same trace (a later stage, or a poll of the one being followed)?
+inline bool same_trace(const TraceData* a, const TraceData* b) {
+  return a && b && (a->session ? a->session == b->session : a->live && a->live == b->live);
+}
+
+// Follow: the curves of a trace still being recorded (stage opened, no tables), read so far.
+// follow_trace_data() opens it and reads what was committed (null when the trace is already
+// finalized: load it instead); poll_trace_data() reads what was committed since and returns
+// the next snapshot, or null when nothing was.
+std::shared_ptr<const TraceData> follow_trace_data(const std::string& path);
+std::shared_ptr<const TraceData> poll_trace_data(const TraceData& previous);
 
 // The stages, each on its own: open_trace_data() opens the trace (the session the timeline's
 // queries use); compute_tables() and compute_findings() read through `trace`, a second
@@ -108,31 +128,40 @@ void compute_findings(TraceData& data, const analysis::Trace& trace);
 std::shared_ptr<const TraceData> load_trace_data(
     const std::string& path, const std::function<void(int, const std::string&)>& progress = {});
 
-// Individual syncs (not exposed by profiler/analysis: see docs/gui.md).
-std::vector<SyncEvent> sync_events(const analysis::Trace& trace);
+// The allocator's state at a time on one device (analysis::allocator_state).
+using analysis::AllocatorState;
+using analysis::BlockState;
+using analysis::SegmentState;
 
-// The allocator's state at a time on one device: its segments (reserved ranges) and the
-// blocks carved from them. A block is allocated (handed out), pending (freed by the caller,
-// but another stream may still use it) or implicitly cached free (a gap inside a segment).
-struct BlockState {
-  uint64_t addr = 0, size = 0, requested = 0;
-  uint64_t alloc_ts = 0;  // with the device and addr, finds its allocation (Details)
-  bool pending_free = false;
-  std::string site, category, scope;
+// What was allocated at some time in [from, to) (absolute), by site per device, as the Live
+// at peak table lists it (analysis::live_in_range, grouped as group_allocations does).
+std::vector<SiteRow> live_in_selection(const analysis::Trace& trace, uint64_t from, uint64_t to);
+
+// A tensor or view live at a time (`at_ts`, absolute), as the Tensors table lists it.
+struct TensorRow {
+  analysis::TensorInfo info;
+  std::string site;         // of its creation
+  uint64_t created_ns = 0;  // relative to the origin
+  uint64_t at_ts = 0;
 };
-struct SegmentState {
-  uint64_t addr = 0, size = 0;
-  std::string pool;
-  std::vector<BlockState> blocks;  // by addr
+// What the views that follow the selected time show: the allocator state and the tensors
+// live then, on one device.
+struct StateAtTime {
+  AllocatorState allocator;
+  std::vector<TensorRow> tensors;  // by creation time
 };
-struct AllocatorState {
-  uint64_t ts = 0;       // absolute
-  uint64_t time_ns = 0;  // relative to the origin
-  std::string device;
-  int64_t device_id = 0;
-  std::vector<SegmentState> segments;  // by addr
+StateAtTime state_at(const analysis::Trace& trace, int64_t device, uint64_t ts);
+
+// One difference between two traces (analysis::diff), as the Compare table lists it: a
+// device's peak or final value, or a site's bytes live at the allocated peak.
+struct DiffRow {
+  std::string what;  // "peak allocated", "peak reserved", "final allocated", "site changed",
+                     // "site new", "site vanished"
+  std::string device, name;  // name: the site's label (empty for a device's values)
+  int64_t a = 0, b = 0;
+  int64_t delta() const { return b - a; }
 };
-AllocatorState allocator_state(const analysis::Trace& trace, int64_t device, uint64_t ts);
+std::vector<DiffRow> diff_rows(const analysis::TraceDiff& diff);
 
 // The details of the allocation at `addr` on `device` allocated at `alloc_ts` (absolute).
 std::optional<analysis::AllocationDetails> find_allocation_details(const analysis::Trace& trace,

@@ -1,6 +1,7 @@
 #include "gui/core/trace_view.h"
 
 #include <QComboBox>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -13,6 +14,7 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QTextBrowser>
+#include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 
@@ -46,8 +48,27 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent) {
   stack_->addWidget(error_);
 
   auto* split = new QSplitter(Qt::Vertical);
+  auto* top = new QWidget;
+  auto* tl = new QVBoxLayout(top);
+  tl->setContentsMargins(0, 0, 0, 0);
+  tl->setSpacing(0);
+  auto* bar = new QHBoxLayout;
+  bar->setContentsMargins(6, 2, 6, 0);
+  stacking_ = new QComboBox;
+  stacking_->addItems({tr("allocated"), tr("by category"), tr("by top site")});
+  stacking_->setToolTip(tr("What fills the allocated area (View > Stack: Ctrl+1, Ctrl+2, Ctrl+3)"));
+  bar->addWidget(new QLabel(tr("Timeline:")));
+  bar->addWidget(stacking_);
+  align_ = new QComboBox;
+  align_->addItems({tr("aligned at the start"), tr("aligned at the first step")});
+  align_->setToolTip(tr("How the compared trace's time lines up with this one's"));
+  align_->setVisible(false);
+  bar->addWidget(align_);
+  bar->addStretch();
+  tl->addLayout(bar);
   timeline_ = new TimelineWidget;
-  split->addWidget(timeline_);
+  tl->addWidget(timeline_, 1);
+  split->addWidget(top);
   tabs_ = new QTabWidget;
   summary_ = new QTextBrowser;
   tabs_->addTab(summary_, tr("Summary"));
@@ -72,11 +93,27 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent) {
   allocator_scroll_->setWidget(allocator_);
   al->addWidget(allocator_scroll_);
   tabs_->addTab(alloc_page, tr("Allocator"));
+  tensor_model_ = make_tensor_model(this);
+  tabs_->addTab(makeTable(tensor_model_, 0), tr("Tensors"));
   details_view_ = new QTextBrowser;
   details_view_->setHtml(
       tr("<p><i>Click a block in the Allocator view, or double-click a row of Live at peak or "
-         "Leaks (its largest allocation), to see its details here.</i></p>"));
+         "Leaks (its largest allocation) or of Tensors, to see its details here.</i></p>"));
   tabs_->addTab(details_view_, tr("Details"));
+  selection_model_ = make_site_model(this);
+  selection_page_ = makeTable(selection_model_, 1);
+  // Compare and Live in selection become tabs when first used; owned by the view until then.
+  selection_page_->setParent(this);
+  selection_page_->hide();
+  compare_page_ = new QWidget(this);
+  compare_page_->hide();
+  auto* cl = new QVBoxLayout(compare_page_);
+  cl->setContentsMargins(0, 0, 0, 0);
+  compare_label_ = new QLabel;
+  compare_label_->setWordWrap(true);
+  cl->addWidget(compare_label_);
+  diff_model_ = make_diff_model(this);
+  cl->addWidget(makeTable(diff_model_, 5));
   split->addWidget(tabs_);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 2);
@@ -90,15 +127,35 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent) {
   connect(&loader_, &TraceLoader::tablesReady, this, &TraceView::setTraceData);
   connect(&loader_, &TraceLoader::finished, this, &TraceView::setTraceData);
   connect(&loader_, &TraceLoader::failed, this, [this](const QString& message) {
-    error_->setText(message);
+    error_->setText(message.contains("not finalized")
+                        ? message + tr("\n\nA trace still being recorded: View > Follow (Ctrl+F) "
+                                       "shows it growing.")
+                        : message);
     stack_->setCurrentIndex(1);
     emit failed(message);
   });
   connect(timeline_, &TimelineWidget::timeSelected, this, &TraceView::selectTime);
+  connect(timeline_, &TimelineWidget::rangeSelected, this, &TraceView::selectRange);
+  connect(&selection_watcher_, &QFutureWatcher<std::vector<SiteRow>>::finished, this, [this] {
+    selection_model_->setRows(selection_watcher_.result());
+    emit selectionShown();
+  });
+  connect(align_, &QComboBox::currentIndexChanged, this,
+          [this](int i) { timeline_->setCompareAlign(TimelineWidget::Align(i)); });
+  follow_timer_ = new QTimer(this);
+  connect(follow_timer_, &QTimer::timeout, this, &TraceView::pollFollow);
+  connect(&follow_watcher_, &QFutureWatcher<Polled>::finished, this,
+          [this] { showPolled(follow_watcher_.result()); });
+  connect(&compare_open_, &QFutureWatcher<Compared>::finished, this,
+          [this] { showCompared(compare_open_.result()); });
+  connect(&compare_diff_, &QFutureWatcher<Compared>::finished, this,
+          [this] { showDifferences(compare_diff_.result()); });
+  connect(stacking_, &QComboBox::currentIndexChanged, this,
+          [this](int i) { timeline_->setStacking(TimelineWidget::Stacking(i)); });
   connect(device_, &QComboBox::currentIndexChanged, this, [this] { showAllocator(); });
   connect(allocator_, &AllocatorWidget::blockClicked, this, &TraceView::showDetails);
-  connect(&allocator_watcher_, &QFutureWatcher<AllocatorState>::finished, this, [this] {
-    allocator_->setState(allocator_watcher_.result());
+  connect(&allocator_watcher_, &QFutureWatcher<StateAtTime>::finished, this, [this] {
+    showState(allocator_watcher_.result());
     if (allocator_pending_) {
       allocator_pending_ = false;
       showAllocator();
@@ -110,6 +167,177 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent) {
 TraceView::~TraceView() {
   loader_.cancel();
   allocator_watcher_.waitForFinished();
+  compare_open_.waitForFinished();
+  compare_diff_.waitForFinished();
+  selection_watcher_.waitForFinished();
+  follow_timer_->stop();
+  follow_watcher_.waitForFinished();
+}
+
+void TraceView::follow(const QString& path, int interval_ms) {
+  loader_.cancel();
+  follow_timer_->stop();
+  follow_watcher_.waitForFinished();
+  follow_path_ = path;
+  follow_timer_->setInterval(interval_ms);
+  progress_->setValue(0);
+  progress_label_->setText(tr("Following %1").arg(path));
+  stack_->setCurrentIndex(0);
+  auto open = [path]() -> Polled {
+    try {
+      if (!QFileInfo::exists(path)) throw std::runtime_error("no such file");
+      TraceDataPtr data = follow_trace_data(path.toStdString());
+      return {data, data == nullptr, {}};  // null: finalized already, loaded fully
+    } catch (const std::exception& e) {
+      const QString m = QString::fromStdString(e.what());
+      return {nullptr, false, m.contains(path) ? m : path + ": " + m};
+    }
+  };
+  if (synchronous_)
+    showPolled(open());
+  else
+    follow_watcher_.setFuture(QtConcurrent::run(open));
+  follow_timer_->start();
+}
+
+bool TraceView::following() const {
+  return follow_timer_->isActive();
+}
+
+void TraceView::setFollow(bool on) {
+  if (!on) {
+    follow_timer_->stop();
+    return;
+  }
+  if (data_ && data_->live)
+    follow_timer_->start();
+  else if (data_)
+    follow(QString::fromStdString(data_->path), follow_timer_->interval());
+}
+
+// In the thread pool: the event blocks committed since the last poll (LiveTrace::poll).
+void TraceView::pollFollow() {
+  if (!data_ || !data_->live || follow_watcher_.isRunning()) return;
+  auto poll = [data = data_]() -> Polled {
+    try {
+      TraceDataPtr next = poll_trace_data(*data);
+      const bool done =
+          data->live->with([](const analysis::LiveTrace& l) { return l.finalized(); });
+      return {next, done, {}};
+    } catch (const std::exception& e) {
+      return {nullptr, false, QString::fromStdString(e.what())};
+    }
+  };
+  if (synchronous_)
+    showPolled(poll());
+  else
+    follow_watcher_.setFuture(QtConcurrent::run(poll));
+}
+
+void TraceView::showPolled(Polled p) {
+  if (!p.error.isEmpty()) {
+    follow_timer_->stop();
+    if (!data_) {  // the first read failed: nothing to show
+      error_->setText(p.error);
+      stack_->setCurrentIndex(1);
+      emit failed(p.error);
+    } else {
+      summary_->setHtml(tr("<p><b>Following stopped:</b> %1</p>").arg(p.error.toHtmlEscaped()));
+    }
+    return;
+  }
+  if (p.data) {
+    setTraceData(p.data);
+    emit followed();
+  }
+  if (p.finalized) {  // the recording ended: everything, tables and findings included
+    follow_timer_->stop();
+    load(follow_path_);
+  }
+}
+
+void TraceView::setCompareAlign(TimelineWidget::Align align) {
+  align_->setCurrentIndex(int(align));  // the combo box tells the timeline
+}
+
+void TraceView::compareWith(const QString& path) {
+  if (tabs_->indexOf(compare_page_) < 0) tabs_->addTab(compare_page_, tr("Compare"));
+  compare_label_->setText(tr("Opening %1…").arg(path));
+  diff_model_->setRows({});
+  auto open = [path]() -> Compared {
+    try {
+      if (!QFileInfo::exists(path)) throw std::runtime_error("no such file");
+      return {open_trace_data(path.toStdString()), {}, {}};
+    } catch (const std::exception& e) {
+      const QString m = QString::fromStdString(e.what());
+      return {nullptr, {}, m.contains(path) ? m : path + ": " + m};
+    }
+  };
+  if (synchronous_) {
+    showCompared(open());
+    return;
+  }
+  compare_open_.setFuture(QtConcurrent::run(open));
+}
+
+void TraceView::showCompared(Compared c) {
+  if (!c.data) {
+    compare_label_->setText(c.error);
+    emit compareFailed(c.error);
+    return;
+  }
+  timeline_->setCompare(c.data, TimelineWidget::Align(align_->currentIndex()));
+  align_->setVisible(true);
+  emit compareShown();
+  startDiff(c.data);
+}
+
+// analysis::diff on connections of its own (A's path, B's path), off the GUI thread.
+void TraceView::startDiff(TraceDataPtr other) {
+  const std::string a = data_ ? data_->path : std::string(), b = other->path;
+  auto diff = [a, b]() -> Compared {
+    try {
+      const analysis::Trace ta = analysis::Trace::open(a), tb = analysis::Trace::open(b);
+      return {nullptr, diff_rows(analysis::diff(ta, tb)), {}};
+    } catch (const std::exception& e) {
+      return {nullptr, {}, QString::fromStdString(e.what())};
+    }
+  };
+  compare_label_->setText(
+      tr("Comparing with %1: computing the differences…").arg(QString::fromStdString(b)));
+  if (synchronous_) {
+    showDifferences(diff());
+    return;
+  }
+  compare_diff_.setFuture(QtConcurrent::run(diff));
+}
+
+void TraceView::showDifferences(Compared c) {
+  const TraceDataPtr other = timeline_->compareData();
+  if (!c.error.isEmpty()) {
+    compare_label_->setText(c.error);
+    return;
+  }
+  diff_model_->setRows(std::move(c.rows));
+  compare_label_->setText(
+      tr("<b>A</b> %1 (solid) vs <b>B</b> %2 (dashed): what grew or shrank at the allocated "
+         "peak, B - A (as <tt>tidemark diff</tt>).")
+          .arg(QString::fromStdString(data_ ? data_->path : std::string()).toHtmlEscaped(),
+               QString::fromStdString(other ? other->path : std::string()).toHtmlEscaped()));
+  emit differencesShown();
+}
+
+void TraceView::setStacking(TimelineWidget::Stacking s) {
+  stacking_->setCurrentIndex(int(s));  // the combo box tells the timeline
+}
+
+void TraceView::showOffscreen(QSize size, TraceDataPtr data) {
+  resize(size);
+  setAttribute(Qt::WA_DontShowOnScreen);
+  show();
+  if (!data) return;
+  setSynchronous(true);
+  setTraceData(std::move(data));
 }
 
 void TraceView::setSynchronous(bool sync) {
@@ -129,7 +357,8 @@ QString TraceView::tabTitle(View v) const {
 void TraceView::updateTabTitles() {
   const bool tables = data_ && data_->stage != Stage::opened;
   const bool findings = data_ && data_->stage == Stage::complete;
-  const QString wait = tr(" (computing…)");
+  // A followed recording has no tables until it is finalized.
+  const QString wait = data_ && data_->live ? tr(" (once finalized)") : tr(" (computing…)");
   tabs_->setTabText(0, tr("Summary") + (findings ? QString() : wait));
   tabs_->setTabText(1, tr("Live at peak") + (tables ? QString() : wait));
   tabs_->setTabText(2, tr("Leaks") + (tables ? QString() : wait));
@@ -138,7 +367,7 @@ void TraceView::updateTabTitles() {
 }
 
 void TraceView::showDetails(qint64 device, quint64 addr, quint64 alloc_ts) {
-  if (!data_) return;
+  if (!data_ || !data_->session) return;
   details_ = data_->session->with([&](const analysis::Trace& trace) {
     return find_allocation_details(trace, device, addr, alloc_ts);
   });
@@ -179,10 +408,11 @@ QWidget* TraceView::makeTable(QAbstractItemModel* model, int sort_column) {
   connect(view, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
     const QVariantList a = index.data(AllocationRole).toList();
     if (a.size() == 3) showDetails(a[0].toLongLong(), a[1].toULongLong(), a[2].toULongLong());
+    if (const QVariant t = index.data(TensorRole); t.isValid()) showTensorDetails(t.toULongLong());
   });
   connect(view->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& current) {
-            if (!current.isValid()) return;
+            if (!current.isValid() || current.data(ToTsRole).toULongLong() == 0) return;
             timeline_->setHighlight(current.data(FromTsRole).toULongLong(),
                                     current.data(ToTsRole).toULongLong());
           });
@@ -199,11 +429,11 @@ void TraceView::load(const QString& path) {
 }
 
 void TraceView::setTraceData(TraceDataPtr data) {
-  const bool same_trace = data_ && data && data_->session == data->session;
-  const bool had_tables = same_trace && data_->stage != Stage::opened;
+  const bool same = same_trace(data_.get(), data.get());
+  const bool had_tables = same && data_->stage != Stage::opened;
   data_ = std::move(data);
   timeline_->setTraceData(data_);  // keeps the view for a later stage of the same trace
-  summary_->setHtml(summary_html(*data_));
+  summary_->setHtml(data_->live ? follow_html(*data_) : summary_html(*data_));
   if (data_->stage != Stage::opened) {
     live_model_->setRows(data_->live_at_peak);
     leak_model_->setRows(data_->leaks);
@@ -215,7 +445,7 @@ void TraceView::setTraceData(TraceDataPtr data) {
     step_model_->setRows(data_->step_rows);
   }
   updateTabTitles();
-  if (!same_trace) {
+  if (!same) {
     // The allocator shows the device with the highest peak, at that peak, until a click.
     device_->blockSignals(true);
     device_->clear();
@@ -247,11 +477,54 @@ void TraceView::setTraceData(TraceDataPtr data) {
       emit tablesShown();
       break;
     case Stage::complete:
-      if (!same_trace) emit opened();
+      if (!same) emit opened();
       if (!had_tables) emit tablesShown();
       emit loaded();
       break;
   }
+}
+
+void TraceView::showState(StateAtTime state) {
+  allocator_->setState(std::move(state.allocator));
+  tensor_model_->setRows(std::move(state.tensors));
+  tabs_->setTabText(int(View::tensors) - 1, tr("Tensors (%1 at %2)")
+                                                .arg(tensor_model_->rowCount())
+                                                .arg(duration_text(allocator_->state().time_ns)));
+  emit stateShown();
+}
+
+void TraceView::showTensorDetails(quint64 tensor_id) {
+  if (!data_ || !data_->session) return;
+  tensor_details_ = data_->session->with(
+      [&](const analysis::Trace& trace) { return analysis::tensor_details(trace, tensor_id); });
+  details_view_->setHtml(tensor_details_ ? tensor_details_html(*tensor_details_, data_->origin_ns)
+                                         : tr("<p>No tensor %1 in the trace.</p>").arg(tensor_id));
+  if (tensor_details_) {
+    const analysis::SharedTensor& t = tensor_details_->tensor;
+    timeline_->setHighlight(t.create_ts, t.release_ts.value_or(data_->end_ns));
+  }
+  tabs_->setCurrentWidget(details_view_);
+}
+
+void TraceView::selectRange(quint64 from, quint64 to) {
+  if (!data_ || !data_->session || to <= from) return;
+  if (tabs_->indexOf(selection_page_) < 0) tabs_->addTab(selection_page_, {});
+  tabs_->setTabText(
+      tabs_->indexOf(selection_page_),
+      tr("Live in selection (%1 to %2)")
+          .arg(duration_text(from - data_->origin_ns), duration_text(to - data_->origin_ns)));
+  tabs_->setCurrentWidget(selection_page_);
+  auto query = [data = data_, from, to] {
+    return data->session->with(
+        [&](const analysis::Trace& trace) { return live_in_selection(trace, from, to); });
+  };
+  selection_watcher_.waitForFinished();  // one at a time; the latest selection wins
+  if (synchronous_) {
+    selection_model_->setRows(query());
+    emit selectionShown();
+    return;
+  }
+  selection_watcher_.setFuture(QtConcurrent::run(query));
 }
 
 void TraceView::selectTime(quint64 ts) {
@@ -262,16 +535,16 @@ void TraceView::selectTime(quint64 ts) {
 // In the thread pool (through the session, like the timeline's queries); a request made while
 // one runs is queued, so only the latest time is computed next.
 void TraceView::showAllocator() {
-  if (!data_ || data_->devices.empty()) return;
+  if (!data_ || !data_->session || data_->devices.empty()) return;
   const int i = std::max(0, device_->currentIndex());
   const int64_t dev = data_->devices[size_t(i)].id;
   auto query = [data = data_, dev, ts = allocator_ts_] {
     return data->session->with(
-        [&](const analysis::Trace& trace) { return allocator_state(trace, dev, ts); });
+        [&](const analysis::Trace& trace) { return state_at(trace, dev, ts); });
   };
   if (synchronous_) {
     allocator_watcher_.waitForFinished();
-    allocator_->setState(query());
+    showState(query());
     return;
   }
   if (allocator_watcher_.isRunning()) {
@@ -305,8 +578,17 @@ void TraceView::showView(View v) {
     case View::allocator:
       tabs_->setCurrentIndex(5);
       break;
-    case View::details:
+    case View::tensors:
       tabs_->setCurrentIndex(6);
+      break;
+    case View::details:
+      tabs_->setCurrentIndex(7);
+      break;
+    case View::compare:
+      if (tabs_->indexOf(compare_page_) >= 0) tabs_->setCurrentWidget(compare_page_);
+      break;
+    case View::selection:
+      if (tabs_->indexOf(selection_page_) >= 0) tabs_->setCurrentWidget(selection_page_);
       break;
   }
 }

@@ -2,7 +2,6 @@
 // 32`), whose small views keep each 4 MiB batch's storage alive. The details of a batch's
 // allocation -- opened from the allocator view (a click on its block) and from the Live at
 // peak table (a double-click) -- name the view that kept it alive.
-#include <QProcess>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QTableView>
@@ -17,18 +16,13 @@ using namespace tidemark::gui::testing;
 
 namespace {
 
-QString view_retention_trace() {
-  const QString path = test_dir() + "/view_retention.db";
-  if (QFile::exists(path)) return path;
-  QProcess p;
-  p.setProcessChannelMode(QProcess::MergedChannels);
-  p.start(TIDEMARK_CLI, {"record", "--stacks", "32", "-o", path, "--", TIDEMARK_VIEW_RETENTION});
-  if (!p.waitForFinished(300000) || p.exitCode() != 0 || !QFile::exists(path)) {
-    qWarning("recording pitfall_view_retention failed: %s", p.readAll().constData());
-    QFile::remove(path);
-    return {};
+// The table showing `model` (through its sort and filter proxy).
+QTableView* table_over(const TraceView& view, const QAbstractItemModel* model) {
+  for (QTableView* t : view.findChildren<QTableView*>()) {
+    auto* proxy = qobject_cast<QSortFilterProxyModel*>(t->model());
+    if (proxy && proxy->sourceModel() == model) return t;
   }
-  return path;
+  return nullptr;
 }
 
 constexpr uint64_t kBatchBytes = 1024 * 1024 * 4;  // the sample's 1024x1024 float32 batch
@@ -65,7 +59,7 @@ class DetailsTest : public QObject {
 
  private slots:
   void initTestCase() {
-    const QString path = view_retention_trace();
+    const QString path = cli_recorded_trace("view_retention.db", TIDEMARK_VIEW_RETENTION);
     QVERIFY(!path.isEmpty());
     QString error;
     data_ = TraceLoader::load_now(path, &error);
@@ -74,11 +68,7 @@ class DetailsTest : public QObject {
 
   void clickingABlockInTheAllocatorViewShowsItsDetails() {
     TraceView view;
-    view.setSynchronous(true);
-    view.resize(1200, 800);
-    view.setAttribute(Qt::WA_DontShowOnScreen);
-    view.show();
-    view.setTraceData(data_);
+    view.showOffscreen({1200, 800}, data_);
     view.showView(TraceView::View::allocator);
     AllocatorWidget* a = view.allocator();
     a->resize(1100, a->sizeHint().height());
@@ -99,18 +89,10 @@ class DetailsTest : public QObject {
 
   void doubleClickingALiveRowShowsItsLargestAllocation() {
     TraceView view;
-    view.setSynchronous(true);
-    view.resize(1200, 800);
-    view.setAttribute(Qt::WA_DontShowOnScreen);
-    view.show();
-    view.setTraceData(data_);
+    view.showOffscreen({1200, 800}, data_);
     view.showView(TraceView::View::live);
     // The table over the live model, sorted by bytes: its first row is the batches' site.
-    QTableView* table = nullptr;
-    for (QTableView* t : view.findChildren<QTableView*>()) {
-      auto* proxy = qobject_cast<QSortFilterProxyModel*>(t->model());
-      if (proxy && proxy->sourceModel() == view.liveModel()) table = t;
-    }
+    QTableView* table = table_over(view, view.liveModel());
     QVERIFY(table);
     const QModelIndex first = table->model()->index(0, 0);
     QVERIFY(first.isValid());
@@ -119,6 +101,53 @@ class DetailsTest : public QObject {
     QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, r.center());
     QTest::mouseDClick(table->viewport(), Qt::LeftButton, {}, r.center());
     checkBatchDetails(view);
+  }
+
+  // The Tensors table lists what tensors_live_at() gives at the selected time (the peak); a
+  // double-click on a batch tensor shows its sizes, storage block, views and lifetime.
+  void doubleClickingATensorShowsItsDetails() {
+    TraceView view;
+    view.showOffscreen({1200, 800}, data_);
+    view.showView(TraceView::View::tensors);
+    const uint64_t at = view.allocator()->state().ts;
+    const int64_t dev = view.allocator()->state().device_id;
+    const auto expected = data_->session->with([&](const tidemark::analysis::Trace& trace) {
+      return tidemark::analysis::tensors_live_at(trace, at);
+    });
+    size_t on_device = 0;
+    for (const auto& t : expected) on_device += t.device_id == dev;
+    QCOMPARE(size_t(view.tensorModel()->rowCount()), on_device);
+    QTableView* table = table_over(view, view.tensorModel());
+    QVERIFY(table);
+    // A batch: a 1024x1024 float32 tensor that is not a view.
+    QModelIndex batch;
+    for (int r = 0; r < table->model()->rowCount() && !batch.isValid(); ++r) {
+      const QModelIndex i = table->model()->index(r, 0);
+      const auto& row = view.tensorModel()->rows()[size_t(
+          qobject_cast<QSortFilterProxyModel*>(table->model())->mapToSource(i).row())];
+      if (row.info.sizes == "[1024,1024]" && row.info.base_id == 0) batch = i;
+    }
+    QVERIFY2(batch.isValid(), "no 1024x1024 batch tensor live at the peak");
+    table->scrollTo(batch);
+    const QRect r = table->visualRect(batch);
+    QTest::mouseClick(table->viewport(), Qt::LeftButton, {}, r.center());
+    QTest::mouseDClick(table->viewport(), Qt::LeftButton, {}, r.center());
+    QVERIFY(view.tensorDetails().has_value());
+    const tidemark::analysis::TensorDetails& d = *view.tensorDetails();
+    QCOMPARE(d.tensor.tensor_id, batch.data(TensorRole).toULongLong());
+    QCOMPARE(QString::fromStdString(d.tensor.dtype), QString("float32"));
+    QCOMPARE(QString::fromStdString(d.tensor.strides), QString("[1024,1]"));
+    QVERIFY(d.allocation.has_value());
+    QCOMPARE(d.allocation->row.requested_size, kBatchBytes);
+    QCOMPARE(d.storage_nbytes, kBatchBytes);
+    // Its views (big[0]) outlive it: the pitfall this sample shows.
+    QVERIFY(!d.views.empty());
+    for (const auto& v : d.views) QCOMPARE(v.base_id, d.tensor.tensor_id);
+    QVERIFY(d.lifetime_ns.has_value());
+    QCOMPARE(*d.lifetime_ns, *d.tensor.release_ts - d.tensor.create_ts);
+    const QString html = view.detailsHtml();
+    for (const char* what : {"strides", "category", "Views of it", "storage", "lifetime"})
+      QVERIFY2(html.contains(what), what);
   }
 };
 

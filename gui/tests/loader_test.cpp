@@ -106,9 +106,7 @@ class LoaderTest : public QObject {
   void traceViewFillsEachViewAsItsStageArrives() {
     const QString path = recorded_trace();
     TraceView view;
-    view.resize(1200, 800);
-    view.setAttribute(Qt::WA_DontShowOnScreen);
-    view.show();
+    view.showOffscreen({1200, 800});
     QStringList order;
     QString live_title_at_open, summary_title_at_tables;
     connect(&view, &TraceView::opened, this, [&] {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Saves screenshots of tidemark-gui's main views into docs/images/, rendered under a real X
 # server (Xvfb, via xvfb-run) from a recording of samples/pitfall_accumulated_loss: memory that
-# grows step by step, and the graph-retention finding naming the line responsible.
+# grows step by step, and the graph-retention finding naming the line responsible; then the
+# timeline stacked by category, and Compare against the --fixed run.
 #   gui/tests/screenshots.sh [BUILD_DIR]   (default: build)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -14,9 +15,18 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$build/cli/tidemark" record -o "$tmp/run.db" --stacks 32 -- \
   "$build/samples/pitfall_accumulated_loss" >/dev/null
+"$build/cli/tidemark" record -o "$tmp/fixed.db" --stacks 32 -- \
+  "$build/samples/pitfall_accumulated_loss" --fixed >/dev/null
 mkdir -p "$root/docs/images"
-for view in timeline allocator summary; do
+shot() {  # NAME ARGS...
+  local name=$1
+  shift
   QT_QPA_PLATFORM=xcb xvfb-run -a -s "-screen 0 1600x1000x24" \
-    "$gui" --screenshot "$root/docs/images/gui-$view.png" --view "$view" "$tmp/run.db"
-  echo "docs/images/gui-$view.png"
+    "$gui" --screenshot "$root/docs/images/gui-$name.png" "$@"
+  echo "docs/images/gui-$name.png"
+}
+for view in timeline allocator summary; do
+  shot "$view" --view "$view" "$tmp/run.db"
 done
+shot timeline-category --view timeline --stack category "$tmp/run.db"
+shot compare --compare "$tmp/run.db" "$tmp/fixed.db"

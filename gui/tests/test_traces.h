@@ -36,6 +36,25 @@ inline QString recorded_trace() {
   return path;
 }
 
+#ifdef TIDEMARK_CLI
+// `program args...` recorded with `tidemark record --stacks 32` into the test's directory as
+// `name` (once per test binary). Empty on failure, after printing the recorder's output.
+inline QString cli_recorded_trace(const QString& name, const QString& program,
+                                  const QStringList& args = {}) {
+  const QString path = test_dir() + "/" + name;
+  if (QFile::exists(path)) return path;
+  QProcess p;
+  p.setProcessChannelMode(QProcess::MergedChannels);
+  p.start(TIDEMARK_CLI, QStringList{"record", "--stacks", "32", "-o", path, "--", program} + args);
+  if (!p.waitForFinished(300000) || p.exitCode() != 0 || !QFile::exists(path)) {
+    qWarning("recording %s failed: %s", qPrintable(program), p.readAll().constData());
+    QFile::remove(path);
+    return {};
+  }
+  return path;
+}
+#endif
+
 inline QString write_file(const QString& name, const QByteArray& bytes) {
   const QString path = test_dir() + "/" + name;
   QFile f(path);

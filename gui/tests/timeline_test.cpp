@@ -12,6 +12,7 @@
 #include "gui/core/allocator_widget.h"
 #include "gui/core/timeline_widget.h"
 #include "gui/core/trace_loader.h"
+#include "gui/core/trace_view.h"
 #include "gui/tests/test_traces.h"
 #include "profiler/analysis/memory.h"
 
@@ -175,6 +176,49 @@ class TimelineTest : public QObject {
     QVERIFY2(tip.contains(QString::fromStdString(data_->scopes[first.index].path).toHtmlEscaped()),
              qPrintable(tip));
     qInfo("scopes drawn: %s", qPrintable(QStringList(drawn.values()).join(", ")));
+  }
+
+  // Shift+drag selects a range; the Live in selection tab lists what was allocated in it, by
+  // site: its bytes add up to an independent SQL sum over the allocations table.
+  void shiftDragListsWhatWasLiveInTheSelection() {
+    TraceView view;
+    view.showOffscreen({1200, 800}, data_);
+    TimelineWidget* t = view.timeline();
+    QSignalSpy range(t, &TimelineWidget::rangeSelected);
+    QSignalSpy shown(&view, &TraceView::selectionShown);
+    const QRect plot = t->plotRect();
+    const QPoint a(plot.left() + plot.width() / 3, plot.center().y());
+    const QPoint b(plot.left() + plot.width() / 2, plot.center().y());
+    QTest::mousePress(t, Qt::LeftButton, Qt::ShiftModifier, a);
+    QTest::mouseMove(t, b);
+    QTest::mouseRelease(t, Qt::LeftButton, Qt::ShiftModifier, b);
+    QCOMPARE(range.count(), 1);
+    QCOMPARE(shown.count(), 1);
+    const quint64 from = range.first().at(0).toULongLong(), to = range.first().at(1).toULongLong();
+    QVERIFY(from < to);
+    int64_t listed = 0;
+    uint64_t count = 0;
+    for (const SiteRow& r : view.selectionModel()->rows()) {
+      listed += r.bytes;
+      count += r.count;
+    }
+    sqlite3* db = nullptr;
+    QCOMPARE(sqlite3_open_v2(data_->path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db,
+                       "SELECT COUNT(*), TOTAL(size) FROM allocations WHERE alloc_ts < ? AND "
+                       "(free_requested_ts IS NULL OR free_requested_ts > ?)",
+                       -1, &st, nullptr);
+    sqlite3_bind_int64(st, 1, int64_t(to));
+    sqlite3_bind_int64(st, 2, int64_t(from));
+    QCOMPARE(sqlite3_step(st), SQLITE_ROW);
+    const uint64_t expected_count = uint64_t(sqlite3_column_int64(st, 0));
+    const int64_t expected_bytes = int64_t(sqlite3_column_double(st, 1));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    QVERIFY(expected_count > 0);
+    QCOMPARE(count, expected_count);
+    QCOMPARE(listed, expected_bytes);
   }
 
   void allocatorStateAtThePeakHoldsThePeak() {

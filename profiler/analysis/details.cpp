@@ -1,12 +1,40 @@
 #include "profiler/analysis/details.h"
 
 #include <algorithm>
+#include <string>
 
 #include "profiler/analysis/sql.h"
 
 namespace tidemark::analysis {
 
 using detail::Query;
+
+namespace {
+
+// The columns read_tensor() reads, from `tensors t` with dtype and op resolved.
+constexpr const char* kTensorSelect =
+    "SELECT t.tensor_id, t.storage_id, t.base_id, t.sizes, t.strides, t.storage_offset, "
+    "COALESCE(sd.text, ''), COALESCE(so.text, ''), t.create_ts, t.release_ts, t.stack, t.device "
+    "FROM tensors t LEFT JOIN strings sd ON sd.id = t.dtype "
+    "LEFT JOIN strings so ON so.id = t.op ";
+
+SharedTensor read_tensor(const Query& q) {
+  SharedTensor t;
+  t.tensor_id = q.u64(0);
+  t.storage_id = q.u64(1);
+  t.base_id = q.is_null(2) ? 0 : q.u64(2);
+  t.sizes = q.text(3);
+  t.strides = q.text(4);
+  t.storage_offset = q.i64(5);
+  t.dtype = q.text(6);
+  t.op = q.text(7);
+  t.create_ts = q.u64(8);
+  if (!q.is_null(9)) t.release_ts = q.u64(9);
+  t.stack_id = q.is_null(10) ? 0 : q.u64(10);
+  return t;
+}
+
+}  // namespace
 
 std::optional<AllocationDetails> allocation_details(const Trace& trace, uint64_t seq) {
   std::vector<store::AllocationRow> rows =
@@ -36,30 +64,14 @@ AllocationDetails allocation_details(const Trace& trace, const store::Allocation
       .bind(5, until);
   std::vector<uint64_t> storage_ids;
   while (st.step()) storage_ids.push_back(st.u64(0));
-  Query tq(trace.db(),
-           "SELECT t.tensor_id, t.storage_id, t.base_id, t.sizes, t.strides, t.storage_offset, "
-           "COALESCE(sd.text, ''), COALESCE(so.text, ''), t.create_ts, t.release_ts, t.stack "
-           "FROM tensors t LEFT JOIN strings sd ON sd.id = t.dtype "
-           "LEFT JOIN strings so ON so.id = t.op WHERE t.storage_id = ? AND t.device = ? AND "
-           "t.create_ts >= ? AND t.create_ts <= ? ORDER BY t.create_ts, t.id");
+  Query tq(trace.db(), (std::string(kTensorSelect) +
+                        "WHERE t.storage_id = ? AND t.device = ? AND t.create_ts >= ? AND "
+                        "t.create_ts <= ? ORDER BY t.create_ts, t.id")
+                           .c_str());
   for (uint64_t sid : storage_ids) {
     tq.reset();
     tq.bind(1, sid).bind(2, row.device).bind(3, row.alloc_ts).bind(4, until);
-    while (tq.step()) {
-      SharedTensor t;
-      t.tensor_id = tq.u64(0);
-      t.storage_id = tq.u64(1);
-      t.base_id = tq.is_null(2) ? 0 : tq.u64(2);
-      t.sizes = tq.text(3);
-      t.strides = tq.text(4);
-      t.storage_offset = tq.i64(5);
-      t.dtype = tq.text(6);
-      t.op = tq.text(7);
-      t.create_ts = tq.u64(8);
-      if (!tq.is_null(9)) t.release_ts = tq.u64(9);
-      t.stack_id = tq.is_null(10) ? 0 : tq.u64(10);
-      d.tensors.push_back(std::move(t));
-    }
+    while (tq.step()) d.tensors.push_back(read_tensor(tq));
   }
   std::stable_sort(
       d.tensors.begin(), d.tensors.end(),
@@ -79,6 +91,48 @@ AllocationDetails allocation_details(const Trace& trace, const store::Allocation
     }
     if (d.kept_alive_by) break;
   }
+  return d;
+}
+
+std::optional<TensorDetails> tensor_details(const Trace& trace, uint64_t tensor_id) {
+  if (!trace.db().table_exists("tensors")) return std::nullopt;
+  TensorDetails d;
+  {
+    Query q(trace.db(), (std::string(kTensorSelect) +
+                         "WHERE t.tensor_id = ? ORDER BY t.create_ts, t.id LIMIT 1")
+                            .c_str());
+    q.bind(1, tensor_id);
+    if (!q.step()) return std::nullopt;
+    d.tensor = read_tensor(q);
+    d.device_id = q.i64(11);
+  }
+  if (const DeviceRef* dev = trace.device_by_id(d.device_id)) d.device = dev->name;
+  d.tensor.site = trace.site(d.tensor.stack_id).label;
+  d.frames = trace.stack_frames(d.tensor.stack_id);
+  if (d.tensor.release_ts) d.lifetime_ns = *d.tensor.release_ts - d.tensor.create_ts;
+  {
+    Query q(trace.db(), (std::string(kTensorSelect) +
+                         "WHERE t.base_id = ? AND t.tensor_id != ? ORDER BY t.create_ts, t.id")
+                            .c_str());
+    q.bind(1, tensor_id).bind(2, tensor_id);
+    while (q.step()) d.views.push_back(read_tensor(q));
+    for (SharedTensor& v : d.views) v.site = trace.site(v.stack_id).label;
+  }
+  if (!trace.db().table_exists("storages")) return d;
+  // The storage as it was when the tensor was created, then the block holding it then.
+  Query st(trace.db(),
+           "SELECT addr, nbytes, create_ts FROM storages WHERE storage_id = ? AND "
+           "create_ts <= ? ORDER BY create_ts DESC LIMIT 1");
+  st.bind(1, d.tensor.storage_id).bind(2, d.tensor.create_ts);
+  if (!st.step()) return d;
+  d.storage_addr = st.u64(0);
+  d.storage_nbytes = st.u64(1);
+  const uint64_t created = st.u64(2);
+  std::vector<store::AllocationRow> rows = trace.reader().allocations_where(
+      "WHERE device = ?1 AND addr <= ?2 AND addr + size > ?2 AND alloc_ts <= ?3 AND "
+      "(free_requested_ts IS NULL OR free_requested_ts >= ?3) ORDER BY alloc_ts DESC LIMIT 1",
+      {d.device_id, static_cast<int64_t>(d.storage_addr), static_cast<int64_t>(created)});
+  if (!rows.empty()) d.allocation = allocation_details(trace, rows.front());
   return d;
 }
 

@@ -46,6 +46,22 @@ std::optional<AllocationDetails> allocation_details(const Trace& trace, uint64_t
 // The same for a row already read.
 AllocationDetails allocation_details(const Trace& trace, const store::AllocationRow& row);
 
+// One tensor (or view): its own row, the block its storage lay in, and the views of it.
+struct TensorDetails {
+  SharedTensor tensor;  // sizes, strides, offset, dtype, op, create/release, stack, site
+  int64_t device_id = 0;
+  std::string device;
+  std::vector<std::string> frames;      // the creation stack, symbolized, innermost first
+  std::optional<uint64_t> lifetime_ns;  // release - create; empty: alive at the end
+  uint64_t storage_addr = 0, storage_nbytes = 0;
+  // The allocation whose block held the storage when it was created (its category, scope,
+  // stream and the other tensors sharing it); empty when the storage or block is unknown.
+  std::optional<AllocationDetails> allocation;
+  std::vector<SharedTensor> views;  // tensors whose base is this one, by creation time
+};
+// The tensor with id `tensor_id` (its first tensor_create); empty when there is none.
+std::optional<TensorDetails> tensor_details(const Trace& trace, uint64_t tensor_id);
+
 // One scope_push ... scope_pop span of the scopes table.
 struct ScopeSpan {
   uint64_t thread = 0;

@@ -123,6 +123,15 @@ std::vector<store::AllocationRow> live_allocations(const Trace& trace, int64_t d
   return trace.reader().allocations_where(sql, params);
 }
 
+std::vector<store::AllocationRow> live_in_range(const Trace& trace, int64_t device,
+                                                uint64_t from_ts, uint64_t to_ts) {
+  return trace.reader().allocations_where(
+      "WHERE device = ?1 AND alloc_ts < ?3 AND (free_requested_ts IS NULL OR "
+      "free_requested_ts > ?2) ORDER BY seq",
+      {device, static_cast<int64_t>(std::min(from_ts, kNever)),
+       static_cast<int64_t>(std::min(to_ts, kNever))});
+}
+
 std::vector<Group> group_allocations(const Trace& trace,
                                      const std::vector<store::AllocationRow>& rows, GroupBy by,
                                      size_t limit, uint64_t* groups_total) {
@@ -222,7 +231,6 @@ TimePoint step_point(const Trace& trace, int64_t number) {
   return TimePoint{q.u64(0), std::nullopt};
 }
 
-namespace {
 std::vector<std::pair<int64_t, uint64_t>> step_starts(const Trace& trace) {
   std::vector<std::pair<int64_t, uint64_t>> steps;
   if (!trace.db().table_exists("steps")) return steps;
@@ -230,7 +238,6 @@ std::vector<std::pair<int64_t, uint64_t>> step_starts(const Trace& trace) {
   while (q.step()) steps.emplace_back(q.i64(0), q.u64(1));
   return steps;
 }
-}  // namespace
 
 LeakReport leaks(const Trace& trace, std::optional<int64_t> device, GroupBy by, size_t limit) {
   LeakReport r;
@@ -339,7 +346,51 @@ Summary summarize(const Trace& trace, const SummaryOptions& options) {
   return s;
 }
 
-Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& request) {
+namespace {
+
+// One row of memory_lod: per curve (allocated, active, reserved, requested) its value after
+// the row's last change, its min and its max.
+struct LodSample {
+  uint64_t t = 0;
+  int64_t v[12] = {};
+};
+
+// Appends the rows of a level with t in [t0, t1], in the reader's order (t, then rowid).
+size_t read_lod(const Trace& trace, int64_t device, int level, uint64_t t0, uint64_t t1,
+                std::vector<LodSample>& out) {
+  Query q(trace.db(),
+          "SELECT t, allocated, allocated_min, allocated_max, active, active_min, active_max, "
+          "reserved, reserved_min, reserved_max, requested, requested_min, requested_max FROM "
+          "memory_lod WHERE device = ? AND level = ? AND t >= ? AND t <= ? ORDER BY t, rowid");
+  q.bind(1, device).bind(2, level).bind(3, std::min(t0, kNever)).bind(4, std::min(t1, kNever));
+  const size_t before = out.size();
+  while (q.step()) {
+    LodSample r;
+    r.t = q.u64(0);
+    for (int i = 0; i < 12; ++i) r.v[i] = q.i64(1 + i);
+    out.push_back(r);
+  }
+  return out.size() - before;
+}
+
+}  // namespace
+
+struct TimelineCache::Entry {
+  std::vector<store::LodLevel> levels;  // read once
+  bool levels_read = false;
+  int level = -1;
+  uint64_t t0 = 0, t1 = 0;  // every row of `level` with t in [t0, t1] is in `rows`
+  Values before;            // the curves before t0
+  std::vector<LodSample> rows;
+};
+
+TimelineCache::TimelineCache() = default;
+TimelineCache::~TimelineCache() = default;
+TimelineCache::TimelineCache(TimelineCache&&) noexcept = default;
+TimelineCache& TimelineCache::operator=(TimelineCache&&) noexcept = default;
+
+Timeline TimelineCache::timeline(const Trace& trace, int64_t device,
+                                 const TimelineRequest& request) {
   Timeline tl;
   tl.device_id = device;
   if (const DeviceRef* d = trace.device_by_id(device)) tl.device = d->name;
@@ -350,12 +401,45 @@ Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& req
   const uint64_t span = tl.to_ts - tl.from_ts;
   tl.column_ns = std::max<uint64_t>(1, span / width);
 
+  Entry& e = entries_[device];
+  if (!e.levels_read) {
+    e.levels = trace.reader().lod_levels(device);
+    e.levels_read = true;
+  }
   // The coarsest stored level whose buckets fit in a column (level 0 always does).
   store::LodLevel chosen{};
-  for (const store::LodLevel& l : trace.reader().lod_levels(device))
+  for (const store::LodLevel& l : e.levels)
     if (l.width_ns <= tl.column_ns && l.level >= chosen.level) chosen = l;
   tl.level = chosen.level;
   tl.level_width_ns = chosen.width_ns;
+
+  // A bucket starting before `from` but reaching into it belongs to the first column.
+  const uint64_t first_t = chosen.width_ns ? tl.from_ts - tl.from_ts % chosen.width_ns : tl.from_ts;
+  const uint64_t last_t = tl.to_ts - 1;
+  // Keep the rows read before when they are of this level and near: read only the margins
+  // that came into view (nothing when zooming in). Far away, or a range much wider than the
+  // view, starts afresh so the cache stays about the size of a view.
+  const uint64_t lo = std::min(first_t, e.t0), hi = std::max(last_t, e.t1);
+  if (e.level != chosen.level || hi - lo > 16 * std::max<uint64_t>(span, 1)) {
+    e.level = chosen.level;
+    e.rows.clear();
+    e.t0 = first_t;
+    e.t1 = last_t;
+    e.before = values_before(trace, device, chosen.level, first_t);
+    rows_read_ += read_lod(trace, device, chosen.level, first_t, last_t, e.rows);
+  } else {
+    if (first_t < e.t0) {
+      std::vector<LodSample> left;
+      rows_read_ += read_lod(trace, device, chosen.level, first_t, e.t0 - 1, left);
+      e.rows.insert(e.rows.begin(), left.begin(), left.end());
+      e.t0 = first_t;
+      e.before = values_before(trace, device, chosen.level, first_t);
+    }
+    if (last_t > e.t1) {
+      rows_read_ += read_lod(trace, device, chosen.level, e.t1 + 1, last_t, e.rows);
+      e.t1 = last_t;
+    }
+  }
 
   CurveColumns* curves[] = {&tl.allocated, &tl.active, &tl.reserved, &tl.requested};
   for (CurveColumns* c : curves) {
@@ -363,25 +447,21 @@ Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& req
     c->max.assign(width, 0);
     c->last.assign(width, 0);
   }
-  // A bucket starting before `from` but reaching into it belongs to the first column.
-  const uint64_t first_t = chosen.width_ns ? tl.from_ts - tl.from_ts % chosen.width_ns : tl.from_ts;
-  Values carry = values_before(trace, device, chosen.level, first_t);
-  int64_t cur[4] = {carry.allocated, carry.active, carry.reserved, carry.requested};
-  std::vector<store::LodRow> rows = trace.reader().lod(device, chosen.level, first_t, tl.to_ts - 1);
-  size_t next = 0;
+  auto next = std::lower_bound(e.rows.begin(), e.rows.end(), first_t,
+                               [](const LodSample& r, uint64_t t) { return r.t < t; });
+  int64_t cur[4] = {e.before.allocated, e.before.active, e.before.reserved, e.before.requested};
+  if (next != e.rows.begin())
+    for (int i = 0; i < 4; ++i) cur[i] = (next - 1)->v[3 * i];
+  const bool any_rows = next != e.rows.end() && next->t <= last_t;
   for (size_t col = 0; col < width; ++col) {
     const uint64_t col_end = col + 1 == width ? tl.to_ts : tl.from_ts + (col + 1) * tl.column_ns;
     int64_t mn[4], mx[4];
     for (int i = 0; i < 4; ++i) mn[i] = mx[i] = cur[i];
-    for (; next < rows.size() && rows[next].t < col_end; ++next) {
-      const store::LodRow& r = rows[next];
-      const int64_t lo[4] = {r.allocated_min, r.active_min, r.reserved_min, r.requested_min};
-      const int64_t hi[4] = {r.allocated_max, r.active_max, r.reserved_max, r.requested_max};
-      const int64_t last[4] = {r.allocated, r.active, r.reserved, r.requested};
-      for (int i = 0; i < 4; ++i) {
-        mn[i] = std::min(mn[i], lo[i]);
-        mx[i] = std::max(mx[i], hi[i]);
-        cur[i] = last[i];
+    for (; next != e.rows.end() && next->t < col_end; ++next) {
+      for (int i = 0; i < 4; ++i) {  // per curve: last, min, max
+        cur[i] = next->v[3 * i];
+        mn[i] = std::min(mn[i], next->v[3 * i + 1]);
+        mx[i] = std::max(mx[i], next->v[3 * i + 2]);
       }
     }
     for (int i = 0; i < 4; ++i) {
@@ -390,10 +470,11 @@ Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& req
       curves[i]->last[col] = cur[i];
     }
   }
+  if (request.curves_only) return tl;
   // The highest allocated value in the range, and when it was first reached.
   int64_t best = std::numeric_limits<int64_t>::min();
   for (int64_t v : tl.allocated.max) best = std::max(best, v);
-  if (!rows.empty() || best > 0) {
+  if (any_rows || best > 0) {
     if (auto p = first_at_least(trace, device, store::Curve::allocated, best, tl.from_ts, tl.to_ts))
       tl.peak_allocated = p;
     else
@@ -402,6 +483,11 @@ Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& req
   for (const auto& [number, ts] : step_starts(trace))
     if (ts >= tl.from_ts && ts < tl.to_ts) tl.steps.emplace_back(number, ts);
   return tl;
+}
+
+Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& request) {
+  TimelineCache once;
+  return once.timeline(trace, device, request);
 }
 
 std::vector<TensorInfo> tensors_live_at(const Trace& trace, uint64_t ts) {

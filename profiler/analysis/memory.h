@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,7 +20,7 @@ std::optional<GroupBy> parse_group_by(std::string_view s);
 struct Group {
   std::string key;
   std::string label;
-  int64_t bytes = 0;                // sum of the allocations' (rounded) sizes
+  int64_t bytes = 0;  // sum of the allocations' (rounded) sizes
   int64_t requested_bytes = 0;
   uint64_t count = 0;
   std::vector<std::string> frames;  // GroupBy::stack only: the stack, innermost first
@@ -28,8 +29,8 @@ struct Group {
 // A point in time: every allocation with alloc seq <= `seq` (when set) or alloc_ts <= `ts`,
 // not yet free_requested at `ts` (allocated bytes, as PyTorch's statistics).
 struct TimePoint {
-  uint64_t ts = 0;               // absolute event-clock time
-  std::optional<uint64_t> seq;   // the event at the point (a peak's)
+  uint64_t ts = 0;              // absolute event-clock time
+  std::optional<uint64_t> seq;  // the event at the point (a peak's)
 };
 
 struct LiveBreakdown {
@@ -46,12 +47,15 @@ struct LiveBreakdown {
 // Allocations live at `at` on a device.
 std::vector<store::AllocationRow> live_allocations(const Trace& trace, int64_t device,
                                                    TimePoint at);
+// Allocations allocated at some time in [from_ts, to_ts) (absolute) on a device: alloc_ts <
+// to_ts and not free_requested by from_ts (free_requested_ts > from_ts, or never), by seq.
+std::vector<store::AllocationRow> live_in_range(const Trace& trace, int64_t device,
+                                                uint64_t from_ts, uint64_t to_ts);
 // Groups allocations (largest bytes first, ties by key), keeping at most `limit` (0: all).
 std::vector<Group> group_allocations(const Trace& trace,
                                      const std::vector<store::AllocationRow>& rows, GroupBy by,
                                      size_t limit, uint64_t* groups_total = nullptr);
-LiveBreakdown live_at(const Trace& trace, int64_t device, TimePoint at, GroupBy by,
-                      size_t limit);
+LiveBreakdown live_at(const Trace& trace, int64_t device, TimePoint at, GroupBy by, size_t limit);
 
 // The peak of a curve: TraceReader::peak (first time the highest value was reached).
 std::optional<store::Peak> peak(const Trace& trace, int64_t device,
@@ -132,15 +136,41 @@ struct Timeline {
   int level = 0;
   uint64_t level_width_ns = 0;
   CurveColumns allocated, active, reserved, requested;
-  std::optional<store::Peak> peak_allocated;  // the highest allocated value in the range
+  std::optional<store::Peak> peak_allocated;        // the highest allocated value in the range
   std::vector<std::pair<int64_t, uint64_t>> steps;  // (number, absolute ts) in the range
   size_t width() const { return allocated.max.size(); }
 };
 struct TimelineRequest {
   std::optional<uint64_t> from_ts, to_ts;  // absolute; default: the whole trace
   size_t width = 80;
+  // Only the curves: leave Timeline::steps and peak_allocated empty (a viewer that zooms and
+  // pans keeps the steps and the peaks it read once; see step_starts()).
+  bool curves_only = false;
 };
 Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& request);
+
+// timeline() for a viewer that zooms and pans: remembers, per device, the level-of-detail
+// rows it read (one level, about the span of a few views), so the next request at the same
+// level reads only the rows that came into view -- none when zooming in. Use one cache with
+// one trace, from one thread at a time.
+class TimelineCache {
+ public:
+  TimelineCache();
+  ~TimelineCache();
+  TimelineCache(TimelineCache&&) noexcept;
+  TimelineCache& operator=(TimelineCache&&) noexcept;
+  Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& request);
+  // Rows read from the trace so far (for tests and benchmarks).
+  uint64_t rows_read() const { return rows_read_; }
+
+ private:
+  struct Entry;
+  std::map<int64_t, Entry> entries_;
+  uint64_t rows_read_ = 0;
+};
+
+// Every step event as (number, absolute ts), by time; empty when the trace has no steps table.
+std::vector<std::pair<int64_t, uint64_t>> step_starts(const Trace& trace);
 
 // Tensors and views alive at `ts` (absolute).
 struct TensorInfo {

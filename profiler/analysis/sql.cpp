@@ -16,7 +16,9 @@ SqlDb::SqlDb(const std::string& path) : path_(path) {
   sqlite3_busy_timeout(db_, 5000);
 }
 
-SqlDb::~SqlDb() { sqlite3_close(db_); }
+SqlDb::~SqlDb() {
+  sqlite3_close(db_);
+}
 
 bool SqlDb::table_exists(const char* name) const {
   Query q(*this, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
@@ -33,7 +35,9 @@ Query::Query(const SqlDb& db, const char* sql) : db_(&db) {
     db.fail(std::string("cannot query the trace (") + sql + ")");
 }
 
-Query::~Query() { sqlite3_finalize(st_); }
+Query::~Query() {
+  sqlite3_finalize(st_);
+}
 
 Query& Query::bind(int i, int64_t v) {
   sqlite3_bind_int64(st_, i, v);
@@ -57,12 +61,24 @@ void Query::reset() {
   sqlite3_clear_bindings(st_);
 }
 
-bool Query::is_null(int col) const { return sqlite3_column_type(st_, col) == SQLITE_NULL; }
-int64_t Query::i64(int col) const { return sqlite3_column_int64(st_, col); }
-double Query::f64(int col) const { return sqlite3_column_double(st_, col); }
+bool Query::is_null(int col) const {
+  return sqlite3_column_type(st_, col) == SQLITE_NULL;
+}
+int64_t Query::i64(int col) const {
+  return sqlite3_column_int64(st_, col);
+}
+double Query::f64(int col) const {
+  return sqlite3_column_double(st_, col);
+}
 std::string Query::text(int col) const {
   const unsigned char* p = sqlite3_column_text(st_, col);
   return p ? std::string(reinterpret_cast<const char*>(p)) : std::string();
+}
+
+std::span<const uint8_t> Query::blob(int col) const {
+  const void* p = sqlite3_column_blob(st_, col);
+  const int n = sqlite3_column_bytes(st_, col);
+  return {static_cast<const uint8_t*>(p), p ? static_cast<size_t>(n) : 0};
 }
 
 }  // namespace tidemark::analysis::detail

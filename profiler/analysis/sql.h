@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -49,6 +50,7 @@ class Query {
   uint64_t u64(int col) const { return static_cast<uint64_t>(i64(col)); }
   double f64(int col) const;
   std::string text(int col) const;
+  std::span<const uint8_t> blob(int col) const;  // valid until the next step()
 
  private:
   const SqlDb* db_;

@@ -168,4 +168,27 @@ SyncReport syncs(const Trace& trace, size_t limit) {
   return r;
 }
 
+std::vector<SyncEvent> sync_events(const Trace& trace, uint64_t from_ts, uint64_t to_ts) {
+  std::vector<SyncEvent> out;
+  if (!trace.db().table_exists("syncs")) return out;
+  Query q(trace.db(),
+          "SELECT ts, duration_ns, seq, device, kind, stream, thread, stack FROM syncs "
+          "WHERE ts >= ? AND ts <= ? ORDER BY ts, seq");
+  q.bind(1, from_ts).bind(2, std::min<uint64_t>(to_ts, INT64_MAX));
+  while (q.step()) {
+    SyncEvent e;
+    e.ts = q.u64(0);
+    e.duration_ns = q.is_null(1) ? 0 : q.u64(1);
+    e.seq = q.u64(2);
+    e.device_id = q.i64(3);
+    e.kind = q.text(4);
+    e.stream = q.is_null(5) ? 0 : q.u64(5);
+    e.thread = q.is_null(6) ? 0 : q.u64(6);
+    e.stack_id = q.is_null(7) ? 0 : q.u64(7);
+    out.push_back(std::move(e));
+  }
+  for (SyncEvent& e : out) e.site = trace.site(e.stack_id).label;
+  return out;
+}
+
 }  // namespace tidemark::analysis

@@ -14,7 +14,7 @@ namespace tidemark::analysis {
 // One step: from its step event to the next one (the last step ends with the trace).
 struct StepStats {
   int64_t number = 0;
-  uint64_t start_ns = 0;     // relative to the origin
+  uint64_t start_ns = 0;  // relative to the origin
   uint64_t duration_ns = 0;
   int64_t allocated_at_start_bytes = 0;  // live (allocated) bytes when the step began
   int64_t peak_allocated_bytes = 0;      // highest allocated value during the step
@@ -55,5 +55,20 @@ struct SyncReport {
   std::optional<int64_t> max_step;  // the step with the most syncs
 };
 SyncReport syncs(const Trace& trace, size_t limit);
+
+// One sync of the `syncs` table: the host waited `duration_ns` for the device, until `ts`.
+struct SyncEvent {
+  uint64_t ts = 0;  // absolute: when the wait ended (it began duration_ns earlier)
+  uint64_t duration_ns = 0;
+  uint64_t seq = 0;
+  int64_t device_id = 0;
+  std::string kind;  // a SyncKind name: device, stream, event, item, copy_to_host, ...
+  uint64_t stream = 0, thread = 0;
+  uint64_t stack_id = 0;  // 0: no stack; Trace::stack_frames() gives the frames
+  std::string site;       // Note [Allocation site] label of the stack
+};
+// Every sync that ended in [from_ts, to_ts] (absolute), by time then seq. Empty when the trace
+// has no syncs table.
+std::vector<SyncEvent> sync_events(const Trace& trace, uint64_t from_ts, uint64_t to_ts);
 
 }  // namespace tidemark::analysis

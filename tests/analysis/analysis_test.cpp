@@ -1,5 +1,5 @@
 // profiler/analysis on synthetic traces written with TraceWriter and finalized, against values
-// worked out by hand below (see the comment above make_trace).
+// worked out by hand (see the comment above make_trace in trace_builder.h).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,147 +13,19 @@
 #include "profiler/analysis/steps.h"
 #include "profiler/analysis/units.h"
 #include "profiler/store/trace_writer.h"
+#include "trace_builder.h"
 
 namespace {
 
 namespace an = tidemark::analysis;
 namespace ev = tidemark::events;
 namespace st = tidemark::store;
+using analysis_test::Builder;
+using analysis_test::make_trace;
+using analysis_test::remove_trace;
+using analysis_test::temp_path;
 
-std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() /
-          ("tidemark_analysis_" + name + "_" + std::to_string(::getpid()) + ".db"))
-      .string();
-}
-
-void remove_trace(const std::string& path) {
-  for (const char* s : {"", "-wal", "-shm"}) std::filesystem::remove(path + s);
-}
-
-class Builder {
- public:
-  explicit Builder(const std::string& path) : path_(path) {
-    remove_trace(path);
-    st::TraceMeta meta;
-    meta.start_ts_ns = 1000;
-    meta.devices.push_back({ev::DeviceId{ev::DeviceType::cpu, 0}, "cpu", 0});
-    w_ = st::TraceWriter::create(path, meta);
-    // Stacks 1, 2, 3: single frames at 0xa1, 0xb1, 0xe1.
-    w_->add_stack_node(1, 0, 0xa1);
-    w_->add_stack_node(2, 0, 0xb1);
-    w_->add_stack_node(3, 0, 0xe1);
-  }
-  ev::Event& next(ev::Kind kind, uint64_t ts) {
-    e_ = ev::Event{};
-    e_.kind = kind;
-    e_.ts_ns = ts;
-    e_.thread_id = 1;
-    e_.seq = ++seq_;
-    return e_;
-  }
-  void block(ev::Kind kind, uint64_t ts, uint64_t addr, uint64_t size, uint64_t stack = 0) {
-    ev::Event& e = next(kind, ts);
-    e.block.addr = addr;
-    e.block.size = size;
-    e.block.requested_size = size;
-    e.block.segment = 0x10000;
-    w_->append(e, stack);
-  }
-  void alloc(uint64_t ts, uint64_t addr, uint64_t size, uint64_t stack) {
-    block(ev::Kind::alloc, ts, addr, size, stack);
-  }
-  void free(uint64_t ts, uint64_t addr, uint64_t size) {
-    block(ev::Kind::free_requested, ts, addr, size);
-    block(ev::Kind::free_completed, ts, addr, size);
-  }
-  void step(uint64_t ts, uint64_t n) {
-    ev::Event& e = next(ev::Kind::step, ts);
-    e.name.value = n;
-    w_->append(e, 0);
-  }
-  void sync(uint64_t ts, uint64_t stack) {
-    ev::Event& e = next(ev::Kind::sync, ts);
-    e.sync.kind = ev::SyncKind::item;
-    e.sync.duration_ns = 100;
-    w_->append(e, stack);
-  }
-  void tensor(ev::Kind kind, uint64_t ts, uint64_t id, uint64_t base) {
-    ev::Event& e = next(kind, ts);
-    e.tensor.tensor_id = id;
-    e.tensor.storage_id = 1;
-    e.tensor.base_id = base;
-    e.tensor.sizes = sizes_;
-    e.tensor.strides = strides_;
-    e.tensor.dtype = "float32";
-    e.tensor.op = base ? "view" : "empty";
-    w_->append(e, 0);
-  }
-  void stack_node(uint64_t id, uint64_t parent, uint64_t ip) { w_->add_stack_node(id, parent, ip); }
-  void finish(uint64_t end, const st::FinalizeOptions& options = {}) {
-    w_->close(end);
-    w_.reset();
-    st::finalize(path_, options);
-  }
-
- private:
-  std::string path_;
-  std::unique_ptr<st::TraceWriter> w_;
-  ev::Event e_;
-  uint64_t seq_ = 0;
-  int64_t sizes_[2] = {2, 3}, strides_[2] = {3, 1};
-};
-
-// The base trace (times in ns; the origin is the first event, t = 1000):
-//   t=1000 segment_alloc 1 MiB                     reserved 1 MiB
-//   t=1500 step 0
-//   t=2000 alloc A 1024 @stack1 (0xa1)             allocated 1024
-//   t=2100 tensor 1, t=2200 view 2 of 1, t=2300 view 2 released
-//   t=2500, 2600 sync @stack2
-//   t=3000 alloc B 2048 @stack2 (0xb1)             3072
-//   t=4000 alloc C  512 @stack1                    3584
-//   t=5000 free B                                  1536
-//   t=6000 step 1
-//   t=6500 sync @stack1
-//   t=7000 alloc D 4096 (8192 in `bigger`) @stack2 5632 (9728): the peak
-//   [bigger only: t=7100 alloc E 1024 @stack3 (10752: the peak), freed at 7200]
-//   t=8000 free A                                  4608
-//   t=9000 free D                                  512: C leaks (made in step 0)
-// At the peak A, C (site 0xa1, 1536 bytes) and D (site 0xb1, 4096 bytes) are live.
-void make_trace(const std::string& path, bool bigger) {
-  Builder b(path);
-  b.block(ev::Kind::segment_alloc, 1000, 0x10000, 1 << 20);
-  b.step(1500, 0);
-  b.alloc(2000, 0x10000, 1024, 1);
-  b.tensor(ev::Kind::tensor_create, 2100, 1, 0);
-  b.tensor(ev::Kind::tensor_create, 2200, 2, 1);
-  b.tensor(ev::Kind::tensor_release, 2300, 2, 1);
-  b.sync(2500, 2);
-  b.sync(2600, 2);
-  b.alloc(3000, 0x10400, 2048, 2);
-  b.alloc(4000, 0x10c00, 512, 1);
-  b.free(5000, 0x10400, 2048);
-  b.step(6000, 1);
-  b.sync(6500, 1);
-  const uint64_t d = bigger ? 8192 : 4096;
-  b.alloc(7000, 0x11000, d, 2);
-  if (bigger) {
-    b.alloc(7100, 0x20000, 1024, 3);
-    b.free(7200, 0x20000, 1024);
-  }
-  b.free(8000, 0x10000, 1024);
-  b.free(9000, 0x11000, d);
-  b.finish(9000);
-}
-
-class AnalysisTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    path_ = temp_path("base");
-    make_trace(path_, false);
-  }
-  void TearDown() override { remove_trace(path_); }
-  std::string path_;
-};
+using AnalysisTest = analysis_test::BaseTraceTest;
 
 TEST_F(AnalysisTest, PeakMatchesTheReaderAndWhatWasLiveGroupsBySite) {
   an::Trace t = an::Trace::open(path_);

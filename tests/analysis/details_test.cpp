@@ -1,12 +1,13 @@
-// allocation_details and scopes (profiler/analysis/details.cpp) on a recording of tensorlib:
-// a view that outlives its base is named as what kept the block alive; scopes come back with
-// their paths and depths.
+// allocation_details, tensor_details and scopes (profiler/analysis/details.cpp) on a recording
+// of tensorlib: a view that outlives its base is named as what kept the block alive, a tensor
+// finds its block and its views; scopes come back with their paths and depths.
 #include "profiler/analysis/details.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <tensorlib/tensorlib.h>
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -93,6 +94,35 @@ TEST(Details, AViewThatOutlivesItsBaseKeptTheBlockAlive) {
   EXPECT_TRUE(saw_inner);
   // A range after every scope closed holds none of them.
   EXPECT_TRUE(an::scopes(t, t.end_ns() + 1, t.end_ns() + 2).empty());
+
+  // The base tensor's own details: its block is the 256x256 allocation, the row is its view.
+  const an::SharedTensor& base =
+      *std::find_if(d->tensors.begin(), d->tensors.end(),
+                    [&](const an::SharedTensor& s) { return s.tensor_id == keeper.base_id; });
+  auto td = an::tensor_details(t, base.tensor_id);
+  ASSERT_TRUE(td.has_value());
+  EXPECT_EQ(td->tensor.sizes, "[256,256]");
+  EXPECT_EQ(td->tensor.strides, "[256,1]");
+  EXPECT_EQ(td->tensor.dtype, "float32");
+  EXPECT_FALSE(td->tensor.is_view());
+  EXPECT_EQ(td->device, "cpu");
+  EXPECT_EQ(td->storage_nbytes, uint64_t(256 * 256 * 4));
+  ASSERT_TRUE(td->allocation.has_value());
+  EXPECT_EQ(td->allocation->row.seq, big->seq);
+  EXPECT_EQ(td->allocation->row.scope, "outer/inner");
+  ASSERT_TRUE(td->lifetime_ns.has_value());
+  EXPECT_EQ(*td->lifetime_ns, *base.release_ts - base.create_ts);
+  EXPECT_NE(td->tensor.site.find("details_test_big"), std::string::npos) << td->tensor.site;
+  ASSERT_EQ(td->views.size(), 1u);
+  EXPECT_EQ(td->views[0].tensor_id, keeper.tensor_id);
+  EXPECT_EQ(td->views[0].sizes, "[256]");
+  // The view's details name its base and the same block.
+  auto vd = an::tensor_details(t, keeper.tensor_id);
+  ASSERT_TRUE(vd.has_value());
+  EXPECT_EQ(vd->tensor.base_id, base.tensor_id);
+  ASSERT_TRUE(vd->allocation.has_value());
+  EXPECT_EQ(vd->allocation->row.seq, big->seq);
+  EXPECT_FALSE(an::tensor_details(t, 1u << 30).has_value());
 }
 
 }  // namespace

@@ -1,0 +1,148 @@
+// The timeline stacked by category and by top site, on a recording of
+// samples/pitfalls/accumulated_loss (activations kept alive by the summed loss): the bands
+// of every column add up to analysis::timeline()'s allocated value there, and each band's
+// height is what an independent SQL query over the allocations table gives for its category.
+#include <sqlite3.h>
+
+#include <QImage>
+#include <QSignalSpy>
+#include <QTest>
+#include <algorithm>
+#include <map>
+
+#include "gui/core/timeline_widget.h"
+#include "gui/core/trace_loader.h"
+#include "gui/tests/test_traces.h"
+#include "profiler/analysis/memory.h"
+
+using namespace tidemark::gui;
+using namespace tidemark::gui::testing;
+namespace an = tidemark::analysis;
+
+namespace {
+
+// Bytes allocated (alloc_ts < end, not free_requested before end) per category.
+std::map<std::string, int64_t> bytes_by_category(const QString& path, int64_t device,
+                                                 uint64_t end) {
+  std::map<std::string, int64_t> out;
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.toUtf8().constData(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
+    return out;
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db,
+                     "SELECT category, SUM(size) FROM allocations WHERE device = ? AND "
+                     "alloc_ts < ? AND (free_requested_ts IS NULL OR free_requested_ts >= ?) "
+                     "GROUP BY category",
+                     -1, &st, nullptr);
+  sqlite3_bind_int64(st, 1, device);
+  sqlite3_bind_int64(st, 2, int64_t(end));
+  sqlite3_bind_int64(st, 3, int64_t(end));
+  while (sqlite3_step(st) == SQLITE_ROW)
+    out[reinterpret_cast<const char*>(sqlite3_column_text(st, 0))] = sqlite3_column_int64(st, 1);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
+}
+
+}  // namespace
+
+class BandsTest : public QObject {
+  Q_OBJECT
+  QString path_;
+  TraceDataPtr data_;
+
+ private slots:
+  void initTestCase() {
+    path_ = cli_recorded_trace("accumulated_loss.db", TIDEMARK_ACCUMULATED_LOSS, {"--steps", "10"});
+    QVERIFY(!path_.isEmpty());
+    QString error;
+    data_ = TraceLoader::load_now(path_, &error);
+    QVERIFY2(data_, qPrintable(error));
+  }
+
+  void categoryBandsAddUpToTheAllocatedCurve() {
+    TimelineWidget w;
+    w.setSynchronous(true);
+    w.resize(900, 400);
+    w.setTraceData(data_);
+    QSignalSpy ready(&w, &TimelineWidget::bandsReady);
+    w.setStacking(TimelineWidget::Stacking::category);
+    QCOMPARE(ready.count(), 1);
+    // Zoomed into the middle half, so columns are narrower than the whole trace.
+    const uint64_t span = w.viewTo() - w.viewFrom();
+    w.setView(w.viewFrom() + span / 4, w.viewFrom() + 3 * span / 4);
+    QImage img(w.size(), QImage::Format_RGB32);
+    w.render(&img);
+    QCOMPARE(w.bandColumns().size(), data_->devices.size());
+    const an::BandColumns& bc = w.bandColumns()[0];
+    const an::Bands& bands = *w.bands()->at(0);
+    QVERIFY(bands.size() >= 2);  // activations (saved for backward) and the rest
+    const int64_t dev = data_->devices[0].id;
+    an::Timeline tl = data_->session->with([&](const an::Trace& trace) {
+      return an::timeline(trace, dev, {bc.from_ts, bc.to_ts, bc.width()});
+    });
+    QCOMPARE(tl.width(), bc.width());
+    bool saw_activations = false;
+    for (size_t col = 0; col < bc.width(); ++col) {
+      int64_t sum = 0;
+      for (size_t b = 0; b < bands.size(); ++b) sum += bc.values[b][col];
+      QCOMPARE(sum, tl.allocated.last[col]);
+    }
+    // Sampled columns against SQL: each band is its category's bytes at the column's end.
+    for (size_t col = 0; col < bc.width(); col += bc.width() / 17) {
+      // The instant a column's `last` describes: its end, or the end of the last level-of-detail
+      // bucket starting in it (Bands::columns).
+      uint64_t end = col + 1 == bc.width() ? bc.to_ts : bc.from_ts + (col + 1) * bc.column_ns;
+      const uint64_t w = tl.level_width_ns;
+      if (w > 1) end = (end - 1) / w * w + w;
+      const auto expected = bytes_by_category(path_, dev, end);
+      for (size_t b = 0; b < bands.size(); ++b) {
+        auto it = expected.find(bands.labels()[b]);
+        QCOMPARE(bc.values[b][col], it == expected.end() ? 0 : it->second);
+        saw_activations |= bands.labels()[b] == "activation" && bc.values[b][col] > 0;
+      }
+    }
+    QVERIFY(saw_activations);
+    // The activation band is painted: the pixel at its middle in its tallest column is not
+    // the background.
+    size_t pb = 0;
+    while (bands.labels()[pb] != "activation") ++pb;
+    const size_t col = size_t(std::max_element(bc.values[pb].begin(), bc.values[pb].end()) -
+                              bc.values[pb].begin());
+    int64_t below = 0;
+    for (size_t b = 0; b < pb; ++b) below += bc.values[b][col];
+    const int64_t v = bc.values[pb][col];
+    QVERIFY(w.valueToY(below) - w.valueToY(below + v) >= 3);
+    const int y = (w.valueToY(below) + w.valueToY(below + v)) / 2;
+    const QColor c = img.pixelColor(int(w.tsToX(bc.from_ts + col * bc.column_ns)), y);
+    QVERIFY2(c != QColor(Qt::white), qPrintable(c.name()));
+  }
+
+  void siteBandsAreTheTopSitesAtThePeak() {
+    TimelineWidget w;
+    w.setSynchronous(true);
+    w.resize(900, 400);
+    w.setTraceData(data_);
+    w.setStacking(TimelineWidget::Stacking::site);
+    QImage img(w.size(), QImage::Format_RGB32);
+    w.render(&img);
+    const an::Bands& bands = *w.bands()->at(0);
+    const int64_t dev = data_->devices[0].id;
+    const auto groups = data_->session->with([&](const an::Trace& trace) {
+      const auto live = an::live_allocations(trace, dev, *an::peak_point(trace, dev));
+      return an::group_allocations(trace, live, an::GroupBy::site, 8);
+    });
+    QCOMPARE(bands.size(), groups.size() + 1);
+    for (size_t i = 0; i < groups.size(); ++i) QCOMPARE(bands.labels()[i], groups[i].label);
+    QCOMPARE(bands.labels().back(), std::string("other sites"));
+    // At the peak, each site band holds that site's bytes.
+    const auto at_peak = bands.at(data_->peaks[0]->ts_ns);
+    for (size_t i = 0; i < groups.size(); ++i) QCOMPARE(at_peak[i], groups[i].bytes);
+    // Back to one colour: no bands queried.
+    w.setStacking(TimelineWidget::Stacking::none);
+    QVERIFY(w.bandColumns().empty());
+  }
+};
+
+QTEST_MAIN(BandsTest)
+#include "bands_test.moc"

@@ -1,0 +1,214 @@
+#include "profiler/analysis/follow.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "profiler/analysis/sql.h"
+#include "profiler/store/event_codec.h"
+
+namespace tidemark::analysis {
+
+namespace ev = events;
+using detail::Query;
+
+namespace {
+
+// One change of a device's curves (an alloc, free or segment event).
+struct Change {
+  uint64_t ts = 0, seq = 0;
+  int64_t allocated = 0, active = 0, reserved = 0;  // deltas
+  bool operator<(const Change& o) const { return ts != o.ts ? ts < o.ts : seq < o.seq; }
+};
+// The curves after a change.
+struct Point {
+  uint64_t ts = 0, seq = 0;
+  int64_t allocated = 0, active = 0, reserved = 0;
+};
+
+// The deltas of a memory event (docs/trace-format.md, "memory_lod"); false for other kinds.
+bool memory_change(const ev::Event& e, Change& c) {
+  const auto size = static_cast<int64_t>(e.block.size);
+  c = Change{e.ts_ns, e.seq, 0, 0, 0};
+  switch (e.kind) {
+    case ev::Kind::alloc:
+      c.allocated = c.active = size;
+      return true;
+    case ev::Kind::free_requested:
+      c.allocated = -size;
+      return true;
+    case ev::Kind::free_completed:
+      c.active = -size;
+      return true;
+    case ev::Kind::segment_alloc:
+    case ev::Kind::segment_map:
+      c.reserved = size;
+      return true;
+    case ev::Kind::segment_free:
+    case ev::Kind::segment_unmap:
+      c.reserved = -size;
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+struct LiveTrace::State {
+  explicit State(const std::string& p) : path(p), db(p) {}
+  std::string path;
+  detail::SqlDb db;
+  int64_t last_block = 0;
+  uint64_t start_ts = 0, first_ts = std::numeric_limits<uint64_t>::max(), last_ts = 0;
+  uint64_t events = 0;
+  std::vector<std::string> devices;
+  std::vector<std::vector<Change>> changes;  // per device, by (ts, seq)
+  std::vector<std::vector<Point>> points;    // per device, the curves after each change
+  store::DecodedBlock block;                 // reused between blocks
+
+  size_t device_index(ev::DeviceId id) {
+    const std::string name = device_name(id);
+    auto it = std::find(devices.begin(), devices.end(), name);
+    if (it != devices.end()) return size_t(it - devices.begin());
+    devices.push_back(name);
+    changes.emplace_back();
+    points.emplace_back();
+    return devices.size() - 1;
+  }
+  // Merges `fresh` (any order) into a device's changes and recomputes the curves from the
+  // first change that moved (a thread's block may be committed after later ones of others).
+  void merge(size_t d, std::vector<Change>& fresh) {
+    std::sort(fresh.begin(), fresh.end());
+    std::vector<Change>& all = changes[d];
+    const size_t old = all.size();
+    const size_t from =
+        size_t(std::upper_bound(all.begin(), all.end(), fresh.front()) - all.begin());
+    all.insert(all.end(), fresh.begin(), fresh.end());
+    std::inplace_merge(all.begin(), all.begin() + static_cast<ptrdiff_t>(old), all.end());
+    std::vector<Point>& pts = points[d];
+    pts.resize(all.size());
+    Point cur = from ? pts[from - 1] : Point{};
+    for (size_t i = from; i < all.size(); ++i) {
+      cur.ts = all[i].ts;
+      cur.seq = all[i].seq;
+      cur.allocated += all[i].allocated;
+      cur.active += all[i].active;
+      cur.reserved += all[i].reserved;
+      pts[i] = cur;
+    }
+  }
+};
+
+LiveTrace::LiveTrace(const std::string& path) {
+  // The checks every reader makes (application id, schema version), with their messages.
+  const store::TraceReader reader =
+      store::TraceReader::open(path, store::TraceReader::Require::raw);
+  s_ = std::make_unique<State>(path);
+  s_->start_ts = reader.meta().start_ts_ns;
+}
+
+LiveTrace::~LiveTrace() = default;
+
+size_t LiveTrace::poll() {
+  State& s = *s_;
+  {
+    Query max(s.db, "SELECT COALESCE(MAX(id), 0) FROM event_blocks");
+    if (!max.step() || max.i64(0) <= s.last_block) return 0;
+  }
+  Query q(s.db, "SELECT id, thread, count, data FROM event_blocks WHERE id > ? ORDER BY id");
+  q.bind(1, s.last_block);
+  std::vector<std::vector<Change>> fresh(s.devices.size());
+  size_t read = 0;
+  while (q.step()) {
+    s.last_block = q.i64(0);
+    store::decode_block(q.blob(3), q.u64(1), static_cast<uint32_t>(q.u64(2)), s.block,
+                        s.path + ": event block " + std::to_string(s.last_block));
+    for (const store::DecodedEvent& d : s.block.events) {
+      const ev::Event& e = d.event;
+      ++read;
+      s.first_ts = std::min(s.first_ts, e.ts_ns);
+      s.last_ts = std::max(s.last_ts, e.ts_ns);
+      Change c;
+      if (!memory_change(e, c)) continue;
+      const size_t dev = s.device_index(e.device);
+      if (fresh.size() <= dev) fresh.resize(dev + 1);
+      fresh[dev].push_back(c);
+    }
+  }
+  for (size_t d = 0; d < fresh.size(); ++d)
+    if (!fresh[d].empty()) s.merge(d, fresh[d]);
+  s.events += read;
+  return read;
+}
+
+const std::string& LiveTrace::path() const {
+  return s_->path;
+}
+uint64_t LiveTrace::origin_ns() const {
+  return s_->events ? s_->first_ts : s_->start_ts;
+}
+uint64_t LiveTrace::end_ns() const {
+  return s_->events ? s_->last_ts : s_->start_ts;
+}
+uint64_t LiveTrace::event_count() const {
+  return s_->events;
+}
+const std::vector<std::string>& LiveTrace::devices() const {
+  return s_->devices;
+}
+
+bool LiveTrace::finalized() const {
+  Query q(s_->db, "SELECT value FROM meta WHERE key = 'finalized'");
+  return q.step() && q.i64(0) == 1;
+}
+
+std::optional<store::Peak> LiveTrace::peak(size_t device) const {
+  if (device >= s_->points.size() || s_->points[device].empty()) return std::nullopt;
+  const auto& pts = s_->points[device];
+  const auto it = std::max_element(pts.begin(), pts.end(), [](const Point& a, const Point& b) {
+    return a.allocated < b.allocated;  // the first of equal maxima
+  });
+  return store::Peak{it->allocated, it->ts, it->seq};
+}
+
+Timeline LiveTrace::timeline(size_t device, const TimelineRequest& request) const {
+  Timeline tl;
+  tl.device_id = static_cast<int64_t>(device);
+  if (device < s_->devices.size()) tl.device = s_->devices[device];
+  tl.from_ts = request.from_ts.value_or(origin_ns());
+  tl.to_ts = std::max(request.to_ts.value_or(end_ns() + 1), tl.from_ts + 1);
+  const size_t width = std::max<size_t>(1, request.width);
+  tl.column_ns = std::max<uint64_t>(1, (tl.to_ts - tl.from_ts) / width);
+  for (CurveColumns* c : {&tl.allocated, &tl.active, &tl.reserved, &tl.requested}) {
+    c->min.assign(width, 0);
+    c->max.assign(width, 0);
+    c->last.assign(width, 0);
+  }
+  if (device >= s_->points.size()) return tl;
+  const std::vector<Point>& pts = s_->points[device];
+  auto it = std::lower_bound(pts.begin(), pts.end(), tl.from_ts,
+                             [](const Point& p, uint64_t t) { return p.ts < t; });
+  Point cur = it == pts.begin() ? Point{} : *(it - 1);
+  for (size_t col = 0; col < width; ++col) {
+    const uint64_t end = col + 1 == width ? tl.to_ts : tl.from_ts + (col + 1) * tl.column_ns;
+    int64_t mn[3] = {cur.allocated, cur.active, cur.reserved}, mx[3] = {mn[0], mn[1], mn[2]};
+    for (; it != pts.end() && it->ts < end; ++it) {
+      cur = *it;
+      const int64_t v[3] = {cur.allocated, cur.active, cur.reserved};
+      for (int i = 0; i < 3; ++i) {
+        mn[i] = std::min(mn[i], v[i]);
+        mx[i] = std::max(mx[i], v[i]);
+      }
+    }
+    CurveColumns* curves[3] = {&tl.allocated, &tl.active, &tl.reserved};
+    const int64_t last[3] = {cur.allocated, cur.active, cur.reserved};
+    for (int i = 0; i < 3; ++i) {
+      curves[i]->min[col] = mn[i];
+      curves[i]->max[col] = mx[i];
+      curves[i]->last[col] = last[i];
+    }
+  }
+  return tl;
+}
+
+}  // namespace tidemark::analysis

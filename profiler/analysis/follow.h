@@ -1,0 +1,51 @@
+// A trace still being recorded. The recorder appends event blocks and commits them every
+// 100 ms in WAL mode (docs/recording.md), so a reader sees a growing file long before
+// finalize builds the derived tables. LiveTrace reads the blocks committed since its last
+// poll() -- one cheap `MAX(id)` query when nothing is new -- and keeps the memory curves
+// (allocated, active, reserved per device, the statistics of docs/allocator.md) in memory, so a
+// viewer extends its timeline without reading the trace again.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "profiler/analysis/memory.h"
+
+namespace tidemark::analysis {
+
+class LiveTrace {
+ public:
+  // Opens a trace, finalized or not. Throws store::StoreError naming the file when it is not
+  // a Tidemark trace of this schema (corrupt, foreign, newer).
+  explicit LiveTrace(const std::string& path);
+  ~LiveTrace();
+  LiveTrace(const LiveTrace&) = delete;
+  LiveTrace& operator=(const LiveTrace&) = delete;
+
+  // Reads the event blocks committed since the last call and adds their memory events to the
+  // curves; returns the number of events read (0: nothing new).
+  size_t poll();
+
+  const std::string& path() const;
+  uint64_t origin_ns() const;  // the first event's time (the recording start before any)
+  uint64_t end_ns() const;     // the latest event's time so far
+  uint64_t event_count() const;
+  bool finalized() const;  // the recording ended and finalize built the derived tables
+  // Devices in the order their first memory event was read: "cpu", "cuda:0".
+  const std::vector<std::string>& devices() const;
+  // The highest allocated value of a device so far, and when it was first reached.
+  std::optional<store::Peak> peak(size_t device) const;
+  // The curves of a device over `width` columns, as analysis::timeline() gives them for a
+  // finalized trace (min, max and last of each column), from the events read so far. Only
+  // the curves: steps and peak_allocated stay empty; `requested` too.
+  Timeline timeline(size_t device, const TimelineRequest& request) const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace tidemark::analysis

@@ -5,6 +5,7 @@
 #include "tensorlib/core/device.h"
 #include "tensorlib/core/dtype.h"
 #include "tensorlib/core/error.h"
+#include "tensorlib/core/memory_category.h"
 #include "tensorlib/core/scalar.h"
 #include "tensorlib/core/tensor.h"
 #include "tensorlib/core/tensor_options.h"

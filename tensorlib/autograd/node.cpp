@@ -8,6 +8,7 @@
 
 #include "tensorlib/autograd/function.h"
 #include "tensorlib/autograd/grad_mode.h"
+#include "tensorlib/core/memory_category.h"
 #include "tensorlib/core/shape_util.h"
 
 namespace tl::autograd {
@@ -15,21 +16,17 @@ namespace tl::autograd {
 namespace {
 std::atomic<uint64_t> g_next_sequence_nr{0};
 
+}  // namespace
+
 // Note [Autograd memory categories]
 // A block holding a tensor saved for backward is an `activation` while saved; the gradient a
 // leaf accumulates is a `gradient`. The profiler attributes the block's bytes accordingly, so
 // a forward+backward trace shows activation memory rising in forward and falling as backward
-// releases it.
-void emit_category(const Tensor& t, tidemark::events::Category c) {
-  namespace ev = tidemark::events;
-  if (!ev::enabled() || !t.defined() || !t.storage()->data()) return;
-  ev::Event e;
-  e.kind = ev::Kind::category;
-  e.device = t.device().event_id();
-  e.category = {reinterpret_cast<uint64_t>(t.storage()->data()), c};
-  ev::dispatch(e);
-}
-}  // namespace
+// releases it. Only memory of no other category (or a temporary) becomes an activation when
+// saved: a parameter, model input or optimizer state saved for backward keeps its category
+// (as in PyTorch's memory profiler), and a saved tensor that outlives its node gets its
+// category back. Parameters are tagged by nn::Module, optimizer state by the optimizers,
+// input by the DataLoader (tl::set_memory_category).
 
 Node::Node() : sequence_nr(g_next_sequence_nr.fetch_add(1)) {
   if (!is_anomaly_enabled()) return;
@@ -55,7 +52,11 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output)
     AutoGradMode no_grad(false);
     data_ = t.detach();
   }
-  emit_category(data_, tidemark::events::Category::activation);
+  const MemoryCategory before = memory_category(data_);
+  if (before == MemoryCategory::unknown || before == MemoryCategory::temporary) {
+    category_before_ = before;
+    set_memory_category(data_, MemoryCategory::activation);
+  }
   if (!requires_grad_ || is_output) {
     output_nr_ = t.output_nr();
     return;
@@ -70,9 +71,10 @@ SavedVariable::SavedVariable(const Tensor& t, bool is_output)
 
 void SavedVariable::reset() {
   if (saved_) released_ = true;
-  // Still alive elsewhere (a parameter, a tensor the program kept): no longer an activation.
-  if (data_.defined() && data_.storage().use_count() > 1)
-    emit_category(data_, tidemark::events::Category::unknown);
+  // Still alive elsewhere (a tensor the program kept): no longer an activation.
+  if (category_before_ && data_.defined() && data_.storage().use_count() > 1)
+    set_memory_category(data_, *category_before_);
+  category_before_.reset();
   data_ = Tensor();
   grad_fn_.reset();
   grad_accumulator_.reset();
@@ -154,7 +156,7 @@ variable_list AccumulateGrad::apply(variable_list&& grads) {
   } else {
     meta->grad.add_(g);
   }
-  emit_category(meta->grad, tidemark::events::Category::gradient);
+  set_memory_category(meta->grad, MemoryCategory::gradient);
   for (auto& hook : meta->post_accumulate_hooks) hook(var);
   return {};
 }

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,9 @@ class SavedVariable {
   bool is_output_ = false;
   bool saved_ = false;
   bool released_ = false;
+  // The storage's category before it was saved, restored when released while still alive
+  // (Note [Autograd memory categories]); set only when saving made it an activation.
+  std::optional<tidemark::events::Category> category_before_;
 };
 
 // The end of a leaf's edges: adds incoming gradients into the leaf's .grad().

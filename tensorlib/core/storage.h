@@ -2,6 +2,7 @@
 // one Storage; the block goes back to the allocator when the last of them dies.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,6 +28,9 @@ class StorageImpl {
   uint64_t id() const { return id_; }
   // The allocator's handle, for record_stream and the profiler.
   const memory::DataPtr& data_ptr() const { return data_; }
+  // What the block holds as the profiler was last told (tl::set_memory_category).
+  tidemark::events::Category memory_category() const { return category_.load(std::memory_order_relaxed); }
+  void set_memory_category(tidemark::events::Category c) { category_.store(c, std::memory_order_relaxed); }
 
  private:
   memory::DataPtr data_;
@@ -34,6 +38,7 @@ class StorageImpl {
   Device device_;
   uint64_t id_;
   std::function<void(void*)> deleter_;
+  std::atomic<tidemark::events::Category> category_{tidemark::events::Category::unknown};
 };
 
 using Storage = std::shared_ptr<StorageImpl>;

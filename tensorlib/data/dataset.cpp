@@ -2,8 +2,8 @@
 
 #include <vector>
 
-#include "profiler/events/events.h"
 #include "tensorlib/autograd/grad_mode.h"
+#include "tensorlib/core/memory_category.h"
 
 namespace tl::data {
 
@@ -57,14 +57,6 @@ Example TensorDataset::get_batch(IntArrayRef indices) const {
   return {data_.index_select(0, idx), targets_.index_select(0, idx)};
 }
 
-void announce_input(const Tensor& t) {
-  namespace ev = tidemark::events;
-  if (!ev::enabled() || !t.defined() || !t.storage()->data()) return;
-  ev::Event e;
-  e.kind = ev::Kind::category;
-  e.device = t.device().event_id();
-  e.category = {reinterpret_cast<uint64_t>(t.storage()->data()), ev::Category::input};
-  ev::dispatch(e);
-}
+void announce_input(const Tensor& t) { set_memory_category(t, MemoryCategory::input); }
 
 }  // namespace tl::data

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "tensorlib/autograd/grad_mode.h"
+#include "tensorlib/core/memory_category.h"
 
 namespace tl::nn {
 
@@ -14,6 +15,7 @@ Tensor& Module::register_parameter(const std::string& name, Tensor t, bool requi
   for (const auto& [n, existing] : params_)
     TL_CHECK(n != name, "attribute '", name, "' already exists");
   if (requires_grad && t.defined()) t.requires_grad_();
+  set_memory_category(t, MemoryCategory::parameter);
   params_.emplace_back(name, std::move(t));
   return params_.back().second;
 }
@@ -181,6 +183,7 @@ Module& Module::to_impl(std::optional<Device> device, std::optional<ScalarType> 
   TL_CHECK(!dtype || is_floating_point(*dtype),
            "nn.Module.to only accepts floating point dtypes, but got desired dtype=", *dtype);
   convert_all(params_, buffers_, device, dtype);
+  for (auto& [name, p] : params_) set_memory_category(p, MemoryCategory::parameter);
   for (auto& [name, child] : children_) child->to_impl(device, dtype);
   return *this;
 }

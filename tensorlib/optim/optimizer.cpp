@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "profiler/events/events.h"
 #include "tensorlib/autograd/grad_mode.h"
+#include "tensorlib/core/memory_category.h"
 
 namespace tl::optim {
 
@@ -16,14 +16,7 @@ void Optimizer::zero_grad(bool set_to_none) {
 
 Tensor Optimizer::new_state(const Tensor& p) {
   Tensor s = tl::zeros_like(p);
-  namespace ev = tidemark::events;
-  if (ev::enabled() && s.storage()->data()) {
-    ev::Event e;
-    e.kind = ev::Kind::category;
-    e.device = s.device().event_id();
-    e.category = {reinterpret_cast<uint64_t>(s.storage()->data()), ev::Category::optimizer_state};
-    ev::dispatch(e);
-  }
+  set_memory_category(s, MemoryCategory::optimizer_state);
   return s;
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include <tensorlib/nn/loss.h>
 #include <tensorlib/nn/module.h>
@@ -142,6 +143,51 @@ TEST(Module, ToConvertsParametersAndBuffersInPlace) {
   m->to(tl::Device(tl::kCPU));
   EXPECT_TRUE(lin->weight.is_same(same));
   EXPECT_THROW(m->to(tl::kInt64), tl::Error);
+}
+
+// What a trace's categories say about one training step: parameters stay `parameter` even
+// while a Linear saves its weight for backward (and again after to()), model input stays
+// `input`, a hidden activation is `activation` while its node holds it, gradients and
+// optimizer state get theirs.
+TEST(Module, TrainingMemoryIsCategorised) {
+  namespace ev = tidemark::events;
+  struct Categories final : ev::Sink {
+    void on_event(const ev::Event& e) noexcept override {
+      if (e.kind == ev::Kind::category) latest[e.category.addr] = e.category.category;
+    }
+    ev::Category of(const Tensor& t) const {
+      auto it = latest.find(reinterpret_cast<uint64_t>(t.storage()->data()));
+      return it == latest.end() ? ev::Category::unknown : it->second;
+    }
+    std::map<uint64_t, ev::Category> latest;
+  } sink;
+  ASSERT_TRUE(ev::add_sink(&sink));
+  tl::manual_seed(3);
+  auto lin1 = std::make_shared<nn::Linear>(4, 8), lin2 = std::make_shared<nn::Linear>(8, 3);
+  lin1->to(tl::kFloat64);
+  lin2->to(tl::kFloat64);
+  tl::optim::Adam adam({lin1->weight, lin1->bias, lin2->weight, lin2->bias}, {.lr = 0.01});
+  Tensor x = tl::rand({5, 4}, tl::kFloat64);
+  tl::data::announce_input(x);
+  Tensor hidden = tl::relu((*lin1)(x));
+  Tensor loss = (*lin2)(hidden).sum();
+  EXPECT_EQ(sink.of(hidden), ev::Category::activation);  // saved by lin2's matmul
+  for (const Tensor* p : {&lin1->weight, &lin2->weight, &lin2->bias})
+    EXPECT_EQ(sink.of(*p), ev::Category::parameter);
+  EXPECT_EQ(sink.of(x), ev::Category::input);
+  loss.backward();
+  adam.step();
+  ev::remove_sink(&sink);
+  EXPECT_EQ(tl::memory_category(hidden), ev::Category::unknown);  // released, kept by the test
+  for (const Tensor* p : {&lin1->weight, &lin1->bias, &lin2->weight, &lin2->bias}) {
+    EXPECT_EQ(sink.of(*p), ev::Category::parameter);
+    EXPECT_EQ(tl::memory_category(*p), ev::Category::parameter);
+    EXPECT_EQ(sink.of(p->grad()), ev::Category::gradient);
+  }
+  EXPECT_EQ(sink.of(x), ev::Category::input);
+  int state = 0;
+  for (const auto& [addr, c] : sink.latest) state += c == ev::Category::optimizer_state;
+  EXPECT_EQ(state, 8);  // exp_avg and exp_avg_sq of four parameters
 }
 
 TEST(Loss, CrossEntropyMatchesItsFormula) {

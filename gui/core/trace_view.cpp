@@ -1,5 +1,7 @@
 #include "gui/core/trace_view.h"
 
+#include <algorithm>
+
 #include <QComboBox>
 #include <QFileInfo>
 #include <QHBoxLayout>
@@ -7,6 +9,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QProgressBar>
+#include <QScreen>
 #include <QScrollArea>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
@@ -404,6 +407,15 @@ QWidget* TraceView::makeTable(QAbstractItemModel* model, int sort_column) {
   view->setSelectionMode(QAbstractItemView::SingleSelection);
   view->horizontalHeader()->setStretchLastSection(true);
   view->verticalHeader()->hide();
+  // Columns as wide as what the visible rows hold (sites and stacks are the long ones), up to
+  // a third of the screen, when the model is filled (not on sorting: a user's widths stay).
+  auto fit_columns = [view] {
+    view->resizeColumnsToContents();
+    const int cap = std::max(240, view->screen() ? view->screen()->availableGeometry().width() / 3 : 480);
+    for (int c = 0; c < view->model()->columnCount(); ++c)
+      view->setColumnWidth(c, std::min(view->columnWidth(c), cap));
+  };
+  connect(proxy, &QAbstractItemModel::modelReset, view, fit_columns);
   connect(filter, &QLineEdit::textChanged, proxy, &QSortFilterProxyModel::setFilterFixedString);
   connect(view, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
     const QVariantList a = index.data(AllocationRole).toList();

@@ -13,10 +13,11 @@ gui=$build/gui/tidemark-gui
 [ -x "$gui" ] || { echo "screenshots.sh: $gui not built (needs Qt 6)" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$build/cli/tidemark" record -o "$tmp/run.db" --stacks 32 -- \
+"$build/cli/tidemark" record -o "$tmp/accumulated_loss.db" --stacks 32 -- \
   "$build/samples/pitfall_accumulated_loss" >/dev/null
-"$build/cli/tidemark" record -o "$tmp/fixed.db" --stacks 32 -- \
+"$build/cli/tidemark" record -o "$tmp/accumulated_loss_fixed.db" --stacks 32 -- \
   "$build/samples/pitfall_accumulated_loss" --fixed >/dev/null
+cd "$tmp"  # the views name the traces as given: short names, not the temporary directory
 mkdir -p "$root/docs/images"
 shot() {  # NAME ARGS...
   local name=$1
@@ -26,7 +27,7 @@ shot() {  # NAME ARGS...
   echo "docs/images/gui-$name.png"
 }
 for view in timeline allocator summary; do
-  shot "$view" --view "$view" "$tmp/run.db"
+  shot "$view" --view "$view" accumulated_loss.db
 done
-shot timeline-category --view timeline --stack category "$tmp/run.db"
-shot compare --compare "$tmp/run.db" "$tmp/fixed.db"
+shot timeline-category --view timeline --stack category accumulated_loss.db
+shot compare --compare accumulated_loss.db accumulated_loss_fixed.db

@@ -90,4 +90,19 @@ cudaError_t launch_reduce_rows(RowOp op, const void* in, ScalarType in_dtype, vo
 cudaError_t launch_softmax(const void* in, void* out, ScalarType dtype, int64_t outer, int64_t len,
                            int64_t inner, bool log, cudaStream_t stream);
 
+enum class RandomKind : uint8_t { uniform, normal, integer };  // core's RandomDist
+
+/// A Philox fill (core/philox.h): key `seed`, first counter `offset`; `bits` of each word for
+/// uniforms, `low` + x mod `range` for integers.
+struct RandomArgs {
+  RandomKind dist;
+  int bits;
+  uint64_t seed, offset;
+  int64_t low;
+  uint64_t range;
+};
+/// Fills a contiguous buffer of n elements of `dtype`.
+cudaError_t launch_random(void* out, ScalarType dtype, int64_t n, const RandomArgs& args,
+                          cudaStream_t stream);
+
 }  // namespace tl::cuda::kernels

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "tensorlib/core/philox.h"
 #include "tensorlib/cuda/strided.h"
 
 namespace tl::cuda::detail {
@@ -33,6 +34,10 @@ RowOp row_op(tl::detail::ReduceOp op) {
 }
 static_assert(static_cast<int>(RowOp::logsumexp) == static_cast<int>(tl::detail::ReduceOp::logsumexp));
 static_assert(static_cast<int>(RowOp::argmin) == static_cast<int>(tl::detail::ReduceOp::argmin));
+static_assert(static_cast<int>(kernels::RandomKind::integer) ==
+              static_cast<int>(tl::detail::RandomDist::integer));
+static_assert(static_cast<int>(kernels::RandomKind::normal) ==
+              static_cast<int>(tl::detail::RandomDist::normal));
 
 kernels::Window window_of(const tl::detail::Window2d& w) {
   return {w.batch, w.channels, w.height, w.width, w.kh, w.kw, w.sh, w.sw,
@@ -163,6 +168,17 @@ class Kernels final : public tl::detail::CudaKernels {
     Launch l(log ? "log_softmax" : "softmax", out.device());
     l.check(kernels::launch_softmax(in.data_ptr(), out.data_ptr(), in.dtype(), outer, len, inner,
                                     log, l.stream()));
+  }
+
+  void random(const Tensor& out, const tl::detail::RandomFill& f) const override {
+    TL_INTERNAL_ASSERT(out.is_contiguous());
+    Launch l("random", out.device());
+    const ScalarType dt = out.dtype();
+    const kernels::RandomArgs args{static_cast<kernels::RandomKind>(f.dist),
+                                   random::uniform_bits_for(static_cast<int>(element_size(dt)),
+                                                            dt == kBFloat16),
+                                   f.seed, f.offset, f.low, f.range};
+    l.check(kernels::launch_random(out.data_ptr(), dt, out.numel(), args, l.stream()));
   }
 
   void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha,

@@ -11,6 +11,7 @@
 #include "gpu_test_util.h"
 #include "tensorlib/nn/conv.h"
 #include "tensorlib/nn/pooling.h"
+#include "tensorlib/nn/upsample.h"
 #include "tensorlib/tensorlib.h"
 
 namespace tl {
@@ -404,6 +405,73 @@ TEST(CrossBackend, ConvolutionAndMaxPooling) {
             Tensor y = nn::functional::max_pool2d(nn::functional::conv2d(xi, wi, v[2], 1, 1, 1, 2), 2);
             (y * y).sum().backward();
             return tl::cat({xi.grad().reshape({-1}), wi.grad().reshape({-1})});
+          },
+          rt, 1e-3);
+  }
+}
+
+// The composed CUDA paths: conv_transpose2d through fold (col2im), average/adaptive pooling
+// and upsampling through separable products (Note [Separable resampling]), values and
+// gradients against the CPU kernels.
+TEST(CrossBackend, TransposedConvolutionPoolingAndUpsampling) {
+  TL_REQUIRE_GPU();
+  namespace F = nn::functional;
+  for (ScalarType dt : {kFloat32, kFloat64}) {
+    const std::string name(dtype_name(dt));
+    const double rt = dt == kFloat64 ? 1e-9 : 1e-4;
+    Tensor x = values({2, 4, 7, 6}, dt, false, 25), w = values({4, 3, 3, 2}, dt, false, 26);
+    Tensor b = values({6}, dt, false, 27);
+    const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&, const std::vector<Tensor>&)>>> ops = {
+        {"conv_transpose2d groups stride padding output_padding dilation",
+         [](const Tensor& in, const std::vector<Tensor>& v) {
+           return F::conv_transpose2d(in, v[1], v[2], {2, 3}, {1, 0}, {1, 2}, 2, {1, 2});
+         }},
+        {"conv_transpose2d plain", [](const Tensor& in, const std::vector<Tensor>& v) {
+           return F::conv_transpose2d(in, v[1]);
+         }},
+        {"avg_pool2d pad ceil count_include_pad", [](const Tensor& in, const std::vector<Tensor>&) {
+           return F::avg_pool2d(in, {3, 2}, nn::IntPair{2, 2}, {1, 1}, true, true);
+         }},
+        {"avg_pool2d exclude pad", [](const Tensor& in, const std::vector<Tensor>&) {
+           return F::avg_pool2d(in, 3, nn::IntPair{2, 1}, 1, true, false);
+         }},
+        {"avg_pool2d divisor_override", [](const Tensor& in, const std::vector<Tensor>&) {
+           return F::avg_pool2d(in, 2, std::nullopt, 0, false, true, 3);
+         }},
+        {"adaptive_avg_pool2d", [](const Tensor& in, const std::vector<Tensor>&) {
+           return F::adaptive_avg_pool2d(in, {3, 4}) + F::adaptive_avg_pool2d(in, {9, 1}).mean();
+         }},
+        {"nearest", [](const Tensor& in, const std::vector<Tensor>&) {
+           return F::interpolate(in, nn::IntPair{11, 13}, std::nullopt, "nearest");
+         }},
+        {"nearest scale 2", [](const Tensor& in, const std::vector<Tensor>&) {
+           return F::interpolate(in, std::nullopt, nn::DoublePair{2.0, 2.0}, "nearest");
+         }},
+        {"bilinear", [](const Tensor& in, const std::vector<Tensor>&) {
+           return F::interpolate(in, std::nullopt, nn::DoublePair{1.7, 0.6}, "bilinear", false);
+         }},
+        {"bilinear align_corners", [](const Tensor& in, const std::vector<Tensor>&) {
+           return F::interpolate(in, nn::IntPair{10, 5}, std::nullopt, "bilinear", true);
+         }},
+    };
+    for (const auto& [what, op] : ops) {
+      check(what + " " + name, {x, w, b}, identity,
+            [&op](auto& v) { return op(v[0].transpose(2, 3), v); }, rt, 1e-4);  // strided input
+      check(what + " gradients " + name, {x, w, b}, identity,
+            [&op](auto& v) {
+              Tensor xi = v[0].clone().requires_grad_(true);
+              Tensor y = op(xi, v);
+              (y * y).sum().backward();
+              return xi.grad();
+            },
+            rt, 1e-3);
+    }
+    check("conv_transpose2d weight and bias gradients " + name, {x, w, b}, identity,
+          [](auto& v) {
+            Tensor wi = v[1].clone().requires_grad_(true), bi = v[2].clone().requires_grad_(true);
+            Tensor y = F::conv_transpose2d(v[0], wi, bi, 2, 1, 1, 2);
+            (y * y).sum().backward();
+            return tl::cat({wi.grad().reshape({-1}), bi.grad()});
           },
           rt, 1e-3);
   }

@@ -156,10 +156,17 @@ class Kernels final : public tl::detail::CudaKernels {
                    int64_t correction) const override {
     TL_INTERNAL_ASSERT(rows.is_contiguous() && out.is_contiguous());
     Launch l("reduction", out.device());
+    // A split reduction's partials (Note [Split full reductions] in reduce.cu): at most
+    // kMaxSplitBlocks * kPartialBytes = 64 KiB from the caching allocator.
+    const int64_t chunks = kernels::reduce_chunks(row_op(op), n_rows, row_len);
+    const Tensor partials =
+        chunks > 1 ? empty({n_rows * chunks * kernels::kPartialBytes},
+                           TensorOptions(kUInt8).device(out.device()))
+                   : Tensor();
     l.check(kernels::launch_reduce_rows(
         row_op(op), rows.data_ptr(), rows.dtype(), out.data_ptr(), out.dtype(),
         indices.defined() ? static_cast<int64_t*>(indices.data_ptr()) : nullptr, n_rows, row_len,
-        correction, l.stream()));
+        correction, partials.defined() ? partials.data_ptr() : nullptr, l.stream()));
   }
 
   void softmax(const Tensor& out, const Tensor& in, int64_t outer, int64_t len, int64_t inner,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "tensorlib/cuda/kernel_args.h"
 #include "tensorlib/nn/conv.h"
 #include "tensorlib/nn/pooling.h"
 #include "tensorlib/nn/upsample.h"
@@ -286,6 +287,61 @@ TEST(CrossBackend, Reductions) {
         [](auto& v) { return v[0].argmax(1) * 10 + v[0].argmin(1); }, 0);
   check("sum to dtype", {values({4, 6}, kInt32)}, identity,
         [](auto& v) { return v[0].sum({1}, false, kFloat64) + v[0].sum().to(kFloat64); }, 0);
+}
+
+// Note [Split full reductions]: few long rows run as (row, chunk) blocks plus a combine pass;
+// the results must match the CPU, keep first-index ties and NaN, and not vary between runs.
+TEST(CrossBackend, LongRowsSplitAcrossBlocks) {
+  TL_REQUIRE_GPU();
+  const int64_t n = (int64_t{1} << 22) + 5;  // one row of a full reduction: 256 chunks
+  for (ScalarType dt : {kFloat32, kFloat64, kFloat16, kInt64, kUInt8}) {
+    const std::string name(dtype_name(dt));
+    Tensor x = values({n}, dt, false, 31);
+    const double rt = is_floating_point(dt) ? std::max(rtol_of(dt), 1e-4) : 0;
+    check("sum all " + name, {x}, identity, [](auto& v) { return v[0].sum().to(kFloat64); }, rt, 1e-2);
+    if (is_floating_point(dt))
+      check("mean all " + name, {x}, identity, [](auto& v) { return v[0].mean().to(kFloat64); }, rt, 1e-5);
+    check("max/min/argmax/argmin all " + name, {x}, identity, [](auto& v) {
+      return tl::stack({v[0].max().to(kFloat64), v[0].min().to(kFloat64),
+                        v[0].argmax().to(kFloat64), v[0].argmin().to(kFloat64)});
+    }, 0);
+    check("three long rows " + name, {x.slice(0, 0, 3 * 40000).view({3, 40000})}, identity,
+          [](auto& v) {
+            auto [mx, at] = v[0].max(1);
+            return tl::cat({v[0].sum({1}).to(kFloat64), mx.to(kFloat64), at.to(kFloat64),
+                            v[0].argmin(1).to(kFloat64)});
+          },
+          rt, 1e-2);
+  }
+  // A tie across chunks keeps the first position; a NaN in a late chunk wins.
+  Tensor t = zeros({n});
+  t.slice(0, 100, 101).fill_(7);
+  t.slice(0, n - 10, n - 9).fill_(7);
+  check("first of tied maxima", {t}, identity, [](auto& v) { return v[0].argmax(); }, 0);
+  t.slice(0, n - 3, n - 2).fill_(std::nan(""));
+  check("NaN in the last chunk", {t}, identity, [](auto& v) {
+    auto [mx, at] = v[0].max(0);
+    return at;
+  }, 0);
+  // Deterministic: the same bits twice.
+  Tensor g = randn({n}, TensorOptions(kFloat32).device(kGpu));
+  EXPECT_EQ(g.sum().item<float>(), g.sum().item<float>());
+}
+
+// The split plan runs everywhere (no device needed): few long rows split, many or short rows
+// and var/std/logsumexp not, and never more than kMaxSplitBlocks blocks.
+TEST(CrossBackend, SplitPlanForLongRows) {
+  using cuda::kernels::RowOp;
+  using cuda::kernels::reduce_chunks;
+  EXPECT_EQ(reduce_chunks(RowOp::sum, 1, int64_t{1} << 22), 256);
+  EXPECT_EQ(reduce_chunks(RowOp::argmax, 1, int64_t{1} << 30), cuda::kernels::kMaxSplitBlocks);
+  EXPECT_EQ(reduce_chunks(RowOp::mean, 3, 40000), 2);
+  EXPECT_EQ(reduce_chunks(RowOp::sum, 1, 20000), 1);
+  EXPECT_EQ(reduce_chunks(RowOp::sum, 5000, int64_t{1} << 20), 1);
+  EXPECT_EQ(reduce_chunks(RowOp::var, 1, int64_t{1} << 22), 1);
+  EXPECT_EQ(reduce_chunks(RowOp::sum, 0, int64_t{1} << 22), 1);
+  for (int64_t rows : {1, 2, 7, 100, 1024})
+    EXPECT_LE(rows * reduce_chunks(RowOp::min, rows, int64_t{1} << 26), cuda::kernels::kMaxSplitBlocks);
 }
 
 TEST(CrossBackend, MatrixProducts) {

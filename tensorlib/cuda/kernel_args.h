@@ -112,6 +112,20 @@ cudaError_t launch_reduce_rows(RowOp op, const void* in, ScalarType in_dtype, vo
 cudaError_t launch_softmax(const void* in, void* out, ScalarType dtype, int64_t outer, int64_t len,
                            int64_t inner, bool log, cudaStream_t stream);
 
+/// An integer batched product c[b] = alpha * a[b] @ b[b] (+ beta * c[b]): element (i, j) of
+/// operand x in batch t at x + t * x_bs + i * x_rs + j * x_cs; c contiguous [batches, m, n].
+struct IntGemm {
+  const void* a;
+  const void* b;
+  void* c;
+  int64_t m, n, k, batches;
+  int64_t a_rs, a_cs, a_bs, b_rs, b_cs, b_bs;
+  int64_t alpha, beta;
+  bool use_beta;
+};
+/// uint8, int32 and int64 (cuBLAS has no integer GEMM for them).
+cudaError_t launch_int_gemm(const IntGemm& g, ScalarType dtype, cudaStream_t stream);
+
 enum class RandomKind : uint8_t { uniform, normal, integer };  // core's RandomDist
 
 /// A Philox fill (core/philox.h): key `seed`, first counter `offset`; `bits` of each word for

@@ -95,8 +95,6 @@ class Kernels final : public tl::detail::CudaKernels {
 
   void scatter_add(const Tensor& self, int64_t dim, const Tensor& index,
                    const Tensor& src) const override {
-    TL_CHECK(self.dtype() != kBool && self.dtype() != kUInt8, "scatter_add_: CUDA tensors of dtype ",
-             self.dtype(), " are not supported (no atomic add of single bytes)");
     if (index.numel() == 0) return;
     Launch l("scatter_add_", self.device());
     std::vector<int64_t> self_strides = self.strides().vec();

@@ -346,9 +346,10 @@ TEST(CrossBackend, SplitPlanForLongRows) {
 
 TEST(CrossBackend, MatrixProducts) {
   TL_REQUIRE_GPU();
-  for (ScalarType dt : kFloats) {
+  // Floats through cuBLAS, integers through the tiled kernel (int_gemm.cu), exact.
+  for (ScalarType dt : {kFloat32, kFloat64, kFloat16, kBFloat16, kUInt8, kInt32, kInt64}) {
     const std::string name(dtype_name(dt));
-    const double rt = dt == kFloat64 ? 1e-9 : (dt == kFloat32 ? 1e-4 : 3e-2);
+    const double rt = !is_floating_point(dt) ? 0 : dt == kFloat64 ? 1e-9 : (dt == kFloat32 ? 1e-4 : 3e-2);
     Tensor a = values({7, 5}, dt, false, 8), b = values({5, 3}, dt, false, 9);
     check("mm " + name, {a, b}, identity, [](auto& v) { return v[0].mm(v[1]); }, rt, 1e-3);
     check("mm transposed " + name, {a, b}, identity,
@@ -365,6 +366,9 @@ TEST(CrossBackend, MatrixProducts) {
           [](auto& v) { return v[0].matmul(v[1]) + v[1].matmul(v[1]); }, rt, 1e-3);
     check("matmul batch x matrix " + name, {values({4, 7, 5}, dt), b}, identity,
           [](auto& v) { return v[0].transpose(0, 1).matmul(v[1]); }, rt, 1e-3);
+    if (!is_floating_point(dt))  // several tiles, k not a multiple of the tile
+      check("mm tiles " + name, {values({37, 45}, dt), values({19, 45}, dt)}, identity,
+            [](auto& v) { return v[0].mm(v[1].t()); }, 0, 0);
   }
 }
 
@@ -383,14 +387,26 @@ TEST(CrossBackend, Indexing) {
     check("nonzero " + name, {x}, identity, [](auto& v) { return v[0].transpose(0, 2).nonzero(); }, 0);
     check("masked_select " + name, {x}, identity,
           [](auto& v) { return v[0].masked_select(v[0].select(2, 1).unsqueeze(2).ne(0)); }, 0);
-    if (dt != kBool && dt != kUInt8)
-      check("scatter_add " + name, {x, values({6, 3, 4}, kInt64, true, 14).clamp(0, 4)}, identity,
-            [](auto& v) {
-              Tensor src = v[0].slice(1, 0, 3);
-              return v[0].clone().scatter_add_(1, v[1], src);
-            },
-            rtol_of(dt));
+    // Byte dtypes through 32-bit compare-and-swap (uint8 wraps) and atomic or (bool).
+    check("scatter_add " + name, {x, values({6, 3, 4}, kInt64, true, 14).clamp(0, 4)}, identity,
+          [](auto& v) {
+            Tensor src = v[0].slice(1, 0, 3);
+            return v[0].clone().scatter_add_(1, v[1], src);
+          },
+          rtol_of(dt));
   }
+  // Many adds into the neighbouring bytes of one word: 300 ones into each of 4 uint8 counters
+  // wrap to 300 mod 256 = 44; bool ORs.
+  std::vector<int64_t> positions(1200);
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int64_t>(i % 4);
+  Tensor idx = tensor(positions);
+  check("scatter_add into adjacent bytes", {idx}, identity, [](auto& v) {
+    const TensorOptions u8 = TensorOptions(kUInt8).device(v[0].device());
+    Tensor counts = zeros({4}, u8).scatter_add_(0, v[0], ones({1200}, u8));
+    Tensor flags = zeros({4}, TensorOptions(kBool).device(v[0].device()))
+                       .scatter_add_(0, v[0], (v[0] == 2));
+    return counts.to(kInt64) * 10 + flags.to(kInt64);
+  }, 0);
 }
 
 TEST(CrossBackend, DataDependentOpsAreSyncPoints) {

@@ -23,13 +23,8 @@ namespace {
 using autograd::variable_list;
 using detail::check_no_double_backward;
 using detail::dispatch_floating;
+using detail::images_per_chunk;
 using detail::WindowGeometry;
-
-// Images per chunk so that a col buffer of `bytes_per_image` per image stays in budget.
-int64_t images_per_chunk(int64_t batch, int64_t bytes_per_image) {
-  const int64_t fit = detail::kColBudgetBytes / std::max<int64_t>(1, bytes_per_image);
-  return std::clamp<int64_t>(fit, 1, std::max<int64_t>(1, batch));
-}
 
 // What both ops check: CPU, float32/float64 throughout, a 4-D weight, sane hyper-parameters.
 void check_common(const char* op, const char* weight_layout, const Tensor& input,
@@ -286,16 +281,6 @@ Tensor run_conv(const char* op, const Tensor& input, const Tensor& weight, const
 }  // namespace
 
 namespace detail {
-
-Tensor conv2d_unfolded(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                       const tl::detail::Window2d& win, int64_t groups) {
-  // unfold, then one batched product per group: [groups, Co/g, K] @ [N, groups, K, L].
-  const int64_t n = win.batch, c_out = weight.size(0), L = win.out_h * win.out_w;
-  const Tensor cols = unfold2d(input, win, 0.0).view({n, groups, -1, L});
-  Tensor out = weight.reshape({groups, c_out / groups, -1}).matmul(cols).view(
-      {n, c_out, win.out_h, win.out_w});
-  return bias.defined() ? out + bias.view({1, c_out, 1, 1}) : out;
-}
 
 Tensor conv_transpose2d_folded(const Tensor& input, const Tensor& weight, const Tensor& bias,
                                const tl::detail::Window2d& win, int64_t groups) {

@@ -83,6 +83,77 @@ Tensor fold2d(const Tensor& cols, const tl::detail::Window2d& w) {
   return img;
 }
 
+// Note [Chunked convolution columns]
+// conv2d as composed for CUDA: per chunk of images, im2col into a column buffer and one batched
+// product per group, [groups, Co/g, K] @ [chunk, groups, K, L]. Chunks keep the buffer within
+// kColBudgetBytes (32 MiB, the CPU path's budget) however large the batch. Its own autograd node
+// saves only the input and the weight and recomputes each chunk's columns in backward (grad_w
+// += gy_chunk @ cols^T, grad_cols = W^T @ gy_chunk folded back by col2im), as the CPU kernels
+// and PyTorch's convolutions do: composing differentiable unfold + matmul instead would keep
+// every chunk's columns alive from forward to backward (C*kh*kw*L per image), the memory a
+// profiler user would then see as the convolution's.
+Tensor conv2d_unfolded(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                       const tl::detail::Window2d& win, int64_t groups, int64_t col_budget_bytes) {
+  const int64_t n = win.batch, c_out = weight.size(0), L = win.out_h * win.out_w;
+  const int64_t rows = win.channels * win.kh * win.kw, K = rows / groups;
+  const int64_t nb = images_per_chunk(n, rows * L * static_cast<int64_t>(element_size(input.dtype())),
+                                      col_budget_bytes);
+  const int64_t image = win.channels * win.height * win.width;
+  // The window of images [n0, n0 + cnt), and their columns.
+  auto chunk_window = [win](int64_t cnt) {
+    tl::detail::Window2d w = win;
+    w.batch = cnt;
+    return w;
+  };
+  auto columns = [=](const Tensor& x, int64_t n0, int64_t cnt) {
+    Tensor cols = empty({cnt, rows, L}, x.options());
+    im2col_any(cols, x.view({-1}).slice(0, n0 * image, (n0 + cnt) * image).view(
+                         {cnt, win.channels, win.height, win.width}),
+               chunk_window(cnt), 0.0);
+    return cols.view({cnt, groups, K, L});
+  };
+  Tensor x, wt, out;
+  {
+    NoGradGuard no_grad;
+    x = input.contiguous();
+    wt = weight.contiguous();
+    out = empty({n, c_out, win.out_h, win.out_w}, x.options());
+    const Tensor wg = wt.view({groups, c_out / groups, K});
+    for (int64_t n0 = 0; n0 < n; n0 += nb) {
+      const int64_t cnt = std::min(nb, n - n0);
+      out.slice(0, n0, n0 + cnt).view({cnt, groups, c_out / groups, L}).copy_(
+          wg.matmul(columns(x, n0, cnt)));
+    }
+    if (bias.defined()) out.add_(bias.view({1, c_out, 1, 1}));
+  }
+  const bool need_x = input.requires_grad(), need_w = weight.requires_grad();
+  const bool need_b = bias.defined() && bias.requires_grad();
+  autograd::record(
+      out, "Convolution", {&input, &weight, &bias}, {x, wt},
+      [=](const autograd::variable_list& g, const autograd::variable_list& saved) {
+        check_no_double_backward("conv2d");
+        const Tensor gy = g[0].contiguous().view({n, groups, c_out / groups, L});
+        const Tensor& xs = saved[0];
+        const Tensor wg = saved[1].view({groups, c_out / groups, K});
+        Tensor gx = need_x ? empty({n, win.channels, win.height, win.width}, gy.options()) : Tensor();
+        Tensor gw = need_w ? zeros({groups, c_out / groups, K}, gy.options()) : Tensor();
+        for (int64_t n0 = 0; n0 < n; n0 += nb) {
+          const int64_t cnt = std::min(nb, n - n0);
+          const Tensor gyc = gy.slice(0, n0, n0 + cnt);
+          if (need_w) gw.add_(gyc.matmul(columns(xs, n0, cnt).transpose(2, 3)).sum({0}));
+          if (need_x) {
+            const Tensor gcols = wg.transpose(1, 2).matmul(gyc).view({cnt, rows, L});
+            col2im_any(gx.view({-1}).slice(0, n0 * image, (n0 + cnt) * image).view(
+                           {cnt, win.channels, win.height, win.width}),
+                       gcols, chunk_window(cnt));
+          }
+        }
+        Tensor gb = need_b ? gy.view({n, c_out, L}).sum({0, 2}) : Tensor();
+        return autograd::variable_list{gx, need_w ? gw.view(saved[1].sizes()) : Tensor(), gb};
+      });
+  return out;
+}
+
 // Note [Separable resampling]
 // Average pooling (every padding and divisor mode), adaptive average pooling and nearest and
 // bilinear upsampling all weigh an output pixel's inputs by a product of a row weight and a

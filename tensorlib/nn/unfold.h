@@ -9,6 +9,7 @@
 
 #include "tensorlib/core/cuda_kernels.h"
 #include "tensorlib/core/tensor.h"
+#include "tensorlib/nn/im2col.h"
 
 namespace tl::nn::detail {
 
@@ -40,8 +41,11 @@ Tensor resample2d(const Tensor& input, const AxisWeights& rows, const AxisWeight
 /// conv_transpose2d's output geometry (windows at the input's positions). The CUDA path of
 /// nn/conv.cpp; on the CPU (im2col/col2im kernels of nn/im2col.h) the tests check the
 /// composition against the fused CPU kernels.
+/// conv2d's columns come in chunks of images within `col_budget_bytes` and are recomputed in
+/// backward (Note [Chunked convolution columns]).
 Tensor conv2d_unfolded(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                       const tl::detail::Window2d& win, int64_t groups);
+                       const tl::detail::Window2d& win, int64_t groups,
+                       int64_t col_budget_bytes = kColBudgetBytes);
 Tensor conv_transpose2d_folded(const Tensor& input, const Tensor& weight, const Tensor& bias,
                                const tl::detail::Window2d& win, int64_t groups);
 

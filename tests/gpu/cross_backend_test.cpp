@@ -10,6 +10,7 @@
 
 #include "gpu_test_util.h"
 #include "tensorlib/cuda/kernel_args.h"
+#include "tensorlib/memory/memory.h"
 #include "tensorlib/nn/conv.h"
 #include "tensorlib/nn/pooling.h"
 #include "tensorlib/nn/upsample.h"
@@ -547,6 +548,26 @@ TEST(CrossBackend, TransposedConvolutionPoolingAndUpsampling) {
           },
           rt, 1e-3);
   }
+}
+
+// Note [Chunked convolution columns]: a batch whose columns exceed the 32 MiB budget runs in
+// chunks, and only the input and the weight stay alive for backward.
+TEST(CrossBackend, ConvolutionColumnsInChunks) {
+  TL_REQUIRE_GPU();
+  Tensor x = values({64, 16, 32, 32}, kFloat32, false, 41), w = values({8, 16, 3, 3}, kFloat32, false, 42);
+  check("conv2d in chunks with gradients", {x, w}, identity, [](auto& v) {
+    Tensor xi = v[0].clone().requires_grad_(true), wi = v[1].clone().requires_grad_(true);
+    Tensor y = nn::functional::conv2d(xi, wi, {}, 1, 1);
+    (y * y).sum().backward();
+    return tl::cat({y.reshape({-1}), xi.grad().reshape({-1}), wi.grad().reshape({-1})});
+  }, 1e-4, 1e-3);
+  Tensor xg = x.to(kGpu).requires_grad_(true), wg = w.to(kGpu).requires_grad_(true);
+  synchronize(kGpu);
+  const int64_t before = memory_allocated(kGpu);
+  Tensor y = nn::functional::conv2d(xg, wg, {}, 1, 1);
+  const int64_t held = memory_allocated(kGpu) - before;
+  // The output only (64*8*32*32 floats = 2 MiB); the columns would be 36 MiB.
+  EXPECT_LE(held, y.numel() * 4 + (int64_t{1} << 20)) << held;
 }
 
 TEST(CrossBackend, DevicesMustAgree) {

@@ -54,6 +54,19 @@ TEST(ComposedImageOps, ConvolutionThroughUnfoldAndFold) {
                 return D::conv2d_unfolded(in, w, b, {2, 4, 6, 7, 3, 2, 2, 1, 1, 2, 1, 2, oh, ow}, 2);
               },
               x);
+  // The same in chunks of one image (Note [Chunked convolution columns]): columns recomputed in
+  // backward; the weight's and the bias's gradients too.
+  Tensor wa = w.clone().requires_grad_(true), wb = w.clone().requires_grad_(true);
+  Tensor ba = b.clone().requires_grad_(true), bb = b.clone().requires_grad_(true);
+  expect_same("conv2d in chunks of one image",
+              [&](const Tensor& in) { return F::conv2d(in, wa, ba, {2, 1}, {1, 2}, {1, 2}, 2); },
+              [&](const Tensor& in) {
+                return D::conv2d_unfolded(in, wb, bb, {2, 4, 6, 7, 3, 2, 2, 1, 1, 2, 1, 2, 3, 9}, 2,
+                                          /*col_budget_bytes=*/1);
+              },
+              x);
+  EXPECT_TRUE(tl::allclose(wb.grad(), wa.grad(), 1e-12, 1e-12));
+  EXPECT_TRUE(tl::allclose(bb.grad(), ba.grad(), 1e-12, 1e-12));
   // conv_transpose2d: weight [in 4, out/groups 3], groups 2, stride (2, 3), padding (1, 0),
   // output_padding (1, 2), dilation (1, 2).
   const Tensor wt = tl::randn({4, 3, 3, 2}, tl::kFloat64);

@@ -37,6 +37,17 @@ struct Window2d {
   int64_t out_h, out_w;
 };
 
+/// The random factories' distributions (Note [Counter-based random tensors], core/philox.h).
+enum class RandomDist : uint8_t { uniform, normal, integer };
+
+/// One random fill: Philox key `seed`, first counter `offset`; `low` and `range` for integers.
+struct RandomFill {
+  RandomDist dist;
+  uint64_t seed, offset;
+  int64_t low = 0;
+  uint64_t range = 1;
+};
+
 class CudaKernels {
  public:
   virtual ~CudaKernels() = default;
@@ -79,6 +90,9 @@ class CudaKernels {
   /// Softmax or log-softmax of a contiguous input viewed as [outer, len, inner] along len.
   virtual void softmax(const Tensor& out, const Tensor& in, int64_t outer, int64_t len,
                        int64_t inner, bool log) const = 0;
+  /// Fills contiguous `out` with the draws of `fill` (uniform and normal: floating dtypes),
+  /// element i from counter fill.offset + i / (4, or 2 for integers), as the CPU loops do.
+  virtual void random(const Tensor& out, const RandomFill& fill) const = 0;
   /// out[b] = alpha * a[b] @ b[b] + beta * out[b] (out not read when !use_beta) over the
   /// leading batch dims (a and b broadcast by stride 0); float32 and float64 through cuBLAS.
   virtual void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha,

@@ -1,8 +1,11 @@
 // Tensor factories: empty/zeros/ones/full, ranges, eye, random tensors, nested lists and
 // from_blob.
 #include <cmath>
-#include <numbers>
+#include <map>
+#include <memory>
+#include <mutex>
 
+#include "tensorlib/core/cuda_kernels.h"
 #include "tensorlib/core/generator.h"
 #include "tensorlib/core/make_tensor.h"
 #include "tensorlib/core/shape_util.h"
@@ -18,7 +21,35 @@ PhiloxGenerator& default_generator() {
   return gen;
 }
 
-void manual_seed(uint64_t seed) { default_generator().set_seed(seed); }
+namespace {
+// One generator per CUDA device, made on first use (never destroyed: nothing at exit).
+struct DeviceGenerators {
+  std::mutex mutex;
+  uint64_t seed = kDefaultSeed;  // the last manual_seed, for generators made later
+  std::map<int, std::unique_ptr<PhiloxGenerator>> by_index;
+};
+DeviceGenerators& device_generators() {
+  static auto* gens = new DeviceGenerators;
+  return *gens;
+}
+}  // namespace
+
+PhiloxGenerator& default_generator(Device device) {
+  if (device.is_cpu()) return default_generator();
+  DeviceGenerators& g = device_generators();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  auto& slot = g.by_index[device.resolved().index()];
+  if (!slot) slot = std::make_unique<PhiloxGenerator>(g.seed);
+  return *slot;
+}
+
+void manual_seed(uint64_t seed) {
+  default_generator().set_seed(seed);
+  DeviceGenerators& g = device_generators();
+  std::lock_guard<std::mutex> lock(g.mutex);
+  g.seed = seed;
+  for (auto& [index, gen] : g.by_index) gen->set_seed(seed);
+}
 
 namespace {
 
@@ -38,7 +69,57 @@ ScalarType dtype_for(const TensorOptions& o, const Scalar& s) {
   return get_default_dtype();
 }
 
-double uniform01(uint32_t x) { return (static_cast<double>(x) + 0.5) * (1.0 / 4294967296.0); }
+// The CPU loop of Note [Counter-based random tensors] (core/philox.h): element i from counter
+// first + i / per_counter, with the formulas the CUDA kernel shares.
+template <typename T>
+void random_fill_cpu(T* p, int64_t n, const detail::RandomFill& f) {
+  using random::philox_block;
+  if (f.dist == detail::RandomDist::integer) {
+    for (int64_t i = 0; i < n; i += 2) {
+      const random::Words4 r = philox_block(f.seed, f.offset + static_cast<uint64_t>(i / 2));
+      for (int64_t k = 0; k < 2 && i + k < n; ++k)
+        p[i + k] = cpu::convert<T>(random::uniform_int(r.w[2 * k], r.w[2 * k + 1], f.low, f.range));
+    }
+    return;
+  }
+  if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, Half> ||
+                std::is_same_v<T, BFloat16>) {
+    const int bits = random::uniform_bits_for(sizeof(T), std::is_same_v<T, BFloat16>);
+    for (int64_t i = 0; i < n; i += 4) {
+      const random::Words4 r = philox_block(f.seed, f.offset + static_cast<uint64_t>(i / 4));
+      double z[4];
+      if (f.dist == detail::RandomDist::uniform) {
+        for (int k = 0; k < 4; ++k) z[k] = random::uniform_bits<double>(r.w[k], bits);
+      } else {
+        random::box_muller<double>(r.w[0], r.w[1], z[0], z[1]);
+        random::box_muller<double>(r.w[2], r.w[3], z[2], z[3]);
+      }
+      for (int64_t k = 0; k < 4 && i + k < n; ++k) p[i + k] = cpu::convert<T>(z[k]);
+    }
+  }
+}
+
+// rand/randn/randint: counters reserved from the generator of the result's device, then the
+// CPU loop or the CUDA kernel (which draw the same numbers).
+Tensor random_tensor(IntArrayRef sizes, const TensorOptions& options, ScalarType dtype,
+                     const char* op, detail::RandomDist dist, int64_t low = 0, uint64_t range = 1) {
+  Tensor out = make_tensor(sizes, dtype, options.device(), op);
+  const int64_t n = out.numel();
+  const int64_t per_counter = dist == detail::RandomDist::integer ? 2 : 4;
+  PhiloxGenerator& gen = default_generator(out.device());
+  const detail::RandomFill fill{dist, gen.seed(),
+                                gen.reserve(static_cast<uint64_t>((n + per_counter - 1) / per_counter)),
+                                low, range};
+  if (n == 0) return out;
+  if (out.is_cuda()) {
+    const detail::CudaKernels* k = detail::cuda_kernels();
+    TL_INTERNAL_ASSERT(k != nullptr);  // a CUDA tensor exists only in a build with the backend
+    k->random(out, fill);
+  } else {
+    TL_DISPATCH_ALL(dtype, op, [&]<typename T>() { random_fill_cpu(out.data_ptr<T>(), n, fill); });
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -138,42 +219,13 @@ Tensor eye(int64_t n, int64_t m, TensorOptions options) {
 Tensor rand(IntArrayRef sizes, TensorOptions options) {
   ScalarType dt = options.dtype();
   TL_CHECK(is_floating_point(dt), "rand: expected a floating point dtype, got ", dt);
-  auto& gen = default_generator();
-  return generate(sizes, options, dt, "rand", [&]<typename T>(T* p, int64_t n) {
-    uint64_t first = gen.reserve((n + 3) / 4);
-    for (int64_t i = 0; i < n; i += 4) {
-      auto r = PhiloxGenerator::block(gen.seed(), first + i / 4);
-      for (int64_t k = 0; k < 4 && i + k < n; ++k) {
-        // As many random bits as the type's mantissa holds, so no value rounds up to 1.
-        constexpr int bits = std::is_same_v<T, double>  ? 32
-                             : std::is_same_v<T, float> ? 24
-                             : std::is_same_v<T, Half>  ? 11
-                                                        : 8;
-        double u = std::ldexp(static_cast<double>(r[k] >> (32 - bits)), -bits);
-        p[i + k] = cpu::convert<T>(u);
-      }
-    }
-  });
+  return random_tensor(sizes, options, dt, "rand", detail::RandomDist::uniform);
 }
 
 Tensor randn(IntArrayRef sizes, TensorOptions options) {
   ScalarType dt = options.dtype();
   TL_CHECK(is_floating_point(dt), "randn: expected a floating point dtype, got ", dt);
-  auto& gen = default_generator();
-  return generate(sizes, options, dt, "randn", [&]<typename T>(T* p, int64_t n) {
-    uint64_t first = gen.reserve((n + 3) / 4);
-    for (int64_t i = 0; i < n; i += 4) {
-      auto r = PhiloxGenerator::block(gen.seed(), first + i / 4);
-      double z[4];
-      for (int pair = 0; pair < 2; ++pair) {  // Box-Muller: two uniforms, two normals
-        double radius = std::sqrt(-2.0 * std::log(uniform01(r[2 * pair])));
-        double theta = 2.0 * std::numbers::pi * uniform01(r[2 * pair + 1]);
-        z[2 * pair] = radius * std::cos(theta);
-        z[2 * pair + 1] = radius * std::sin(theta);
-      }
-      for (int64_t k = 0; k < 4 && i + k < n; ++k) p[i + k] = cpu::convert<T>(z[k]);
-    }
-  });
+  return random_tensor(sizes, options, dt, "randn", detail::RandomDist::normal);
 }
 
 Tensor randint(int64_t high, IntArrayRef sizes, TensorOptions options) {
@@ -183,19 +235,8 @@ Tensor randint(int64_t high, IntArrayRef sizes, TensorOptions options) {
 Tensor randint(int64_t low, int64_t high, IntArrayRef sizes, TensorOptions options) {
   TL_CHECK(low < high, "random_ expects 'from' to be less than 'to', but got from=", low,
            " >= to=", high);
-  uint64_t range = static_cast<uint64_t>(high - low);
-  auto& gen = default_generator();
-  return generate(sizes, options, options.dtype_opt().value_or(kInt64), "randint",
-                  [&]<typename T>(T* p, int64_t n) {
-                    uint64_t first = gen.reserve((n + 1) / 2);
-                    for (int64_t i = 0; i < n; i += 2) {
-                      auto r = PhiloxGenerator::block(gen.seed(), first + i / 2);
-                      for (int64_t k = 0; k < 2 && i + k < n; ++k) {
-                        uint64_t x = (uint64_t(r[2 * k]) << 32) | r[2 * k + 1];
-                        p[i + k] = cpu::convert<T>(low + static_cast<int64_t>(x % range));
-                      }
-                    }
-                  });
+  return random_tensor(sizes, options, options.dtype_opt().value_or(kInt64), "randint",
+                       detail::RandomDist::integer, low, static_cast<uint64_t>(high - low));
 }
 
 Tensor rand_like(const Tensor& t) { return rand(t.sizes(), t.options()); }

@@ -1,17 +1,23 @@
-// Philox 4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11): a
-// counter-based generator, so element i of a random tensor depends only on (seed, offset + i)
-// and results are reproducible whatever the iteration order or thread count.
+// The state of a Philox 4x32-10 stream (Note [Counter-based random tensors] in core/philox.h):
+// a seed (the key) and the next unused counter, so element i of a random tensor depends only
+// on (seed, offset + i / per_counter) and results are reproducible whatever the iteration
+// order, thread count or launch shape.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <mutex>
 
+#include "tensorlib/core/device.h"
+#include "tensorlib/core/philox.h"
+
 namespace tl {
+
+inline constexpr uint64_t kDefaultSeed = 67280421310721ull;  // PyTorch's default_rng_seed_val
 
 class PhiloxGenerator {
  public:
-  explicit PhiloxGenerator(uint64_t seed = 67280421310721ull) { set_seed(seed); }
+  explicit PhiloxGenerator(uint64_t seed = kDefaultSeed) { set_seed(seed); }
 
   void set_seed(uint64_t seed) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -28,36 +34,22 @@ class PhiloxGenerator {
     return first;
   }
 
-  // Four 32-bit random numbers for counter `c` under key `seed`.
+  // Four 32-bit random numbers for counter `c` under key `seed` (core/philox.h).
   static std::array<uint32_t, 4> block(uint64_t seed, uint64_t c) {
-    return philox({static_cast<uint32_t>(c), static_cast<uint32_t>(c >> 32), 0, 0},
-                  {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)});
-  }
-
-  // The Philox 4x32-10 bijection itself.
-  static std::array<uint32_t, 4> philox(std::array<uint32_t, 4> ctr, std::array<uint32_t, 2> key) {
-    for (int round = 0; round < 10; ++round) {
-      uint64_t p0 = uint64_t(kMul0) * ctr[0];
-      uint64_t p1 = uint64_t(kMul1) * ctr[2];
-      ctr = {static_cast<uint32_t>(p1 >> 32) ^ ctr[1] ^ key[0], static_cast<uint32_t>(p1),
-             static_cast<uint32_t>(p0 >> 32) ^ ctr[3] ^ key[1], static_cast<uint32_t>(p0)};
-      key[0] += kWeyl0;
-      key[1] += kWeyl1;
-    }
-    return ctr;
+    const random::Words4 r = random::philox_block(seed, c);
+    return {r.w[0], r.w[1], r.w[2], r.w[3]};
   }
 
  private:
-  static constexpr uint32_t kMul0 = 0xD2511F53u;
-  static constexpr uint32_t kMul1 = 0xCD9E8D57u;
-  static constexpr uint32_t kWeyl0 = 0x9E3779B9u;
-  static constexpr uint32_t kWeyl1 = 0xBB67AE85u;
-
   std::mutex mutex_;
   uint64_t seed_ = 0;
   uint64_t offset_ = 0;
 };
 
+/// The CPU's generator.
 PhiloxGenerator& default_generator();
+/// The generator of `device`: the CPU's, or one per CUDA device, created on first use with the
+/// last tl::manual_seed (kDefaultSeed before any). tl::manual_seed reseeds all of them.
+PhiloxGenerator& default_generator(Device device);
 
 }  // namespace tl

@@ -12,7 +12,8 @@
 // TF32, PyTorch's default for matmul), float16/bfloat16 accumulate in float32, float64 in
 // float64. One handle per device and thread, created on first use and never destroyed (as the
 // allocators); each call binds it to the device's current stream. cuBLAS allocates its own
-// workspace per stream outside the caching allocator.
+// workspace per stream outside the caching allocator. Integer dtypes (which cuBLAS does not
+// multiply) take the same operand layouts to a tiled kernel (int_gemm.cu).
 #include <cublas_v2.h>
 
 #include <climits>
@@ -113,8 +114,7 @@ Operand operand_of(Tensor t, int64_t nb, IntArrayRef batch, int64_t rows, int64_
 
 void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha,
             const Scalar& beta, bool use_beta) {
-  TL_CHECK(is_floating_point(out.dtype()), "matmul: CUDA tensors of dtype ", out.dtype(),
-           " are not supported (cuBLAS multiplies float16, bfloat16, float32 and float64)");
+  TL_CHECK(out.dtype() != kBool, "matmul: CUDA tensors of dtype bool are not supported");
   const int64_t nd = out.dim();
   TL_INTERNAL_ASSERT(out.is_contiguous() && nd >= 2 && a.dim() == nd && b.dim() == nd);
   const int64_t nb = nd - 2;
@@ -137,6 +137,17 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& a
            batches, " batches)");
   const Operand A = operand_of(a, nb, batch, m, k);
   const Operand B = operand_of(b, nb, batch, k, n);
+  if (!is_floating_point(out.dtype())) {  // the tiled integer kernel (int_gemm.cu)
+    auto rs = [](const Operand& o) { return o.op == CUBLAS_OP_N ? o.ld : int64_t{1}; };
+    auto cs = [](const Operand& o) { return o.op == CUBLAS_OP_N ? int64_t{1} : o.ld; };
+    const kernels::IntGemm g{A.data,      B.data,      out.data_ptr(), m,
+                             n,           k,           batches,        rs(A),
+                             cs(A),       A.batch_stride, rs(B),       cs(B),
+                             B.batch_stride, alpha.to<int64_t>(), use_beta ? beta.to<int64_t>() : 0,
+                             use_beta};
+    l.check(kernels::launch_int_gemm(g, out.dtype(), l.stream()));
+    return;
+  }
   cublasHandle_t h = handle_for(device);
   check_cublas(cublasSetStream(h, l.stream()), "cublasSetStream", device);
 

@@ -20,9 +20,32 @@ __device__ __forceinline__ int64_t checked_index(int64_t i, int64_t size, const 
   return i;
 }
 
+// Single bytes have no atomic add: they go through their aligned 32-bit word (which the
+// caching allocator's 512-byte granularity keeps inside the allocation), as ATen's
+// AtomicAddIntegerImpl<uint8_t, 1>. uint8 adds by compare-and-swap and wraps as on the CPU;
+// bool ORs (the CPU computes bool + bool in int and converts back: a || b).
+__device__ __forceinline__ void atomic_add_byte(unsigned char* p, unsigned char v, bool is_bool) {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  unsigned int* word = reinterpret_cast<unsigned int*>(addr & ~uintptr_t{3});
+  const unsigned int shift = static_cast<unsigned int>(addr & 3) * 8;
+  if (is_bool) {
+    if (v != 0) atomicOr(word, 1u << shift);
+    return;
+  }
+  unsigned int old = *word, assumed;
+  do {
+    assumed = old;
+    const unsigned int sum = ((assumed >> shift) + v) & 0xffu;
+    old = atomicCAS(word, assumed, (assumed & ~(0xffu << shift)) | (sum << shift));
+  } while (assumed != old);
+}
+
 template <typename T>
 __device__ __forceinline__ void atomic_add(T* p, T v) {
-  if constexpr (std::is_same_v<T, int64_t>) {
+  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t>) {
+    atomic_add_byte(reinterpret_cast<unsigned char*>(p), static_cast<unsigned char>(v),
+                    std::is_same_v<T, bool>);
+  } else if constexpr (std::is_same_v<T, int64_t>) {
     atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
   } else {
     atomicAdd(p, v);
@@ -59,13 +82,9 @@ cudaError_t launch_gather(const Strided<3>& s, ScalarType dtype, int64_t dim_str
 
 cudaError_t launch_scatter_add(const Strided<3>& s, ScalarType dtype, int64_t dim_stride,
                                int64_t dim_size, cudaStream_t stream) {
-  cudaError_t err = cudaErrorNotSupported;
+  cudaError_t err = cudaSuccess;
   dispatch_all(dtype, [&]<typename T>() {
-    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t>) {
-      err = cudaErrorNotSupported;  // no atomic add of bytes (the host refuses first)
-    } else {
-      err = launch_strided(s, stream, AlongDimFn<T, true>{dim_stride, dim_size});
-    }
+    err = launch_strided(s, stream, AlongDimFn<T, true>{dim_stride, dim_size});
   });
   return err;
 }

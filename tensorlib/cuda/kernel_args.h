@@ -80,14 +80,65 @@ cudaError_t launch_col2im(const void* cols, void* img, ScalarType dtype, const W
 
 enum class RowOp : uint8_t { sum, prod, mean, max, min, argmax, argmin, var, std, logsumexp };
 
+/// The bytes of one partial of a split reduction (Note [Split full reductions], reduce.cu).
+inline constexpr int64_t kPartialBytes = 32;
+/// Rows shorter than this are never split; a split row's chunks hold at least this many.
+inline constexpr int64_t kSplitChunk = int64_t{1} << 14;
+/// At most this many (row, chunk) blocks in a split reduction's first pass.
+inline constexpr int64_t kMaxSplitBlocks = 2048;
+
+/// Into how many chunks each row is split (1: one pass, a warp or block per row). A function
+/// of the shape only, so results do not depend on the GPU.
+inline int64_t reduce_chunks(RowOp op, int64_t n_rows, int64_t row_len) {
+  const bool splittable = op == RowOp::sum || op == RowOp::mean || op == RowOp::prod ||
+                          op == RowOp::max || op == RowOp::min || op == RowOp::argmax ||
+                          op == RowOp::argmin;
+  if (!splittable || n_rows <= 0 || row_len < 2 * kSplitChunk || n_rows > kMaxSplitBlocks / 2)
+    return 1;
+  const int64_t by_len = row_len / kSplitChunk;  // >= 2
+  const int64_t by_blocks = kMaxSplitBlocks / n_rows;
+  return by_len < by_blocks ? by_len : by_blocks;
+}
+
 /// out[i] = op(in[i * row_len, (i + 1) * row_len)), in contiguous of `in_dtype`; out has
 /// `out_dtype` (int64 for argmax/argmin, the input's or int64 for sums of integers); `indices`
-/// (int64, may be null) receives max/min's positions.
+/// (int64, may be null) receives max/min's positions. `partials`: device memory of
+/// n_rows * reduce_chunks(...) * kPartialBytes bytes when reduce_chunks > 1, else unused.
 cudaError_t launch_reduce_rows(RowOp op, const void* in, ScalarType in_dtype, void* out,
                                ScalarType out_dtype, int64_t* indices, int64_t n_rows,
-                               int64_t row_len, int64_t correction, cudaStream_t stream);
+                               int64_t row_len, int64_t correction, void* partials,
+                               cudaStream_t stream);
 /// Softmax (or log-softmax) along `len` of a contiguous [outer, len, inner] buffer.
 cudaError_t launch_softmax(const void* in, void* out, ScalarType dtype, int64_t outer, int64_t len,
                            int64_t inner, bool log, cudaStream_t stream);
+
+/// An integer batched product c[b] = alpha * a[b] @ b[b] (+ beta * c[b]): element (i, j) of
+/// operand x in batch t at x + t * x_bs + i * x_rs + j * x_cs; c contiguous [batches, m, n].
+struct IntGemm {
+  const void* a;
+  const void* b;
+  void* c;
+  int64_t m, n, k, batches;
+  int64_t a_rs, a_cs, a_bs, b_rs, b_cs, b_bs;
+  int64_t alpha, beta;
+  bool use_beta;
+};
+/// uint8, int32 and int64 (cuBLAS has no integer GEMM for them).
+cudaError_t launch_int_gemm(const IntGemm& g, ScalarType dtype, cudaStream_t stream);
+
+enum class RandomKind : uint8_t { uniform, normal, integer };  // core's RandomDist
+
+/// A Philox fill (core/philox.h): key `seed`, first counter `offset`; `bits` of each word for
+/// uniforms, `low` + x mod `range` for integers.
+struct RandomArgs {
+  RandomKind dist;
+  int bits;
+  uint64_t seed, offset;
+  int64_t low;
+  uint64_t range;
+};
+/// Fills a contiguous buffer of n elements of `dtype`.
+cudaError_t launch_random(void* out, ScalarType dtype, int64_t n, const RandomArgs& args,
+                          cudaStream_t stream);
 
 }  // namespace tl::cuda::kernels

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "tensorlib/core/philox.h"
 #include "tensorlib/cuda/strided.h"
 
 namespace tl::cuda::detail {
@@ -33,6 +34,10 @@ RowOp row_op(tl::detail::ReduceOp op) {
 }
 static_assert(static_cast<int>(RowOp::logsumexp) == static_cast<int>(tl::detail::ReduceOp::logsumexp));
 static_assert(static_cast<int>(RowOp::argmin) == static_cast<int>(tl::detail::ReduceOp::argmin));
+static_assert(static_cast<int>(kernels::RandomKind::integer) ==
+              static_cast<int>(tl::detail::RandomDist::integer));
+static_assert(static_cast<int>(kernels::RandomKind::normal) ==
+              static_cast<int>(tl::detail::RandomDist::normal));
 
 kernels::Window window_of(const tl::detail::Window2d& w) {
   return {w.batch, w.channels, w.height, w.width, w.kh, w.kw, w.sh, w.sw,
@@ -90,8 +95,6 @@ class Kernels final : public tl::detail::CudaKernels {
 
   void scatter_add(const Tensor& self, int64_t dim, const Tensor& index,
                    const Tensor& src) const override {
-    TL_CHECK(self.dtype() != kBool && self.dtype() != kUInt8, "scatter_add_: CUDA tensors of dtype ",
-             self.dtype(), " are not supported (no atomic add of single bytes)");
     if (index.numel() == 0) return;
     Launch l("scatter_add_", self.device());
     std::vector<int64_t> self_strides = self.strides().vec();
@@ -151,10 +154,17 @@ class Kernels final : public tl::detail::CudaKernels {
                    int64_t correction) const override {
     TL_INTERNAL_ASSERT(rows.is_contiguous() && out.is_contiguous());
     Launch l("reduction", out.device());
+    // A split reduction's partials (Note [Split full reductions] in reduce.cu): at most
+    // kMaxSplitBlocks * kPartialBytes = 64 KiB from the caching allocator.
+    const int64_t chunks = kernels::reduce_chunks(row_op(op), n_rows, row_len);
+    const Tensor partials =
+        chunks > 1 ? empty({n_rows * chunks * kernels::kPartialBytes},
+                           TensorOptions(kUInt8).device(out.device()))
+                   : Tensor();
     l.check(kernels::launch_reduce_rows(
         row_op(op), rows.data_ptr(), rows.dtype(), out.data_ptr(), out.dtype(),
         indices.defined() ? static_cast<int64_t*>(indices.data_ptr()) : nullptr, n_rows, row_len,
-        correction, l.stream()));
+        correction, partials.defined() ? partials.data_ptr() : nullptr, l.stream()));
   }
 
   void softmax(const Tensor& out, const Tensor& in, int64_t outer, int64_t len, int64_t inner,
@@ -163,6 +173,17 @@ class Kernels final : public tl::detail::CudaKernels {
     Launch l(log ? "log_softmax" : "softmax", out.device());
     l.check(kernels::launch_softmax(in.data_ptr(), out.data_ptr(), in.dtype(), outer, len, inner,
                                     log, l.stream()));
+  }
+
+  void random(const Tensor& out, const tl::detail::RandomFill& f) const override {
+    TL_INTERNAL_ASSERT(out.is_contiguous());
+    Launch l("random", out.device());
+    const ScalarType dt = out.dtype();
+    const kernels::RandomArgs args{static_cast<kernels::RandomKind>(f.dist),
+                                   random::uniform_bits_for(static_cast<int>(element_size(dt)),
+                                                            dt == kBFloat16),
+                                   f.seed, f.offset, f.low, f.range};
+    l.check(kernels::launch_random(out.data_ptr(), dt, out.numel(), args, l.stream()));
   }
 
   void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha,

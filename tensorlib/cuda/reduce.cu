@@ -67,6 +67,8 @@ struct RowArgs {
   int64_t n_rows;
   int64_t row_len;
   int64_t correction;
+  unsigned char* partials;  // split reductions: one kPartialBytes slot per (row, chunk)
+  int64_t chunks;           // 1: each row in one pass
 };
 
 template <typename M, bool kMax>
@@ -81,16 +83,55 @@ __device__ __forceinline__ bool better(M a, int64_t ia, bool nan_a, M b, int64_t
 template <typename M>
 struct Pos {
   M v;
-  int64_t at;
+  int64_t at;  // -1: no element seen
   bool nan;
 };
 
-template <int Threads, typename T, typename O>
-__device__ void reduce_row(const RowArgs<T>& a, int64_t row, int tid, void* smem) {
+template <typename M>
+__device__ __forceinline__ Pos<M> pick(bool is_max, const Pos<M>& x, const Pos<M>& y) {
+  if (x.at < 0) return y;
+  if (y.at < 0) return x;
+  const bool keep_x = is_max ? better<M, true>(x.v, x.at, x.nan, y.v, y.at, y.nan)
+                             : better<M, false>(x.v, x.at, x.nan, y.v, y.at, y.nan);
+  return keep_x ? x : y;
+}
+
+// The accumulator of sum/mean/prod: opmath for floats, 64-bit wrapping for integers and bool.
+template <typename T>
+using SumAcc = std::conditional_t<is_float_v<T>, dev_opmath_t<T>, uint64_t>;
+
+// The last step of sum/mean/prod from a row's combined accumulator.
+template <typename T, typename O>
+__device__ void finish_sum(const RowArgs<T>& a, int64_t row, SumAcc<T> acc) {
+  O* out = static_cast<O*>(a.out);
+  if constexpr (is_float_v<T>) {
+    if (a.op == RowOp::mean) acc = a.row_len == 0 ? SumAcc<T>(NAN) : acc / SumAcc<T>(a.row_len);
+    out[row] = convert<O>(acc);
+  } else {
+    out[row] = convert<O>(static_cast<int64_t>(acc));
+  }
+}
+
+// The last step of max/min/argmax/argmin from a row's best position.
+template <typename T, typename O>
+__device__ void finish_pos(const RowArgs<T>& a, int64_t row, const Pos<dev_opmath_t<T>>& best) {
+  if (a.op == RowOp::argmax || a.op == RowOp::argmin) {
+    static_cast<int64_t*>(a.out)[row] = best.at;
+  } else {
+    static_cast<O*>(a.out)[row] = convert<O>(a.in[row * a.row_len + (best.at < 0 ? 0 : best.at)]);
+    if (a.indices != nullptr) a.indices[row] = best.at;
+  }
+}
+
+// Reduces row `row` over [lo, hi) with `Threads` threads. With `partial`, thread 0 stores the
+// accumulator there (a split reduction's first pass) instead of finishing the row; only
+// sum/mean/prod and max/min/argmax/argmin are split (Note [Split full reductions]).
+template <int Threads, typename T, typename O, bool kSplit = false>
+__device__ void reduce_row(const RowArgs<T>& a, int64_t row, int64_t lo, int64_t hi, int tid,
+                           void* smem, unsigned char* partial) {
   using M = dev_opmath_t<T>;
   constexpr bool kFloat = is_float_v<T>;
-  // Accumulator: opmath for floats, 64-bit wrapping for integers and bool.
-  using Acc = std::conditional_t<kFloat, M, uint64_t>;
+  using Acc = SumAcc<T>;
   const T* p = a.in + row * a.row_len;
   const int64_t n = a.row_len;
   O* out = static_cast<O*>(a.out);
@@ -108,21 +149,20 @@ __device__ void reduce_row(const RowArgs<T>& a, int64_t row, int tid, void* smem
     case RowOp::prod: {
       const bool prod = a.op == RowOp::prod;
       Acc acc = prod ? Acc(1) : Acc(0);
-      for (int64_t i = tid; i < n; i += Threads) acc = prod ? acc * as_acc(p[i]) : acc + as_acc(p[i]);
+      for (int64_t i = lo + tid; i < hi; i += Threads) acc = prod ? acc * as_acc(p[i]) : acc + as_acc(p[i]);
       acc = row_combine<Threads>(acc, [prod](Acc x, Acc y) { return prod ? x * y : x + y; }, scratch);
       if (tid != 0) return;
-      if constexpr (kFloat) {
-        if (a.op == RowOp::mean) acc = n == 0 ? Acc(NAN) : acc / Acc(n);
-        out[row] = convert<O>(acc);
+      if (partial != nullptr) {
+        *reinterpret_cast<Acc*>(partial) = acc;
       } else {
-        out[row] = convert<O>(static_cast<int64_t>(acc));
+        finish_sum<T, O>(a, row, acc);
       }
       return;
     }
     case RowOp::var:
     case RowOp::std:
     case RowOp::logsumexp: {
-      if constexpr (kFloat) {
+      if constexpr (kFloat && !kSplit) {  // never split: not instantiated for the split kernel
         const bool lse = a.op == RowOp::logsumexp;
         M first = lse ? M(-INFINITY) : M(0);
         for (int64_t i = tid; i < n; i += Threads) {
@@ -159,23 +199,16 @@ __device__ void reduce_row(const RowArgs<T>& a, int64_t row, int tid, void* smem
     case RowOp::argmax:
     case RowOp::argmin: {
       const bool is_max = a.op == RowOp::max || a.op == RowOp::argmax;
-      auto pick = [is_max](const Pos<M>& x, const Pos<M>& y) {
-        if (x.at < 0) return y;
-        if (y.at < 0) return x;
-        const bool keep_x = is_max ? better<M, true>(x.v, x.at, x.nan, y.v, y.at, y.nan)
-                                   : better<M, false>(x.v, x.at, x.nan, y.v, y.at, y.nan);
-        return keep_x ? x : y;
-      };
       Pos<M> best{M(0), -1, false};
-      for (int64_t i = tid; i < n; i += Threads) {
+      for (int64_t i = lo + tid; i < hi; i += Threads) {
         const M v = to_math<M>(p[i]);
-        best = pick(best, Pos<M>{v, i, math::is_nan(v)});
+        best = pick(is_max, best, Pos<M>{v, i, math::is_nan(v)});
       }
       // Combine field by field (shuffles move scalars).
 #pragma unroll
       for (int d = kWarp / 2; d > 0; d /= 2) {
         Pos<M> o{shfl_down(best.v, d), shfl_down(best.at, d), static_cast<bool>(shfl_down(int(best.nan), d))};
-        best = pick(best, o);
+        best = pick(is_max, best, o);
       }
       if constexpr (Threads > kWarp) {
         auto* ps = static_cast<Pos<M>*>(smem);
@@ -184,14 +217,13 @@ __device__ void reduce_row(const RowArgs<T>& a, int64_t row, int tid, void* smem
         if (lane == 0) ps[warp] = best;
         __syncthreads();
         if (tid != 0) return;
-        for (int w = 1; w < Threads / kWarp; ++w) best = pick(best, ps[w]);
+        for (int w = 1; w < Threads / kWarp; ++w) best = pick(is_max, best, ps[w]);
       }
       if (tid != 0) return;
-      if (a.op == RowOp::argmax || a.op == RowOp::argmin) {
-        static_cast<int64_t*>(a.out)[row] = best.at;
+      if (partial != nullptr) {
+        *reinterpret_cast<Pos<M>*>(partial) = best;
       } else {
-        out[row] = convert<O>(p[best.at < 0 ? 0 : best.at]);
-        if (a.indices != nullptr) a.indices[row] = best.at;
+        finish_pos<T, O>(a, row, best);
       }
       return;
     }
@@ -200,6 +232,7 @@ __device__ void reduce_row(const RowArgs<T>& a, int64_t row, int tid, void* smem
 
 // Scratch for one block: 8 warps' partials of the widest accumulator (Pos<double>).
 constexpr int kScratchBytes = 8 * sizeof(Pos<double>);
+static_assert(sizeof(Pos<double>) <= kPartialBytes && alignof(Pos<double>) <= 8);
 
 template <int Threads, typename T, typename O>
 __global__ void __launch_bounds__(256) rows_kernel(RowArgs<T> a) {
@@ -211,13 +244,65 @@ __global__ void __launch_bounds__(256) rows_kernel(RowArgs<T> a) {
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock; base < a.n_rows;
        base += static_cast<int64_t>(gridDim.x) * kRowsPerBlock) {
     const int64_t row = base + sub;
-    if (row < a.n_rows) reduce_row<Threads, T, O>(a, row, tid, smem);
+    if (row < a.n_rows) reduce_row<Threads, T, O>(a, row, 0, a.row_len, tid, smem, nullptr);
+  }
+}
+
+// Note [Split full reductions]
+// A few very long rows (a full reduction above all: one row of numel elements) would run on
+// a few blocks and leave the GPU idle. `reduce_chunks` (kernel_args.h) splits each row of
+// sum/mean/prod/max/min/argmax/argmin into chunks when rows are few and long: the first
+// kernel reduces each (row, chunk) with a block into a partial (the accumulator in opmath,
+// or the best position), the second combines each row's partials in chunk order with one
+// thread and finishes the row as the one-pass kernel would. The chunking is a function of the
+// shape alone and every combine runs in a fixed order, so results are deterministic (and the
+// same on every GPU); accumulation stays in opmath (float for float32), partial sums of
+// about 16K elements each. var/std/logsumexp still use a block per row (their two passes
+// over the row would need mergeable partials: Chan's or the max-shifted sum).
+template <typename T, typename O>
+__global__ void __launch_bounds__(256) split_rows_kernel(RowArgs<T> a) {
+  __shared__ alignas(16) unsigned char smem[kScratchBytes];
+  const int64_t slot = blockIdx.x;  // < n_rows * chunks <= kMaxSplitBlocks
+  const int64_t row = slot / a.chunks, chunk = slot % a.chunks;
+  const int64_t len = (a.row_len + a.chunks - 1) / a.chunks;
+  const int64_t lo = chunk * len, hi = lo + len < a.row_len ? lo + len : a.row_len;
+  reduce_row<256, T, O, true>(a, row, lo, hi, threadIdx.x, smem, a.partials + slot * kPartialBytes);
+}
+
+template <typename T, typename O>
+__global__ void __launch_bounds__(256) combine_partials_kernel(RowArgs<T> a) {
+  using M = dev_opmath_t<T>;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= a.n_rows) return;
+  const unsigned char* part = a.partials + row * a.chunks * kPartialBytes;
+  if (a.op == RowOp::sum || a.op == RowOp::mean || a.op == RowOp::prod) {
+    const bool prod = a.op == RowOp::prod;
+    SumAcc<T> acc = prod ? SumAcc<T>(1) : SumAcc<T>(0);
+    for (int64_t c = 0; c < a.chunks; ++c) {
+      const SumAcc<T> v = *reinterpret_cast<const SumAcc<T>*>(part + c * kPartialBytes);
+      acc = prod ? acc * v : acc + v;
+    }
+    finish_sum<T, O>(a, row, acc);
+  } else {
+    const bool is_max = a.op == RowOp::max || a.op == RowOp::argmax;
+    Pos<M> best{M(0), -1, false};
+    for (int64_t c = 0; c < a.chunks; ++c)
+      best = pick(is_max, best, *reinterpret_cast<const Pos<M>*>(part + c * kPartialBytes));
+    finish_pos<T, O>(a, row, best);
   }
 }
 
 template <typename T, typename O>
 cudaError_t launch_rows(const RowArgs<T>& a, cudaStream_t stream) {
   if (a.n_rows == 0) return cudaSuccess;
+  if (a.chunks > 1) {
+    const int64_t slots = a.n_rows * a.chunks;
+    split_rows_kernel<T, O><<<static_cast<unsigned>(slots), 256, 0, stream>>>(a);
+    if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+    combine_partials_kernel<T, O>
+        <<<static_cast<unsigned>((a.n_rows + 255) / 256), 256, 0, stream>>>(a);
+    return cudaGetLastError();
+  }
   const bool per_warp = a.row_len <= 1024;
   const int64_t rows_per_block = per_warp ? 256 / kWarp : 1;
   int64_t blocks = (a.n_rows + rows_per_block - 1) / rows_per_block;
@@ -262,10 +347,14 @@ __global__ void __launch_bounds__(256) softmax_kernel(const T* in, T* out, int64
 
 cudaError_t launch_reduce_rows(RowOp op, const void* in, ScalarType in_dtype, void* out,
                                ScalarType out_dtype, int64_t* indices, int64_t n_rows,
-                               int64_t row_len, int64_t correction, cudaStream_t stream) {
+                               int64_t row_len, int64_t correction, void* partials,
+                               cudaStream_t stream) {
+  const int64_t chunks = reduce_chunks(op, n_rows, row_len);
+  if (chunks > 1 && partials == nullptr) return cudaErrorInvalidValue;
   cudaError_t err = cudaSuccess;
   dispatch_all(in_dtype, [&]<typename T>() {
-    RowArgs<T> a{op, static_cast<const T*>(in), out, indices, n_rows, row_len, correction};
+    RowArgs<T> a{op,     static_cast<const T*>(in), out, indices, n_rows, row_len, correction,
+                 static_cast<unsigned char*>(partials), chunks};
     // Output types: the input's, or int64 (integer sums and products, arg reductions).
     if (out_dtype == ScalarType::Int64 && in_dtype != ScalarType::Int64) {
       err = launch_rows<T, int64_t>(a, stream);

@@ -23,13 +23,8 @@ namespace {
 using autograd::variable_list;
 using detail::check_no_double_backward;
 using detail::dispatch_floating;
+using detail::images_per_chunk;
 using detail::WindowGeometry;
-
-// Images per chunk so that a col buffer of `bytes_per_image` per image stays in budget.
-int64_t images_per_chunk(int64_t batch, int64_t bytes_per_image) {
-  const int64_t fit = detail::kColBudgetBytes / std::max<int64_t>(1, bytes_per_image);
-  return std::clamp<int64_t>(fit, 1, std::max<int64_t>(1, batch));
-}
 
 // What both ops check: CPU, float32/float64 throughout, a 4-D weight, sane hyper-parameters.
 void check_common(const char* op, const char* weight_layout, const Tensor& input,
@@ -285,6 +280,23 @@ Tensor run_conv(const char* op, const Tensor& input, const Tensor& weight, const
 
 }  // namespace
 
+namespace detail {
+
+Tensor conv_transpose2d_folded(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                               const tl::detail::Window2d& win, int64_t groups) {
+  // conv2d's input gradient run forward: per group [K, Ci/g] @ [N, groups, Ci/g, L] gives the
+  // columns (K = Co/g*kh*kw, L = the input's h*w positions), then fold (col2im) onto the
+  // output image, whose windows sit at those positions.
+  const int64_t n = win.batch, c_in = input.size(1), c_out = win.channels;
+  const int64_t L = win.out_h * win.out_w;
+  const Tensor x = input.reshape({n, groups, c_in / groups, L});
+  const Tensor cols = weight.reshape({groups, c_in / groups, -1}).transpose(1, 2).matmul(x);
+  Tensor out = fold2d(cols.reshape({n, -1, L}), win);
+  return bias.defined() ? out + bias.view({1, c_out, 1, 1}) : out;
+}
+
+}  // namespace detail
+
 namespace functional {
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, IntPair stride,
@@ -310,12 +322,10 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
   const int64_t oh = (h + 2 * padding.h - eff_kh) / stride.h + 1;
   const int64_t ow = (w + 2 * padding.w - eff_kw) / stride.w + 1;
   if (input.is_cuda()) {
-    // unfold, then one batched product per group: [groups, Co/g, K] @ [N, groups, K, L].
-    const tl::detail::Window2d win{n, c_in, h, w, kh, kw, stride.h, stride.w,
-                                   padding.h, padding.w, dilation.h, dilation.w, oh, ow};
-    const Tensor cols = detail::unfold2d(input, win, 0.0).view({n, groups, -1, oh * ow});
-    Tensor out = weight.reshape({groups, c_out / groups, -1}).matmul(cols).view({n, c_out, oh, ow});
-    return bias.defined() ? out + bias.view({1, c_out, 1, 1}) : out;
+    return detail::conv2d_unfolded(input, weight, bias,
+                                   {n, c_in, h, w, kh, kw, stride.h, stride.w, padding.h,
+                                    padding.w, dilation.h, dilation.w, oh, ow},
+                                   groups);
   }
   ConvShape s{n, c_in, c_out, groups,
               WindowGeometry{c_in, h, w, kh, kw, stride.h, stride.w, padding.h, padding.w,
@@ -333,7 +343,6 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
                         IntPair dilation) {
   constexpr const char* kLayout = "[in_channels, out_channels / groups, kH, kW]";
   check_common("conv_transpose2d", kLayout, input, weight, bias, stride, padding, dilation, groups);
-  cpu::check_cpu("conv_transpose2d", {&input});
   if (input.dim() == 3)
     return conv_transpose2d(input.unsqueeze(0), weight, bias, stride, padding, output_padding,
                             groups, dilation)
@@ -360,6 +369,12 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
   TL_CHECK(kh > 0 && kw > 0 && oh > 0 && ow > 0, "conv_transpose2d: output size (", oh, " x ", ow,
            ") is too small for input shape ", input.sizes(), ", kernel (", kh, " x ", kw,
            "), stride ", stride, ", padding ", padding, " and dilation ", dilation);
+  if (input.is_cuda()) {
+    return detail::conv_transpose2d_folded(input, weight, bias,
+                                           {n, c_out, oh, ow, kh, kw, stride.h, stride.w,
+                                            padding.h, padding.w, dilation.h, dilation.w, h, w},
+                                           groups);
+  }
   ConvShape s{n, c_in, c_out, groups,
               WindowGeometry{c_out, oh, ow, kh, kw, stride.h, stride.w, padding.h, padding.w,
                              dilation.h, dilation.w, h, w}};

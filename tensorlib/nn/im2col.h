@@ -14,6 +14,8 @@
 // OpenMP. Chunks bound the col buffer (kColBudgetBytes) for large images and batches.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 
 #ifdef _OPENMP
@@ -25,6 +27,13 @@ namespace tl::nn::detail {
 // Upper bound on one im2col buffer (bytes); a batch whose columns would exceed it is
 // processed in chunks of images.
 inline constexpr int64_t kColBudgetBytes = int64_t(32) << 20;  // 32 MiB
+
+// Images per chunk so that a col buffer of `bytes_per_image` per image stays within `budget`.
+inline int64_t images_per_chunk(int64_t batch, int64_t bytes_per_image,
+                                int64_t budget = kColBudgetBytes) {
+  const int64_t fit = budget / std::max<int64_t>(1, bytes_per_image);
+  return std::clamp<int64_t>(fit, 1, std::max<int64_t>(1, batch));
+}
 
 // Below this many elements of work a relayout stays on the calling thread.
 inline constexpr int64_t kParallelMinWork = 16384;

@@ -127,6 +127,17 @@ void max_pool_backward(const T* grad_out, const int64_t* indices, T* grad_in, co
 
 // ---- average -----------------------------------------------------------------------------
 
+// One axis of an average window: its clipped range [lo, hi) and its length within the padded
+// input (the count_include_pad divisor's factor).
+struct AvgSpan {
+  int64_t lo, hi, padded;
+};
+
+AvgSpan avg_span(int64_t o, int64_t in, int64_t kernel, int64_t stride, int64_t pad) {
+  const int64_t lo = o * stride - pad, hi = std::min(lo + kernel, in + pad);
+  return {std::max<int64_t>(lo, 0), std::min(hi, in), hi - lo};
+}
+
 // One average window clipped to the input, and what its sum is divided by.
 struct AvgWindow {
   int64_t h0, h1, w0, w1;
@@ -135,18 +146,12 @@ struct AvgWindow {
 
 AvgWindow avg_window(int64_t oh, int64_t ow, const PlaneShape& p, const PoolWindow& k,
                      bool count_include_pad, std::optional<int64_t> divisor_override) {
-  int64_t h0 = oh * k.sh - k.ph, w0 = ow * k.sw - k.pw;
-  int64_t h1 = std::min(h0 + k.kh, p.in_h + k.ph), w1 = std::min(w0 + k.kw, p.in_w + k.pw);
-  const int64_t pool_size = (h1 - h0) * (w1 - w0);
-  h0 = std::max<int64_t>(h0, 0);
-  w0 = std::max<int64_t>(w0, 0);
-  h1 = std::min(h1, p.in_h);
-  w1 = std::min(w1, p.in_w);
-  if (h0 >= h1 || w0 >= w1) return {h0, h1, w0, w1, 0};
+  const AvgSpan h = avg_span(oh, p.in_h, k.kh, k.sh, k.ph), w = avg_span(ow, p.in_w, k.kw, k.sw, k.pw);
+  if (h.lo >= h.hi || w.lo >= w.hi) return {h.lo, h.hi, w.lo, w.hi, 0};
   const int64_t divisor = divisor_override    ? *divisor_override
-                          : count_include_pad ? pool_size
-                                              : (h1 - h0) * (w1 - w0);
-  return {h0, h1, w0, w1, divisor};
+                          : count_include_pad ? h.padded * w.padded
+                                              : (h.hi - h.lo) * (w.hi - w.lo);
+  return {h.lo, h.hi, w.lo, w.hi, divisor};
 }
 
 template <typename T>
@@ -197,6 +202,7 @@ int64_t adaptive_start(int64_t i, int64_t out, int64_t in) {
 int64_t adaptive_end(int64_t i, int64_t out, int64_t in) {
   return ((i + 1) * in + out - 1) / out;
 }
+
 
 template <typename T>
 void adaptive_avg_forward(const T* in, T* out, const PlaneShape& p) {
@@ -294,6 +300,37 @@ std::tuple<Tensor, Tensor> max_pool2d_cuda(const Tensor& input, const PlaneShape
 
 }  // namespace
 
+namespace detail {
+
+// The per-axis weights of average pooling on CUDA (Note [Separable resampling] in
+// nn/unfold.cpp): 1 / the axis's factor of the divisor over the window's span; with a
+// divisor_override, 1 over the rows and 1 / override over the columns.
+AxisWeights avg_pool_axis(int64_t out, int64_t in, int64_t kernel, int64_t stride, int64_t pad,
+                             bool count_include_pad, std::optional<int64_t> divisor_override,
+                             bool carries_override) {
+  AxisWeights a(out, in);
+  for (int64_t o = 0; o < out; ++o) {
+    const AvgSpan s = avg_span(o, in, kernel, stride, pad);
+    const double weight = divisor_override    ? (carries_override ? 1.0 / double(*divisor_override) : 1.0)
+                          : count_include_pad ? 1.0 / double(s.padded)
+                                              : 1.0 / double(s.hi - s.lo);
+    for (int64_t i = s.lo; i < s.hi; ++i) a.at(o, i) = weight;
+  }
+  return a;
+}
+
+// Adaptive pooling's per-axis weights on CUDA (Note [Separable resampling]).
+AxisWeights adaptive_pool_axis(int64_t out, int64_t in) {
+  AxisWeights a(out, in);
+  for (int64_t o = 0; o < out; ++o) {
+    const int64_t lo = adaptive_start(o, out, in), hi = adaptive_end(o, out, in);
+    for (int64_t i = lo; i < hi; ++i) a.at(o, i) = 1.0 / double(hi - lo);
+  }
+  return a;
+}
+
+}  // namespace detail
+
 namespace functional {
 
 std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntPair kernel_size,
@@ -347,7 +384,7 @@ Tensor avg_pool2d(const Tensor& input, IntPair kernel_size, std::optional<IntPai
                   IntPair padding, bool ceil_mode, bool count_include_pad,
                   std::optional<int64_t> divisor_override) {
   constexpr const char* kOp = "avg_pool2d";
-  detail::check_image_input(kOp, input);
+  detail::check_image_input(kOp, input, /*cuda_ok=*/true);
   const IntPair stride = stride_opt.value_or(kernel_size);
   check_window(kOp, kernel_size, stride, padding, 1);
   TL_CHECK(2 * padding.h <= kernel_size.h && 2 * padding.w <= kernel_size.w, kOp, ": padding ",
@@ -359,6 +396,11 @@ Tensor avg_pool2d(const Tensor& input, IntPair kernel_size, std::optional<IntPai
         .squeeze(0);
   const PlaneShape p = pooled_shape(kOp, input, kernel_size, stride, padding, 1, ceil_mode);
   const PoolWindow k{kernel_size.h, kernel_size.w, stride.h, stride.w, padding.h, padding.w, 1, 1};
+  if (input.is_cuda())
+    return detail::resample2d(
+        input,
+        detail::avg_pool_axis(p.out_h, p.in_h, k.kh, k.sh, k.ph, count_include_pad, divisor_override, false),
+        detail::avg_pool_axis(p.out_w, p.in_w, k.kw, k.sw, k.pw, count_include_pad, divisor_override, true));
   const Tensor x = input.contiguous();
   Tensor out = empty({input.size(0), input.size(1), p.out_h, p.out_w}, input.dtype());
   detail::dispatch_floating(input.dtype(), [&]<typename T>() {
@@ -382,7 +424,7 @@ Tensor avg_pool2d(const Tensor& input, IntPair kernel_size, std::optional<IntPai
 
 Tensor adaptive_avg_pool2d(const Tensor& input, IntPair output_size) {
   constexpr const char* kOp = "adaptive_avg_pool2d";
-  detail::check_image_input(kOp, input);
+  detail::check_image_input(kOp, input, /*cuda_ok=*/true);
   TL_CHECK(output_size.h > 0 && output_size.w > 0, kOp, ": output_size must be positive, got ",
            output_size);
   if (input.dim() == 3) return adaptive_avg_pool2d(input.unsqueeze(0), output_size).squeeze(0);
@@ -391,6 +433,9 @@ Tensor adaptive_avg_pool2d(const Tensor& input, IntPair output_size) {
            input.sizes());
   p.out_h = output_size.h;
   p.out_w = output_size.w;
+  if (input.is_cuda())
+    return detail::resample2d(input, detail::adaptive_pool_axis(p.out_h, p.in_h),
+                              detail::adaptive_pool_axis(p.out_w, p.in_w));
   const Tensor x = input.contiguous();
   Tensor out = empty({input.size(0), input.size(1), p.out_h, p.out_w}, input.dtype());
   detail::dispatch_floating(input.dtype(), [&]<typename T>() {

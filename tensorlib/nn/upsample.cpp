@@ -11,6 +11,7 @@
 #include "tensorlib/autograd/function.h"
 #include "tensorlib/nn/im2col.h"
 #include "tensorlib/nn/image_util.h"
+#include "tensorlib/nn/unfold.h"
 
 namespace tl::nn {
 namespace {
@@ -179,11 +180,37 @@ Tensor resize(const Tensor& input, const PlaneShape& p, const char* node, const 
 
 }  // namespace
 
+namespace detail {
+
+// The per-axis weights of CUDA upsampling (Note [Separable resampling] in nn/unfold.cpp), from
+// the same indices and taps as the CPU kernels (bilinear's in the input's type).
+AxisWeights nearest_axis(int64_t in, int64_t out, std::optional<double> scale_factor) {
+  AxisWeights m(out, in);
+  const std::vector<int64_t> idx = nearest_indices(AxisScale{in, out, scale_factor});
+  for (int64_t o = 0; o < out; ++o) m.at(o, idx[o]) = 1;
+  return m;
+}
+
+AxisWeights linear_axis(int64_t in, int64_t out, std::optional<double> scale_factor,
+                        bool align_corners, ScalarType dtype) {
+  AxisWeights m(out, in);
+  dispatch_floating(dtype, [&]<typename T>() {
+    const LinearTaps<T> t = linear_taps<T>(AxisScale{in, out, scale_factor}, align_corners);
+    for (int64_t o = 0; o < out; ++o) {
+      m.at(o, t.i0[o]) += t.lambda0[o];
+      m.at(o, t.i0[o] + t.offset[o]) += t.lambda1[o];
+    }
+  });
+  return m;
+}
+
+}  // namespace detail
+
 namespace functional {
 
 Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
   constexpr const char* kOp = "interpolate";
-  detail::check_image_input(kOp, input);
+  detail::check_image_input(kOp, input, /*cuda_ok=*/true);
   TL_CHECK(input.dim() == 4, kOp, ": expected a 4-D input [N, C, H, W] for 2-D resizing, got a ",
            input.dim(), "-D tensor of shape ", input.sizes());
   const bool nearest = o.mode_ == "nearest", bilinear = o.mode_ == "bilinear";
@@ -216,6 +243,15 @@ Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
            p.in_w, ") and output (", p.out_h, " x ", p.out_w,
            ") sizes should be greater than 0; input shape ", input.sizes());
   const AxisScale ah{p.in_h, p.out_h, sh}, aw{p.in_w, p.out_w, sw};
+  const bool align = o.align_corners_.value_or(false);
+  if (input.is_cuda()) {
+    if (nearest)
+      return detail::resample2d(input, detail::nearest_axis(p.in_h, p.out_h, sh),
+                                detail::nearest_axis(p.in_w, p.out_w, sw));
+    return detail::resample2d(input,
+                              detail::linear_axis(p.in_h, p.out_h, sh, align, input.dtype()),
+                              detail::linear_axis(p.in_w, p.out_w, sw, align, input.dtype()));
+  }
   if (nearest) {
     auto ih = nearest_indices(ah), iw = nearest_indices(aw);
     return resize(
@@ -231,7 +267,6 @@ Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
           });
         });
   }
-  const bool align = o.align_corners_.value_or(false);
   return resize(
       input, p, "UpsampleBilinear2D", "interpolate (bilinear)",
       [&](const Tensor& x, const Tensor& out) {

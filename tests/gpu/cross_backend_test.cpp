@@ -9,8 +9,11 @@
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "tensorlib/cuda/kernel_args.h"
+#include "tensorlib/memory/memory.h"
 #include "tensorlib/nn/conv.h"
 #include "tensorlib/nn/pooling.h"
+#include "tensorlib/nn/upsample.h"
 #include "tensorlib/tensorlib.h"
 
 namespace tl {
@@ -287,11 +290,67 @@ TEST(CrossBackend, Reductions) {
         [](auto& v) { return v[0].sum({1}, false, kFloat64) + v[0].sum().to(kFloat64); }, 0);
 }
 
+// Note [Split full reductions]: few long rows run as (row, chunk) blocks plus a combine pass;
+// the results must match the CPU, keep first-index ties and NaN, and not vary between runs.
+TEST(CrossBackend, LongRowsSplitAcrossBlocks) {
+  TL_REQUIRE_GPU();
+  const int64_t n = (int64_t{1} << 22) + 5;  // one row of a full reduction: 256 chunks
+  for (ScalarType dt : {kFloat32, kFloat64, kFloat16, kInt64, kUInt8}) {
+    const std::string name(dtype_name(dt));
+    Tensor x = values({n}, dt, false, 31);
+    const double rt = is_floating_point(dt) ? std::max(rtol_of(dt), 1e-4) : 0;
+    check("sum all " + name, {x}, identity, [](auto& v) { return v[0].sum().to(kFloat64); }, rt, 1e-2);
+    if (is_floating_point(dt))
+      check("mean all " + name, {x}, identity, [](auto& v) { return v[0].mean().to(kFloat64); }, rt, 1e-5);
+    check("max/min/argmax/argmin all " + name, {x}, identity, [](auto& v) {
+      return tl::stack({v[0].max().to(kFloat64), v[0].min().to(kFloat64),
+                        v[0].argmax().to(kFloat64), v[0].argmin().to(kFloat64)});
+    }, 0);
+    check("three long rows " + name, {x.slice(0, 0, 3 * 40000).view({3, 40000})}, identity,
+          [](auto& v) {
+            auto [mx, at] = v[0].max(1);
+            return tl::cat({v[0].sum({1}).to(kFloat64), mx.to(kFloat64), at.to(kFloat64),
+                            v[0].argmin(1).to(kFloat64)});
+          },
+          rt, 1e-2);
+  }
+  // A tie across chunks keeps the first position; a NaN in a late chunk wins.
+  Tensor t = zeros({n});
+  t.slice(0, 100, 101).fill_(7);
+  t.slice(0, n - 10, n - 9).fill_(7);
+  check("first of tied maxima", {t}, identity, [](auto& v) { return v[0].argmax(); }, 0);
+  t.slice(0, n - 3, n - 2).fill_(std::nan(""));
+  check("NaN in the last chunk", {t}, identity, [](auto& v) {
+    auto [mx, at] = v[0].max(0);
+    return at;
+  }, 0);
+  // Deterministic: the same bits twice.
+  Tensor g = randn({n}, TensorOptions(kFloat32).device(kGpu));
+  EXPECT_EQ(g.sum().item<float>(), g.sum().item<float>());
+}
+
+// The split plan runs everywhere (no device needed): few long rows split, many or short rows
+// and var/std/logsumexp not, and never more than kMaxSplitBlocks blocks.
+TEST(CrossBackend, SplitPlanForLongRows) {
+  using cuda::kernels::RowOp;
+  using cuda::kernels::reduce_chunks;
+  EXPECT_EQ(reduce_chunks(RowOp::sum, 1, int64_t{1} << 22), 256);
+  EXPECT_EQ(reduce_chunks(RowOp::argmax, 1, int64_t{1} << 30), cuda::kernels::kMaxSplitBlocks);
+  EXPECT_EQ(reduce_chunks(RowOp::mean, 3, 40000), 2);
+  EXPECT_EQ(reduce_chunks(RowOp::sum, 1, 20000), 1);
+  EXPECT_EQ(reduce_chunks(RowOp::sum, 5000, int64_t{1} << 20), 1);
+  EXPECT_EQ(reduce_chunks(RowOp::var, 1, int64_t{1} << 22), 1);
+  EXPECT_EQ(reduce_chunks(RowOp::sum, 0, int64_t{1} << 22), 1);
+  for (int64_t rows : {1, 2, 7, 100, 1024})
+    EXPECT_LE(rows * reduce_chunks(RowOp::min, rows, int64_t{1} << 26), cuda::kernels::kMaxSplitBlocks);
+}
+
 TEST(CrossBackend, MatrixProducts) {
   TL_REQUIRE_GPU();
-  for (ScalarType dt : kFloats) {
+  // Floats through cuBLAS, integers through the tiled kernel (int_gemm.cu), exact.
+  for (ScalarType dt : {kFloat32, kFloat64, kFloat16, kBFloat16, kUInt8, kInt32, kInt64}) {
     const std::string name(dtype_name(dt));
-    const double rt = dt == kFloat64 ? 1e-9 : (dt == kFloat32 ? 1e-4 : 3e-2);
+    const double rt = !is_floating_point(dt) ? 0 : dt == kFloat64 ? 1e-9 : (dt == kFloat32 ? 1e-4 : 3e-2);
     Tensor a = values({7, 5}, dt, false, 8), b = values({5, 3}, dt, false, 9);
     check("mm " + name, {a, b}, identity, [](auto& v) { return v[0].mm(v[1]); }, rt, 1e-3);
     check("mm transposed " + name, {a, b}, identity,
@@ -308,6 +367,9 @@ TEST(CrossBackend, MatrixProducts) {
           [](auto& v) { return v[0].matmul(v[1]) + v[1].matmul(v[1]); }, rt, 1e-3);
     check("matmul batch x matrix " + name, {values({4, 7, 5}, dt), b}, identity,
           [](auto& v) { return v[0].transpose(0, 1).matmul(v[1]); }, rt, 1e-3);
+    if (!is_floating_point(dt))  // several tiles, k not a multiple of the tile
+      check("mm tiles " + name, {values({37, 45}, dt), values({19, 45}, dt)}, identity,
+            [](auto& v) { return v[0].mm(v[1].t()); }, 0, 0);
   }
 }
 
@@ -326,14 +388,26 @@ TEST(CrossBackend, Indexing) {
     check("nonzero " + name, {x}, identity, [](auto& v) { return v[0].transpose(0, 2).nonzero(); }, 0);
     check("masked_select " + name, {x}, identity,
           [](auto& v) { return v[0].masked_select(v[0].select(2, 1).unsqueeze(2).ne(0)); }, 0);
-    if (dt != kBool && dt != kUInt8)
-      check("scatter_add " + name, {x, values({6, 3, 4}, kInt64, true, 14).clamp(0, 4)}, identity,
-            [](auto& v) {
-              Tensor src = v[0].slice(1, 0, 3);
-              return v[0].clone().scatter_add_(1, v[1], src);
-            },
-            rtol_of(dt));
+    // Byte dtypes through 32-bit compare-and-swap (uint8 wraps) and atomic or (bool).
+    check("scatter_add " + name, {x, values({6, 3, 4}, kInt64, true, 14).clamp(0, 4)}, identity,
+          [](auto& v) {
+            Tensor src = v[0].slice(1, 0, 3);
+            return v[0].clone().scatter_add_(1, v[1], src);
+          },
+          rtol_of(dt));
   }
+  // Many adds into the neighbouring bytes of one word: 300 ones into each of 4 uint8 counters
+  // wrap to 300 mod 256 = 44; bool ORs.
+  std::vector<int64_t> positions(1200);
+  for (size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int64_t>(i % 4);
+  Tensor idx = tensor(positions);
+  check("scatter_add into adjacent bytes", {idx}, identity, [](auto& v) {
+    const TensorOptions u8 = TensorOptions(kUInt8).device(v[0].device());
+    Tensor counts = zeros({4}, u8).scatter_add_(0, v[0], ones({1200}, u8));
+    Tensor flags = zeros({4}, TensorOptions(kBool).device(v[0].device()))
+                       .scatter_add_(0, v[0], (v[0] == 2));
+    return counts.to(kInt64) * 10 + flags.to(kInt64);
+  }, 0);
 }
 
 TEST(CrossBackend, DataDependentOpsAreSyncPoints) {
@@ -407,6 +481,93 @@ TEST(CrossBackend, ConvolutionAndMaxPooling) {
           },
           rt, 1e-3);
   }
+}
+
+// The composed CUDA paths: conv_transpose2d through fold (col2im), average/adaptive pooling
+// and upsampling through separable products (Note [Separable resampling]), values and
+// gradients against the CPU kernels.
+TEST(CrossBackend, TransposedConvolutionPoolingAndUpsampling) {
+  TL_REQUIRE_GPU();
+  namespace F = nn::functional;
+  for (ScalarType dt : {kFloat32, kFloat64}) {
+    const std::string name(dtype_name(dt));
+    const double rt = dt == kFloat64 ? 1e-9 : 1e-4;
+    Tensor x = values({2, 4, 7, 6}, dt, false, 25), w = values({4, 3, 3, 2}, dt, false, 26);
+    Tensor b = values({6}, dt, false, 27);
+    const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&, const std::vector<Tensor>&)>>> ops = {
+        {"conv_transpose2d groups stride padding output_padding dilation",
+         [](const Tensor& in, const std::vector<Tensor>& v) {
+           return F::conv_transpose2d(in, v[1], v[2], {2, 3}, {1, 0}, {1, 2}, 2, {1, 2});
+         }},
+        {"conv_transpose2d plain", [](const Tensor& in, const std::vector<Tensor>& v) {
+           return F::conv_transpose2d(in, v[1]);
+         }},
+        {"avg_pool2d pad ceil count_include_pad", [](const Tensor& in, const std::vector<Tensor>&) {
+           return F::avg_pool2d(in, {3, 2}, nn::IntPair{2, 2}, {1, 1}, true, true);
+         }},
+        {"avg_pool2d exclude pad", [](const Tensor& in, const std::vector<Tensor>&) {
+           return F::avg_pool2d(in, 3, nn::IntPair{2, 1}, 1, true, false);
+         }},
+        {"avg_pool2d divisor_override", [](const Tensor& in, const std::vector<Tensor>&) {
+           return F::avg_pool2d(in, 2, std::nullopt, 0, false, true, 3);
+         }},
+        {"adaptive_avg_pool2d", [](const Tensor& in, const std::vector<Tensor>&) {
+           return F::adaptive_avg_pool2d(in, {3, 4}) + F::adaptive_avg_pool2d(in, {9, 1}).mean();
+         }},
+        {"nearest", [](const Tensor& in, const std::vector<Tensor>&) {
+           return F::interpolate(in, nn::IntPair{11, 13}, std::nullopt, "nearest");
+         }},
+        {"nearest scale 2", [](const Tensor& in, const std::vector<Tensor>&) {
+           return F::interpolate(in, std::nullopt, nn::DoublePair{2.0, 2.0}, "nearest");
+         }},
+        {"bilinear", [](const Tensor& in, const std::vector<Tensor>&) {
+           return F::interpolate(in, std::nullopt, nn::DoublePair{1.7, 0.6}, "bilinear", false);
+         }},
+        {"bilinear align_corners", [](const Tensor& in, const std::vector<Tensor>&) {
+           return F::interpolate(in, nn::IntPair{10, 5}, std::nullopt, "bilinear", true);
+         }},
+    };
+    for (const auto& [what, op] : ops) {
+      check(what + " " + name, {x, w, b}, identity,
+            [&op](auto& v) { return op(v[0].transpose(2, 3), v); }, rt, 1e-4);  // strided input
+      check(what + " gradients " + name, {x, w, b}, identity,
+            [&op](auto& v) {
+              Tensor xi = v[0].clone().requires_grad_(true);
+              Tensor y = op(xi, v);
+              (y * y).sum().backward();
+              return xi.grad();
+            },
+            rt, 1e-3);
+    }
+    check("conv_transpose2d weight and bias gradients " + name, {x, w, b}, identity,
+          [](auto& v) {
+            Tensor wi = v[1].clone().requires_grad_(true), bi = v[2].clone().requires_grad_(true);
+            Tensor y = F::conv_transpose2d(v[0], wi, bi, 2, 1, 1, 2);
+            (y * y).sum().backward();
+            return tl::cat({wi.grad().reshape({-1}), bi.grad()});
+          },
+          rt, 1e-3);
+  }
+}
+
+// Note [Chunked convolution columns]: a batch whose columns exceed the 32 MiB budget runs in
+// chunks, and only the input and the weight stay alive for backward.
+TEST(CrossBackend, ConvolutionColumnsInChunks) {
+  TL_REQUIRE_GPU();
+  Tensor x = values({64, 16, 32, 32}, kFloat32, false, 41), w = values({8, 16, 3, 3}, kFloat32, false, 42);
+  check("conv2d in chunks with gradients", {x, w}, identity, [](auto& v) {
+    Tensor xi = v[0].clone().requires_grad_(true), wi = v[1].clone().requires_grad_(true);
+    Tensor y = nn::functional::conv2d(xi, wi, {}, 1, 1);
+    (y * y).sum().backward();
+    return tl::cat({y.reshape({-1}), xi.grad().reshape({-1}), wi.grad().reshape({-1})});
+  }, 1e-4, 1e-3);
+  Tensor xg = x.to(kGpu).requires_grad_(true), wg = w.to(kGpu).requires_grad_(true);
+  synchronize(kGpu);
+  const int64_t before = memory_allocated(kGpu);
+  Tensor y = nn::functional::conv2d(xg, wg, {}, 1, 1);
+  const int64_t held = memory_allocated(kGpu) - before;
+  // The output only (64*8*32*32 floats = 2 MiB); the columns would be 36 MiB.
+  EXPECT_LE(held, y.numel() * 4 + (int64_t{1} << 20)) << held;
 }
 
 TEST(CrossBackend, DevicesMustAgree) {

@@ -215,9 +215,10 @@ TEST(InterposeCallbacks, ActivityEventsCarryTheCallersStackThreadAndOrder) {
       if (s.kind == kind && s.addr_or_bytes == what) {
         EXPECT_EQ(s.thread, program_thread) << function;
         // segment_unmap and the like carry no stack in any trace (the recorder's choice).
-        if (kind != ev::Kind::segment_unmap)
+        if (kind != ev::Kind::segment_unmap) {
           EXPECT_EQ(s.innermost.substr(0, s.innermost.find('(', 1)),
                     "(anonymous namespace)::" + function);
+        }
         EXPECT_LT(s.seq, mark_seq) << function << ": seq is the call's, not the parse's";
         return;
       }

@@ -20,6 +20,17 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null |
   sed 's/^/gpu: /'
 
+# The Fashion-MNIST files for the GPU accuracy test: the Debian package where it is installed,
+# else a copy travelling with the sources (a GPU machine without the package:
+#   mkdir -p .cache/fashion-mnist && cp /usr/share/datasets/fashion-mnist/*.gz .cache/fashion-mnist/
+# on the development machine, then carry .cache/fashion-mnist; .cache/ is ignored by git).
+if [ -z "${TIDEMARK_FASHION_MNIST_DIR:-}" ] &&
+   [ ! -e /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ] &&
+   [ -e "$ROOT/.cache/fashion-mnist/t10k-labels-idx1-ubyte.gz" ]; then
+  export TIDEMARK_FASHION_MNIST_DIR=$ROOT/.cache/fashion-mnist
+fi
+echo "fashion-mnist: ${TIDEMARK_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
+
 step() { echo "== $1 ($(($(date +%s) - START)) s)"; }
 step "configure $BUILD"
 timeout 120 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

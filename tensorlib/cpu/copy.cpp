@@ -22,6 +22,26 @@ void check_no_internal_overlap(const char* op, const Tensor& t) {
 
 }  // namespace cpu
 
+namespace {
+// PyTorch's assert_no_partial_overlap for copy_: a source that shares part of the written
+// memory (x[1:].copy_(x[:-1])) would be read while being overwritten, with a result that
+// depends on the order of the writes (on a GPU, on the launch). Decided, as PyTorch does, only
+// where both tensors are dense; the very same memory (x.copy_(x)) is allowed.
+void check_no_partial_overlap(const char* op, const Tensor& dst, const Tensor& src) {
+  if (dst.storage().get() != src.storage().get() || dst.numel() == 0 || src.numel() == 0) return;
+  if (!dst.is_contiguous() || !src.is_contiguous()) return;
+  const auto* a = static_cast<const char*>(dst.data_ptr());
+  const auto* b = static_cast<const char*>(src.data_ptr());
+  const char* a_end = a + dst.nbytes();
+  const char* b_end = b + src.nbytes();
+  if (a == b && a_end == b_end) return;
+  TL_CHECK(!(a < b_end && b < a_end), op,
+           ": unsupported operation: some elements of the input tensor and the written-to tensor "
+           "refer to a single memory location. Please clone() the tensor before performing the "
+           "operation.");
+}
+}  // namespace
+
 using cpu::check_no_internal_overlap;
 
 namespace {
@@ -52,6 +72,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
     return *this;
   }
   check_no_internal_overlap("copy_", *this);
+  check_no_partial_overlap("copy_", *this, src);
   Tensor s = src.sizes() == sizes() ? src : src.expand(sizes());
   if (const detail::CudaHooks* hooks = cuda_copy_hooks(*this, s)) {
     hooks->copy(*this, s);

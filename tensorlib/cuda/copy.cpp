@@ -139,6 +139,11 @@ void copy_impl(const Tensor& dst, const Tensor& src) {
     }
     transfer(dst.data_ptr(), src.data_ptr(), dst.nbytes(), ev::CopyDirection::device_to_device, di,
              nullptr, HostWait::none);
+    if (di != si) {  // the source's block may be reused on its stream only after the copy read it
+      Event read(false);
+      read.record(current_stream(cuda_device(di)));
+      read.wait(current_stream(cuda_device(si)));
+    }
     return;
   }
   if (same && dst.is_cuda()) {

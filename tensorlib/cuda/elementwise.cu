@@ -41,7 +41,7 @@ T value_as(Number v) {
   } else if constexpr (std::is_floating_point_v<T>) {
     return static_cast<T>(v.f);
   } else if constexpr (std::is_same_v<T, bool>) {
-    return v.i != 0;
+    return v.f != 0.0;  // as Scalar::to<bool>(): 0.5, NaN and inf are true
   } else {
     return static_cast<T>(v.i);
   }

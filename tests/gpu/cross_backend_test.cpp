@@ -235,6 +235,18 @@ TEST(CrossBackend, WhereClampMaskedFillCopiesFills) {
           },
           0);
   }
+  // A bool tensor filled with a non-integral, NaN or infinite number is true (Scalar::to<bool>).
+  for (double v : {0.5, std::nan(""), double(INFINITY), -0.25}) {
+    check("bool fill " + std::to_string(v), {values({3, 4}, kBool, false, 2)}, identity,
+          [v](auto& t) {
+            Tensor r = t[0].clone();
+            r.fill_(v);
+            return r;
+          },
+          0);
+    check("bool masked_fill " + std::to_string(v), {values({3, 4}, kBool, false, 2)}, identity,
+          [v](auto& t) { return t[0].masked_fill(t[0].eq(false), v); }, 0);
+  }
   // NaN propagates through clamp.
   check("clamp nan", {tensor({1.0, std::nan(""), -3.0})}, identity,
         [](auto& v) { return v[0].clamp(-1, 0.5); }, 0);

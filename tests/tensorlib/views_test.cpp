@@ -76,6 +76,25 @@ TEST(Views, OffsetsOfNarrowSelectSliceDiagonal) {
   EXPECT_EQ(dn.storage_offset(), 10);
 }
 
+TEST(Views, CopyFromAPartlyOverlappingViewIsRefused) {
+  // PyTorch: x[1:].copy_(x[:-1]) raises rather than giving an order-dependent result.
+  Tensor x = tl::arange(6, tl::kFloat32);
+  try {
+    x.slice(0, 1, 6).copy_(x.slice(0, 0, 5));
+    FAIL() << "a partly overlapping copy must throw";
+  } catch (const tl::Error& err) {
+    EXPECT_NE(std::string(err.what()).find("some elements of the input tensor and the written-to "
+                                           "tensor refer to a single memory location"),
+              std::string::npos)
+        << err.what();
+  }
+  EXPECT_TRUE(tl::equal(x, tl::arange(6, tl::kFloat32)));  // nothing was written
+  x.copy_(x);                                               // the same memory: allowed
+  x.slice(0, 0, 3).copy_(x.slice(0, 3, 6));                 // disjoint halves of one storage
+  EXPECT_EQ(x[0].item<float>(), 3.0f);
+  EXPECT_EQ(x[2].item<float>(), 5.0f);
+}
+
 TEST(Views, ExpandUsesZeroStridesAndChecksSizes) {
   Tensor a = tl::arange(3, tl::kFloat32).view({3, 1});
   Tensor e = a.expand({2, 3, 4});

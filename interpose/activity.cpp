@@ -351,20 +351,22 @@ void emit(State& s, std::vector<Parser::Parsed>& events) {
   }
 }
 
-void process(State& s, const Pending& p) {
-  std::vector<Parser::Parsed> events;
-  if (p.valid > 0 && s.api) {
-    CUpti_Activity* record = nullptr;
-    while (s.api->ActivityGetNextRecord(p.buffer, p.valid, &record) == CUPTI_SUCCESS)
-      s.parser.parse(record, events);
-  }
-  if (p.dropped > 0) {
-    ev::Event e = make(ev::Kind::mark, 0, {});
-    e.name.name = kDroppedMark;
-    e.name.value = p.dropped;
-    events.push_back({e, 0});
-  }
+// Never throws: an exception on this thread would end the host program. A buffer that cannot
+// be parsed (out of memory) loses its records, as a dropped buffer would.
+void process(State& s, const Pending& p) noexcept {
   try {
+    std::vector<Parser::Parsed> events;
+    if (p.valid > 0 && s.api) {
+      CUpti_Activity* record = nullptr;
+      while (s.api->ActivityGetNextRecord(p.buffer, p.valid, &record) == CUPTI_SUCCESS)
+        s.parser.parse(record, events);
+    }
+    if (p.dropped > 0) {
+      ev::Event e = make(ev::Kind::mark, 0, {});
+      e.name.name = kDroppedMark;
+      e.name.value = p.dropped;
+      events.push_back({e, 0});
+    }
     emit(s, events);
   } catch (...) {
   }
@@ -393,7 +395,11 @@ void run(State& s) {
     lock.unlock();
     process(s, p);
     lock.lock();
-    s.free_buffers.push_back(p.buffer);
+    try {
+      s.free_buffers.push_back(p.buffer);
+    } catch (...) {  // no room to keep it for reuse
+      std::free(p.buffer);
+    }
     s.busy = false;
     s.idle.notify_all();
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <string_view>
+#include <unordered_map>
 
 #include "interpose/cupti_api.h"
 #include "profiler/events/events.h"
@@ -19,51 +20,44 @@ namespace ev = tidemark::events;
 CallSites::CallSites(size_t capacity, int stack_depth)
     : slots_(std::max<size_t>(capacity, 1)),
       ips_(slots_.size() * static_cast<size_t>(std::clamp(stack_depth, 0, record::kMaxStackDepth))),
-      depth_(std::clamp(stack_depth, 0, record::kMaxStackDepth)) {
-  index_.reserve(slots_.size() * 2);  // no rehash (allocation) on the calling threads
+      depth_(std::clamp(stack_depth, 0, record::kMaxStackDepth)) {}
+
+// CUPTI's correlation ids grow through the process, so `id % capacity` is a ring: a call's
+// slot is overwritten by the call `capacity` ids later, with no index to keep (and nothing
+// allocated on the calling threads).
+CallSites::Slot* CallSites::slot_of(uint32_t correlation) noexcept {
+  Slot& slot = slots_[correlation % slots_.size()];
+  return slot.live && slot.correlation == correlation ? &slot : nullptr;
 }
 
 void CallSites::put(uint32_t correlation, const CallSite& site) noexcept {
-  try {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = index_.find(correlation); it != index_.end()) {
-      slots_[it->second].live = false;  // a reused id (wrapped around): the newer call wins
-      index_.erase(it);
-    }
-    const size_t i = next_;
-    next_ = (next_ + 1) % slots_.size();
-    Slot& slot = slots_[i];
-    if (slot.live) {
-      aged_out_ += slot.used ? 0 : 1;
-      index_.erase(slot.correlation);
-    }
-    slot = {true,        false,       correlation,
-            0,           site.thread, site.seq,
-            site.domain, site.cbid,   std::clamp(site.n_ips, 0, depth_)};
-    if (slot.n_ips > 0)
-      std::memcpy(&ips_[i * depth_], site.ips, static_cast<size_t>(slot.n_ips) * sizeof(uint64_t));
-    index_.emplace(correlation, static_cast<uint32_t>(i));
-  } catch (...) {  // the index could not grow: the call goes without a site
-  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t i = correlation % slots_.size();
+  Slot& slot = slots_[i];
+  if (slot.live && slot.correlation != correlation) aged_out_ += slot.used ? 0 : 1;
+  slot = {true,        false,       correlation,
+          0,           site.thread, site.seq,
+          site.domain, site.cbid,   std::clamp(site.n_ips, 0, depth_)};
+  if (slot.n_ips > 0)
+    std::memcpy(&ips_[i * depth_], site.ips, static_cast<size_t>(slot.n_ips) * sizeof(uint64_t));
 }
 
 bool CallSites::find(uint32_t correlation, CallSite* out, uint64_t* seq) noexcept {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = index_.find(correlation);
-    if (it == index_.end()) return false;
-    Slot& slot = slots_[it->second];
-    slot.used = true;
-    out->thread = slot.thread;
-    out->domain = slot.domain;
-    out->cbid = slot.cbid;
-    out->seq = slot.seq;
-    out->n_ips = slot.n_ips;
-    if (slot.n_ips > 0)
-      std::memcpy(out->ips, &ips_[it->second * depth_],
-                  static_cast<size_t>(slot.n_ips) * sizeof(uint64_t));
-    if (slot.seqs_used < kSeqsPerCall) {
-      *seq = slot.seq + slot.seqs_used++;
+    Slot* slot = slot_of(correlation);
+    if (slot == nullptr) return false;
+    slot->used = true;
+    out->thread = slot->thread;
+    out->domain = slot->domain;
+    out->cbid = slot->cbid;
+    out->seq = slot->seq;
+    out->n_ips = slot->n_ips;
+    if (slot->n_ips > 0)
+      std::memcpy(out->ips, &ips_[static_cast<size_t>(slot - slots_.data()) * depth_],
+                  static_cast<size_t>(slot->n_ips) * sizeof(uint64_t));
+    if (slot->seqs_used < kSeqsPerCall) {
+      *seq = slot->seq + slot->seqs_used++;
       return true;
     }
   }
@@ -73,15 +67,13 @@ bool CallSites::find(uint32_t correlation, CallSite* out, uint64_t* seq) noexcep
 
 void CallSites::drop(uint32_t correlation) noexcept {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = index_.find(correlation);
-  if (it == index_.end()) return;
-  slots_[it->second].live = false;
-  index_.erase(it);
+  if (Slot* slot = slot_of(correlation)) slot->live = false;
 }
 
 size_t CallSites::size() const noexcept {
   std::lock_guard<std::mutex> lock(mu_);
-  return index_.size();
+  return static_cast<size_t>(
+      std::count_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.live; }));
 }
 
 uint64_t CallSites::aged_out() const noexcept {

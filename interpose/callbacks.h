@@ -10,7 +10,8 @@
 // id. When a record with that correlation id is parsed, its events are emitted with that thread,
 // stack and seq (record::dispatch_with_stack). A runtime call reaches the driver through nested
 // driver calls that have correlation ids of their own; they file the same call site, so a record
-// carrying either id finds it. The table is a fixed ring in call order: an entry whose record
+// carrying either id finds it. The table is a fixed ring indexed by correlation id modulo its
+// size (the ids grow through the process, so that is call order): an entry whose record
 // never comes (a call CUPTI reports nothing for) is overwritten by later calls; a failed call's
 // entry is dropped at its exit.
 //
@@ -25,7 +26,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "profiler/record/stacks.h"
@@ -54,8 +54,8 @@ struct CallSite {
 class CallSites {
  public:
   CallSites(size_t capacity, int stack_depth);
-  // Files `site` under `correlation` (its stack cut to the depth), evicting the oldest entry
-  // when full.
+  // Files `site` under `correlation` (its stack cut to the depth) in slot correlation % capacity,
+  // overwriting the call `capacity` ids older.
   void put(uint32_t correlation, const CallSite& site) noexcept;
   // The call site of `correlation`, with a sequence number of its own for the next event
   // (fresh ones once the call's reserved numbers are used up). False when unknown.
@@ -75,11 +75,11 @@ class CallSites {
     uint32_t domain = 0, cbid = 0;
     int n_ips = 0;
   };
+  Slot* slot_of(uint32_t correlation) noexcept;  // the live slot of `correlation`, if any
+
   mutable std::mutex mu_;
-  std::vector<Slot> slots_;
+  std::vector<Slot> slots_;  // correlation id % size
   std::vector<uint64_t> ips_;  // slot i's stack at [i * depth_, (i + 1) * depth_)
-  std::unordered_map<uint32_t, uint32_t> index_;  // correlation -> slot
-  size_t next_ = 0;
   uint64_t aged_out_ = 0;
   int depth_;
 };

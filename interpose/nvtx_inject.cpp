@@ -91,6 +91,30 @@ std::string message(const nvtxEventAttributes_t* a) {
   }
 }
 
+// The text of an NVTX argument, built where no exception can leave for NVTX's (C) caller: ""
+// when it cannot be built.
+std::string text(const char* s) noexcept {
+  try {
+    return s ? s : "";
+  } catch (...) {
+    return {};
+  }
+}
+std::string text(const wchar_t* w) noexcept {
+  try {
+    return utf8(w);
+  } catch (...) {
+    return {};
+  }
+}
+std::string text(const nvtxEventAttributes_t* a) noexcept {
+  try {
+    return message(a);
+  } catch (...) {
+    return {};
+  }
+}
+
 void emit(ev::Kind kind, std::string_view name, uint64_t value, uint64_t ts = 0) {
   if (!ev::enabled()) return;
   ev::Event e;
@@ -172,65 +196,65 @@ void name_category(uint64_t domain, uint32_t category, const std::string& name) 
 }
 
 void NVTX_API MarkEx(const nvtxEventAttributes_t* a) {
-  mark(0, message(a));
+  mark(0, text(a));
 }
 void NVTX_API MarkA(const char* m) {
-  mark(0, m ? m : "");
+  mark(0, text(m));
 }
 void NVTX_API MarkW(const wchar_t* m) {
-  mark(0, utf8(m));
+  mark(0, text(m));
 }
 nvtxRangeId_t NVTX_API RangeStartEx(const nvtxEventAttributes_t* a) {
-  return start(0, message(a));
+  return start(0, text(a));
 }
 nvtxRangeId_t NVTX_API RangeStartA(const char* m) {
-  return start(0, m ? m : "");
+  return start(0, text(m));
 }
 nvtxRangeId_t NVTX_API RangeStartW(const wchar_t* m) {
-  return start(0, utf8(m));
+  return start(0, text(m));
 }
 void NVTX_API RangeEnd(nvtxRangeId_t id) {
   end(id);
 }
 int NVTX_API RangePushEx(const nvtxEventAttributes_t* a) {
-  return push(0, message(a));
+  return push(0, text(a));
 }
 int NVTX_API RangePushA(const char* m) {
-  return push(0, m ? m : "");
+  return push(0, text(m));
 }
 int NVTX_API RangePushW(const wchar_t* m) {
-  return push(0, utf8(m));
+  return push(0, text(m));
 }
 int NVTX_API RangePop() {
   return pop(0);
 }
 void NVTX_API NameCategoryA(uint32_t c, const char* n) {
-  name_category(0, c, n ? n : "");
+  name_category(0, c, text(n));
 }
 void NVTX_API NameCategoryW(uint32_t c, const wchar_t* n) {
-  name_category(0, c, utf8(n));
+  name_category(0, c, text(n));
 }
 
 void NVTX_API DomainMarkEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
-  mark(domain_id(d), message(a));
+  mark(domain_id(d), text(a));
 }
 nvtxRangeId_t NVTX_API DomainRangeStartEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
-  return start(domain_id(d), message(a));
+  return start(domain_id(d), text(a));
 }
 void NVTX_API DomainRangeEnd(nvtxDomainHandle_t, nvtxRangeId_t id) {
   end(id);
 }
 int NVTX_API DomainRangePushEx(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) {
-  return push(domain_id(d), message(a));
+  return push(domain_id(d), text(a));
 }
 int NVTX_API DomainRangePop(nvtxDomainHandle_t d) {
   return pop(domain_id(d));
 }
 void NVTX_API DomainNameCategoryA(nvtxDomainHandle_t d, uint32_t c, const char* n) {
-  name_category(domain_id(d), c, n ? n : "");
+  name_category(domain_id(d), c, text(n));
 }
 void NVTX_API DomainNameCategoryW(nvtxDomainHandle_t d, uint32_t c, const wchar_t* n) {
-  name_category(domain_id(d), c, utf8(n));
+  name_category(domain_id(d), c, text(n));
 }
 
 nvtxStringHandle_t register_string(std::string text) noexcept {
@@ -246,10 +270,10 @@ nvtxStringHandle_t register_string(std::string text) noexcept {
   }
 }
 nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t, const char* s) {
-  return register_string(s ? s : "");
+  return register_string(text(s));
 }
 nvtxStringHandle_t NVTX_API DomainRegisterStringW(nvtxDomainHandle_t, const wchar_t* s) {
-  return register_string(utf8(s));
+  return register_string(text(s));
 }
 
 // A domain is named once in the trace: a mark "nvtx_domain:<name>" whose value is the id its
@@ -272,10 +296,10 @@ nvtxDomainHandle_t create_domain(std::string name) noexcept {
   }
 }
 nvtxDomainHandle_t NVTX_API DomainCreateA(const char* n) {
-  return create_domain(n ? n : "");
+  return create_domain(text(n));
 }
 nvtxDomainHandle_t NVTX_API DomainCreateW(const wchar_t* n) {
-  return create_domain(utf8(n));
+  return create_domain(text(n));
 }
 void NVTX_API DomainDestroy(nvtxDomainHandle_t) {}  // handles stay valid: ids are not reused
 

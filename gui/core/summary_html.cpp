@@ -50,7 +50,7 @@ QString summary_html(const TraceData& data) {
   h += "<table border=1 cellspacing=0 cellpadding=4><tr><th>device</th><th>peak allocated</th>"
        "<th>at</th><th>peak reserved</th><th>peak active</th><th>final allocated</th>"
        "<th>allocs</th><th>segments</th><th>syncs</th><th>leaked</th><th>OOMs</th></tr>";
-  for (const analysis::DeviceSummary& d : data.device_summaries) {
+  for (const analysis::DeviceSummary& d : data.summary.devices) {
     h += QString(
              "<tr><td>%1</td><td align=right>%2</td><td align=right>%3</td>"
              "<td align=right>%4</td><td align=right>%5</td><td align=right>%6</td>"

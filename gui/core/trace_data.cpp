@@ -111,23 +111,22 @@ void compute_tables(TraceData& data, const Trace& trace,
   };
   report(10, "summarizing");
   data.summary = analysis::summarize(trace);
-  for (const analysis::DeviceRef& d : data.devices)
-    data.device_summaries.push_back(analysis::summarize_device(trace, d));
   report(30, "live at the peak");
-  for (const analysis::DeviceRef& d : data.devices) {
-    std::optional<analysis::TimePoint> at = analysis::peak_point(trace, d.id);
-    if (!at) continue;
-    std::vector<AllocationRow> rows = analysis::live_allocations(trace, d.id, *at);
+  for (size_t i = 0; i < data.devices.size(); ++i) {
+    const analysis::DeviceRef& d = data.devices[i];
+    if (i >= data.peaks.size() || !data.peaks[i]) continue;
+    const analysis::TimePoint at{data.peaks[i]->ts_ns, data.peaks[i]->seq};
+    std::vector<AllocationRow> rows = analysis::live_allocations(trace, d.id, at);
     auto groups = analysis::group_allocations(trace, rows, analysis::GroupBy::site, 0);
     auto site = site_rows(trace, d, groups, rows, data.end_ns);
     data.live_at_peak.insert(data.live_at_peak.end(), site.begin(), site.end());
   }
   report(45, "leaks");
   for (const analysis::DeviceRef& d : data.devices) {
-    analysis::LeakReport lr = analysis::leaks(trace, d.id, analysis::GroupBy::site, 0);
     std::vector<AllocationRow> rows = trace.reader().allocations_where(
         "WHERE free_requested_ts IS NULL AND device = ?1 ORDER BY seq", {d.id});
-    auto site = site_rows(trace, d, lr.groups, rows, data.end_ns);
+    auto groups = analysis::group_allocations(trace, rows, analysis::GroupBy::site, 0);
+    auto site = site_rows(trace, d, groups, rows, data.end_ns);
     data.leaks.insert(data.leaks.end(), site.begin(), site.end());
   }
   report(55, "syncs");
@@ -135,12 +134,12 @@ void compute_tables(TraceData& data, const Trace& trace,
   analysis::SyncReport sr = analysis::syncs(trace, 0);
   std::map<std::string, std::pair<uint64_t, uint64_t>> sync_span;
   for (const SyncEvent& e : data.sync_events) {
-    auto [it, fresh] = sync_span.try_emplace(e.site, e.ts, e.ts);
+    auto [it, fresh] = sync_span.try_emplace(e.site_key, e.ts, e.ts);
     if (!fresh) it->second.second = e.ts;
   }
   for (const analysis::SyncSite& s : sr.sites) {
     SyncSiteRow r{s, 0, 0};
-    if (auto it = sync_span.find(s.label); it != sync_span.end())
+    if (auto it = sync_span.find(s.key); it != sync_span.end())
       std::tie(r.first_ts, r.last_ts) = it->second;
     data.sync_sites.push_back(std::move(r));
   }

@@ -91,7 +91,6 @@ struct TraceData {
   std::vector<analysis::DeviceRef> devices;
   analysis::Summary summary;
   analysis::Diagnosis diagnosis;
-  std::vector<analysis::DeviceSummary> device_summaries;
   // Per device (same order as `devices`): the allocated peak, if the device has memory events.
   std::vector<std::optional<store::Peak>> peaks;
   std::vector<std::pair<int64_t, uint64_t>> steps;  // (number, absolute ts), by ts; Stage::opened

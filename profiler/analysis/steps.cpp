@@ -187,7 +187,11 @@ std::vector<SyncEvent> sync_events(const Trace& trace, uint64_t from_ts, uint64_
     e.stack_id = q.is_null(7) ? 0 : q.u64(7);
     out.push_back(std::move(e));
   }
-  for (SyncEvent& e : out) e.site = trace.site(e.stack_id).label;
+  for (SyncEvent& e : out) {
+    const auto& site = trace.site(e.stack_id);
+    e.site = site.label;
+    e.site_key = site.key;
+  }
   return out;
 }
 

@@ -66,6 +66,7 @@ struct SyncEvent {
   uint64_t stream = 0, thread = 0;
   uint64_t stack_id = 0;  // 0: no stack; Trace::stack_frames() gives the frames
   std::string site;       // Note [Allocation site] label of the stack
+  std::string site_key;   // and its key: SyncSite::key of the site the sync counts under
 };
 // Every sync that ended in [from_ts, to_ts] (absolute), by time then seq. Empty when the trace
 // has no syncs table.

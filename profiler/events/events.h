@@ -308,14 +308,21 @@ inline uint64_t current_thread_id() noexcept {
 // checking enabled() so the disabled path stays one branch. A producer that emits several
 // events for one decision (free_requested + free_completed) may set ts_ns itself so they
 // share one clock read; 0 means "now".
+namespace detail {
+// Hands a stamped event to every installed sink.
+inline void deliver(const Event& e) noexcept {
+  const int end = g_slot_end.load(std::memory_order_acquire);
+  for (int i = 0; i < end; ++i) {
+    if (Sink* s = g_sinks[i].load(std::memory_order_acquire)) s->on_event(e);
+  }
+}
+}  // namespace detail
+
 inline void dispatch(Event& e) noexcept {
   if (e.ts_ns == 0) e.ts_ns = now_ns();
   e.thread_id = current_thread_id();
   e.seq = detail::g_seq.fetch_add(1, std::memory_order_relaxed);
-  const int end = detail::g_slot_end.load(std::memory_order_acquire);
-  for (int i = 0; i < end; ++i) {
-    if (Sink* s = detail::g_sinks[i].load(std::memory_order_acquire)) s->on_event(e);
-  }
+  detail::deliver(e);
 }
 
 }  // namespace tidemark::events

@@ -637,10 +637,7 @@ void dispatch_with_stack(ev::Event& e, uint64_t thread_id, uint64_t seq, const u
   e.thread_id = thread_id;
   e.seq = seq;
   t_given_stack = {true, ips ? std::max(n_ips, 0) : 0, ips};
-  const int end = ev::detail::g_slot_end.load(std::memory_order_acquire);
-  for (int i = 0; i < end; ++i) {
-    if (ev::Sink* s = ev::detail::g_sinks[i].load(std::memory_order_acquire)) s->on_event(e);
-  }
+  ev::detail::deliver(e);
   t_given_stack = {};
 }
 

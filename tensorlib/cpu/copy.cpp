@@ -53,7 +53,8 @@ const detail::CudaHooks* cuda_copy_hooks(const Tensor& dst, const Tensor& src) {
 }  // namespace
 
 Tensor& Tensor::copy_(const Tensor& src) {
-  if (cuda_copy_hooks(*this, src) == nullptr) cpu::check_cpu("copy_", {this, &src});
+  const detail::CudaHooks* hooks = cuda_copy_hooks(*this, src);  // expand() keeps the device
+  if (hooks == nullptr) cpu::check_cpu("copy_", {this, &src});
   if (autograd::needs_grad({this, &src})) {
     autograd::check_inplace(*this, "copy_");
     {
@@ -74,7 +75,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   check_no_internal_overlap("copy_", *this);
   check_no_partial_overlap("copy_", *this, src);
   Tensor s = src.sizes() == sizes() ? src : src.expand(sizes());
-  if (const detail::CudaHooks* hooks = cuda_copy_hooks(*this, s)) {
+  if (hooks != nullptr) {
     hooks->copy(*this, s);
     bump_version();
     return *this;

@@ -280,23 +280,6 @@ Tensor run_conv(const char* op, const Tensor& input, const Tensor& weight, const
 
 }  // namespace
 
-namespace detail {
-
-Tensor conv_transpose2d_folded(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                               const tl::detail::Window2d& win, int64_t groups) {
-  // conv2d's input gradient run forward: per group [K, Ci/g] @ [N, groups, Ci/g, L] gives the
-  // columns (K = Co/g*kh*kw, L = the input's h*w positions), then fold (col2im) onto the
-  // output image, whose windows sit at those positions.
-  const int64_t n = win.batch, c_in = input.size(1), c_out = win.channels;
-  const int64_t L = win.out_h * win.out_w;
-  const Tensor x = input.reshape({n, groups, c_in / groups, L});
-  const Tensor cols = weight.reshape({groups, c_in / groups, -1}).transpose(1, 2).matmul(x);
-  Tensor out = fold2d(cols.reshape({n, -1, L}), win);
-  return bias.defined() ? out + bias.view({1, c_out, 1, 1}) : out;
-}
-
-}  // namespace detail
-
 namespace functional {
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, IntPair stride,

@@ -84,46 +84,72 @@ Tensor fold2d(const Tensor& cols, const tl::detail::Window2d& w) {
 }
 
 // Note [Chunked convolution columns]
-// conv2d as composed for CUDA: per chunk of images, im2col into a column buffer and one batched
-// product per group, [groups, Co/g, K] @ [chunk, groups, K, L]. Chunks keep the buffer within
-// kColBudgetBytes (32 MiB, the CPU path's budget) however large the batch. Its own autograd node
-// saves only the input and the weight and recomputes each chunk's columns in backward (grad_w
-// += gy_chunk @ cols^T, grad_cols = W^T @ gy_chunk folded back by col2im), as the CPU kernels
-// and PyTorch's convolutions do: composing differentiable unfold + matmul instead would keep
-// every chunk's columns alive from forward to backward (C*kh*kw*L per image), the memory a
-// profiler user would then see as the convolution's.
+// conv2d and conv_transpose2d as composed for CUDA work per chunk of images, keeping each
+// chunk's column buffer within kColBudgetBytes (32 MiB, the CPU path's budget) however large
+// the batch. Each has its own autograd node that saves only the input and the weight and
+// recomputes a chunk's columns in backward, as the CPU kernels and PyTorch's convolutions do:
+// composing differentiable unfold/fold and matmul instead would hold the whole batch's columns
+// (C*kh*kw*L per image) at once, the memory a profiler user would then see as the
+// convolution's.
+// * conv2d: columns = im2col(x) [chunk, groups, K, L]; y = W[groups, Co/g, K] @ columns. In
+//   backward grad_w += gy @ columns^T, and grad_x = col2im(W^T @ gy).
+// * conv_transpose2d is conv2d's input gradient run forward: columns = W^T[groups, K, Ci/g] @ x
+//   (K = Co/g*kh*kw, L = the input's positions), y = col2im(columns) onto the output image
+//   whose windows sit at those positions. In backward the columns are im2col(gy):
+//   grad_x = W @ columns and grad_w += x @ columns^T.
+namespace {
+
+// The images [n0, n0 + cnt) of `win` (its batch), cnt at a time.
+struct Chunks {
+  tl::detail::Window2d win;
+  int64_t per_chunk;
+
+  Chunks(const tl::detail::Window2d& w, int64_t column_rows, ScalarType dtype, int64_t budget)
+      : win(w),
+        per_chunk(images_per_chunk(w.batch,
+                                   column_rows * w.out_h * w.out_w *
+                                       static_cast<int64_t>(element_size(dtype)),
+                                   budget)) {}
+
+  template <typename F>
+  void each(F&& f) const {
+    for (int64_t n0 = 0; n0 < win.batch; n0 += per_chunk) {
+      const int64_t cnt = std::min(per_chunk, win.batch - n0);
+      tl::detail::Window2d w = win;
+      w.batch = cnt;
+      f(n0, cnt, w);
+    }
+  }
+};
+
+// The images [n0, n0 + cnt) of a contiguous [N, ...] tensor (contiguous too).
+Tensor images(const Tensor& t, int64_t n0, int64_t cnt) { return t.slice(0, n0, n0 + cnt); }
+
+// im2col of the chunk's images `img` into new [cnt, rows, L] columns.
+Tensor columns_of(const Tensor& img, const tl::detail::Window2d& w) {
+  Tensor cols = empty({w.batch, w.channels * w.kh * w.kw, w.out_h * w.out_w}, img.options());
+  im2col_any(cols, img, w, 0.0);
+  return cols;
+}
+
+}  // namespace
+
 Tensor conv2d_unfolded(const Tensor& input, const Tensor& weight, const Tensor& bias,
                        const tl::detail::Window2d& win, int64_t groups, int64_t col_budget_bytes) {
   const int64_t n = win.batch, c_out = weight.size(0), L = win.out_h * win.out_w;
-  const int64_t rows = win.channels * win.kh * win.kw, K = rows / groups;
-  const int64_t nb = images_per_chunk(n, rows * L * static_cast<int64_t>(element_size(input.dtype())),
-                                      col_budget_bytes);
-  const int64_t image = win.channels * win.height * win.width;
-  // The window of images [n0, n0 + cnt), and their columns.
-  auto chunk_window = [win](int64_t cnt) {
-    tl::detail::Window2d w = win;
-    w.batch = cnt;
-    return w;
-  };
-  auto columns = [=](const Tensor& x, int64_t n0, int64_t cnt) {
-    Tensor cols = empty({cnt, rows, L}, x.options());
-    im2col_any(cols, x.view({-1}).slice(0, n0 * image, (n0 + cnt) * image).view(
-                         {cnt, win.channels, win.height, win.width}),
-               chunk_window(cnt), 0.0);
-    return cols.view({cnt, groups, K, L});
-  };
+  const int64_t rows = win.channels * win.kh * win.kw, K = rows / groups, cog = c_out / groups;
+  const Chunks chunks(win, rows, input.dtype(), col_budget_bytes);
   Tensor x, wt, out;
   {
     NoGradGuard no_grad;
     x = input.contiguous();
     wt = weight.contiguous();
     out = empty({n, c_out, win.out_h, win.out_w}, x.options());
-    const Tensor wg = wt.view({groups, c_out / groups, K});
-    for (int64_t n0 = 0; n0 < n; n0 += nb) {
-      const int64_t cnt = std::min(nb, n - n0);
-      out.slice(0, n0, n0 + cnt).view({cnt, groups, c_out / groups, L}).copy_(
-          wg.matmul(columns(x, n0, cnt)));
-    }
+    const Tensor wg = wt.view({groups, cog, K});
+    chunks.each([&](int64_t n0, int64_t cnt, const tl::detail::Window2d& w) {
+      const Tensor cols = columns_of(images(x, n0, cnt), w).view({cnt, groups, K, L});
+      images(out, n0, cnt).view({cnt, groups, cog, L}).copy_(wg.matmul(cols));
+    });
     if (bias.defined()) out.add_(bias.view({1, c_out, 1, 1}));
   }
   const bool need_x = input.requires_grad(), need_w = weight.requires_grad();
@@ -132,23 +158,67 @@ Tensor conv2d_unfolded(const Tensor& input, const Tensor& weight, const Tensor& 
       out, "Convolution", {&input, &weight, &bias}, {x, wt},
       [=](const autograd::variable_list& g, const autograd::variable_list& saved) {
         check_no_double_backward("conv2d");
-        const Tensor gy = g[0].contiguous().view({n, groups, c_out / groups, L});
+        const Tensor gy = g[0].contiguous();
         const Tensor& xs = saved[0];
-        const Tensor wg = saved[1].view({groups, c_out / groups, K});
+        const Tensor wg = saved[1].view({groups, cog, K});
         Tensor gx = need_x ? empty({n, win.channels, win.height, win.width}, gy.options()) : Tensor();
-        Tensor gw = need_w ? zeros({groups, c_out / groups, K}, gy.options()) : Tensor();
-        for (int64_t n0 = 0; n0 < n; n0 += nb) {
-          const int64_t cnt = std::min(nb, n - n0);
-          const Tensor gyc = gy.slice(0, n0, n0 + cnt);
-          if (need_w) gw.add_(gyc.matmul(columns(xs, n0, cnt).transpose(2, 3)).sum({0}));
-          if (need_x) {
-            const Tensor gcols = wg.transpose(1, 2).matmul(gyc).view({cnt, rows, L});
-            col2im_any(gx.view({-1}).slice(0, n0 * image, (n0 + cnt) * image).view(
-                           {cnt, win.channels, win.height, win.width}),
-                       gcols, chunk_window(cnt));
+        Tensor gw = need_w ? zeros({groups, cog, K}, gy.options()) : Tensor();
+        chunks.each([&](int64_t n0, int64_t cnt, const tl::detail::Window2d& w) {
+          const Tensor gyc = images(gy, n0, cnt).view({cnt, groups, cog, L});
+          if (need_w) {
+            const Tensor cols = columns_of(images(xs, n0, cnt), w).view({cnt, groups, K, L});
+            gw.add_(gyc.matmul(cols.transpose(2, 3)).sum({0}));
           }
-        }
+          if (need_x)
+            col2im_any(images(gx, n0, cnt), wg.transpose(1, 2).matmul(gyc).view({cnt, rows, L}), w);
+        });
         Tensor gb = need_b ? gy.view({n, c_out, L}).sum({0, 2}) : Tensor();
+        return autograd::variable_list{gx, need_w ? gw.view(saved[1].sizes()) : Tensor(), gb};
+      });
+  return out;
+}
+
+Tensor conv_transpose2d_folded(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                               const tl::detail::Window2d& win, int64_t groups,
+                               int64_t col_budget_bytes) {
+  // `win` is the output image's geometry; its windows sit at the input's L positions.
+  const int64_t n = win.batch, c_in = input.size(1), c_out = win.channels;
+  const int64_t L = win.out_h * win.out_w, rows = c_out * win.kh * win.kw, K = rows / groups;
+  const int64_t cig = c_in / groups;
+  const Chunks chunks(win, rows, input.dtype(), col_budget_bytes);
+  Tensor x, wt, out;
+  {
+    NoGradGuard no_grad;
+    x = input.contiguous();
+    wt = weight.contiguous();  // [Ci, Co/g, kh, kw] = [groups, Ci/g, K]
+    out = empty({n, c_out, win.height, win.width}, x.options());
+    const Tensor wgt = wt.view({groups, cig, K}).transpose(1, 2);
+    chunks.each([&](int64_t n0, int64_t cnt, const tl::detail::Window2d& w) {
+      const Tensor cols = wgt.matmul(images(x, n0, cnt).view({cnt, groups, cig, L}));
+      col2im_any(images(out, n0, cnt), cols.view({cnt, rows, L}), w);
+    });
+    if (bias.defined()) out.add_(bias.view({1, c_out, 1, 1}));
+  }
+  const bool need_x = input.requires_grad(), need_w = weight.requires_grad();
+  const bool need_b = bias.defined() && bias.requires_grad();
+  autograd::record(
+      out, "Convolution", {&input, &weight, &bias}, {x, wt},
+      [=](const autograd::variable_list& g, const autograd::variable_list& saved) {
+        check_no_double_backward("conv_transpose2d");
+        const Tensor gy = g[0].contiguous();
+        const Tensor& xs = saved[0];
+        const Tensor wg = saved[1].view({groups, cig, K});
+        Tensor gx = need_x ? empty({n, c_in, win.out_h, win.out_w}, gy.options()) : Tensor();
+        Tensor gw = need_w ? zeros({groups, cig, K}, gy.options()) : Tensor();
+        chunks.each([&](int64_t n0, int64_t cnt, const tl::detail::Window2d& w) {
+          const Tensor cols = columns_of(images(gy, n0, cnt), w).view({cnt, groups, K, L});
+          if (need_x) images(gx, n0, cnt).view({cnt, groups, cig, L}).copy_(wg.matmul(cols));
+          if (need_w) {
+            const Tensor xc = images(xs, n0, cnt).view({cnt, groups, cig, L});
+            gw.add_(xc.matmul(cols.transpose(2, 3)).sum({0}));
+          }
+        });
+        Tensor gb = need_b ? gy.view({n, c_out, -1}).sum({0, 2}) : Tensor();
         return autograd::variable_list{gx, need_w ? gw.view(saved[1].sizes()) : Tensor(), gb};
       });
   return out;

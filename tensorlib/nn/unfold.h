@@ -41,13 +41,14 @@ Tensor resample2d(const Tensor& input, const AxisWeights& rows, const AxisWeight
 /// conv_transpose2d's output geometry (windows at the input's positions). The CUDA path of
 /// nn/conv.cpp; on the CPU (im2col/col2im kernels of nn/im2col.h) the tests check the
 /// composition against the fused CPU kernels.
-/// conv2d's columns come in chunks of images within `col_budget_bytes` and are recomputed in
-/// backward (Note [Chunked convolution columns]).
+/// Both work in chunks of images whose columns fit `col_budget_bytes`, and both recompute a
+/// chunk's columns in backward (Note [Chunked convolution columns]).
 Tensor conv2d_unfolded(const Tensor& input, const Tensor& weight, const Tensor& bias,
                        const tl::detail::Window2d& win, int64_t groups,
                        int64_t col_budget_bytes = kColBudgetBytes);
 Tensor conv_transpose2d_folded(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                               const tl::detail::Window2d& win, int64_t groups);
+                               const tl::detail::Window2d& win, int64_t groups,
+                               int64_t col_budget_bytes = kColBudgetBytes);
 
 /// The per-axis weights of the separable ops (Note [Separable resampling]), built with the CPU
 /// kernels' own window and tap formulas. avg_pool: 1 / the axis's divisor factor over each

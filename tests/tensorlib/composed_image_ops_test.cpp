@@ -85,6 +85,67 @@ TEST(ComposedImageOps, ConvolutionThroughUnfoldAndFold) {
                 return D::conv_transpose2d_folded(in, wt, {}, {2, 3, 8, 8, 3, 2, 1, 1, 0, 0, 1, 1, 6, 7}, 1);
               },
               x);
+  // conv_transpose2d in chunks of one image, with the weight's and the bias's gradients.
+  Tensor ta = wt.clone().requires_grad_(true), tb = wt.clone().requires_grad_(true);
+  Tensor ca = b.clone().requires_grad_(true), cb = b.clone().requires_grad_(true);
+  expect_same("conv_transpose2d in chunks of one image",
+              [&](const Tensor& in) {
+                return F::conv_transpose2d(in, ta, ca, {2, 3}, {1, 0}, {1, 2}, 2, {1, 2});
+              },
+              [&](const Tensor& in) {
+                const int64_t oh = (6 - 1) * 2 - 2 + 1 * 2 + 1 + 1, ow = (7 - 1) * 3 - 0 + 2 * 1 + 2 + 1;
+                return D::conv_transpose2d_folded(in, tb, cb, {2, 6, oh, ow, 3, 2, 2, 3, 1, 0, 1, 2, 6, 7},
+                                                  2, /*col_budget_bytes=*/1);
+              },
+              x);
+  EXPECT_TRUE(tl::allclose(tb.grad(), ta.grad(), 1e-12, 1e-12));
+  EXPECT_TRUE(tl::allclose(cb.grad(), ca.grad(), 1e-12, 1e-12));
+}
+
+// Note [Chunked convolution columns]: within the column budget, a convolution's forward and
+// backward hold one chunk's columns at a time, and only the input and the weight stay alive
+// between them (measured with the host allocator's statistics, as a GPU run measures
+// cudaMalloc'd blocks).
+TEST(ComposedImageOps, ConvolutionColumnsStayWithinTheBudget) {
+  tl::manual_seed(5);
+  // 16 images of 8 channels at 16x16, 3x3 windows: 8*9*256 doubles = 144 KiB of columns per image
+  // (2.25 MiB for the batch); a 320 KiB budget gives chunks of two images.
+  constexpr int64_t kBudget = 320 << 10, kPerImage = 8 * 9 * 256 * 8, kBatch = 16 * kPerImage;
+  const Tensor x0 = tl::randn({16, 8, 16, 16}, tl::kFloat64);
+  const Tensor w = tl::randn({8, 8, 3, 3}, tl::kFloat64);
+  const tl::detail::Window2d win{16, 8, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 16, 16};
+  struct Op {
+    std::string what;
+    std::function<Tensor(const Tensor&, const Tensor&, int64_t)> run;
+  };
+  const std::vector<Op> ops = {
+      {"conv2d", [&](const Tensor& x, const Tensor& wi,
+                     int64_t budget) { return D::conv2d_unfolded(x, wi, {}, win, 1, budget); }},
+      {"conv_transpose2d", [&](const Tensor& x, const Tensor& wi, int64_t budget) {
+         return D::conv_transpose2d_folded(x, wi, {}, win, 1, budget);
+       }}};
+  for (const Op& op : ops) {
+    SCOPED_TRACE(op.what);
+    for (const int64_t budget : {kBudget, int64_t{64} << 20}) {
+      Tensor x = x0.clone().requires_grad_(true), wi = w.clone().requires_grad_(true);
+      const Tensor g = tl::randn({16, 8, 16, 16}, tl::kFloat64);
+      const int64_t base = tl::memory_allocated();
+      tl::reset_peak_memory_stats();
+      Tensor y = op.run(x, wi, budget);
+      const int64_t between = tl::memory_allocated() - base;
+      (y * g).sum().backward();
+      const int64_t peak = tl::max_memory_allocated() - base;
+      // Between forward and backward: the output alone (its 256 KiB), nothing of the columns.
+      EXPECT_EQ(between, y.nbytes()) << "budget " << budget;
+      if (budget == kBudget) {
+        // The output, y * g, the gradients and two images' columns plus their products: far
+        // below the batch's 2.25 MiB of columns.
+        EXPECT_LT(peak, kBatch) << "budget " << budget;
+      } else {
+        EXPECT_GT(peak, kBatch) << "one chunk of the whole batch holds its columns";
+      }
+    }
+  }
 }
 
 // Output sizes come from the fused op; the weights from nn/unfold.h's axis builders.

@@ -580,6 +580,22 @@ TEST(CrossBackend, ConvolutionColumnsInChunks) {
   const int64_t held = memory_allocated(kGpu) - before;
   // The output only (64*8*32*32 floats = 2 MiB); the columns would be 36 MiB.
   EXPECT_LE(held, y.numel() * 4 + (int64_t{1} << 20)) << held;
+
+  // conv_transpose2d, 8 -> 16 channels: 16*9 column rows at 1024 positions per image, 36 MiB
+  // for the 64 images, so it runs in chunks too.
+  Tensor xt = values({64, 8, 32, 32}, kFloat32, false, 43), wt = values({8, 16, 3, 3}, kFloat32, false, 44);
+  check("conv_transpose2d in chunks with gradients", {xt, wt}, identity, [](auto& v) {
+    Tensor xi = v[0].clone().requires_grad_(true), wi = v[1].clone().requires_grad_(true);
+    Tensor yt = nn::functional::conv_transpose2d(xi, wi, {}, 1, 1);
+    (yt * yt).sum().backward();
+    return tl::cat({yt.reshape({-1}), xi.grad().reshape({-1}), wi.grad().reshape({-1})});
+  }, 1e-4, 1e-3);
+  Tensor xtg = xt.to(kGpu).requires_grad_(true), wtg = wt.to(kGpu).requires_grad_(true);
+  synchronize(kGpu);
+  const int64_t before_t = memory_allocated(kGpu);
+  Tensor yt = nn::functional::conv_transpose2d(xtg, wtg, {}, 1, 1);
+  const int64_t held_t = memory_allocated(kGpu) - before_t;
+  EXPECT_LE(held_t, yt.numel() * 4 + (int64_t{1} << 20)) << held_t;
 }
 
 TEST(CrossBackend, DevicesMustAgree) {

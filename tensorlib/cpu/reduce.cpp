@@ -20,6 +20,7 @@
 #include "tensorlib/autograd/function.h"
 #include "tensorlib/core/cuda_kernels.h"
 #include "tensorlib/core/error.h"
+#include "tensorlib/core/row_moments.h"
 #include "tensorlib/core/shape_util.h"
 #include "tensorlib/core/tensor.h"
 #include "tensorlib/cpu/loops.h"
@@ -336,10 +337,7 @@ Tensor variance(const Tensor& t, IntArrayRef dims, bool unbiased, bool keepdim, 
         const double dev = convert<double>(p[i]) - mean;
         m2 += dev * dev;
       }
-      const int64_t denom = std::max<int64_t>(0, n - correction);
-      double v = denom > 0 ? m2 / double(denom) : (m2 == 0 || std::isnan(m2) ? kNaN : kInf);
-      if (take_sqrt) v = std::sqrt(v);
-      return convert<T>(v);
+      return convert<T>(math::finish_var(m2, n, correction, take_sqrt));
     });
   });
 }
@@ -584,10 +582,10 @@ Tensor logsumexp(const Tensor& t, IntArrayRef dims, bool keepdim) {
       return map_rows<T, T>(r, x.dtype(), [](const T* p, int64_t n) {
         double m = -kInf;
         for (int64_t i = 0; i < n; ++i) m = std::max(m, convert<double>(p[i]));
-        const double shift = std::isinf(m) ? 0.0 : m;
+        const double shift = math::lse_shift(m);
         double s = 0;
         for (int64_t i = 0; i < n; ++i) s += std::exp(convert<double>(p[i]) - shift);
-        return convert<T>(std::log(s) + shift);
+        return convert<T>(math::finish_lse(m, s));
       });
     });
   });

@@ -89,11 +89,8 @@ inline constexpr int64_t kMaxSplitBlocks = 2048;
 
 /// Into how many chunks each row is split (1: one pass, a warp or block per row). A function
 /// of the shape only, so results do not depend on the GPU.
-inline int64_t reduce_chunks(RowOp op, int64_t n_rows, int64_t row_len) {
-  const bool splittable = op == RowOp::sum || op == RowOp::mean || op == RowOp::prod ||
-                          op == RowOp::max || op == RowOp::min || op == RowOp::argmax ||
-                          op == RowOp::argmin;
-  if (!splittable || n_rows <= 0 || row_len < 2 * kSplitChunk || n_rows > kMaxSplitBlocks / 2)
+inline int64_t reduce_chunks(int64_t n_rows, int64_t row_len) {
+  if (n_rows <= 0 || row_len < 2 * kSplitChunk || n_rows > kMaxSplitBlocks / 2)
     return 1;
   const int64_t by_len = row_len / kSplitChunk;  // >= 2
   const int64_t by_blocks = kMaxSplitBlocks / n_rows;

@@ -156,7 +156,7 @@ class Kernels final : public tl::detail::CudaKernels {
     Launch l("reduction", out.device());
     // A split reduction's partials (Note [Split full reductions] in reduce.cu): at most
     // kMaxSplitBlocks * kPartialBytes = 64 KiB from the caching allocator.
-    const int64_t chunks = kernels::reduce_chunks(row_op(op), n_rows, row_len);
+    const int64_t chunks = kernels::reduce_chunks(n_rows, row_len);
     const Tensor partials =
         chunks > 1 ? empty({n_rows * chunks * kernels::kPartialBytes},
                            TensorOptions(kUInt8).device(out.device()))

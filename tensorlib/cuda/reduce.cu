@@ -7,11 +7,12 @@
 // combine with warp shuffles (and shared memory across warps), and thread 0 writes. As
 // PyTorch's CUDA reductions, floating inputs accumulate in opmath (float for float32 and the
 // 16-bit floats, double for float64); integers in 64-bit arithmetic that wraps. var/std and
-// logsumexp read their row twice (mean or maximum first). max/min and argmax/argmin keep the
+// logsumexp read their row (or chunk) twice, mean or maximum first. max/min and argmax/argmin keep the
 // first position on ties and propagate NaN (its first position), as the CPU kernels do.
 #include <cfloat>
 #include <cmath>
 
+#include "tensorlib/core/row_moments.h"
 #include "tensorlib/cuda/device_util.cuh"
 
 namespace tl::cuda::kernels {
@@ -123,9 +124,21 @@ __device__ void finish_pos(const RowArgs<T>& a, int64_t row, const Pos<dev_opmat
   }
 }
 
+// The last step of var/std/logsumexp from a row's mean and M2, or maximum and shifted sum.
+template <typename T, typename O>
+__device__ void finish_moments(const RowArgs<T>& a, int64_t row, dev_opmath_t<T> first,
+                               dev_opmath_t<T> second) {
+  O* out = static_cast<O*>(a.out);
+  if (a.op == RowOp::logsumexp) {
+    out[row] = convert<O>(math::finish_lse(first, second));
+  } else {
+    out[row] = convert<O>(math::finish_var(second, a.row_len, a.correction, a.op == RowOp::std));
+  }
+}
+
 // Reduces row `row` over [lo, hi) with `Threads` threads. With `partial`, thread 0 stores the
-// accumulator there (a split reduction's first pass) instead of finishing the row; only
-// sum/mean/prod and max/min/argmax/argmin are split (Note [Split full reductions]).
+// accumulator there (a split reduction's first pass) instead of finishing the row (Note
+// [Split full reductions]).
 template <int Threads, typename T, typename O, bool kSplit = false>
 __device__ void reduce_row(const RowArgs<T>& a, int64_t row, int64_t lo, int64_t hi, int tid,
                            void* smem, unsigned char* partial) {
@@ -162,35 +175,32 @@ __device__ void reduce_row(const RowArgs<T>& a, int64_t row, int64_t lo, int64_t
     case RowOp::var:
     case RowOp::std:
     case RowOp::logsumexp: {
-      if constexpr (kFloat && !kSplit) {  // never split: not instantiated for the split kernel
+      // Two passes over [lo, hi): the mean or the maximum, then the squared deviations or the
+      // shifted exponentials (core/row_moments.h says what a split chunk's partial holds).
+      if constexpr (kFloat) {
         const bool lse = a.op == RowOp::logsumexp;
         M first = lse ? M(-INFINITY) : M(0);
-        for (int64_t i = tid; i < n; i += Threads) {
+        for (int64_t i = lo + tid; i < hi; i += Threads) {
           const M v = to_math<M>(p[i]);
-          first = lse ? (v > first || v != v ? v : first) : first + v;
+          first = lse ? math::nan_max(v, first) : first + v;
         }
         first = row_combine<Threads>(
-            first, [lse](M x, M y) { return lse ? (x > y || x != x ? x : y) : x + y; }, scratch);
-        if (!lse && tid == 0) first = first / M(n);
+            first, [lse](M x, M y) { return lse ? math::nan_max(x, y) : x + y; }, scratch);
+        if (!lse && tid == 0) first = first / M(hi - lo);
         first = row_broadcast<Threads>(first, scratch);
-        const M shift = lse && isinf(first) ? M(0) : first;
+        const M shift = lse ? math::lse_shift(first) : first;
         M second = 0;
-        for (int64_t i = tid; i < n; i += Threads) {
+        for (int64_t i = lo + tid; i < hi; i += Threads) {
           const M d = to_math<M>(p[i]) - shift;
           second += lse ? math::exp_(d) : d * d;
         }
         second = row_combine<Threads>(second, [](M x, M y) { return x + y; }, scratch);
         if (tid != 0) return;
-        M r;
-        if (lse) {
-          r = math::log_(second) + shift;
+        if (partial != nullptr) {
+          *reinterpret_cast<math::RowMoments<M>*>(partial) = {first, second, hi - lo};
         } else {
-          const int64_t denom = n - a.correction > 0 ? n - a.correction : 0;
-          r = n == 0 ? M(NAN)
-                     : denom > 0 ? second / M(denom) : (second == 0 || second != second ? M(NAN) : M(INFINITY));
-          if (a.op == RowOp::std) r = math::sqrt_(r);
+          finish_moments<T, O>(a, row, first, second);
         }
-        out[row] = convert<O>(r);
       }
       return;
     }
@@ -233,6 +243,8 @@ __device__ void reduce_row(const RowArgs<T>& a, int64_t row, int64_t lo, int64_t
 // Scratch for one block: 8 warps' partials of the widest accumulator (Pos<double>).
 constexpr int kScratchBytes = 8 * sizeof(Pos<double>);
 static_assert(sizeof(Pos<double>) <= kPartialBytes && alignof(Pos<double>) <= 8);
+static_assert(sizeof(math::RowMoments<double>) <= kPartialBytes &&
+              alignof(math::RowMoments<double>) <= 8);
 
 template <int Threads, typename T, typename O>
 __global__ void __launch_bounds__(256) rows_kernel(RowArgs<T> a) {
@@ -257,8 +269,10 @@ __global__ void __launch_bounds__(256) rows_kernel(RowArgs<T> a) {
 // thread and finishes the row as the one-pass kernel would. The chunking is a function of the
 // shape alone and every combine runs in a fixed order, so results are deterministic (and the
 // same on every GPU); accumulation stays in opmath (float for float32), partial sums of
-// about 16K elements each. var/std/logsumexp still use a block per row (their two passes
-// over the row would need mergeable partials: Chan's or the max-shifted sum).
+// about 16K elements each. var/std/logsumexp split too: each chunk is reduced in two passes
+// over its own elements to (mean, M2) or (maximum, shifted sum of exponentials), and the
+// combine merges them with Chan's update or by rescaling to the larger maximum
+// (core/row_moments.h, whose merges the CPU tests check against the CPU's whole-row results).
 template <typename T, typename O>
 __global__ void __launch_bounds__(256) split_rows_kernel(RowArgs<T> a) {
   __shared__ alignas(16) unsigned char smem[kScratchBytes];
@@ -283,6 +297,16 @@ __global__ void __launch_bounds__(256) combine_partials_kernel(RowArgs<T> a) {
       acc = prod ? acc * v : acc + v;
     }
     finish_sum<T, O>(a, row, acc);
+  } else if (a.op == RowOp::var || a.op == RowOp::std || a.op == RowOp::logsumexp) {
+    if constexpr (is_float_v<T>) {
+      const bool lse = a.op == RowOp::logsumexp;
+      math::RowMoments<M> acc{M(0), M(0), 0};
+      for (int64_t c = 0; c < a.chunks; ++c) {
+        const auto& m = *reinterpret_cast<const math::RowMoments<M>*>(part + c * kPartialBytes);
+        acc = lse ? math::merge_lse(acc, m) : math::merge_var(acc, m);
+      }
+      finish_moments<T, O>(a, row, acc.first, acc.second);
+    }
   } else {
     const bool is_max = a.op == RowOp::max || a.op == RowOp::argmax;
     Pos<M> best{M(0), -1, false};
@@ -349,7 +373,7 @@ cudaError_t launch_reduce_rows(RowOp op, const void* in, ScalarType in_dtype, vo
                                ScalarType out_dtype, int64_t* indices, int64_t n_rows,
                                int64_t row_len, int64_t correction, void* partials,
                                cudaStream_t stream) {
-  const int64_t chunks = reduce_chunks(op, n_rows, row_len);
+  const int64_t chunks = reduce_chunks(n_rows, row_len);
   if (chunks > 1 && partials == nullptr) return cudaErrorInvalidValue;
   cudaError_t err = cudaSuccess;
   dispatch_all(in_dtype, [&]<typename T>() {

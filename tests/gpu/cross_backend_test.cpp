@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -314,6 +315,15 @@ TEST(CrossBackend, LongRowsSplitAcrossBlocks) {
     check("sum all " + name, {x}, identity, [](auto& v) { return v[0].sum().to(kFloat64); }, rt, 1e-2);
     if (is_floating_point(dt))
       check("mean all " + name, {x}, identity, [](auto& v) { return v[0].mean().to(kFloat64); }, rt, 1e-5);
+    if (is_floating_point(dt)) {  // chunks merged as (mean, M2) and (max, shifted sum)
+      check("var/std/logsumexp all " + name, {x}, identity, [](auto& v) {
+        return tl::stack({v[0].var().to(kFloat64), v[0].std(false).to(kFloat64),
+                          v[0].logsumexp({0}).to(kFloat64)});
+      }, rt, 1e-5);
+      check("var far from zero " + name, {x}, identity, [](auto& v) {
+        return (v[0].to(kFloat32) + 1000).var().to(kFloat64);
+      }, 1e-3);
+    }
     check("max/min/argmax/argmin all " + name, {x}, identity, [](auto& v) {
       return tl::stack({v[0].max().to(kFloat64), v[0].min().to(kFloat64),
                         v[0].argmax().to(kFloat64), v[0].argmin().to(kFloat64)});
@@ -336,25 +346,31 @@ TEST(CrossBackend, LongRowsSplitAcrossBlocks) {
     auto [mx, at] = v[0].max(0);
     return at;
   }, 0);
+  // logsumexp over chunks: -inf chunks next to very negative ones, a +inf, a NaN.
+  Tensor e = full({n}, -1000.0);
+  e.slice(0, 0, 40000).fill_(-std::numeric_limits<double>::infinity());
+  check("logsumexp of -inf and -1000", {e}, identity, [](auto& v) { return v[0].logsumexp({0}); }, 1e-6);
+  e.slice(0, n - 5, n - 4).fill_(std::numeric_limits<double>::infinity());
+  check("logsumexp with +inf late", {e}, identity, [](auto& v) { return v[0].logsumexp({0}); }, 0);
+  check("var with NaN in the last chunk", {t}, identity, [](auto& v) { return v[0].var(); }, 0);
   // Deterministic: the same bits twice.
   Tensor g = randn({n}, TensorOptions(kFloat32).device(kGpu));
   EXPECT_EQ(g.sum().item<float>(), g.sum().item<float>());
+  EXPECT_EQ(g.var().item<float>(), g.var().item<float>());
 }
 
 // The split plan runs everywhere (no device needed): few long rows split, many or short rows
-// and var/std/logsumexp not, and never more than kMaxSplitBlocks blocks.
+// not, and never more than kMaxSplitBlocks blocks.
 TEST(CrossBackend, SplitPlanForLongRows) {
-  using cuda::kernels::RowOp;
   using cuda::kernels::reduce_chunks;
-  EXPECT_EQ(reduce_chunks(RowOp::sum, 1, int64_t{1} << 22), 256);
-  EXPECT_EQ(reduce_chunks(RowOp::argmax, 1, int64_t{1} << 30), cuda::kernels::kMaxSplitBlocks);
-  EXPECT_EQ(reduce_chunks(RowOp::mean, 3, 40000), 2);
-  EXPECT_EQ(reduce_chunks(RowOp::sum, 1, 20000), 1);
-  EXPECT_EQ(reduce_chunks(RowOp::sum, 5000, int64_t{1} << 20), 1);
-  EXPECT_EQ(reduce_chunks(RowOp::var, 1, int64_t{1} << 22), 1);
-  EXPECT_EQ(reduce_chunks(RowOp::sum, 0, int64_t{1} << 22), 1);
+  EXPECT_EQ(reduce_chunks(1, int64_t{1} << 22), 256);
+  EXPECT_EQ(reduce_chunks(1, int64_t{1} << 30), cuda::kernels::kMaxSplitBlocks);
+  EXPECT_EQ(reduce_chunks(3, 40000), 2);
+  EXPECT_EQ(reduce_chunks(1, 20000), 1);
+  EXPECT_EQ(reduce_chunks(5000, int64_t{1} << 20), 1);
+  EXPECT_EQ(reduce_chunks(0, int64_t{1} << 22), 1);
   for (int64_t rows : {1, 2, 7, 100, 1024})
-    EXPECT_LE(rows * reduce_chunks(RowOp::min, rows, int64_t{1} << 26), cuda::kernels::kMaxSplitBlocks);
+    EXPECT_LE(rows * reduce_chunks(rows, int64_t{1} << 26), cuda::kernels::kMaxSplitBlocks);
 }
 
 TEST(CrossBackend, MatrixProducts) {

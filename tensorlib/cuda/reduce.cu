@@ -139,7 +139,7 @@ __device__ void finish_moments(const RowArgs<T>& a, int64_t row, dev_opmath_t<T>
 // Reduces row `row` over [lo, hi) with `Threads` threads. With `partial`, thread 0 stores the
 // accumulator there (a split reduction's first pass) instead of finishing the row (Note
 // [Split full reductions]).
-template <int Threads, typename T, typename O, bool kSplit = false>
+template <int Threads, typename T, typename O>
 __device__ void reduce_row(const RowArgs<T>& a, int64_t row, int64_t lo, int64_t hi, int tid,
                            void* smem, unsigned char* partial) {
   using M = dev_opmath_t<T>;
@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(256) split_rows_kernel(RowArgs<T> a) {
   const int64_t row = slot / a.chunks, chunk = slot % a.chunks;
   const int64_t len = (a.row_len + a.chunks - 1) / a.chunks;
   const int64_t lo = chunk * len, hi = lo + len < a.row_len ? lo + len : a.row_len;
-  reduce_row<256, T, O, true>(a, row, lo, hi, threadIdx.x, smem, a.partials + slot * kPartialBytes);
+  reduce_row<256, T, O>(a, row, lo, hi, threadIdx.x, smem, a.partials + slot * kPartialBytes);
 }
 
 template <typename T, typename O>

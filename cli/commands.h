@@ -64,6 +64,12 @@ struct SimpleArgs {
 int run_steps(const SimpleArgs& a);
 int run_syncs(const SimpleArgs& a);
 
+struct WatchArgs {
+  std::string file, device, interval = "1s", wait = "10s";
+  bool once = false, json = false;
+};
+int run_watch(const WatchArgs& a);
+
 struct DiffArgs {
   std::string a, b;
   bool json = false;

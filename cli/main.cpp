@@ -139,6 +139,18 @@ int main(int argc, char** argv) {
   steps->add_option("--device", step_args.device, "Device (default: the highest peak)");
   steps->add_flag("--json", step_args.json, "Print JSON");
 
+  tc::WatchArgs wat;
+  CLI::App* watch = command(app, "watch",
+                            "Follow a recording as it happens: memory per step, growth warnings",
+                            "tidemark watch run.db --interval 2s   (while tidemark record -o "
+                            "run.db -- ./train runs)");
+  watch->add_option("file", wat.file, "Trace file being recorded (or a finished one)")->required();
+  watch->add_option("--device", wat.device, "Device (default: the GPU once one appears, else cpu)");
+  watch->add_option("--interval", wat.interval, "Time between updates (default 1s)");
+  watch->add_option("--wait", wat.wait, "How long to wait for the file to appear (default 10s)");
+  watch->add_flag("--once", wat.once, "Print the state once and exit");
+  watch->add_flag("--json", wat.json, "Print JSON lines (docs/cli.md)");
+
   tc::CheckArgs chk;
   CLI::App* check = command(app, "check", "Fail (exit 1) when the trace breaks a limit: a CI gate",
                             "tidemark check run.db --max-peak-allocated 2GiB --max-leaked 0 "
@@ -246,6 +258,7 @@ int main(int argc, char** argv) {
     if (*leaks) return tc::run_leaks(leak_args);
     if (*syncs) return tc::run_syncs(sync_args);
     if (*steps) return tc::run_steps(step_args);
+    if (*watch) return tc::run_watch(wat);
     if (*check) return tc::run_check(chk);
     if (*diff) return tc::run_diff(dif);
     if (*diagnose) return tc::run_diagnose(dia);

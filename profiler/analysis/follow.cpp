@@ -64,6 +64,9 @@ struct LiveTrace::State {
   std::vector<std::string> devices;
   std::vector<std::vector<Change>> changes;  // per device, by (ts, seq)
   std::vector<std::vector<Point>> points;    // per device, the curves after each change
+  std::vector<LiveTrace::Step> steps;         // by ts
+  int64_t pid = 0;
+  std::string host;
   store::DecodedBlock block;                 // reused between blocks
 
   size_t device_index(ev::DeviceId id) {
@@ -105,6 +108,8 @@ LiveTrace::LiveTrace(const std::string& path) {
       store::TraceReader::open(path, store::TraceReader::Require::raw);
   s_ = std::make_unique<State>(path);
   s_->start_ts = reader.meta().start_ts_ns;
+  s_->pid = reader.meta().pid;
+  s_->host = reader.meta().host;
 }
 
 LiveTrace::~LiveTrace() = default;
@@ -128,6 +133,15 @@ size_t LiveTrace::poll() {
       ++read;
       s.first_ts = std::min(s.first_ts, e.ts_ns);
       s.last_ts = std::max(s.last_ts, e.ts_ns);
+      if (e.kind == ev::Kind::step) {
+        const LiveTrace::Step step{static_cast<int64_t>(e.name.value), e.ts_ns};
+        s.steps.insert(std::upper_bound(s.steps.begin(), s.steps.end(), step,
+                                        [](const LiveTrace::Step& a, const LiveTrace::Step& b) {
+                                          return a.ts < b.ts;
+                                        }),
+                       step);
+        continue;
+      }
       Change c;
       if (!memory_change(e, c)) continue;
       const size_t dev = s.device_index(e.device);
@@ -155,6 +169,35 @@ uint64_t LiveTrace::event_count() const {
 }
 const std::vector<std::string>& LiveTrace::devices() const {
   return s_->devices;
+}
+
+const std::vector<LiveTrace::Step>& LiveTrace::steps() const {
+  return s_->steps;
+}
+int64_t LiveTrace::pid() const {
+  return s_->pid;
+}
+const std::string& LiveTrace::host() const {
+  return s_->host;
+}
+
+LiveTrace::Window LiveTrace::window(size_t device, uint64_t from_ts, uint64_t to_ts) const {
+  Window w;
+  if (device >= s_->points.size()) return w;
+  const std::vector<Point>& pts = s_->points[device];
+  // The first change after from_ts; the one before it gives the values at from_ts.
+  auto it = std::upper_bound(pts.begin(), pts.end(), from_ts,
+                             [](uint64_t t, const Point& p) { return t < p.ts; });
+  const Point start = it == pts.begin() ? Point{} : *(it - 1);
+  w.allocated_start = w.allocated_end = w.allocated_peak = start.allocated;
+  w.reserved_end = w.reserved_peak = start.reserved;
+  for (; it != pts.end() && it->ts < to_ts; ++it) {
+    w.allocated_end = it->allocated;
+    w.reserved_end = it->reserved;
+    w.allocated_peak = std::max(w.allocated_peak, it->allocated);
+    w.reserved_peak = std::max(w.reserved_peak, it->reserved);
+  }
+  return w;
 }
 
 bool LiveTrace::finalized() const {

@@ -43,6 +43,25 @@ class LiveTrace {
   // the curves: steps and peak_allocated stay empty; `requested` too.
   Timeline timeline(size_t device, const TimelineRequest& request) const;
 
+  // The step events read so far (tl::profiler::step(), or a step range), by time: a step
+  // runs from its event to the next one's (the last one to end_ns()).
+  struct Step {
+    int64_t number = 0;
+    uint64_t ts = 0;
+  };
+  const std::vector<Step>& steps() const;
+  // A device's memory over [from_ts, to_ts): the values at from_ts (after every change at or
+  // before it), at the end (after every change before to_ts) and the highest in between.
+  struct Window {
+    int64_t allocated_start = 0, allocated_end = 0, allocated_peak = 0;
+    int64_t reserved_end = 0, reserved_peak = 0;
+  };
+  Window window(size_t device, uint64_t from_ts, uint64_t to_ts) const;
+  // The recording process and its host (the trace's meta data), to tell a recording still
+  // running from one that ended without finalizing.
+  int64_t pid() const;
+  const std::string& host() const;
+
  private:
   struct State;
   std::unique_ptr<State> s_;

@@ -1,0 +1,219 @@
+// `tidemark watch` following a trace while it is written: the test writes events with
+// TraceWriter as the recorder does (WAL, a commit per step) while the real binary watches, then
+// closes and finalizes the file. Expected numbers come from the events the test wrote.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "profiler/store/trace_writer.h"
+#include "run_program.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace ev = tidemark::events;
+namespace st = tidemark::store;
+using nlohmann::json;
+
+constexpr int64_t kMiB = 1 << 20;
+constexpr uint64_t kStepNs = 10'000'000;  // 10 ms per step
+constexpr uint64_t kStart = 1'000'000'000;
+
+tl_test::Result tidemark(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{TIDEMARK_CLI};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return tl_test::run(argv);
+}
+
+std::vector<json> json_lines(const std::string& out) {
+  std::vector<json> v;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) v.push_back(json::parse(line));
+  return v;
+}
+
+// A training loop on cpu:0 whose every step keeps 1 MiB alive (the accumulated-loss pitfall)
+// and frees a 4 MiB temporary: at the start of step k (k = 1..steps) 2 MiB of parameters and
+// (k - 1) MiB of kept blocks are live; inside it the temporary adds 4 MiB.
+class Loop {
+ public:
+  Loop(const std::string& path, int64_t pid) {
+    st::TraceMeta meta;
+    meta.start_ts_ns = kStart;
+    meta.pid = pid;
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    meta.host = host;
+    meta.devices.push_back({ev::DeviceId{ev::DeviceType::cpu, 0}, "cpu", 0});
+    w_ = st::TraceWriter::create(path, meta);
+    block(ev::Kind::segment_alloc, kStart, 0x10000000, 256 * kMiB);
+    block(ev::Kind::alloc, kStart, 0x10000000, 2 * kMiB);
+  }
+  // Step k: the step event, the temporary, the kept block, the temporary's free.
+  void step(int64_t k) {
+    const uint64_t t = kStart + static_cast<uint64_t>(k) * kStepNs;
+    ev::Event e;
+    e.kind = ev::Kind::step;
+    e.ts_ns = t;
+    e.thread_id = 1;
+    e.seq = ++seq_;
+    e.name = {"step", static_cast<uint64_t>(k)};
+    w_->append(e, 0);
+    const uint64_t temp = 0x18000000, kept = 0x10000000 + static_cast<uint64_t>(k + 1) * kMiB;
+    block(ev::Kind::alloc, t + 1000, temp, 4 * kMiB);
+    block(ev::Kind::alloc, t + 2000, kept, kMiB);
+    block(ev::Kind::free_requested, t + 3000, temp, 4 * kMiB);
+    block(ev::Kind::free_completed, t + 3000, temp, 4 * kMiB);
+    w_->commit();
+    end_ = t + 5000;
+  }
+  void close() { w_->close(end_); }
+
+ private:
+  void block(ev::Kind kind, uint64_t ts, uint64_t addr, int64_t size) {
+    ev::Event e;
+    e.kind = kind;
+    e.ts_ns = ts;
+    e.thread_id = 1;
+    e.seq = ++seq_;
+    e.block.addr = addr;
+    e.block.size = e.block.requested_size = static_cast<uint64_t>(size);
+    e.block.segment = 0x10000000;
+    w_->append(e, 0);
+  }
+  std::unique_ptr<st::TraceWriter> w_;
+  uint64_t seq_ = 0, end_ = kStart;
+};
+
+fs::path dir() { return tl_test::temp_dir("tidemark_watch"); }
+
+TEST(Watch, FollowsARecordingUntilItIsFinalized) {
+  const std::string path = (dir() / "live.db").string();
+  fs::remove(path);
+  const std::string out = (dir() / "watch.out").string(), err = (dir() / "watch.err").string();
+  fs::remove(out);
+  int status = -1;
+  // Started before the file exists: watch waits for it.
+  std::thread watcher([&] {
+    status = std::system((tl_test::quote(TIDEMARK_CLI) + " watch " + tl_test::quote(path) +
+                          " --interval 50ms --json >" + tl_test::quote(out) + " 2>" +
+                          tl_test::quote(err) + " </dev/null")
+                             .c_str());
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  Loop loop(path, ::getpid());
+  // Half the steps, then wait until watch has reported some (however slowly it started).
+  for (int64_t k = 1; k <= 6; ++k) loop.step(k);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (tl_test::slurp(out).find("\"update\"") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int64_t k = 7; k <= 12; ++k) {
+    loop.step(k);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  loop.close();
+  st::finalize(path);
+  watcher.join();
+  tl_test::Result r{WIFEXITED(status) ? WEXITSTATUS(status) : -1, tl_test::slurp(out),
+                    tl_test::slurp(err)};
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+
+  const std::vector<json> lines = json_lines(r.out);
+  ASSERT_GE(lines.size(), 3u) << r.out;
+  std::vector<json> updates;
+  const json* growing = nullptr;
+  for (const json& j : lines) {
+    if (j["event"] == "update") updates.push_back(j);
+    if (j["event"] == "growing") growing = &j;
+  }
+  // Several updates while the loop ran, covering steps 1..12 in order without gaps.
+  ASSERT_GE(updates.size(), 2u) << r.out;
+  int64_t next = 1;
+  for (const json& u : updates) {
+    EXPECT_EQ(u["device"], "cpu");
+    EXPECT_EQ(u["first_step"], next) << u.dump();
+    const int64_t last = u["last_step"];
+    // At the end of step `last`: 2 MiB of parameters and `last` kept blocks; the peak inside
+    // the steps reported is the last step's temporary on top of what it began with.
+    EXPECT_EQ(u["allocated_bytes"], (2 + last) * kMiB) << u.dump();
+    EXPECT_EQ(u["peak_allocated_bytes"], (2 + last - 1 + 4 + 1) * kMiB) << u.dump();
+    EXPECT_EQ(u["reserved_bytes"], 256 * kMiB);
+    next = last + 1;
+  }
+  EXPECT_EQ(next, 13);
+  // 1 MiB more live at the start of every step.
+  ASSERT_NE(growing, nullptr) << r.out;
+  EXPECT_EQ((*growing)["bytes_per_step"], kMiB);
+  EXPECT_DOUBLE_EQ((*growing)["r2"].get<double>(), 1.0);
+  const json& end = lines.back();
+  EXPECT_EQ(end["event"], "end");
+  EXPECT_EQ(end["finalized"], true);
+  EXPECT_EQ(end["steps"], 12);
+  EXPECT_EQ(end["peak_allocated_bytes"], (2 + 11 + 4 + 1) * kMiB);
+  EXPECT_EQ(end["peak_allocated_time_ns"], 12 * kStepNs + 2000);
+  EXPECT_EQ(end["allocated_bytes"], 14 * kMiB);
+}
+
+TEST(Watch, OnceOnAFinishedTraceInText) {
+  const std::string path = (dir() / "done.db").string();
+  {
+    Loop loop(path, ::getpid());
+    for (int64_t k = 1; k <= 6; ++k) loop.step(k);
+    loop.close();
+  }
+  st::finalize(path);
+  const tl_test::Result r = tidemark({"watch", path, "--once"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("(cpu)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1-6"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("8.00 MiB"), std::string::npos) << r.out;   // allocated at the end
+  EXPECT_NE(r.out.find("12.00 MiB"), std::string::npos) << r.out;  // peak: step 6's temporary
+  EXPECT_NE(r.out.find("! live memory at the start of a step grows by about 1.00 MiB per step"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("finalized: peak allocated 12.00 MiB"), std::string::npos) << r.out;
+}
+
+TEST(Watch, ARecordingWhoseProcessIsGoneEndsWithExit1) {
+  // A child that exits at once: its pid is then free (or reused much later).
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  const std::string path = (dir() / "crashed.db").string();
+  {
+    Loop loop(path, child);
+    for (int64_t k = 1; k <= 3; ++k) loop.step(k);
+  }  // never closed nor finalized, as after a SIGKILL
+  const tl_test::Result r = tidemark({"watch", path, "--interval", "20ms"});
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("ended without finalizing the trace; `tidemark finalize " + path),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("stopped: peak allocated"), std::string::npos) << r.out;
+}
+
+TEST(Watch, BadArgumentsExit2WithOneLine) {
+  const tl_test::Result missing = tidemark({"watch", (dir() / "none.db").string(), "--wait", "100ms"});
+  EXPECT_EQ(missing.rc, 2);
+  EXPECT_NE(missing.err.find("none.db: no such file (waited 100ms"), std::string::npos) << missing.err;
+  const tl_test::Result interval = tidemark({"watch", (dir() / "none.db").string(), "--interval", "fast"});
+  EXPECT_EQ(interval.rc, 2);
+  EXPECT_NE(interval.err.find("--interval: expected a duration"), std::string::npos) << interval.err;
+  std::ofstream((dir() / "text.db").string()) << "not a trace\n";
+  const tl_test::Result text = tidemark({"watch", (dir() / "text.db").string(), "--once"});
+  EXPECT_EQ(text.rc, 2);
+  EXPECT_NE(text.err.find("text.db"), std::string::npos) << text.err;
+}
+
+}  // namespace

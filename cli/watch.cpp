@@ -136,15 +136,11 @@ class Watcher {
                         an::format_bytes(w.reserved_end)));
   }
 
-  // Live bytes at the start of each of the last kGrowthWindow completed steps, fitted as
-  // `tidemark steps` does; warns once.
+  // Live bytes at the start of the last kGrowthWindow completed steps, fitted as `tidemark
+  // steps` does; warns once.
   void check_growth(size_t done) {
     if (warned_ || done < 5) return;
-    const auto& steps = t_.steps();
-    std::vector<std::pair<int64_t, int64_t>> b;
-    for (size_t i = done > kGrowthWindow ? done - kGrowthWindow : 0; i < done; ++i)
-      b.emplace_back(steps[i].number, t_.window(*device_, steps[i].ts, steps[i].ts).allocated_start);
-    const an::Growth g = an::fit_growth(std::move(b));
+    const an::Growth g = t_.step_growth(*device_, done, kGrowthWindow);
     if (!g.growing) return;
     warned_ = true;
     const int64_t slope = static_cast<int64_t>(g.slope_bytes_per_step);

@@ -105,11 +105,23 @@ QString follow_html(const TraceData& data) {
   QString h = "<h2>" + esc(data.path) + "</h2>";
   h += QString("<p><b>Following a recording in progress</b>: %1 so far.</p><ul>")
            .arg(duration_text(data.end_ns - data.origin_ns));
-  for (size_t d = 0; d < data.devices.size(); ++d)
-    if (d < data.peaks.size() && data.peaks[d])
-      h += QString("<li>%1: allocated peak %2 at %3</li>")
-               .arg(esc(data.devices[d].name), bytes_text(data.peaks[d]->bytes),
-                    duration_text(data.peaks[d]->ts_ns - data.origin_ns));
+  for (size_t d = 0; d < data.devices.size(); ++d) {
+    if (d >= data.peaks.size() || !data.peaks[d]) continue;
+    h += QString("<li>%1: allocated peak %2 at %3")
+             .arg(esc(data.devices[d].name), bytes_text(data.peaks[d]->bytes),
+                  duration_text(data.peaks[d]->ts_ns - data.origin_ns));
+    if (d < data.live_growth.size() && data.live_growth[d].growing) {
+      const analysis::Growth& g = data.live_growth[d];
+      h += QString("<br><b>live memory at the start of a step grows by about %1 per step</b> "
+                   "(steps %2 to %3): something keeps memory alive across steps")
+               .arg(bytes_text(int64_t(g.slope_bytes_per_step)))
+               .arg(g.boundaries.front().first)
+               .arg(g.boundaries.back().first);
+    }
+    h += "</li>";
+  }
+  if (!data.steps.empty())
+    h += QString("<li>%1 steps so far (the timeline marks them)</li>").arg(data.steps.size());
   return h +
          "</ul><p>The tables, the findings and the allocator state appear once the recording "
          "is finalized (when it stops, or <tt>tidemark finalize FILE</tt> after a crash).</p>";

@@ -74,10 +74,17 @@ void fill_from_live(TraceData& data, const analysis::LiveTrace& live) {
   data.end_ns = live.end_ns();
   data.devices.clear();
   data.peaks.clear();
+  data.live_growth.clear();
+  // Every step but the last has ended (the next one began).
+  const size_t ended = live.steps().empty() ? 0 : live.steps().size() - 1;
   for (size_t i = 0; i < live.devices().size(); ++i) {
     data.devices.push_back({int64_t(i), live.devices()[i], live.devices()[i], 0});
     data.peaks.push_back(live.peak(i));
+    data.live_growth.push_back(live.step_growth(i, ended));
   }
+  data.steps.clear();
+  data.steps.reserve(live.steps().size());
+  for (const analysis::LiveTrace::Step& s : live.steps()) data.steps.emplace_back(s.number, s.ts);
 }
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <QSignalSpy>
 #include <QTest>
 
+#include "gui/core/summary_html.h"
 #include "gui/core/timeline_widget.h"
 #include "gui/core/trace_view.h"
 #include "gui/tests/test_traces.h"
@@ -73,6 +74,31 @@ class FollowTest : public QObject {
         qPrintable(
             QString("view ends at %1, was %2").arg(view.timeline()->viewTo()).arg(first_view_end)));
     QVERIFY(view.timeline()->viewTo() > grown->end_ns);
+
+    // Steps, each keeping 64 KiB more alive: the timeline gets their ticks and the Summary
+    // says live memory grows (step 7 has not ended, so steps 1-6 are judged).
+    for (uint64_t k = 1; k <= 7; ++k) {
+      ev::Event e;
+      e.kind = ev::Kind::step;
+      e.ts_ns = 4'000'000 + k * 100'000;
+      e.thread_id = 1;
+      e.seq = ++seq_;
+      e.name = {"step", k};
+      writer_->append(e, 0);
+      block(ev::Kind::alloc, e.ts_ns + 10'000, 0x200000 + k * 0x10000, 64 << 10);
+    }
+    writer_->commit();
+    QVERIFY(followed.wait(10000));
+    TraceDataPtr stepped = view.traceData();
+    QCOMPARE(stepped->steps.size(), size_t(7));
+    QCOMPARE(stepped->steps.back(), (std::pair<int64_t, uint64_t>{7, 4'700'000}));
+    QCOMPARE(stepped->live_growth.size(), size_t(1));
+    QVERIFY(stepped->live_growth[0].growing);
+    QCOMPARE(stepped->live_growth[0].slope_bytes_per_step, 65536.0);
+    QCOMPARE(stepped->live_growth[0].boundaries.back().first, int64_t(6));
+    const QString html = follow_html(*stepped);
+    QVERIFY2(html.contains("grows by about 64.00 KiB per step") && html.contains("7 steps so far"),
+             qPrintable(html));
 
     // Nothing new: no signal.
     followed.clear();

@@ -200,6 +200,15 @@ LiveTrace::Window LiveTrace::window(size_t device, uint64_t from_ts, uint64_t to
   return w;
 }
 
+Growth LiveTrace::step_growth(size_t device, size_t done, size_t window) const {
+  const std::vector<Step>& steps = s_->steps;
+  done = std::min(done, steps.size());
+  std::vector<std::pair<int64_t, int64_t>> b;
+  for (size_t i = done > window ? done - window : 0; i < done; ++i)
+    b.emplace_back(steps[i].number, this->window(device, steps[i].ts, steps[i].ts).allocated_start);
+  return fit_growth(std::move(b));
+}
+
 bool LiveTrace::finalized() const {
   Query q(s_->db, "SELECT value FROM meta WHERE key = 'finalized'");
   return q.step() && q.i64(0) == 1;

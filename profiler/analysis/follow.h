@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "profiler/analysis/memory.h"
+#include "profiler/analysis/steps.h"
 
 namespace tidemark::analysis {
 
@@ -57,6 +58,10 @@ class LiveTrace {
     int64_t reserved_end = 0, reserved_peak = 0;
   };
   Window window(size_t device, uint64_t from_ts, uint64_t to_ts) const;
+  // The growth (fit_growth, as `tidemark steps` judges it) of a device's live bytes at the
+  // start of the last `window` of the first `done` steps (those that have ended: while
+  // recording every step but the last).
+  Growth step_growth(size_t device, size_t done, size_t window = 10) const;
   // The recording process and its host (the trace's meta data), to tell a recording still
   // running from one that ended without finalizing.
   int64_t pid() const;

@@ -17,29 +17,76 @@ namespace ev = tidemark::events;
 
 // ---- The call-site ring (Note [Call sites]) ----------------------------------------------------
 
+namespace {
+size_t index_size(size_t slots) {
+  size_t n = 2;
+  while (n < 2 * slots) n *= 2;
+  return n;
+}
+}  // namespace
+
 CallSites::CallSites(size_t capacity, int stack_depth)
     : slots_(std::max<size_t>(capacity, 1)),
+      index_(index_size(slots_.size()), 0),
       ips_(slots_.size() * static_cast<size_t>(std::clamp(stack_depth, 0, record::kMaxStackDepth))),
       depth_(std::clamp(stack_depth, 0, record::kMaxStackDepth)) {}
 
-// CUPTI's correlation ids grow through the process, so `id % capacity` is a ring: a call's
-// slot is overwritten by the call `capacity` ids later, with no index to keep (and nothing
-// allocated on the calling threads).
+// Fibonacci hashing: consecutive ids spread over the index.
+size_t CallSites::home(uint32_t correlation) const noexcept {
+  return static_cast<size_t>((uint64_t{correlation} * 0x9E3779B97F4A7C15ull) >> 32) &
+         (index_.size() - 1);
+}
+
+size_t CallSites::index_of(uint32_t correlation) const noexcept {
+  const size_t mask = index_.size() - 1;
+  for (size_t e = home(correlation);; e = (e + 1) & mask) {
+    if (index_[e] == 0) return static_cast<size_t>(-1);
+    if (slots_[index_[e] - 1].correlation == correlation) return e;
+  }
+}
+
 CallSites::Slot* CallSites::slot_of(uint32_t correlation) noexcept {
-  Slot& slot = slots_[correlation % slots_.size()];
-  return slot.live && slot.correlation == correlation ? &slot : nullptr;
+  const size_t e = index_of(correlation);
+  return e == static_cast<size_t>(-1) ? nullptr : &slots_[index_[e] - 1];
+}
+
+void CallSites::unindex(size_t entry) noexcept {
+  const size_t mask = index_.size() - 1;
+  size_t hole = entry;
+  index_[hole] = 0;
+  for (size_t e = (hole + 1) & mask; index_[e] != 0; e = (e + 1) & mask) {
+    // An entry may move back into the hole unless its home lies cyclically in (hole, e].
+    const size_t h = home(slots_[index_[e] - 1].correlation);
+    const bool stays = hole <= e ? (hole < h && h <= e) : (hole < h || h <= e);
+    if (stays) continue;
+    index_[hole] = index_[e];
+    index_[e] = 0;
+    hole = e;
+  }
 }
 
 void CallSites::put(uint32_t correlation, const CallSite& site) noexcept {
   std::lock_guard<std::mutex> lock(mu_);
-  const size_t i = correlation % slots_.size();
+  if (const size_t e = index_of(correlation); e != static_cast<size_t>(-1)) {  // filed again
+    slots_[index_[e] - 1].live = false;
+    unindex(e);
+  }
+  const size_t i = next_;
+  next_ = (next_ + 1) % slots_.size();
   Slot& slot = slots_[i];
-  if (slot.live && slot.correlation != correlation) aged_out_ += slot.used ? 0 : 1;
+  if (slot.live) {  // the call filed `capacity` calls ago
+    aged_out_ += slot.used ? 0 : 1;
+    unindex(index_of(slot.correlation));
+  }
   slot = {true,        false,       correlation,
           0,           site.thread, site.seq,
           site.domain, site.cbid,   std::clamp(site.n_ips, 0, depth_)};
   if (slot.n_ips > 0)
     std::memcpy(&ips_[i * depth_], site.ips, static_cast<size_t>(slot.n_ips) * sizeof(uint64_t));
+  const size_t mask = index_.size() - 1;
+  size_t e = home(correlation);
+  while (index_[e] != 0) e = (e + 1) & mask;
+  index_[e] = static_cast<uint32_t>(i + 1);
 }
 
 bool CallSites::find(uint32_t correlation, CallSite* out, uint64_t* seq) noexcept {
@@ -67,7 +114,10 @@ bool CallSites::find(uint32_t correlation, CallSite* out, uint64_t* seq) noexcep
 
 void CallSites::drop(uint32_t correlation) noexcept {
   std::lock_guard<std::mutex> lock(mu_);
-  if (Slot* slot = slot_of(correlation)) slot->live = false;
+  if (const size_t e = index_of(correlation); e != static_cast<size_t>(-1)) {
+    slots_[index_[e] - 1].live = false;
+    unindex(e);
+  }
 }
 
 size_t CallSites::size() const noexcept {

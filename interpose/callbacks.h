@@ -10,10 +10,13 @@
 // id. When a record with that correlation id is parsed, its events are emitted with that thread,
 // stack and seq (record::dispatch_with_stack). A runtime call reaches the driver through nested
 // driver calls that have correlation ids of their own; they file the same call site, so a record
-// carrying either id finds it. The table is a fixed ring indexed by correlation id modulo its
-// size (the ids grow through the process, so that is call order): an entry whose record
-// never comes (a call CUPTI reports nothing for) is overwritten by later calls; a failed call's
-// entry is dropped at its exit.
+// carrying either id finds it. The table is a fixed ring of the last kCallSites filed calls,
+// in filing order, with an open-addressed index from correlation id to ring slot: every CUDA
+// call takes a correlation id (kernel launches included, hundreds per training step), so the
+// ids of the filed calls are sparse and only the number of filed calls may decide what is
+// forgotten. An entry whose record never comes (a call CUPTI reports nothing for) is
+// overwritten kCallSites filed calls later; a failed call's entry is dropped at its exit.
+// Nothing is allocated on the calling threads.
 //
 // Virtual-memory mappings (cuMemMap / cuMemUnmap, PyTorch's expandable segments) are recorded
 // from the callbacks themselves (segment_map / segment_unmap at the call's exit), because CUPTI
@@ -38,8 +41,9 @@ namespace tidemark::interpose::callbacks {
 
 // Sequence numbers reserved per call: the events one record (or nested driver call) yields.
 inline constexpr uint64_t kSeqsPerCall = 4;
-// Calls whose record may still come: the ring's size.
-inline constexpr size_t kCallSites = 8192;
+// Filed calls whose record may still come: the ring's size (a PyTorch training loop files a
+// few thousand between two activity flushes).
+inline constexpr size_t kCallSites = 16384;
 
 struct CallSite {
   uint64_t thread = 0;  // events::current_thread_id() of the calling thread
@@ -54,8 +58,8 @@ struct CallSite {
 class CallSites {
  public:
   CallSites(size_t capacity, int stack_depth);
-  // Files `site` under `correlation` (its stack cut to the depth) in slot correlation % capacity,
-  // overwriting the call `capacity` ids older.
+  // Files `site` under `correlation` (its stack cut to the depth), overwriting the call filed
+  // `capacity` calls earlier.
   void put(uint32_t correlation, const CallSite& site) noexcept;
   // The call site of `correlation`, with a sequence number of its own for the next event
   // (fresh ones once the call's reserved numbers are used up). False when unknown.
@@ -75,11 +79,17 @@ class CallSites {
     uint32_t domain = 0, cbid = 0;
     int n_ips = 0;
   };
+  // The index entry holding `correlation`'s slot, or npos.
+  size_t index_of(uint32_t correlation) const noexcept;
   Slot* slot_of(uint32_t correlation) noexcept;  // the live slot of `correlation`, if any
+  void unindex(size_t entry) noexcept;           // backward-shift deletion (no tombstones)
+  size_t home(uint32_t correlation) const noexcept;
 
   mutable std::mutex mu_;
-  std::vector<Slot> slots_;  // correlation id % size
-  std::vector<uint64_t> ips_;  // slot i's stack at [i * depth_, (i + 1) * depth_)
+  std::vector<Slot> slots_;     // the ring, in filing order
+  size_t next_ = 0;             // the slot the next put fills
+  std::vector<uint32_t> index_; // linear probing, 2^k >= 2 * slots: slot + 1, 0 when empty
+  std::vector<uint64_t> ips_;   // slot i's stack at [i * depth_, (i + 1) * depth_)
   uint64_t aged_out_ = 0;
   int depth_;
 };

@@ -295,6 +295,39 @@ TEST(InterposeCallbacks, CallSitesAreBoundedAndAgeOut) {
   EXPECT_EQ(sites.aged_out(), 2u);
 }
 
+// Every CUDA call takes a correlation id, most of them calls nobody files (kernel launches), so
+// filed ids are sparse: ids equal modulo the capacity must not evict each other, only the
+// number of calls filed since.
+TEST(InterposeCallbacks, SparseCorrelationIdsKeepTheirCallSites) {
+  constexpr size_t kCap = 64;
+  cb::CallSites sites(kCap, 1);
+  cb::CallSite site;
+  site.n_ips = 1;
+  for (uint32_t k = 0; k < kCap; ++k) {
+    site.seq = 1000 + k;
+    site.ips[0] = k;
+    sites.put(5 + k * 1024, site);  // all equal modulo 64 (and modulo every power of two < 1024)
+  }
+  EXPECT_EQ(sites.size(), kCap);
+  EXPECT_EQ(sites.aged_out(), 0u);
+  cb::CallSite out;
+  uint64_t seq = 0;
+  for (uint32_t k = 0; k < kCap; ++k) {
+    ASSERT_TRUE(sites.find(5 + k * 1024, &out, &seq)) << k;
+    EXPECT_EQ(out.ips[0], k);
+    EXPECT_EQ(seq, 1000 + k);
+  }
+  // Dropping some in the middle keeps the others findable (the index closes its gaps).
+  for (uint32_t k = 0; k < kCap; k += 3) sites.drop(5 + k * 1024);
+  for (uint32_t k = 0; k < kCap; ++k)
+    EXPECT_EQ(sites.find(5 + k * 1024, &out, &seq), k % 3 != 0) << k;
+  // The next kCap filed calls replace the oldest ones in filing order, whatever their ids.
+  for (uint32_t k = 0; k < kCap; ++k) sites.put(999'999 - k, site);
+  EXPECT_EQ(sites.size(), kCap);
+  for (uint32_t k = 0; k < kCap; ++k) EXPECT_FALSE(sites.find(5 + k * 1024, &out, &seq)) << k;
+  for (uint32_t k = 0; k < kCap; ++k) EXPECT_TRUE(sites.find(999'999 - k, &out, &seq)) << k;
+}
+
 int g_resets = 0;
 
 TEST(InterposeCallbacks, DeviceResetFlushesFirst) {

@@ -84,7 +84,7 @@ __attribute__((noinline)) void map_virtual_memory() {
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   CHECK_CU(cuMemSetAccess(va + granularity, granularity, &access, 1));
   CHECK(cudaMemset(reinterpret_cast<void*>(va + granularity), 0, granularity));
-  CHECK(cudaDeviceSynchronize());
+  synchronize_all();
   CHECK_CU(cuMemUnmap(va + granularity, granularity));
   CHECK_CU(cuMemRelease(handle));
   CHECK_CU(cuMemAddressFree(va, 8 * granularity));

@@ -95,7 +95,8 @@ TEST(CudaRandom, DropoutKeepsOneMinusPAndScales) {
   EXPECT_NEAR(y.masked_select(kept).mean().item<double>(), 2.0 / (1 - p), 1e-5);
   y.sum().backward();
   EXPECT_TRUE(equal(x.grad() != 0, kept));
-  EXPECT_NEAR(x.grad().masked_select(kept).mean().item<double>(), 1.0 / (1 - p), 1e-6);
+  // A float32 mean over ~2.9M equal values: the sum's rounding is about 1e-6 relative.
+  EXPECT_NEAR(x.grad().masked_select(kept).mean().item<double>(), 1.0 / (1 - p), 1e-5);
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ echo "fashion-mnist: ${TIDEMARK_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-m
 
 step() { echo "== $1 ($(($(date +%s) - START)) s)"; }
 step "configure $BUILD"
-timeout 120 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+timeout 90 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTIDEMARK_CUDA=ON -DTIDEMARK_BENCH=ON -DTIDEMARK_GUI=OFF -DTIDEMARK_TESTS=ON \
   >"$BUILD.configure.log" 2>&1 || { tail -30 "$BUILD.configure.log"; echo "FAIL: configure"; exit 1; }
 step "build the GPU tests, gpu_ops_bench, tidemark and the interpose library"
@@ -43,40 +43,55 @@ TARGETS="$(cd "$ROOT/tests/gpu" && for f in *_test.cpp; do echo "gpu_${f%.cpp}";
 timeout 300 cmake --build "$BUILD" -j "$JOBS" --target $TARGETS >"$BUILD/gpu-build.log" 2>&1 ||
   { tail -40 "$BUILD/gpu-build.log"; echo "FAIL: build"; exit 1; }
 
+# Each section prints its summary as soon as it ends, so a run cut short (the device tool's
+# time limit) still shows what finished; with $OUT set (the device tool's folder that comes
+# back), the full logs are copied there too.
+keep_log() { if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then cp "$1" "$OUT/" 2>/dev/null || true; fi; }
+
 step "run ctest -L gpu"
 LOG=$BUILD/gpu-ctest.log
 # ASan is not used here: CUDA under ASan needs ASAN_OPTIONS=protect_shadow_gap=0.
-timeout 240 ctest --test-dir "$BUILD" -L gpu -E 'CudaBackendWithoutDevice' --timeout 120 \
+timeout 200 ctest --test-dir "$BUILD" -L gpu -E 'CudaBackendWithoutDevice' --timeout 120 \
   --output-on-failure >"$LOG" 2>&1
 RC=$?
+keep_log "$LOG"
 PASSED=$(grep -cE 'Test +#[0-9]+: .* Passed' "$LOG")
 SKIPPED=$(grep -cE 'Test +#[0-9]+: .*\*\*\*Skipped' "$LOG")
 FAILED=$(grep -cE 'Test +#[0-9]+: .*(\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Not Run)' "$LOG")
+grep -E 'Test +#[0-9]+: ' "$LOG" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //; s/ +\.+ */  /'
+echo "ctest: passed $PASSED, failed $FAILED, skipped $SKIPPED (rc $RC; full log: $LOG)"
+if [ "$FAILED" -ne 0 ] || [ "$RC" -ne 0 ]; then
+  grep -E '^(/.*: Failure|Expected|Which is|  Actual|Value of|.*\[  FAILED  \])' "$LOG" | head -40
+fi
+grep -E 'Skipped|SKIPPED' "$LOG" | grep -v 'Test +#' | head -10
+
 step "GPU benchmarks (bench/gpu)"
 BENCH_LOG=$BUILD/gpu-bench.log
 TORCH_JSON=$BUILD/torch-baseline.json
 rm -f "$TORCH_JSON"
-timeout 120 python3 "$ROOT/bench/gpu/torch_baseline.py" "$TORCH_JSON" >"$BUILD/torch-baseline.log" 2>&1
-TIDEMARK_TORCH_BASELINE=$TORCH_JSON timeout 180 "$BUILD/bench/gpu_ops_bench" \
-  --benchmark_min_time=0.2s >"$BENCH_LOG" 2>&1
+timeout 100 python3 "$ROOT/bench/gpu/torch_baseline.py" "$TORCH_JSON" >"$BUILD/torch-baseline.log" 2>&1
+keep_log "$BUILD/torch-baseline.log"
+# Google Benchmark 1.7 (Debian 12) takes the minimum time in seconds as a bare number.
+TIDEMARK_TORCH_BASELINE=$TORCH_JSON timeout 150 "$BUILD/bench/gpu_ops_bench" \
+  --benchmark_min_time=0.2 >"$BENCH_LOG" 2>&1
 BENCH_RC=$?
+keep_log "$BENCH_LOG"
+echo "benchmarks: rc $BENCH_RC (full log: $BENCH_LOG)"
+sed -n '/^target /,$p' "$BENCH_LOG"
+grep -h 'torch\|PyTorch' "$BUILD/torch-baseline.log" | head -2
 
 step "interpose/tests/gpu_check.sh"
 INTERPOSE_LOG=$BUILD/gpu-interpose.log
-timeout 120 "$ROOT/interpose/tests/gpu_check.sh" "$BUILD" >"$INTERPOSE_LOG" 2>&1
+timeout 180 "$ROOT/interpose/tests/gpu_check.sh" "$BUILD" >"$INTERPOSE_LOG" 2>&1
 INTERPOSE_RC=$?
+keep_log "$INTERPOSE_LOG"
+echo "interpose: rc $INTERPOSE_RC (full log: $INTERPOSE_LOG)"
+grep -E '^(==|FAIL|ok|info|gpu_check)' "$INTERPOSE_LOG" | tail -40
 
 echo
 echo "== report ($(($(date +%s) - START)) s)"
-grep -E 'Test +#[0-9]+: ' "$LOG" | sed -E 's/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: //; s/ +\.+ */  /'
-echo "passed $PASSED, failed $FAILED, skipped $SKIPPED (full log: $LOG)"
-echo "-- benchmarks (rc $BENCH_RC, full log: $BENCH_LOG)"
-sed -n '/^target /,$p' "$BENCH_LOG"
-grep -h 'torch\|PyTorch' "$BUILD/torch-baseline.log" | head -2
-echo "-- interpose/tests/gpu_check.sh: rc $INTERPOSE_RC (log: $INTERPOSE_LOG)"
-tail -3 "$INTERPOSE_LOG"
+echo "ctest: passed $PASSED, failed $FAILED, skipped $SKIPPED; benchmarks rc $BENCH_RC; interpose rc $INTERPOSE_RC"
 if [ "$FAILED" -ne 0 ] || [ "$RC" -ne 0 ] || [ "$BENCH_RC" -ne 0 ] || [ "$INTERPOSE_RC" -ne 0 ]; then
-  grep -E '^(/.*: Failure|Expected|Which is|  Actual|Value of|.*\[  FAILED  \])' "$LOG" | head -40
   echo "RESULT: FAIL"
   exit 1
 fi

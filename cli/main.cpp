@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
 
   tc::SummaryArgs sum;
   CLI::App* summary =
-      command(app, "summary", "Peaks per device, top allocation sites at the peak, leaks",
+      command(app, "summary",
+              "Peaks per device, top allocation sites at the peak, reserved memory by site, leaks",
               "tidemark summary run.db --device cuda:0 --json");
   summary->add_option("file", sum.file, "Trace file")->required();
   summary->add_option("--device", sum.device, "Only this device (cpu, cuda:0)");
@@ -80,7 +81,9 @@ int main(int argc, char** argv) {
 
   std::string fin_file;
   CLI::App* finalize =
-      command(app, "finalize", "Build the derived tables of a trace (a crashed or killed run)",
+      command(app, "finalize",
+              "Build the derived tables of a trace (a crashed or killed run), upgrading a trace "
+              "of an older schema version",
               "tidemark finalize crashed.db");
   finalize->add_option("file", fin_file, "Trace file")->required();
 

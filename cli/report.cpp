@@ -37,6 +37,13 @@ void print_groups(const std::vector<an::Group>& groups, int64_t total, uint64_t 
     fmt::print("  ... and {} more\n", groups_total - groups.size());
 }
 
+// "TITLE of DEVICE (BYTES in COUNT UNITS, T s), by site:" and the groups.
+void print_breakdown(const char* title, const an::LiveBreakdown& b, const char* units) {
+  fmt::print("\n{} of {} ({} in {} {}, {:.3f} s), by site:\n", title, b.device,
+             an::format_bytes(b.bytes), b.count, units, static_cast<double>(b.time_ns) / 1e9);
+  print_groups(b.groups, b.bytes, b.groups_total);
+}
+
 an::GroupBy group_by(const std::string& s) {
   auto g = an::parse_group_by(s);
   if (!g) throw UsageError("--by " + s + ": expected site, stack, scope or category");
@@ -82,13 +89,11 @@ int run_summary(const SummaryArgs& a) {
     fmt::print("  {} allocations, {} segments, {} OOMs, {} syncs\n", d.alloc_count,
                d.segment_alloc_count, d.oom_count, d.sync_count);
   }
-  if (s.top_at_peak) {
-    const an::LiveBreakdown& b = *s.top_at_peak;
-    fmt::print("\nlive at the allocated peak of {} ({} in {} allocations, {:.3f} s), by site:\n",
-               b.device, an::format_bytes(b.bytes), b.count,
-               static_cast<double>(b.time_ns) / 1e9);
-    print_groups(b.groups, b.bytes, b.groups_total);
-  }
+  if (s.top_at_peak) print_breakdown("live at the allocated peak", *s.top_at_peak, "allocations");
+  // Where reserved memory came from: for a CUDA program recorded by injection (segments, no
+  // blocks) the only sites there are.
+  if (s.reserved_at_peak)
+    print_breakdown("reserved at the reserved peak", *s.reserved_at_peak, "segments");
   if (s.leaks.count == 0) {
     fmt::print("\nleaks: none (everything allocated was freed)\n");
   } else {
@@ -145,13 +150,19 @@ int run_info(const std::string& file, bool as_json) {
 }
 
 int run_finalize(const std::string& file) {
-  open_trace(file, false);  // checks the file and names the problem
+  // Checks the file and names the problem; a trace of an older schema is upgraded.
+  const int version =
+      store::TraceReader::open(file, store::TraceReader::Require::upgradable).schema_version();
   {
     Progress p("finalizing " + file);
     record::finalize_trace(file);
   }
   an::Trace t = open_trace(file);
-  fmt::print("{}: finalized ({} events)\n", file, t.reader().event_count());
+  fmt::print("{}: finalized ({} events){}\n", file, t.reader().event_count(),
+             version != store::kSchemaVersion
+                 ? fmt::format("; upgraded from schema version {} to {}", version,
+                               store::kSchemaVersion)
+                 : "");
   return kExitOk;
 }
 
@@ -295,9 +306,10 @@ int run_diff(const DiffArgs& a) {
   an::Trace tb = open_trace(a.b);
   an::TraceDiff d = an::diff(ta, tb);
   if (a.limit)
-    for (auto& s : d.sites)
-      for (auto* v : {&s.changed, &s.added, &s.vanished})
-        if (v->size() > a.limit) v->resize(a.limit);
+    for (auto* sites : {&d.sites, &d.reserved_sites})
+      for (auto& s : *sites)
+        for (auto* v : {&s.changed, &s.added, &s.vanished})
+          if (v->size() > a.limit) v->resize(a.limit);
   if (a.json) {
     print(d);
     return kExitOk;
@@ -317,18 +329,22 @@ int run_diff(const DiffArgs& a) {
                an::format_bytes(rb), signed_bytes(x.peak_reserved_delta));
     fmt::print("  final allocated delta {}\n", signed_bytes(x.final_allocated_delta));
   }
-  for (const auto& s : d.sites) {
-    auto list = [&](const char* title, const std::vector<an::SiteDiff>& v) {
-      if (v.empty()) return;
-      fmt::print("\n{} sites at the allocated peak on {}:\n", title, s.device);
-      for (const an::SiteDiff& x : v)
-        fmt::print("  {:>12} {:>12} -> {:>12}  {}\n", signed_bytes(x.delta()),
-                   an::format_bytes(x.a_bytes), an::format_bytes(x.b_bytes), x.label);
-    };
-    list("changed", s.changed);
-    list("new", s.added);
-    list("vanished", s.vanished);
-  }
+  auto print_sites = [&](const std::vector<an::TraceDiff::Sites>& sites, const char* where) {
+    for (const auto& s : sites) {
+      auto list = [&](const char* title, const std::vector<an::SiteDiff>& v) {
+        if (v.empty()) return;
+        fmt::print("\n{} sites {} on {}:\n", title, where, s.device);
+        for (const an::SiteDiff& x : v)
+          fmt::print("  {:>12} {:>12} -> {:>12}  {}\n", signed_bytes(x.delta()),
+                     an::format_bytes(x.a_bytes), an::format_bytes(x.b_bytes), x.label);
+      };
+      list("changed", s.changed);
+      list("new", s.added);
+      list("vanished", s.vanished);
+    }
+  };
+  print_sites(d.sites, "at the allocated peak");
+  print_sites(d.reserved_sites, "of reserved memory at the reserved peak");
   return kExitOk;
 }
 

@@ -8,12 +8,25 @@ namespace tidemark::analysis {
 
 namespace {
 
-std::map<std::string, Group> sites_at_peak(const Trace& t, int64_t device) {
-  std::map<std::string, Group> out;
-  auto at = peak_point(t, device);
-  if (!at) return out;
-  for (Group& g : live_at(t, device, *at, GroupBy::site, 0).groups) out[g.key] = std::move(g);
+using SiteMap = std::map<std::string, Group>;
+
+SiteMap by_key(std::vector<Group> groups) {
+  SiteMap out;
+  for (Group& g : groups) out[g.key] = std::move(g);
   return out;
+}
+
+SiteMap sites_at_peak(const Trace& t, const DeviceRef* device) {
+  if (!device) return {};
+  auto at = peak_point(t, device->id);
+  if (!at) return {};
+  return by_key(live_at(t, device->id, *at, GroupBy::site, 0).groups);
+}
+
+SiteMap reserved_sites_at_peak(const Trace& t, const DeviceRef* device) {
+  if (!device) return {};
+  auto b = reserved_at_peak(t, device->id, 0);
+  return b ? by_key(std::move(b->groups)) : SiteMap{};
 }
 
 void sort_by_delta(std::vector<SiteDiff>& v) {
@@ -21,6 +34,31 @@ void sort_by_delta(std::vector<SiteDiff>& v) {
     int64_t dx = std::llabs(x.delta()), dy = std::llabs(y.delta());
     return dx != dy ? dx > dy : x.key < y.key;
   });
+}
+
+// Sites of A and B: changed (both, with another size or count), new (only in B), vanished (only
+// in A), each sorted by |delta| descending.
+TraceDiff::Sites compare_sites(const std::string& device, const SiteMap& sa, const SiteMap& sb) {
+  TraceDiff::Sites s;
+  s.device = device;
+  for (const auto& [key, g] : sa) {
+    SiteDiff x{key, g.label, g.bytes, 0, g.count, 0};
+    auto it = sb.find(key);
+    if (it == sb.end()) {
+      s.vanished.push_back(x);
+    } else {
+      x.b_bytes = it->second.bytes;
+      x.b_count = it->second.count;
+      x.label = it->second.label;
+      if (x.delta() != 0 || x.a_count != x.b_count) s.changed.push_back(x);
+    }
+  }
+  for (const auto& [key, g] : sb)
+    if (!sa.count(key)) s.added.push_back({key, g.label, 0, g.bytes, 0, g.count});
+  sort_by_delta(s.changed);
+  sort_by_delta(s.added);
+  sort_by_delta(s.vanished);
+  return s;
 }
 
 }  // namespace
@@ -56,28 +94,9 @@ TraceDiff diff(const Trace& a, const Trace& b) {
                                val(dd.a, &DeviceSummary::final_allocated_bytes);
     d.devices.push_back(std::move(dd));
 
-    TraceDiff::Sites s;
-    s.device = name;
-    auto sa = da ? sites_at_peak(a, da->id) : std::map<std::string, Group>{};
-    auto sb = db ? sites_at_peak(b, db->id) : std::map<std::string, Group>{};
-    for (const auto& [key, g] : sa) {
-      SiteDiff x{key, g.label, g.bytes, 0, g.count, 0};
-      auto it = sb.find(key);
-      if (it == sb.end()) {
-        s.vanished.push_back(x);
-      } else {
-        x.b_bytes = it->second.bytes;
-        x.b_count = it->second.count;
-        x.label = it->second.label;
-        if (x.delta() != 0 || x.a_count != x.b_count) s.changed.push_back(x);
-      }
-    }
-    for (const auto& [key, g] : sb)
-      if (!sa.count(key)) s.added.push_back({key, g.label, 0, g.bytes, 0, g.count});
-    sort_by_delta(s.changed);
-    sort_by_delta(s.added);
-    sort_by_delta(s.vanished);
-    d.sites.push_back(std::move(s));
+    d.sites.push_back(compare_sites(name, sites_at_peak(a, da), sites_at_peak(b, db)));
+    d.reserved_sites.push_back(
+        compare_sites(name, reserved_sites_at_peak(a, da), reserved_sites_at_peak(b, db)));
   }
   return d;
 }

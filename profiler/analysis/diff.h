@@ -1,5 +1,6 @@
-// The difference between two traces of the same program: peaks per device, and what was live
-// at the allocated peak per site (new, vanished and changed sites).
+// The difference between two traces of the same program: peaks per device, and per site what
+// was live at the allocated peak and what was reserved at the reserved peak (new, vanished and
+// changed sites).
 #pragma once
 
 #include <optional>
@@ -18,7 +19,7 @@ struct DeviceDiff {
 
 struct SiteDiff {
   std::string key, label;
-  int64_t a_bytes = 0, b_bytes = 0;  // live at the allocated peak of the device
+  int64_t a_bytes = 0, b_bytes = 0;  // live at the (allocated or reserved) peak of the device
   uint64_t a_count = 0, b_count = 0;
   int64_t delta() const { return b_bytes - a_bytes; }
 };
@@ -33,6 +34,8 @@ struct TraceDiff {
     std::vector<SiteDiff> changed, added, vanished;
   };
   std::vector<Sites> sites;
+  // The same for reserved memory at the reserved peak (reserved_at_peak's sites).
+  std::vector<Sites> reserved_sites;
 };
 
 TraceDiff diff(const Trace& a, const Trace& b);

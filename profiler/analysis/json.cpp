@@ -63,6 +63,7 @@ void to_json(json& j, const Summary& s) {
            {"step_count", s.step_count},
            {"devices", s.devices},
            {"top_at_peak", s.top_at_peak ? json(*s.top_at_peak) : json(nullptr)},
+           {"reserved_at_peak", s.reserved_at_peak ? json(*s.reserved_at_peak) : json(nullptr)},
            {"leaks", s.leaks}};
 }
 
@@ -148,17 +149,21 @@ void to_json(json& j, const TraceDiff& d) {
                    {"b_count", s.b_count}});
     return a;
   };
-  json per_device = json::array();
-  for (const auto& s : d.sites)
-    per_device.push_back({{"device", s.device},
-                          {"changed", sites(s.changed)},
-                          {"new", sites(s.added)},
-                          {"vanished", sites(s.vanished)}});
+  auto per_device = [&](const std::vector<TraceDiff::Sites>& v) {
+    json a = json::array();
+    for (const auto& s : v)
+      a.push_back({{"device", s.device},
+                   {"changed", sites(s.changed)},
+                   {"new", sites(s.added)},
+                   {"vanished", sites(s.vanished)}});
+    return a;
+  };
   j = json{{"json_version", kJsonSchemaVersion},
            {"a", d.a_path},
            {"b", d.b_path},
            {"devices", devices},
-           {"sites_at_peak", per_device}};
+           {"sites_at_peak", per_device(d.sites)},
+           {"reserved_sites_at_peak", per_device(d.reserved_sites)}};
 }
 
 }  // namespace tidemark::analysis

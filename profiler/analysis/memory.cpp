@@ -111,51 +111,53 @@ Values values_before(const Trace& trace, int64_t device, int level, uint64_t ts)
 
 }  // namespace
 
-std::vector<store::AllocationRow> live_allocations(const Trace& trace, int64_t device,
-                                                   TimePoint at) {
-  std::string sql = "WHERE device = ?1 AND (free_requested_ts IS NULL OR free_requested_ts > ?2) ";
+namespace {
+
+// The SQL tail selecting rows (of allocations or segments) live at `at`, whose end time is
+// `end_column`, and its parameters.
+std::string live_where(const char* end_column, int64_t device, TimePoint at,
+                       std::vector<int64_t>& params) {
+  std::string sql = std::string("WHERE device = ?1 AND (") + end_column + " IS NULL OR " +
+                    end_column + " > ?2) ";
   // With a seq, the alloc event's seq decides (two events may share a time); alloc_ts bounds
   // the scan, allowing for cores whose clocks disagree by a little (1 ms).
   sql += at.seq ? "AND alloc_ts <= ?2 + 1000000 AND seq <= ?3 " : "AND alloc_ts <= ?2 ";
-  sql += "ORDER BY seq";
-  std::vector<int64_t> params = {device, static_cast<int64_t>(at.ts)};
+  params = {device, static_cast<int64_t>(at.ts)};
   if (at.seq) params.push_back(static_cast<int64_t>(*at.seq));
-  return trace.reader().allocations_where(sql, params);
+  return sql + "ORDER BY seq";
 }
 
-std::vector<store::AllocationRow> live_in_range(const Trace& trace, int64_t device,
-                                                uint64_t from_ts, uint64_t to_ts) {
-  return trace.reader().allocations_where(
-      "WHERE device = ?1 AND alloc_ts < ?3 AND (free_requested_ts IS NULL OR "
-      "free_requested_ts > ?2) ORDER BY seq",
-      {device, static_cast<int64_t>(std::min(from_ts, kNever)),
-       static_cast<int64_t>(std::min(to_ts, kNever))});
-}
+// What grouping reads of a row: an allocation, or a segment (no scope, no category).
+struct Member {
+  uint64_t stack_id = 0;
+  int64_t bytes = 0, requested_bytes = 0;
+  const std::string* scope = nullptr;  // "" or null: none
+  ev::Category category = ev::Category::unknown;
+};
 
-std::vector<Group> group_allocations(const Trace& trace,
-                                     const std::vector<store::AllocationRow>& rows, GroupBy by,
-                                     size_t limit, uint64_t* groups_total) {
+std::vector<Group> group_members(const Trace& trace, const std::vector<Member>& members,
+                                 GroupBy by, size_t limit, uint64_t* groups_total) {
   std::unordered_map<std::string, Group> groups;
   // A site groups a function's allocations in one file (the key has no line, so diffs survive
   // edits); its label names the line that holds the most bytes of the group.
   std::unordered_map<std::string, std::map<std::string, int64_t>> site_labels;
-  for (const store::AllocationRow& a : rows) {
+  for (const Member& m : members) {
     std::string key, label;
     switch (by) {
       case GroupBy::site: {
-        const Site& s = trace.site(a.stack_id);
+        const Site& s = trace.site(m.stack_id);
         key = s.key;
         label = s.label;
         break;
       }
       case GroupBy::stack:
-        key = std::to_string(a.stack_id);
+        key = std::to_string(m.stack_id);
         break;
       case GroupBy::scope:
-        key = label = a.scope.empty() ? "(no scope)" : a.scope;
+        key = label = !m.scope || m.scope->empty() ? "(no scope)" : *m.scope;
         break;
       case GroupBy::category:
-        key = label = std::string(ev::category_name(a.category));
+        key = label = std::string(ev::category_name(m.category));
         break;
     }
     auto [it, inserted] = groups.try_emplace(key);
@@ -164,17 +166,17 @@ std::vector<Group> group_allocations(const Trace& trace,
       g.key = key;
       g.label = label;
       if (by == GroupBy::stack) {
-        g.frames = trace.stack_frames(a.stack_id);
-        g.label = a.stack_id == 0    ? "(no stack)"
+        g.frames = trace.stack_frames(m.stack_id);
+        g.label = m.stack_id == 0    ? "(no stack)"
                   : g.frames.empty() ? "stack " + key
                                      : g.frames.front();
-        if (a.stack_id != 0) g.label = trace.site(a.stack_id).label;
+        if (m.stack_id != 0) g.label = trace.site(m.stack_id).label;
       }
     }
-    g.bytes += static_cast<int64_t>(a.size);
-    g.requested_bytes += static_cast<int64_t>(a.requested_size);
+    g.bytes += m.bytes;
+    g.requested_bytes += m.requested_bytes;
     ++g.count;
-    if (by == GroupBy::site) site_labels[key][label] += static_cast<int64_t>(a.size);
+    if (by == GroupBy::site) site_labels[key][label] += m.bytes;
   }
   for (auto& [key, labels] : site_labels) {
     if (labels.size() < 2) continue;
@@ -194,16 +196,74 @@ std::vector<Group> group_allocations(const Trace& trace,
   return out;
 }
 
-LiveBreakdown live_at(const Trace& trace, int64_t device, TimePoint at, GroupBy by, size_t limit) {
+LiveBreakdown breakdown(const Trace& trace, int64_t device, uint64_t ts, GroupBy by) {
   LiveBreakdown b;
   b.device_id = device;
   if (const DeviceRef* d = trace.device_by_id(device)) b.device = d->name;
-  b.time_ns = at.ts >= trace.origin_ns() ? at.ts - trace.origin_ns() : 0;
+  b.time_ns = ts >= trace.origin_ns() ? ts - trace.origin_ns() : 0;
   b.by = by;
+  return b;
+}
+
+}  // namespace
+
+std::vector<store::AllocationRow> live_allocations(const Trace& trace, int64_t device,
+                                                   TimePoint at) {
+  std::vector<int64_t> params;
+  std::string sql = live_where("free_requested_ts", device, at, params);
+  return trace.reader().allocations_where(sql, params);
+}
+
+std::vector<store::SegmentRow> live_segments(const Trace& trace, int64_t device, TimePoint at) {
+  std::vector<int64_t> params;
+  std::string sql = live_where("free_ts", device, at, params);
+  return trace.reader().segments_where(sql, params);
+}
+
+std::vector<store::AllocationRow> live_in_range(const Trace& trace, int64_t device,
+                                                uint64_t from_ts, uint64_t to_ts) {
+  return trace.reader().allocations_where(
+      "WHERE device = ?1 AND alloc_ts < ?3 AND (free_requested_ts IS NULL OR "
+      "free_requested_ts > ?2) ORDER BY seq",
+      {device, static_cast<int64_t>(std::min(from_ts, kNever)),
+       static_cast<int64_t>(std::min(to_ts, kNever))});
+}
+
+std::vector<Group> group_allocations(const Trace& trace,
+                                     const std::vector<store::AllocationRow>& rows, GroupBy by,
+                                     size_t limit, uint64_t* groups_total) {
+  std::vector<Member> members;
+  members.reserve(rows.size());
+  for (const store::AllocationRow& a : rows)
+    members.push_back({a.stack_id, static_cast<int64_t>(a.size),
+                       static_cast<int64_t>(a.requested_size), &a.scope, a.category});
+  return group_members(trace, members, by, limit, groups_total);
+}
+
+LiveBreakdown live_at(const Trace& trace, int64_t device, TimePoint at, GroupBy by, size_t limit) {
+  LiveBreakdown b = breakdown(trace, device, at.ts, by);
   std::vector<store::AllocationRow> rows = live_allocations(trace, device, at);
   for (const auto& a : rows) b.bytes += static_cast<int64_t>(a.size);
   b.count = rows.size();
   b.groups = group_allocations(trace, rows, by, limit, &b.groups_total);
+  return b;
+}
+
+std::optional<LiveBreakdown> reserved_at_peak(const Trace& trace, int64_t device, size_t limit) {
+  std::optional<store::Peak> p = peak(trace, device, store::Curve::reserved);
+  if (!p || p->bytes <= 0) return std::nullopt;
+  LiveBreakdown b = breakdown(trace, device, p->ts_ns, GroupBy::site);
+  // The pieces of a partly unmapped range (rows of one seq) are one member.
+  std::vector<Member> members;
+  uint64_t last_seq = 0;
+  for (const store::SegmentRow& r : live_segments(trace, device, {p->ts_ns, p->seq})) {
+    if (members.empty() || r.seq != last_seq) members.push_back({r.stack_id, 0, 0});
+    members.back().bytes += static_cast<int64_t>(r.size);
+    b.bytes += static_cast<int64_t>(r.size);
+    last_seq = r.seq;
+  }
+  b.count = members.size();
+  b.groups = group_members(trace, members, GroupBy::site, limit, &b.groups_total);
   return b;
 }
 
@@ -342,6 +402,12 @@ Summary summarize(const Trace& trace, const SummaryOptions& options) {
     if (auto at = peak_point(trace, primary->device_id))
       s.top_at_peak = live_at(trace, primary->device_id, *at, GroupBy::site, options.top_limit);
   }
+  const DeviceSummary* most_reserved = nullptr;
+  for (const DeviceSummary& d : s.devices)
+    if (!most_reserved || d.peak_reserved_bytes > most_reserved->peak_reserved_bytes)
+      most_reserved = &d;
+  if (most_reserved)
+    s.reserved_at_peak = reserved_at_peak(trace, most_reserved->device_id, options.top_limit);
   s.leaks = leaks(trace, options.device, GroupBy::site, options.top_limit);
   return s;
 }

@@ -33,12 +33,14 @@ struct TimePoint {
   std::optional<uint64_t> seq;  // the event at the point (a peak's)
 };
 
+// What was live at a time on a device, grouped: allocations (live_at), or reserved memory
+// (reserved_at_peak: segments and mapped ranges).
 struct LiveBreakdown {
   int64_t device_id = 0;
   std::string device;
   uint64_t time_ns = 0;  // relative to the origin
   int64_t bytes = 0;     // total live bytes
-  uint64_t count = 0;    // live allocations
+  uint64_t count = 0;    // live allocations (or segments and mapped ranges)
   GroupBy by = GroupBy::site;
   std::vector<Group> groups;  // largest first, at most `limit`
   uint64_t groups_total = 0;  // before the limit
@@ -56,6 +58,18 @@ std::vector<Group> group_allocations(const Trace& trace,
                                      const std::vector<store::AllocationRow>& rows, GroupBy by,
                                      size_t limit, uint64_t* groups_total = nullptr);
 LiveBreakdown live_at(const Trace& trace, int64_t device, TimePoint at, GroupBy by, size_t limit);
+
+// Rows of `segments` reserved at `at` on a device (alloc seq <= `seq` when set, else alloc_ts
+// <= `ts`; not freed or unmapped at `ts`), by seq. A mapped range partly unmapped later is
+// several rows of one seq.
+std::vector<store::SegmentRow> live_segments(const Trace& trace, int64_t device, TimePoint at);
+// Where reserved memory came from: the segments and mapped ranges live at the reserved peak of
+// a device, grouped by the site of their segment_alloc / segment_map's stack (GroupBy::site,
+// the grouping live_at uses; for a tensorlib trace that stack is the allocation that made the
+// cache grow, for a CUDA program the cudaMalloc / cuMemMap call). `count` and each group's
+// `count` are segment_alloc / segment_map events (a partly unmapped range counts once);
+// `requested_bytes` is 0. Empty when the device has no reserved memory.
+std::optional<LiveBreakdown> reserved_at_peak(const Trace& trace, int64_t device, size_t limit);
 
 // The peak of a curve: TraceReader::peak (first time the highest value was reached).
 std::optional<store::Peak> peak(const Trace& trace, int64_t device,
@@ -112,6 +126,8 @@ struct Summary {
   std::vector<DeviceSummary> devices;
   // On the selected device, else the one with the highest allocated peak.
   std::optional<LiveBreakdown> top_at_peak;
+  // On the selected device, else the one with the highest reserved peak.
+  std::optional<LiveBreakdown> reserved_at_peak;
   LeakReport leaks;
 };
 

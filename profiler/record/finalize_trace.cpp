@@ -10,7 +10,9 @@
 namespace tidemark::record {
 
 void finalize_trace(const std::string& path) {
-  std::vector<store::ModuleInfo> modules = store::TraceReader::open(path).modules();
+  // An older trace finalize upgrades is accepted: the module list is a raw table.
+  std::vector<store::ModuleInfo> modules =
+      store::TraceReader::open(path, store::TraceReader::Require::upgradable).modules();
   // Modules are stored at start and again at stop (for libraries loaded meanwhile).
   std::sort(modules.begin(), modules.end(), [](const auto& a, const auto& b) {
     return std::tie(a.start, a.end, a.path) < std::tie(b.start, b.end, b.path);

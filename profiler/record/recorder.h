@@ -57,7 +57,8 @@ void dispatch_with_stack(events::Event& e, uint64_t thread_id, uint64_t seq, con
                          int n_ips) noexcept;
 
 // Finalizes a trace written earlier (a crashed run, or one recorded with finalize off),
-// symbolizing its stacks from the module list stored in it. Throws store::StoreError.
+// symbolizing its stacks from the module list stored in it; a trace of an older schema that
+// store::finalize upgrades is upgraded. Throws store::StoreError.
 void finalize_trace(const std::string& path);
 
 }  // namespace tidemark::record

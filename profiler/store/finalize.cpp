@@ -68,7 +68,7 @@ struct OpenSegment {
   const char* kind;  // "segment" or "mapped"
   uint64_t addr, size, segment, stream;
   ev::Pool pool;
-  uint64_t alloc_ts, seq;
+  uint64_t alloc_ts, seq, thread, stack;  // of the segment_alloc / segment_map
 };
 
 struct OpenStorage {
@@ -96,6 +96,7 @@ class Finalizer {
   Finalizer(Db& db, const FinalizeOptions& options) : db_(db), options_(options) {}
 
   void run() {
+    keep_frames();
     for (const char* t : detail::kDerivedTables)
       db_.exec(("DROP TABLE IF EXISTS " + std::string(t)).c_str());
     db_.exec(detail::kDerivedSchema);
@@ -118,6 +119,10 @@ class Finalizer {
     meta.bind(1, k::kFinalized).bind(2, int64_t{1}).run();
     meta.bind(1, k::kFinalizedUnixNs).bind(2, static_cast<int64_t>(now)).run();
     meta.bind(1, k::kFinalizedToolVersion).bind(2, TIDEMARK_VERSION).run();
+    // A trace of an older schema this build upgrades becomes current here: its raw tables are
+    // those of this version and every derived table was just rebuilt (in this transaction).
+    meta.bind(1, k::kSchemaVersion).bind(2, int64_t{kSchemaVersion}).run();
+    db_.exec(("PRAGMA user_version = " + std::to_string(kSchemaVersion)).c_str());
     if (have_ts_) {
       meta.bind(1, k::kFirstTsNs).bind(2, first_ts_).run();
       meta.bind(1, k::kLastTsNs).bind(2, last_ts_).run();
@@ -187,7 +192,8 @@ class Finalizer {
                       "scope, category) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     ins_segment_ = Stmt(db_,
                         "INSERT INTO segments (device, kind, addr, size, segment, stream, pool, "
-                        "alloc_ts, free_ts, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                        "alloc_ts, free_ts, seq, thread, stack) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     ins_storage_ = Stmt(db_,
                         "INSERT INTO storages (storage_id, device, addr, nbytes, create_ts, "
                         "release_ts, thread, stack) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
@@ -342,7 +348,8 @@ class Finalizer {
         auto [it, fresh] = segments_.try_emplace({dev, b.addr});
         OpenSegment& s = it->second;
         if (!fresh) write_segment(s, std::nullopt);
-        s = {dev, "segment", b.addr, b.size, b.segment, b.stream, b.pool, e.ts_ns, e.seq};
+        s = {dev,     "segment", b.addr, b.size,      b.segment, b.stream,
+             b.pool,  e.ts_ns,   e.seq,  e.thread_id, d.stack_id};
         c.reserved += size;
         break;
       }
@@ -356,8 +363,8 @@ class Finalizer {
         break;
       }
       case ev::Kind::segment_map:
-        mapped_[dev][b.addr] = {dev, "mapped", b.addr, b.size, b.segment, b.stream, b.pool,
-                                e.ts_ns, e.seq};
+        mapped_[dev][b.addr] = {dev,    "mapped", b.addr, b.size,      b.segment, b.stream,
+                                b.pool, e.ts_ns,  e.seq,  e.thread_id, d.stack_id};
         c.reserved += size;
         break;
       case ev::Kind::segment_unmap: {
@@ -454,7 +461,7 @@ class Finalizer {
   void write_segment(const OpenSegment& s, std::optional<uint64_t> free_ts) {
     ins_segment_.bind(1, s.device).bind(2, s.kind).bind(3, s.addr).bind(4, s.size)
         .bind(5, s.segment).bind(6, s.stream).bind(7, pool_name(s.pool)).bind(8, s.alloc_ts)
-        .bind(9, free_ts).bind(10, s.seq).run();
+        .bind(9, free_ts).bind(10, s.seq).bind(11, s.thread).bind(12, s.stack).run();
   }
 
   void write_storage(const OpenStorage& s, std::optional<uint64_t> release_ts) {
@@ -499,15 +506,34 @@ class Finalizer {
     if (pending_step_) write_step(*pending_step_, std::nullopt);
   }
 
+  // Note [Kept frames]: the frames an earlier finalize stored were resolved where and when the
+  // trace was recorded (or given by an importer). An address the symbolizer cannot resolve now
+  // -- the binary is gone or was never here, there is no module list, an imported snapshot's
+  // frame numbers -- keeps them, so finalizing again (to upgrade an older schema, say) never
+  // loses symbols.
+  void keep_frames() {
+    if (!db_.table_exists("frames")) return;
+    Stmt s(db_, "SELECT ip, function, file, line, inlined, module FROM frames ORDER BY ip, depth");
+    while (s.step()) {
+      kept_frames_[s.u64(0)].push_back(
+          {s.text(1), s.text(2), static_cast<int>(s.i64(3)), s.i64(4) != 0, s.text(5)});
+    }
+  }
+
   void symbolize() {
-    if (!options_.symbolize) return;
+    if (!options_.symbolize && kept_frames_.empty()) return;
     Stmt ips(db_, "SELECT DISTINCT ip FROM stack_nodes ORDER BY ip");
     Stmt ins(db_,
              "INSERT INTO frames (ip, depth, function, file, line, inlined, module) "
              "VALUES (?, ?, ?, ?, ?, ?, ?)");
     while (ips.step()) {
       uint64_t ip = ips.u64(0);
-      std::vector<ResolvedFrame> frames = options_.symbolize(ip);
+      std::vector<ResolvedFrame> frames;
+      if (options_.symbolize) frames = options_.symbolize(ip);
+      if (frames.empty()) {
+        if (auto kept = kept_frames_.find(ip); kept != kept_frames_.end())
+          frames = std::move(kept->second);
+      }
       for (size_t i = 0; i < frames.size(); ++i) {
         const ResolvedFrame& f = frames[i];
         ins.bind(1, ip).bind(2, static_cast<int64_t>(i)).bind(3, f.function).bind(4, f.file)
@@ -533,6 +559,7 @@ class Finalizer {
   std::unordered_map<uint64_t, OpenTensor> tensors_;
   std::unordered_map<uint64_t, std::vector<OpenScope>> scopes_;
   std::optional<DecodedEvent> pending_step_;
+  std::unordered_map<uint64_t, std::vector<ResolvedFrame>> kept_frames_;  // by ip
   std::map<int64_t, detail::Curves> curves_;
   std::map<int64_t, detail::LodBuilder> lod_;
   bool have_ts_ = false;
@@ -542,7 +569,7 @@ class Finalizer {
 }  // namespace
 
 void finalize(const std::string& path, const FinalizeOptions& options) {
-  auto db = detail::open_trace(path, Db::Mode::read_write, detail::Need::raw);
+  auto db = detail::open_trace(path, Db::Mode::read_write, detail::Need::upgradable);
   {
     detail::Transaction tx(*db);
     Finalizer(*db, options).run();

@@ -1,4 +1,4 @@
-// The SQL of schema v1 (docs/trace-format.md is the reference; keep both in step and bump
+// The SQL of schema v2 (docs/trace-format.md is the reference; keep both in step and bump
 // kSchemaVersion for any change).
 #pragma once
 
@@ -36,7 +36,8 @@ CREATE TABLE allocations (id INTEGER PRIMARY KEY, device INTEGER NOT NULL, addr 
   thread INTEGER NOT NULL, stack INTEGER NOT NULL, scope INTEGER, category TEXT NOT NULL);
 CREATE TABLE segments (id INTEGER PRIMARY KEY, device INTEGER NOT NULL, kind TEXT NOT NULL,
   addr INTEGER NOT NULL, size INTEGER NOT NULL, segment INTEGER NOT NULL, stream INTEGER NOT NULL,
-  pool TEXT NOT NULL, alloc_ts INTEGER NOT NULL, free_ts INTEGER, seq INTEGER NOT NULL);
+  pool TEXT NOT NULL, alloc_ts INTEGER NOT NULL, free_ts INTEGER, seq INTEGER NOT NULL,
+  thread INTEGER NOT NULL, stack INTEGER NOT NULL);
 CREATE TABLE storages (id INTEGER PRIMARY KEY, storage_id INTEGER NOT NULL, device INTEGER NOT NULL,
   addr INTEGER NOT NULL, nbytes INTEGER NOT NULL, create_ts INTEGER NOT NULL, release_ts INTEGER,
   thread INTEGER NOT NULL, stack INTEGER NOT NULL);

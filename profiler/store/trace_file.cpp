@@ -17,7 +17,8 @@ std::string hex32(int64_t v) {
 }
 }  // namespace
 
-std::unique_ptr<Db> open_trace(const std::string& path, Db::Mode mode, Need need) {
+std::unique_ptr<Db> open_trace(const std::string& path, Db::Mode mode, Need need,
+                               int* version_out) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     throw StoreError(path + ": cannot open: no such file");
@@ -36,16 +37,18 @@ std::unique_ptr<Db> open_trace(const std::string& path, Db::Mode mode, Need need
     throw StoreError(path + ": not a Tidemark trace: SQLite application_id is " + hex32(app_id) +
                      ", expected " + hex32(kApplicationId) + " (\"TDMK\")");
   }
-  if (version > kSchemaVersion) {
-    throw StoreError(path + ": trace schema version " + std::to_string(version) +
-                     " is newer than this build of Tidemark reads (version " +
-                     std::to_string(kSchemaVersion) + "); use a newer Tidemark");
+  const std::string seen = path + ": trace schema version " + std::to_string(version);
+  const std::string reads = " this build of Tidemark reads (version " +
+                            std::to_string(kSchemaVersion) + ")";
+  if (version > kSchemaVersion)
+    throw StoreError(seen + " is newer than" + reads + "; use a newer Tidemark");
+  const bool upgradable = version >= kOldestUpgradableSchemaVersion;
+  if (version < kSchemaVersion && !(upgradable && need == Need::upgradable)) {
+    throw StoreError(seen + " is older than" + reads + "; " +
+                     (upgradable ? "`tidemark finalize " + path + "` upgrades it"
+                                 : std::string("record it again")));
   }
-  if (version < kSchemaVersion) {
-    throw StoreError(path + ": trace schema version " + std::to_string(version) +
-                     " is older than this build of Tidemark reads (version " +
-                     std::to_string(kSchemaVersion) + "); record it again");
-  }
+  if (version_out) *version_out = static_cast<int>(version);
   if (need == Need::finalized) {
     Stmt s(*db, "SELECT value FROM meta WHERE key = ?");
     s.bind(1, meta_keys::kFinalized);

@@ -1,4 +1,4 @@
-// Shared vocabulary of the trace file (schema v1, docs/trace-format.md): what the writer is
+// Shared vocabulary of the trace file (schema v2, docs/trace-format.md): what the writer is
 // given besides events, and what finalize asks of a symbolizer.
 #pragma once
 
@@ -12,7 +12,11 @@
 
 namespace tidemark::store {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
+// The oldest schema finalize() upgrades in place: versions since then changed only derived
+// tables, so rebuilding them from the raw tables makes the file current (docs/trace-format.md,
+// "Versioning"). Older files are refused.
+inline constexpr int kOldestUpgradableSchemaVersion = 1;
 // `PRAGMA application_id`: marks a SQLite file as a Tidemark trace ("TDMK").
 inline constexpr int32_t kApplicationId = 0x54444d4b;
 

@@ -1,5 +1,7 @@
 #include "profiler/store/trace_reader.h"
 
+#include <utility>
+
 #include "profiler/store/event_stream.h"
 #include "profiler/store/meta_keys.h"
 #include "profiler/store/trace_file.h"
@@ -61,20 +63,24 @@ RecordedEvent& RecordedEvent::operator=(RecordedEvent&& o) noexcept {
 // ---- TraceReader --------------------------------------------------------------------------
 
 TraceReader TraceReader::open(const std::string& path, Require require) {
-  auto need = require == Require::finalized ? detail::Need::finalized : detail::Need::raw;
+  auto need = require == Require::finalized    ? detail::Need::finalized
+              : require == Require::upgradable ? detail::Need::upgradable
+                                               : detail::Need::raw;
   std::unique_ptr<Db> db;
+  int version = 0;
   try {
     // Read-write (never create) so a crashed writer's WAL can be recovered.
-    db = detail::open_trace(path, Db::Mode::read_write, need);
+    db = detail::open_trace(path, Db::Mode::read_write, need, &version);
   } catch (const StoreError& e) {
     // A file we may not write: read it as it is.
     if (std::string(e.what()).find("cannot open") == std::string::npos) throw;
-    db = detail::open_trace(path, Db::Mode::read_only, need);
+    db = detail::open_trace(path, Db::Mode::read_only, need, &version);
   }
-  return TraceReader(std::move(db));
+  return TraceReader(std::move(db), version);
 }
 
-TraceReader::TraceReader(std::unique_ptr<Db> db) : db_(std::move(db)) {}
+TraceReader::TraceReader(std::unique_ptr<Db> db, int schema_version)
+    : db_(std::move(db)), schema_version_(schema_version) {}
 TraceReader::~TraceReader() = default;
 TraceReader::TraceReader(TraceReader&&) noexcept = default;
 TraceReader& TraceReader::operator=(TraceReader&&) noexcept = default;
@@ -259,6 +265,12 @@ std::vector<RecordedEvent> TraceReader::events() const {
 // ---- Derived tables -----------------------------------------------------------------------
 
 void TraceReader::require_finalized() const {
+  if (schema_version_ != kSchemaVersion) {
+    throw StoreError(path() + ": trace schema version " + std::to_string(schema_version_) +
+                     " has derived tables this build does not read (version " +
+                     std::to_string(kSchemaVersion) + "); `tidemark finalize " + path() +
+                     "` upgrades it");
+  }
   if (!finalized() || !db_->table_exists("memory_lod")) {
     throw StoreError(path() +
                      ": trace is not finalized (meta finalized = 0, expected 1): finalize it "
@@ -285,6 +297,10 @@ constexpr const char* kAllocationColumns =
     "SELECT device, addr, size, requested_size, stream, segment, pool, alloc_ts, "
     "free_requested_ts, free_completed_ts, seq, thread, stack, scope, category FROM allocations ";
 
+ev::Pool pool_named(const std::string& name) {
+  return name == "large" ? ev::Pool::large : ev::Pool::small;
+}
+
 AllocationRow allocation_row(const Stmt& s, const TraceReader& r) {
   AllocationRow a;
   a.device = s.i64(0);
@@ -293,7 +309,7 @@ AllocationRow allocation_row(const Stmt& s, const TraceReader& r) {
   a.requested_size = s.u64(3);
   a.stream = s.u64(4);
   a.segment = s.u64(5);
-  a.pool = s.text(6) == "large" ? ev::Pool::large : ev::Pool::small;
+  a.pool = pool_named(s.text(6));
   a.alloc_ts = s.u64(7);
   if (!s.is_null(8)) a.free_requested_ts = s.u64(8);
   if (!s.is_null(9)) a.free_completed_ts = s.u64(9);
@@ -305,6 +321,38 @@ AllocationRow allocation_row(const Stmt& s, const TraceReader& r) {
   for (int c = 0; c <= static_cast<int>(ev::Category::temporary); ++c)
     if (ev::category_name(static_cast<ev::Category>(c)) == cat) a.category = static_cast<ev::Category>(c);
   return a;
+}
+
+constexpr const char* kSegmentColumns =
+    "SELECT device, kind, addr, size, segment, stream, pool, alloc_ts, free_ts, seq, thread, "
+    "stack FROM segments ";
+
+SegmentRow segment_row(const Stmt& s) {
+  SegmentRow r;
+  r.device = s.i64(0);
+  r.mapped = s.text(1) == "mapped";
+  r.addr = s.u64(2);
+  r.size = s.u64(3);
+  r.segment = s.u64(4);
+  r.stream = s.u64(5);
+  r.pool = pool_named(s.text(6));
+  r.alloc_ts = s.u64(7);
+  if (!s.is_null(8)) r.free_ts = s.u64(8);
+  r.seq = s.u64(9);
+  r.thread = s.u64(10);
+  r.stack_id = s.u64(11);
+  return r;
+}
+
+// The rows `columns` + `where` selects, ?1, ?2, ... bound to `params`, decoded by `decode`.
+template <class Decode>
+auto rows_where(Db& db, const char* columns, const std::string& where,
+                const std::vector<int64_t>& params, Decode decode) {
+  std::vector<decltype(decode(std::declval<const Stmt&>()))> out;
+  Stmt s(db, (std::string(columns) + where).c_str());
+  for (size_t i = 0; i < params.size(); ++i) s.bind(static_cast<int>(i + 1), params[i]);
+  while (s.step()) out.push_back(decode(s));
+  return out;
 }
 }  // namespace
 
@@ -331,11 +379,14 @@ std::vector<AllocationRow> TraceReader::allocations(int64_t device) const {
 std::vector<AllocationRow> TraceReader::allocations_where(const std::string& where,
                                                        const std::vector<int64_t>& params) const {
   require_finalized();
-  std::vector<AllocationRow> out;
-  Stmt s(*db_, (std::string(kAllocationColumns) + where).c_str());
-  for (size_t i = 0; i < params.size(); ++i) s.bind(static_cast<int>(i + 1), params[i]);
-  while (s.step()) out.push_back(allocation_row(s, *this));
-  return out;
+  return rows_where(*db_, kAllocationColumns, where, params,
+                    [this](const Stmt& s) { return allocation_row(s, *this); });
+}
+
+std::vector<SegmentRow> TraceReader::segments_where(const std::string& where,
+                                                 const std::vector<int64_t>& params) const {
+  require_finalized();
+  return rows_where(*db_, kSegmentColumns, where, params, segment_row);
 }
 
 std::vector<LodLevel> TraceReader::lod_levels(int64_t device) const {

@@ -1,4 +1,4 @@
-// TraceReader: reads a Tidemark trace file (schema v1, docs/trace-format.md): its meta data,
+// TraceReader: reads a Tidemark trace file (schema v2, docs/trace-format.md): its meta data,
 // the raw events decoded back in seq order, and simple queries over the tables finalize()
 // builds. The analysis library builds on it.
 #pragma once
@@ -63,6 +63,18 @@ struct AllocationRow {
   events::Category category = events::Category::unknown;
 };
 
+// One row of `segments`: a segment (segment_alloc ... segment_free) or a piece of a mapped
+// range of an expandable segment (segment_map ... segment_unmap).
+struct SegmentRow {
+  int64_t device = 0;
+  bool mapped = false;  // kind 'mapped'
+  uint64_t addr = 0, size = 0, segment = 0, stream = 0;
+  events::Pool pool = events::Pool::small;
+  uint64_t alloc_ts = 0;
+  std::optional<uint64_t> free_ts;  // empty: reserved at the end
+  uint64_t seq = 0, thread = 0, stack_id = 0;  // of the segment_alloc / segment_map
+};
+
 // One row of `memory_lod`: at level 0 one change (min = max = value), above a bucket.
 struct LodRow {
   uint64_t t = 0;  // level 0: the change's time; above: the bucket's start
@@ -90,17 +102,21 @@ enum class Curve { allocated, active, reserved, requested };
 
 class TraceReader {
  public:
-  enum class Require { raw, finalized };
+  // raw: the raw tables; finalized: the derived tables too; upgradable: the raw tables of this
+  // schema or of an older one finalize() upgrades (derived-table queries then throw unless the
+  // trace is current).
+  enum class Require { raw, finalized, upgradable };
 
   // Opens `path` and checks it: a Tidemark trace (application_id), of schema version
-  // kSchemaVersion (user_version), finalized when `require` says so. Throws StoreError naming
-  // the file and what was expected and seen.
+  // kSchemaVersion (user_version; see Require::upgradable), finalized when `require` says so.
+  // Throws StoreError naming the file and what was expected and seen.
   static TraceReader open(const std::string& path, Require require = Require::raw);
   ~TraceReader();
   TraceReader(TraceReader&&) noexcept;
   TraceReader& operator=(TraceReader&&) noexcept;
 
   const std::string& path() const;
+  int schema_version() const { return schema_version_; }  // the file's user_version
 
   // ---- Meta and raw tables --------------------------------------------------------------
   TraceMeta meta() const;  // devices included
@@ -137,6 +153,9 @@ class TraceReader {
   // one place.
   std::vector<AllocationRow> allocations_where(const std::string& where,
                                                const std::vector<int64_t>& params) const;
+  // Rows of `segments` selected as allocations_where selects allocations.
+  std::vector<SegmentRow> segments_where(const std::string& where,
+                                         const std::vector<int64_t>& params) const;
   std::vector<LodLevel> lod_levels(int64_t device) const;
   // Rows of one level with t in [t0, t1], by t.
   std::vector<LodRow> lod(int64_t device, int level, uint64_t t0, uint64_t t1) const;
@@ -144,11 +163,12 @@ class TraceReader {
   std::vector<ResolvedFrame> frames(uint64_t ip) const;
 
  private:
-  explicit TraceReader(std::unique_ptr<detail::Db> db);
+  TraceReader(std::unique_ptr<detail::Db> db, int schema_version);
   void require_finalized() const;
   const std::vector<std::string>& strings() const;
 
   std::unique_ptr<detail::Db> db_;
+  int schema_version_ = kSchemaVersion;
   mutable std::vector<std::string> strings_;
   mutable bool strings_loaded_ = false;
 };

@@ -39,7 +39,9 @@ struct FinalizeOptions {
 
 // Builds the derived tables (allocations, segments, tensors, syncs, scopes, steps, the
 // level-of-detail pyramid, symbolized frames) from the raw events. Idempotent: rerunning it
-// rebuilds them, so a crashed, unfinalized file can be finalized later. Throws StoreError.
+// rebuilds them, so a crashed, unfinalized file can be finalized later. A trace of an older
+// schema it can upgrade (kOldestUpgradableSchemaVersion on) is made current: derived tables
+// rebuilt, version set to kSchemaVersion. Throws StoreError.
 void finalize(const std::string& path, const FinalizeOptions& options = {});
 
 }  // namespace tidemark::store

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -21,6 +22,8 @@ namespace an = tidemark::analysis;
 namespace ev = tidemark::events;
 namespace st = tidemark::store;
 using analysis_test::Builder;
+using analysis_test::kMiB;
+using analysis_test::make_segments_trace;
 using analysis_test::make_trace;
 using analysis_test::remove_trace;
 using analysis_test::temp_path;
@@ -93,8 +96,14 @@ TEST_F(AnalysisTest, SummaryAndLeaks) {
   ASSERT_EQ(s.leaks.by_step.size(), 1u);
   EXPECT_EQ(s.leaks.by_step[0].step, 0);
 
+  // The one segment (no stack) is all the reserved memory at the reserved peak.
+  ASSERT_TRUE(s.reserved_at_peak);
+  EXPECT_EQ(s.reserved_at_peak->bytes, 1 << 20);
+  ASSERT_EQ(s.reserved_at_peak->groups.size(), 1u);
+  EXPECT_EQ(s.reserved_at_peak->groups[0].label, "(no stack)");
+
   nlohmann::json j = s;
-  EXPECT_EQ(j["schema_version"], 1);
+  EXPECT_EQ(j["schema_version"], 2);
   EXPECT_EQ(j["devices"][0]["device"], "cpu");
   EXPECT_EQ(j["devices"][0]["peak_allocated_bytes"], 5632);
   EXPECT_EQ(j["leaks"]["bytes"], 512);
@@ -202,6 +211,86 @@ TEST_F(AnalysisTest, DiffReportsPeakDeltasAndSiteChanges) {
   ASSERT_EQ(back.sites[0].vanished.size(), 1u);
   EXPECT_EQ(back.sites[0].vanished[0].label, "0xe1");
   remove_trace(bigger);
+}
+
+// Reserved memory by site on a trace of segments only (make_segments_trace's comment has the
+// values worked out by hand).
+TEST(AnalysisReserved, SitesOfReservedMemoryAtTheReservedPeak) {
+  const std::string path = temp_path("reserved");
+  make_segments_trace(path);
+  an::Trace t = an::Trace::open(path);
+  const int64_t cuda = t.device("cuda:0").id;
+  std::optional<an::LiveBreakdown> b = an::reserved_at_peak(t, cuda, 10);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->device, "cuda:0");
+  EXPECT_EQ(b->time_ns, 4000u);
+  EXPECT_EQ(b->bytes, int64_t(28 * kMiB));
+  EXPECT_EQ(b->count, 3u);
+  EXPECT_EQ(b->by, an::GroupBy::site);
+  ASSERT_EQ(b->groups.size(), 2u);  // warmup's segment was freed before the peak
+  EXPECT_EQ(b->groups_total, 2u);
+  EXPECT_EQ(b->groups[0].key, "load_model@train.py");
+  EXPECT_EQ(b->groups[0].label, "load_model (train.py:14)");
+  EXPECT_EQ(b->groups[0].bytes, int64_t(26 * kMiB));
+  EXPECT_EQ(b->groups[0].count, 2u);
+  EXPECT_EQ(b->groups[0].requested_bytes, 0);
+  EXPECT_EQ(b->groups[1].label, "(no stack)");
+  EXPECT_EQ(b->groups[1].bytes, int64_t(2 * kMiB));
+  EXPECT_EQ(b->groups[1].count, 1u);
+  for (const an::Group& g : b->groups) EXPECT_EQ(g.label.find("warmup"), std::string::npos);
+  // The limit keeps the largest.
+  b = an::reserved_at_peak(t, cuda, 1);
+  ASSERT_EQ(b->groups.size(), 1u);
+  EXPECT_EQ(b->groups_total, 2u);
+  EXPECT_EQ(b->groups[0].label, "load_model (train.py:14)");
+  // The cpu has no reserved memory.
+  EXPECT_FALSE(an::reserved_at_peak(t, t.device("cpu").id, 10));
+
+  // After the middle third of the mapped range was unmapped (t=6500): its two outer pieces,
+  // and the two whole segments.
+  std::vector<st::SegmentRow> live = an::live_segments(t, cuda, {6500, std::nullopt});
+  ASSERT_EQ(live.size(), 4u);
+  std::sort(live.begin(), live.end(), [](auto& x, auto& y) { return x.addr < y.addr; });
+  int64_t bytes = 0;
+  for (const st::SegmentRow& r : live) bytes += static_cast<int64_t>(r.size);
+  EXPECT_EQ(bytes, int64_t(20 * kMiB));
+  EXPECT_EQ(live[2].addr, 0x40000000u);
+  EXPECT_EQ(live[2].size, 8 * kMiB);
+  EXPECT_EQ(live[3].addr, 0x41000000u);
+  EXPECT_EQ(live[3].size, 8 * kMiB);
+  EXPECT_EQ(live[3].stack_id, 4u);
+
+  // summarize() takes it from the device with the highest reserved peak; the allocated top
+  // sites have nothing (no device has allocations).
+  an::Summary s = an::summarize(t);
+  ASSERT_TRUE(s.reserved_at_peak);
+  EXPECT_EQ(s.reserved_at_peak->device, "cuda:0");
+  EXPECT_EQ(s.reserved_at_peak->bytes, int64_t(28 * kMiB));
+  nlohmann::json j = s;
+  EXPECT_EQ(j["reserved_at_peak"]["groups"][0]["bytes"], 26 * kMiB);
+  EXPECT_EQ(j["reserved_at_peak"]["count"], 3);
+  remove_trace(path);
+}
+
+TEST(AnalysisReserved, DiffReportsReservedSiteChanges) {
+  const std::string a_path = temp_path("reserved_a"), b_path = temp_path("reserved_b");
+  make_segments_trace(a_path);
+  make_segments_trace(b_path, /*keep_warmup=*/true);
+  an::TraceDiff d = an::diff(an::Trace::open(a_path), an::Trace::open(b_path));
+  ASSERT_EQ(d.reserved_sites.size(), 2u);  // cpu, cuda:0
+  const an::TraceDiff::Sites& s = d.reserved_sites[1];
+  EXPECT_EQ(s.device, "cuda:0");
+  EXPECT_TRUE(s.changed.empty());  // load_model and (no stack) hold the same at both peaks
+  EXPECT_TRUE(s.vanished.empty());
+  ASSERT_EQ(s.added.size(), 1u);
+  EXPECT_EQ(s.added[0].label, "warmup (train.py:30)");
+  EXPECT_EQ(s.added[0].b_bytes, int64_t(20 * kMiB));
+  EXPECT_EQ(s.added[0].b_count, 1u);
+  EXPECT_EQ(d.devices[1].peak_reserved_delta, int64_t(20 * kMiB));
+  nlohmann::json j = d;
+  EXPECT_EQ(j["reserved_sites_at_peak"][1]["new"][0]["delta_bytes"], 20 * kMiB);
+  remove_trace(a_path);
+  remove_trace(b_path);
 }
 
 // Regression: a function in an anonymous namespace returning a std:: type was taken for a

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "profiler/store/trace_writer.h"
 
@@ -46,8 +47,11 @@ class Builder {
     e_.ts_ns = ts;
     e_.thread_id = 1;
     e_.seq = ++seq_;
+    e_.device = device_;
     return e_;
   }
+  // The device of the events that follow (cpu until set).
+  void device(ev::DeviceId d) { device_ = d; }
   void block(ev::Kind kind, uint64_t ts, uint64_t addr, uint64_t size, uint64_t stack = 0) {
     ev::Event& e = next(kind, ts);
     e.block.addr = addr;
@@ -104,6 +108,7 @@ class Builder {
   std::string path_;
   std::unique_ptr<st::TraceWriter> w_;
   ev::Event e_;
+  ev::DeviceId device_{};
   uint64_t seq_ = 0;
   int64_t sizes_[2] = {2, 3}, strides_[2] = {3, 1};
 };
@@ -148,6 +153,43 @@ inline void make_trace(const std::string& path, bool bigger) {
   b.free(8000, 0x10000, 1024);
   b.free(9000, 0x11000, d);
   b.finish(9000);
+}
+
+// A trace of reserved memory only, as CUDA injection records PyTorch (segments, no blocks), on
+// cuda:0 (the meta names only the cpu). Stacks: 1 (0xa1) and 4 (0xa2) are two lines of one
+// function, load_model (train.py:10 and :14); 2 (0xb1) is warmup (train.py:30). Times in ns:
+//   t=1000 segment_alloc 0x100000     2 MiB @1           reserved  2 MiB
+//   t=2000 segment_alloc 0x10000000  20 MiB @2 (warmup)           22 MiB
+//   t=3000 segment_free  0x10000000  [kept: no free]               2 MiB [22]
+//   t=4000 segment_alloc 0x200000     2 MiB, no stack              4 MiB [24]
+//   t=5000 segment_map   0x40000000  24 MiB @4                    28 MiB [48]: the peak
+//   t=6000 segment_unmap 0x40800000   8 MiB (the middle third)    20 MiB [40]
+//   t=7000 segment_free  0x100000     2 MiB                       18 MiB [38]
+// At the reserved peak (t=5000, 4000 ns after the origin): load_model 26 MiB in 2 segments
+// (labelled by its line holding the most bytes, train.py:14), (no stack) 2 MiB in 1; warmup's
+// segment was freed before [with keep_warmup: warmup 20 MiB in 1 too].
+constexpr uint64_t kMiB = 1 << 20;
+inline void make_segments_trace(const std::string& path, bool keep_warmup = false) {
+  Builder b(path);
+  b.stack_node(4, 0, 0xa2);
+  b.device({ev::DeviceType::cuda, 0});
+  b.block(ev::Kind::segment_alloc, 1000, 0x100000, 2 * kMiB, 1);
+  b.block(ev::Kind::segment_alloc, 2000, 0x10000000, 20 * kMiB, 2);
+  if (!keep_warmup) b.block(ev::Kind::segment_free, 3000, 0x10000000, 20 * kMiB);
+  b.block(ev::Kind::segment_alloc, 4000, 0x200000, 2 * kMiB, 0);
+  b.block(ev::Kind::segment_map, 5000, 0x40000000, 24 * kMiB, 4);
+  b.block(ev::Kind::segment_unmap, 6000, 0x40800000, 8 * kMiB);
+  b.block(ev::Kind::segment_free, 7000, 0x100000, 2 * kMiB);
+  st::FinalizeOptions options;
+  options.symbolize = [](uint64_t ip) -> std::vector<st::ResolvedFrame> {
+    switch (ip) {
+      case 0xa1: return {{"load_model", "/src/train.py", 10, false, ""}};
+      case 0xa2: return {{"load_model", "/src/train.py", 14, false, ""}};
+      case 0xb1: return {{"warmup", "/src/train.py", 30, false, ""}};
+      default: return {};
+    }
+  };
+  b.finish(7000, options);
 }
 
 // A test on the base trace (make_trace), written before and removed after each test.

@@ -13,8 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "analysis/trace_builder.h"
 #include "profiler/store/trace_reader.h"
 #include "run_program.h"
+#include "schema_v1_trace.h"
 
 namespace {
 
@@ -144,10 +146,10 @@ TEST_F(CliTest, BadInputExitsTwoWithOneLineNamingTheFile) {
   }
   std::string future = (temp_dir() / "future.db").string();
   fs::copy_file(trace_, future, fs::copy_options::overwrite_existing);
-  ASSERT_EQ(std::system(("sqlite3 " + quote(future) +
-                         " 'PRAGMA user_version = 2' 2>/dev/null || "
-                         "python3 -c \"import sqlite3; c=sqlite3.connect('" +
-                         future + "'); c.execute('PRAGMA user_version = 2'); c.commit()\"")
+  const std::string newer = "PRAGMA user_version = " + std::to_string(st::kSchemaVersion + 1);
+  ASSERT_EQ(std::system(("sqlite3 " + quote(future) + " '" + newer + "' 2>/dev/null || " +
+                         "python3 -c \"import sqlite3; c=sqlite3.connect('" + future +
+                         "'); c.execute('" + newer + "'); c.commit()\"")
                             .c_str()),
             0);
   std::string missing = (temp_dir() / "missing.db").string();
@@ -176,6 +178,86 @@ TEST_F(CliTest, BadInputExitsTwoWithOneLineNamingTheFile) {
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("terminate"), std::string::npos) << r.err;
   }
+}
+
+// A trace of reserved memory only (what CUDA injection records of PyTorch): summary names the
+// sites that made reserved memory grow. Values: make_segments_trace's comment.
+TEST(CliSummary, ReservedMemoryBySiteOnASegmentsOnlyTrace) {
+  const std::string path = (temp_dir() / "segments.db").string();
+  analysis_test::make_segments_trace(path);
+  Result text = tidemark({"summary", path});
+  ASSERT_EQ(text.rc, 0) << text.err;
+  const size_t section = text.out.find(
+      "\nreserved at the reserved peak of cuda:0 (28.00 MiB in 3 segments, 0.000 s), by site:\n"
+      "     26.00 MiB  92.9%       2  load_model (train.py:14)\n"
+      "      2.00 MiB   7.1%       1  (no stack)\n");
+  EXPECT_NE(section, std::string::npos) << text.out;
+  EXPECT_LT(section, text.out.find("\nleaks:")) << text.out;
+  EXPECT_EQ(text.out.find("warmup"), std::string::npos) << text.out;  // freed before the peak
+
+  Result r = tidemark({"summary", path, "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["json_version"], 1);
+  EXPECT_TRUE(j["top_at_peak"].is_null());  // no allocations anywhere
+  const uint64_t MiB = 1 << 20;
+  using J = nlohmann::json;
+  EXPECT_EQ(j["reserved_at_peak"],
+            (J{{"device", "cuda:0"},
+               {"time_ns", 4000},
+               {"bytes", 28 * MiB},
+               {"count", 3},
+               {"by", "site"},
+               {"groups", J::array({J{{"key", "load_model@train.py"},
+                                      {"label", "load_model (train.py:14)"},
+                                      {"bytes", 26 * MiB},
+                                      {"requested_bytes", 0},
+                                      {"count", 2}},
+                                    J{{"key", "(no stack)"},
+                                      {"label", "(no stack)"},
+                                      {"bytes", 2 * MiB},
+                                      {"requested_bytes", 0},
+                                      {"count", 1}}})},
+               {"groups_total", 2}}))
+      << j["reserved_at_peak"].dump(2);
+}
+
+// A trace of schema version 1: every command but finalize refuses it naming the upgrade;
+// finalize upgrades it, after which the segments' stacks (kept in the raw events) are there,
+// named by the frames the file already held.
+TEST(CliFinalize, UpgradesASchemaVersion1Trace) {
+  const std::string path = (temp_dir() / "v1.db").string();
+  analysis_test::make_segments_trace(path);
+  ASSERT_EQ(tl_test::make_schema_v1(path), "");
+  for (const char* command : {"summary", "info", "top"}) {
+    Result r = tidemark({command, path});
+    EXPECT_EQ(r.rc, 2) << command << ": " << r.out;
+    EXPECT_EQ(r.err, "tidemark: " + path +
+                         ": trace schema version 1 is older than this build of Tidemark reads "
+                         "(version 2); `tidemark finalize " +
+                         path + "` upgrades it\n")
+        << command;
+  }
+  Result f = tidemark({"finalize", path});
+  ASSERT_EQ(f.rc, 0) << f.err;
+  EXPECT_NE(f.out.find("upgraded from schema version 1 to 2"), std::string::npos) << f.out;
+  Result s = tidemark({"summary", path, "--json"});
+  ASSERT_EQ(s.rc, 0) << s.err;
+  nlohmann::json j = nlohmann::json::parse(s.out);
+  EXPECT_EQ(j["schema_version"], 2);
+  // The trace has no module list to symbolize from: the frames the v1 finalize stored are kept
+  // (Note [Kept frames]), so the sites are named as before.
+  const nlohmann::json& groups = j["reserved_at_peak"]["groups"];
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0]["label"], "load_model (train.py:14)");
+  EXPECT_EQ(groups[0]["bytes"], 26 << 20);
+  EXPECT_EQ(groups[0]["count"], 2);
+  EXPECT_EQ(groups[1]["label"], "(no stack)");
+  EXPECT_EQ(groups[1]["bytes"], 2 << 20);
+  // Finalizing it again is a plain finalize.
+  Result again = tidemark({"finalize", path});
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_EQ(again.out.find("upgraded"), std::string::npos) << again.out;
 }
 
 TEST(CliRecord, ReturnsTheChildsExitStatusAndFinalizesAfterAKill) {

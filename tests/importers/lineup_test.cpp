@@ -166,8 +166,11 @@ TEST(ImportLineup, SnapshotBlocksSitInsideRecordedSegments) {
   EXPECT_EQ(stats.matched_segments, stats.snapshot_segments);
   EXPECT_EQ(stats.clock_offset_ns, truth - 40'000);
   EXPECT_EQ(stats.recorded_events, recorded.size());
-  // Reserved memory counted once: the recorded segments only.
+  // Reserved memory counted once: the recorded segments only, with the recording's thread and
+  // stack (1, of every recorded segment_alloc / segment_map).
   EXPECT_EQ(one(merged, "SELECT count(*) FROM segments"), static_cast<int64_t>(segments.size()));
+  EXPECT_EQ(one(merged, "SELECT count(*) FROM segments WHERE thread = 1 AND stack = 1"),
+            static_cast<int64_t>(segments.size()));
   // All the snapshot's blocks, each inside a recorded segment live at the time.
   EXPECT_EQ(one(merged, "SELECT count(*) FROM allocations"),
             one(f("alone.db"), "SELECT count(*) FROM allocations"));

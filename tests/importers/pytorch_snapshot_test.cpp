@@ -108,6 +108,23 @@ TEST(PytorchSnapshot, RealSnapshotMatchesIndependentPythonReplay) {
     auto allocs = r.allocations(dev);
     EXPECT_EQ(allocs.size(), d["actions"]["alloc"].get<size_t>() + d["initial_blocks"].get<size_t>());
   }
+
+  // Segments carry the frames of their segment_alloc entry (the 7 of the history, with 50, 87,
+  // ... frames, as Python's pickle reads them); the 3 from before the history have none (the
+  // snapshot's `segments` give no frames).
+  const std::map<uint64_t, size_t> entry_frames = {
+      {0x7f4474000000, 50}, {0x7f4445600000, 87}, {0x7f4445800000, 73}, {0x7f4475400000, 69},
+      {0x7f4476800000, 55}, {0x7f4477c00000, 32}, {0x7f4412000000, 35}};
+  const std::vector<st::SegmentRow> segs = r.segments_where("ORDER BY addr", {});
+  ASSERT_EQ(segs.size(), 10u);
+  for (const st::SegmentRow& s : segs) {
+    auto it = entry_frames.find(s.addr);
+    SCOPED_TRACE(s.addr);
+    EXPECT_EQ(r.stack(s.stack_id).size(), it == entry_frames.end() ? 0u : it->second);
+    if (it != entry_frames.end()) {
+      EXPECT_EQ(r.frames(r.stack(s.stack_id).front())[0].function, "torch::unwind::unwind()");
+    }
+  }
   EXPECT_EQ(r.meta().start_ts_ns, expected["devices"][0]["first_time_ns"].get<uint64_t>());
   EXPECT_EQ(r.meta_value("last_ts_ns"), std::to_string(expected["devices"][0]["last_time_ns"].get<uint64_t>()));
 
@@ -541,6 +558,18 @@ TEST(PytorchSnapshot, EveryActionFromPython) {
   EXPECT_EQ(final_values(r, d1).allocated, 512);
   EXPECT_EQ(final_values(r, d1).active, 1024);
   EXPECT_EQ(final_values(r, d1).reserved, int64_t(2 * MiB));
+  // The mapped range of the segment_map entry has its frames (f0, train.py:10); the one mapped
+  // before the trace and the one mapped without frames have none.
+  std::vector<std::string> mapped;
+  for (const st::SegmentRow& s : r.segments_where("WHERE device = ?1 ORDER BY addr", {d0})) {
+    std::string frames;
+    for (uint64_t ip : r.stack(s.stack_id))
+      for (const auto& f : r.frames(ip)) frames += f.function + "@" + f.file + ":" + std::to_string(f.line);
+    mapped.push_back(std::to_string(s.addr) + " " + frames);
+  }
+  EXPECT_EQ(mapped, (std::vector<std::string>{std::to_string(0x40000000) + " ",
+                                              std::to_string(0x41400000) + " f0@train.py:10",
+                                              std::to_string(0x42800000) + " "}));
   int ooms = 0;
   r.for_each_event([&](const ev::Event& e, uint64_t) { ooms += e.kind == ev::Kind::oom; });
   EXPECT_EQ(ooms, 1);

@@ -375,6 +375,61 @@ TEST(StoreFinalize, LodLevelZeroIsEveryChangeAndCoarserLevelsBracketIt) {
   remove_trace(path);
 }
 
+// A segment's row has the thread and stack of its segment_alloc; each piece of a mapped range
+// those of its segment_map, whichever thread unmapped part of it (and with what stack).
+TEST(StoreFinalize, SegmentsKeepTheThreadAndStackOfTheirAllocOrMap) {
+  std::string path = temp_path("finalize_segment_stacks");
+  using K = ev::Kind;
+  const auto L = ev::Pool::large;
+  History h;
+  h.block(K::segment_alloc, 100, 1, S, 2 * MiB, 0, S, ev::Pool::small, 2);
+  h.block(K::segment_alloc, 110, 2, S2, 20 * MiB, 0, S2, L, 3);
+  h.block(K::segment_map, 120, 2, E, 4 * MiB, 0, E, L, 1);
+  h.block(K::segment_map, 130, 1, E + 4 * MiB, 2 * MiB, 0, E, L, 0);
+  h.block(K::segment_unmap, 140, 1, E + 2 * MiB, 4 * MiB, 0, E, L, 3);
+  h.block(K::segment_free, 150, 1, S2, 20 * MiB, 0, S2, L, 2);
+  write(path, h);
+  st::finalize(path);
+  auto n = [](uint64_t v) { return std::to_string(v); };
+  EXPECT_EQ(rows(path, "SELECT kind, addr, size, free_ts, thread, stack FROM segments ORDER BY addr"),
+            (std::vector<std::string>{
+                "segment|" + n(S) + "|" + n(2 * MiB) + "|NULL|1|2",
+                "segment|" + n(S2) + "|" + n(20 * MiB) + "|150|2|3",
+                "mapped|" + n(E) + "|" + n(2 * MiB) + "|NULL|2|1",
+                "mapped|" + n(E + 2 * MiB) + "|" + n(2 * MiB) + "|140|2|1",
+                "mapped|" + n(E + 4 * MiB) + "|" + n(2 * MiB) + "|140|1|0",
+            }));
+  remove_trace(path);
+}
+
+// Note [Kept frames]: finalizing again asks the symbolizer, and an address it cannot resolve
+// keeps the frames stored before; one it resolves gets the new ones.
+TEST(StoreFinalize, AddressesTheSymbolizerCannotResolveKeepTheirFrames) {
+  std::string path = temp_path("finalize_kept_frames");
+  write(path, small_history());
+  st::FinalizeOptions first;
+  first.symbolize = [](uint64_t ip) -> std::vector<st::ResolvedFrame> {
+    if (ip == 0x1000) return {{"main", "main.cpp", 5, false, "/bin/x"}};
+    if (ip == 0x3000)
+      return {{"inlined_helper", "a.h", 12, true, "/bin/x"}, {"caller()", "a.cpp", 40, false, "/bin/x"}};
+    return {};
+  };
+  st::finalize(path, first);
+  st::FinalizeOptions second;  // resolves 0x3000 differently, 0x1000 not at all
+  second.symbolize = [](uint64_t ip) -> std::vector<st::ResolvedFrame> {
+    if (ip == 0x3000) return {{"rebuilt()", "b.cpp", 9, false, "/bin/y"}};
+    return {};
+  };
+  st::finalize(path, second);
+  const char* q = "SELECT ip, depth, function, file, line, inlined, module FROM frames ORDER BY ip, depth";
+  EXPECT_EQ(rows(path, q), (std::vector<std::string>{"4096|0|main|main.cpp|5|0|/bin/x",
+                                                     "12288|0|rebuilt()|b.cpp|9|0|/bin/y"}));
+  st::finalize(path);  // no symbolizer: everything kept
+  EXPECT_EQ(rows(path, q), (std::vector<std::string>{"4096|0|main|main.cpp|5|0|/bin/x",
+                                                     "12288|0|rebuilt()|b.cpp|9|0|/bin/y"}));
+  remove_trace(path);
+}
+
 TEST(StoreFinalize, IsIdempotent) {
   std::string path = temp_path("finalize_twice");
   write(path, small_history());

@@ -10,9 +10,11 @@
 
 #include "profiler/store/trace_reader.h"
 #include "profiler/store/trace_writer.h"
+#include "schema_v1_trace.h"
 
 namespace {
 
+namespace ev = tidemark::events;
 namespace st = tidemark::store;
 
 std::string temp_path(const std::string& name) {
@@ -66,18 +68,92 @@ TEST(StoreReader, RefusesAnotherApplicationsSqliteFile) {
 }
 
 TEST(StoreReader, RefusesNewerAndOlderSchemaVersions) {
+  static_assert(st::kSchemaVersion == 2, "update the messages below");
   std::string path = temp_path("version");
   st::TraceWriter::create(path, {})->close(0);
-  sql(path, "PRAGMA user_version = 2");
+  sql(path, "PRAGMA user_version = 3");
   EXPECT_EQ(open_error(path), path +
-                                  ": trace schema version 2 is newer than this build of Tidemark "
-                                  "reads (version 1); use a newer Tidemark");
+                                  ": trace schema version 3 is newer than this build of Tidemark "
+                                  "reads (version 2); use a newer Tidemark");
+  EXPECT_THROW(st::finalize(path), st::StoreError);
   sql(path, "PRAGMA user_version = 0");
   EXPECT_EQ(open_error(path), path +
                                   ": trace schema version 0 is older than this build of Tidemark "
-                                  "reads (version 1); record it again");
-  // finalize() refuses it too.
+                                  "reads (version 2); record it again");
+  // Too old to upgrade: finalize() refuses it too.
+  EXPECT_EQ(open_error(path, st::TraceReader::Require::upgradable),
+            path + ": trace schema version 0 is older than this build of Tidemark reads "
+                   "(version 2); record it again");
   EXPECT_THROW(st::finalize(path), st::StoreError);
+  remove_trace(path);
+}
+
+// Version 2 added the stack and thread of segments; a version-1 trace (same raw tables) is
+// refused with a message naming the upgrade, and finalize() upgrades it in place.
+TEST(StoreReader, FinalizeUpgradesASchemaVersion1Trace) {
+  std::string path = temp_path("v1");
+  {
+    auto w = st::TraceWriter::create(path, {});
+    w->add_stack_node(1, 0, 0x1000);
+    w->add_stack_node(2, 1, 0x2000);
+    ev::Event e;
+    e.kind = ev::Kind::segment_alloc;
+    e.seq = 1;
+    e.ts_ns = 100;
+    e.thread_id = 3;
+    e.block.addr = 0x100000;
+    e.block.size = 2 << 20;
+    e.block.segment = 0x100000;
+    w->append(e, 2);
+    e.kind = ev::Kind::segment_map;
+    e.seq = 2;
+    e.ts_ns = 200;
+    e.thread_id = 4;
+    e.block.addr = e.block.segment = 0x40000000;
+    w->append(e, 1);
+    w->close(200);
+  }
+  st::FinalizeOptions symbols;  // as where it was recorded
+  symbols.symbolize = [](uint64_t ip) -> std::vector<st::ResolvedFrame> {
+    if (ip == 0x2000) return {{"grow", "a.cpp", 7, false, "/bin/x"}};
+    return {};
+  };
+  st::finalize(path, symbols);
+  ASSERT_EQ(tl_test::make_schema_v1(path), "");
+
+  const std::string refused = path +
+                              ": trace schema version 1 is older than this build of Tidemark "
+                              "reads (version 2); `tidemark finalize " +
+                              path + "` upgrades it";
+  EXPECT_EQ(open_error(path), refused);
+  EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized), refused);
+  {
+    // Its raw tables read; its derived ones do not.
+    auto r = st::TraceReader::open(path, st::TraceReader::Require::upgradable);
+    EXPECT_EQ(r.schema_version(), 1);
+    EXPECT_EQ(r.events().size(), 2u);
+    EXPECT_THROW(r.segments_where("", {}), st::StoreError);
+  }
+
+  st::finalize(path);
+  EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized), "(no error)");
+  auto r = st::TraceReader::open(path, st::TraceReader::Require::finalized);
+  EXPECT_EQ(r.schema_version(), 2);
+  EXPECT_EQ(r.meta_value("schema_version"), "2");
+  std::vector<st::SegmentRow> segs = r.segments_where("ORDER BY addr", {});
+  ASSERT_EQ(segs.size(), 2u);
+  EXPECT_EQ(segs[0].addr, 0x100000u);
+  EXPECT_FALSE(segs[0].mapped);
+  EXPECT_EQ(segs[0].thread, 3u);
+  EXPECT_EQ(segs[0].stack_id, 2u);
+  EXPECT_EQ(segs[1].addr, 0x40000000u);
+  EXPECT_TRUE(segs[1].mapped);
+  EXPECT_EQ(segs[1].thread, 4u);
+  EXPECT_EQ(segs[1].stack_id, 1u);
+  // Finalized here without a symbolizer, the address keeps the frame resolved before.
+  ASSERT_EQ(r.frames(0x2000).size(), 1u);
+  EXPECT_EQ(r.frames(0x2000)[0].function, "grow");
+  EXPECT_EQ(r.frames(0x2000)[0].line, 7);
   remove_trace(path);
 }
 

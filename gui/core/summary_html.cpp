@@ -67,16 +67,24 @@ QString summary_html(const TraceData& data) {
              .arg(d.oom_count);
   }
   h += "</table>";
-  if (s.top_at_peak) {
-    h += QString("<h3>Live at the %1 peak (%2, by site)</h3><ol>")
-             .arg(esc(s.top_at_peak->device), bytes_text(s.top_at_peak->bytes));
-    for (const analysis::Group& g : s.top_at_peak->groups)
-      h += QString("<li>%1 in %2 &mdash; %3</li>")
+  // The sites of a peak, as `tidemark summary` lists them.
+  auto sites = [&](const QString& title, const analysis::LiveBreakdown& b, const QString& unit) {
+    h += QString("<h3>%1 (%2, by site)</h3><ol>").arg(title, bytes_text(b.bytes));
+    for (const analysis::Group& g : b.groups)
+      h += QString("<li>%1 in %2 %3 &mdash; %4</li>")
                .arg(bytes_text(g.bytes))
                .arg(g.count)
-               .arg(esc(g.label));
+               .arg(unit, esc(g.label));
     h += "</ol>";
-  }
+  };
+  if (s.top_at_peak)
+    sites(QString("Live at the %1 peak").arg(esc(s.top_at_peak->device)), *s.top_at_peak,
+          "allocations");
+  // What made reserved memory grow: for a CUDA-injected trace (PyTorch's segments only) the
+  // one list of sites there is.
+  if (s.reserved_at_peak)
+    sites(QString("Reserved at the %1 reserved peak").arg(esc(s.reserved_at_peak->device)),
+          *s.reserved_at_peak, "segments");
   if (!data.late_error.empty())
     h += "<p><b>Could not compute everything:</b> " + esc(data.late_error) + "</p>";
   if (data.stage == Stage::tables) h += "<h3>Findings</h3><p><i>computing…</i></p>";

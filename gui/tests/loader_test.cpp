@@ -4,6 +4,8 @@
 #include <QTest>
 #include <QThread>
 
+#include "gui/core/summary_html.h"
+#include "gui/core/table_models.h"
 #include "gui/core/timeline_widget.h"
 #include "gui/core/trace_loader.h"
 #include "gui/core/trace_view.h"
@@ -52,6 +54,15 @@ class LoaderTest : public QObject {
     QCOMPARE(data->peaks[0]->ts_ns, peak->ts_ns);
     QCOMPARE(data->steps.size(), size_t(20));
     QVERIFY(!data->live_at_peak.empty());
+    // The Summary names what made reserved memory grow, as `tidemark summary` does.
+    const auto reserved = tidemark::analysis::reserved_at_peak(trace, data->devices[0].id, 10);
+    QVERIFY(reserved && !reserved->groups.empty());
+    const QString html = summary_html(*data);
+    QVERIFY2(html.contains("Reserved at the cpu reserved peak (" +
+                           bytes_text(reserved->bytes) + ", by site)"),
+             qPrintable(html));
+    QVERIFY2(html.contains(QString::fromStdString(reserved->groups[0].label).toHtmlEscaped()),
+             qPrintable(html));
   }
 
   // The stages arrive in order: the timeline paints from opened()'s snapshot (painted here

@@ -17,11 +17,15 @@ inline QString test_dir() {
   return TIDEMARK_TEST_DIR;
 }
 
-// samples/train_mlp 20, recorded and finalized. Empty on failure (the test then fails,
-// after printing the sample's output).
+// samples/train_mlp 20, recorded and finalized, once per test process (a file left by an
+// earlier build may have another schema or come from other code). Empty on failure (the test
+// then fails, after printing the sample's output).
 inline QString recorded_trace() {
   const QString path = test_dir() + "/train_mlp.db";
-  if (QFile::exists(path)) return path;
+  static bool recorded = false;
+  if (recorded && QFile::exists(path)) return path;
+  for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(path + suffix);
+  recorded = true;
   QProcess p;
   p.setProcessChannelMode(QProcess::MergedChannels);
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
@@ -38,11 +42,14 @@ inline QString recorded_trace() {
 
 #ifdef TIDEMARK_CLI
 // `program args...` recorded with `tidemark record --stacks 32` into the test's directory as
-// `name` (once per test binary). Empty on failure, after printing the recorder's output.
+// `name` (once per test process). Empty on failure, after printing the recorder's output.
 inline QString cli_recorded_trace(const QString& name, const QString& program,
                                   const QStringList& args = {}) {
   const QString path = test_dir() + "/" + name;
-  if (QFile::exists(path)) return path;
+  static QStringList recorded;
+  if (recorded.contains(name) && QFile::exists(path)) return path;
+  for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(path + suffix);
+  recorded.append(name);
   QProcess p;
   p.setProcessChannelMode(QProcess::MergedChannels);
   p.start(TIDEMARK_CLI, QStringList{"record", "--stacks", "32", "-o", path, "--", program} + args);

@@ -21,6 +21,26 @@ bool has_segments(const Trace& trace) {
   return scalar(trace, "SELECT count(*) FROM segments") > 0;
 }
 
+// Whether `device` has allocated blocks (all devices: -1). A CUDA-injected trace of a program
+// with its own caching allocator (PyTorch) has its segments only: allocated reads 0 there, so
+// reserved against allocated says nothing about fragmentation or caching.
+bool has_blocks(const Trace& trace, int64_t device = -1) {
+  Query q(trace.db(), device < 0 ? "SELECT 1 FROM allocations LIMIT 1"
+                                 : "SELECT 1 FROM allocations WHERE device = ? LIMIT 1");
+  if (device >= 0) q.bind(1, device);
+  return q.step();
+}
+
+// Why the allocator detectors skip a trace, or "" when they can run.
+std::string allocator_skip_reason(const Trace& trace) {
+  if (!has_segments(trace)) return "the trace has no segment (reserved memory) events";
+  if (!has_blocks(trace))
+    return "the trace has reserved memory but no allocated blocks (a CUDA-injected trace sees "
+           "the segments the program's own allocator reserves, not its blocks; `tidemark "
+           "import SNAPSHOT --onto` adds PyTorch's)";
+  return "";
+}
+
 // The device's curves right after the event `seq` (level 0 of memory_lod).
 struct CurvesAt {
   int64_t allocated = 0, reserved = 0;
@@ -104,11 +124,12 @@ const char* kFragmentationFix =
 // cached free memory at the OOM. The site is the allocation the peak's segment was reserved
 // for (or the oom event's stack).
 void detect_fragmentation(const Trace& trace, Diagnosis& out) {
-  if (!has_segments(trace)) {
-    out.skipped.push_back({"fragmentation", "the trace has no segment (reserved memory) events"});
+  if (const std::string why = allocator_skip_reason(trace); !why.empty()) {
+    out.skipped.push_back({"fragmentation", why});
     return;
   }
   for (const DeviceRef& dev : trace.devices()) {
+    if (!has_blocks(trace, dev.id)) continue;
     std::optional<store::Peak> reserved = peak(trace, dev.id, store::Curve::reserved);
     std::optional<store::Peak> allocated = peak(trace, dev.id, store::Curve::allocated);
     if (!reserved || reserved->bytes <= 0 || !allocated) continue;
@@ -189,11 +210,12 @@ void detect_fragmentation(const Trace& trace, Diagnosis& out) {
 //     tail lasting at least 10% of the trace. empty_cache() there would return C. Site: the
 //     largest allocation site at the allocated peak (the phase that built the cache).
 void detect_cache_held(const Trace& trace, Diagnosis& out) {
-  if (!has_segments(trace)) {
-    out.skipped.push_back({"cache-held", "the trace has no segment (reserved memory) events"});
+  if (const std::string why = allocator_skip_reason(trace); !why.empty()) {
+    out.skipped.push_back({"cache-held", why});
     return;
   }
   for (const DeviceRef& dev : trace.devices()) {
+    if (!has_blocks(trace, dev.id)) continue;
     // (1)
     Query ec(trace.db(),
              "SELECT ts, allocated, reserved, released, stack FROM allocator_events "

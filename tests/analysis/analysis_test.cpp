@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "profiler/analysis/diagnose.h"
 #include "profiler/analysis/diff.h"
 #include "profiler/analysis/json.h"
 #include "profiler/analysis/memory.h"
@@ -269,6 +270,27 @@ TEST(AnalysisReserved, SitesOfReservedMemoryAtTheReservedPeak) {
   nlohmann::json j = s;
   EXPECT_EQ(j["reserved_at_peak"]["groups"][0]["bytes"], 26 * kMiB);
   EXPECT_EQ(j["reserved_at_peak"]["count"], 3);
+  remove_trace(path);
+}
+
+// Reserved memory with no allocated blocks (an injected PyTorch trace) says nothing about
+// fragmentation or cached memory: those detectors skip, naming why, instead of reporting
+// reserved against an allocated curve that reads 0.
+TEST(AnalysisReserved, AllocatorDiagnosesSkipATraceWithoutBlocks) {
+  const std::string path = temp_path("segments_diagnose");
+  make_segments_trace(path, /*keep_warmup=*/true);
+  const an::Diagnosis d = an::diagnose(an::Trace::open(path));
+  for (const an::Finding& f : d.findings) {
+    EXPECT_NE(f.id, "fragmentation") << f.title;
+    EXPECT_NE(f.id, "cache-held") << f.title;
+  }
+  size_t skipped = 0;
+  for (const auto& s : d.skipped) {
+    if (s.id != "fragmentation" && s.id != "cache-held") continue;
+    ++skipped;
+    EXPECT_NE(s.reason.find("no allocated blocks"), std::string::npos) << s.reason;
+  }
+  EXPECT_EQ(skipped, 2u);
   remove_trace(path);
 }
 

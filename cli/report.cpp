@@ -90,6 +90,15 @@ int run_summary(const SummaryArgs& a) {
                d.segment_alloc_count, d.oom_count, d.sync_count);
   }
   if (s.top_at_peak) print_breakdown("live at the allocated peak", *s.top_at_peak, "allocations");
+  if (s.categories_at_peak) {  // what kind of memory the peak is: one line
+    const an::LiveBreakdown& c = *s.categories_at_peak;
+    std::string line;
+    for (const an::Group& g : c.groups)
+      line += fmt::format("{}{} {} ({:.1f}%)", line.empty() ? "" : ", ", g.label,
+                          an::format_bytes(g.bytes),
+                          100.0 * static_cast<double>(g.bytes) / static_cast<double>(c.bytes));
+    fmt::print("  by category: {}\n", line);
+  }
   // Where reserved memory came from: for a CUDA program recorded by injection (segments, no
   // blocks) the only sites there are.
   if (s.reserved_at_peak)
@@ -306,7 +315,7 @@ int run_diff(const DiffArgs& a) {
   an::Trace tb = open_trace(a.b);
   an::TraceDiff d = an::diff(ta, tb);
   if (a.limit)
-    for (auto* sites : {&d.sites, &d.reserved_sites})
+    for (auto* sites : {&d.sites, &d.reserved_sites, &d.categories})
       for (auto& s : *sites)
         for (auto* v : {&s.changed, &s.added, &s.vanished})
           if (v->size() > a.limit) v->resize(a.limit);
@@ -329,11 +338,12 @@ int run_diff(const DiffArgs& a) {
                an::format_bytes(rb), signed_bytes(x.peak_reserved_delta));
     fmt::print("  final allocated delta {}\n", signed_bytes(x.final_allocated_delta));
   }
-  auto print_sites = [&](const std::vector<an::TraceDiff::Sites>& sites, const char* where) {
+  auto print_sites = [&](const std::vector<an::TraceDiff::Sites>& sites, const char* what,
+                         const char* where) {
     for (const auto& s : sites) {
       auto list = [&](const char* title, const std::vector<an::SiteDiff>& v) {
         if (v.empty()) return;
-        fmt::print("\n{} sites {} on {}:\n", title, where, s.device);
+        fmt::print("\n{} {} {} on {}:\n", title, what, where, s.device);
         for (const an::SiteDiff& x : v)
           fmt::print("  {:>12} {:>12} -> {:>12}  {}\n", signed_bytes(x.delta()),
                      an::format_bytes(x.a_bytes), an::format_bytes(x.b_bytes), x.label);
@@ -343,8 +353,9 @@ int run_diff(const DiffArgs& a) {
       list("vanished", s.vanished);
     }
   };
-  print_sites(d.sites, "at the allocated peak");
-  print_sites(d.reserved_sites, "of reserved memory at the reserved peak");
+  print_sites(d.categories, "categories", "at the allocated peak");
+  print_sites(d.sites, "sites", "at the allocated peak");
+  print_sites(d.reserved_sites, "sites", "of reserved memory at the reserved peak");
   return kExitOk;
 }
 

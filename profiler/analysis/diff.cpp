@@ -16,11 +16,11 @@ SiteMap by_key(std::vector<Group> groups) {
   return out;
 }
 
-SiteMap sites_at_peak(const Trace& t, const DeviceRef* device) {
+SiteMap at_peak(const Trace& t, const DeviceRef* device, GroupBy by) {
   if (!device) return {};
   auto at = peak_point(t, device->id);
   if (!at) return {};
-  return by_key(live_at(t, device->id, *at, GroupBy::site, 0).groups);
+  return by_key(live_at(t, device->id, *at, by, 0).groups);
 }
 
 SiteMap reserved_sites_at_peak(const Trace& t, const DeviceRef* device) {
@@ -94,7 +94,9 @@ TraceDiff diff(const Trace& a, const Trace& b) {
                                val(dd.a, &DeviceSummary::final_allocated_bytes);
     d.devices.push_back(std::move(dd));
 
-    d.sites.push_back(compare_sites(name, sites_at_peak(a, da), sites_at_peak(b, db)));
+    d.sites.push_back(compare_sites(name, at_peak(a, da, GroupBy::site), at_peak(b, db, GroupBy::site)));
+    d.categories.push_back(compare_sites(name, at_peak(a, da, GroupBy::category),
+                                         at_peak(b, db, GroupBy::category)));
     d.reserved_sites.push_back(
         compare_sites(name, reserved_sites_at_peak(a, da), reserved_sites_at_peak(b, db)));
   }

@@ -36,6 +36,9 @@ struct TraceDiff {
   std::vector<Sites> sites;
   // The same for reserved memory at the reserved peak (reserved_at_peak's sites).
   std::vector<Sites> reserved_sites;
+  // Categories (parameter, activation, ...) at the allocated peak, compared the same way
+  // (key and label: the category's name).
+  std::vector<Sites> categories;
 };
 
 TraceDiff diff(const Trace& a, const Trace& b);

@@ -63,6 +63,8 @@ void to_json(json& j, const Summary& s) {
            {"step_count", s.step_count},
            {"devices", s.devices},
            {"top_at_peak", s.top_at_peak ? json(*s.top_at_peak) : json(nullptr)},
+           {"categories_at_peak",
+            s.categories_at_peak ? json(*s.categories_at_peak) : json(nullptr)},
            {"reserved_at_peak", s.reserved_at_peak ? json(*s.reserved_at_peak) : json(nullptr)},
            {"leaks", s.leaks}};
 }
@@ -163,7 +165,8 @@ void to_json(json& j, const TraceDiff& d) {
            {"b", d.b_path},
            {"devices", devices},
            {"sites_at_peak", per_device(d.sites)},
-           {"reserved_sites_at_peak", per_device(d.reserved_sites)}};
+           {"reserved_sites_at_peak", per_device(d.reserved_sites)},
+           {"categories_at_peak", per_device(d.categories)}};
 }
 
 }  // namespace tidemark::analysis

@@ -399,8 +399,13 @@ Summary summarize(const Trace& trace, const SummaryOptions& options) {
   for (const DeviceSummary& d : s.devices)
     if (!primary || d.peak_allocated_bytes > primary->peak_allocated_bytes) primary = &d;
   if (primary) {
-    if (auto at = peak_point(trace, primary->device_id))
+    if (auto at = peak_point(trace, primary->device_id)) {
       s.top_at_peak = live_at(trace, primary->device_id, *at, GroupBy::site, options.top_limit);
+      LiveBreakdown cats = live_at(trace, primary->device_id, *at, GroupBy::category, 0);
+      const bool categorised = std::any_of(cats.groups.begin(), cats.groups.end(),
+                                           [](const Group& g) { return g.key != "unknown"; });
+      if (categorised) s.categories_at_peak = std::move(cats);
+    }
   }
   const DeviceSummary* most_reserved = nullptr;
   for (const DeviceSummary& d : s.devices)

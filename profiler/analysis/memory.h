@@ -126,6 +126,9 @@ struct Summary {
   std::vector<DeviceSummary> devices;
   // On the selected device, else the one with the highest allocated peak.
   std::optional<LiveBreakdown> top_at_peak;
+  // The same peak by category (parameter, activation, ...), every category; empty when the
+  // trace has no categories (every allocation `unknown`).
+  std::optional<LiveBreakdown> categories_at_peak;
   // On the selected device, else the one with the highest reserved peak.
   std::optional<LiveBreakdown> reserved_at_peak;
   LeakReport leaks;

@@ -90,6 +90,7 @@ TEST_F(AnalysisTest, SummaryAndLeaks) {
   EXPECT_EQ(d.leaked_bytes, 512);
   ASSERT_TRUE(s.top_at_peak);
   EXPECT_EQ(s.top_at_peak->bytes, 5632);
+  EXPECT_FALSE(s.categories_at_peak);  // every allocation `unknown`: nothing to split
   EXPECT_EQ(s.leaks.bytes, 512);
   EXPECT_EQ(s.leaks.count, 1u);
   ASSERT_EQ(s.leaks.groups.size(), 1u);
@@ -188,6 +189,54 @@ TEST_F(AnalysisTest, TensorsAndViewsLiveAtATime) {
   EXPECT_EQ(live[1].op, "view");
   EXPECT_EQ(live[0].sizes, "[2,3]");
   EXPECT_EQ(an::tensors_live_at(t, 2400).size(), 1u);
+}
+
+// A training step's memory by category at the allocated peak: parameters, activations kept
+// for backward and (with `adam`) optimizer state; a temporary freed before the peak.
+void make_categorised_trace(const std::string& path, int64_t activations, bool adam) {
+  analysis_test::Builder b(path);
+  b.block(ev::Kind::segment_alloc, 1000, 0x10000, 1 << 20);
+  b.alloc(2000, 0x10000, 4096, 1, ev::Category::parameter);
+  b.alloc(3000, 0x20000, 1024, 2, ev::Category::temporary);
+  b.free(3500, 0x20000, 1024);
+  b.alloc(4000, 0x30000, static_cast<uint64_t>(activations), 2, ev::Category::activation);
+  if (adam) b.alloc(5000, 0x40000, 2048, 3, ev::Category::optimizer_state);
+  b.alloc(6000, 0x50000, 512, 3);  // unknown
+  b.free(7000, 0x30000, static_cast<uint64_t>(activations));
+  b.finish(8000);
+}
+
+TEST(AnalysisCategories, SummaryAndDiffSplitThePeakByCategory) {
+  const std::string a_path = temp_path("categories_a"), b_path = temp_path("categories_b");
+  make_categorised_trace(a_path, 8192, false);
+  make_categorised_trace(b_path, 16384, true);
+  an::Summary s = an::summarize(an::Trace::open(a_path));
+  ASSERT_TRUE(s.categories_at_peak);
+  EXPECT_EQ(s.categories_at_peak->bytes, 4096 + 8192 + 512);
+  ASSERT_EQ(s.categories_at_peak->groups.size(), 3u);  // largest first; the temporary was freed
+  EXPECT_EQ(s.categories_at_peak->groups[0].label, "activation");
+  EXPECT_EQ(s.categories_at_peak->groups[0].bytes, 8192);
+  EXPECT_EQ(s.categories_at_peak->groups[1].label, "parameter");
+  EXPECT_EQ(s.categories_at_peak->groups[1].bytes, 4096);
+  EXPECT_EQ(s.categories_at_peak->groups[2].label, "unknown");
+  EXPECT_EQ(s.categories_at_peak->groups[2].bytes, 512);
+  nlohmann::json j = s;
+  EXPECT_EQ(j["categories_at_peak"]["groups"][0]["key"], "activation");
+
+  an::TraceDiff d = an::diff(an::Trace::open(a_path), an::Trace::open(b_path));
+  ASSERT_EQ(d.categories.size(), 1u);
+  const an::TraceDiff::Sites& c = d.categories[0];
+  ASSERT_EQ(c.changed.size(), 1u);  // parameter and unknown held the same
+  EXPECT_EQ(c.changed[0].label, "activation");
+  EXPECT_EQ(c.changed[0].delta(), 8192);
+  ASSERT_EQ(c.added.size(), 1u);
+  EXPECT_EQ(c.added[0].label, "optimizer_state");
+  EXPECT_EQ(c.added[0].b_bytes, 2048);
+  EXPECT_TRUE(c.vanished.empty());
+  nlohmann::json dj = d;
+  EXPECT_EQ(dj["categories_at_peak"][0]["changed"][0]["delta_bytes"], 8192);
+  remove_trace(a_path);
+  remove_trace(b_path);
 }
 
 TEST_F(AnalysisTest, DiffReportsPeakDeltasAndSiteChanges) {

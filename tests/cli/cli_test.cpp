@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -85,6 +86,33 @@ TEST_F(CliTest, SummaryJsonAgreesWithTheTrace) {
   // The sites are the sample's code, not tensorlib's (Note [Allocation site]).
   std::string site = j["top_at_peak"]["groups"][0]["label"];
   EXPECT_NE(site.find("samples::"), std::string::npos) << site;
+}
+
+// The allocated peak by category (an nn program tags parameters, gradients, activations and
+// optimizer state): the categories add up to the peak's bytes and are what `top --by
+// category` gives at the peak; train_mlp's hand-written model tags none, so it has no split.
+TEST_F(CliTest, SummarySplitsThePeakByCategory) {
+  nlohmann::json plain = nlohmann::json::parse(tidemark({"summary", trace_, "--json"}).out);
+  EXPECT_TRUE(plain["categories_at_peak"].is_null()) << plain["categories_at_peak"].dump();
+  const std::string path = (temp_dir() / "loss.db").string();
+  Result rec = tidemark({"record", "-o", path, "--", std::string(TIDEMARK_SAMPLES_BIN) +
+                         "/pitfall_accumulated_loss", "--steps", "5"});
+  ASSERT_EQ(rec.rc, 0) << rec.err;
+  nlohmann::json j = nlohmann::json::parse(tidemark({"summary", path, "--json"}).out);
+  ASSERT_TRUE(j["categories_at_peak"].is_object()) << j.dump(2);
+  int64_t sum = 0;
+  std::set<std::string> keys;
+  for (const auto& g : j["categories_at_peak"]["groups"]) {
+    sum += g["bytes"].get<int64_t>();
+    keys.insert(g["key"].get<std::string>());
+  }
+  EXPECT_EQ(sum, j["top_at_peak"]["bytes"].get<int64_t>());
+  EXPECT_TRUE(keys.count("parameter") && keys.count("activation")) << j["categories_at_peak"].dump();
+  nlohmann::json top = nlohmann::json::parse(
+      tidemark({"top", path, "--by", "category", "--limit", "0", "--json"}).out);
+  EXPECT_EQ(top["groups"], j["categories_at_peak"]["groups"]);
+  Result text = tidemark({"summary", path});
+  EXPECT_NE(text.out.find("\n  by category: activation "), std::string::npos) << text.out;
 }
 
 TEST_F(CliTest, CheckPassesWithAGenerousLimitAndFailsNamingTheLimit) {

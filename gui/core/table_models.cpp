@@ -121,7 +121,7 @@ DiffModel* make_diff_model(QObject* parent) {
   std::vector<TableColumn<DiffRow>> cols = {
       {"What", [](const DiffRow& r) { return QVariant(text(r.what)); }, {}},
       {"Device", [](const DiffRow& r) { return QVariant(text(r.device)); }, {}},
-      {"Site", [](const DiffRow& r) { return QVariant(text(r.name)); }, {}},
+      {"Site or category", [](const DiffRow& r) { return QVariant(text(r.name)); }, {}},
       {"A", [](const DiffRow& r) { return QVariant(bytes_text(r.a)); },
        [](const DiffRow& r) { return num(r.a); }},
       {"B", [](const DiffRow& r) { return QVariant(bytes_text(r.b)); },

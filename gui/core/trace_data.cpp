@@ -228,13 +228,19 @@ std::vector<DiffRow> diff_rows(const analysis::TraceDiff& diff) {
     for (const auto& [what, member] : values)
       rows.push_back({what, d.device, {}, value(d.a, member), value(d.b, member)});
   }
-  for (const analysis::TraceDiff::Sites& s : diff.sites) {
-    const std::pair<const char*, const std::vector<analysis::SiteDiff>*> kinds[] = {
-        {"site changed", &s.changed}, {"site new", &s.added}, {"site vanished", &s.vanished}};
-    for (const auto& [what, sites] : kinds)
-      for (const analysis::SiteDiff& d : *sites)
-        rows.push_back({what, s.device, d.label, d.a_bytes, d.b_bytes});
-  }
+  // What kind of memory changed at the allocated peak, then where, then reserved memory's sites.
+  auto add = [&](const std::vector<analysis::TraceDiff::Sites>& all, const std::string& noun) {
+    for (const analysis::TraceDiff::Sites& s : all) {
+      const std::pair<const char*, const std::vector<analysis::SiteDiff>*> kinds[] = {
+          {" changed", &s.changed}, {" new", &s.added}, {" vanished", &s.vanished}};
+      for (const auto& [what, sites] : kinds)
+        for (const analysis::SiteDiff& d : *sites)
+          rows.push_back({noun + what, s.device, d.label, d.a_bytes, d.b_bytes});
+    }
+  };
+  add(diff.categories, "category");
+  add(diff.sites, "site");
+  add(diff.reserved_sites, "reserved site");
   return rows;
 }
 

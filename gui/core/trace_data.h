@@ -156,8 +156,9 @@ StateAtTime state_at(const analysis::Trace& trace, int64_t device, uint64_t ts);
 // One difference between two traces (analysis::diff), as the Compare table lists it: a
 // device's peak or final value, or a site's bytes live at the allocated peak.
 struct DiffRow {
-  std::string what;  // "peak allocated", "peak reserved", "final allocated", "site changed",
-                     // "site new", "site vanished"
+  std::string what;  // "peak allocated", "peak reserved", "final allocated", then
+                     // "category ...", "site ..." (at the allocated peak) and "reserved site ..."
+                     // (at the reserved peak), each "changed", "new" or "vanished"
   std::string device, name;  // name: the site's label (empty for a device's values)
   int64_t a = 0, b = 0;
   int64_t delta() const { return b - a; }

@@ -60,6 +60,11 @@ class CompareTest : public QObject {
     for (const DiffRow& r : view.diffModel()->rows())
       site_shrank |= r.what.rfind("site", 0) == 0 && r.delta() < 0;
     QVERIFY(site_shrank);
+    // What kind of memory: the activations the accumulated loss kept are gone in the fix.
+    bool activations_shrank = false;
+    for (const DiffRow& r : view.diffModel()->rows())
+      activations_shrank |= r.what.rfind("category", 0) == 0 && r.name == "activation" && r.delta() < 0;
+    QVERIFY(activations_shrank);
 
     // The overlay: B's timeline over A's columns shifted to B's time (aligned at the start).
     TimelineWidget* t = view.timeline();

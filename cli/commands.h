@@ -29,6 +29,8 @@ struct RecordArgs {
   bool no_stacks = false;
   bool no_tensors = false;
   bool no_cuda = false;  // do not inject libtidemark_inject.so (CUDA and NVTX)
+  // The NVTX range that marks a step in an injected program (default "step"; "": none).
+  std::optional<std::string> step_range;
   std::vector<std::string> command;
 };
 int run_record(const RecordArgs& a);

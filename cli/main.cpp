@@ -58,6 +58,9 @@ int main(int argc, char** argv) {
   record->add_flag("--no-tensors", rec.no_tensors, "Do not record tensor and storage events");
   record->add_flag("--no-cuda", rec.no_cuda,
                    "Do not inject libtidemark_inject.so (CUDA memory, copies, syncs, NVTX)");
+  record->add_option("--step-range", rec.step_range,
+                     "NVTX range that starts each step of an injected program: NAME, NAME#N, "
+                     "NAME N (default step; \"\" for none)");
   // The program and its arguments follow "--" (split off before parsing, so the program's
   // own options are never taken for ours), or the first argument that is not an option.
   record->prefix_command();

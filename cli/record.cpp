@@ -106,6 +106,7 @@ int run_record(const RecordArgs& a) {
     ::setenv("TIDEMARK_FINALIZE", "0", 1);
     // Processes the program starts write their own <stem>-<pid> files (docs/interpose.md).
     ::setenv("TIDEMARK_ROOT_PID", std::to_string(::getpid()).c_str(), 1);
+    if (a.step_range) ::setenv("TIDEMARK_STEP_RANGE", a.step_range->c_str(), 1);
     if (!inject.empty()) {
       ::setenv("CUDA_INJECTION64_PATH", inject.c_str(), 1);
       ::setenv("NVTX_INJECTION64_PATH", inject.c_str(), 1);

@@ -1,9 +1,12 @@
 #include "interpose/nvtx_inject.h"
 
 #include <atomic>
+#include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -125,11 +128,54 @@ void emit(ev::Kind kind, std::string_view name, uint64_t value, uint64_t ts = 0)
   ev::dispatch(e);
 }
 
+// Note [Step ranges]
+// A program recorded by injection marks its iterations with NVTX ranges
+// (`torch.cuda.nvtx.range_push("step")`, or ranges named `ProfilerStep#12`): each start of a
+// range named TIDEMARK_STEP_RANGE ("step" when unset, `tidemark record --step-range`; empty:
+// none) also emits a `step` event, so steps, per-step growth, leaks by step and `tidemark
+// watch` work as for a tensorlib program. The name matches exactly, or followed by a number,
+// optionally after one of `#`, ` `, `_`, `:` or `-` (`step 3`, `ProfilerStep#12`): the number
+// is the step's; without one the steps are numbered 1, 2, ... in the order they start.
+struct StepRanges {
+  std::string name = "step";
+  std::atomic<uint64_t> counter{0};
+  StepRanges() {
+    if (const char* env = std::getenv("TIDEMARK_STEP_RANGE")) name = env;
+  }
+};
+StepRanges& step_ranges() {
+  static auto* s = new StepRanges;  // never destroyed, as the registry
+  return *s;
+}
+
+// The step number a range of this name starts, or 0 when it is not a step range.
+uint64_t step_number(std::string_view range) noexcept {
+  StepRanges& s = step_ranges();
+  if (s.name.empty() || range.substr(0, s.name.size()) != s.name) return 0;
+  std::string_view rest = range.substr(s.name.size());
+  if (rest.empty()) return s.counter.fetch_add(1) + 1;
+  if (rest.size() > 1 && std::string_view("# _:-").find(rest.front()) != std::string_view::npos)
+    rest.remove_prefix(1);
+  uint64_t n = 0;
+  for (char c : rest) {
+    if (c < '0' || c > '9' || n > (UINT64_MAX - 9) / 10) return 0;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return rest.empty() ? 0 : n;
+}
+
+// A step event at the start of a step range (`ts` 0: now).
+void maybe_step(std::string_view range, uint64_t ts = 0) noexcept {
+  if (!ev::enabled()) return;
+  if (const uint64_t n = step_number(range)) emit(ev::Kind::step, range, n, ts);
+}
+
 // ---- Handlers (C ABI: nothing may throw out of them) ------------------------------------------
 
 int push(uint64_t domain, std::string name) noexcept {
   try {
     auto& stack = stack_of(domain);
+    maybe_step(name);
     emit(ev::Kind::scope_push, name, domain);
     stack.push_back(std::move(name));
     return static_cast<int>(stack.size()) - 1;
@@ -161,6 +207,7 @@ nvtxRangeId_t start(uint64_t domain, std::string name) noexcept {
     Registry& r = registry();
     nvtxRangeId_t id = r.next_range.fetch_add(1);
     uint64_t now = ev::now_ns();
+    maybe_step(name, now);
     std::lock_guard<std::mutex> lock(r.mu);
     r.ranges.emplace(id, Registry::Range{std::move(name), domain, now});
     return id;

@@ -60,6 +60,27 @@ TEST(InterposeNvtx, RecordedEndToEndWithChildProcess) {
   std::filesystem::remove_all(dir);
 }
 
+// NVTX ranges that mark steps (Note [Step ranges]): "step" by default, numbered in order or by
+// the number in the name; --step-range picks another name; an empty one none.
+TEST(InterposeNvtx, StepRangesBecomeSteps) {
+  const auto dir = temp_dir();
+  auto steps = [&](const std::vector<std::string>& options) {
+    const std::string trace = (dir / "steps.db").string();
+    std::vector<std::string> argv{TIDEMARK_CLI, "record", "--no-stacks", "-o", trace};
+    argv.insert(argv.end(), options.begin(), options.end());
+    argv.insert(argv.end(), {"--", TIDEMARK_NVTX_SAMPLE, "steps"});
+    RunResult r = run_program(argv, {}, {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"});
+    EXPECT_EQ(r.status, 0) << r.err;
+    return rows(trace,
+                "SELECT s.number, n.text, s.end_ts IS NOT NULL FROM steps s "
+                "JOIN strings n ON n.id = s.name ORDER BY s.ts, s.seq");
+  };
+  EXPECT_THAT(steps({}), ElementsAre("1|step|1", "2|step|1", "3|step|1", "20|step 20|0"));
+  EXPECT_THAT(steps({"--step-range", "ProfilerStep"}), ElementsAre("12|ProfilerStep#12|0"));
+  EXPECT_THAT(steps({"--step-range", ""}), ElementsAre());
+  std::filesystem::remove_all(dir);
+}
+
 TEST(InterposeNvtx, NoCudaTurnsInjectionOff) {
   const auto dir = temp_dir();
   const std::string trace = (dir / "off.db").string();

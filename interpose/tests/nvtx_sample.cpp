@@ -1,6 +1,7 @@
 // Uses NVTX and nothing of CUDA: recorded by `tidemark record` through NVTX_INJECTION64_PATH
 // (nvtx_record_test.cpp checks the trace). `spawn` first runs a copy of itself as a child
-// process and prints its pid, so the child's own trace file can be checked too. Exits with 5.
+// process and prints its pid, so the child's own trace file can be checked too. Exits with 5
+// (`steps`: only NVTX step ranges, exits with 0).
 #include <nvtx3/nvToolsExt.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -11,7 +12,26 @@
 
 extern char** environ;
 
+// Iterations marked with NVTX ranges (Note [Step ranges] in nvtx_inject.cpp): three "step"
+// ranges, "ProfilerStep#12" as a start/end range, "stepper" (not a step), "step 20".
+void steps() {
+  for (int i = 0; i < 3; ++i) {
+    nvtxRangePushA("step");
+    nvtxRangePop();
+  }
+  nvtxRangeId_t profiler_step = nvtxRangeStartA("ProfilerStep#12");
+  nvtxRangeEnd(profiler_step);
+  nvtxRangePushA("stepper");
+  nvtxRangePop();
+  nvtxRangePushA("step 20");
+  nvtxRangePop();
+}
+
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "steps") == 0) {
+    steps();
+    return 0;
+  }
   if (argc > 1 && std::strcmp(argv[1], "spawn") == 0) {
     char child_arg[] = "child";
     char* child_argv[] = {argv[0], child_arg, nullptr};

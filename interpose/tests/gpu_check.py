@@ -143,6 +143,10 @@ def torch_run(trace, run_json, *plain_jsons):
     c.allocated_within_reserved("allocated <= reserved")
     steps = c.q("SELECT thread, count(*) FROM scopes s JOIN strings t ON t.id = s.name WHERE t.text = 'step' GROUP BY thread")
     c.ok("NVTX step ranges", bool(steps) and steps[0][1] >= run["steps"], repr(steps))
+    # The loop's steps and torch_train.py's warm-up steps, numbered in order from 1.
+    n, lo, hi = c.q("SELECT count(*), min(number), max(number) FROM steps")[0]
+    c.ok("steps from the step ranges", n >= run["steps"] and lo == 1 and hi == n,
+         f"{n} numbered {lo} to {hi}")
     main = steps[0][0] if steps else None
     for table in ("memcpys", "syncs"):
         # Mostly the training thread (autograd's device thread may copy too), never without the

@@ -83,6 +83,8 @@ void record_training(const std::string& path, bool expandable) {
   };
   segment(true, kDev, 2 * kMiB, t + 10);
   for (int i = 0; i < kSteps; ++i) {
+    // What the injected NVTX handler emits for a "step" range: the step, then its scope.
+    ev::emit_name(ev::Kind::step, "step", static_cast<uint64_t>(i + 1));
     ev::Scope step("step");
     const uint64_t at = t + 1000 * (i + 1);
     training_step_calls(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
@@ -137,6 +139,7 @@ TEST_F(GpuCheckPy, TorchChecksPassOnAGoodTraceAndNameWhatFails) {
   EXPECT_THAT(r.out, HasSubstr("ok   reserved peak vs torch.cuda.max_memory_reserved(): recorded "
                                "23068672 B, torch 23068672 B, difference +0 B"));
   EXPECT_THAT(r.out, HasSubstr("ok   syncs on the training thread"));
+  EXPECT_THAT(r.out, HasSubstr("ok   steps from the step ranges: 20 numbered 1 to 20"));
   EXPECT_THAT(r.out, HasSubstr("ok   loss.item() syncs with stacks: 2 copy_to_host syncs"));
   EXPECT_THAT(r.out, HasSubstr("ok   recording overhead (training loop wall time, target <= "
                                "1.10x): 1.050x"));

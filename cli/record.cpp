@@ -104,6 +104,7 @@ int run_record(const RecordArgs& a) {
     ::setenv("TIDEMARK_STACKS", std::to_string(stacks).c_str(), 1);
     ::setenv("TIDEMARK_TENSORS", a.no_tensors ? "0" : "1", 1);
     ::setenv("TIDEMARK_FINALIZE", "0", 1);
+    ::setenv("TIDEMARK_FINALIZER_PID", std::to_string(::getppid()).c_str(), 1);  // this tidemark
     // Processes the program starts write their own <stem>-<pid> files (docs/interpose.md).
     ::setenv("TIDEMARK_ROOT_PID", std::to_string(::getpid()).c_str(), 1);
     if (a.step_range) ::setenv("TIDEMARK_STEP_RANGE", a.step_range->c_str(), 1);

@@ -35,11 +35,17 @@ constexpr size_t kGrowthWindow = 10;
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_interrupt(int) { g_interrupted = true; }
 
-// Is the recording process still there? Only answerable on the host that records.
-bool recorder_alive(const an::LiveTrace& t) {
+bool process_alive(int64_t pid) {
+  return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
+
+// Will the trace still be finalized? While the recording process runs, or the process that
+// finalizes it afterwards (`tidemark record`, which finalizes crashed programs too). Only
+// answerable on the host that records.
+bool finalize_may_come(const an::LiveTrace& t) {
   char host[256] = {};
   if (t.pid() <= 0 || ::gethostname(host, sizeof host - 1) != 0 || t.host() != host) return true;
-  return ::kill(static_cast<pid_t>(t.pid()), 0) == 0 || errno == EPERM;
+  return process_alive(t.pid()) || process_alive(t.finalizer_pid());
 }
 
 class Watcher {
@@ -50,14 +56,20 @@ class Watcher {
   void report(bool final) {
     if (!pick_device()) return;
     const auto& steps = t_.steps();
-    // Steps [0, done) have ended: the next one began (or the recording did).
+    // Steps [0, done) have ended: the next one began (or the recording did). Those printed are
+    // the ones before printed_until_ (by time: a step read late from another thread's block
+    // is merged in time order, so an index could shift).
     const size_t done = final ? steps.size() : (steps.empty() ? 0 : steps.size() - 1);
     const uint64_t now = t_.end_ns();
-    if (done > printed_steps_) {
-      const uint64_t from = steps[printed_steps_].ts;
+    const size_t first = static_cast<size_t>(
+        std::lower_bound(steps.begin(), steps.end(), printed_until_,
+                         [](const an::LiveTrace::Step& s, uint64_t t) { return s.ts < t; }) -
+        steps.begin());
+    if (done > first) {
+      const uint64_t from = steps[first].ts;
       const uint64_t to = done < steps.size() ? steps[done].ts : now + 1;
-      line(steps[printed_steps_].number, steps[done - 1].number, t_.window(*device_, from, to), to);
-      printed_steps_ = done;
+      line(steps[first].number, steps[done - 1].number, t_.window(*device_, from, to), to);
+      printed_until_ = steps[done - 1].ts + 1;
       check_growth(done);
     } else if (steps.empty() && (now != last_end_ || final) && t_.event_count() > 0) {
       // No steps recorded: a line per interval of what changed since the last.
@@ -66,11 +78,19 @@ class Watcher {
     last_end_ = now;
   }
 
-  void finish(bool finalized) {
+  // The last line; false when --device named a device the trace never had.
+  bool finish(bool finalized) {
     if (!device_) {
+      if (!a_.device.empty() && !t_.devices().empty()) {
+        std::string names;
+        for (const std::string& d : t_.devices()) names += (names.empty() ? "" : ", ") + d;
+        std::fprintf(stderr, "tidemark: %s: --device %s: the trace has no such device (it has %s)\n",
+                     a_.file.c_str(), a_.device.c_str(), names.c_str());
+        return false;
+      }
       emit(json{{"event", "end"}, {"finalized", finalized}, {"device", nullptr}},
            fmt::format("{}: {} events, no memory events", a_.file, t_.event_count()));
-      return;
+      return true;
     }
     const std::optional<store::Peak> peak = t_.peak(*device_);
     const an::LiveTrace::Window all = t_.window(*device_, 0, t_.end_ns() + 1);
@@ -92,6 +112,7 @@ class Watcher {
         t_.steps().size());
     if (finalized) text += fmt::format("; tidemark summary {}", a_.file);
     emit(j, text);
+    return true;
   }
 
  private:
@@ -174,7 +195,7 @@ class Watcher {
   const WatchArgs& a_;
   an::LiveTrace& t_;
   std::optional<size_t> device_;
-  size_t printed_steps_ = 0;
+  uint64_t printed_until_ = 0;  // the steps starting before this time are printed
   uint64_t last_end_ = 0;
   bool printed_any_ = false, warned_ = false;
 };
@@ -222,17 +243,14 @@ int run_watch(const WatchArgs& a) {
     const size_t read = trace.poll();
     if (finalized) {
       w.report(true);
-      w.finish(true);
-      return kExitOk;
+      return w.finish(true) ? kExitOk : kExitUsage;
     }
     w.report(false);
-    if (a.once || g_interrupted) {
-      w.finish(false);
-      return kExitOk;
-    }
+    if (a.once || g_interrupted) return w.finish(false) ? kExitOk : kExitUsage;
     idle_polls = read ? 0 : idle_polls + 1;
-    if (idle_polls >= 2 && !recorder_alive(trace)) {
-      w.finish(false);
+    // Checked again after the last poll: the finalizer may have finished in between.
+    if (idle_polls >= 2 && !finalize_may_come(trace) && !trace.finalized()) {
+      if (!w.finish(false)) return kExitUsage;
       std::fprintf(stderr,
                    "tidemark: %s: the recording process (pid %lld) ended without finalizing the "
                    "trace; `tidemark finalize %s` builds its tables\n",

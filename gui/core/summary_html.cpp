@@ -80,6 +80,12 @@ QString summary_html(const TraceData& data) {
   if (s.top_at_peak)
     sites(QString("Live at the %1 peak").arg(esc(s.top_at_peak->device)), *s.top_at_peak,
           "allocations");
+  if (s.categories_at_peak) {  // what kind of memory the peak is, as `tidemark summary` says
+    QStringList parts;
+    for (const analysis::Group& g : s.categories_at_peak->groups)
+      parts << QString("%1 %2").arg(esc(g.label), bytes_text(g.bytes));
+    h += "<p>By category: " + parts.join(", ") + "</p>";
+  }
   // What made reserved memory grow: for a CUDA-injected trace (PyTorch's segments only) the
   // one list of sites there is.
   if (s.reserved_at_peak)

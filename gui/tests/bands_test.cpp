@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <map>
 
+#include "gui/core/summary_html.h"
+#include "gui/core/table_models.h"
 #include "gui/core/timeline_widget.h"
 #include "gui/core/trace_loader.h"
 #include "gui/tests/test_traces.h"
@@ -58,6 +60,17 @@ class BandsTest : public QObject {
     QString error;
     data_ = TraceLoader::load_now(path_, &error);
     QVERIFY2(data_, qPrintable(error));
+  }
+
+  // The Summary names the peak's categories, largest first, as `tidemark summary` does.
+  void summarySplitsThePeakByCategory() {
+    QVERIFY(data_->summary.categories_at_peak);
+    const auto& groups = data_->summary.categories_at_peak->groups;
+    QVERIFY(!groups.empty());
+    QCOMPARE(QString::fromStdString(groups[0].label), QString("activation"));
+    const QString html = summary_html(*data_);
+    QVERIFY2(html.contains("By category: activation " + bytes_text(groups[0].bytes)),
+             qPrintable(html));
   }
 
   void categoryBandsAddUpToTheAllocatedCurve() {

@@ -63,6 +63,8 @@ class LoaderTest : public QObject {
              qPrintable(html));
     QVERIFY2(html.contains(QString::fromStdString(reserved->groups[0].label).toHtmlEscaped()),
              qPrintable(html));
+    // train_mlp tags no category: no split.
+    QVERIFY2(!html.contains("By category"), qPrintable(html));
   }
 
   // The stages arrive in order: the timeline paints from opened()'s snapshot (painted here

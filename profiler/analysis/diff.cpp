@@ -95,8 +95,13 @@ TraceDiff diff(const Trace& a, const Trace& b) {
     d.devices.push_back(std::move(dd));
 
     d.sites.push_back(compare_sites(name, at_peak(a, da, GroupBy::site), at_peak(b, db, GroupBy::site)));
-    d.categories.push_back(compare_sites(name, at_peak(a, da, GroupBy::category),
-                                         at_peak(b, db, GroupBy::category)));
+    // Programs that tag no category have `unknown` only: the peaks' difference again.
+    SiteMap ca = at_peak(a, da, GroupBy::category), cb = at_peak(b, db, GroupBy::category);
+    auto untagged = [](const SiteMap& m) {
+      return std::all_of(m.begin(), m.end(), [](const auto& kv) { return kv.first == "unknown"; });
+    };
+    if (untagged(ca) && untagged(cb)) ca.clear(), cb.clear();
+    d.categories.push_back(compare_sites(name, ca, cb));
     d.reserved_sites.push_back(
         compare_sites(name, reserved_sites_at_peak(a, da), reserved_sites_at_peak(b, db)));
   }

@@ -37,7 +37,8 @@ struct TraceDiff {
   // The same for reserved memory at the reserved peak (reserved_at_peak's sites).
   std::vector<Sites> reserved_sites;
   // Categories (parameter, activation, ...) at the allocated peak, compared the same way
-  // (key and label: the category's name).
+  // (key and label: the category's name); no entries for a device where neither trace tags
+  // any category (all `unknown`).
   std::vector<Sites> categories;
 };
 

@@ -65,7 +65,7 @@ struct LiveTrace::State {
   std::vector<std::vector<Change>> changes;  // per device, by (ts, seq)
   std::vector<std::vector<Point>> points;    // per device, the curves after each change
   std::vector<LiveTrace::Step> steps;         // by ts
-  int64_t pid = 0;
+  int64_t pid = 0, finalizer_pid = 0;
   std::string host;
   store::DecodedBlock block;                 // reused between blocks
 
@@ -109,6 +109,7 @@ LiveTrace::LiveTrace(const std::string& path) {
   s_ = std::make_unique<State>(path);
   s_->start_ts = reader.meta().start_ts_ns;
   s_->pid = reader.meta().pid;
+  s_->finalizer_pid = reader.meta().finalizer_pid;
   s_->host = reader.meta().host;
 }
 
@@ -176,6 +177,9 @@ const std::vector<LiveTrace::Step>& LiveTrace::steps() const {
 }
 int64_t LiveTrace::pid() const {
   return s_->pid;
+}
+int64_t LiveTrace::finalizer_pid() const {
+  return s_->finalizer_pid;
 }
 const std::string& LiveTrace::host() const {
   return s_->host;

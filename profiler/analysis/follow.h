@@ -62,9 +62,11 @@ class LiveTrace {
   // start of the last `window` of the first `done` steps (those that have ended: while
   // recording every step but the last).
   Growth step_growth(size_t device, size_t done, size_t window = 10) const;
-  // The recording process and its host (the trace's meta data), to tell a recording still
-  // running from one that ended without finalizing.
+  // The recording process, the process that finalizes the trace after it (`tidemark record`;
+  // 0: the recording process itself) and their host (the trace's meta data), to tell a
+  // recording still running or being finalized from one that ended without finalizing.
   int64_t pid() const;
+  int64_t finalizer_pid() const;
   const std::string& host() const;
 
  private:

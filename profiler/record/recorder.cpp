@@ -581,6 +581,9 @@ void start(const Options& options) {
   gethostname(host, sizeof host - 1);
   meta.host = host;
   meta.pid = getpid();
+  // `tidemark record` finalizes after the program exits (TIDEMARK_FINALIZE=0): its pid tells a
+  // follower (`tidemark watch`) that a finalize is still coming.
+  if (const char* f = std::getenv("TIDEMARK_FINALIZER_PID")) meta.finalizer_pid = std::atoll(f);
   meta.start_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();

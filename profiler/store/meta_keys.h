@@ -8,6 +8,7 @@ inline constexpr const char* kToolVersion = "tool_version";
 inline constexpr const char* kCommandLine = "command_line";
 inline constexpr const char* kHost = "host";
 inline constexpr const char* kPid = "pid";
+inline constexpr const char* kFinalizerPid = "finalizer_pid";
 inline constexpr const char* kStartUnixNs = "start_unix_ns";
 inline constexpr const char* kStartTsNs = "start_ts_ns";
 inline constexpr const char* kAllocatorSettings = "allocator_settings";

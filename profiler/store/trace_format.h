@@ -47,6 +47,9 @@ struct TraceMeta {
   std::string command_line;
   std::string host;
   int64_t pid = 0;
+  // The process that finalizes the trace once the recording ends (`tidemark record`), 0 when
+  // the recording process does so itself.
+  int64_t finalizer_pid = 0;
   int64_t start_unix_ns = 0;  // wall-clock start
   uint64_t start_ts_ns = 0;   // the event clock (steady) at start: events' ts_ns are on it
   std::vector<DeviceInfo> devices;

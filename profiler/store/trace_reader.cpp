@@ -107,6 +107,7 @@ TraceMeta TraceReader::meta() const {
   m.command_line = meta_value(k::kCommandLine).value_or("");
   m.host = meta_value(k::kHost).value_or("");
   m.pid = to_i64(meta_value(k::kPid));
+  m.finalizer_pid = to_i64(meta_value(k::kFinalizerPid));
   m.start_unix_ns = to_i64(meta_value(k::kStartUnixNs));
   m.start_ts_ns = static_cast<uint64_t>(to_i64(meta_value(k::kStartTsNs)));
   m.allocator_settings = meta_value(k::kAllocatorSettings).value_or("");

@@ -60,6 +60,7 @@ class SqliteTraceWriter final : public TraceWriter {
       put_meta(k::kCommandLine, meta.command_line);
       put_meta(k::kHost, meta.host);
       put_meta(k::kPid, meta.pid);
+      put_meta(k::kFinalizerPid, meta.finalizer_pid);
       put_meta(k::kStartUnixNs, meta.start_unix_ns);
       put_meta(k::kStartTsNs, static_cast<int64_t>(meta.start_ts_ns));
       put_meta(k::kAllocatorSettings, meta.allocator_settings);

@@ -146,8 +146,6 @@ __device__ void reduce_row(const RowArgs<T>& a, int64_t row, int64_t lo, int64_t
   constexpr bool kFloat = is_float_v<T>;
   using Acc = SumAcc<T>;
   const T* p = a.in + row * a.row_len;
-  const int64_t n = a.row_len;
-  O* out = static_cast<O*>(a.out);
   auto* scratch = static_cast<Acc*>(smem);
   auto as_acc = [](T v) -> Acc {
     if constexpr (kFloat) {

@@ -210,15 +210,17 @@ Tensor conv_transpose2d_folded(const Tensor& input, const Tensor& weight, const 
         const Tensor wg = saved[1].view({groups, cig, K});
         Tensor gx = need_x ? empty({n, c_in, win.out_h, win.out_w}, gy.options()) : Tensor();
         Tensor gw = need_w ? zeros({groups, cig, K}, gy.options()) : Tensor();
-        chunks.each([&](int64_t n0, int64_t cnt, const tl::detail::Window2d& w) {
-          const Tensor cols = columns_of(images(gy, n0, cnt), w).view({cnt, groups, K, L});
-          if (need_x) images(gx, n0, cnt).view({cnt, groups, cig, L}).copy_(wg.matmul(cols));
-          if (need_w) {
-            const Tensor xc = images(xs, n0, cnt).view({cnt, groups, cig, L});
-            gw.add_(xc.matmul(cols.transpose(2, 3)).sum({0}));
-          }
-        });
-        Tensor gb = need_b ? gy.view({n, c_out, -1}).sum({0, 2}) : Tensor();
+        if (need_x || need_w) {
+          chunks.each([&](int64_t n0, int64_t cnt, const tl::detail::Window2d& w) {
+            const Tensor cols = columns_of(images(gy, n0, cnt), w).view({cnt, groups, K, L});
+            if (need_x) images(gx, n0, cnt).view({cnt, groups, cig, L}).copy_(wg.matmul(cols));
+            if (need_w) {
+              const Tensor xc = images(xs, n0, cnt).view({cnt, groups, cig, L});
+              gw.add_(xc.matmul(cols.transpose(2, 3)).sum({0}));
+            }
+          });
+        }
+        Tensor gb = need_b ? gy.view({n, c_out, win.height * win.width}).sum({0, 2}) : Tensor();
         return autograd::variable_list{gx, need_w ? gw.view(saved[1].sizes()) : Tensor(), gb};
       });
   return out;

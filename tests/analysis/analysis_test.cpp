@@ -256,6 +256,10 @@ TEST_F(AnalysisTest, DiffReportsPeakDeltasAndSiteChanges) {
   EXPECT_EQ(d.sites[0].added[0].label, "0xe1");
   EXPECT_EQ(d.sites[0].added[0].b_bytes, 1024);
   EXPECT_TRUE(d.sites[0].vanished.empty());
+  // Neither trace tags categories: no category differences (the `unknown` bytes are the peaks').
+  ASSERT_EQ(d.categories.size(), 1u);
+  EXPECT_TRUE(d.categories[0].changed.empty() && d.categories[0].added.empty() &&
+              d.categories[0].vanished.empty());
   an::TraceDiff back = an::diff(b, a);
   EXPECT_EQ(back.devices[0].peak_allocated_delta, -5120);
   ASSERT_EQ(back.sites[0].vanished.size(), 1u);

@@ -47,10 +47,11 @@ std::vector<json> json_lines(const std::string& out) {
 // (k - 1) MiB of kept blocks are live; inside it the temporary adds 4 MiB.
 class Loop {
  public:
-  Loop(const std::string& path, int64_t pid) {
+  Loop(const std::string& path, int64_t pid, int64_t finalizer_pid = 0) {
     st::TraceMeta meta;
     meta.start_ts_ns = kStart;
     meta.pid = pid;
+    meta.finalizer_pid = finalizer_pid;
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
     meta.host = host;
@@ -203,6 +204,28 @@ TEST(Watch, ARecordingWhoseProcessIsGoneEndsWithExit1) {
   EXPECT_NE(r.out.find("stopped: peak allocated"), std::string::npos) << r.out;
 }
 
+// Under `tidemark record` the program exits first and record finalizes afterwards: while that
+// process is there, watch waits for the finalize instead of reporting a crash.
+TEST(Watch, WaitsForTheFinalizerAfterTheProgramExits) {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  const std::string path = (dir() / "finalizing.db").string();
+  {
+    Loop loop(path, child, /*finalizer_pid=*/::getpid());
+    for (int64_t k = 1; k <= 3; ++k) loop.step(k);
+    loop.close();
+  }
+  tl_test::Result r;
+  std::thread watcher([&] { r = tidemark({"watch", path, "--interval", "20ms"}); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // 20 idle polls
+  st::finalize(path);
+  watcher.join();
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("finalized: peak allocated 9.00 MiB"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("without finalizing"), std::string::npos) << r.err;
+}
+
 TEST(Watch, BadArgumentsExit2WithOneLine) {
   const tl_test::Result missing = tidemark({"watch", (dir() / "none.db").string(), "--wait", "100ms"});
   EXPECT_EQ(missing.rc, 2);
@@ -214,6 +237,18 @@ TEST(Watch, BadArgumentsExit2WithOneLine) {
   const tl_test::Result text = tidemark({"watch", (dir() / "text.db").string(), "--once"});
   EXPECT_EQ(text.rc, 2);
   EXPECT_NE(text.err.find("text.db"), std::string::npos) << text.err;
+  const std::string cpu_only = (dir() / "cpu_only.db").string();
+  {
+    Loop loop(cpu_only, ::getpid());
+    loop.step(1);
+    loop.close();
+  }
+  st::finalize(cpu_only);
+  const tl_test::Result device = tidemark({"watch", cpu_only, "--device", "cuda", "--once"});
+  EXPECT_EQ(device.rc, 2) << device.out;
+  EXPECT_NE(device.err.find("--device cuda: the trace has no such device (it has cpu)"),
+            std::string::npos)
+      << device.err;
 }
 
 }  // namespace

@@ -102,6 +102,24 @@ TEST(ComposedImageOps, ConvolutionThroughUnfoldAndFold) {
   EXPECT_TRUE(tl::allclose(cb.grad(), ca.grad(), 1e-12, 1e-12));
 }
 
+// An empty batch: empty outputs, zero weight and bias gradients (as the fused kernels give).
+TEST(ComposedImageOps, EmptyBatchesGiveZeroGradients) {
+  tl::manual_seed(6);
+  const Tensor x = tl::randn({0, 4, 6, 7}, tl::kFloat64).requires_grad_(true);
+  const Tensor w = tl::randn({4, 3, 3, 2}, tl::kFloat64).requires_grad_(true);
+  const Tensor b = tl::randn({3}, tl::kFloat64).requires_grad_(true);
+  Tensor y = D::conv_transpose2d_folded(x, w, b, {0, 3, 8, 8, 3, 2, 1, 1, 0, 0, 1, 1, 6, 7}, 1);
+  EXPECT_EQ(y.sizes(), (tl::IntArrayRef{0, 3, 8, 8}));
+  y.sum().backward();
+  EXPECT_EQ(w.grad().abs().sum().item<double>(), 0.0);
+  EXPECT_EQ(b.grad().abs().sum().item<double>(), 0.0);
+  const Tensor wc = tl::randn({6, 4, 3, 2}, tl::kFloat64).requires_grad_(true);
+  Tensor yc = D::conv2d_unfolded(x, wc, {}, {0, 4, 6, 7, 3, 2, 1, 1, 0, 0, 1, 1, 4, 6}, 1);
+  EXPECT_EQ(yc.sizes(), (tl::IntArrayRef{0, 6, 4, 6}));
+  yc.sum().backward();
+  EXPECT_EQ(wc.grad().abs().sum().item<double>(), 0.0);
+}
+
 // Note [Chunked convolution columns]: within the column budget, a convolution's forward and
 // backward hold one chunk's columns at a time, and only the input and the weight stay alive
 // between them (measured with the host allocator's statistics, as a GPU run measures

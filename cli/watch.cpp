@@ -158,24 +158,35 @@ class Watcher {
   }
 
   // Live bytes at the start of the last kGrowthWindow completed steps, fitted as `tidemark
-  // steps` does; warns once.
+  // steps` does -- reserved bytes on a device without blocks (an injected PyTorch run, whose
+  // caching allocator reserves more segments as a leak fills its cache); warns once.
   void check_growth(size_t done) {
     if (warned_ || done < 5) return;
-    const an::Growth g = t_.step_growth(*device_, done, kGrowthWindow);
+    const bool reserved = segments_only();
+    const an::Growth g = t_.step_growth(*device_, done, kGrowthWindow, reserved);
     if (!g.growing) return;
     warned_ = true;
     const int64_t slope = static_cast<int64_t>(g.slope_bytes_per_step);
     emit(json{{"event", "growing"},
               {"device", t_.devices()[*device_]},
+              {"curve", reserved ? "reserved" : "allocated"},
               {"bytes_per_step", slope},
               {"r2", g.r2},
               {"first_step", g.boundaries.front().first},
               {"last_step", g.boundaries.back().first}},
-         fmt::format("! live memory at the start of a step grows by about {} per step (steps "
+         fmt::format("! {} memory at the start of a step grows by about {} per step (steps "
                      "{}-{}): something keeps memory alive across steps; run tidemark "
                      "diagnose {} once the recording ends",
-                     an::format_bytes(slope), g.boundaries.front().first,
+                     reserved ? "reserved" : "live", an::format_bytes(slope),
+                     g.boundaries.front().first,
                      g.boundaries.back().first, a_.file));
+  }
+
+  // A device with reserved memory and no allocated block so far: the segments of a program
+  // with its own caching allocator, recorded by injection.
+  bool segments_only() const {
+    const an::LiveTrace::Window all = t_.window(*device_, 0, t_.end_ns() + 1);
+    return all.allocated_peak == 0 && all.reserved_peak > 0;
   }
 
   std::string rel(uint64_t ts) const {

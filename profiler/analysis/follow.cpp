@@ -194,7 +194,7 @@ LiveTrace::Window LiveTrace::window(size_t device, uint64_t from_ts, uint64_t to
                              [](uint64_t t, const Point& p) { return t < p.ts; });
   const Point start = it == pts.begin() ? Point{} : *(it - 1);
   w.allocated_start = w.allocated_end = w.allocated_peak = start.allocated;
-  w.reserved_end = w.reserved_peak = start.reserved;
+  w.reserved_start = w.reserved_end = w.reserved_peak = start.reserved;
   for (; it != pts.end() && it->ts < to_ts; ++it) {
     w.allocated_end = it->allocated;
     w.reserved_end = it->reserved;
@@ -204,12 +204,14 @@ LiveTrace::Window LiveTrace::window(size_t device, uint64_t from_ts, uint64_t to
   return w;
 }
 
-Growth LiveTrace::step_growth(size_t device, size_t done, size_t window) const {
+Growth LiveTrace::step_growth(size_t device, size_t done, size_t window, bool reserved) const {
   const std::vector<Step>& steps = s_->steps;
   done = std::min(done, steps.size());
   std::vector<std::pair<int64_t, int64_t>> b;
-  for (size_t i = done > window ? done - window : 0; i < done; ++i)
-    b.emplace_back(steps[i].number, this->window(device, steps[i].ts, steps[i].ts).allocated_start);
+  for (size_t i = done > window ? done - window : 0; i < done; ++i) {
+    const Window w = this->window(device, steps[i].ts, steps[i].ts);
+    b.emplace_back(steps[i].number, reserved ? w.reserved_start : w.allocated_start);
+  }
   return fit_growth(std::move(b));
 }
 

@@ -55,13 +55,14 @@ class LiveTrace {
   // before it), at the end (after every change before to_ts) and the highest in between.
   struct Window {
     int64_t allocated_start = 0, allocated_end = 0, allocated_peak = 0;
-    int64_t reserved_end = 0, reserved_peak = 0;
+    int64_t reserved_start = 0, reserved_end = 0, reserved_peak = 0;
   };
   Window window(size_t device, uint64_t from_ts, uint64_t to_ts) const;
   // The growth (fit_growth, as `tidemark steps` judges it) of a device's live bytes at the
   // start of the last `window` of the first `done` steps (those that have ended: while
-  // recording every step but the last).
-  Growth step_growth(size_t device, size_t done, size_t window = 10) const;
+  // recording every step but the last). `reserved`: of its reserved bytes instead (a trace of
+  // segments only: an injected PyTorch run).
+  Growth step_growth(size_t device, size_t done, size_t window = 10, bool reserved = false) const;
   // The recording process, the process that finalizes the trace after it (`tidemark record`;
   // 0: the recording process itself) and their host (the trace's meta data), to tell a
   // recording still running or being finalized from one that ended without finalizing.

@@ -47,7 +47,8 @@ std::vector<json> json_lines(const std::string& out) {
 // (k - 1) MiB of kept blocks are live; inside it the temporary adds 4 MiB.
 class Loop {
  public:
-  Loop(const std::string& path, int64_t pid, int64_t finalizer_pid = 0) {
+  // `blocks` false: no parameters and no first segment (for segment_step only).
+  Loop(const std::string& path, int64_t pid, int64_t finalizer_pid = 0, bool blocks = true) {
     st::TraceMeta meta;
     meta.start_ts_ns = kStart;
     meta.pid = pid;
@@ -57,8 +58,24 @@ class Loop {
     meta.host = host;
     meta.devices.push_back({ev::DeviceId{ev::DeviceType::cpu, 0}, "cpu", 0});
     w_ = st::TraceWriter::create(path, meta);
+    if (!blocks) return;
     block(ev::Kind::segment_alloc, kStart, 0x10000000, 256 * kMiB);
     block(ev::Kind::alloc, kStart, 0x10000000, 2 * kMiB);
+  }
+  // Step k of an injected PyTorch run that leaks: its own caching allocator reserves one more
+  // 2 MiB segment per step (no blocks are recorded).
+  void segment_step(int64_t k) {
+    const uint64_t t = kStart + static_cast<uint64_t>(k) * kStepNs;
+    ev::Event e;
+    e.kind = ev::Kind::step;
+    e.ts_ns = t;
+    e.thread_id = 1;
+    e.seq = ++seq_;
+    e.name = {"step", static_cast<uint64_t>(k)};
+    w_->append(e, 0);
+    block(ev::Kind::segment_alloc, t + 1000, 0x40000000 + static_cast<uint64_t>(k) * 2 * kMiB, 2 * kMiB);
+    w_->commit();
+    end_ = t + 5000;
   }
   // Step k: the step event, the temporary, the kept block, the temporary's free.
   void step(int64_t k) {
@@ -224,6 +241,26 @@ TEST(Watch, WaitsForTheFinalizerAfterTheProgramExits) {
   EXPECT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("finalized: peak allocated 9.00 MiB"), std::string::npos) << r.out;
   EXPECT_EQ(r.err.find("without finalizing"), std::string::npos) << r.err;
+}
+
+// A trace of segments only (an injected PyTorch run): the growth check follows reserved memory.
+TEST(Watch, ReservedGrowthOfASegmentsOnlyTrace) {
+  const std::string path = (dir() / "segments.db").string();
+  {
+    Loop loop(path, ::getpid(), 0, /*blocks=*/false);
+    for (int64_t k = 1; k <= 8; ++k) loop.segment_step(k);
+    loop.close();
+  }
+  st::finalize(path);
+  const tl_test::Result r = tidemark({"watch", path, "--once", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const json* growing = nullptr;
+  const std::vector<json> lines = json_lines(r.out);
+  for (const json& j : lines)
+    if (j["event"] == "growing") growing = &j;
+  ASSERT_NE(growing, nullptr) << r.out;
+  EXPECT_EQ((*growing)["curve"], "reserved");
+  EXPECT_EQ((*growing)["bytes_per_step"], 2 * kMiB);
 }
 
 TEST(Watch, BadArgumentsExit2WithOneLine) {

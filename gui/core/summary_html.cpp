@@ -126,8 +126,10 @@ QString follow_html(const TraceData& data) {
                   duration_text(data.peaks[d]->ts_ns - data.origin_ns));
     if (d < data.live_growth.size() && data.live_growth[d].growing) {
       const analysis::Growth& g = data.live_growth[d];
-      h += QString("<br><b>live memory at the start of a step grows by about %1 per step</b> "
-                   "(steps %2 to %3): something keeps memory alive across steps")
+      const bool reserved = d < data.live_growth_reserved.size() && data.live_growth_reserved[d];
+      h += QString("<br><b>%1 memory at the start of a step grows by about %2 per step</b> "
+                   "(steps %3 to %4): something keeps memory alive across steps")
+               .arg(reserved ? "reserved" : "live")
                .arg(bytes_text(int64_t(g.slope_bytes_per_step)))
                .arg(g.boundaries.front().first)
                .arg(g.boundaries.back().first);

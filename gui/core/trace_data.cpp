@@ -75,12 +75,16 @@ void fill_from_live(TraceData& data, const analysis::LiveTrace& live) {
   data.devices.clear();
   data.peaks.clear();
   data.live_growth.clear();
+  data.live_growth_reserved.clear();
   // Every step but the last has ended (the next one began).
   const size_t ended = live.steps().empty() ? 0 : live.steps().size() - 1;
   for (size_t i = 0; i < live.devices().size(); ++i) {
     data.devices.push_back({int64_t(i), live.devices()[i], live.devices()[i], 0});
     data.peaks.push_back(live.peak(i));
-    data.live_growth.push_back(live.step_growth(i, ended));
+    const analysis::LiveTrace::Window all = live.window(i, 0, live.end_ns() + 1);
+    const bool segments_only = all.allocated_peak == 0 && all.reserved_peak > 0;
+    data.live_growth.push_back(live.step_growth(i, ended, 10, segments_only));
+    data.live_growth_reserved.push_back(segments_only);
   }
   data.steps.clear();
   data.steps.reserve(live.steps().size());

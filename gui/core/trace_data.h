@@ -94,8 +94,10 @@ struct TraceData {
   // Per device (same order as `devices`): the allocated peak, if the device has memory events.
   std::vector<std::optional<store::Peak>> peaks;
   std::vector<std::pair<int64_t, uint64_t>> steps;  // (number, absolute ts), by ts; Stage::opened
-  // Following: per device, the growth of live bytes at the start of the last ten ended steps.
+  // Following: per device, the growth of live bytes at the start of the last ten ended steps
+  // (of reserved bytes on a device without blocks, an injected run: live_growth_reserved).
   std::vector<analysis::Growth> live_growth;
+  std::vector<bool> live_growth_reserved;
   std::vector<SiteRow> live_at_peak, leaks;
   std::vector<SyncEvent> sync_events;  // by ts
   std::vector<SyncSiteRow> sync_sites;

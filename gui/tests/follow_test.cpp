@@ -94,6 +94,7 @@ class FollowTest : public QObject {
     QCOMPARE(stepped->steps.back(), (std::pair<int64_t, uint64_t>{7, 4'700'000}));
     QCOMPARE(stepped->live_growth.size(), size_t(1));
     QVERIFY(stepped->live_growth[0].growing);
+    QVERIFY(!stepped->live_growth_reserved[0]);  // blocks: the allocated curve
     QCOMPARE(stepped->live_growth[0].slope_bytes_per_step, 65536.0);
     QCOMPARE(stepped->live_growth[0].boundaries.back().first, int64_t(6));
     const QString html = follow_html(*stepped);

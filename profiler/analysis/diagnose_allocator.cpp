@@ -31,6 +31,19 @@ bool has_blocks(const Trace& trace, int64_t device = -1) {
   return q.step();
 }
 
+// A device with reserved memory but no blocks, in a trace where other devices have blocks:
+// skipped with a note naming it (true), or a device to examine (false).
+bool skip_device_without_blocks(const Trace& trace, const DeviceRef& dev, const char* id,
+                                Diagnosis& out) {
+  if (has_blocks(trace, dev.id)) return false;
+  Query q(trace.db(), "SELECT 1 FROM segments WHERE device = ? LIMIT 1");
+  q.bind(1, dev.id);
+  if (q.step())
+    out.skipped.push_back({id, dev.name + ": reserved memory but no allocated blocks (a "
+                                          "CUDA-injected device: its program's own allocator)"});
+  return true;
+}
+
 // Why the allocator detectors skip a trace, or "" when they can run.
 std::string allocator_skip_reason(const Trace& trace) {
   if (!has_segments(trace)) return "the trace has no segment (reserved memory) events";
@@ -129,7 +142,7 @@ void detect_fragmentation(const Trace& trace, Diagnosis& out) {
     return;
   }
   for (const DeviceRef& dev : trace.devices()) {
-    if (!has_blocks(trace, dev.id)) continue;
+    if (skip_device_without_blocks(trace, dev, "fragmentation", out)) continue;
     std::optional<store::Peak> reserved = peak(trace, dev.id, store::Curve::reserved);
     std::optional<store::Peak> allocated = peak(trace, dev.id, store::Curve::allocated);
     if (!reserved || reserved->bytes <= 0 || !allocated) continue;
@@ -215,7 +228,7 @@ void detect_cache_held(const Trace& trace, Diagnosis& out) {
     return;
   }
   for (const DeviceRef& dev : trace.devices()) {
-    if (!has_blocks(trace, dev.id)) continue;
+    if (skip_device_without_blocks(trace, dev, "cache-held", out)) continue;
     // (1)
     Query ec(trace.db(),
              "SELECT ts, allocated, reserved, released, stack FROM allocator_events "

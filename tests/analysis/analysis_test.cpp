@@ -345,6 +345,26 @@ TEST(AnalysisReserved, AllocatorDiagnosesSkipATraceWithoutBlocks) {
   }
   EXPECT_EQ(skipped, 2u);
   remove_trace(path);
+
+  // Mixed: the cpu has blocks (and is examined), cuda:0 segments only (named as skipped).
+  const std::string mixed = temp_path("segments_mixed");
+  {
+    analysis_test::Builder b(mixed);
+    b.block(ev::Kind::segment_alloc, 1000, 0x10000, 1 << 20);
+    b.alloc(2000, 0x10000, 4096, 1);
+    b.device({ev::DeviceType::cuda, 0});
+    b.block(ev::Kind::segment_alloc, 3000, 0x10000000, 64 << 20, 2);
+    b.finish(4000);
+  }
+  const an::Diagnosis m = an::diagnose(an::Trace::open(mixed));
+  std::vector<std::string> reasons;
+  for (const auto& s : m.skipped)
+    if (s.id == "fragmentation" || s.id == "cache-held") reasons.push_back(s.id + " " + s.reason);
+  ASSERT_EQ(reasons.size(), 2u);
+  for (const std::string& r : reasons)
+    EXPECT_NE(r.find("cuda:0: reserved memory but no allocated blocks"), std::string::npos) << r;
+  for (const an::Finding& f : m.findings) EXPECT_NE(f.device, "cuda:0") << f.title;
+  remove_trace(mixed);
 }
 
 TEST(AnalysisReserved, DiffReportsReservedSiteChanges) {

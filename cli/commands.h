@@ -3,7 +3,9 @@
 // it cannot use.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -31,6 +33,7 @@ struct RecordArgs {
   bool no_cuda = false;  // do not inject libtidemark_inject.so (CUDA and NVTX)
   // The NVTX range that marks a step in an injected program (default "step"; "": none).
   std::optional<std::string> step_range;
+  bool watch = false;  // `tidemark watch`'s lines on stderr while the program runs
   std::vector<std::string> command;
 };
 int run_record(const RecordArgs& a);
@@ -69,6 +72,11 @@ int run_syncs(const SimpleArgs& a);
 struct WatchArgs {
   std::string file, device, interval = "1s", wait = "10s";
   bool once = false, json = false;
+  // Inside `tidemark record --watch`: lines go to `out` (stderr there), no signal handlers are
+  // installed (record forwards them to the program), and `stop` set means the recording ended
+  // (finalized, or never to be): the watch prints what is left and returns.
+  std::FILE* out = stdout;
+  const std::atomic<bool>* stop = nullptr;
 };
 int run_watch(const WatchArgs& a);
 

@@ -12,7 +12,7 @@
 namespace tidemark::cli {
 
 Progress::Progress(const std::string& what) {
-  if (::isatty(STDERR_FILENO)) {
+  if (!what.empty() && ::isatty(STDERR_FILENO)) {
     std::fprintf(stderr, "tidemark: %s...", what.c_str());
     std::fflush(stderr);
     shown_ = true;

@@ -22,8 +22,8 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Shows what the tool is doing on stderr while it works, only when stderr is a terminal;
-// the line is erased when the work is done.
+// Shows what the tool is doing on stderr while it works, only when stderr is a terminal (and
+// `what` is not empty); the line is erased when the work is done.
 class Progress {
  public:
   explicit Progress(const std::string& what);

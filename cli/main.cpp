@@ -58,6 +58,8 @@ int main(int argc, char** argv) {
   record->add_flag("--no-tensors", rec.no_tensors, "Do not record tensor and storage events");
   record->add_flag("--no-cuda", rec.no_cuda,
                    "Do not inject libtidemark_inject.so (CUDA memory, copies, syncs, NVTX)");
+  record->add_flag("--watch", rec.watch,
+                   "Print memory per step on stderr while the program runs (tidemark watch)");
   record->add_option("--step-range", rec.step_range,
                      "NVTX range that starts each step of an injected program: NAME, NAME#N, "
                      "NAME N (default step; \"\" for none)");

@@ -11,9 +11,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include "cli/commands.h"
@@ -138,6 +141,36 @@ int run_record(const RecordArgs& a) {
   while (n < 0 && errno == EINTR);
   ::close(fds[0]);
 
+  const std::string path = a.output.empty() ? "tidemark-" + program_name(a.command[0]) + "-" +
+                                                  std::to_string(pid) + ".db"
+                                            : a.output;
+  // --watch: `tidemark watch`'s lines on stderr while the program runs, until the trace is
+  // finalized below (or will not be: the program wrote none, or finalize failed).
+  struct WatchThread {
+    std::atomic<bool> over{false};
+    std::thread thread;
+    void end() {
+      over = true;
+      if (thread.joinable()) thread.join();
+    }
+    ~WatchThread() { end(); }
+  } watcher;
+  if (a.watch && n == 0) {
+    WatchArgs w;
+    w.file = path;
+    w.wait = "1h";  // the program may start recording late; record stops the wait
+    w.out = stderr;
+    w.stop = &watcher.over;
+    watcher.thread = std::thread([w] {
+      try {
+        run_watch(w);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "tidemark: watch: %s\n", e.what());
+      }
+    });
+  }
+  auto end_watch = [&] { watcher.end(); };
+
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -153,11 +186,9 @@ int run_record(const RecordArgs& a) {
     fmt::print(stderr, "tidemark: {} was killed by signal {} ({})\n", a.command[0],
                WTERMSIG(status), strsignal(WTERMSIG(status)));
 
-  const std::string path = a.output.empty() ? "tidemark-" + program_name(a.command[0]) + "-" +
-                                                  std::to_string(pid) + ".db"
-                                            : a.output;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
+    end_watch();
     fmt::print(stderr,
                "tidemark: {} wrote no trace to {} (is it linked with Tidemark::autostart?)\n",
                a.command[0], path);
@@ -165,11 +196,13 @@ int run_record(const RecordArgs& a) {
   }
   try {
     {
-      Progress p("finalizing " + path);
+      Progress p(a.watch ? std::string() : "finalizing " + path);
       record::finalize_trace(path);
     }
+    end_watch();  // its last line (the peaks) before the summary
     print_summary(path);
   } catch (const std::exception& e) {
+    end_watch();
     fmt::print(stderr, "tidemark: {}\n", e.what());
     return code != 0 ? code : kExitUsage;
   }

@@ -129,7 +129,7 @@ class Watcher {
     if (pick && pick != device_) {
       device_ = pick;
       if (!a_.json)
-        fmt::print("{:>10} {:>13} {:>12} {:>12} {:>12}  ({})\n", "time", "steps", "allocated",
+        fmt::print(a_.out, "{:>10} {:>13} {:>12} {:>12} {:>12}  ({})\n", "time", "steps", "allocated",
                    "peak", "reserved", devs[*device_]);
     }
     return device_.has_value();
@@ -196,11 +196,11 @@ class Watcher {
 
   void emit(const json& j, const std::string& text) const {
     if (a_.json) {
-      fmt::print("{}\n", j.dump());
+      fmt::print(a_.out, "{}\n", j.dump());
     } else {
-      fmt::print("{}\n", text);
+      fmt::print(a_.out, "{}\n", text);
     }
-    std::fflush(stdout);
+    std::fflush(a_.out);
   }
 
   const WatchArgs& a_;
@@ -222,12 +222,16 @@ int run_watch(const WatchArgs& a) {
   const auto wait_ns = an::parse_duration_ns(a.wait);
   if (!wait_ns) throw UsageError("--wait: expected a duration (10s, 1m), got '" + a.wait + "'");
 
+  auto stopped = [&] { return a.stop && a.stop->load(); };
   // The recording may not have created the file yet.
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::nanoseconds(*wait_ns);
-  while (!std::filesystem::exists(a.file) && std::chrono::steady_clock::now() < give_up)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  if (!std::filesystem::exists(a.file))
+  while (!std::filesystem::exists(a.file) && std::chrono::steady_clock::now() < give_up &&
+         !stopped())
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  if (!std::filesystem::exists(a.file)) {
+    if (stopped()) return kExitOk;  // the program wrote no trace: record says so
     throw UsageError(a.file + ": no such file (waited " + a.wait + " for a recording to create it)");
+  }
 
   // A recorder creating the file sets its application id a moment before it writes the schema
   // and meta data: until --wait runs out, an unreadable file may be one being created.
@@ -236,16 +240,19 @@ int run_watch(const WatchArgs& a) {
     try {
       opened.emplace(a.file);
     } catch (const store::StoreError&) {
+      if (stopped()) return kExitOk;
       if (a.once || std::chrono::steady_clock::now() >= give_up) throw;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
   an::LiveTrace& trace = *opened;
   Watcher w(a, trace);
-  struct sigaction sa {};
-  sa.sa_handler = on_interrupt;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  if (!a.stop) {
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
+  }
 
   int idle_polls = 0;
   while (true) {
@@ -258,6 +265,7 @@ int run_watch(const WatchArgs& a) {
     }
     w.report(false);
     if (a.once || g_interrupted) return w.finish(false) ? kExitOk : kExitUsage;
+    if (stopped()) return kExitOk;  // inside record: the recording ended unfinalized
     idle_polls = read ? 0 : idle_polls + 1;
     // Checked again after the last poll: the finalizer may have finished in between.
     if (idle_polls >= 2 && !finalize_may_come(trace) && !trace.finalized()) {
@@ -270,7 +278,7 @@ int run_watch(const WatchArgs& a) {
     }
     // Sleep in short slices so Ctrl-C ends the wait promptly.
     const auto until = std::chrono::steady_clock::now() + interval;
-    while (!g_interrupted && std::chrono::steady_clock::now() < until)
+    while (!g_interrupted && !stopped() && std::chrono::steady_clock::now() < until)
       std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(
           interval, std::chrono::milliseconds(20)));
   }

@@ -263,6 +263,31 @@ TEST(Watch, ReservedGrowthOfASegmentsOnlyTrace) {
   EXPECT_EQ((*growing)["bytes_per_step"], 2 * kMiB);
 }
 
+// `tidemark record --watch`: the watch's lines on stderr while the program runs, its last line
+// (the peaks) before record's own summary; a program that writes no trace ends it at once.
+TEST(Watch, RecordWatchPrintsWhileTheProgramRuns) {
+  const std::string path = (dir() / "record_watch.db").string();
+  const tl_test::Result r =
+      tidemark({"record", "--watch", "-o", path, "--",
+                std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_accumulated_loss", "--steps", "20"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const size_t header = r.err.find("steps    allocated"), growing = r.err.find("! live memory");
+  const size_t peaks = r.err.find("finalized: peak allocated"), recorded = r.err.find("tidemark: recorded");
+  EXPECT_NE(header, std::string::npos) << r.err;
+  EXPECT_NE(growing, std::string::npos) << r.err;  // 20 steps of an accumulated loss
+  ASSERT_NE(peaks, std::string::npos) << r.err;
+  ASSERT_NE(recorded, std::string::npos) << r.err;
+  EXPECT_LT(peaks, recorded) << r.err;
+  EXPECT_EQ(r.out.find("finalized:"), std::string::npos) << "the watch writes to stderr only";
+
+  const auto start = std::chrono::steady_clock::now();
+  const tl_test::Result none = tidemark({"record", "--watch", "-o", (dir() / "none.db").string(),
+                                         "--no-cuda", "--", "/bin/true"});
+  EXPECT_EQ(none.rc, 0) << none.err;
+  EXPECT_NE(none.err.find("wrote no trace"), std::string::npos) << none.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
 TEST(Watch, BadArgumentsExit2WithOneLine) {
   const tl_test::Result missing = tidemark({"watch", (dir() / "none.db").string(), "--wait", "100ms"});
   EXPECT_EQ(missing.rc, 2);

@@ -76,7 +76,10 @@ struct WatchArgs {
   // installed (record forwards them to the program), and `stop` set means the recording ended
   // (finalized, or never to be): the watch prints what is left and returns.
   std::FILE* out = stdout;
-  const std::atomic<bool>* stop = nullptr;
+  const std::atomic<bool>* stop = nullptr;  // also: wait for the file until stopped, not `wait`
+  // A trace whose recording started before this (wall clock, ns) is an earlier run's: wait for
+  // the program to replace it. 0: any.
+  int64_t not_before_unix_ns = 0;
 };
 int run_watch(const WatchArgs& a);
 

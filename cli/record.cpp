@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -24,6 +25,7 @@
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/units.h"
 #include "profiler/record/recorder.h"
+#include "profiler/store/trace_reader.h"
 
 namespace tidemark::cli {
 
@@ -96,6 +98,11 @@ int run_record(const RecordArgs& a) {
     throw UsageError(std::string("record: pipe: ") + std::strerror(errno));
 
   // Resolve the output path before forking only when given; the default needs the child pid.
+  const pid_t self = ::getpid();  // the finalizer (getppid() in the child could already be 1)
+  // A trace whose recording started before this is not this run's (a file an earlier run left).
+  const int64_t started_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count();
   pid_t pid = ::fork();
   if (pid < 0) throw UsageError(std::string("record: fork: ") + std::strerror(errno));
   if (pid == 0) {
@@ -107,7 +114,7 @@ int run_record(const RecordArgs& a) {
     ::setenv("TIDEMARK_STACKS", std::to_string(stacks).c_str(), 1);
     ::setenv("TIDEMARK_TENSORS", a.no_tensors ? "0" : "1", 1);
     ::setenv("TIDEMARK_FINALIZE", "0", 1);
-    ::setenv("TIDEMARK_FINALIZER_PID", std::to_string(::getppid()).c_str(), 1);  // this tidemark
+    ::setenv("TIDEMARK_FINALIZER_PID", std::to_string(self).c_str(), 1);  // this tidemark
     // Processes the program starts write their own <stem>-<pid> files (docs/interpose.md).
     ::setenv("TIDEMARK_ROOT_PID", std::to_string(::getpid()).c_str(), 1);
     if (a.step_range) ::setenv("TIDEMARK_STEP_RANGE", a.step_range->c_str(), 1);
@@ -158,9 +165,15 @@ int run_record(const RecordArgs& a) {
   if (a.watch && n == 0) {
     WatchArgs w;
     w.file = path;
-    w.wait = "1h";  // the program may start recording late; record stops the wait
     w.out = stderr;
-    w.stop = &watcher.over;
+    w.stop = &watcher.over;  // also: wait for the file as long as the program runs
+    w.not_before_unix_ns = started_unix_ns;  // a file an earlier run left is not this one's
+    // SIGINT and SIGTERM stay with this thread, which forwards them to the program.
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    ::pthread_sigmask(SIG_BLOCK, &block, &old);
     watcher.thread = std::thread([w] {
       try {
         run_watch(w);
@@ -168,6 +181,7 @@ int run_record(const RecordArgs& a) {
         std::fprintf(stderr, "tidemark: watch: %s\n", e.what());
       }
     });
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   }
   auto end_watch = [&] { watcher.end(); };
 
@@ -187,11 +201,25 @@ int run_record(const RecordArgs& a) {
                WTERMSIG(status), strsignal(WTERMSIG(status)));
 
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
+  // A recording that started before the program (an earlier run's file, left in place) is not
+  // this run's: the program wrote none, and the old file is left as it was. (The program's
+  // own children may record it too: `sh -c 'prog; ...'`; what counts is when.)
+  auto recording_start = [&]() -> int64_t {
+    try {
+      return store::TraceReader::open(path, store::TraceReader::Require::upgradable)
+          .meta()
+          .start_unix_ns;
+    } catch (const std::exception&) {
+      return started_unix_ns;  // unreadable: finalize says what is wrong with it
+    }
+  };
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  const bool earlier = exists && recording_start() < started_unix_ns;
+  if (!exists || earlier) {
     end_watch();
-    fmt::print(stderr,
-               "tidemark: {} wrote no trace to {} (is it linked with Tidemark::autostart?)\n",
-               a.command[0], path);
+    fmt::print(stderr, "tidemark: {} wrote no trace to {}{} (is it linked with Tidemark::autostart?)\n",
+               a.command[0], path,
+               earlier ? " (the trace there is an earlier run's, left as it was)" : "");
     return code;
   }
   try {

@@ -223,10 +223,11 @@ int run_watch(const WatchArgs& a) {
   if (!wait_ns) throw UsageError("--wait: expected a duration (10s, 1m), got '" + a.wait + "'");
 
   auto stopped = [&] { return a.stop && a.stop->load(); };
-  // The recording may not have created the file yet.
+  // The recording may not have created the file yet (inside record: as long as the program
+  // runs).
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::nanoseconds(*wait_ns);
-  while (!std::filesystem::exists(a.file) && std::chrono::steady_clock::now() < give_up &&
-         !stopped())
+  auto waited_out = [&] { return !a.stop && std::chrono::steady_clock::now() >= give_up; };
+  while (!std::filesystem::exists(a.file) && !waited_out() && !stopped())
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (!std::filesystem::exists(a.file)) {
     if (stopped()) return kExitOk;  // the program wrote no trace: record says so
@@ -234,16 +235,20 @@ int run_watch(const WatchArgs& a) {
   }
 
   // A recorder creating the file sets its application id a moment before it writes the schema
-  // and meta data: until --wait runs out, an unreadable file may be one being created.
+  // and meta data: until --wait runs out, an unreadable file may be one being created. Inside
+  // record, a recording that started before the program is an earlier run's, until the
+  // program replaces it.
   std::optional<an::LiveTrace> opened;
   while (!opened) {
     try {
       opened.emplace(a.file);
+      if (opened->start_unix_ns() < a.not_before_unix_ns) opened.reset();
     } catch (const store::StoreError&) {
-      if (stopped()) return kExitOk;
-      if (a.once || std::chrono::steady_clock::now() >= give_up) throw;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (a.once || waited_out()) throw;
     }
+    if (opened) break;
+    if (stopped()) return kExitOk;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   an::LiveTrace& trace = *opened;
   Watcher w(a, trace);
@@ -256,7 +261,10 @@ int run_watch(const WatchArgs& a) {
 
   int idle_polls = 0;
   while (true) {
-    // Finalized is checked before reading, so the events read next are all there are.
+    // Stopped, then finalized, are read before reading the events: record stops the watch only
+    // after the finalize committed, so a stop seen here comes with a finalized trace, whose
+    // events the poll below reads in full.
+    const bool stop = stopped();
     const bool finalized = trace.finalized();
     const size_t read = trace.poll();
     if (finalized) {
@@ -265,7 +273,7 @@ int run_watch(const WatchArgs& a) {
     }
     w.report(false);
     if (a.once || g_interrupted) return w.finish(false) ? kExitOk : kExitUsage;
-    if (stopped()) return kExitOk;  // inside record: the recording ended unfinalized
+    if (stop) return kExitOk;  // inside record: the recording ended and was not finalized
     idle_polls = read ? 0 : idle_polls + 1;
     // Checked again after the last poll: the finalizer may have finished in between.
     if (idle_polls >= 2 && !finalize_may_come(trace) && !trace.finalized()) {

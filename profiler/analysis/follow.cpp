@@ -65,7 +65,7 @@ struct LiveTrace::State {
   std::vector<std::vector<Change>> changes;  // per device, by (ts, seq)
   std::vector<std::vector<Point>> points;    // per device, the curves after each change
   std::vector<LiveTrace::Step> steps;         // by ts
-  int64_t pid = 0, finalizer_pid = 0;
+  int64_t pid = 0, finalizer_pid = 0, start_unix_ns = 0;
   std::string host;
   store::DecodedBlock block;                 // reused between blocks
 
@@ -110,6 +110,7 @@ LiveTrace::LiveTrace(const std::string& path) {
   s_->start_ts = reader.meta().start_ts_ns;
   s_->pid = reader.meta().pid;
   s_->finalizer_pid = reader.meta().finalizer_pid;
+  s_->start_unix_ns = reader.meta().start_unix_ns;
   s_->host = reader.meta().host;
 }
 
@@ -180,6 +181,9 @@ int64_t LiveTrace::pid() const {
 }
 int64_t LiveTrace::finalizer_pid() const {
   return s_->finalizer_pid;
+}
+int64_t LiveTrace::start_unix_ns() const {
+  return s_->start_unix_ns;
 }
 const std::string& LiveTrace::host() const {
   return s_->host;

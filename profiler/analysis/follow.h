@@ -68,6 +68,7 @@ class LiveTrace {
   // recording still running or being finalized from one that ended without finalizing.
   int64_t pid() const;
   int64_t finalizer_pid() const;
+  int64_t start_unix_ns() const;  // wall-clock start of the recording
   const std::string& host() const;
 
  private:

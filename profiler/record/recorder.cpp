@@ -582,8 +582,10 @@ void start(const Options& options) {
   meta.host = host;
   meta.pid = getpid();
   // `tidemark record` finalizes after the program exits (TIDEMARK_FINALIZE=0): its pid tells a
-  // follower (`tidemark watch`) that a finalize is still coming.
-  if (const char* f = std::getenv("TIDEMARK_FINALIZER_PID")) meta.finalizer_pid = std::atoll(f);
+  // follower (`tidemark watch`) that a finalize is still coming. Not for a process that
+  // finalizes its own file (the program's children, which inherit the variable).
+  if (const char* f = std::getenv("TIDEMARK_FINALIZER_PID"); f && !o.finalize)
+    meta.finalizer_pid = std::atoll(f);
   meta.start_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();

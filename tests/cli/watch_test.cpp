@@ -280,12 +280,30 @@ TEST(Watch, RecordWatchPrintsWhileTheProgramRuns) {
   EXPECT_LT(peaks, recorded) << r.err;
   EXPECT_EQ(r.out.find("finalized:"), std::string::npos) << "the watch writes to stderr only";
 
+  // Again into the same file: the watch waits for this run's trace instead of reporting the
+  // one left by the first run.
+  const tl_test::Result again =
+      tidemark({"record", "--watch", "-o", path, "--",
+                std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_accumulated_loss", "--steps", "5"});
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_NE(again.err.find(", 5 steps; tidemark summary"), std::string::npos) << again.err;
+  EXPECT_EQ(again.err.find("20 steps"), std::string::npos) << again.err;
+
+  // A program that records nothing leaves an earlier trace at the path as it was.
+  const auto size_before = std::filesystem::file_size(path);
+
   const auto start = std::chrono::steady_clock::now();
-  const tl_test::Result none = tidemark({"record", "--watch", "-o", (dir() / "none.db").string(),
-                                         "--no-cuda", "--", "/bin/true"});
+  const tl_test::Result none =
+      tidemark({"record", "--watch", "-o", path, "--no-cuda", "--", "/bin/true"});
   EXPECT_EQ(none.rc, 0) << none.err;
-  EXPECT_NE(none.err.find("wrote no trace"), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("wrote no trace to " + path + " (the trace there is an earlier run's"),
+            std::string::npos)
+      << none.err;
+  EXPECT_EQ(none.err.find("finalized:"), std::string::npos) << none.err;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+  EXPECT_EQ(std::filesystem::file_size(path), size_before);
+  const tl_test::Result kept = tidemark({"watch", path, "--once"});
+  EXPECT_NE(kept.out.find(", 5 steps; tidemark summary"), std::string::npos) << kept.out;
 }
 
 TEST(Watch, BadArgumentsExit2WithOneLine) {

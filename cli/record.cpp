@@ -148,9 +148,12 @@ int run_record(const RecordArgs& a) {
   while (n < 0 && errno == EINTR);
   ::close(fds[0]);
 
-  const std::string path = a.output.empty() ? "tidemark-" + program_name(a.command[0]) + "-" +
-                                                  std::to_string(pid) + ".db"
-                                            : a.output;
+  // The program's file: `%p` in -o is its pid (docs/recording.md), as the recorder expands it.
+  std::string path = a.output.empty() ? "tidemark-" + program_name(a.command[0]) + "-" +
+                                            std::to_string(pid) + ".db"
+                                      : a.output;
+  for (size_t at; (at = path.find("%p")) != std::string::npos;)
+    path.replace(at, 2, std::to_string(pid));
   // --watch: `tidemark watch`'s lines on stderr while the program runs, until the trace is
   // finalized below (or will not be: the program wrote none, or finalize failed).
   struct WatchThread {

@@ -285,6 +285,22 @@ TEST(CliFinalize, UpgradesASchemaVersion1Trace) {
   EXPECT_EQ(again.out.find("upgraded"), std::string::npos) << again.out;
 }
 
+// `-o run-%p.db`: the program records to a file named with its pid, and record finalizes that.
+TEST(CliRecord, PercentPInTheOutputIsTheProgramsPid) {
+  const std::string pattern = (temp_dir() / "pid-%p.db").string();
+  Result r = tidemark({"record", "-o", pattern, "--", TIDEMARK_TRAIN_MLP, "2"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err.find("wrote no trace"), std::string::npos) << r.err;
+  std::string written;
+  for (const auto& e : fs::directory_iterator(temp_dir())) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("pid-", 0) == 0 && e.path().extension() == ".db") written = e.path().string();
+  }
+  ASSERT_FALSE(written.empty());
+  EXPECT_NE(r.err.find("to " + written), std::string::npos) << r.err;
+  EXPECT_TRUE(st::TraceReader::open(written, st::TraceReader::Require::finalized).finalized());
+}
+
 TEST(CliRecord, ReturnsTheChildsExitStatusAndFinalizesAfterAKill) {
   Result f = tidemark({"record", "-o", (temp_dir() / "false.db").string(), "--", "/bin/false"});
   EXPECT_EQ(f.rc, 1) << f.err;

@@ -41,7 +41,7 @@ demo: build
 	@if [ -x $(BUILD)/gui/tidemark-gui ]; then \
 	  echo "browse it: $(BUILD)/gui/tidemark-gui $(BUILD)/fashion_mnist.db $(BUILD)/pitfall.db"; fi
 	@echo "pitfalls: $(BUILD)/samples/pitfall_* [--fixed] (docs/samples.md)"
-	@echo "more: $(BUILD)/cli/tidemark --help (top, leaks, syncs, steps, check, diff, export)"
+	@echo "more: $(BUILD)/cli/tidemark --help (watch, top, leaks, syncs, steps, check, diff, export)"
 
 # Every test: the optimised build, then the ASan+UBSan build.
 test: test-fast test-sanitize

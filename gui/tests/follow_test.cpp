@@ -119,6 +119,46 @@ class FollowTest : public QObject {
              tidemark::analysis::peak(trace, trace.devices()[0].id)->bytes);
   }
 
+  // An injected PyTorch run being recorded: segments only (its own caching allocator), one
+  // more 2 MiB segment per step. Follow judges growth on reserved memory there and says so.
+  void reservedGrowthOfASegmentsOnlyRecording() {
+    const QString path = test_dir() + "/segments.db";
+    for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(path + suffix);
+    st::TraceMeta meta;
+    meta.start_ts_ns = 1'000'000;
+    writer_ = st::TraceWriter::create(path.toStdString(), meta);
+    for (uint64_t k = 1; k <= 8; ++k) {
+      ev::Event e;
+      e.kind = ev::Kind::step;
+      e.ts_ns = 1'000'000 + k * 100'000;
+      e.thread_id = 1;
+      e.seq = ++seq_;
+      e.device = ev::DeviceId{ev::DeviceType::cuda, 0};
+      e.name = {"step", k};
+      writer_->append(e, 0);
+      ev::Event s = e;
+      s.kind = ev::Kind::segment_alloc;
+      s.ts_ns += 10'000;
+      s.seq = ++seq_;
+      s.block.addr = 0x40000000 + k * (2 << 20);
+      s.block.size = 2 << 20;
+      s.block.segment = s.block.addr;
+      writer_->append(s, 0);
+    }
+    writer_->commit();
+    const TraceDataPtr data = follow_trace_data(path.toStdString());
+    QVERIFY(data);
+    QCOMPARE(data->devices.size(), size_t(1));
+    QCOMPARE(QString::fromStdString(data->devices[0].name), QString("cuda:0"));
+    QVERIFY(data->live_growth_reserved.at(0));
+    QVERIFY(data->live_growth.at(0).growing);
+    QCOMPARE(data->live_growth.at(0).slope_bytes_per_step, double(2 << 20));
+    const QString html = follow_html(*data);
+    QVERIFY2(html.contains("reserved memory at the start of a step grows by about 2.00 MiB"),
+             qPrintable(html));
+    writer_.reset();
+  }
+
   // A trace that is finalized already has nothing to follow: it is loaded as Open would.
   void followingAFinalizedTraceLoadsIt() {
     const QString path = recorded_trace();

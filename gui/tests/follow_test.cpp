@@ -22,6 +22,18 @@ class FollowTest : public QObject {
   std::unique_ptr<st::TraceWriter> writer_;
   uint64_t seq_ = 0;
 
+  // A step event (the recorder's tl::profiler::step(), or an NVTX step range).
+  void step(uint64_t k, uint64_t ts, ev::DeviceId device = {}) {
+    ev::Event e;
+    e.kind = ev::Kind::step;
+    e.ts_ns = ts;
+    e.thread_id = 1;
+    e.seq = ++seq_;
+    e.device = device;
+    e.name = {"step", k};
+    writer_->append(e, 0);
+  }
+
   void block(ev::Kind kind, uint64_t ts, uint64_t addr, uint64_t size) {
     ev::Event e;
     e.kind = kind;
@@ -78,14 +90,8 @@ class FollowTest : public QObject {
     // Steps, each keeping 64 KiB more alive: the timeline gets their ticks and the Summary
     // says live memory grows (step 7 has not ended, so steps 1-6 are judged).
     for (uint64_t k = 1; k <= 7; ++k) {
-      ev::Event e;
-      e.kind = ev::Kind::step;
-      e.ts_ns = 4'000'000 + k * 100'000;
-      e.thread_id = 1;
-      e.seq = ++seq_;
-      e.name = {"step", k};
-      writer_->append(e, 0);
-      block(ev::Kind::alloc, e.ts_ns + 10'000, 0x200000 + k * 0x10000, 64 << 10);
+      step(k, 4'000'000 + k * 100'000);
+      block(ev::Kind::alloc, 4'000'000 + k * 100'000 + 10'000, 0x200000 + k * 0x10000, 64 << 10);
     }
     writer_->commit();
     QVERIFY(followed.wait(10000));
@@ -127,19 +133,15 @@ class FollowTest : public QObject {
     st::TraceMeta meta;
     meta.start_ts_ns = 1'000'000;
     writer_ = st::TraceWriter::create(path.toStdString(), meta);
+    const ev::DeviceId cuda{ev::DeviceType::cuda, 0};
     for (uint64_t k = 1; k <= 8; ++k) {
-      ev::Event e;
-      e.kind = ev::Kind::step;
-      e.ts_ns = 1'000'000 + k * 100'000;
-      e.thread_id = 1;
-      e.seq = ++seq_;
-      e.device = ev::DeviceId{ev::DeviceType::cuda, 0};
-      e.name = {"step", k};
-      writer_->append(e, 0);
-      ev::Event s = e;
+      step(k, 1'000'000 + k * 100'000, cuda);
+      ev::Event s;
       s.kind = ev::Kind::segment_alloc;
-      s.ts_ns += 10'000;
+      s.ts_ns = 1'000'000 + k * 100'000 + 10'000;
+      s.thread_id = 1;
       s.seq = ++seq_;
+      s.device = cuda;
       s.block.addr = 0x40000000 + k * (2 << 20);
       s.block.size = 2 << 20;
       s.block.segment = s.block.addr;

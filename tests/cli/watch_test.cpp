@@ -115,6 +115,14 @@ class Loop {
 
 fs::path dir() { return tl_test::temp_dir("tidemark_watch"); }
 
+// The pid of a child that has exited (free, or reused much later): a recording process gone.
+pid_t dead_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);
+  return child;
+}
+
 TEST(Watch, FollowsARecordingUntilItIsFinalized) {
   const std::string path = (dir() / "live.db").string();
   fs::remove(path);
@@ -204,10 +212,7 @@ TEST(Watch, OnceOnAFinishedTraceInText) {
 }
 
 TEST(Watch, ARecordingWhoseProcessIsGoneEndsWithExit1) {
-  // A child that exits at once: its pid is then free (or reused much later).
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  ::waitpid(child, nullptr, 0);
+  const pid_t child = dead_pid();
   const std::string path = (dir() / "crashed.db").string();
   {
     Loop loop(path, child);
@@ -224,9 +229,7 @@ TEST(Watch, ARecordingWhoseProcessIsGoneEndsWithExit1) {
 // Under `tidemark record` the program exits first and record finalizes afterwards: while that
 // process is there, watch waits for the finalize instead of reporting a crash.
 TEST(Watch, WaitsForTheFinalizerAfterTheProgramExits) {
-  const pid_t child = ::fork();
-  if (child == 0) ::_exit(0);
-  ::waitpid(child, nullptr, 0);
+  const pid_t child = dead_pid();
   const std::string path = (dir() / "finalizing.db").string();
   {
     Loop loop(path, child, /*finalizer_pid=*/::getpid());

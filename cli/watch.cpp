@@ -119,12 +119,17 @@ class Watcher {
   // The device to report: --device, else the first GPU once one appears (the CPU until then).
   bool pick_device() {
     const auto& devs = t_.devices();
+    auto index_of = [&](auto match) -> std::optional<size_t> {
+      const auto it = std::find_if(devs.begin(), devs.end(), match);
+      return it == devs.end() ? std::nullopt : std::optional<size_t>(it - devs.begin());
+    };
     std::optional<size_t> pick;
-    for (size_t d = 0; d < devs.size(); ++d) {
-      if (!a_.device.empty() ? devs[d] == (a_.device == "cuda" ? "cuda:0" : a_.device)
-                             : devs[d] != "cpu" || !pick) {
-        if (!pick || devs[*pick] == "cpu") pick = d;
-      }
+    if (!a_.device.empty()) {
+      const std::string want = a_.device == "cuda" ? "cuda:0" : a_.device;
+      pick = index_of([&](const std::string& d) { return d == want; });
+    } else {
+      pick = index_of([](const std::string& d) { return d != "cpu"; });
+      if (!pick) pick = index_of([](const std::string& d) { return d == "cpu"; });
     }
     if (pick && pick != device_) {
       device_ = pick;
@@ -162,7 +167,7 @@ class Watcher {
   // caching allocator reserves more segments as a leak fills its cache); warns once.
   void check_growth(size_t done) {
     if (warned_ || done < 5) return;
-    const bool reserved = segments_only();
+    const bool reserved = !t_.has_blocks(*device_);
     const an::Growth g = t_.step_growth(*device_, done, kGrowthWindow, reserved);
     if (!g.growing) return;
     warned_ = true;
@@ -180,13 +185,6 @@ class Watcher {
                      reserved ? "reserved" : "live", an::format_bytes(slope),
                      g.boundaries.front().first,
                      g.boundaries.back().first, a_.file));
-  }
-
-  // A device with reserved memory and no allocated block so far: the segments of a program
-  // with its own caching allocator, recorded by injection.
-  bool segments_only() const {
-    const an::LiveTrace::Window all = t_.window(*device_, 0, t_.end_ns() + 1);
-    return all.allocated_peak == 0 && all.reserved_peak > 0;
   }
 
   std::string rel(uint64_t ts) const {

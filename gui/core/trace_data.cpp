@@ -81,8 +81,7 @@ void fill_from_live(TraceData& data, const analysis::LiveTrace& live) {
   for (size_t i = 0; i < live.devices().size(); ++i) {
     data.devices.push_back({int64_t(i), live.devices()[i], live.devices()[i], 0});
     data.peaks.push_back(live.peak(i));
-    const analysis::LiveTrace::Window all = live.window(i, 0, live.end_ns() + 1);
-    const bool segments_only = all.allocated_peak == 0 && all.reserved_peak > 0;
+    const bool segments_only = !live.has_blocks(i);
     data.live_growth.push_back(live.step_growth(i, ended, 10, segments_only));
     data.live_growth_reserved.push_back(segments_only);
   }

@@ -16,11 +16,16 @@ SiteMap by_key(std::vector<Group> groups) {
   return out;
 }
 
-SiteMap at_peak(const Trace& t, const DeviceRef* device, GroupBy by) {
+// What was live at a device's allocated peak, by site and by category.
+struct AtPeak {
+  SiteMap sites, categories;
+};
+AtPeak at_peak(const Trace& t, const DeviceRef* device) {
   if (!device) return {};
   auto at = peak_point(t, device->id);
   if (!at) return {};
-  return by_key(live_at(t, device->id, *at, by, 0).groups);
+  return {by_key(live_at(t, device->id, *at, GroupBy::site, 0).groups),
+          by_key(live_at(t, device->id, *at, GroupBy::category, 0).groups)};
 }
 
 SiteMap reserved_sites_at_peak(const Trace& t, const DeviceRef* device) {
@@ -94,9 +99,11 @@ TraceDiff diff(const Trace& a, const Trace& b) {
                                val(dd.a, &DeviceSummary::final_allocated_bytes);
     d.devices.push_back(std::move(dd));
 
-    d.sites.push_back(compare_sites(name, at_peak(a, da, GroupBy::site), at_peak(b, db, GroupBy::site)));
+    AtPeak pa = at_peak(a, da), pb = at_peak(b, db);
+    d.sites.push_back(compare_sites(name, pa.sites, pb.sites));
     // Programs that tag no category have `unknown` only: the peaks' difference again.
-    SiteMap ca = at_peak(a, da, GroupBy::category), cb = at_peak(b, db, GroupBy::category);
+    SiteMap& ca = pa.categories;
+    SiteMap& cb = pb.categories;
     auto untagged = [](const SiteMap& m) {
       return std::all_of(m.begin(), m.end(), [](const auto& kv) { return kv.first == "unknown"; });
     };

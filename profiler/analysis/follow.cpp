@@ -64,6 +64,7 @@ struct LiveTrace::State {
   std::vector<std::string> devices;
   std::vector<std::vector<Change>> changes;  // per device, by (ts, seq)
   std::vector<std::vector<Point>> points;    // per device, the curves after each change
+  std::vector<uint64_t> allocs;              // per device, alloc events read
   std::vector<LiveTrace::Step> steps;         // by ts
   int64_t pid = 0, finalizer_pid = 0, start_unix_ns = 0;
   std::string host;
@@ -76,6 +77,7 @@ struct LiveTrace::State {
     devices.push_back(name);
     changes.emplace_back();
     points.emplace_back();
+    allocs.push_back(0);
     return devices.size() - 1;
   }
   // Merges `fresh` (any order) into a device's changes and recomputes the curves from the
@@ -147,6 +149,7 @@ size_t LiveTrace::poll() {
       Change c;
       if (!memory_change(e, c)) continue;
       const size_t dev = s.device_index(e.device);
+      if (e.kind == ev::Kind::alloc) ++s.allocs[dev];
       if (fresh.size() <= dev) fresh.resize(dev + 1);
       fresh[dev].push_back(c);
     }
@@ -171,6 +174,10 @@ uint64_t LiveTrace::event_count() const {
 }
 const std::vector<std::string>& LiveTrace::devices() const {
   return s_->devices;
+}
+
+bool LiveTrace::has_blocks(size_t device) const {
+  return device < s_->allocs.size() && s_->allocs[device] > 0;
 }
 
 const std::vector<LiveTrace::Step>& LiveTrace::steps() const {

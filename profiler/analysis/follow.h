@@ -37,6 +37,9 @@ class LiveTrace {
   bool finalized() const;  // the recording ended and finalize built the derived tables
   // Devices in the order their first memory event was read: "cpu", "cuda:0".
   const std::vector<std::string>& devices() const;
+  // Whether a device had an `alloc` event so far. A device with segments and none is a program
+  // with its own caching allocator recorded by injection (PyTorch): reserved memory only.
+  bool has_blocks(size_t device) const;
   // The highest allocated value of a device so far, and when it was first reached.
   std::optional<store::Peak> peak(size_t device) const;
   // The curves of a device over `width` columns, as analysis::timeline() gives them for a

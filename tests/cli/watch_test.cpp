@@ -65,28 +65,14 @@ class Loop {
   // Step k of an injected PyTorch run that leaks: its own caching allocator reserves one more
   // 2 MiB segment per step (no blocks are recorded).
   void segment_step(int64_t k) {
-    const uint64_t t = kStart + static_cast<uint64_t>(k) * kStepNs;
-    ev::Event e;
-    e.kind = ev::Kind::step;
-    e.ts_ns = t;
-    e.thread_id = 1;
-    e.seq = ++seq_;
-    e.name = {"step", static_cast<uint64_t>(k)};
-    w_->append(e, 0);
+    const uint64_t t = step_event(k);
     block(ev::Kind::segment_alloc, t + 1000, 0x40000000 + static_cast<uint64_t>(k) * 2 * kMiB, 2 * kMiB);
     w_->commit();
     end_ = t + 5000;
   }
   // Step k: the step event, the temporary, the kept block, the temporary's free.
   void step(int64_t k) {
-    const uint64_t t = kStart + static_cast<uint64_t>(k) * kStepNs;
-    ev::Event e;
-    e.kind = ev::Kind::step;
-    e.ts_ns = t;
-    e.thread_id = 1;
-    e.seq = ++seq_;
-    e.name = {"step", static_cast<uint64_t>(k)};
-    w_->append(e, 0);
+    const uint64_t t = step_event(k);
     const uint64_t temp = 0x18000000, kept = 0x10000000 + static_cast<uint64_t>(k + 1) * kMiB;
     block(ev::Kind::alloc, t + 1000, temp, 4 * kMiB);
     block(ev::Kind::alloc, t + 2000, kept, kMiB);
@@ -98,6 +84,17 @@ class Loop {
   void close() { w_->close(end_); }
 
  private:
+  // Step k's event; returns its time.
+  uint64_t step_event(int64_t k) {
+    ev::Event e;
+    e.kind = ev::Kind::step;
+    e.ts_ns = kStart + static_cast<uint64_t>(k) * kStepNs;
+    e.thread_id = 1;
+    e.seq = ++seq_;
+    e.name = {"step", static_cast<uint64_t>(k)};
+    w_->append(e, 0);
+    return e.ts_ns;
+  }
   void block(ev::Kind kind, uint64_t ts, uint64_t addr, int64_t size) {
     ev::Event e;
     e.kind = kind;

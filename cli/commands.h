@@ -51,12 +51,14 @@ struct TopArgs {
   std::string file, device, at = "peak", by = "site";
   size_t limit = 10;
   bool json = false;
+  bool folded = false;  // every stack as a folded line, for flame graphs
 };
 int run_top(const TopArgs& a);
 
 struct LeaksArgs {
   std::string file, device, by = "site";
   bool by_step = false, json = false;
+  bool folded = false;  // every stack as a folded line, for flame graphs
   size_t limit = 10;
 };
 int run_leaks(const LeaksArgs& a);

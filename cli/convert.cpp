@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -51,16 +52,34 @@ int run_export(const std::string& file, const std::string& format, const std::st
     if (!f) throw UsageError("-o " + output + ": cannot create the file");
   }
   std::ostream& out = output == "-" ? std::cout : f;
+  std::optional<analysis::SnapshotExport> snapshot;
   {
     Progress p("exporting " + file);
     if (format == "chrome")
       analysis::export_chrome(file, out);
-    else
+    else if (format == "csv")
       analysis::export_csv(file, out);
+    else
+      snapshot = analysis::export_snapshot(file, out);
   }
   out.flush();
   if (!out) throw UsageError("-o " + output + ": cannot write the file");
   if (output != "-") fmt::print(stderr, "tidemark: wrote {}\n", output);
+  if (snapshot) {
+    // Which device is which in the viewer's device list, and what could not be shown.
+    std::string devices;
+    for (const auto& d : snapshot->devices)
+      devices += fmt::format("{}{} is device {} ({} entries)", devices.empty() ? "" : ", ", d.name,
+                             d.index, d.entries);
+    fmt::print(stderr, "tidemark: snapshot: {}; {} segments, {} blocks at the end\n",
+               devices.empty() ? "no devices" : devices, snapshot->segments, snapshot->blocks);
+    if (snapshot->blocks_left_out + snapshot->entries_left_out > 0)
+      fmt::print(stderr,
+                 "tidemark: snapshot: left out {} trace entries and {} blocks live at the end, of "
+                 "memory reserved before the recording started (the viewer needs a segment "
+                 "around every block)\n",
+                 snapshot->entries_left_out, snapshot->blocks_left_out);
+  }
   return kExitOk;
 }
 #endif

@@ -119,7 +119,11 @@ int main(int argc, char** argv) {
   top->add_option("--by", top_args.by, "site, stack, scope or category")
       ->check(CLI::IsMember({"site", "stack", "scope", "category"}));
   top->add_option("--limit", top_args.limit, "Groups listed (0: all)");
-  top->add_flag("--json", top_args.json, "Print JSON");
+  CLI::Option* top_json = top->add_flag("--json", top_args.json, "Print JSON");
+  top->add_flag("--folded", top_args.folded,
+                "Print every stack as a folded line (outermost;...;innermost BYTES) for "
+                "flamegraph.pl, speedscope or inferno")
+      ->excludes(top_json);
 
   tc::LeaksArgs leak_args;
   CLI::App* leaks = command(app, "leaks", "Allocations still allocated at the end of the trace",
@@ -131,7 +135,11 @@ int main(int argc, char** argv) {
   leaks->add_flag("--by-step", leak_args.by_step,
                   "Also: leaked bytes per step, and live bytes at each step boundary");
   leaks->add_option("--limit", leak_args.limit, "Groups listed (0: all)");
-  leaks->add_flag("--json", leak_args.json, "Print JSON");
+  CLI::Option* leaks_json = leaks->add_flag("--json", leak_args.json, "Print JSON");
+  leaks->add_flag("--folded", leak_args.folded,
+                  "Print every leaked stack as a folded line (outermost;...;innermost BYTES) for "
+                  "flamegraph.pl, speedscope or inferno")
+      ->excludes(leaks_json);
 
   tc::SimpleArgs sync_args;
   CLI::App* syncs = command(app, "syncs", "Where the host waited on the device, by site",
@@ -215,12 +223,14 @@ int main(int argc, char** argv) {
 #ifdef TIDEMARK_CLI_EXPORT
   std::string exp_in, exp_format, exp_out;
   CLI::App* exp =
-      command(app, "export", "Write a trace as Chrome/Perfetto trace JSON or as CSV of allocations",
-              "tidemark export run.db --format chrome -o run.json");
+      command(app, "export",
+              "Write a trace as Chrome/Perfetto trace JSON, a CSV of allocations, or a PyTorch "
+              "memory snapshot (pytorch.org/memory_viz)",
+              "tidemark export run.db --format snapshot -o run.pickle");
   exp->add_option("file", exp_in, "Trace file")->required();
-  exp->add_option("--format", exp_format, "chrome or csv")
+  exp->add_option("--format", exp_format, "chrome, csv or snapshot")
       ->required()
-      ->check(CLI::IsMember({"chrome", "csv"}));
+      ->check(CLI::IsMember({"chrome", "csv", "snapshot"}));
   exp->add_option("-o,--output", exp_out, "Output file (- for stdout)")->required();
 #endif
 

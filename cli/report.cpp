@@ -175,6 +175,25 @@ int run_finalize(const std::string& file) {
   return kExitOk;
 }
 
+namespace {
+
+// Brendan Gregg's folded stacks, which flamegraph.pl, inferno and speedscope read: one line
+// per stack, its frames outermost first joined by ';', a space, then its bytes. A ';' inside a
+// frame would split it, so it becomes ','; an allocation without a stack is "(no stack)".
+void print_folded(const std::vector<an::Group>& groups) {
+  for (const an::Group& g : groups) {
+    std::string line;
+    for (auto it = g.frames.rbegin(); it != g.frames.rend(); ++it) {
+      if (!line.empty()) line += ';';
+      for (char c : *it) line += c == ';' ? ',' : c;
+    }
+    if (line.empty()) line = g.label;
+    fmt::print("{} {}\n", line, g.bytes);
+  }
+}
+
+}  // namespace
+
 int run_top(const TopArgs& a) {
   an::Trace t = open_trace(a.file);
   an::DeviceRef d = primary_device(t, a.device);
@@ -200,6 +219,10 @@ int run_top(const TopArgs& a) {
   } else {
     at.ts = parse_time(t, "--at", a.at);
   }
+  if (a.folded) {
+    print_folded(an::live_at(t, d.id, at, an::GroupBy::stack, 0).groups);
+    return kExitOk;
+  }
   an::LiveBreakdown b = an::live_at(t, d.id, at, group_by(a.by), a.limit);
   if (a.json) {
     print(b);
@@ -214,6 +237,10 @@ int run_top(const TopArgs& a) {
 int run_leaks(const LeaksArgs& a) {
   an::Trace t = open_trace(a.file);
   auto dev = device_id(t, a.device);
+  if (a.folded) {
+    print_folded(an::leaks(t, dev, an::GroupBy::stack, 0).groups);
+    return kExitOk;
+  }
   an::LeakReport r = an::leaks(t, dev, group_by(a.by), a.limit);
   std::vector<std::pair<std::string, an::Growth>> growth;
   if (a.by_step)

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev python3
   libopenblas-openmp-dev libsqlite3-dev libunwind-dev libdw-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libpng-dev zlib1g-dev
   dataset-fashion-mnist

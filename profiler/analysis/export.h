@@ -1,10 +1,12 @@
 // Exports of a finalized trace for other tools: Chrome Trace Event Format JSON (Perfetto,
-// chrome://tracing) and a CSV of allocations (spreadsheets, pandas). docs/export.md describes
-// both formats.
+// chrome://tracing), a CSV of allocations (spreadsheets, pandas) and a PyTorch memory
+// snapshot (PyTorch's memory_viz, torch.cuda.memory tooling). docs/export.md describes the
+// formats.
 #pragma once
 
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 namespace tidemark::analysis {
 
@@ -28,5 +30,38 @@ void export_chrome(const std::string& trace_path, std::ostream& out);
 ///
 /// Throws as export_chrome does.
 void export_csv(const std::string& trace_path, std::ostream& out);
+
+// What export_snapshot wrote.
+struct SnapshotExport {
+  struct Device {
+    std::string name;  // "cpu", "cuda:0"
+    int index = 0;     // its index in the snapshot (`device`, `device_traces[index]`)
+    uint64_t entries = 0;
+  };
+  std::vector<Device> devices;
+  uint64_t entries = 0;   // trace entries, all devices
+  uint64_t segments = 0;  // segments reserved at the end
+  uint64_t blocks = 0;    // blocks allocated or pending free at the end
+  // Blocks live at the end that lie in no segment the trace saw reserved (the recording
+  // started after their memory was reserved): left out of `segments`, which PyTorch's viewer
+  // needs to hold every block it draws.
+  uint64_t blocks_left_out = 0;
+  // Their history's entries (alloc, free_requested, free_completed), left out likewise.
+  uint64_t entries_left_out = 0;
+};
+
+/// Writes the trace at `trace_path` as a PyTorch memory snapshot (the pickle
+/// `torch.cuda.memory._dump_snapshot` writes; docs/export.md, "PyTorch memory snapshot"), so
+/// https://pytorch.org/memory_viz and other snapshot tools open it: `segments` as they were at
+/// the end of the trace, with their blocks; `device_traces` with every alloc, free_requested,
+/// free_completed, segment_alloc, segment_free, segment_map, segment_unmap and oom, in order,
+/// with the host stack of each as `frames` (innermost first) and, when the trace has
+/// categories, each block's `category`. cuda:N is device N; the CPU is the device after the
+/// last CUDA one (0 when there is none). Pickle protocol 4 with only the opcodes memory_viz's
+/// own unpickler reads; frames lists and repeated strings are memoized, as Python's pickler
+/// does. Streamed: memory holds the distinct stacks, not the events.
+///
+/// Throws as export_chrome does.
+SnapshotExport export_snapshot(const std::string& trace_path, std::ostream& out);
 
 }  // namespace tidemark::analysis

@@ -1,11 +1,13 @@
-// A minimal pickle writer (protocols 2-5) for tests, the import benchmark and fuzz seeds: it
-// writes the opcodes Python's pickler would for plain data. The importer does not use it.
-// Header-only; the caller drives the opcodes (containers are EMPTY_* then MARK ... APPENDS /
-// SETITEMS, as Python writes them).
+// A minimal pickle writer (protocols 2-5): it writes the opcodes Python's pickler would for
+// plain data. The snapshot export (profiler/analysis/export_snapshot.cpp) writes with it, and
+// tests, the import benchmark and fuzz seeds build pickles with it; the importer does not use
+// it. Header-only; the caller drives the opcodes (containers are EMPTY_* then MARK ...
+// APPENDS / SETITEMS, as Python writes them).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <string_view>
 
@@ -86,6 +88,12 @@ class PickleWriter {
     return idx;
   }
   PickleWriter& get(uint32_t idx) { return idx < 256 ? op('h').le(idx, 1) : op('j').le(idx, 4); }
+  // Moves what was written so far to `os`, so a long pickle streams out in pieces (memo
+  // indices carry on across pieces).
+  void drain_to(std::ostream& os) {
+    os.write(out_.data(), static_cast<std::streamsize>(out_.size()));
+    out_.clear();
+  }
   std::string finish() {
     op('.');
     return std::move(out_);

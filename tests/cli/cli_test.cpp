@@ -112,6 +112,64 @@ TEST_F(CliTest, SummarySplitsThePeakByCategory) {
   EXPECT_NE(text.out.find("\n  by category: activation "), std::string::npos) << text.out;
 }
 
+// Folded stacks for flame graphs (flamegraph.pl, speedscope, inferno): a line per stack,
+// outermost frame first, bytes last; the lines add up to what top and leaks report.
+struct Folded {
+  int64_t bytes = 0;
+  size_t lines = 0;
+  bool outermost_first = false;  // a line has main before the sample's code it called
+  bool well_formed = true;
+};
+
+Folded parse_folded(const std::string& out) {
+  Folded f;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    ++f.lines;
+    size_t space = line.rfind(' ');
+    if (space == std::string::npos || space == 0) {
+      f.well_formed = false;
+      continue;
+    }
+    f.bytes += std::stoll(line.substr(space + 1));
+    size_t main = line.find("main ("), sample = line.find("samples::");
+    if (main != std::string::npos && sample != std::string::npos && main < sample)
+      f.outermost_first = true;
+  }
+  return f;
+}
+
+TEST_F(CliTest, FoldedStacksAddUpToThePeakAndTheLeaks) {
+  Result top = tidemark({"top", trace_, "--folded"});
+  ASSERT_EQ(top.rc, 0) << top.err;
+  Folded f = parse_folded(top.out);
+  nlohmann::json j =
+      nlohmann::json::parse(tidemark({"top", trace_, "--by", "stack", "--limit", "0", "--json"}).out);
+  EXPECT_TRUE(f.well_formed) << top.out.substr(0, 2000);
+  EXPECT_EQ(f.bytes, j["bytes"].get<int64_t>());
+  EXPECT_EQ(f.lines, j["groups_total"].get<size_t>());
+  EXPECT_TRUE(f.outermost_first) << top.out.substr(0, 2000);
+
+  Result both = tidemark({"top", trace_, "--folded", "--json"});
+  EXPECT_EQ(both.rc, 2);
+  EXPECT_NE(both.err.find("--folded"), std::string::npos) << both.err;
+
+  // Leaks: the real PyTorch snapshot ends with memory still allocated.
+  const std::string snapshot =
+      std::string(TIDEMARK_SHARED_DIR) + "/data/pytorch/snapshot_small_gpu.pickle";
+  if (!fs::exists(snapshot)) GTEST_SKIP() << "no shared snapshot at " << snapshot;
+  const std::string db = (temp_dir() / "folded-leaks.db").string();
+  ASSERT_EQ(tidemark({"import", snapshot, "-o", db}).rc, 0);
+  Result leaks = tidemark({"leaks", db, "--folded"});
+  ASSERT_EQ(leaks.rc, 0) << leaks.err;
+  Folded l = parse_folded(leaks.out);
+  nlohmann::json lj = nlohmann::json::parse(tidemark({"leaks", db, "--json"}).out);
+  EXPECT_TRUE(l.well_formed);
+  EXPECT_GT(l.bytes, 0);
+  EXPECT_EQ(l.bytes, lj["bytes"].get<int64_t>());
+}
+
 TEST_F(CliTest, CheckPassesWithAGenerousLimitAndFailsNamingTheLimit) {
   std::string junit = (temp_dir() / "check.xml").string();
   Result ok = tidemark({"check", trace_, "--max-peak-allocated", "1GiB", "--max-leaked", "0"});
@@ -344,6 +402,28 @@ TEST(CliImport, ImportsThePyTorchSnapshotWithItsPeaks) {
   Result e = tidemark({"export", out, "--format", "csv", "-o", "-"});
   ASSERT_EQ(e.rc, 0) << e.err;
   EXPECT_EQ(e.out.rfind("device,addr,size", 0), 0u);
+}
+
+// The real PyTorch snapshot imported and exported again is the same snapshot: every trace
+// entry (action, address, size, stream, time, frames) and the final segments and blocks, as
+// tests/analysis/snapshot_check.py compares them with Python's own pickle.
+TEST(CliExport, TheRealSnapshotSurvivesImportAndExport) {
+  const std::string snapshot =
+      std::string(TIDEMARK_SHARED_DIR) + "/data/pytorch/snapshot_small_gpu.pickle";
+  if (!fs::exists(snapshot)) GTEST_SKIP() << "no shared snapshot at " << snapshot;
+  const std::string db = (temp_dir() / "roundtrip.db").string();
+  const std::string again = (temp_dir() / "roundtrip.pickle").string();
+  ASSERT_EQ(tidemark({"import", snapshot, "-o", db}).rc, 0);
+  Result e = tidemark({"export", db, "--format", "snapshot", "-o", again});
+  ASSERT_EQ(e.rc, 0) << e.err;
+  EXPECT_NE(e.err.find("cuda:0 is device 0"), std::string::npos) << e.err;
+  const std::string script =
+      (fs::path(__FILE__).parent_path().parent_path() / "analysis/snapshot_check.py").string();
+  Result c = tl_test::run({"python3", script, again, "--original", snapshot});
+  EXPECT_EQ(c.rc, 0) << c.out.substr(0, 2000) << c.err;
+  auto j = nlohmann::json::parse(c.out);
+  EXPECT_EQ(j["devices"]["0"]["peak_reserved"], 134217728);
+  EXPECT_EQ(j["devices"]["0"]["start_blocks"], 0);
 }
 
 // import --onto needs a finalized recording; a missing one is bad input (exit 2) naming it,

@@ -2,7 +2,7 @@
 //   tidemark-gui [FILE...]                 one tab per file
 //   tidemark-gui --compare A B             A with B overlaid, and their differences
 //   tidemark-gui --follow FILE             a trace still being recorded, growing on screen
-//   tidemark-gui --screenshot OUT.png [--view timeline|allocator|summary|compare]
+//   tidemark-gui --screenshot OUT.png [--view timeline|allocator|summary|flame|compare]
 //                [--stack category|site] FILE  (or --compare A B)
 // The screenshot mode renders offscreen and exits: 0, or 2 with one line naming the file
 // and the problem (as the CLI's exit codes).
@@ -37,9 +37,11 @@ int screenshot(const QString& out, const QString& view_name, const QString& stac
     view = TraceView::View::allocator;
   else if (view_name == "summary")
     view = TraceView::View::summary;
+  else if (view_name == "flame")
+    view = TraceView::View::flame;
   else
-    return fail("--view must be timeline, allocator, summary or compare (with --compare), got '" +
-                view_name + "'");
+    return fail("--view must be timeline, allocator, summary, flame or compare (with --compare), "
+                "got '" + view_name + "'");
   TimelineWidget::Stacking stacking = TimelineWidget::Stacking::none;
   if (stack == "category")
     stacking = TimelineWidget::Stacking::category;
@@ -85,7 +87,7 @@ int main(int argc, char** argv) {
   parser.setApplicationDescription("Browse Tidemark memory traces.");
   parser.addHelpOption();
   QCommandLineOption shot("screenshot", "Render FILE offscreen into OUT.png and exit.", "OUT.png");
-  QCommandLineOption view("view", "The view to render: timeline, allocator, summary or compare.",
+  QCommandLineOption view("view", "The view to render: timeline, allocator, summary, flame or compare.",
                           "VIEW", "timeline");
   QCommandLineOption stack("stack", "Stack the rendered timeline: none, category or site.", "BY");
   QCommandLineOption compare("compare", "Open A with B overlaid and their differences listed.");

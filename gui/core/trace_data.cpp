@@ -122,6 +122,12 @@ void compute_tables(TraceData& data, const Trace& trace,
   report(10, "summarizing");
   data.summary = analysis::summarize(trace);
   report(30, "live at the peak");
+  auto flame = [&](const std::vector<AllocationRow>& rows) {
+    return analysis::flame_tree(
+        analysis::group_allocations(trace, rows, analysis::GroupBy::stack, 0));
+  };
+  data.flame_peak.assign(data.devices.size(), {});
+  data.flame_leaks.assign(data.devices.size(), {});
   for (size_t i = 0; i < data.devices.size(); ++i) {
     const analysis::DeviceRef& d = data.devices[i];
     if (i >= data.peaks.size() || !data.peaks[i]) continue;
@@ -130,14 +136,17 @@ void compute_tables(TraceData& data, const Trace& trace,
     auto groups = analysis::group_allocations(trace, rows, analysis::GroupBy::site, 0);
     auto site = site_rows(trace, d, groups, rows, data.end_ns);
     data.live_at_peak.insert(data.live_at_peak.end(), site.begin(), site.end());
+    data.flame_peak[i] = flame(rows);
   }
   report(45, "leaks");
-  for (const analysis::DeviceRef& d : data.devices) {
+  for (size_t i = 0; i < data.devices.size(); ++i) {
+    const analysis::DeviceRef& d = data.devices[i];
     std::vector<AllocationRow> rows = trace.reader().allocations_where(
         "WHERE free_requested_ts IS NULL AND device = ?1 ORDER BY seq", {d.id});
     auto groups = analysis::group_allocations(trace, rows, analysis::GroupBy::site, 0);
     auto site = site_rows(trace, d, groups, rows, data.end_ns);
     data.leaks.insert(data.leaks.end(), site.begin(), site.end());
+    data.flame_leaks[i] = flame(rows);
   }
   report(55, "syncs");
   data.sync_events = analysis::sync_events(trace, 0, UINT64_MAX);

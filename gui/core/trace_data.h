@@ -15,6 +15,7 @@
 #include "profiler/analysis/details.h"
 #include "profiler/analysis/diagnose.h"
 #include "profiler/analysis/diff.h"
+#include "profiler/analysis/flame.h"
 #include "profiler/analysis/follow.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
@@ -99,6 +100,9 @@ struct TraceData {
   std::vector<analysis::Growth> live_growth;
   std::vector<bool> live_growth_reserved;
   std::vector<SiteRow> live_at_peak, leaks;
+  // Per device (as `devices`): the stacks live at the allocated peak, and those leaked (still
+  // allocated at the end), as flame graphs.
+  std::vector<analysis::FlameNode> flame_peak, flame_leaks;
   std::vector<SyncEvent> sync_events;  // by ts
   std::vector<SyncSiteRow> sync_sites;
   std::vector<StepRow> step_rows;

@@ -22,6 +22,7 @@
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "gui/core/allocator_widget.h"
+#include "gui/core/flame_widget.h"
 #include "gui/core/summary_html.h"
 #include "gui/core/timeline_widget.h"
 
@@ -79,6 +80,8 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent) {
   tabs_->addTab(makeTable(live_model_, 1), tr("Live at peak"));
   leak_model_ = make_site_model(this);
   tabs_->addTab(makeTable(leak_model_, 1), tr("Leaks"));
+  flame_page_ = new FlamePage;
+  tabs_->addTab(flame_page_, tr("Flame graph"));
   sync_model_ = make_sync_model(this);
   tabs_->addTab(makeTable(sync_model_, 2), tr("Syncs"));
   step_page_ = new QWidget;
@@ -362,11 +365,12 @@ void TraceView::updateTabTitles() {
   const bool findings = data_ && data_->stage == Stage::complete;
   // A followed recording has no tables until it is finalized.
   const QString wait = data_ && data_->live ? tr(" (once finalized)") : tr(" (computing…)");
-  tabs_->setTabText(0, tr("Summary") + (findings ? QString() : wait));
-  tabs_->setTabText(1, tr("Live at peak") + (tables ? QString() : wait));
-  tabs_->setTabText(2, tr("Leaks") + (tables ? QString() : wait));
-  tabs_->setTabText(3, tr("Syncs") + (tables ? QString() : wait));
-  tabs_->setTabText(4, tr("Steps") + (tables ? QString() : wait));
+  const std::pair<View, QString> titles[] = {
+      {View::summary, tr("Summary")}, {View::live, tr("Live at peak")},
+      {View::leaks, tr("Leaks")},     {View::flame, tr("Flame graph")},
+      {View::syncs, tr("Syncs")},     {View::steps, tr("Steps")}};
+  for (const auto& [v, title] : titles)
+    tabs_->setTabText(int(v) - 1, title + ((v == View::summary ? findings : tables) ? QString() : wait));
 }
 
 void TraceView::showDetails(qint64 device, quint64 addr, quint64 alloc_ts) {
@@ -449,6 +453,7 @@ void TraceView::setTraceData(TraceDataPtr data) {
   if (data_->stage != Stage::opened) {
     live_model_->setRows(data_->live_at_peak);
     leak_model_->setRows(data_->leaks);
+    flame_page_->setData(data_);
     sync_model_->setRows(data_->sync_sites);
     if (!step_model_) {  // needs the origin
       step_model_ = make_step_model(data_->origin_ns, this);
@@ -567,42 +572,13 @@ void TraceView::showAllocator() {
 }
 
 void TraceView::showView(View v) {
-  switch (v) {
-    case View::timeline:
-      tabs_->setCurrentIndex(0);
-      timeline_->setFocus();
-      break;
-    case View::summary:
-      tabs_->setCurrentIndex(0);
-      break;
-    case View::live:
-      tabs_->setCurrentIndex(1);
-      break;
-    case View::leaks:
-      tabs_->setCurrentIndex(2);
-      break;
-    case View::syncs:
-      tabs_->setCurrentIndex(3);
-      break;
-    case View::steps:
-      tabs_->setCurrentIndex(4);
-      break;
-    case View::allocator:
-      tabs_->setCurrentIndex(5);
-      break;
-    case View::tensors:
-      tabs_->setCurrentIndex(6);
-      break;
-    case View::details:
-      tabs_->setCurrentIndex(7);
-      break;
-    case View::compare:
-      if (tabs_->indexOf(compare_page_) >= 0) tabs_->setCurrentWidget(compare_page_);
-      break;
-    case View::selection:
-      if (tabs_->indexOf(selection_page_) >= 0) tabs_->setCurrentWidget(selection_page_);
-      break;
+  if (v == View::compare || v == View::selection) {  // tabs made when first used
+    QWidget* page = v == View::compare ? compare_page_ : selection_page_;
+    if (tabs_->indexOf(page) >= 0) tabs_->setCurrentWidget(page);
+    return;
   }
+  tabs_->setCurrentIndex(std::max(0, int(v) - 1));  // the timeline has no tab: the summary's
+  if (v == View::timeline) timeline_->setFocus();
 }
 
 }  // namespace tidemark::gui

@@ -1,8 +1,8 @@
 // TraceView: one open trace (one tab of the main window). Until the trace opens it shows
 // progress; a failure shows the loader's message; then the timeline above (as soon as the
-// trace opens) and, below it, the summary, the tables, the allocator state at the selected
-// time and the details of a selected allocation, each filled as the loader's stages arrive
-// ("computing…" until then).
+// trace opens) and, below it, the summary, the tables, the flame graphs, the allocator state
+// at the selected time and the details of a selected allocation, each filled as the loader's
+// stages arrive ("computing…" until then). The fixed tabs are in View's order.
 #pragma once
 
 #include <QFutureWatcher>
@@ -28,6 +28,7 @@ class QAbstractItemModel;
 namespace tidemark::gui {
 
 class AllocatorWidget;
+class FlamePage;
 
 class TraceView : public QWidget {
   Q_OBJECT
@@ -37,6 +38,7 @@ class TraceView : public QWidget {
     summary,
     live,
     leaks,
+    flame,
     syncs,
     steps,
     allocator,
@@ -63,6 +65,7 @@ class TraceView : public QWidget {
   TraceDataPtr traceData() const { return data_; }
   TimelineWidget* timeline() const { return timeline_; }
   AllocatorWidget* allocator() const { return allocator_; }
+  FlamePage* flamePage() const { return flame_page_; }
   SiteModel* liveModel() const { return live_model_; }
   TensorModel* tensorModel() const { return tensor_model_; }
   DiffModel* diffModel() const { return diff_model_; }
@@ -130,6 +133,7 @@ class TraceView : public QWidget {
   QTextBrowser* summary_;
   SiteModel* live_model_;
   SiteModel* leak_model_;
+  FlamePage* flame_page_;
   SyncSiteModel* sync_model_;
   StepModel* step_model_ = nullptr;
   QWidget* step_page_;

@@ -18,6 +18,7 @@ class ScreenshotTest : public QObject {
     QTest::newRow("timeline") << "timeline";
     QTest::newRow("allocator") << "allocator";
     QTest::newRow("summary") << "summary";
+    QTest::newRow("flame") << "flame";
   }
   void writesANonBlankImageOfEachView() {
     QFETCH(QString, view);

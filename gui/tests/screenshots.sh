@@ -26,7 +26,7 @@ shot() {  # NAME ARGS...
     "$gui" --screenshot "$root/docs/images/gui-$name.png" "$@"
   echo "docs/images/gui-$name.png"
 }
-for view in timeline allocator summary; do
+for view in timeline allocator summary flame; do
   shot "$view" --view "$view" accumulated_loss.db
 done
 shot timeline-category --view timeline --stack category accumulated_loss.db

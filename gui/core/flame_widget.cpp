@@ -1,0 +1,294 @@
+#include "gui/core/flame_widget.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QHelpEvent>
+#include <QKeyEvent>
+#include <QLabel>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QScrollArea>
+#include <QToolTip>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <cstdint>
+
+#include "profiler/analysis/units.h"
+
+namespace tidemark::gui {
+
+namespace {
+
+QString bytes_text(int64_t bytes) {
+  return QString::fromStdString(analysis::format_bytes(bytes));
+}
+
+bool is_prefix(const FlameWidget::Path& a, const FlameWidget::Path& b) {
+  return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
+}
+
+// A warm colour per function (flamegraph.pl's palette), the same in every run: the hash is
+// FNV-1a of the name without its location, so one function's frames look alike.
+QColor frame_color(const std::string& frame) {
+  const size_t cut = frame.rfind(" (");
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < (cut == std::string::npos ? frame.size() : cut); ++i)
+    h = (h ^ static_cast<unsigned char>(frame[i])) * 16777619u;
+  return QColor::fromHsv(static_cast<int>(h % 55), 120 + static_cast<int>((h >> 8) % 90),
+                         225 + static_cast<int>((h >> 16) % 30));
+}
+
+const QColor kCallerColor(200, 208, 220);  // "all" and the callers of the zoomed frame
+
+}  // namespace
+
+FlameWidget::FlameWidget(QWidget* parent) : QWidget(parent) {
+  setMouseTracking(true);
+  setFocusPolicy(Qt::ClickFocus);
+  setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Minimum);
+}
+
+void FlameWidget::setTree(analysis::FlameNode root, QString what) {
+  root_ = std::move(root);
+  what_ = std::move(what);
+  zoom_.clear();
+  relayout();
+  emit zoomChanged();
+}
+
+const analysis::FlameNode* FlameWidget::node(const Path& p) const {
+  const analysis::FlameNode* n = &root_;
+  for (size_t i : p) {
+    if (i >= n->children.size()) return nullptr;
+    n = &n->children[i];
+  }
+  return n;
+}
+
+void FlameWidget::zoomTo(Path p) {
+  while (!node(p)) p.pop_back();
+  if (p == zoom_) return;
+  zoom_ = std::move(p);
+  relayout();
+  emit zoomChanged();
+}
+
+int FlameWidget::rows() const {
+  return static_cast<int>(zoom_.size() + 1 + node(zoom_)->depth());
+}
+
+void FlameWidget::relayout() {
+  setMinimumHeight(rows() * kRowHeight);
+  updateGeometry();
+  update();
+}
+
+QSize FlameWidget::sizeHint() const {
+  return {640, rows() * kRowHeight};
+}
+
+QRectF FlameWidget::rectOf(const Path& p) const {
+  const double w = width();
+  const double y = static_cast<double>(p.size()) * kRowHeight;
+  if (!node(p)) return {};
+  if (is_prefix(p, zoom_)) return {0, y, w, kRowHeight};
+  if (!is_prefix(zoom_, p)) return {};
+  const analysis::FlameNode* n = node(zoom_);
+  if (n->bytes <= 0) return {};
+  const double scale = w / static_cast<double>(n->bytes);
+  double x = 0;
+  for (size_t k = zoom_.size(); k < p.size(); ++k) {
+    for (size_t s = 0; s < p[k]; ++s) x += static_cast<double>(n->children[s].bytes) * scale;
+    n = &n->children[p[k]];
+  }
+  return {x, y, static_cast<double>(n->bytes) * scale, kRowHeight};
+}
+
+std::optional<FlameWidget::Path> FlameWidget::pathAt(const QPointF& pos) const {
+  if (pos.x() < 0 || pos.x() >= width() || pos.y() < 0) return std::nullopt;
+  const size_t row = static_cast<size_t>(pos.y() / kRowHeight);
+  if (row <= zoom_.size()) return Path(zoom_.begin(), zoom_.begin() + static_cast<long>(row));
+  const analysis::FlameNode* n = node(zoom_);
+  if (n->bytes <= 0) return std::nullopt;
+  const double scale = width() / static_cast<double>(n->bytes);
+  Path p = zoom_;
+  double x = 0;
+  while (p.size() < row) {
+    bool found = false;
+    for (size_t i = 0; i < n->children.size(); ++i) {
+      const double w = static_cast<double>(n->children[i].bytes) * scale;
+      if (pos.x() < x + w) {
+        p.push_back(i);
+        n = &n->children[i];
+        found = true;
+        break;
+      }
+      x += w;
+    }
+    if (!found) return std::nullopt;  // right of the children: the parent's own bytes
+  }
+  return p;
+}
+
+QString FlameWidget::labelFor(const Path& p) const {
+  const analysis::FlameNode* n = node(p);
+  if (!n) return {};
+  if (p.empty()) return tr("all: %1 %2").arg(bytes_text(n->bytes), what_);
+  return QString::fromStdString(n->frame);
+}
+
+QString FlameWidget::tooltipFor(const Path& p) const {
+  const analysis::FlameNode* n = node(p);
+  if (!n) return {};
+  const double share =
+      root_.bytes > 0 ? 100.0 * static_cast<double>(n->bytes) / static_cast<double>(root_.bytes) : 0;
+  QString text = tr("%1\n%2 (%3% of all) in %4 %5")
+                     .arg(labelFor(p), bytes_text(n->bytes), QString::number(share, 'f', 1),
+                          QString::number(n->count),
+                          n->count == 1 ? tr("allocation") : tr("allocations"));
+  if (n->self_bytes > 0 && !n->children.empty())
+    text += tr("\n%1 allocated by this frame itself").arg(bytes_text(n->self_bytes));
+  if (!p.empty() && p != zoom_) text += tr("\nClick to zoom in");
+  return text;
+}
+
+void FlameWidget::paintEvent(QPaintEvent*) {
+  QPainter painter(this);
+  painter.fillRect(rect(), palette().base());
+  const QFontMetrics fm = painter.fontMetrics();
+  auto draw = [&](const Path& p, const QRectF& r, const QColor& fill) {
+    painter.fillRect(r.adjusted(0, 0, -1, -1), fill);
+    if (r.width() < 24) return;
+    painter.setPen(Qt::black);
+    const QRectF text = r.adjusted(3, 0, -4, -1);
+    painter.drawText(text, Qt::AlignVCenter | Qt::AlignLeft,
+                     fm.elidedText(labelFor(p), Qt::ElideRight, static_cast<int>(text.width())));
+  };
+  for (size_t d = 0; d <= zoom_.size(); ++d) {
+    Path p(zoom_.begin(), zoom_.begin() + static_cast<long>(d));
+    draw(p, rectOf(p), d == zoom_.size() && d > 0 ? frame_color(node(p)->frame) : kCallerColor);
+  }
+  // The zoomed frame's callees, level by level; frames under a pixel wide are left out (and
+  // so is everything below them).
+  const analysis::FlameNode* z = node(zoom_);
+  if (z->bytes <= 0) return;
+  const double scale = width() / static_cast<double>(z->bytes);
+  struct Item {
+    const analysis::FlameNode* n;
+    Path p;
+    double x;
+  };
+  std::vector<Item> todo{{z, zoom_, 0}};
+  while (!todo.empty()) {
+    Item it = std::move(todo.back());
+    todo.pop_back();
+    double x = it.x;
+    for (size_t i = 0; i < it.n->children.size(); ++i) {
+      const analysis::FlameNode& c = it.n->children[i];
+      const double w = static_cast<double>(c.bytes) * scale;
+      if (w >= 1.0) {
+        Path p = it.p;
+        p.push_back(i);
+        const QRectF r(x, static_cast<double>(p.size()) * kRowHeight, w, kRowHeight);
+        draw(p, r, frame_color(c.frame));
+        todo.push_back({&c, std::move(p), x});
+      }
+      x += w;
+    }
+  }
+}
+
+void FlameWidget::mousePressEvent(QMouseEvent* e) {
+  if (e->button() != Qt::LeftButton) return;
+  if (auto p = pathAt(e->position())) zoomTo(*p);
+}
+
+void FlameWidget::keyPressEvent(QKeyEvent* e) {
+  if (e->key() == Qt::Key_Escape && !zoom_.empty()) {
+    Path up = zoom_;
+    up.pop_back();
+    zoomTo(up);
+    return;
+  }
+  QWidget::keyPressEvent(e);
+}
+
+bool FlameWidget::event(QEvent* e) {
+  if (e->type() == QEvent::ToolTip) {
+    auto* help = static_cast<QHelpEvent*>(e);
+    auto p = pathAt(help->pos());
+    if (p)
+      QToolTip::showText(help->globalPos(), tooltipFor(*p), this);
+    else
+      QToolTip::hideText();
+    return true;
+  }
+  return QWidget::event(e);
+}
+
+FlamePage::FlamePage(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  auto* bar = new QHBoxLayout;
+  bar->addWidget(new QLabel(tr("Flame graph of:")));
+  choice_ = new QComboBox;
+  bar->addWidget(choice_);
+  hint_ = new QLabel(tr("computing…"));
+  bar->addWidget(hint_, 1);
+  layout->addLayout(bar);
+  flame_ = new FlameWidget;
+  auto* scroll = new QScrollArea;
+  scroll->setWidgetResizable(true);
+  scroll->setWidget(flame_);
+  layout->addWidget(scroll, 1);
+  connect(choice_, &QComboBox::currentIndexChanged, this, &FlamePage::showChoice);
+}
+
+void FlamePage::setData(const TraceDataPtr& data) {
+  const bool had = data_ && same_trace(data_.get(), data.get()) && data_->stage != Stage::opened;
+  data_ = data;
+  if (had || !data_ || data_->stage == Stage::opened) return;  // same graphs, or none yet
+  choices_.clear();
+  // The largest graphs first: the device with the highest peak comes first.
+  std::vector<std::pair<int64_t, std::pair<size_t, bool>>> found;
+  for (size_t i = 0; i < data_->devices.size(); ++i) {
+    if (i < data_->flame_peak.size() && data_->flame_peak[i].bytes > 0)
+      found.push_back({data_->flame_peak[i].bytes, {i, false}});
+    if (i < data_->flame_leaks.size() && data_->flame_leaks[i].bytes > 0)
+      found.push_back({-1 - static_cast<int64_t>(i), {i, true}});  // after every peak
+  }
+  std::stable_sort(found.begin(), found.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  choice_->blockSignals(true);
+  choice_->clear();
+  for (const auto& [key, c] : found) {
+    const auto& [device, leaks] = c;
+    const analysis::FlameNode& n = leaks ? data_->flame_leaks[device] : data_->flame_peak[device];
+    choice_->addItem(tr("%1: %2 (%3)")
+                         .arg(QString::fromStdString(data_->devices[device].name),
+                              leaks ? tr("leaked at the end") : tr("live at the allocated peak"),
+                              bytes_text(n.bytes)));
+    choices_.push_back(c);
+  }
+  choice_->blockSignals(false);
+  hint_->setText(choices_.empty()
+                     ? tr("No allocations to draw.")
+                     : tr("Click a frame to zoom in; click a caller above it, or press Escape, "
+                          "to zoom out."));
+  showChoice(choices_.empty() ? -1 : 0);
+}
+
+void FlamePage::showChoice(int index) {
+  if (index < 0 || static_cast<size_t>(index) >= choices_.size()) {
+    flame_->setTree({}, {});
+    return;
+  }
+  if (choice_->currentIndex() != index) choice_->setCurrentIndex(index);
+  const auto& [device, leaks] = choices_[static_cast<size_t>(index)];
+  const QString dev = QString::fromStdString(data_->devices[device].name);
+  flame_->setTree(leaks ? data_->flame_leaks[device] : data_->flame_peak[device],
+                  leaks ? tr("leaked at the end on %1").arg(dev)
+                        : tr("live at the allocated peak on %1").arg(dev));
+}
+
+}  // namespace tidemark::gui

@@ -1,0 +1,77 @@
+// FlameWidget: a flame graph of allocations (analysis::FlameNode), drawn as an icicle: "all"
+// at the top, each frame below its caller, widths proportional to bytes, so the widest
+// towers are where the memory comes from. Hovering a frame shows its bytes, its share and its
+// allocations; clicking one zooms in on it (it fills the width, its callers stay above it as
+// full-width bars); clicking a caller, or Escape, zooms back out.
+//
+// FlamePage: the Flame graph tab, the widget in a scroll area under a choice of graph: per
+// device, the stacks live at the allocated peak, or leaked (still allocated at the end).
+#pragma once
+
+#include <QWidget>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "gui/core/trace_loader.h"
+
+class QComboBox;
+class QLabel;
+
+namespace tidemark::gui {
+
+class FlameWidget : public QWidget {
+  Q_OBJECT
+ public:
+  using Path = std::vector<size_t>;  // child indices from the root; {} is the root
+  static constexpr int kRowHeight = 20;
+
+  explicit FlameWidget(QWidget* parent = nullptr);
+  // `what` names the graph in the root's label ("live at the allocated peak on cpu").
+  void setTree(analysis::FlameNode root, QString what);
+  const analysis::FlameNode& tree() const { return root_; }
+  const analysis::FlameNode* node(const Path& p) const;  // null when `p` leads nowhere
+  const Path& zoomed() const { return zoom_; }
+  void zoomTo(Path p);  // the longest prefix of `p` that leads to a node
+  std::optional<Path> pathAt(const QPointF& pos) const;
+  QRectF rectOf(const Path& p) const;  // where the node is drawn; empty when it is not
+  QString tooltipFor(const Path& p) const;
+  QString labelFor(const Path& p) const;
+  QSize sizeHint() const override;
+
+ signals:
+  void zoomChanged();
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+  void mousePressEvent(QMouseEvent*) override;
+  void keyPressEvent(QKeyEvent*) override;
+  bool event(QEvent*) override;
+
+ private:
+  int rows() const;
+  void relayout();
+  analysis::FlameNode root_;
+  QString what_;
+  Path zoom_;
+};
+
+class FlamePage : public QWidget {
+  Q_OBJECT
+ public:
+  explicit FlamePage(QWidget* parent = nullptr);
+  // Offers the graphs of `data` (from its tables stage on; before that, says they are coming).
+  void setData(const TraceDataPtr& data);
+  FlameWidget* flame() const { return flame_; }
+  QComboBox* choice() const { return choice_; }
+
+ private:
+  void showChoice(int index);
+  TraceDataPtr data_;
+  QComboBox* choice_;
+  QLabel* hint_;
+  FlameWidget* flame_;
+  std::vector<std::pair<size_t, bool>> choices_;  // (device index, leaks rather than peak)
+};
+
+}  // namespace tidemark::gui

@@ -1,0 +1,143 @@
+// The Flame graph tab: the geometry, hit testing and zoom of FlameWidget on a tree whose
+// widths are worked out by hand; and on a recording of samples/pitfalls/accumulated_loss, that
+// the graph of the allocated peak holds exactly the peak's bytes, that every frame holds the
+// sum of its callees and its own, and that the sample's own code is in it.
+#include <QComboBox>
+#include <QSignalSpy>
+#include <QTest>
+#include <functional>
+
+#include "gui/core/flame_widget.h"
+#include "gui/core/trace_view.h"
+#include "gui/tests/test_traces.h"
+
+using namespace tidemark::gui;
+using namespace tidemark::gui::testing;
+using tidemark::analysis::FlameNode;
+using Path = FlameWidget::Path;
+
+namespace {
+
+FlameNode leaf(const char* frame, int64_t bytes) {
+  FlameNode n;
+  n.frame = frame;
+  n.bytes = n.self_bytes = bytes;
+  n.count = 1;
+  return n;
+}
+
+// all 100 = a 60 (a1 30, a2 20, its own 10) + b 40.
+FlameNode hand_tree() {
+  FlameNode a;
+  a.frame = "a (a.cpp:1)";
+  a.bytes = 60;
+  a.self_bytes = 10;
+  a.count = 3;
+  a.children = {leaf("a1 (a.cpp:2)", 30), leaf("a2 (a.cpp:3)", 20)};
+  FlameNode root;
+  root.bytes = 100;
+  root.count = 4;
+  root.children = {std::move(a), leaf("b (b.cpp:1)", 40)};
+  return root;
+}
+
+// Every node holds its callees' bytes and counts plus its own; returns the nodes seen.
+int check_sums(const FlameNode& n) {
+  int64_t bytes = n.self_bytes;
+  int seen = 1;
+  for (const FlameNode& c : n.children) {
+    bytes += c.bytes;
+    seen += check_sums(c);
+    if (c.bytes > n.bytes) return -1000000;
+  }
+  return bytes == n.bytes ? seen : -1000000;
+}
+
+bool contains_frame(const FlameNode& n, const QString& needle) {
+  if (QString::fromStdString(n.frame).contains(needle)) return true;
+  for (const FlameNode& c : n.children)
+    if (contains_frame(c, needle)) return true;
+  return false;
+}
+
+}  // namespace
+
+class FlameTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void geometryAndHitTesting() {
+    FlameWidget w;
+    w.resize(400, 200);
+    w.setTree(hand_tree(), "live at the test peak");
+    const int h = FlameWidget::kRowHeight;
+    QCOMPARE(w.rectOf({}), QRectF(0, 0, 400, h));
+    QCOMPARE(w.rectOf({0}), QRectF(0, h, 240, h));
+    QCOMPARE(w.rectOf({1}), QRectF(240, h, 160, h));
+    QCOMPARE(w.rectOf({0, 1}), QRectF(120, 2 * h, 80, h));
+    QCOMPARE(w.pathAt({250, 1.5 * h}), std::optional<Path>(Path{1}));
+    QCOMPARE(w.pathAt({130, 2.5 * h}), std::optional<Path>(Path{0, 1}));
+    QCOMPARE(w.pathAt({230, 2.5 * h}), std::nullopt);  // a's own 10 bytes: no callee there
+    QCOMPARE(w.pathAt({10, 0.5 * h}), std::optional<Path>(Path{}));
+    QVERIFY(w.labelFor({}).contains("live at the test peak"));
+    const QString tip = w.tooltipFor({0});
+    QVERIFY2(tip.contains("a (a.cpp:1)") && tip.contains("60 B") && tip.contains("60.0%") &&
+                 tip.contains("3 allocations") && tip.contains("10 B allocated by this frame"),
+             qPrintable(tip));
+    QCOMPARE(w.sizeHint().height(), 3 * h);
+  }
+
+  void clickZoomsInAndOut() {
+    FlameWidget w;
+    w.resize(400, 200);
+    w.setTree(hand_tree(), "x");
+    QSignalSpy zoomed(&w, &FlameWidget::zoomChanged);
+    QTest::mouseClick(&w, Qt::LeftButton, {}, w.rectOf({0}).center().toPoint());
+    QCOMPARE(w.zoomed(), Path{0});
+    QCOMPARE(zoomed.count(), 1);
+    // a fills the width, its callers stay above, b is not drawn.
+    QCOMPARE(w.rectOf({0}), QRectF(0, FlameWidget::kRowHeight, 400, FlameWidget::kRowHeight));
+    QCOMPARE(w.rectOf({0, 0}).width(), 200.0);
+    QCOMPARE(w.rectOf({1}), QRectF());
+    QTest::mouseClick(&w, Qt::LeftButton, {}, w.rectOf({0, 1}).center().toPoint());
+    QCOMPARE(w.zoomed(), (Path{0, 1}));
+    QTest::keyClick(&w, Qt::Key_Escape);
+    QCOMPARE(w.zoomed(), Path{0});
+    QTest::mouseClick(&w, Qt::LeftButton, {}, QPoint(5, 5));  // "all"
+    QCOMPARE(w.zoomed(), Path{});
+    w.zoomTo({0, 7, 3});  // no such callee: as far as the path leads
+    QCOMPARE(w.zoomed(), Path{0});
+  }
+
+  void peakOfARecording() {
+    const QString path =
+        cli_recorded_trace("loss.db", TIDEMARK_ACCUMULATED_LOSS, {"--steps", "8"});
+    QVERIFY(!path.isEmpty());
+    QString error;
+    TraceDataPtr data = TraceLoader::load_now(path, &error);
+    QVERIFY2(data, qPrintable(error));
+    QCOMPARE(data->devices.size(), size_t(1));
+    QVERIFY(data->peaks[0].has_value());
+    const FlameNode& peak = data->flame_peak.at(0);
+    QCOMPARE(peak.bytes, data->peaks[0]->bytes);
+    QVERIFY(check_sums(peak) > 10);
+    QVERIFY(contains_frame(peak, "accumulated_loss.cpp"));
+
+    TraceView view;
+    view.showOffscreen({1000, 700}, data);
+    view.showView(TraceView::View::flame);
+    QCOMPARE(view.tabTitle(TraceView::View::flame), QString("Flame graph"));
+    FlamePage* page = view.flamePage();
+    QVERIFY(page->choice()->count() >= 1);
+    QVERIFY2(page->choice()->itemText(0).startsWith("cpu: live at the allocated peak"),
+             qPrintable(page->choice()->itemText(0)));
+    QCOMPARE(page->flame()->tree().bytes, data->peaks[0]->bytes);
+    QVERIFY(page->flame()->isVisible());
+    // The widest tower's frame is under the mouse where it is drawn.
+    const QRectF r = page->flame()->rectOf({0});
+    QVERIFY(r.width() > 0);
+    QCOMPARE(page->flame()->pathAt(r.center()), std::optional<Path>(Path{0}));
+  }
+};
+
+QTEST_MAIN(FlameTest)
+#include "flame_test.moc"

@@ -1,0 +1,47 @@
+// flame_tree (profiler/analysis/flame.h): stacks merged from the outermost frame, with bytes
+// and counts worked out by hand.
+#include "profiler/analysis/flame.h"
+
+#include <gtest/gtest.h>
+
+namespace {
+
+namespace an = tidemark::analysis;
+
+an::Group stack(std::vector<std::string> innermost_first, int64_t bytes, uint64_t count) {
+  an::Group g;
+  g.frames = std::move(innermost_first);
+  g.bytes = bytes;
+  g.count = count;
+  return g;
+}
+
+TEST(FlameTree, MergesStacksFromTheOutermostFrame) {
+  an::FlameNode root = an::flame_tree({stack({"c", "b", "main"}, 10, 2),
+                                       stack({"d", "main"}, 25, 1),
+                                       stack({"main"}, 4, 1),
+                                       stack({}, 3, 3)});
+  EXPECT_EQ(root.frame, "");
+  EXPECT_EQ(root.bytes, 42);
+  EXPECT_EQ(root.count, 7u);
+  ASSERT_EQ(root.children.size(), 2u);
+  const an::FlameNode& main = root.children[0];  // largest first
+  EXPECT_EQ(main.frame, "main");
+  EXPECT_EQ(main.bytes, 39);
+  EXPECT_EQ(main.count, 4u);
+  EXPECT_EQ(main.self_bytes, 4);  // the stack that ends in main itself
+  ASSERT_EQ(main.children.size(), 2u);
+  EXPECT_EQ(main.children[0].frame, "d");
+  EXPECT_EQ(main.children[0].bytes, 25);
+  EXPECT_EQ(main.children[1].frame, "b");
+  EXPECT_EQ(main.children[1].self_bytes, 0);
+  ASSERT_EQ(main.children[1].children.size(), 1u);
+  EXPECT_EQ(main.children[1].children[0].frame, "c");
+  EXPECT_EQ(main.children[1].children[0].count, 2u);
+  EXPECT_EQ(root.children[1].frame, "(no stack)");
+  EXPECT_EQ(root.children[1].bytes, 3);
+  EXPECT_EQ(root.depth(), 3u);
+  EXPECT_EQ(an::flame_tree({}).bytes, 0);
+}
+
+}  // namespace

@@ -73,12 +73,16 @@ int run_export(const std::string& file, const std::string& format, const std::st
                              d.index, d.entries);
     fmt::print(stderr, "tidemark: snapshot: {}; {} segments, {} blocks at the end\n",
                devices.empty() ? "no devices" : devices, snapshot->segments, snapshot->blocks);
-    if (snapshot->blocks_left_out + snapshot->entries_left_out > 0)
+    if (snapshot->entries_left_out > 0)
       fmt::print(stderr,
-                 "tidemark: snapshot: left out {} trace entries and {} blocks live at the end, of "
-                 "memory reserved before the recording started (the viewer needs a segment "
-                 "around every block)\n",
-                 snapshot->entries_left_out, snapshot->blocks_left_out);
+                 "tidemark: snapshot: left out {} trace entries of blocks in memory reserved "
+                 "before the recording started (the viewer needs a segment around every block)\n",
+                 snapshot->entries_left_out);
+    if (snapshot->entries_dropped + snapshot->entries_restored > 0)
+      fmt::print(stderr,
+                 "tidemark: snapshot: the recording dropped events: {} entries of unknown blocks "
+                 "left out, {} frees and releases restored where they must have happened\n",
+                 snapshot->entries_dropped, snapshot->entries_restored);
   }
   return kExitOk;
 }

@@ -116,30 +116,36 @@ int main(int argc, char** argv) {
   top->add_option("file", top_args.file, "Trace file")->required();
   top->add_option("--device", top_args.device, "Device (default: the highest peak)");
   top->add_option("--at", top_args.at, "peak, a time (1.5s, 200ms) or step:N");
-  top->add_option("--by", top_args.by, "site, stack, scope or category")
-      ->check(CLI::IsMember({"site", "stack", "scope", "category"}));
-  top->add_option("--limit", top_args.limit, "Groups listed (0: all)");
+  CLI::Option* top_by = top->add_option("--by", top_args.by, "site, stack, scope or category")
+                            ->check(CLI::IsMember({"site", "stack", "scope", "category"}));
+  CLI::Option* top_limit = top->add_option("--limit", top_args.limit, "Groups listed (0: all)");
   CLI::Option* top_json = top->add_flag("--json", top_args.json, "Print JSON");
   top->add_flag("--folded", top_args.folded,
                 "Print every stack as a folded line (outermost;...;innermost BYTES) for "
                 "flamegraph.pl, speedscope or inferno")
-      ->excludes(top_json);
+      ->excludes(top_json)
+      ->excludes(top_by)
+      ->excludes(top_limit);
 
   tc::LeaksArgs leak_args;
   CLI::App* leaks = command(app, "leaks", "Allocations still allocated at the end of the trace",
                             "tidemark leaks run.db --by-step");
   leaks->add_option("file", leak_args.file, "Trace file")->required();
   leaks->add_option("--device", leak_args.device, "Only this device");
-  leaks->add_option("--by", leak_args.by, "site, stack, scope or category")
-      ->check(CLI::IsMember({"site", "stack", "scope", "category"}));
-  leaks->add_flag("--by-step", leak_args.by_step,
-                  "Also: leaked bytes per step, and live bytes at each step boundary");
-  leaks->add_option("--limit", leak_args.limit, "Groups listed (0: all)");
+  CLI::Option* leaks_by = leaks->add_option("--by", leak_args.by, "site, stack, scope or category")
+                             ->check(CLI::IsMember({"site", "stack", "scope", "category"}));
+  CLI::Option* leaks_by_step =
+      leaks->add_flag("--by-step", leak_args.by_step,
+                      "Also: leaked bytes per step, and live bytes at each step boundary");
+  CLI::Option* leaks_limit = leaks->add_option("--limit", leak_args.limit, "Groups listed (0: all)");
   CLI::Option* leaks_json = leaks->add_flag("--json", leak_args.json, "Print JSON");
   leaks->add_flag("--folded", leak_args.folded,
                   "Print every leaked stack as a folded line (outermost;...;innermost BYTES) for "
                   "flamegraph.pl, speedscope or inferno")
-      ->excludes(leaks_json);
+      ->excludes(leaks_json)
+      ->excludes(leaks_by)
+      ->excludes(leaks_by_step)
+      ->excludes(leaks_limit);
 
   tc::SimpleArgs sync_args;
   CLI::App* syncs = command(app, "syncs", "Where the host waited on the device, by site",

@@ -179,12 +179,14 @@ namespace {
 
 // Brendan Gregg's folded stacks, which flamegraph.pl, inferno and speedscope read: one line
 // per stack, its frames outermost first joined by ';', a space, then its bytes. A ';' inside a
-// frame would split it, so it becomes ','; an allocation without a stack is "(no stack)".
+// frame would split it, so it becomes ','; a frame with neither name nor file is "??"; an
+// allocation without a stack is "(no stack)".
 void print_folded(const std::vector<an::Group>& groups) {
   for (const an::Group& g : groups) {
     std::string line;
     for (auto it = g.frames.rbegin(); it != g.frames.rend(); ++it) {
-      if (!line.empty()) line += ';';
+      if (it != g.frames.rbegin()) line += ';';
+      if (it->empty()) line += "??";  // a frame with neither name nor file
       for (char c : *it) line += c == ';' ? ',' : c;
     }
     if (line.empty()) line = g.label;

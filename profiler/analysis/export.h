@@ -42,24 +42,27 @@ struct SnapshotExport {
   uint64_t entries = 0;   // trace entries, all devices
   uint64_t segments = 0;  // segments reserved at the end
   uint64_t blocks = 0;    // blocks allocated or pending free at the end
-  // Blocks live at the end that lie in no segment the trace saw reserved (the recording
-  // started after their memory was reserved): left out of `segments`, which PyTorch's viewer
-  // needs to hold every block it draws.
-  uint64_t blocks_left_out = 0;
-  // Their history's entries (alloc, free_requested, free_completed), left out likewise.
+  // Entries left out (Note [Snapshot export] in export_snapshot.cpp): of blocks in memory the
+  // trace never saw reserved (the recording started after it was reserved), and of blocks the
+  // history does not know (the recording dropped events).
   uint64_t entries_left_out = 0;
+  uint64_t entries_dropped = 0;
+  // Entries restored where the recording dropped them: the frees of blocks whose memory was
+  // allocated again or released, and the release of memory reserved again.
+  uint64_t entries_restored = 0;
 };
 
 /// Writes the trace at `trace_path` as a PyTorch memory snapshot (the pickle
 /// `torch.cuda.memory._dump_snapshot` writes; docs/export.md, "PyTorch memory snapshot"), so
-/// https://pytorch.org/memory_viz and other snapshot tools open it: `segments` as they were at
-/// the end of the trace, with their blocks; `device_traces` with every alloc, free_requested,
-/// free_completed, segment_alloc, segment_free, segment_map, segment_unmap and oom, in order,
-/// with the host stack of each as `frames` (innermost first) and, when the trace has
-/// categories, each block's `category`. cuda:N is device N; the CPU is the device after the
-/// last CUDA one (0 when there is none). Pickle protocol 4 with only the opcodes memory_viz's
-/// own unpickler reads; frames lists and repeated strings are memoized, as Python's pickler
-/// does. Streamed: memory holds the distinct stacks, not the events.
+/// https://pytorch.org/memory_viz and other snapshot tools open it: `device_traces` with every
+/// alloc, free_requested, free_completed, segment_alloc, segment_free, segment_map,
+/// segment_unmap and oom, in order, with the host stack of each as `frames` (innermost first)
+/// and, when the trace has categories, each block's `category`; and `segments` as that history
+/// leaves them, with their blocks (the two always agree: Note [Snapshot export]). cuda:N is
+/// device N; the CPU is the device after the last CUDA one (0 when there is none). Pickle
+/// protocol 4 with only the opcodes memory_viz's own unpickler reads, lists in batches of
+/// 1000; frames lists and repeated strings are memoized, as Python's pickler does. Streamed:
+/// memory holds the distinct stacks and the blocks live at one time, not the events.
 ///
 /// Throws as export_chrome does.
 SnapshotExport export_snapshot(const std::string& trace_path, std::ostream& out);

@@ -2,19 +2,25 @@
 // as the pickle torch.cuda.memory._dump_snapshot writes, for PyTorch's memory_viz.
 //
 // Note [Snapshot export]
-// The snapshot is `segments` (the allocator's state when it was taken) plus `device_traces`
-// (the history that led there). PyTorch's viewer rebuilds every earlier state by walking the
-// history backwards from `segments`, so the two must agree exactly: `segments` is the state
-// after the trace's last event, read from the derived tables (segments and allocations still
-// live at the end), and every block must lie inside a segment. A recording started after
-// memory was reserved (tl::profiler::start once the model is built) has blocks in segments it
-// never saw: those blocks and their entries are left out, and counted, rather than drawn
-// outside any segment (which breaks the viewer). Trace entries carry requested
-// sizes, as PyTorch's do (the viewer plots requested bytes; the block's rounded size only
-// appears in `segments`). The viewer's unpickler is its own and reads protocols 2-4 and a
-// fixed set of opcodes, so the writer keeps to protocol 4 without FRAME and to plain
-// containers, ints, strings, bools and a tuple. Entries are streamed one device at a time
-// (one pass over the raw events per device): a pickle list must be written in one piece.
+// A snapshot is `device_traces` (the history) and `segments` (the allocator's state at the
+// end). PyTorch's viewer draws every earlier state by walking the history backwards from
+// `segments`, so the two must agree exactly and every block must lie in a segment at every
+// step; where they do not, it draws wrongly or throws. The exporter therefore replays the
+// history as it writes it, writes `segments` from that replay (after the history: key order
+// does not matter to readers), and writes only entries that fit the state before them:
+//  * a block in memory the trace never saw reserved (a recording started after the model was
+//    built) is left out with all its entries, and counted;
+//  * where the recording dropped events, a free it lost is restored where its block can no
+//    longer be live (its address allocated again, its segment released, its free_completed
+//    seen without a free_requested), a release of a segment reserved again is restored, and
+//    an entry for a block the replay does not know is dropped; all are counted.
+// The viewer undoes a segment_map only when one of its segments holds the whole range, and
+// joins neighbouring ranges only on equal streams (which its own renaming of streams breaks
+// in a trace that only uses the default stream), so mapped ranges are written in pieces cut
+// at every address where a mapping of the device begins or ends: every piece then lies inside
+// one segment at every step. Trace entries carry requested sizes, as PyTorch's do. The
+// viewer's unpickler reads protocols 2-4 and a fixed set of opcodes, and appends a list's
+// items in one JavaScript call, so lists go out in batches of 1000, as Python writes them.
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
@@ -25,6 +31,7 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -55,44 +62,46 @@ struct DeviceSlot {
   int index = 0;
 };
 
-// Reserved address ranges (segments and mapped ranges) live at one point of the history.
-class Reserved {
- public:
-  void add(uint64_t addr, uint64_t size) {
-    remove(addr, size);
-    ranges_[addr] = addr + size;
-  }
-  void remove(uint64_t addr, uint64_t size) {
-    const uint64_t end = addr + size;
-    auto it = ranges_.upper_bound(addr);
-    if (it != ranges_.begin()) --it;
-    if (it != ranges_.end() && it->second <= addr) ++it;  // ends before the range removed
-    while (it != ranges_.end() && it->first < end) {
-      auto [start, stop] = *it;
-      it = ranges_.erase(it);
-      if (start < addr) ranges_[start] = addr;
-      if (stop > end) ranges_[end] = stop;
-    }
-  }
-  bool contains(uint64_t addr) const {
-    auto it = ranges_.upper_bound(addr);
-    return it != ranges_.begin() && addr < std::prev(it)->second;
-  }
-
- private:
-  std::map<uint64_t, uint64_t> ranges_;  // start -> end
+// A segment, or a piece of a mapped range of an expandable segment, reserved at this point.
+struct Range {
+  uint64_t end = 0, stream = 0, stack = 0;
+  uint64_t parent = 0;  // the expandable segment a mapped piece belongs to
+  bool small = false, expandable = false;
 };
 
-struct FinalBlock {
-  uint64_t addr = 0, size = 0, requested = 0, stack = 0;
-  bool pending = false;  // free_requested, not yet free_completed
+// A block allocated (or freed by the caller, pending) at this point.
+struct Block {
+  uint64_t size = 0, requested = 0, stream = 0, stack = 0;
+  bool pending = false;
+  std::string category;
 };
 
+// A segment of the final state, as the snapshot lists it.
 struct FinalSegment {
   uint64_t addr = 0, size = 0, stream = 0, stack = 0;
   bool small = false, expandable = false;
-  uint64_t parent = 0;  // the expandable segment a mapped range belongs to
-  std::vector<FinalBlock> blocks;
+  std::vector<std::pair<uint64_t, Block>> blocks;  // by address
+};
+
+// The list being written: its items go out in batches (MARK ... APPENDS).
+class Batched {
+ public:
+  explicit Batched(PickleWriter& w) : w_(w) { w_.empty_list(); }
+  void item() {  // before each item
+    if (n_ == kBatch) {
+      w_.appends();
+      n_ = 0;
+    }
+    if (n_++ == 0) w_.mark();
+  }
+  void finish() {
+    if (n_ > 0) w_.appends();
+    n_ = 0;
+  }
+
+ private:
+  PickleWriter& w_;
+  int n_ = 0;
 };
 
 class SnapshotWriter {
@@ -108,19 +117,6 @@ class SnapshotWriter {
   SnapshotExport write() {
     std::vector<DeviceSlot> devices = device_slots();
     w_.empty_dict().mark();
-    key("segments");
-    w_.empty_list();
-    int in_batch = 0;
-    bool open = false;
-    for (const DeviceSlot& d : devices) {
-      for (const FinalSegment& s : final_segments(d)) {
-        if (!open) w_.mark(), open = true;
-        segment(d, s);
-        if (++in_batch == kBatch) w_.appends(), open = false, in_batch = 0;
-      }
-    }
-    if (open) w_.appends();
-
     key("device_traces");
     w_.empty_list().mark();
     int next_index = 0;
@@ -130,6 +126,14 @@ class SnapshotWriter {
       ++next_index;
     }
     w_.appends();
+
+    key("segments");
+    Batched segs(w_);
+    for (const auto& [index, s] : finals_) {
+      segs.item();
+      segment(index, s);
+    }
+    segs.finish();
 
     key("allocator_settings");
     allocator_settings();
@@ -159,66 +163,241 @@ class SnapshotWriter {
     return slots;
   }
 
-  // ---- segments: the state at the end ----------------------------------------------------
+  // ---- device_traces: the history, replayed as it is written -----------------------------
 
-  std::vector<FinalSegment> final_segments(const DeviceSlot& d) {
+  uint64_t device_trace(const DeviceSlot& d) {
+    ranges_.clear();
+    blocks_.clear();
+    // Where mapped ranges are cut (Note [Snapshot export]): every end of every mapping.
+    cuts_.clear();
+    {
+      Query q(trace_.db(), "SELECT addr, size FROM segments WHERE device = ?1 AND kind = 'mapped'");
+      q.bind(1, d.row_id);
+      while (q.step()) {
+        cuts_.insert(q.u64(0));
+        cuts_.insert(q.u64(0) + q.u64(1));
+      }
+    }
+    // Each block's category: the one the allocations table settled on (the latest `category`
+    // event while it was allocated, else the alloc's), read beside the events in seq order.
+    std::optional<Query> cats;
+    if (categories_) {
+      cats.emplace(trace_.db(), "SELECT seq, category FROM allocations WHERE device = ?1 ORDER BY seq");
+      cats->bind(1, d.row_id);
+    }
+    bool cat_row = cats && cats->step();
+
+    Batched list(w_);
+    list_ = &list;
+    entries_ = 0;
+    trace_.reader().for_each_event([&](const ev::Event& e, uint64_t stack) {
+      if (!(e.device == d.id)) return;
+      ts_ = e.ts_ns;
+      const ev::BlockInfo& b = e.block;
+      switch (e.kind) {
+        case ev::Kind::segment_alloc:
+        case ev::Kind::segment_map:
+          for (auto [a, n] : pieces(e.kind, b.addr, b.size)) {
+            release(a, n);  // reserved already: its release was dropped
+            entry(ev::kind_name(e.kind), a, n, b.stream, stack, "unknown");
+            ranges_[a] = {a + n, b.stream, stack, b.segment, b.pool == ev::Pool::small,
+                          e.kind == ev::Kind::segment_map};
+          }
+          break;
+        case ev::Kind::segment_free:
+        case ev::Kind::segment_unmap:
+          for (auto [a, n] : pieces(e.kind, b.addr, b.size)) {
+            free_blocks_in(a, a + n);
+            entry(ev::kind_name(e.kind), a, n, b.stream, stack, "unknown");
+            unreserve(a, a + n);
+          }
+          break;
+        case ev::Kind::alloc: {
+          std::string category = "unknown";
+          if (cats) {
+            while (cat_row && cats->u64(0) < e.seq) cat_row = cats->step();
+            category = cat_row && cats->u64(0) == e.seq
+                           ? cats->text(1)
+                           : std::string(ev::category_name(b.category));
+          }
+          if (!reserved(b.addr)) {
+            ++stats_.entries_left_out;
+            break;
+          }
+          free_blocks_in(b.addr, b.addr + std::max<uint64_t>(b.size, 1));  // frees it lost
+          entry("alloc", b.addr, b.requested_size, b.stream, stack, category);
+          blocks_[b.addr] = {b.size, b.requested_size, b.stream, stack, false, std::move(category)};
+          break;
+        }
+        case ev::Kind::free_requested:
+        case ev::Kind::free_completed: {
+          auto it = blocks_.find(b.addr);
+          if (it == blocks_.end() || (e.kind == ev::Kind::free_requested && it->second.pending)) {
+            ++(reserved(b.addr) ? stats_.entries_dropped : stats_.entries_left_out);
+            break;
+          }
+          Block& blk = it->second;
+          if (e.kind == ev::Kind::free_requested) {
+            entry("free_requested", b.addr, blk.requested, blk.stream, stack, blk.category);
+            blk.pending = true;
+          } else {
+            if (!blk.pending) restore_free(it, "free_requested");
+            entry("free_completed", b.addr, blk.requested, blk.stream, stack, blk.category);
+            blocks_.erase(it);
+          }
+          break;
+        }
+        case ev::Kind::oom:
+          list_->item();
+          w_.empty_dict().mark();
+          key("action"), key("oom");
+          key("size"), integer(e.allocator.requested_size);
+          key("device_free"), integer(e.allocator.device_free);
+          key("stream"), integer(e.allocator.stream);
+          key("time_us"), time_us();
+          key("frames"), frames(stack);
+          w_.setitems();
+          ++entries_;
+          drain();
+          break;
+        default:
+          break;
+      }
+    });
+    list.finish();
+    list_ = nullptr;
+    final_state(d.index);
+    stats_.entries += entries_;
+    return entries_;
+  }
+
+  // The pieces a segment event is written as: segment_alloc/free whole, mapped ranges cut.
+  std::vector<std::pair<uint64_t, uint64_t>> pieces(ev::Kind k, uint64_t addr, uint64_t size) {
+    std::vector<std::pair<uint64_t, uint64_t>> out;
+    uint64_t at = addr;
+    const uint64_t end = addr + size;
+    if (k == ev::Kind::segment_map || k == ev::Kind::segment_unmap)
+      for (auto c = cuts_.upper_bound(addr); c != cuts_.end() && *c < end; ++c) {
+        out.emplace_back(at, *c - at);
+        at = *c;
+      }
+    if (end > at || out.empty()) out.emplace_back(at, end - at);
+    return out;
+  }
+
+  bool reserved(uint64_t addr) const {
+    auto it = ranges_.upper_bound(addr);
+    return it != ranges_.begin() && addr < std::prev(it)->second.end;
+  }
+
+  // Removes [a, b) from the reserved ranges, cutting the ranges it overlaps.
+  void unreserve(uint64_t a, uint64_t b) {
+    auto it = ranges_.upper_bound(a);
+    if (it != ranges_.begin() && std::prev(it)->second.end > a) --it;
+    while (it != ranges_.end() && it->first < b) {
+      const uint64_t start = it->first;
+      const Range r = it->second;
+      it = ranges_.erase(it);
+      if (start < a) {
+        Range head = r;
+        head.end = a;
+        ranges_[start] = head;
+      }
+      if (r.end > b) ranges_[b] = r;
+    }
+  }
+
+  // Memory about to be reserved again whose release the recording dropped: the release
+  // restored (with the frees of its blocks) before the new reservation.
+  void release(uint64_t a, uint64_t b) {
+    auto it = ranges_.upper_bound(a);
+    if (it != ranges_.begin() && std::prev(it)->second.end > a) --it;
+    std::vector<std::pair<uint64_t, Range>> overlap;
+    for (; it != ranges_.end() && it->first < b; ++it) overlap.emplace_back(*it);
+    for (const auto& [start, r] : overlap) {
+      const uint64_t lo = std::max(start, a), hi = std::min(r.end, b);
+      free_blocks_in(lo, hi);
+      entry(r.expandable ? "segment_unmap" : "segment_free", lo, hi - lo, r.stream, 0, "unknown");
+      ++stats_.entries_restored;
+      unreserve(lo, hi);
+    }
+  }
+
+  // Blocks live in [a, b) when they cannot be (their memory is allocated again, or released):
+  // the frees the recording dropped, restored.
+  void free_blocks_in(uint64_t a, uint64_t b) {
+    auto it = blocks_.lower_bound(a);
+    if (it != blocks_.begin() && std::prev(it)->first + std::prev(it)->second.size > a) --it;
+    while (it != blocks_.end() && it->first < b) {
+      if (!it->second.pending) restore_free(it, "free_requested");
+      restore_free(it, "free_completed");
+      it = blocks_.erase(it);
+    }
+  }
+
+  void restore_free(std::map<uint64_t, Block>::iterator it, std::string_view action) {
+    const Block& blk = it->second;
+    entry(action, it->first, blk.requested, blk.stream, 0, blk.category);
+    ++stats_.entries_restored;
+  }
+
+  void entry(std::string_view action, uint64_t addr, uint64_t size, uint64_t stream,
+             uint64_t stack, const std::string& category) {
+    list_->item();
+    w_.empty_dict().mark();
+    key("action"), key(action);
+    key("addr"), integer(addr);
+    key("size"), integer(size);
+    key("stream"), integer(stream);
+    key("time_us"), time_us();
+    key("frames"), frames(stack);
+    // Segments have no role: "unknown" (which also puts "unknown" among the categories, as
+    // some memory_viz versions need once there are any).
+    if (categories_) key("category"), key(category);
+    w_.setitems();
+    ++entries_;
+    drain();
+  }
+
+  void time_us() { w_.integer((static_cast<int64_t>(ts_) + unix_offset_) / 1000); }
+
+  // ---- segments: the state the replay ended in -------------------------------------------
+
+  void final_state(int index) {
     std::vector<FinalSegment> segs;
-    Query q(trace_.db(),
-            "SELECT kind, addr, size, segment, stream, pool, stack FROM segments "
-            "WHERE device = ?1 AND free_ts IS NULL ORDER BY addr");
-    q.bind(1, d.row_id);
-    while (q.step()) {
-      FinalSegment s;
-      s.expandable = q.text(0) == "mapped";
-      s.addr = q.u64(1);
-      s.size = q.u64(2);
-      s.parent = q.u64(3);
-      s.stream = q.u64(4);
-      s.small = q.text(5) == "small";
-      s.stack = q.u64(6);
-      // Contiguous mapped ranges of one expandable segment are one segment to PyTorch.
-      if (s.expandable && !segs.empty()) {
+    std::vector<uint64_t> parents;  // of each segment in `segs`
+    for (const auto& [start, r] : ranges_) {
+      // Contiguous mapped pieces of one expandable segment are one segment to PyTorch.
+      if (r.expandable && !segs.empty()) {
         FinalSegment& last = segs.back();
-        if (last.expandable && last.parent == s.parent && last.stream == s.stream &&
-            last.addr + last.size == s.addr) {
-          last.size += s.size;
+        if (last.expandable && last.addr + last.size == start && last.stream == r.stream &&
+            parents.back() == r.parent) {
+          last.size = r.end - last.addr;
           continue;
         }
       }
-      segs.push_back(std::move(s));
+      segs.push_back({start, r.end - start, r.stream, r.stack, r.small, r.expandable, {}});
+      parents.push_back(r.parent);
     }
-    Query b(trace_.db(),
-            "SELECT addr, size, requested_size, free_requested_ts IS NOT NULL, stack "
-            "FROM allocations WHERE device = ?1 AND free_completed_ts IS NULL ORDER BY addr");
-    b.bind(1, d.row_id);
     size_t i = 0;
-    while (b.step()) {
-      FinalBlock blk{b.u64(0), b.u64(1), b.u64(2), b.u64(4), b.i64(3) != 0};
-      while (i < segs.size() && segs[i].addr + segs[i].size <= blk.addr) ++i;
-      bool inside = i < segs.size() && segs[i].addr <= blk.addr &&
-                    blk.addr + blk.size <= segs[i].addr + segs[i].size;
-      if (inside && !segs[i].blocks.empty()) {
-        const FinalBlock& prev = segs[i].blocks.back();
-        inside = prev.addr + prev.size <= blk.addr;  // never overlapping blocks
-      }
-      if (!inside) {
-        ++stats_.blocks_left_out;
-        continue;
-      }
-      segs[i].blocks.push_back(blk);
+    for (auto& [addr, blk] : blocks_) {  // every block lies in a range (the replay's rule)
+      while (i < segs.size() && segs[i].addr + segs[i].size <= addr) ++i;
+      if (i < segs.size() && segs[i].addr <= addr) segs[i].blocks.emplace_back(addr, std::move(blk));
     }
-    return segs;
+    for (FinalSegment& s : segs) finals_.emplace_back(index, std::move(s));
+    blocks_.clear();
+    ranges_.clear();
   }
 
-  void segment(const DeviceSlot& d, const FinalSegment& s) {
+  void segment(int index, const FinalSegment& s) {
     uint64_t allocated = 0, active = 0, requested = 0;
-    for (const FinalBlock& b : s.blocks) {
+    for (const auto& [addr, b] : s.blocks) {
       if (!b.pending) allocated += b.size;
       active += b.size;
       requested += b.requested;
     }
     w_.empty_dict().mark();
-    key("device"), w_.integer(d.index);
+    key("device"), w_.integer(index);
     key("address"), integer(s.addr);
     key("total_size"), integer(s.size);
     key("allocated_size"), integer(allocated);
@@ -230,122 +409,42 @@ class SnapshotWriter {
     key("is_expandable"), w_.boolean(s.expandable);
     key("frames"), frames(s.stack);
     key("blocks");
-    w_.empty_list().mark();
     // The blocks tile the segment: the gaps are free (inactive) blocks, as PyTorch lists them.
+    Batched list(w_);
     uint64_t at = s.addr;
-    auto gap = [&](uint64_t end) {
-      if (end > at) block(at, end - at, 0, "inactive", 0);
+    auto block = [&](uint64_t addr, uint64_t size, uint64_t req, std::string_view state,
+                     uint64_t stack) {
+      list.item();
+      w_.empty_dict().mark();
+      key("address"), integer(addr);
+      key("size"), integer(size);
+      key("requested_size"), integer(req);
+      key("state"), key(state);
+      key("frames"), frames(stack);
+      w_.setitems();
+      drain();
     };
-    for (const FinalBlock& b : s.blocks) {
-      gap(b.addr);
-      block(b.addr, b.size, b.requested, b.pending ? "active_pending_free" : "active_allocated",
+    for (const auto& [addr, b] : s.blocks) {
+      if (addr > at) block(at, addr - at, 0, "inactive", 0);
+      const uint64_t size = std::min(b.size, s.addr + s.size - addr);
+      block(addr, size, b.requested, b.pending ? "active_pending_free" : "active_allocated",
             b.stack);
-      at = b.addr + b.size;
+      at = addr + size;
       ++stats_.blocks;
     }
-    gap(s.addr + s.size);
-    w_.appends();
+    if (s.addr + s.size > at) block(at, s.addr + s.size - at, 0, "inactive", 0);
+    list.finish();
     w_.setitems();
     ++stats_.segments;
     drain();
-  }
-
-  void block(uint64_t addr, uint64_t size, uint64_t requested, std::string_view state,
-             uint64_t stack) {
-    w_.empty_dict().mark();
-    key("address"), integer(addr);
-    key("size"), integer(size);
-    key("requested_size"), integer(requested);
-    key("state"), key(state);
-    key("frames"), frames(stack);
-    w_.setitems();
-  }
-
-  // ---- device_traces: the history --------------------------------------------------------
-
-  uint64_t device_trace(const DeviceSlot& d) {
-    // Each block's category: the one the allocations table settled on (the latest `category`
-    // event while it was allocated, else the alloc's), read beside the events in seq order.
-    std::optional<Query> cats;
-    if (categories_) {
-      cats.emplace(trace_.db(), "SELECT seq, category FROM allocations WHERE device = ?1 ORDER BY seq");
-      cats->bind(1, d.row_id);
-    }
-    bool cat_row = cats && cats->step();
-    std::unordered_map<uint64_t, std::string> live_category;  // block addr -> category
-    Reserved reserved;
-
-    w_.empty_list();
-    uint64_t n = 0;
-    int in_batch = 0;
-    trace_.reader().for_each_event([&](const ev::Event& e, uint64_t stack) {
-      if (!(e.device == d.id)) return;
-      std::string_view action = ev::kind_name(e.kind);
-      bool block_event = e.kind == ev::Kind::alloc || e.kind == ev::Kind::free_requested ||
-                         e.kind == ev::Kind::free_completed;
-      bool segment_event = e.kind == ev::Kind::segment_alloc || e.kind == ev::Kind::segment_free ||
-                           e.kind == ev::Kind::segment_map || e.kind == ev::Kind::segment_unmap;
-      if (!block_event && !segment_event && e.kind != ev::Kind::oom) return;
-      if (segment_event) {
-        if (e.kind == ev::Kind::segment_alloc || e.kind == ev::Kind::segment_map)
-          reserved.add(e.block.addr, e.block.size);
-        else
-          reserved.remove(e.block.addr, e.block.size);
-      } else if (block_event && !reserved.contains(e.block.addr)) {
-        // A block in memory reserved before the recording started: `segments` cannot hold it
-        // (Note [Snapshot export]), so neither does the history.
-        ++stats_.entries_left_out;
-        return;
-      }
-      if (in_batch == 0) w_.mark();
-      w_.empty_dict().mark();
-      key("action"), key(action);
-      if (e.kind == ev::Kind::oom) {
-        key("size"), integer(e.allocator.requested_size);
-        key("device_free"), integer(e.allocator.device_free);
-        key("stream"), integer(e.allocator.stream);
-      } else {
-        key("addr"), integer(e.block.addr);
-        key("size"), integer(block_event ? e.block.requested_size : e.block.size);
-        key("stream"), integer(e.block.stream);
-      }
-      key("time_us"), w_.integer((static_cast<int64_t>(e.ts_ns) + unix_offset_) / 1000);
-      key("frames"), frames(stack);
-      if (categories_ && (block_event || segment_event)) {
-        key("category");
-        if (e.kind == ev::Kind::alloc) {
-          while (cat_row && cats->u64(0) < e.seq) cat_row = cats->step();
-          std::string c = cat_row && cats->u64(0) == e.seq
-                              ? cats->text(1)
-                              : std::string(ev::category_name(e.block.category));
-          key(c);
-          live_category[e.block.addr] = std::move(c);
-        } else if (block_event) {
-          auto it = live_category.find(e.block.addr);
-          key(it != live_category.end() ? std::string_view(it->second) : "unknown");
-          if (e.kind == ev::Kind::free_completed && it != live_category.end())
-            live_category.erase(it);
-        } else {
-          // Segments have no role. Naming them "unknown" also puts "unknown" among the
-          // categories, which some memory_viz versions fail without.
-          key("unknown");
-        }
-      }
-      w_.setitems();
-      ++n;
-      if (++in_batch == kBatch) w_.appends(), in_batch = 0;
-      drain();
-    });
-    if (in_batch > 0) w_.appends();
-    stats_.entries += n;
-    return n;
   }
 
   // ---- values ----------------------------------------------------------------------------
 
   void integer(uint64_t v) { w_.integer(static_cast<int64_t>(v)); }
 
-  // Strings that repeat (keys, actions, states, categories) are written once and memoized.
+  // Strings that repeat (keys, actions, states, categories, files) are written once and
+  // memoized.
   void key(std::string_view s) {
     auto it = strings_.find(s);
     if (it != strings_.end()) {
@@ -363,29 +462,27 @@ class SnapshotWriter {
       w_.get(it->second);
       return;
     }
-    w_.empty_list();
-    if (stack_id != 0) {
-      w_.mark();
-      for (uint64_t ip : trace_.reader().stack(stack_id)) frames_of(ip);
-      w_.appends();
-    }
+    Batched list(w_);
+    if (stack_id != 0)
+      for (uint64_t ip : trace_.reader().stack(stack_id)) frames_of(ip, list);
+    list.finish();
     stacks_.emplace(stack_id, w_.memoize());
   }
 
   // The frames of one return address (inlined ones first), each frame dict memoized.
-  void frames_of(uint64_t ip) {
+  void frames_of(uint64_t ip, Batched& list) {
     auto it = ips_.find(ip);
     if (it != ips_.end()) {
-      for (uint32_t idx : it->second) w_.get(idx);
+      for (uint32_t idx : it->second) list.item(), w_.get(idx);
       return;
     }
     std::vector<store::ResolvedFrame> fs = trace_.reader().frames(ip);
     if (fs.empty()) fs.push_back({});
     std::vector<uint32_t> memo;  // not consecutive: strings met on the way are memoized too
-    for (size_t k = 0; k < fs.size(); ++k) {
-      const store::ResolvedFrame& f = fs[k];
+    for (const store::ResolvedFrame& f : fs) {
       char hex[2 + 16 + 1];
       std::snprintf(hex, sizeof hex, "0x%llx", static_cast<unsigned long long>(ip));
+      list.item();
       w_.empty_dict().mark();
       key("name"), w_.str(f.function.empty() ? std::string_view(hex) : f.function);
       key("filename"), key(!f.file.empty() ? f.file : !f.module.empty() ? f.module : "??");
@@ -396,28 +493,30 @@ class SnapshotWriter {
     ips_.emplace(ip, std::move(memo));
   }
 
+  // TL_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF text, `key:value,key:value`, as a dict; a value in
+  // brackets keeps its commas (`roundup_power2_divisions:[256:1,512:2]`).
   void allocator_settings() {
-    // TL_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF text, `key:value,key:value`, as a dict.
-    w_.empty_dict();
-    std::vector<std::pair<std::string, std::string>> kv;
-    size_t pos = 0;
-    while (pos < settings_.size()) {
-      size_t end = settings_.find(',', pos);
-      if (end == std::string::npos) end = settings_.size();
-      std::string item = settings_.substr(pos, end - pos);
-      size_t colon = item.find(':');
-      if (colon != std::string::npos && colon > 0)
-        kv.emplace_back(item.substr(0, colon), item.substr(colon + 1));
-      pos = end + 1;
+    std::vector<std::string> items(1);
+    int depth = 0;
+    for (char c : settings_) {
+      depth += c == '[' ? 1 : c == ']' && depth > 0 ? -1 : 0;
+      if (c == ',' && depth == 0)
+        items.emplace_back();
+      else
+        items.back() += c;
     }
-    if (kv.empty()) return;
-    w_.mark();
-    for (const auto& [k, v] : kv) {
-      w_.str(k);
+    w_.empty_dict();
+    bool open = false;
+    for (const std::string& item : items) {
+      const size_t colon = item.find(':');
+      if (colon == std::string::npos || colon == 0) continue;
+      if (!open) w_.mark(), open = true;
+      w_.str(item.substr(0, colon));
+      const std::string v = item.substr(colon + 1);
       int64_t n = 0;
       auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
       char* end = nullptr;
-      double x = v.empty() ? 0 : std::strtod(v.c_str(), &end);
+      const double x = v.empty() ? 0 : std::strtod(v.c_str(), &end);
       if (ec == std::errc() && p == v.data() + v.size())
         w_.integer(n);
       else if (!v.empty() && end == v.c_str() + v.size())
@@ -427,7 +526,7 @@ class SnapshotWriter {
       else
         w_.str(v);
     }
-    w_.setitems();
+    if (open) w_.setitems();
   }
 
   void drain(bool always = false) {
@@ -448,6 +547,13 @@ class SnapshotWriter {
   std::string settings_;
   bool categories_ = false;
   SnapshotExport stats_;
+  // The replay of the device being written.
+  std::map<uint64_t, Range> ranges_;  // start -> reserved range
+  std::map<uint64_t, Block> blocks_;  // addr -> live block
+  std::set<uint64_t> cuts_;
+  Batched* list_ = nullptr;
+  uint64_t ts_ = 0, entries_ = 0;
+  std::vector<std::pair<int, FinalSegment>> finals_;  // (device index, segment)
   std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> strings_;
   std::unordered_map<uint64_t, uint32_t> stacks_;
   std::unordered_map<uint64_t, std::vector<uint32_t>> ips_;  // ip -> its frame dicts' memo

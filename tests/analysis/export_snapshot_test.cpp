@@ -83,6 +83,34 @@ struct History {
   }
 };
 
+// Writes and finalizes `h`; stacks 1-3 symbolize as a caller, an inlined frame and its caller,
+// and an unresolved address.
+void write_trace(const std::string& path, const History& h, std::vector<st::DeviceInfo> devices,
+                 const std::string& settings = "") {
+  st::TraceMeta meta;
+  meta.command_line = "/usr/bin/train";
+  meta.start_ts_ns = kStartTs;
+  meta.start_unix_ns = kStartUnix;
+  meta.allocator_settings = settings;
+  meta.devices = std::move(devices);
+  auto w = st::TraceWriter::create(path, meta);
+  w->add_stack_node(1, 0, 0x1000);
+  w->add_stack_node(2, 1, 0x2000);
+  w->add_stack_node(3, 2, 0x3000);
+  for (size_t i = 0; i < h.events.size(); ++i) w->append(h.events[i], h.stacks[i]);
+  w->close(kStartTs + 1'000'000);
+  w.reset();
+  st::FinalizeOptions opt;
+  opt.symbolize = [](uint64_t ip) -> std::vector<st::ResolvedFrame> {
+    if (ip == 0x3000) return {{"tl::alloc(unsigned long)", "/src/alloc.cpp", 7, false, "/bin/t"}};
+    if (ip == 0x2000)
+      return {{"make_weights(int)", "model.h", 12, true, "/bin/t"},
+              {"build_model()", "", 0, false, "/bin/t"}};
+    return {};  // 0x1000: unresolved
+  };
+  st::finalize(path, opt);
+}
+
 // Times are ns after kStartTs.
 void write_history(const std::string& path) {
   using K = ev::Kind;
@@ -122,29 +150,9 @@ void write_history(const std::string& path) {
     h.stacks.push_back(0);
   }
 
-  st::TraceMeta meta;
-  meta.command_line = "/usr/bin/train";
-  meta.start_ts_ns = kStartTs;
-  meta.start_unix_ns = kStartUnix;
-  meta.allocator_settings = "max_split_size_mb:128,expandable_segments:True,"
-                            "garbage_collection_threshold:0.6,backend:native";
-  meta.devices = {{kCpu, "cpu", 0}, {kCuda, "cuda:0 (Test GPU)", 16 * MiB}};
-  auto w = st::TraceWriter::create(path, meta);
-  w->add_stack_node(1, 0, 0x1000);
-  w->add_stack_node(2, 1, 0x2000);
-  w->add_stack_node(3, 2, 0x3000);
-  for (size_t i = 0; i < h.events.size(); ++i) w->append(h.events[i], h.stacks[i]);
-  w->close(kStartTs + 20000);
-  w.reset();
-  st::FinalizeOptions opt;
-  opt.symbolize = [](uint64_t ip) -> std::vector<st::ResolvedFrame> {
-    if (ip == 0x3000) return {{"tl::alloc(unsigned long)", "/src/alloc.cpp", 7, false, "/bin/t"}};
-    if (ip == 0x2000)
-      return {{"make_weights(int)", "model.h", 12, true, "/bin/t"},
-              {"build_model()", "", 0, false, "/bin/t"}};
-    return {};  // 0x1000: unresolved
-  };
-  st::finalize(path, opt);
+  write_trace(path, h, {{kCpu, "cpu", 0}, {kCuda, "cuda:0 (Test GPU)", 16 * MiB}},
+              "max_split_size_mb:128,expandable_segments:True,garbage_collection_threshold:0.6,"
+              "roundup_power2_divisions:[256:1,512:2,>:8],backend:native");
 }
 
 json frame(const std::string& name, const std::string& file, int line) {
@@ -164,7 +172,7 @@ TEST(ExportSnapshot, EveryFieldOfAHandWrittenHistory) {
   EXPECT_EQ(c.stats.devices[1].name, "cpu");
   EXPECT_EQ(c.stats.devices[1].index, 1);
   EXPECT_EQ(c.stats.entries, 13u);
-  EXPECT_EQ(c.stats.entries_left_out + c.stats.blocks_left_out, 0u);
+  EXPECT_EQ(c.stats.entries_left_out + c.stats.entries_dropped + c.stats.entries_restored, 0u);
 
   const json& cpu = snap["device_traces"][1];
   ASSERT_EQ(cpu.size(), 5u) << cpu;
@@ -234,7 +242,8 @@ TEST(ExportSnapshot, EveryFieldOfAHandWrittenHistory) {
 
   EXPECT_EQ(snap["allocator_settings"],
             (json{{"max_split_size_mb", 128}, {"expandable_segments", true},
-                  {"garbage_collection_threshold", 0.6}, {"backend", "native"}}));
+                  {"garbage_collection_threshold", 0.6},
+                  {"roundup_power2_divisions", "[256:1,512:2,>:8]"}, {"backend", "native"}}));
   EXPECT_EQ(snap["external_annotations"], json::array());
 
   // The replay from the start agrees with the history.
@@ -316,12 +325,94 @@ TEST(ExportSnapshot, ARecordingStartedLateLeavesOutBlocksOfUnseenSegments) {
   tidemark::record::stop();
 
   Check c = export_and_check(trace.path(), "late");
-  EXPECT_EQ(c.stats.blocks_left_out, 1u);   // `during`, live at the end
-  EXPECT_EQ(c.stats.entries_left_out, 3u);  // its alloc, and `before`'s two frees
+  EXPECT_EQ(c.stats.entries_left_out, 3u);  // `during`'s alloc, and `before`'s two frees
+  EXPECT_EQ(c.stats.blocks, 0u);            // `during` is not drawn: no segment holds it
   const json& d = c.result["devices"]["0"];
   EXPECT_EQ(d["actions"], json::array({"alloc", "free_completed", "free_requested",
                                        "segment_alloc"}));
   EXPECT_EQ(d["peak_requested"], (1 << 22) * 4);
+}
+
+// An expandable segment mapped in one piece and partly unmapped later, on the default stream
+// of cuda:1 (no cuda:0): the map is written in two pieces, so memory_viz can undo each (it
+// joins neighbouring ranges only on equal streams, and renames default-stream entries'
+// streams but not the segments').
+TEST(ExportSnapshot, APartlyUnmappedRangeIsWrittenInPiecesTheViewerCanUndo) {
+  constexpr ev::DeviceId kCuda1{ev::DeviceType::cuda, 1};
+  using K = ev::Kind;
+  History h;
+  h.block(K::segment_map, 1000, kCuda1, G, 60 * MiB, 0, G);
+  h.block(K::alloc, 2000, kCuda1, G, 4096, 4096, G);
+  h.block(K::alloc, 3000, kCuda1, G + 4096, 50 * MiB, 50 * MiB, G);
+  h.block(K::free_requested, 4000, kCuda1, G + 4096, 50 * MiB, 50 * MiB, G);
+  h.block(K::free_completed, 4000, kCuda1, G + 4096, 50 * MiB, 50 * MiB, G);
+  h.block(K::alloc, 5000, kCuda1, G + 4096, 5 * MiB, 5 * MiB, G);
+  h.block(K::segment_unmap, 6000, kCuda1, G + 20 * MiB, 40 * MiB, 0, G);
+  TempTrace trace("snapshot_unmap");
+  write_trace(trace.path(), h, {{kCuda1, "cuda:1 (Test GPU)", 0}});
+  Check c = export_and_check(trace.path(), "unmap");
+  ASSERT_EQ(c.stats.devices.size(), 1u);
+  EXPECT_EQ(c.stats.devices[0].index, 1);
+  const json& snap = c.result["snapshot"];
+  EXPECT_EQ(snap["device_traces"][0], json::array());
+  const json& t = snap["device_traces"][1];
+  ASSERT_EQ(t.size(), 8u) << t;
+  EXPECT_EQ(t[0]["action"], "segment_map");
+  EXPECT_EQ(t[0]["size"], 20 * MiB);
+  EXPECT_EQ(t[1]["action"], "segment_map");
+  EXPECT_EQ(t[1]["addr"], G + 20 * MiB);
+  EXPECT_EQ(t[1]["size"], 40 * MiB);
+  EXPECT_EQ(t[7]["action"], "segment_unmap");
+  ASSERT_EQ(snap["segments"].size(), 1u);
+  EXPECT_EQ(snap["segments"][0]["total_size"], 20 * MiB);
+  EXPECT_EQ(snap["segments"][0]["device"], 1);
+  EXPECT_EQ(c.result["devices"]["1"]["peak_reserved"], 60 * MiB);
+  EXPECT_EQ(c.result["devices"]["1"]["final_requested"], 4096 + 5 * MiB);
+}
+
+// Events the recording dropped: a free_completed lost before the address was allocated again,
+// and the alloc of a block whose frees were kept. The lost free is restored where it must have
+// happened, the frees of the unknown block are left out, and the history still matches the
+// final state.
+TEST(ExportSnapshot, DroppedEventsLeaveAHistoryThatMatchesTheFinalState) {
+  using K = ev::Kind;
+  History h;
+  h.block(K::segment_alloc, 1000, kCpu, S, 2 * MiB, 0, S);
+  h.block(K::alloc, 2000, kCpu, S, 1024, 1000, S);
+  h.block(K::free_requested, 3000, kCpu, S, 1024, 1000, S);  // its free_completed is lost
+  h.block(K::alloc, 4000, kCpu, S, 2048, 2000, S);
+  h.block(K::free_requested, 5000, kCpu, S + 4096, 512, 500, S);  // its alloc is lost
+  h.block(K::free_completed, 5000, kCpu, S + 4096, 512, 500, S);
+  TempTrace trace("snapshot_dropped");
+  write_trace(trace.path(), h, {{kCpu, "cpu", 0}});
+  Check c = export_and_check(trace.path(), "dropped");
+  EXPECT_EQ(c.stats.entries_restored, 1u);
+  EXPECT_EQ(c.stats.entries_dropped, 2u);
+  const json& t = c.result["snapshot"]["device_traces"][0];
+  ASSERT_EQ(t.size(), 5u) << t;
+  EXPECT_EQ(t[3]["action"], "free_completed");  // restored, before the address is reused
+  EXPECT_EQ(t[3]["size"], 1000);
+  EXPECT_EQ(t[3]["time_us"], (kStartUnix + 4000) / 1000);
+  EXPECT_EQ(t[4]["action"], "alloc");
+  const json& blocks = c.result["snapshot"]["segments"][0]["blocks"];
+  EXPECT_EQ(blocks[0]["size"], 2048);
+  EXPECT_EQ(blocks[0]["state"], "active_allocated");
+}
+
+// A segment holding thousands of blocks: its blocks list goes out in batches (the viewer
+// pushes a batch's items in one call, which a list of 10000 or more overflows).
+TEST(ExportSnapshot, LongListsGoOutInBatches) {
+  using K = ev::Kind;
+  History h;
+  h.block(K::segment_map, 1000, kCuda, G, 64 * MiB, 0, G);
+  for (uint64_t i = 0; i < 6000; ++i)  // every other KiB: 12000 blocks with the gaps
+    h.block(K::alloc, 2000 + i, kCuda, G + i * 2048, 1024, 1000, G);
+  TempTrace trace("snapshot_long");
+  write_trace(trace.path(), h, {{kCuda, "cuda:0", 0}});
+  Check c = export_and_check(trace.path(), "long");  // the checker refuses batches over 10000
+  ASSERT_EQ(c.result["snapshot"]["segments"].size(), 1u);
+  EXPECT_EQ(c.result["snapshot"]["segments"][0]["blocks"].size(), 12000u);
+  EXPECT_EQ(c.stats.blocks, 6000u);
 }
 
 TEST(ExportSnapshot, RefusesAnUnfinalizedTraceNamingIt) {

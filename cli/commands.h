@@ -88,6 +88,7 @@ int run_watch(const WatchArgs& a);
 struct DiffArgs {
   std::string a, b;
   bool json = false;
+  bool folded = false;  // the stacks at each peak, as differential folded lines
   size_t limit = 10;
 };
 int run_diff(const DiffArgs& a);

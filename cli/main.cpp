@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -29,6 +30,14 @@ CLI::App* command(CLI::App& app, const char* name, const char* what, const char*
   CLI::App* sub = app.add_subcommand(name, what);
   sub->footer(std::string("Example:\n  ") + example);
   return sub;
+}
+
+// --folded on a reporting command: the stacks as flame-graph input, instead of what the
+// options it `excludes` shape (a combination is refused with exit 2).
+void add_folded(CLI::App* cmd, bool& flag, const char* what,
+                std::initializer_list<CLI::Option*> excludes) {
+  CLI::Option* folded = cmd->add_flag("--folded", flag, what);
+  for (CLI::Option* o : excludes) folded->excludes(o);
 }
 
 }  // namespace
@@ -120,12 +129,10 @@ int main(int argc, char** argv) {
                             ->check(CLI::IsMember({"site", "stack", "scope", "category"}));
   CLI::Option* top_limit = top->add_option("--limit", top_args.limit, "Groups listed (0: all)");
   CLI::Option* top_json = top->add_flag("--json", top_args.json, "Print JSON");
-  top->add_flag("--folded", top_args.folded,
-                "Print every stack as a folded line (outermost;...;innermost BYTES) for "
-                "flamegraph.pl, speedscope or inferno")
-      ->excludes(top_json)
-      ->excludes(top_by)
-      ->excludes(top_limit);
+  add_folded(top, top_args.folded,
+             "Print every stack as a folded line (outermost;...;innermost BYTES) for "
+             "flamegraph.pl, speedscope or inferno",
+             {top_json, top_by, top_limit});
 
   tc::LeaksArgs leak_args;
   CLI::App* leaks = command(app, "leaks", "Allocations still allocated at the end of the trace",
@@ -139,13 +146,10 @@ int main(int argc, char** argv) {
                       "Also: leaked bytes per step, and live bytes at each step boundary");
   CLI::Option* leaks_limit = leaks->add_option("--limit", leak_args.limit, "Groups listed (0: all)");
   CLI::Option* leaks_json = leaks->add_flag("--json", leak_args.json, "Print JSON");
-  leaks->add_flag("--folded", leak_args.folded,
-                  "Print every leaked stack as a folded line (outermost;...;innermost BYTES) for "
-                  "flamegraph.pl, speedscope or inferno")
-      ->excludes(leaks_json)
-      ->excludes(leaks_by)
-      ->excludes(leaks_by_step)
-      ->excludes(leaks_limit);
+  add_folded(leaks, leak_args.folded,
+             "Print every leaked stack as a folded line (outermost;...;innermost BYTES) for "
+             "flamegraph.pl, speedscope or inferno",
+             {leaks_json, leaks_by, leaks_by_step, leaks_limit});
 
   tc::SimpleArgs sync_args;
   CLI::App* syncs = command(app, "syncs", "Where the host waited on the device, by site",
@@ -211,8 +215,12 @@ int main(int argc, char** argv) {
                            "tidemark diff base.db new.db --json");
   diff->add_option("a", dif.a, "The base trace")->required();
   diff->add_option("b", dif.b, "The new trace")->required();
-  diff->add_option("--limit", dif.limit, "Sites listed per list (0: all)");
-  diff->add_flag("--json", dif.json, "Print JSON");
+  CLI::Option* diff_limit = diff->add_option("--limit", dif.limit, "Sites listed per list (0: all)");
+  CLI::Option* diff_json = diff->add_flag("--json", dif.json, "Print JSON");
+  add_folded(diff, dif.folded,
+             "Print the stacks live at each trace's allocated peak as differential folded "
+             "lines (STACK A_BYTES B_BYTES) for flamegraph.pl's differential flame graphs",
+             {diff_json, diff_limit});
 
 #ifdef TIDEMARK_CLI_IMPORT
   std::string imp_in, imp_out, imp_onto;

@@ -3,9 +3,13 @@
 #include <fmt/core.h>
 
 #include <iostream>
+#include <map>
+#include <set>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "profiler/analysis/flame.h"
 #include "profiler/analysis/json.h"
 #include "profiler/analysis/units.h"
 #include "profiler/record/recorder.h"
@@ -178,20 +182,45 @@ int run_finalize(const std::string& file) {
 namespace {
 
 // Brendan Gregg's folded stacks, which flamegraph.pl, inferno and speedscope read: one line
-// per stack, its frames outermost first joined by ';', a space, then its bytes. A ';' inside a
-// frame would split it, so it becomes ','; a frame with neither name nor file is "??"; an
-// allocation without a stack is "(no stack)".
-void print_folded(const std::vector<an::Group>& groups) {
-  for (const an::Group& g : groups) {
-    std::string line;
-    for (auto it = g.frames.rbegin(); it != g.frames.rend(); ++it) {
-      if (it != g.frames.rbegin()) line += ';';
-      if (it->empty()) line += "??";  // a frame with neither name nor file
-      for (char c : *it) line += c == ';' ? ',' : c;
-    }
-    if (line.empty()) line = g.label;
-    fmt::print("{} {}\n", line, g.bytes);
+// per stack, its frames outermost first joined by ';' (without the C runtime's start-up
+// frames: analysis::startup_frames), a space, then its bytes. A ';' inside a
+// frame would split it, so it becomes ','; an allocation without a stack is "(no stack)".
+std::string folded_stack(const an::Trace& t, const an::Group& g) {
+  // A stack cut short by the capture depth lacks its outer callers: it hangs from one frame
+  // that says so, rather than passing its outermost recorded frame off as a root.
+  std::string line = an::group_truncated(t, g) ? an::cut_stack_frame(t.stack_depth()) + ";" : "";
+  const auto outermost = g.frames.rbegin() + static_cast<long>(an::startup_frames(g.frames));
+  for (auto it = outermost; it != g.frames.rend(); ++it) {
+    if (it != outermost) line += ';';
+    for (char c : *it) line += c == ';' ? ',' : c;
   }
+  return g.frames.empty() ? g.label : line;
+}
+
+void print_folded(const an::Trace& t, const std::vector<an::Group>& groups) {
+  for (const an::Group& g : groups) fmt::print("{} {}\n", folded_stack(t, g), g.bytes);
+}
+
+// Differential folded stacks (flamegraph.pl's difffolded.pl format: `stack A B`): the stacks
+// live at each trace's allocated peak, per device matched by name; with several devices each
+// stack starts with its device.
+void print_folded_diff(const an::Trace& ta, const an::Trace& tb) {
+  std::map<std::string, std::pair<int64_t, int64_t>> lines;
+  std::set<std::string> names;
+  for (const an::Trace* t : {&ta, &tb})
+    for (const an::DeviceRef& d : t->devices()) names.insert(d.name);
+  for (const an::Trace* t : {&ta, &tb}) {
+    for (const an::DeviceRef& d : t->devices()) {
+      auto at = an::peak_point(*t, d.id);
+      if (!at) continue;
+      const std::string root = names.size() > 1 ? d.name + ";" : std::string();
+      for (const an::Group& g : an::live_at(*t, d.id, *at, an::GroupBy::stack, 0).groups) {
+        auto& [a, b] = lines[root + folded_stack(*t, g)];
+        (t == &ta ? a : b) += g.bytes;
+      }
+    }
+  }
+  for (const auto& [stack, ab] : lines) fmt::print("{} {} {}\n", stack, ab.first, ab.second);
 }
 
 }  // namespace
@@ -222,7 +251,7 @@ int run_top(const TopArgs& a) {
     at.ts = parse_time(t, "--at", a.at);
   }
   if (a.folded) {
-    print_folded(an::live_at(t, d.id, at, an::GroupBy::stack, 0).groups);
+    print_folded(t, an::live_at(t, d.id, at, an::GroupBy::stack, 0).groups);
     return kExitOk;
   }
   an::LiveBreakdown b = an::live_at(t, d.id, at, group_by(a.by), a.limit);
@@ -240,7 +269,7 @@ int run_leaks(const LeaksArgs& a) {
   an::Trace t = open_trace(a.file);
   auto dev = device_id(t, a.device);
   if (a.folded) {
-    print_folded(an::leaks(t, dev, an::GroupBy::stack, 0).groups);
+    print_folded(t, an::leaks(t, dev, an::GroupBy::stack, 0).groups);
     return kExitOk;
   }
   an::LeakReport r = an::leaks(t, dev, group_by(a.by), a.limit);
@@ -342,6 +371,10 @@ int run_syncs(const SimpleArgs& a) {
 int run_diff(const DiffArgs& a) {
   an::Trace ta = open_trace(a.a);
   an::Trace tb = open_trace(a.b);
+  if (a.folded) {
+    print_folded_diff(ta, tb);
+    return kExitOk;
+  }
   an::TraceDiff d = an::diff(ta, tb);
   if (a.limit)
     for (auto* sites : {&d.sites, &d.reserved_sites, &d.categories})

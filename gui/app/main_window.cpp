@@ -49,6 +49,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   QAction* compare =
       file->addAction(tr("&Compare two traces..."), this, &MainWindow::compareDialog);
   compare->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_O));
+  QAction* exp = file->addAction(tr("&Export..."), this, &MainWindow::exportDialog);
+  exp->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
   file->addSeparator();
   QAction* close = file->addAction(tr("&Close tab"), this, [this] {
     if (tabs_->currentIndex() >= 0) emit tabs_->tabCloseRequested(tabs_->currentIndex());
@@ -84,6 +86,31 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   rebuildRecentMenu();
 }
 
+// File > Export: the current trace as a PyTorch memory snapshot (pytorch.org/memory_viz),
+// Chrome/Perfetto trace JSON or a CSV of allocations, chosen by the file type.
+void MainWindow::exportDialog() {
+  TraceView* view = currentView();
+  if (!view || !view->traceData()) {
+    statusBar()->showMessage(tr("Export: open a trace first"), 5000);
+    return;
+  }
+  const QString snapshot = tr("PyTorch memory snapshot, for pytorch.org/memory_viz (*.pickle)");
+  const QString chrome = tr("Chrome / Perfetto trace (*.json)");
+  const QString csv = tr("CSV of allocations (*.csv)");
+  QFileInfo trace(QString::fromStdString(view->traceData()->path));
+  QString filter = snapshot;
+  const QString out = QFileDialog::getSaveFileName(
+      this, tr("Export %1").arg(trace.fileName()),
+      trace.dir().filePath(trace.completeBaseName() + ".pickle"),
+      QStringList{snapshot, chrome, csv}.join(";;"), &filter);
+  if (out.isEmpty()) return;
+  const auto format = filter == chrome ? TraceView::ExportFormat::chrome
+                      : filter == csv  ? TraceView::ExportFormat::csv
+                                       : TraceView::ExportFormat::snapshot;
+  statusBar()->showMessage(tr("Exporting %1…").arg(out));
+  view->exportTo(out, format);
+}
+
 TraceView* MainWindow::currentView() const {
   return qobject_cast<TraceView*>(tabs_->currentWidget());
 }
@@ -117,6 +144,8 @@ void MainWindow::openFile(const QString& path, bool follow) {
   });
   connect(view, &TraceView::failed, this,
           [this](const QString& message) { statusBar()->showMessage(message); });
+  connect(view, &TraceView::exported, this,
+          [this](bool, const QString& message) { statusBar()->showMessage(message, 10000); });
   if (follow) {
     view->follow(path);
     const QSignalBlocker block(follow_);

@@ -1,5 +1,5 @@
 // The main window: one TraceView tab per open trace; File > Open (Ctrl+O), recent files
-// (QSettings), drag and drop of trace files.
+// (QSettings), drag and drop of trace files, File > Export (Ctrl+E) of the current trace.
 #pragma once
 
 #include <QMainWindow>
@@ -27,6 +27,7 @@ class MainWindow : public QMainWindow {
  private:
   void openDialog();
   void compareDialog();
+  void exportDialog();
   TraceView* currentView() const;
   void rememberRecent(const QString& path);
   void rebuildRecentMenu();

@@ -101,7 +101,9 @@ QRectF FlameWidget::rectOf(const Path& p) const {
     for (size_t s = 0; s < p[k]; ++s) x += static_cast<double>(n->children[s].bytes) * scale;
     n = &n->children[p[k]];
   }
-  return {x, y, static_cast<double>(n->bytes) * scale, kRowHeight};
+  const double width_px = static_cast<double>(n->bytes) * scale;
+  if (width_px < 1.0) return {};  // not drawn (paintEvent), so not hit either
+  return {x, y, width_px, kRowHeight};
 }
 
 std::optional<FlameWidget::Path> FlameWidget::pathAt(const QPointF& pos) const {
@@ -118,6 +120,7 @@ std::optional<FlameWidget::Path> FlameWidget::pathAt(const QPointF& pos) const {
     for (size_t i = 0; i < n->children.size(); ++i) {
       const double w = static_cast<double>(n->children[i].bytes) * scale;
       if (pos.x() < x + w) {
+        if (w < 1.0) return std::nullopt;  // not drawn
         p.push_back(i);
         n = &n->children[i];
         found = true;
@@ -146,9 +149,23 @@ QString FlameWidget::tooltipFor(const Path& p) const {
                      .arg(labelFor(p), bytes_text(n->bytes), QString::number(share, 'f', 1),
                           QString::number(n->count),
                           n->count == 1 ? tr("allocation") : tr("allocations"));
+  if (!n->locations.empty()) {
+    QStringList at;
+    for (size_t i = 0; i < n->locations.size() && i < 4; ++i)
+      at << tr("%1 (%2)").arg(QString::fromStdString(n->locations[i].first),
+                              bytes_text(n->locations[i].second));
+    if (n->locations.size() > 4) at << tr("%1 more").arg(n->locations.size() - 4);
+    text += tr("\nat %1").arg(at.join(", "));
+  }
   if (n->self_bytes > 0 && !n->children.empty())
     text += tr("\n%1 allocated by this frame itself").arg(bytes_text(n->self_bytes));
-  if (!p.empty() && p != zoom_) text += tr("\nClick to zoom in");
+  if (p.size() == 1 && n->frame.rfind("(stacks cut at ", 0) == 0)
+    text += tr("\nThese stacks were deeper than the recording kept, so their callers are "
+               "unknown: record with --stacks 64 (or more) to see them");
+  if (p.size() > zoom_.size())
+    text += tr("\nClick to zoom in");
+  else if (p != zoom_)
+    text += tr("\nClick to zoom out to here");
   return text;
 }
 
@@ -245,9 +262,20 @@ FlamePage::FlamePage(QWidget* parent) : QWidget(parent) {
 }
 
 void FlamePage::setData(const TraceDataPtr& data) {
-  const bool had = data_ && same_trace(data_.get(), data.get()) && data_->stage != Stage::opened;
+  const bool same = data_ && same_trace(data_.get(), data.get());
+  const bool had = same && data_->stage != Stage::opened && !data_->live;
   data_ = data;
-  if (had || !data_ || data_->stage == Stage::opened) return;  // same graphs, or none yet
+  if (had) return;  // a later stage of the same trace: the same graphs, zoom kept
+  if (!data_ || data_->stage == Stage::opened || data_->live) {  // no graphs yet
+    if (!same) {
+      choices_.clear();
+      choice_->clear();
+      flame_->setTree({}, {});
+    }
+    hint_->setText(data_ && data_->live ? tr("The flame graphs come once the recording is finalized.")
+                                        : tr("computing…"));
+    return;
+  }
   choices_.clear();
   // The largest graphs first: the device with the highest peak comes first.
   std::vector<std::pair<int64_t, std::pair<size_t, bool>>> found;

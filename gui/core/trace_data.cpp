@@ -124,7 +124,7 @@ void compute_tables(TraceData& data, const Trace& trace,
   report(30, "live at the peak");
   auto flame = [&](const std::vector<AllocationRow>& rows) {
     return analysis::flame_tree(
-        analysis::group_allocations(trace, rows, analysis::GroupBy::stack, 0));
+        analysis::group_allocations(trace, rows, analysis::GroupBy::stack, 0), &trace);
   };
   data.flame_peak.assign(data.devices.size(), {});
   data.flame_leaks.assign(data.devices.size(), {});

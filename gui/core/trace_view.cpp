@@ -1,6 +1,8 @@
 #include "gui/core/trace_view.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 
 #include <QComboBox>
 #include <QFileInfo>
@@ -22,6 +24,7 @@
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "gui/core/allocator_widget.h"
+#include "profiler/analysis/export.h"
 #include "gui/core/flame_widget.h"
 #include "gui/core/summary_html.h"
 #include "gui/core/timeline_widget.h"
@@ -142,6 +145,10 @@ TraceView::TraceView(QWidget* parent) : QWidget(parent) {
   });
   connect(timeline_, &TimelineWidget::timeSelected, this, &TraceView::selectTime);
   connect(timeline_, &TimelineWidget::rangeSelected, this, &TraceView::selectRange);
+  connect(&export_watcher_, &QFutureWatcherBase::finished, this, [this] {
+    auto [ok, message] = export_watcher_.result();
+    emit exported(ok, message);
+  });
   connect(&selection_watcher_, &QFutureWatcher<std::vector<SiteRow>>::finished, this, [this] {
     selection_model_->setRows(selection_watcher_.result());
     emit selectionShown();
@@ -450,10 +457,10 @@ void TraceView::setTraceData(TraceDataPtr data) {
   data_ = std::move(data);
   timeline_->setTraceData(data_);  // keeps the view for a later stage of the same trace
   summary_->setHtml(data_->live ? follow_html(*data_) : summary_html(*data_));
+  flame_page_->setData(data_);
   if (data_->stage != Stage::opened) {
     live_model_->setRows(data_->live_at_peak);
     leak_model_->setRows(data_->leaks);
-    flame_page_->setData(data_);
     sync_model_->setRows(data_->sync_sites);
     if (!step_model_) {  // needs the origin
       step_model_ = make_step_model(data_->origin_ns, this);
@@ -569,6 +576,52 @@ void TraceView::showAllocator() {
     return;
   }
   allocator_watcher_.setFuture(QtConcurrent::run(query));
+}
+
+void TraceView::exportTo(const QString& out, ExportFormat format) {
+  if (!data_ || data_->live || !data_->session) {
+    emit exported(false, data_ && data_->live ? tr("Export: the trace is still being recorded")
+                                              : tr("Export: no trace is open"));
+    return;
+  }
+  if (export_watcher_.isRunning()) {
+    emit exported(false, tr("Export: an export is already running"));
+    return;
+  }
+  const std::string trace = data_->path;
+  auto run = [trace, out, format]() -> std::pair<bool, QString> {
+    const std::string part = (out + ".part").toStdString();
+    try {
+      std::ofstream f(part, std::ios::binary | std::ios::trunc);
+      if (!f) return {false, tr("Export: cannot create %1").arg(out)};
+      QString what;
+      if (format == ExportFormat::chrome) {
+        analysis::export_chrome(trace, f);
+      } else if (format == ExportFormat::csv) {
+        analysis::export_csv(trace, f);
+      } else {
+        analysis::SnapshotExport s = analysis::export_snapshot(trace, f);
+        QStringList devices;
+        for (const auto& d : s.devices)
+          devices << tr("%1 is device %2").arg(QString::fromStdString(d.name)).arg(d.index);
+        what = tr(" (%1 entries; %2)").arg(s.entries).arg(devices.join(", "));
+      }
+      f.close();
+      if (!f) throw std::runtime_error("cannot write " + part);
+      std::filesystem::rename(part, out.toStdString());
+      return {true, tr("Exported %1%2").arg(out, what)};
+    } catch (const std::exception& e) {
+      std::error_code ec;
+      std::filesystem::remove(part, ec);
+      return {false, tr("Export to %1 failed: %2").arg(out, QString::fromUtf8(e.what()))};
+    }
+  };
+  if (synchronous_) {
+    auto [ok, message] = run();
+    emit exported(ok, message);
+    return;
+  }
+  export_watcher_.setFuture(QtConcurrent::run(run));
 }
 
 void TraceView::showView(View v) {

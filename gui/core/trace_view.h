@@ -75,6 +75,11 @@ class TraceView : public QWidget {
   const std::optional<analysis::AllocationDetails>& details() const { return details_; }
   const std::optional<analysis::TensorDetails>& tensorDetails() const { return tensor_details_; }
   QString tabTitle(View v) const;
+  // Export (analysis/export.h, docs/export.md): writes this view's trace to `out` in the
+  // thread pool, through a temporary file renamed into place, so a failed export leaves `out`
+  // as it was; then emits exported() with a line for the status bar. Not while following.
+  enum class ExportFormat { chrome, csv, snapshot };
+  void exportTo(const QString& out, ExportFormat format);
 
  signals:
   void stateShown();        // the allocator state and the tensors at the selected time are shown
@@ -82,6 +87,7 @@ class TraceView : public QWidget {
   void differencesShown();  // the Compare tab lists the differences
   void compareFailed(const QString& message);
   void followed();        // a poll of the followed trace read new events
+  void exported(bool ok, const QString& message);  // exportTo() finished
   void selectionShown();  // the Live in selection tab lists the selected range
   void opened();          // the timeline can paint
   void tablesShown();     // summary and tables filled
@@ -153,6 +159,7 @@ class TraceView : public QWidget {
   SiteModel* selection_model_;
   QWidget* selection_page_;
   QFutureWatcher<std::vector<SiteRow>> selection_watcher_;
+  QFutureWatcher<std::pair<bool, QString>> export_watcher_;
   std::pair<uint64_t, uint64_t> selection_{0, 0};
   QWidget* compare_page_;
   QLabel* compare_label_;

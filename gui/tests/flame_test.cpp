@@ -3,6 +3,9 @@
 // the graph of the allocated peak holds exactly the peak's bytes, that every frame holds the
 // sum of its callees and its own, and that the sample's own code is in it.
 #include <QComboBox>
+#include <QFile>
+#include <QProcess>
+#include <cmath>
 #include <QSignalSpy>
 #include <QTest>
 #include <functional>
@@ -55,6 +58,8 @@ int check_sums(const FlameNode& n) {
 
 bool contains_frame(const FlameNode& n, const QString& needle) {
   if (QString::fromStdString(n.frame).contains(needle)) return true;
+  for (const auto& [location, bytes] : n.locations)
+    if (QString::fromStdString(location).contains(needle)) return true;
   for (const FlameNode& c : n.children)
     if (contains_frame(c, needle)) return true;
   return false;
@@ -84,6 +89,56 @@ class FlameTest : public QObject {
                  tip.contains("3 allocations") && tip.contains("10 B allocated by this frame"),
              qPrintable(tip));
     QCOMPARE(w.sizeHint().height(), 3 * h);
+
+    // What a click does, said where it is true: callers zoom out, callees in.
+    w.zoomTo({0});
+    QVERIFY(w.tooltipFor({}).contains("zoom out"));
+    QVERIFY(w.tooltipFor({0, 0}).contains("zoom in"));
+    QVERIFY(!w.tooltipFor({0}).contains("Click"));
+  }
+
+  // Frames under a pixel wide are not drawn, so they are not hit either.
+  void subPixelFramesAreNeitherDrawnNorHit() {
+    FlameNode root;
+    root.children.push_back(leaf("big (b.cpp:1)", 1000));
+    for (int i = 0; i < 500; ++i) root.children.push_back(leaf("tiny (t.cpp:1)", 1));
+    root.bytes = 1500;
+    FlameWidget w;
+    w.resize(400, 100);
+    w.setTree(root, "x");
+    const double big = w.rectOf({0}).width();
+    QVERIFY(std::abs(big - 400.0 * 1000 / 1500) < 1e-9);
+    QCOMPARE(w.rectOf({250}), QRectF());
+    QCOMPARE(w.pathAt({big + 50, 1.5 * FlameWidget::kRowHeight}), std::nullopt);
+    QCOMPARE(w.pathAt({big - 1, 1.5 * FlameWidget::kRowHeight}), std::optional<Path>(Path{0}));
+  }
+
+  // A recording whose stacks are deeper than it keeps: the cut stacks hang from one frame that
+  // says so, not from their outermost recorded frames passed off as roots.
+  void stacksCutShortHangFromOneFrame() {
+    QProcess p;
+    const QString path = test_dir() + "/shallow.db";
+    for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(path + suffix);
+    p.start(TIDEMARK_CLI, {"record", "--stacks", "8", "-o", path, "--", TIDEMARK_ACCUMULATED_LOSS,
+                           "--steps", "4"});
+    QVERIFY(p.waitForFinished(120000));
+    QCOMPARE(p.exitCode(), 0);
+    QString error;
+    TraceDataPtr data = TraceLoader::load_now(path, &error);
+    QVERIFY2(data, qPrintable(error));
+    const FlameNode& peak = data->flame_peak.at(0);
+    QCOMPARE(peak.bytes, data->peaks[0]->bytes);
+    QVERIFY(check_sums(peak) > 1);
+    const FlameNode* cut = nullptr;
+    for (const FlameNode& c : peak.children)
+      if (c.frame == "(stacks cut at 8 frames)") cut = &c;
+    QVERIFY(cut);
+    QVERIFY2(cut->bytes * 2 > peak.bytes, "most of the peak's stacks are deeper than 8 frames");
+    FlameWidget w;
+    w.resize(800, 400);
+    w.setTree(peak, "x");
+    for (size_t i = 0; i < peak.children.size(); ++i)
+      if (&peak.children[i] == cut) QVERIFY(w.tooltipFor({i}).contains("--stacks"));
   }
 
   void clickZoomsInAndOut() {
@@ -121,6 +176,7 @@ class FlameTest : public QObject {
     QCOMPARE(peak.bytes, data->peaks[0]->bytes);
     QVERIFY(check_sums(peak) > 10);
     QVERIFY(contains_frame(peak, "accumulated_loss.cpp"));
+    QVERIFY(!contains_frame(peak, "(stacks cut at"));  // recorded with 32 frames: none cut
 
     TraceView view;
     view.showOffscreen({1000, 700}, data);

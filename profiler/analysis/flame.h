@@ -5,14 +5,22 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "profiler/analysis/memory.h"
+#include "profiler/analysis/trace.h"
 
 namespace tidemark::analysis {
 
 struct FlameNode {
-  std::string frame;  // "function (file:line)", as Group::frames; "" for the root
+  // The function (Group::frames' label without its location); "" for the root. Frames of one
+  // function reached from the same caller are one node, wherever in it the calls were made.
+  std::string frame;
+  // Where in the function: "file:line" and the bytes through it, largest first (empty when
+  // the frame has no source location).
+  std::vector<std::pair<std::string, int64_t>> locations;
   int64_t bytes = 0;  // of the allocations whose stacks pass through this frame
   uint64_t count = 0;
   // Of the allocations whose stack ends here (the innermost frame): bytes - the children's.
@@ -23,7 +31,24 @@ struct FlameNode {
 
 // The tree of `stacks`: groups by GroupBy::stack (frames innermost first, as live_at and
 // leaks give them). A group without frames (recorded without stacks) is a child "(no stack)"
-// of the root. The root holds the total.
-FlameNode flame_tree(const std::vector<Group>& stacks);
+// of the root. With `trace`, a stack cut short by the capture depth (Trace::stack_truncated)
+// hangs from a child cut_stack_frame() of the root rather than passing as a caller of its
+// own: its outer callers are unknown. The root holds the total.
+FlameNode flame_tree(const std::vector<Group>& stacks, const Trace* trace = nullptr);
+
+// A frame label ("function (file:line)") split into the function and "file:line" (empty
+// when the label has no location).
+std::pair<std::string_view, std::string_view> split_frame(std::string_view label);
+
+// How many outermost frames of `frames` (innermost first) are the C runtime's start-up
+// (`_start`, `__libc_start_main`, `__libc_start_call_main`), which flame graphs and folded
+// stacks leave out: every stack of the main thread then starts at `main`, whether the capture
+// depth kept the start-up frames or cut them. Never all of them.
+size_t startup_frames(const std::vector<std::string>& frames);
+
+// Where flame graphs and folded stacks put stacks cut short: "(stacks cut at 16 frames)".
+std::string cut_stack_frame(int stack_depth);
+// Whether the stack of a GroupBy::stack group was cut short (its key is the stack id).
+bool group_truncated(const Trace& trace, const Group& g);
 
 }  // namespace tidemark::analysis

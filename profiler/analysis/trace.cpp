@@ -39,7 +39,22 @@ Trace Trace::open(const std::string& path, store::TraceReader::Require require) 
   t.end_ns_ = end && *end >= t.origin_ns_ ? *end : t.origin_ns_;
   for (const store::DeviceRow& row : t.reader_->devices())
     t.devices_.push_back({row.id, device_name(row.info.id), row.info.name, row.info.capacity});
+  t.stack_depth_ = static_cast<int>(meta_u64("stack_depth").value_or(0));
   return t;
+}
+
+bool Trace::stack_truncated(uint64_t stack_id) const {
+  if (stack_id == 0 || stack_depth_ <= 0) return false;
+  const std::vector<uint64_t> ips = reader_->stack(stack_id);
+  if (ips.empty() || ips.size() < static_cast<size_t>(stack_depth_)) return false;
+  const auto& fs = frames(ips.back());  // the outermost address; its frames innermost first
+  if (fs.empty()) return true;
+  const std::string_view f = fs.back().function;
+  for (std::string_view entry : {"_start", "start_thread", "thread_start"})
+    if (f == entry) return false;
+  for (std::string_view entry : {"__libc_start", "clone", "__clone"})
+    if (f.substr(0, entry.size()) == entry) return false;
+  return true;
 }
 
 const DeviceRef& Trace::device(std::string_view spec) const {
@@ -148,7 +163,7 @@ bool is_internal(const store::ResolvedFrame& f) {
 }
 
 std::string frame_label(const store::ResolvedFrame& f) {
-  if (f.file.empty()) return f.function;
+  if (f.file.empty()) return f.function.empty() ? "??" : f.function;
   return f.function + " (" + basename(f.file) + ":" + std::to_string(f.line) + ")";
 }
 

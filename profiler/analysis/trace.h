@@ -75,8 +75,15 @@ class Trace {
   const Site& site(uint64_t stack_id) const;
   // The frame Note [Allocation site] picks for a stack (empty: no resolved frame).
   std::optional<store::ResolvedFrame> site_frame(uint64_t stack_id) const;
-  // The frames of a stack, innermost first, as "function (file:line)" (or "0x..." unresolved).
+  // The frames of a stack, innermost first, as "function (file:line)" ("0x..." unresolved,
+  // "??" for a frame with neither function nor file).
   std::vector<std::string> stack_frames(uint64_t stack_id) const;
+  // The recording's capture depth (meta stack_depth; 0: recorded without stacks).
+  int stack_depth() const { return stack_depth_; }
+  // Whether a stack was cut short by the capture depth: as many return addresses as the
+  // depth, and its outermost frame not where a process or thread starts (`_start`,
+  // `__libc_start_main`, `start_thread`, `clone`). Such stacks lack their outer callers.
+  bool stack_truncated(uint64_t stack_id) const;
 
   const detail::SqlDb& db() const { return *db_; }
 
@@ -85,6 +92,7 @@ class Trace {
   std::unique_ptr<store::TraceReader> reader_;
   std::unique_ptr<detail::SqlDb> db_;
   uint64_t origin_ns_ = 0, end_ns_ = 0;
+  int stack_depth_ = 0;
   std::vector<DeviceRef> devices_;
   mutable std::map<uint64_t, Site> sites_;
   mutable std::map<uint64_t, std::vector<store::ResolvedFrame>> frames_;

@@ -44,4 +44,37 @@ TEST(FlameTree, MergesStacksFromTheOutermostFrame) {
   EXPECT_EQ(an::flame_tree({}).bytes, 0);
 }
 
+TEST(FlameTree, OneFunctionCalledFromSeveralLinesIsOneFrameWithItsLocations) {
+  an::FlameNode root = an::flame_tree(
+      {stack({"alloc (x.cpp:5)", "main (m.cpp:10)", "__libc_start_main (libc-start.c:360)",
+              "_start"}, 6, 1),
+       stack({"alloc (x.cpp:5)", "main (m.cpp:12)", "__libc_start_call_main (c.h:58)",
+              "__libc_start_main (libc-start.c:360)"}, 4, 1)});
+  ASSERT_EQ(root.children.size(), 1u);  // the C runtime's start-up frames are left out
+  const an::FlameNode& main = root.children[0];
+  EXPECT_EQ(main.frame, "main");
+  EXPECT_EQ(main.bytes, 10);
+  EXPECT_EQ(main.locations,
+            (std::vector<std::pair<std::string, int64_t>>{{"m.cpp:10", 6}, {"m.cpp:12", 4}}));
+  ASSERT_EQ(main.children.size(), 1u);
+  EXPECT_EQ(main.children[0].frame, "alloc");
+  EXPECT_EQ(main.children[0].locations,
+            (std::vector<std::pair<std::string, int64_t>>{{"x.cpp:5", 10}}));
+}
+
+TEST(FlameTree, SplitsLabelsAndFindsStartUpFrames) {
+  using P = std::pair<std::string_view, std::string_view>;
+  EXPECT_EQ(an::split_frame("tl::Tensor::relu() const (elementwise.cpp:644)"),
+            (P{"tl::Tensor::relu() const", "elementwise.cpp:644"}));
+  EXPECT_EQ(an::split_frame("std::function<void (int)>::operator()"),
+            (P{"std::function<void (int)>::operator()", ""}));
+  EXPECT_EQ(an::split_frame("f (not a location)"), (P{"f (not a location)", ""}));
+  EXPECT_EQ(an::split_frame("0x1000"), (P{"0x1000", ""}));
+  EXPECT_EQ(an::startup_frames({"f", "main (a.cpp:1)", "__libc_start_call_main (c.h:58)",
+                                "__libc_start_main (libc-start.c:360)", "_start"}),
+            3u);
+  EXPECT_EQ(an::startup_frames({"_start"}), 0u);  // never every frame
+  EXPECT_EQ(an::startup_frames({"worker (w.cpp:3)", "start_thread (pthread_create.c:442)"}), 0u);
+}
+
 }  // namespace

@@ -171,6 +171,28 @@ TEST_F(CliTest, FoldedStacksAddUpToThePeakAndTheLeaks) {
   EXPECT_TRUE(l.well_formed) << leaks.out.substr(0, 2000);  // its unknown frames are "??"
   EXPECT_GT(l.bytes, 0);
   EXPECT_EQ(l.bytes, lj["bytes"].get<int64_t>());
+
+  // Differential: `STACK A B`, each column adding up to its trace's allocated peak; two
+  // devices (cpu in A, cuda:0 in B), so every stack starts with its device.
+  Result d = tidemark({"diff", trace_, db, "--folded"});
+  ASSERT_EQ(d.rc, 0) << d.err;
+  int64_t a = 0, b = 0;
+  std::istringstream in(d.out);
+  std::string line;
+  while (std::getline(in, line)) {
+    EXPECT_TRUE(line.rfind("cpu;", 0) == 0 || line.rfind("cuda:0;", 0) == 0) << line;
+    std::istringstream fields(line.substr(line.rfind(' ', line.rfind(' ') - 1)));
+    int64_t x = 0, y = 0;
+    fields >> x >> y;
+    a += x;
+    b += y;
+  }
+  auto peak = [&](const std::string& path) {
+    return nlohmann::json::parse(tidemark({"summary", path, "--json"}).out)["devices"][0]
+        ["peak_allocated_bytes"].get<int64_t>();
+  };
+  EXPECT_EQ(a, peak(trace_));
+  EXPECT_EQ(b, peak(db));
 }
 
 TEST_F(CliTest, CheckPassesWithAGenerousLimitAndFailsNamingTheLimit) {

@@ -299,7 +299,8 @@ class Emitter {
   };
 
   void block_event(Device& d, ev::Kind kind, uint64_t ts, uint64_t addr, uint64_t size, uint64_t requested,
-                   uint64_t stream, uint64_t segment, ev::Pool pool, uint64_t stack) {
+                   uint64_t stream, uint64_t segment, ev::Pool pool, uint64_t stack,
+                   ev::Category category = ev::Category::unknown) {
     ev::Event e;
     e.kind = kind;
     e.device = d.id;
@@ -310,6 +311,7 @@ class Emitter {
     e.block.stream = stream;
     e.block.segment = segment;
     e.block.pool = pool;
+    e.block.category = category;
     append(e, ts, stack);
   }
 
@@ -340,13 +342,13 @@ class Emitter {
   }
 
   void alloc(Device& d, uint64_t ts, uint64_t addr, uint64_t size, uint64_t requested, uint64_t stream,
-             uint64_t stack) {
+             uint64_t stack, ev::Category category = ev::Category::unknown) {
     uint64_t segment = addr;
     ev::Pool pool = requested <= kSmallSize ? ev::Pool::small : ev::Pool::large;
     if (auto* r = range_of(d, addr)) segment = r->first, pool = r->second.pool;
     d.blocks[addr] = {size, requested, segment, pool};
     d.allocated += static_cast<int64_t>(size);
-    block_event(d, ev::Kind::alloc, ts, addr, size, requested, stream, segment, pool, stack);
+    block_event(d, ev::Kind::alloc, ts, addr, size, requested, stream, segment, pool, stack, category);
   }
 
   void free(Device& d, ev::Kind kind, uint64_t ts, uint64_t addr, uint64_t trace_size, uint64_t stream,
@@ -554,7 +556,7 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
       case Action::alloc: {
         auto exact = state.exact_size.find(i);
         uint64_t size = exact != state.exact_size.end() ? exact->second : round_block(e.size);
-        out.alloc(dev, ts, e.addr, size, e.size, e.stream, stack);
+        out.alloc(dev, ts, e.addr, size, e.size, e.stream, stack, e.category);
         break;
       }
       case Action::free_requested: out.free(dev, ev::Kind::free_requested, ts, e.addr, e.size, e.stream, stack); break;

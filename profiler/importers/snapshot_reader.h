@@ -63,6 +63,9 @@ struct Entry {
   Action action;
   uint64_t addr = 0, size = 0, stream = 0, time_ns = 0, device_free = 0;
   pickle::Val frames;  // a list, or None
+  // The block's role, from an optional `category` field (memory_viz colours the timeline by
+  // it; Tidemark's snapshot export writes its categories there); unknown without one.
+  ev::Category category = ev::Category::unknown;
 };
 
 enum class BlockState : uint8_t { inactive, allocated, pending };  // pending: active_pending_free
@@ -270,6 +273,11 @@ class SnapshotReader {
       } else if (entry.action != Action::snapshot) {
         entry.addr = non_negative(kAddr);
       }
+      if (f[kCategory])
+        if (auto c = f[kCategory]->as_string())
+          for (int k = 0; k <= static_cast<int>(ev::Category::temporary); ++k)
+            if (*c == ev::category_name(static_cast<ev::Category>(k)))
+              entry.category = static_cast<ev::Category>(k);
       if (f[kFrames] && !f[kFrames]->is_none()) {
         if (f[kFrames]->type() != Type::list && f[kFrames]->type() != Type::tuple)
           fail(w, "'frames' is " + std::string(pickle::type_name(f[kFrames]->type())) + ", expected a list");
@@ -281,9 +289,9 @@ class SnapshotReader {
 
   // Fields of a trace entry. Keys are memoized strings, so the same few string values recur:
   // they are recognised by their index after the first comparison.
-  enum EntryField { kAction, kAddr, kSize, kStream, kTimeUs, kFrames, kDeviceFree, kEntryFields };
-  static constexpr const char* kEntryFieldNames[kEntryFields] = {"action", "addr",   "size",       "stream",
-                                                                 "time_us", "frames", "device_free"};
+  enum EntryField { kAction, kAddr, kSize, kStream, kTimeUs, kFrames, kDeviceFree, kCategory, kEntryFields };
+  static constexpr const char* kEntryFieldNames[kEntryFields] = {
+      "action", "addr", "size", "stream", "time_us", "frames", "device_free", "category"};
   int entry_field(Ref key) {
     if (key.type() != Type::string) return -1;
     const uint32_t idx = key.val().index;

@@ -451,6 +451,27 @@ TEST(CliExport, TheRealSnapshotSurvivesImportAndExport) {
   EXPECT_EQ(j["devices"]["0"]["start_blocks"], 0);
 }
 
+// A recording exported as a snapshot and imported again keeps its peak and its categories
+// (the export writes them as memory_viz's `category`, the importer reads them back).
+TEST(CliExport, ARecordingSurvivesExportAndImportWithItsCategories) {
+  const std::string db = (temp_dir() / "cat.db").string();
+  const std::string pickle = (temp_dir() / "cat.pickle").string();
+  const std::string again = (temp_dir() / "cat-again.db").string();
+  Result rec = tidemark({"record", "-o", db, "--", std::string(TIDEMARK_SAMPLES_BIN) +
+                         "/pitfall_accumulated_loss", "--steps", "5"});
+  ASSERT_EQ(rec.rc, 0) << rec.err;
+  ASSERT_EQ(tidemark({"export", db, "--format", "snapshot", "-o", pickle}).rc, 0);
+  Result imp = tidemark({"import", pickle, "-o", again});
+  ASSERT_EQ(imp.rc, 0) << imp.err;
+  auto summary = [&](const std::string& path) {
+    return nlohmann::json::parse(tidemark({"summary", path, "--json"}).out);
+  };
+  nlohmann::json a = summary(db), b = summary(again);
+  EXPECT_EQ(b["devices"][0]["peak_allocated_bytes"], a["devices"][0]["peak_allocated_bytes"]);
+  ASSERT_TRUE(a["categories_at_peak"].is_object());
+  EXPECT_EQ(b["categories_at_peak"]["groups"], a["categories_at_peak"]["groups"]);
+}
+
 // import --onto needs a finalized recording; a missing one is bad input (exit 2) naming it,
 // and nothing is written.
 TEST(CliImport, OntoAMissingRecordingIsExit2) {

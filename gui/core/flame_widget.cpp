@@ -8,20 +8,17 @@
 #include <QMouseEvent>
 #include <QPainter>
 #include <QScrollArea>
+#include <QSignalBlocker>
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cstdint>
 
-#include "profiler/analysis/units.h"
+#include "gui/core/table_models.h"
 
 namespace tidemark::gui {
 
 namespace {
-
-QString bytes_text(int64_t bytes) {
-  return QString::fromStdString(analysis::format_bytes(bytes));
-}
 
 bool is_prefix(const FlameWidget::Path& a, const FlameWidget::Path& b) {
   return a.size() <= b.size() && std::equal(a.begin(), a.end(), b.begin());
@@ -265,6 +262,7 @@ void FlamePage::setData(const TraceDataPtr& data) {
   const bool same = data_ && same_trace(data_.get(), data.get());
   const bool had = same && data_->stage != Stage::opened && !data_->live;
   data_ = data;
+  if (!same) selected_.reset();
   if (had) return;  // a later stage of the same trace: the same graphs, zoom kept
   if (!data_ || data_->stage == Stage::opened || data_->live) {  // no graphs yet
     if (!same) {
@@ -276,26 +274,37 @@ void FlamePage::setData(const TraceDataPtr& data) {
                                         : tr("computing…"));
     return;
   }
+  rebuildChoices(0);
+}
+
+void FlamePage::setSelectedTime(size_t device, uint64_t time_ns, analysis::FlameNode tree) {
+  if (!data_ || device >= data_->devices.size()) return;
+  selected_ = Selected{device, time_ns, std::move(tree)};
+  rebuildChoices(-1);  // the selected time's graph, shown
+}
+
+// The choices: per device the peak (largest first), the leaks, then the selected time; shows
+// `index` (-1: the selected time's).
+void FlamePage::rebuildChoices(int index) {
   choices_.clear();
-  // The largest graphs first: the device with the highest peak comes first.
-  std::vector<std::pair<int64_t, std::pair<size_t, bool>>> found;
-  for (size_t i = 0; i < data_->devices.size(); ++i) {
+  std::vector<std::pair<int64_t, std::pair<size_t, Graph>>> found;
+  const bool tables = data_ && data_->stage != Stage::opened && !data_->live;
+  for (size_t i = 0; tables && i < data_->devices.size(); ++i) {
     if (i < data_->flame_peak.size() && data_->flame_peak[i].bytes > 0)
-      found.push_back({data_->flame_peak[i].bytes, {i, false}});
+      found.push_back({data_->flame_peak[i].bytes, {i, Graph::peak}});
     if (i < data_->flame_leaks.size() && data_->flame_leaks[i].bytes > 0)
-      found.push_back({-1 - static_cast<int64_t>(i), {i, true}});  // after every peak
+      found.push_back({-1 - static_cast<int64_t>(i), {i, Graph::leaks}});  // after every peak
   }
   std::stable_sort(found.begin(), found.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
+  if (selected_) found.push_back({0, {selected_->device, Graph::selected}});
   choice_->blockSignals(true);
   choice_->clear();
   for (const auto& [key, c] : found) {
-    const auto& [device, leaks] = c;
-    const analysis::FlameNode& n = leaks ? data_->flame_leaks[device] : data_->flame_peak[device];
+    const auto& [device, graph] = c;
     choice_->addItem(tr("%1: %2 (%3)")
-                         .arg(QString::fromStdString(data_->devices[device].name),
-                              leaks ? tr("leaked at the end") : tr("live at the allocated peak"),
-                              bytes_text(n.bytes)));
+                         .arg(QString::fromStdString(data_->devices[device].name), graphName(c),
+                              bytes_text(tree(c).bytes)));
     choices_.push_back(c);
   }
   choice_->blockSignals(false);
@@ -303,7 +312,35 @@ void FlamePage::setData(const TraceDataPtr& data) {
                      ? tr("No allocations to draw.")
                      : tr("Click a frame to zoom in; click a caller above it, or press Escape, "
                           "to zoom out."));
-  showChoice(choices_.empty() ? -1 : 0);
+  if (choices_.empty()) {
+    showChoice(-1);
+    return;
+  }
+  showChoice(index < 0 ? static_cast<int>(choices_.size()) - 1 : index);
+}
+
+QString FlamePage::graphName(const std::pair<size_t, Graph>& c) const {
+  switch (c.second) {
+    case Graph::peak:
+      return tr("live at the allocated peak");
+    case Graph::leaks:
+      return tr("leaked at the end");
+    case Graph::selected:
+      break;
+  }
+  return tr("live at %1 (the selected time)").arg(duration_text(selected_ ? selected_->time_ns : 0));
+}
+
+const analysis::FlameNode& FlamePage::tree(const std::pair<size_t, Graph>& c) const {
+  switch (c.second) {
+    case Graph::peak:
+      return data_->flame_peak[c.first];
+    case Graph::leaks:
+      return data_->flame_leaks[c.first];
+    case Graph::selected:
+      break;
+  }
+  return selected_->tree;
 }
 
 void FlamePage::showChoice(int index) {
@@ -311,12 +348,13 @@ void FlamePage::showChoice(int index) {
     flame_->setTree({}, {});
     return;
   }
-  if (choice_->currentIndex() != index) choice_->setCurrentIndex(index);
-  const auto& [device, leaks] = choices_[static_cast<size_t>(index)];
-  const QString dev = QString::fromStdString(data_->devices[device].name);
-  flame_->setTree(leaks ? data_->flame_leaks[device] : data_->flame_peak[device],
-                  leaks ? tr("leaked at the end on %1").arg(dev)
-                        : tr("live at the allocated peak on %1").arg(dev));
+  if (choice_->currentIndex() != index) {
+    const QSignalBlocker block(choice_);
+    choice_->setCurrentIndex(index);
+  }
+  const auto& c = choices_[static_cast<size_t>(index)];
+  flame_->setTree(tree(c), tr("%1 on %2").arg(graphName(c),
+                                             QString::fromStdString(data_->devices[c.first].name)));
 }
 
 }  // namespace tidemark::gui

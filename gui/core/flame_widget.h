@@ -5,7 +5,8 @@
 // full-width bars); clicking a caller, or Escape, zooms back out.
 //
 // FlamePage: the Flame graph tab, the widget in a scroll area under a choice of graph: per
-// device, the stacks live at the allocated peak, or leaked (still allocated at the end).
+// device, the stacks live at the allocated peak, or leaked (still allocated at the end), and
+// the stacks live at the time last selected on the timeline.
 #pragma once
 
 #include <QWidget>
@@ -62,16 +63,29 @@ class FlamePage : public QWidget {
   explicit FlamePage(QWidget* parent = nullptr);
   // Offers the graphs of `data` (from its tables stage on; before that, says they are coming).
   void setData(const TraceDataPtr& data);
+  // Offers, and shows, the graph of what was live at a time selected on the timeline (on
+  // device `device` of the data, `time_ns` after the origin), replacing an earlier one.
+  void setSelectedTime(size_t device, uint64_t time_ns, analysis::FlameNode tree);
   FlameWidget* flame() const { return flame_; }
   QComboBox* choice() const { return choice_; }
 
  private:
   void showChoice(int index);
+  void rebuildChoices(int index);
   TraceDataPtr data_;
   QComboBox* choice_;
   QLabel* hint_;
   FlameWidget* flame_;
-  std::vector<std::pair<size_t, bool>> choices_;  // (device index, leaks rather than peak)
+  enum class Graph { peak, leaks, selected };
+  std::vector<std::pair<size_t, Graph>> choices_;  // (device index, graph)
+  struct Selected {
+    size_t device = 0;
+    uint64_t time_ns = 0;
+    analysis::FlameNode tree;
+  };
+  std::optional<Selected> selected_;
+  QString graphName(const std::pair<size_t, Graph>& c) const;
+  const analysis::FlameNode& tree(const std::pair<size_t, Graph>& c) const;
 };
 
 }  // namespace tidemark::gui

@@ -223,6 +223,10 @@ StateAtTime state_at(const Trace& trace, int64_t device, uint64_t ts) {
     r.created_ns = r.info.create_ts >= trace.origin_ns() ? r.info.create_ts - trace.origin_ns() : 0;
     s.tensors.push_back(std::move(r));
   }
+  s.flame = analysis::flame_tree(
+      analysis::group_allocations(trace, analysis::live_allocations(trace, device, {ts, {}}),
+                                  analysis::GroupBy::stack, 0),
+      &trace);
   return s;
 }
 

@@ -151,11 +151,12 @@ struct TensorRow {
   uint64_t created_ns = 0;  // relative to the origin
   uint64_t at_ts = 0;
 };
-// What the views that follow the selected time show: the allocator state and the tensors
-// live then, on one device.
+// What the views that follow the selected time show: the allocator state, the tensors and the
+// flame graph of what was live then, on one device.
 struct StateAtTime {
   AllocatorState allocator;
   std::vector<TensorRow> tensors;  // by creation time
+  analysis::FlameNode flame;       // the stacks of the allocations live then
 };
 StateAtTime state_at(const analysis::Trace& trace, int64_t device, uint64_t ts);
 

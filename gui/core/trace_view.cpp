@@ -485,6 +485,7 @@ void TraceView::setTraceData(TraceDataPtr data) {
     allocator_ts_ = best < data_->peaks.size() && data_->peaks[best] ? data_->peaks[best]->ts_ns
                                                                      : data_->origin_ns;
     allocator_started_ = false;
+    time_selected_ = false;
     stack_->setCurrentIndex(2);
   }
   // The allocator's query shares the session with the timeline's: it waits for the tables,
@@ -509,6 +510,10 @@ void TraceView::setTraceData(TraceDataPtr data) {
 }
 
 void TraceView::showState(StateAtTime state) {
+  if (time_selected_ && data_)
+    for (size_t i = 0; i < data_->devices.size(); ++i)
+      if (data_->devices[i].id == state.allocator.device_id)
+        flame_page_->setSelectedTime(i, state.allocator.time_ns, std::move(state.flame));
   allocator_->setState(std::move(state.allocator));
   tensor_model_->setRows(std::move(state.tensors));
   tabs_->setTabText(int(View::tensors) - 1, tr("Tensors (%1 at %2)")
@@ -553,6 +558,7 @@ void TraceView::selectRange(quint64 from, quint64 to) {
 
 void TraceView::selectTime(quint64 ts) {
   allocator_ts_ = ts;
+  time_selected_ = true;
   showAllocator();
 }
 

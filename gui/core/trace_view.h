@@ -147,6 +147,7 @@ class TraceView : public QWidget {
   AllocatorWidget* allocator_;
   QScrollArea* allocator_scroll_;
   uint64_t allocator_ts_ = 0;
+  bool time_selected_ = false;  // a click on the timeline chose allocator_ts_ (not the peak)
   QFutureWatcher<StateAtTime> allocator_watcher_;
   TensorModel* tensor_model_;
   struct Compared {

@@ -192,6 +192,25 @@ class FlameTest : public QObject {
     const QRectF r = page->flame()->rectOf({0});
     QVERIFY(r.width() > 0);
     QCOMPARE(page->flame()->pathAt(r.center()), std::optional<Path>(Path{0}));
+
+    // A click on the timeline adds, and shows, the graph of what was live then.
+    const uint64_t ts = data->origin_ns + (data->end_ns - data->origin_ns) / 2;
+    QSignalSpy shown(&view, &TraceView::stateShown);
+    view.selectTime(ts);
+    QVERIFY(!shown.isEmpty() || shown.wait(10000));
+    const int last = page->choice()->count() - 1;
+    QCOMPARE(page->choice()->currentIndex(), last);
+    QVERIFY2(page->choice()->itemText(last).contains("the selected time"),
+             qPrintable(page->choice()->itemText(last)));
+    const int64_t live = data->session->with([&](const tidemark::analysis::Trace& t) {
+      return tidemark::analysis::live_at(t, data->devices[0].id, {ts, {}},
+                                         tidemark::analysis::GroupBy::site, 0).bytes;
+    });
+    QVERIFY(live > 0);
+    QCOMPARE(page->flame()->tree().bytes, live);
+    QVERIFY(check_sums(page->flame()->tree()) > 1);
+    page->choice()->setCurrentIndex(0);  // back to the peak
+    QCOMPARE(page->flame()->tree().bytes, data->peaks[0]->bytes);
   }
 };
 

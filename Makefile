@@ -36,10 +36,14 @@ demo: build
 	@$(BUILD)/cli/tidemark record -o $(BUILD)/pitfall.db -- \
 	  $(BUILD)/samples/pitfall_accumulated_loss --steps 10 >/dev/null
 	@$(BUILD)/cli/tidemark diagnose $(BUILD)/pitfall.db
+	@$(BUILD)/cli/tidemark top $(BUILD)/pitfall.db --folded > $(BUILD)/pitfall-peak.folded
+	@$(BUILD)/cli/tidemark export $(BUILD)/pitfall.db --format snapshot -o $(BUILD)/pitfall.pickle 2>/dev/null
 	@echo
 	@echo "trace: $(BUILD)/fashion_mnist.db, chart: $(BUILD)/timeline.png"
+	@echo "the pitfall's peak: $(BUILD)/pitfall-peak.folded (flamegraph.pl, speedscope.app),"
+	@echo "  $(BUILD)/pitfall.pickle (drop it on pytorch.org/memory_viz)"
 	@if [ -x $(BUILD)/gui/tidemark-gui ]; then \
-	  echo "browse it: $(BUILD)/gui/tidemark-gui $(BUILD)/fashion_mnist.db $(BUILD)/pitfall.db"; fi
+	  echo "browse it (timeline, flame graph, allocator): $(BUILD)/gui/tidemark-gui $(BUILD)/fashion_mnist.db $(BUILD)/pitfall.db"; fi
 	@echo "pitfalls: $(BUILD)/samples/pitfall_* [--fixed] (docs/samples.md)"
 	@echo "more: $(BUILD)/cli/tidemark --help (watch, top, leaks, syncs, steps, check, diff, export)"
 

@@ -3,10 +3,12 @@
 //   tidemark-gui --compare A B             A with B overlaid, and their differences
 //   tidemark-gui --follow FILE             a trace still being recorded, growing on screen
 //   tidemark-gui --screenshot OUT.png [--view timeline|allocator|summary|flame|compare]
+//                (--view flame with --compare A B: A's peak coloured by its change in B)
 //                [--stack category|site] FILE  (or --compare A B)
 // The screenshot mode renders offscreen and exits: 0, or 2 with one line naming the file
 // and the problem (as the CLI's exit codes).
 #include <QApplication>
+#include <QComboBox>
 #include <QCommandLineParser>
 #include <QImage>
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include <string_view>
 
 #include "gui/app/main_window.h"
+#include "gui/core/flame_widget.h"
 #include "gui/core/timeline_widget.h"
 #include "gui/core/trace_view.h"
 
@@ -62,6 +65,11 @@ int screenshot(const QString& out, const QString& view_name, const QString& stac
     if (!compare_error.isEmpty()) return fail(compare_error);
   }
   w.showView(view);
+  if (view == TraceView::View::flame && !other.isEmpty()) {  // the differential graph
+    QComboBox* choice = w.flamePage()->choice();
+    for (int i = 0; i < choice->count(); ++i)
+      if (choice->itemText(i).contains("(blue: shrank)")) choice->setCurrentIndex(i);
+  }
   QApplication::processEvents();
   if (!w.grab().toImage().save(out)) return fail(out + ": cannot write the image");
   return 0;

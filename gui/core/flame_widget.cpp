@@ -37,6 +37,24 @@ QColor frame_color(const std::string& frame) {
 
 const QColor kCallerColor(200, 208, 220);  // "all" and the callers of the zoomed frame
 
+// A frame of a differential graph: red as it grew (by the share of its bytes that is new),
+// blue as it shrank (by the share of its base that went), near white when unchanged.
+// `before` and `after`: this trace's bytes and the compared one's.
+QColor diff_color(int64_t before, int64_t after) {
+  const int64_t delta = after - before;
+  if (delta == 0) return QColor(235, 235, 235);
+  const double share =
+      static_cast<double>(delta > 0 ? delta : -delta) /
+      static_cast<double>(std::max<int64_t>(delta > 0 ? after : before, 1));
+  const int fade = 235 - static_cast<int>(std::min(share, 1.0) * 170);
+  return delta > 0 ? QColor(235, fade, fade) : QColor(fade, fade, 235);
+}
+
+// This trace's and the compared one's bytes of a differential frame (FlameWidget::setTree).
+std::pair<int64_t, int64_t> before_after(const analysis::FlameNode& n, bool negated) {
+  return negated ? std::pair{n.bytes, n.base_bytes} : std::pair{n.base_bytes, n.bytes};
+}
+
 }  // namespace
 
 FlameWidget::FlameWidget(QWidget* parent) : QWidget(parent) {
@@ -45,9 +63,16 @@ FlameWidget::FlameWidget(QWidget* parent) : QWidget(parent) {
   setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Minimum);
 }
 
-void FlameWidget::setTree(analysis::FlameNode root, QString what) {
+QColor FlameWidget::nodeColor(const analysis::FlameNode& n) const {
+  if (n.base_bytes < 0) return frame_color(n.frame);
+  auto [before, after] = before_after(n, negated_);
+  return diff_color(before, after);
+}
+
+void FlameWidget::setTree(analysis::FlameNode root, QString what, bool negated) {
   root_ = std::move(root);
   what_ = std::move(what);
+  negated_ = negated;
   zoom_.clear();
   relayout();
   emit zoomChanged();
@@ -146,6 +171,12 @@ QString FlameWidget::tooltipFor(const Path& p) const {
                      .arg(labelFor(p), bytes_text(n->bytes), QString::number(share, 'f', 1),
                           QString::number(n->count),
                           n->count == 1 ? tr("allocation") : tr("allocations"));
+  if (n->base_bytes >= 0) {
+    auto [before, after] = before_after(*n, negated_);
+    text += tr("\nthis trace %1, the compared one %2: %3%4")
+                .arg(bytes_text(before), bytes_text(after), after > before ? "+" : "",
+                     bytes_text(after - before));
+  }
   if (!n->locations.empty()) {
     QStringList at;
     for (size_t i = 0; i < n->locations.size() && i < 4; ++i)
@@ -173,14 +204,15 @@ void FlameWidget::paintEvent(QPaintEvent*) {
   auto draw = [&](const Path& p, const QRectF& r, const QColor& fill) {
     painter.fillRect(r.adjusted(0, 0, -1, -1), fill);
     if (r.width() < 24) return;
-    painter.setPen(Qt::black);
+    const double luma = 0.299 * fill.red() + 0.587 * fill.green() + 0.114 * fill.blue();
+    painter.setPen(luma < 140 ? Qt::white : Qt::black);  // readable on dark blue
     const QRectF text = r.adjusted(3, 0, -4, -1);
     painter.drawText(text, Qt::AlignVCenter | Qt::AlignLeft,
                      fm.elidedText(labelFor(p), Qt::ElideRight, static_cast<int>(text.width())));
   };
   for (size_t d = 0; d <= zoom_.size(); ++d) {
     Path p(zoom_.begin(), zoom_.begin() + static_cast<long>(d));
-    draw(p, rectOf(p), d == zoom_.size() && d > 0 ? frame_color(node(p)->frame) : kCallerColor);
+    draw(p, rectOf(p), d == zoom_.size() && d > 0 ? nodeColor(*node(p)) : kCallerColor);
   }
   // The zoomed frame's callees, level by level; frames under a pixel wide are left out (and
   // so is everything below them).
@@ -204,7 +236,7 @@ void FlameWidget::paintEvent(QPaintEvent*) {
         Path p = it.p;
         p.push_back(i);
         const QRectF r(x, static_cast<double>(p.size()) * kRowHeight, w, kRowHeight);
-        draw(p, r, frame_color(c.frame));
+        draw(p, r, nodeColor(c));
         todo.push_back({&c, std::move(p), x});
       }
       x += w;
@@ -262,7 +294,10 @@ void FlamePage::setData(const TraceDataPtr& data) {
   const bool same = data_ && same_trace(data_.get(), data.get());
   const bool had = same && data_->stage != Stage::opened && !data_->live;
   data_ = data;
-  if (!same) selected_.reset();
+  if (!same) {
+    selected_.reset();
+    compared_.clear();
+  }
   if (had) return;  // a later stage of the same trace: the same graphs, zoom kept
   if (!data_ || data_->stage == Stage::opened || data_->live) {  // no graphs yet
     if (!same) {
@@ -274,18 +309,30 @@ void FlamePage::setData(const TraceDataPtr& data) {
                                         : tr("computing…"));
     return;
   }
-  rebuildChoices(0);
+  rebuildChoices(std::nullopt);
 }
 
 void FlamePage::setSelectedTime(size_t device, uint64_t time_ns, analysis::FlameNode tree) {
   if (!data_ || device >= data_->devices.size()) return;
   selected_ = Selected{device, time_ns, std::move(tree)};
-  rebuildChoices(-1);  // the selected time's graph, shown
+  rebuildChoices(std::pair{device, Graph::selected});
 }
 
-// The choices: per device the peak (largest first), the leaks, then the selected time; shows
-// `index` (-1: the selected time's).
-void FlamePage::rebuildChoices(int index) {
+void FlamePage::setCompared(std::vector<Compared> flames) {
+  if (!data_) return;
+  std::optional<std::pair<size_t, Graph>> shown;
+  if (const int i = choice_->currentIndex(); i >= 0 && static_cast<size_t>(i) < choices_.size())
+    shown = choices_[static_cast<size_t>(i)];
+  compared_.clear();
+  for (Compared& c : flames)
+    for (size_t i = 0; i < data_->devices.size(); ++i)
+      if (data_->devices[i].name == c.device) compared_.emplace_back(i, std::move(c));
+  rebuildChoices(shown);
+}
+
+// The choices: per device the peak (largest first), the leaks, the compared trace's, then the
+// selected time.
+void FlamePage::rebuildChoices(std::optional<std::pair<size_t, Graph>> show) {
   choices_.clear();
   std::vector<std::pair<int64_t, std::pair<size_t, Graph>>> found;
   const bool tables = data_ && data_->stage != Stage::opened && !data_->live;
@@ -297,6 +344,10 @@ void FlamePage::rebuildChoices(int index) {
   }
   std::stable_sort(found.begin(), found.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [device, c] : compared_) {
+    if (c.grown.bytes > 0) found.push_back({0, {device, Graph::grown}});
+    if (c.shrunk.bytes > 0) found.push_back({0, {device, Graph::shrunk}});
+  }
   if (selected_) found.push_back({0, {selected_->device, Graph::selected}});
   choice_->blockSignals(true);
   choice_->clear();
@@ -312,11 +363,10 @@ void FlamePage::rebuildChoices(int index) {
                      ? tr("No allocations to draw.")
                      : tr("Click a frame to zoom in; click a caller above it, or press Escape, "
                           "to zoom out."));
-  if (choices_.empty()) {
-    showChoice(-1);
-    return;
-  }
-  showChoice(index < 0 ? static_cast<int>(choices_.size()) - 1 : index);
+  int index = choices_.empty() ? -1 : 0;
+  for (size_t i = 0; show && i < choices_.size(); ++i)
+    if (choices_[i] == *show) index = static_cast<int>(i);
+  showChoice(index);
 }
 
 QString FlamePage::graphName(const std::pair<size_t, Graph>& c) const {
@@ -325,6 +375,10 @@ QString FlamePage::graphName(const std::pair<size_t, Graph>& c) const {
       return tr("live at the allocated peak");
     case Graph::leaks:
       return tr("leaked at the end");
+    case Graph::grown:
+      return tr("the compared trace's peak, coloured by its change from this one's (red: grew)");
+    case Graph::shrunk:
+      return tr("this trace's peak, coloured by its change in the compared one (blue: shrank)");
     case Graph::selected:
       break;
   }
@@ -337,6 +391,11 @@ const analysis::FlameNode& FlamePage::tree(const std::pair<size_t, Graph>& c) co
       return data_->flame_peak[c.first];
     case Graph::leaks:
       return data_->flame_leaks[c.first];
+    case Graph::grown:
+    case Graph::shrunk:
+      for (const auto& [device, graphs] : compared_)
+        if (device == c.first) return c.second == Graph::grown ? graphs.grown : graphs.shrunk;
+      break;
     case Graph::selected:
       break;
   }
@@ -353,8 +412,9 @@ void FlamePage::showChoice(int index) {
     choice_->setCurrentIndex(index);
   }
   const auto& c = choices_[static_cast<size_t>(index)];
-  flame_->setTree(tree(c), tr("%1 on %2").arg(graphName(c),
-                                             QString::fromStdString(data_->devices[c.first].name)));
+  flame_->setTree(tree(c),
+                  tr("%1 on %2").arg(graphName(c), QString::fromStdString(data_->devices[c.first].name)),
+                  c.second == Graph::shrunk);
 }
 
 }  // namespace tidemark::gui

@@ -6,7 +6,8 @@
 //
 // FlamePage: the Flame graph tab, the widget in a scroll area under a choice of graph: per
 // device, the stacks live at the allocated peak, or leaked (still allocated at the end), and
-// the stacks live at the time last selected on the timeline.
+// the stacks live at the time last selected on the timeline, and with Compare the differential
+// graph of the compared trace's peak against this one's.
 #pragma once
 
 #include <QWidget>
@@ -28,8 +29,11 @@ class FlameWidget : public QWidget {
   static constexpr int kRowHeight = 20;
 
   explicit FlameWidget(QWidget* parent = nullptr);
-  // `what` names the graph in the root's label ("live at the allocated peak on cpu").
-  void setTree(analysis::FlameNode root, QString what);
+  // `what` names the graph in the root's label ("live at the allocated peak on cpu"). A
+  // differential tree (base_bytes >= 0) has the compared trace's bytes as widths and this
+  // trace's as base, or with `negated` this trace's as widths and the compared one's as base;
+  // either way red is what grew from this trace to the compared one, blue what shrank.
+  void setTree(analysis::FlameNode root, QString what, bool negated = false);
   const analysis::FlameNode& tree() const { return root_; }
   const analysis::FlameNode* node(const Path& p) const;  // null when `p` leads nowhere
   const Path& zoomed() const { return zoom_; }
@@ -52,8 +56,10 @@ class FlameWidget : public QWidget {
  private:
   int rows() const;
   void relayout();
+  QColor nodeColor(const analysis::FlameNode& n) const;
   analysis::FlameNode root_;
   QString what_;
+  bool negated_ = false;
   Path zoom_;
 };
 
@@ -66,17 +72,29 @@ class FlamePage : public QWidget {
   // Offers, and shows, the graph of what was live at a time selected on the timeline (on
   // device `device` of the data, `time_ns` after the origin), replacing an earlier one.
   void setSelectedTime(size_t device, uint64_t time_ns, analysis::FlameNode tree);
+  // Offers the differential graphs of Compare, replacing earlier ones: per device name, the
+  // compared trace's peak stacks with this trace's as the base (what grew), and this trace's
+  // with the compared one's as the base (what shrank: drawn negated).
+  struct Compared {
+    std::string device;
+    analysis::FlameNode grown, shrunk;
+  };
+  void setCompared(std::vector<Compared> flames);
   FlameWidget* flame() const { return flame_; }
   QComboBox* choice() const { return choice_; }
 
  private:
+  enum class Graph { peak, leaks, grown, shrunk, selected };
   void showChoice(int index);
-  void rebuildChoices(int index);
+  // Rebuilds the combo box and shows `show` (the first graph when it is not offered).
+  void rebuildChoices(std::optional<std::pair<size_t, Graph>> show);
+  QString graphName(const std::pair<size_t, Graph>& c) const;
+  const analysis::FlameNode& tree(const std::pair<size_t, Graph>& c) const;
+
   TraceDataPtr data_;
   QComboBox* choice_;
   QLabel* hint_;
   FlameWidget* flame_;
-  enum class Graph { peak, leaks, selected };
   std::vector<std::pair<size_t, Graph>> choices_;  // (device index, graph)
   struct Selected {
     size_t device = 0;
@@ -84,8 +102,7 @@ class FlamePage : public QWidget {
     analysis::FlameNode tree;
   };
   std::optional<Selected> selected_;
-  QString graphName(const std::pair<size_t, Graph>& c) const;
-  const analysis::FlameNode& tree(const std::pair<size_t, Graph>& c) const;
+  std::vector<std::pair<size_t, Compared>> compared_;  // (device index, graphs)
 };
 
 }  // namespace tidemark::gui

@@ -311,7 +311,15 @@ void TraceView::startDiff(TraceDataPtr other) {
   auto diff = [a, b]() -> Compared {
     try {
       const analysis::Trace ta = analysis::Trace::open(a), tb = analysis::Trace::open(b);
-      return {nullptr, diff_rows(analysis::diff(ta, tb)), {}};
+      Compared c{nullptr, diff_rows(analysis::diff(ta, tb)), {}, {}};
+      for (const analysis::DeviceRef& da : ta.devices())
+        for (const analysis::DeviceRef& db : tb.devices())
+          if (da.name == db.name) {
+            const analysis::FlameNode fa = analysis::flame_at_peak(ta, da.id),
+                                      fb = analysis::flame_at_peak(tb, db.id);
+            c.flames.push_back({da.name, analysis::flame_diff(fa, fb), analysis::flame_diff(fb, fa)});
+          }
+      return c;
     } catch (const std::exception& e) {
       return {nullptr, {}, QString::fromStdString(e.what())};
     }
@@ -332,6 +340,7 @@ void TraceView::showDifferences(Compared c) {
     return;
   }
   diff_model_->setRows(std::move(c.rows));
+  flame_page_->setCompared(std::move(c.flames));
   compare_label_->setText(
       tr("<b>A</b> %1 (solid) vs <b>B</b> %2 (dashed): what grew or shrank at the allocated "
          "peak, B - A (as <tt>tidemark diff</tt>).")

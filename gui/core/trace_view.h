@@ -11,6 +11,7 @@
 
 #include "gui/core/table_models.h"
 #include "gui/core/timeline_widget.h"
+#include "gui/core/flame_widget.h"
 #include "gui/core/trace_loader.h"
 
 class QComboBox;
@@ -28,7 +29,6 @@ class QAbstractItemModel;
 namespace tidemark::gui {
 
 class AllocatorWidget;
-class FlamePage;
 
 class TraceView : public QWidget {
   Q_OBJECT
@@ -154,6 +154,8 @@ class TraceView : public QWidget {
     TraceDataPtr data;
     std::vector<DiffRow> rows;
     QString error;
+    // Per device of both traces (by name): the differential flame graphs of the peaks.
+    std::vector<FlamePage::Compared> flames;
   };
   QFutureWatcher<Compared> compare_open_, compare_diff_;
   DiffModel* diff_model_;

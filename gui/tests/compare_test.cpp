@@ -3,11 +3,13 @@
 // alignment, the differences listed are analysis::diff's (what `tidemark diff` prints), and
 // `tidemark-gui --screenshot --compare A B` renders them.
 #include <QAbstractItemModelTester>
+#include <QComboBox>
 #include <QImage>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QTest>
 
+#include "gui/core/flame_widget.h"
 #include "gui/core/timeline_widget.h"
 #include "gui/core/trace_view.h"
 #include "gui/tests/test_traces.h"
@@ -65,6 +67,26 @@ class CompareTest : public QObject {
     for (const DiffRow& r : view.diffModel()->rows())
       activations_shrank |= r.what.rfind("category", 0) == 0 && r.name == "activation" && r.delta() < 0;
     QVERIFY(activations_shrank);
+
+    // The Flame graph tab offers the differential graphs: B's peak stacks with A's as the base
+    // (what grew), and A's with B's (what shrank).
+    FlamePage* page = view.flamePage();
+    int grown = -1, shrunk = -1;
+    for (int i = 0; i < page->choice()->count(); ++i) {
+      if (page->choice()->itemText(i).contains("(red: grew)")) grown = i;
+      if (page->choice()->itemText(i).contains("(blue: shrank)")) shrunk = i;
+    }
+    QVERIFY(grown >= 0 && shrunk >= 0);
+    page->choice()->setCurrentIndex(grown);
+    QCOMPARE(page->flame()->tree().bytes, peak.b);
+    QCOMPARE(page->flame()->tree().base_bytes, peak.a);
+    QVERIFY(page->flame()->tooltipFor({}).contains(
+        QString("this trace %1, the compared one %2").arg(bytes_text(peak.a), bytes_text(peak.b))));
+    page->choice()->setCurrentIndex(shrunk);
+    QCOMPARE(page->flame()->tree().bytes, peak.a);
+    QCOMPARE(page->flame()->tree().base_bytes, peak.b);
+    QVERIFY(page->flame()->tooltipFor({}).contains(
+        QString("this trace %1, the compared one %2").arg(bytes_text(peak.a), bytes_text(peak.b))));
 
     // The overlay: B's timeline over A's columns shifted to B's time (aligned at the start).
     TimelineWidget* t = view.timeline();

@@ -31,3 +31,4 @@ for view in timeline allocator summary flame; do
 done
 shot timeline-category --view timeline --stack category accumulated_loss.db
 shot compare --compare accumulated_loss.db accumulated_loss_fixed.db
+shot flame-compare --view flame --compare accumulated_loss.db accumulated_loss_fixed.db

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <functional>
 #include <system_error>
 #include <map>
 #include <string_view>
@@ -36,6 +37,29 @@ FlameNode finish(std::string frame, Building& b) {
 }
 
 }  // namespace
+
+FlameNode flame_diff(const FlameNode& a, const FlameNode& b) {
+  FlameNode d = b;
+  std::function<void(const FlameNode*, FlameNode&)> mark = [&](const FlameNode* base, FlameNode& n) {
+    n.base_bytes = base ? base->bytes : 0;
+    for (FlameNode& c : n.children) {
+      const FlameNode* match = nullptr;
+      if (base)
+        for (const FlameNode& bc : base->children)
+          if (bc.frame == c.frame) match = &bc;
+      mark(match, c);
+    }
+  };
+  mark(&a, d);
+  return d;
+}
+
+FlameNode flame_at_peak(const Trace& trace, int64_t device) {
+  auto at = peak_point(trace, device);
+  if (!at) return {};
+  return flame_tree(group_allocations(trace, live_allocations(trace, device, *at), GroupBy::stack, 0),
+                    &trace);
+}
 
 size_t FlameNode::depth() const {
   size_t d = 0;

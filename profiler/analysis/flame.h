@@ -25,6 +25,9 @@ struct FlameNode {
   uint64_t count = 0;
   // Of the allocations whose stack ends here (the innermost frame): bytes - the children's.
   int64_t self_bytes = 0;
+  // In a differential graph (flame_diff): the same frame's bytes in the base graph (0: new
+  // in this one); -1 in a plain graph.
+  int64_t base_bytes = -1;
   std::vector<FlameNode> children;  // largest first, ties by frame
   size_t depth() const;             // levels below this node (0: a leaf)
 };
@@ -45,6 +48,15 @@ std::pair<std::string_view, std::string_view> split_frame(std::string_view label
 // stacks leave out: every stack of the main thread then starts at `main`, whether the capture
 // depth kept the start-up frames or cut them. Never all of them.
 size_t startup_frames(const std::vector<std::string>& frames);
+
+// A differential flame graph: `b` with each frame's bytes in `a` as its base_bytes, frames
+// matched by their path of functions from the root. Drawn with b's widths (what a frame that
+// vanished held is in its caller's change).
+FlameNode flame_diff(const FlameNode& a, const FlameNode& b);
+
+// The stacks live at a device's allocated peak, as a flame graph (empty when the device has no
+// memory events).
+FlameNode flame_at_peak(const Trace& trace, int64_t device);
 
 // Where flame graphs and folded stacks put stacks cut short: "(stacks cut at 16 frames)".
 std::string cut_stack_frame(int stack_depth);

@@ -77,4 +77,22 @@ TEST(FlameTree, SplitsLabelsAndFindsStartUpFrames) {
   EXPECT_EQ(an::startup_frames({"worker (w.cpp:3)", "start_thread (pthread_create.c:442)"}), 0u);
 }
 
+TEST(FlameTree, ADifferentialGraphHasBsWidthsAndAsBytesAsItsBase) {
+  an::FlameNode a = an::flame_tree({stack({"f", "main"}, 6, 1), stack({"g", "main"}, 4, 1)});
+  an::FlameNode b = an::flame_tree({stack({"f", "main"}, 12, 2), stack({"h", "main"}, 3, 1)});
+  an::FlameNode d = an::flame_diff(a, b);
+  EXPECT_EQ(d.bytes, 15);
+  EXPECT_EQ(d.base_bytes, 10);
+  ASSERT_EQ(d.children.size(), 1u);
+  const an::FlameNode& main = d.children[0];
+  EXPECT_EQ(main.base_bytes, 10);
+  ASSERT_EQ(main.children.size(), 2u);  // g vanished: only in its caller's change
+  EXPECT_EQ(main.children[0].frame, "f");
+  EXPECT_EQ(main.children[0].bytes, 12);
+  EXPECT_EQ(main.children[0].base_bytes, 6);
+  EXPECT_EQ(main.children[1].frame, "h");
+  EXPECT_EQ(main.children[1].base_bytes, 0);  // new in b
+  EXPECT_EQ(a.base_bytes, -1);                // a plain graph
+}
+
 }  // namespace

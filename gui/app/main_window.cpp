@@ -87,7 +87,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 }
 
 // File > Export: the current trace as a PyTorch memory snapshot (pytorch.org/memory_viz),
-// Chrome/Perfetto trace JSON or a CSV of allocations, chosen by the file type.
+// Chrome/Perfetto trace JSON or a CSV of allocations, chosen by the extension typed (.pickle,
+// .json, .csv), else by the file type picked.
 void MainWindow::exportDialog() {
   TraceView* view = currentView();
   if (!view || !view->traceData()) {
@@ -104,9 +105,13 @@ void MainWindow::exportDialog() {
       trace.dir().filePath(trace.completeBaseName() + ".pickle"),
       QStringList{snapshot, chrome, csv}.join(";;"), &filter);
   if (out.isEmpty()) return;
-  const auto format = filter == chrome ? TraceView::ExportFormat::chrome
-                      : filter == csv  ? TraceView::ExportFormat::csv
-                                       : TraceView::ExportFormat::snapshot;
+  // The extension typed decides; without a known one, the file type chosen.
+  const QString suffix = QFileInfo(out).suffix().toLower();
+  const auto format = suffix == "json" || (suffix != "csv" && suffix != "pickle" && filter == chrome)
+                          ? TraceView::ExportFormat::chrome
+                      : suffix == "csv" || (suffix != "pickle" && filter == csv)
+                          ? TraceView::ExportFormat::csv
+                          : TraceView::ExportFormat::snapshot;
   statusBar()->showMessage(tr("Exporting %1…").arg(out));
   view->exportTo(out, format);
 }

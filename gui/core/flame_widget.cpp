@@ -297,6 +297,7 @@ void FlamePage::setData(const TraceDataPtr& data) {
   if (!same) {
     selected_.reset();
     compared_.clear();
+    shown_.reset();
   }
   if (had) return;  // a later stage of the same trace: the same graphs, zoom kept
   if (!data_ || data_->stage == Stage::opened || data_->live) {  // no graphs yet
@@ -315,6 +316,7 @@ void FlamePage::setData(const TraceDataPtr& data) {
 void FlamePage::setSelectedTime(size_t device, uint64_t time_ns, analysis::FlameNode tree) {
   if (!data_ || device >= data_->devices.size()) return;
   selected_ = Selected{device, time_ns, std::move(tree)};
+  rebuilt_graph_ = shown_ && shown_->second == Graph::selected;  // a new time: a new graph
   rebuildChoices(std::pair{device, Graph::selected});
 }
 
@@ -324,6 +326,7 @@ void FlamePage::setCompared(std::vector<Compared> flames) {
   if (const int i = choice_->currentIndex(); i >= 0 && static_cast<size_t>(i) < choices_.size())
     shown = choices_[static_cast<size_t>(i)];
   compared_.clear();
+  rebuilt_graph_ = shown_ && (shown_->second == Graph::grown || shown_->second == Graph::shrunk);
   for (Compared& c : flames)
     for (size_t i = 0; i < data_->devices.size(); ++i)
       if (data_->devices[i].name == c.device) compared_.emplace_back(i, std::move(c));
@@ -405,6 +408,7 @@ const analysis::FlameNode& FlamePage::tree(const std::pair<size_t, Graph>& c) co
 void FlamePage::showChoice(int index) {
   if (index < 0 || static_cast<size_t>(index) >= choices_.size()) {
     flame_->setTree({}, {});
+    shown_.reset();
     return;
   }
   if (choice_->currentIndex() != index) {
@@ -412,6 +416,11 @@ void FlamePage::showChoice(int index) {
     choice_->setCurrentIndex(index);
   }
   const auto& c = choices_[static_cast<size_t>(index)];
+  // The list was rebuilt around the graph already shown (a Compare, a time selected while
+  // another graph is shown): keep it, and its zoom.
+  if (shown_ == c && !rebuilt_graph_) return;
+  shown_ = c;
+  rebuilt_graph_ = false;
   flame_->setTree(tree(c),
                   tr("%1 on %2").arg(graphName(c), QString::fromStdString(data_->devices[c.first].name)),
                   c.second == Graph::shrunk);

@@ -1,10 +1,12 @@
 #include "gui/core/trace_view.h"
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 
 #include <QComboBox>
+#include <QCoreApplication>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -604,8 +606,17 @@ void TraceView::exportTo(const QString& out, ExportFormat format) {
     return;
   }
   const std::string trace = data_->path;
-  auto run = [trace, out, format]() -> std::pair<bool, QString> {
-    const std::string part = (out + ".part").toStdString();
+  std::error_code same_ec;
+  if (std::filesystem::equivalent(trace, out.toStdString(), same_ec)) {
+    emit exported(false, tr("Export: %1 is the trace itself").arg(out));
+    return;
+  }
+  // A name of its own, so two views exporting to one file never write one temporary.
+  static std::atomic<uint64_t> exports{0};
+  const std::string part =
+      (out + QString(".part-%1-%2").arg(QCoreApplication::applicationPid()).arg(++exports))
+          .toStdString();
+  auto run = [trace, out, format, part]() -> std::pair<bool, QString> {
     try {
       std::ofstream f(part, std::ios::binary | std::ios::trunc);
       if (!f) return {false, tr("Export: cannot create %1").arg(out)};

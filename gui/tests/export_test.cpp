@@ -1,7 +1,8 @@
 // File > Export (TraceView::exportTo): the recorded train_mlp trace written as a PyTorch memory
 // snapshot, Chrome trace JSON and CSV, each the same bytes `tidemark export` writes; a path
 // that cannot be written fails with a message naming it and leaves nothing behind; an existing
-// file survives a failed export.
+// file survives a failed export; the trace itself is never the target.
+#include <QDir>
 #include <QFile>
 #include <QProcess>
 #include <QSignalSpy>
@@ -59,7 +60,7 @@ class ExportTest : public QObject {
       auto [ok, message] = exportTo(out, format);
       QVERIFY2(ok, qPrintable(message));
       QVERIFY2(message.contains(out), qPrintable(message));
-      QVERIFY(!QFile::exists(out + ".part"));
+      QVERIFY(QDir(test_dir()).entryList({"*.part*"}).isEmpty());
       QProcess p;
       p.start(TIDEMARK_CLI, {"export", trace_, "--format", name, "-o", cli});
       QVERIFY(p.waitForFinished(60000));
@@ -82,7 +83,38 @@ class ExportTest : public QObject {
     QVERIFY(!ok2);
     QVERIFY2(message2.contains(dir), qPrintable(message2));
     QVERIFY(QDir(dir + "/inside").exists());
-    QVERIFY(!QFile::exists(dir + ".part"));
+    QVERIFY(QDir(test_dir()).entryList({"*.part*"}).isEmpty());
+
+    // A file that was there survives an export that fails (its trace is gone by then).
+    const QString kept = test_dir() + "/kept.csv";
+    {
+      QFile f(kept);
+      QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+      f.write("keep me\n");
+    }
+    const QString copy = test_dir() + "/vanishing.db";
+    QFile::remove(copy);
+    QVERIFY(QFile::copy(trace_, copy));
+    QString error;
+    TraceDataPtr vanishing = TraceLoader::load_now(copy, &error);
+    QVERIFY2(vanishing, qPrintable(error));
+    QVERIFY(QFile::remove(copy));
+    {
+      TraceView view;
+      view.setTraceData(vanishing);
+      QSignalSpy done(&view, &TraceView::exported);
+      view.exportTo(kept, TraceView::ExportFormat::csv);
+      QVERIFY(!done.isEmpty() || done.wait(60000));
+      QVERIFY(!done.at(0).at(0).toBool());
+    }
+    QCOMPARE(read_all(kept), QByteArray("keep me\n"));
+    QVERIFY(QDir(test_dir()).entryList({"*.part*"}).isEmpty());
+
+    // Nor does an export replace the trace it is of.
+    auto [ok3, message3] = exportTo(trace_, TraceView::ExportFormat::snapshot);
+    QVERIFY(!ok3);
+    QVERIFY2(message3.contains("the trace itself"), qPrintable(message3));
+    QVERIFY(TraceLoader::load_now(trace_, &error));
   }
 };
 

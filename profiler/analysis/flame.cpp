@@ -83,6 +83,14 @@ std::pair<std::string_view, std::string_view> split_frame(std::string_view label
   return {label.substr(0, open), loc};
 }
 
+// A node's frame: the function and its file, without the line ("forward (linear.py)"), so one
+// function's calls from several lines are one frame while same-named functions of different
+// files (Python's `forward`s) stay apart.
+std::string frame_key(std::string_view function, std::string_view location) {
+  if (location.empty()) return std::string(function);
+  return std::string(function) + " (" + std::string(location.substr(0, location.rfind(':'))) + ")";
+}
+
 size_t startup_frames(const std::vector<std::string>& frames) {
   size_t n = 0;
   while (n + 1 < frames.size()) {
@@ -119,7 +127,7 @@ FlameNode flame_tree(const std::vector<Group>& stacks, const Trace* trace) {
     for (auto f = g.frames.rbegin() + static_cast<long>(startup_frames(g.frames));
          f != g.frames.rend(); ++f) {
       auto [function, location] = split_frame(*f);
-      at = &at->children[std::string(function)];
+      at = &at->children[frame_key(function, location)];
       add(*at);
       if (!location.empty()) at->locations[std::string(location)] += g.bytes;
     }

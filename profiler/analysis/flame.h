@@ -15,8 +15,9 @@
 namespace tidemark::analysis {
 
 struct FlameNode {
-  // The function (Group::frames' label without its location); "" for the root. Frames of one
-  // function reached from the same caller are one node, wherever in it the calls were made.
+  // The function and its file without the line ("forward (linear.py)"; Group::frames' label
+  // otherwise); "" for the root. A function reached from the same caller is one node, wherever
+  // in it the calls were made; same-named functions of different files are not.
   std::string frame;
   // Where in the function: "file:line" and the bytes through it, largest first (empty when
   // the frame has no source location).

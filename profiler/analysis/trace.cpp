@@ -40,21 +40,22 @@ Trace Trace::open(const std::string& path, store::TraceReader::Require require) 
   for (const store::DeviceRow& row : t.reader_->devices())
     t.devices_.push_back({row.id, device_name(row.info.id), row.info.name, row.info.capacity});
   t.stack_depth_ = static_cast<int>(meta_u64("stack_depth").value_or(0));
+  t.imported_ = t.reader_->meta_value("command_line").value_or("").rfind("pytorch-snapshot:", 0) == 0;
   return t;
 }
 
 bool Trace::stack_truncated(uint64_t stack_id) const {
-  if (stack_id == 0 || stack_depth_ <= 0) return false;
+  // An imported snapshot's depth is its deepest frames list, not a capture limit.
+  if (stack_id == 0 || stack_depth_ <= 0 || imported_) return false;
   const std::vector<uint64_t> ips = reader_->stack(stack_id);
   if (ips.empty() || ips.size() < static_cast<size_t>(stack_depth_)) return false;
   const auto& fs = frames(ips.back());  // the outermost address; its frames innermost first
   if (fs.empty()) return true;
   const std::string_view f = fs.back().function;
-  for (std::string_view entry : {"_start", "start_thread", "thread_start"})
-    if (f == entry) return false;
-  for (std::string_view entry : {"__libc_start", "clone", "__clone"})
-    if (f.substr(0, entry.size()) == entry) return false;
-  return true;
+  for (std::string_view entry : {"_start", "start_thread", "thread_start", "clone", "clone3",
+                                 "__clone", "__clone3", "__clone_internal", "<module>"})
+    if (f == entry) return false;  // a process's, a thread's, or a Python script's start
+  return f.substr(0, 12) != "__libc_start";
 }
 
 const DeviceRef& Trace::device(std::string_view spec) const {

@@ -81,8 +81,9 @@ class Trace {
   // The recording's capture depth (meta stack_depth; 0: recorded without stacks).
   int stack_depth() const { return stack_depth_; }
   // Whether a stack was cut short by the capture depth: as many return addresses as the
-  // depth, and its outermost frame not where a process or thread starts (`_start`,
-  // `__libc_start_main`, `start_thread`, `clone`). Such stacks lack their outer callers.
+  // depth, and its outermost frame not where a process, a thread or a Python script starts
+  // (`_start`, `__libc_start_main`, `start_thread`, `clone`, `<module>`). Such stacks lack
+  // their outer callers. Never in an imported snapshot, whose depth is no capture limit.
   bool stack_truncated(uint64_t stack_id) const;
 
   const detail::SqlDb& db() const { return *db_; }
@@ -93,6 +94,7 @@ class Trace {
   std::unique_ptr<detail::SqlDb> db_;
   uint64_t origin_ns_ = 0, end_ns_ = 0;
   int stack_depth_ = 0;
+  bool imported_ = false;  // an imported PyTorch snapshot (meta command_line pytorch-snapshot:...)
   std::vector<DeviceRef> devices_;
   mutable std::map<uint64_t, Site> sites_;
   mutable std::map<uint64_t, std::vector<store::ResolvedFrame>> frames_;

@@ -52,14 +52,23 @@ TEST(FlameTree, OneFunctionCalledFromSeveralLinesIsOneFrameWithItsLocations) {
               "__libc_start_main (libc-start.c:360)"}, 4, 1)});
   ASSERT_EQ(root.children.size(), 1u);  // the C runtime's start-up frames are left out
   const an::FlameNode& main = root.children[0];
-  EXPECT_EQ(main.frame, "main");
+  EXPECT_EQ(main.frame, "main (m.cpp)");
   EXPECT_EQ(main.bytes, 10);
   EXPECT_EQ(main.locations,
             (std::vector<std::pair<std::string, int64_t>>{{"m.cpp:10", 6}, {"m.cpp:12", 4}}));
   ASSERT_EQ(main.children.size(), 1u);
-  EXPECT_EQ(main.children[0].frame, "alloc");
+  EXPECT_EQ(main.children[0].frame, "alloc (x.cpp)");
   EXPECT_EQ(main.children[0].locations,
             (std::vector<std::pair<std::string, int64_t>>{{"x.cpp:5", 10}}));
+}
+
+TEST(FlameTree, SameNamedFunctionsOfDifferentFilesStayApart) {
+  an::FlameNode root = an::flame_tree({stack({"forward (linear.py:116)", "run (t.py:3)"}, 5, 1),
+                                       stack({"forward (dropout.py:59)", "run (t.py:3)"}, 2, 1)});
+  ASSERT_EQ(root.children.size(), 1u);
+  ASSERT_EQ(root.children[0].children.size(), 2u);
+  EXPECT_EQ(root.children[0].children[0].frame, "forward (linear.py)");
+  EXPECT_EQ(root.children[0].children[1].frame, "forward (dropout.py)");
 }
 
 TEST(FlameTree, SplitsLabelsAndFindsStartUpFrames) {

@@ -193,6 +193,23 @@ TEST_F(CliTest, FoldedStacksAddUpToThePeakAndTheLeaks) {
   };
   EXPECT_EQ(a, peak(trace_));
   EXPECT_EQ(b, peak(db));
+
+  // A trace against itself: every stack is matched, with the same bytes in both columns.
+  Result self = tidemark({"diff", trace_, trace_, "--folded"});
+  ASSERT_EQ(self.rc, 0) << self.err;
+  std::istringstream lines(self.out);
+  int64_t total = 0;
+  size_t n = 0;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line.substr(line.rfind(' ', line.rfind(' ') - 1)));
+    int64_t x = -1, y = -2;
+    fields >> x >> y;
+    EXPECT_EQ(x, y) << line;
+    total += x;
+    ++n;
+  }
+  EXPECT_GT(n, 1u);
+  EXPECT_EQ(total, peak(trace_));
 }
 
 TEST_F(CliTest, CheckPassesWithAGenerousLimitAndFailsNamingTheLimit) {

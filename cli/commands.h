@@ -52,6 +52,7 @@ struct TopArgs {
   size_t limit = 10;
   bool json = false;
   bool folded = false;  // every stack as a folded line, for flame graphs
+  bool reserved = false;  // the segments reserved at the reserved peak, not allocations
 };
 int run_top(const TopArgs& a);
 

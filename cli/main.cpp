@@ -129,6 +129,9 @@ int main(int argc, char** argv) {
                             ->check(CLI::IsMember({"site", "stack", "scope", "category"}));
   CLI::Option* top_limit = top->add_option("--limit", top_args.limit, "Groups listed (0: all)");
   CLI::Option* top_json = top->add_flag("--json", top_args.json, "Print JSON");
+  top->add_flag("--reserved", top_args.reserved,
+                "The segments reserved at the reserved peak (by the stacks that reserved them: "
+                "cudaMalloc/cuMemMap in an injected program) instead of allocations");
   add_folded(top, top_args.folded,
              "Print every stack as a folded line (outermost;...;innermost BYTES) for "
              "flamegraph.pl, speedscope or inferno",

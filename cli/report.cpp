@@ -223,10 +223,42 @@ void print_folded_diff(const an::Trace& ta, const an::Trace& tb) {
   for (const auto& [stack, ab] : lines) fmt::print("{} {} {}\n", stack, ab.first, ab.second);
 }
 
+// top --reserved: the segments (and mapped ranges) live at the reserved peak of the device
+// with the most reserved memory, or --device's, grouped as --by says.
+int top_reserved(const an::Trace& t, const TopArgs& a) {
+  if (a.at != "peak") throw UsageError("--reserved: only at the reserved peak (no --at " + a.at + ")");
+  const std::vector<an::DeviceRef> devices =
+      a.device.empty() ? t.devices() : select_devices(t, a.device);
+  const an::DeviceRef* d = nullptr;
+  int64_t most = -1;
+  for (const an::DeviceRef& c : devices) {
+    auto p = an::peak(t, c.id, store::Curve::reserved);
+    if (p && p->bytes > most) d = &c, most = p->bytes;
+  }
+  std::optional<an::LiveBreakdown> b;
+  if (d) b = an::reserved_at_peak(t, d->id, a.folded ? 0 : a.limit,
+                                  a.folded ? an::GroupBy::stack : group_by(a.by));
+  if (!b) throw UsageError(a.file + ": no reserved memory" + (a.device.empty() ? "" : " on " + a.device));
+  if (a.folded) {
+    print_folded(t, b->groups);
+    return kExitOk;
+  }
+  if (a.json) {
+    print(*b);
+    return kExitOk;
+  }
+  fmt::print("{}: reserved on {} at its peak, {:.6f} s: {} in {} segments, by {}:\n", a.file,
+             b->device, static_cast<double>(b->time_ns) / 1e9, an::format_bytes(b->bytes), b->count,
+             a.by);
+  print_groups(b->groups, b->bytes, b->groups_total);
+  return kExitOk;
+}
+
 }  // namespace
 
 int run_top(const TopArgs& a) {
   an::Trace t = open_trace(a.file);
+  if (a.reserved) return top_reserved(t, a);
   an::DeviceRef d = primary_device(t, a.device);
   an::TimePoint at;
   if (a.at == "peak") {

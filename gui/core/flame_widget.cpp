@@ -342,8 +342,14 @@ void FlamePage::rebuildChoices(std::optional<std::pair<size_t, Graph>> show) {
   for (size_t i = 0; tables && i < data_->devices.size(); ++i) {
     if (i < data_->flame_peak.size() && data_->flame_peak[i].bytes > 0)
       found.push_back({data_->flame_peak[i].bytes, {i, Graph::peak}});
+    // Reserved after the allocated graphs, unless the device has none (an injected program).
+    if (i < data_->flame_reserved.size() && data_->flame_reserved[i].bytes > 0) {
+      const bool only = i >= data_->flame_peak.size() || data_->flame_peak[i].bytes == 0;
+      found.push_back({only ? data_->flame_reserved[i].bytes : -1 - static_cast<int64_t>(i),
+                       {i, Graph::reserved}});
+    }
     if (i < data_->flame_leaks.size() && data_->flame_leaks[i].bytes > 0)
-      found.push_back({-1 - static_cast<int64_t>(i), {i, Graph::leaks}});  // after every peak
+      found.push_back({-1000 - static_cast<int64_t>(i), {i, Graph::leaks}});  // after the peaks
   }
   std::stable_sort(found.begin(), found.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -376,6 +382,8 @@ QString FlamePage::graphName(const std::pair<size_t, Graph>& c) const {
   switch (c.second) {
     case Graph::peak:
       return tr("live at the allocated peak");
+    case Graph::reserved:
+      return tr("reserved at the reserved peak (segments)");
     case Graph::leaks:
       return tr("leaked at the end");
     case Graph::grown:
@@ -392,6 +400,8 @@ const analysis::FlameNode& FlamePage::tree(const std::pair<size_t, Graph>& c) co
   switch (c.second) {
     case Graph::peak:
       return data_->flame_peak[c.first];
+    case Graph::reserved:
+      return data_->flame_reserved[c.first];
     case Graph::leaks:
       return data_->flame_leaks[c.first];
     case Graph::grown:

@@ -5,7 +5,8 @@
 // full-width bars); clicking a caller, or Escape, zooms back out.
 //
 // FlamePage: the Flame graph tab, the widget in a scroll area under a choice of graph: per
-// device, the stacks live at the allocated peak, or leaked (still allocated at the end), and
+// device, the stacks live at the allocated peak, those of the segments reserved at the
+// reserved peak, those leaked (still allocated at the end), and
 // the stacks live at the time last selected on the timeline, and with Compare the differential
 // graph of the compared trace's peak against this one's.
 #pragma once
@@ -84,7 +85,7 @@ class FlamePage : public QWidget {
   QComboBox* choice() const { return choice_; }
 
  private:
-  enum class Graph { peak, leaks, grown, shrunk, selected };
+  enum class Graph { peak, reserved, leaks, grown, shrunk, selected };
   void showChoice(int index);
   // Rebuilds the combo box and shows `show` (the first graph when it is not offered).
   void rebuildChoices(std::optional<std::pair<size_t, Graph>> show);

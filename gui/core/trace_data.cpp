@@ -128,6 +128,10 @@ void compute_tables(TraceData& data, const Trace& trace,
   };
   data.flame_peak.assign(data.devices.size(), {});
   data.flame_leaks.assign(data.devices.size(), {});
+  data.flame_reserved.assign(data.devices.size(), {});
+  for (size_t i = 0; i < data.devices.size(); ++i)
+    if (auto r = analysis::reserved_at_peak(trace, data.devices[i].id, 0, analysis::GroupBy::stack))
+      data.flame_reserved[i] = analysis::flame_tree(r->groups, &trace);
   for (size_t i = 0; i < data.devices.size(); ++i) {
     const analysis::DeviceRef& d = data.devices[i];
     if (i >= data.peaks.size() || !data.peaks[i]) continue;

@@ -100,9 +100,10 @@ struct TraceData {
   std::vector<analysis::Growth> live_growth;
   std::vector<bool> live_growth_reserved;
   std::vector<SiteRow> live_at_peak, leaks;
-  // Per device (as `devices`): the stacks live at the allocated peak, and those leaked (still
-  // allocated at the end), as flame graphs.
-  std::vector<analysis::FlameNode> flame_peak, flame_leaks;
+  // Per device (as `devices`): the stacks live at the allocated peak, those leaked (still
+  // allocated at the end), and those of the segments reserved at the reserved peak (the only
+  // graph of an injected CUDA program, which has segments but no blocks), as flame graphs.
+  std::vector<analysis::FlameNode> flame_peak, flame_leaks, flame_reserved;
   std::vector<SyncEvent> sync_events;  // by ts
   std::vector<SyncSiteRow> sync_sites;
   std::vector<StepRow> step_rows;

@@ -13,6 +13,7 @@
 #include "gui/core/flame_widget.h"
 #include "gui/core/trace_view.h"
 #include "gui/tests/test_traces.h"
+#include "profiler/store/trace_writer.h"
 
 using namespace tidemark::gui;
 using namespace tidemark::gui::testing;
@@ -149,6 +150,61 @@ class FlameTest : public QObject {
       if (&peak.children[i] == cut) QVERIFY(w.tooltipFor({i}).contains("--stacks"));
   }
 
+  // An injected CUDA program's trace has segments but no blocks: its first graph is reserved
+  // memory by the stacks of its cudaMalloc calls.
+  void aSegmentsOnlyTraceShowsReservedMemory() {
+    namespace ev = tidemark::events;
+    namespace st = tidemark::store;
+    const std::string path = (test_dir() + "/segments-only.db").toStdString();
+    for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(QString::fromStdString(path) + suffix);
+    st::TraceMeta meta;
+    meta.command_line = "python train.py";
+    meta.start_ts_ns = 1000;
+    meta.stack_depth = 16;
+    const ev::DeviceId cuda{ev::DeviceType::cuda, 0};
+    meta.devices = {{cuda, "cuda:0", 0}};
+    auto w = st::TraceWriter::create(path, meta);
+    w->add_stack_node(1, 0, 0x100);  // main
+    w->add_stack_node(2, 1, 0x200);  // main -> load
+    w->add_stack_node(3, 1, 0x300);  // main -> train
+    uint64_t seq = 0;
+    auto segment = [&](uint64_t addr, uint64_t size, uint64_t stack) {
+      ev::Event e;
+      e.kind = ev::Kind::segment_alloc;
+      e.seq = ++seq;
+      e.ts_ns = 1000 + seq;
+      e.device = cuda;
+      e.block = {addr, size, 0, 0, addr, ev::Pool::large, ev::Category::unknown};
+      w->append(e, stack);
+    };
+    segment(0x7f0000000000, 2 << 20, 2);
+    segment(0x7f0000200000, 20 << 20, 3);
+    segment(0x7f0001600000, 20 << 20, 3);
+    w->close(2000);
+    w.reset();
+    st::FinalizeOptions opt;
+    opt.symbolize = [](uint64_t ip) -> std::vector<st::ResolvedFrame> {
+      const char* name = ip == 0x100 ? "main" : ip == 0x200 ? "load" : "train";
+      return {{name, "t.cpp", static_cast<int>(ip >> 8), false, "/bin/t"}};
+    };
+    st::finalize(path, opt);
+    QString error;
+    TraceDataPtr data = TraceLoader::load_now(QString::fromStdString(path), &error);
+    QVERIFY2(data, qPrintable(error));
+    FlamePage page;
+    page.setData(data);
+    QVERIFY(page.choice()->count() >= 1);
+    QVERIFY2(page.choice()->itemText(0).startsWith("cuda:0: reserved at the reserved peak"),
+             qPrintable(page.choice()->itemText(0)));
+    const FlameNode& t = page.flame()->tree();
+    QCOMPARE(t.bytes, int64_t{42} << 20);
+    QCOMPARE(t.children.size(), size_t(1));
+    QCOMPARE(QString::fromStdString(t.children[0].frame), QString("main (t.cpp)"));
+    QCOMPARE(QString::fromStdString(t.children[0].children[0].frame), QString("train (t.cpp)"));
+    QCOMPARE(t.children[0].children[0].bytes, int64_t{40} << 20);
+    QCOMPARE(t.children[0].children[0].count, uint64_t{2});
+  }
+
   void clickZoomsInAndOut() {
     FlameWidget w;
     w.resize(400, 200);
@@ -199,6 +255,19 @@ class FlameTest : public QObject {
     const QRectF r = page->flame()->rectOf({0});
     QVERIFY(r.width() > 0);
     QCOMPARE(page->flame()->pathAt(r.center()), std::optional<Path>(Path{0}));
+
+    // The segments reserved at the reserved peak, by the stacks that reserved them.
+    int reserved = -1;
+    for (int i = 0; i < page->choice()->count(); ++i)
+      if (page->choice()->itemText(i).contains("reserved at the reserved peak")) reserved = i;
+    QVERIFY(reserved > 0);  // after the allocated peak's graph
+    page->choice()->setCurrentIndex(reserved);
+    const int64_t reserved_peak = data->session->with([&](const tidemark::analysis::Trace& t) {
+      return tidemark::analysis::peak(t, data->devices[0].id, tidemark::store::Curve::reserved)->bytes;
+    });
+    QCOMPARE(page->flame()->tree().bytes, reserved_peak);
+    QVERIFY(check_sums(page->flame()->tree()) > 1);
+    page->choice()->setCurrentIndex(0);
 
     // A click on the timeline adds, and shows, the graph of what was live then.
     const uint64_t ts = data->origin_ns + (data->end_ns - data->origin_ns) / 2;

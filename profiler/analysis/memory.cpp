@@ -249,10 +249,11 @@ LiveBreakdown live_at(const Trace& trace, int64_t device, TimePoint at, GroupBy 
   return b;
 }
 
-std::optional<LiveBreakdown> reserved_at_peak(const Trace& trace, int64_t device, size_t limit) {
+std::optional<LiveBreakdown> reserved_at_peak(const Trace& trace, int64_t device, size_t limit,
+                                              GroupBy by) {
   std::optional<store::Peak> p = peak(trace, device, store::Curve::reserved);
   if (!p || p->bytes <= 0) return std::nullopt;
-  LiveBreakdown b = breakdown(trace, device, p->ts_ns, GroupBy::site);
+  LiveBreakdown b = breakdown(trace, device, p->ts_ns, by);
   // The pieces of a partly unmapped range (rows of one seq) are one member.
   std::vector<Member> members;
   uint64_t last_seq = 0;
@@ -263,7 +264,7 @@ std::optional<LiveBreakdown> reserved_at_peak(const Trace& trace, int64_t device
     last_seq = r.seq;
   }
   b.count = members.size();
-  b.groups = group_members(trace, members, GroupBy::site, limit, &b.groups_total);
+  b.groups = group_members(trace, members, by, limit, &b.groups_total);
   return b;
 }
 

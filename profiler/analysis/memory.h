@@ -69,7 +69,9 @@ std::vector<store::SegmentRow> live_segments(const Trace& trace, int64_t device,
 // cache grow, for a CUDA program the cudaMalloc / cuMemMap call). `count` and each group's
 // `count` are segment_alloc / segment_map events (a partly unmapped range counts once);
 // `requested_bytes` is 0. Empty when the device has no reserved memory.
-std::optional<LiveBreakdown> reserved_at_peak(const Trace& trace, int64_t device, size_t limit);
+// `by` GroupBy::stack groups by the whole stack instead (a flame graph of reserved memory).
+std::optional<LiveBreakdown> reserved_at_peak(const Trace& trace, int64_t device, size_t limit,
+                                              GroupBy by = GroupBy::site);
 
 // The peak of a curve: TraceReader::peak (first time the highest value was reached).
 std::optional<store::Peak> peak(const Trace& trace, int64_t device,

@@ -152,6 +152,18 @@ TEST_F(CliTest, FoldedStacksAddUpToThePeakAndTheLeaks) {
   EXPECT_EQ(f.lines, j["groups_total"].get<size_t>());
   EXPECT_TRUE(f.outermost_first) << top.out.substr(0, 2000);
 
+  // --reserved: the segments at the reserved peak, by the stacks that reserved them.
+  Result reserved = tidemark({"top", trace_, "--reserved", "--folded"});
+  ASSERT_EQ(reserved.rc, 0) << reserved.err;
+  Folded r = parse_folded(reserved.out);
+  nlohmann::json rj = nlohmann::json::parse(tidemark({"top", trace_, "--reserved", "--json"}).out);
+  auto reader = st::TraceReader::open(trace_, st::TraceReader::Require::finalized);
+  const int64_t reserved_peak = reader.peak(reader.devices()[0].id, st::Curve::reserved)->bytes;
+  EXPECT_TRUE(r.well_formed) << reserved.out;
+  EXPECT_EQ(r.bytes, reserved_peak);
+  EXPECT_EQ(rj["bytes"].get<int64_t>(), reserved_peak);
+  EXPECT_EQ(tidemark({"top", trace_, "--reserved", "--at", "1ms"}).rc, 2);
+
   for (const char* other : {"--json", "--by=site", "--limit=3"}) {
     Result both = tidemark({"top", trace_, "--folded", other});
     EXPECT_EQ(both.rc, 2) << other;

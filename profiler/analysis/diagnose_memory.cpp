@@ -63,13 +63,10 @@ std::string fixed2(double v) {
   return buf;
 }
 
-bool imported_snapshot(const Trace& t) {
-  auto cl = t.reader().meta_value("command_line");
-  return cl && cl->rfind("pytorch-snapshot:", 0) == 0;
-}
 constexpr const char* kSnapshotNoCategories =
-    "the trace is an imported PyTorch snapshot: it has no tensor records and every block's "
-    "category is unknown, so activations saved for backward cannot be recognised";
+    "the trace is an imported PyTorch snapshot: it has no tensor records or steps, and "
+    "PyTorch's own snapshots mark no block as an activation, so activations saved for "
+    "backward cannot be recognised";
 
 bool any_row(const Trace& t, const char* sql) {
   Query q(t.db(), sql);
@@ -78,7 +75,7 @@ bool any_row(const Trace& t, const char* sql) {
 
 // Why the activation detectors cannot run on `t`, or empty when they can.
 std::string activations_missing(const Trace& t) {
-  if (imported_snapshot(t)) return kSnapshotNoCategories;
+  if (t.imported_snapshot()) return kSnapshotNoCategories;
   if (!any_row(t, "SELECT 1 FROM allocations WHERE category <> 'unknown' LIMIT 1") &&
       !any_row(t, "SELECT 1 FROM tensors LIMIT 1"))
     return "the trace has neither memory categories nor tensor records (a program not built on "
@@ -413,7 +410,7 @@ void detect_grad_in_eval(const Trace& trace, Diagnosis& out) {
 // ---- leak ----------------------------------------------------------------------------------
 
 void detect_leak(const Trace& trace, Diagnosis& out) {
-  if (imported_snapshot(trace))
+  if (trace.imported_snapshot())
     return out.skipped.push_back(
         {"leak",
          "the trace is an imported PyTorch snapshot: it ends at the moment the snapshot "
@@ -503,7 +500,7 @@ void detect_leak(const Trace& trace, Diagnosis& out) {
 // ---- sync-in-loop --------------------------------------------------------------------------
 
 void detect_sync_in_loop(const Trace& trace, Diagnosis& out) {
-  if (imported_snapshot(trace))
+  if (trace.imported_snapshot())
     return out.skipped.push_back(
         {"sync-in-loop",
          "the trace is an imported PyTorch snapshot: it records neither syncs "

@@ -78,6 +78,9 @@ class Trace {
   // The frames of a stack, innermost first, as "function (file:line)" ("0x..." unresolved,
   // "??" for a frame with neither function nor file).
   std::vector<std::string> stack_frames(uint64_t stack_id) const;
+  // An imported PyTorch snapshot (meta command_line `pytorch-snapshot:...`): no tensor records,
+  // steps or syncs, and a stack_depth that is its deepest stack, not a capture limit.
+  bool imported_snapshot() const { return imported_; }
   // The recording's capture depth (meta stack_depth; 0: recorded without stacks).
   int stack_depth() const { return stack_depth_; }
   // Whether a stack was cut short by the capture depth: as many return addresses as the

@@ -288,7 +288,8 @@ TEST_F(DiagnoseCli, ImportedPyTorchSnapshotSaysWhichDetectorsCannotRun) {
   json d = diagnose(trace, kMemoryDetectors);
   // None of the five can run, and each says why instead of staying silent:
   // - graph-retention, retained-graph, grad-in-eval look for blocks autograd marked
-  //   `activation`; a snapshot has no tensor records and every block is `unknown`.
+  //   `activation`; a snapshot has no tensor records or steps, and PyTorch's marks no
+  //   block as one.
   // - leak: the snapshot ends when it was taken, so its 40 live blocks are the program's
   //   state, not leaks; and without steps there is no growth to fit.
   // - sync-in-loop: a snapshot records no syncs and no steps.

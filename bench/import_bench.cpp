@@ -1,5 +1,5 @@
 // PyTorch snapshot import: a synthetic ~100 MB snapshot pickle (protocol 4, shaped like the real
-// one in ../shared: memoized keys and frames, a fresh frames list per alloc that its frees share,
+// ones in tests/data/pytorch: memoized keys and frames, a fresh frames list per alloc that its frees share,
 // LONG1 addresses and times, history that starts with blocks allocated before the trace) is
 // written to a file and imported into a finalized trace. Target from issue 6: a 100 MB snapshot
 // in <= 10 s. Also reported: the pickle reader alone.

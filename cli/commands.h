@@ -128,7 +128,8 @@ int run_timeline(const TimelineArgs& a);
 
 // `onto`: a finalized trace recorded from the same run by libtidemark_inject.so ("": none);
 // the snapshot's blocks are lined up with its segments (profiler/importers/lineup.h).
-int run_import(const std::string& snapshot, const std::string& output, const std::string& onto);
+int run_import(const std::string& snapshot, const std::string& output, const std::string& onto,
+               uint64_t max_events);
 int run_export(const std::string& file, const std::string& format, const std::string& output);
 
 }  // namespace tidemark::cli

@@ -26,10 +26,18 @@ Progress::~Progress() {
   }
 }
 
+namespace {
+Frames g_frames = Frames::user;
+}
+
+void set_frames(Frames frames) { g_frames = frames; }
+
 analysis::Trace open_trace(const std::string& path, bool require_finalized) {
   Progress p("reading " + path);
-  return analysis::Trace::open(path, require_finalized ? store::TraceReader::Require::finalized
-                                                       : store::TraceReader::Require::raw);
+  analysis::Trace t = analysis::Trace::open(path, require_finalized ? store::TraceReader::Require::finalized
+                                                                    : store::TraceReader::Require::raw);
+  t.set_frames(g_frames);
+  return t;
 }
 
 std::vector<analysis::DeviceRef> select_devices(const analysis::Trace& trace,
@@ -69,11 +77,6 @@ uint64_t parse_size_option(const std::string& option, const std::string& value) 
   if (!bytes)
     throw UsageError(option + " " + value + ": expected a size such as 512MiB, 2GiB, 1e9 or 4096");
   return *bytes;
-}
-
-std::string rel_time(const analysis::Trace& trace, uint64_t ts) {
-  uint64_t rel = ts >= trace.origin_ns() ? ts - trace.origin_ns() : 0;
-  return fmt::format("{:.3f} s", static_cast<double>(rel) / 1e9);
 }
 
 bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO); }

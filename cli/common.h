@@ -36,6 +36,11 @@ class Progress {
 };
 
 // Opens a finalized trace (or a raw one). StoreError (naming the file) propagates.
+// Which frames make a site in every trace this process opens (`--frames`, Note [Allocation
+// site]): set before open_trace.
+using analysis::Frames;
+void set_frames(Frames frames);
+
 analysis::Trace open_trace(const std::string& path, bool require_finalized = true);
 
 // The devices a command reports: the one named by --device, else every device of the trace.
@@ -50,7 +55,6 @@ uint64_t parse_time(const analysis::Trace& trace, const std::string& option,
                     const std::string& value);
 uint64_t parse_size_option(const std::string& option, const std::string& value);
 
-std::string rel_time(const analysis::Trace& trace, uint64_t ts);  // "1.234 s"
 bool stdout_is_terminal();
 int terminal_columns();
 

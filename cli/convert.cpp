@@ -19,12 +19,15 @@
 namespace tidemark::cli {
 
 #ifdef TIDEMARK_CLI_IMPORT
-int run_import(const std::string& snapshot, const std::string& output, const std::string& onto) {
+int run_import(const std::string& snapshot, const std::string& output, const std::string& onto,
+               uint64_t max_events) {
   importers::ImportStats s;
+  importers::ImportOptions options;
+  options.max_events = max_events;
   try {
     Progress p("importing " + snapshot);
     if (!onto.empty()) {
-      importers::LineupStats l = importers::import_pytorch_snapshot_onto(snapshot, onto, output);
+      importers::LineupStats l = importers::import_pytorch_snapshot_onto(snapshot, onto, output, options);
       fmt::print(
           "{}: {} of {} snapshot segments matched recorded ones in {} (clock offset {} ns); "
           "{} recorded events kept\n",
@@ -32,13 +35,17 @@ int run_import(const std::string& snapshot, const std::string& output, const std
           l.recorded_events);
       s = l;
     } else {
-      s = importers::import_pytorch_snapshot(snapshot, output);
+      s = importers::import_pytorch_snapshot(snapshot, output, options);
     }
   } catch (const importers::ImportError& e) {
     throw UsageError(e.what());
   }
+  for (const std::string& note : s.notes) fmt::print(stderr, "tidemark: {}: {}\n", snapshot, note);
   fmt::print("{}: imported {} events, {} segments, {} devices into {}\n", snapshot, s.events,
              s.segments, s.devices, output);
+  if (s.annotations) fmt::print("  {} annotations (record_function ranges) as scopes\n", s.annotations);
+  if (s.synthetic_times)
+    fmt::print("  the snapshot has no times (PyTorch before 2.1): events are numbered in order\n");
   return kExitOk;
 }
 #endif

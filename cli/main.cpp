@@ -7,6 +7,7 @@
 #include <exception>
 #include <initializer_list>
 #include <optional>
+#include <limits>
 #include <string>
 
 #include "cli/commands.h"
@@ -38,6 +39,15 @@ void add_folded(CLI::App* cmd, bool& flag, const char* what,
                 std::initializer_list<CLI::Option*> excludes) {
   CLI::Option* folded = cmd->add_flag("--folded", flag, what);
   for (CLI::Option* o : excludes) folded->excludes(o);
+}
+
+// --frames on a reporting command: which frames make an allocation's site (Note [Allocation
+// site]): the user's own code (the default) or the innermost of any.
+void add_frames(CLI::App* cmd) {
+  cmd->add_option_function<std::string>(
+         "--frames", [](const std::string& v) { tc::set_frames(v == "all" ? tc::Frames::all : tc::Frames::user); },
+         "Which frames name a site: user (your code, the default) or all (the innermost frame)")
+      ->check(CLI::IsMember({"user", "all"}));
 }
 
 }  // namespace
@@ -227,6 +237,7 @@ int main(int argc, char** argv) {
 
 #ifdef TIDEMARK_CLI_IMPORT
   std::string imp_in, imp_out, imp_onto;
+  uint64_t imp_max_events = 0;
   CLI::App* import = command(app, "import",
                              "Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) "
                              "into a trace",
@@ -236,6 +247,10 @@ int main(int argc, char** argv) {
   import->add_option("--onto", imp_onto,
                      "A trace recorded from the same run with `tidemark record` (CUDA injection): "
                      "write it with the snapshot's blocks lined up inside its segments");
+  import->add_option("--max-events", imp_max_events,
+                     "Most trace entries and blocks the snapshot may expand to (default: one per "
+                     "16 bytes of the file, at least 1,000,000)")
+      ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
 #endif
 #ifdef TIDEMARK_CLI_EXPORT
   std::string exp_in, exp_format, exp_out;
@@ -268,6 +283,7 @@ int main(int argc, char** argv) {
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed argument vector
 
+  for (CLI::App* c : {summary, timeline, top, leaks, syncs, steps, check, diagnose, diff}) add_frames(c);
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
@@ -298,7 +314,7 @@ int main(int argc, char** argv) {
     if (*diff) return tc::run_diff(dif);
     if (*diagnose) return tc::run_diagnose(dia);
 #ifdef TIDEMARK_CLI_IMPORT
-    if (*import) return tc::run_import(imp_in, imp_out, imp_onto);
+    if (*import) return tc::run_import(imp_in, imp_out, imp_onto, imp_max_events);
 #endif
 #ifdef TIDEMARK_CLI_EXPORT
     if (*exp) return tc::run_export(exp_in, exp_format, exp_out);

@@ -42,9 +42,9 @@ void print_groups(const std::vector<an::Group>& groups, int64_t total, uint64_t 
 }
 
 // "TITLE of DEVICE (BYTES in COUNT UNITS, T s), by site:" and the groups.
-void print_breakdown(const char* title, const an::LiveBreakdown& b, const char* units) {
-  fmt::print("\n{} of {} ({} in {} {}, {:.3f} s), by site:\n", title, b.device,
-             an::format_bytes(b.bytes), b.count, units, static_cast<double>(b.time_ns) / 1e9);
+void print_breakdown(const char* title, const an::LiveBreakdown& b, const char* units, bool synthetic_times) {
+  fmt::print("\n{} of {} ({} in {} {}, {}), by site:\n", title, b.device, an::format_bytes(b.bytes),
+             b.count, units, an::format_time_point(b.time_ns, synthetic_times));
   print_groups(b.groups, b.bytes, b.groups_total);
 }
 
@@ -76,7 +76,9 @@ int run_summary(const SummaryArgs& a) {
     return kExitOk;
   }
   fmt::print("{}: {} events, {}, {} steps{}{}\n", s.path, s.event_count,
-             an::format_duration(s.duration_ns), s.step_count,
+             s.synthetic_times ? std::string("no times (the snapshot's entries in order)")
+                               : an::format_duration(s.duration_ns),
+             s.step_count,
              s.clean_end ? "" : ", recording did not end cleanly",
              s.dropped_count ? fmt::format(", {} events DROPPED", s.dropped_count) : "");
   if (!s.command_line.empty()) fmt::print("command: {}\n", s.command_line);
@@ -84,8 +86,16 @@ int run_summary(const SummaryArgs& a) {
     fmt::print("\n{}{}\n", d.device,
                d.description != d.device && !d.description.empty() ? " (" + d.description + ")"
                                                                    : "");
-    fmt::print("  peak allocated {:>12}  at {:.3f} s\n", an::format_bytes(d.peak_allocated_bytes),
-               static_cast<double>(d.peak_allocated_time_ns) / 1e9);
+    fmt::print("  peak allocated {:>12}  at {}{}\n", an::format_bytes(d.peak_allocated_bytes),
+               an::format_time_point(d.peak_allocated_time_ns, s.synthetic_times),
+               d.peak_allocated_estimated_blocks
+                   ? fmt::format(" (estimated: {} of the blocks live then were freed before the end of the "
+                                 "snapshot, their sizes rounded from the requests)",
+                                 d.peak_allocated_estimated_blocks)
+                   : "");
+    if (s.imported_snapshot)
+      fmt::print("  peak requested {:>12}  (what memory_viz's Active Memory Timeline draws)\n",
+                 an::format_bytes(d.peak_requested_bytes));
     fmt::print("  peak reserved  {:>12}   peak active {}\n",
                an::format_bytes(d.peak_reserved_bytes), an::format_bytes(d.peak_active_bytes));
     fmt::print("  at the end     {:>12} allocated, {} reserved\n",
@@ -93,7 +103,8 @@ int run_summary(const SummaryArgs& a) {
     fmt::print("  {} allocations, {} segments, {} OOMs, {} syncs\n", d.alloc_count,
                d.segment_alloc_count, d.oom_count, d.sync_count);
   }
-  if (s.top_at_peak) print_breakdown("live at the allocated peak", *s.top_at_peak, "allocations");
+  if (s.top_at_peak)
+    print_breakdown("live at the allocated peak", *s.top_at_peak, "allocations", s.synthetic_times);
   if (s.categories_at_peak) {  // what kind of memory the peak is: one line
     const an::LiveBreakdown& c = *s.categories_at_peak;
     std::string line;
@@ -106,8 +117,12 @@ int run_summary(const SummaryArgs& a) {
   // Where reserved memory came from: for a CUDA program recorded by injection (segments, no
   // blocks) the only sites there are.
   if (s.reserved_at_peak)
-    print_breakdown("reserved at the reserved peak", *s.reserved_at_peak, "segments");
-  if (s.leaks.count == 0) {
+    print_breakdown("reserved at the reserved peak", *s.reserved_at_peak, "segments", s.synthetic_times);
+  if (s.imported_snapshot) {  // the program was still running: nothing is known to be leaked
+    fmt::print("\nlive at the end of the snapshot: {} in {} allocations, by site:\n",
+               an::format_bytes(s.leaks.bytes), s.leaks.count);
+    print_groups(s.leaks.groups, s.leaks.bytes, s.leaks.groups_total);
+  } else if (s.leaks.count == 0) {
     fmt::print("\nleaks: none (everything allocated was freed)\n");
   } else {
     fmt::print("\nleaks: {} in {} allocations still allocated at the end, by site:\n",
@@ -247,8 +262,8 @@ int top_reserved(const an::Trace& t, const TopArgs& a) {
     print(*b);
     return kExitOk;
   }
-  fmt::print("{}: reserved on {} at its peak, {:.6f} s: {} in {} segments, by {}:\n", a.file,
-             b->device, static_cast<double>(b->time_ns) / 1e9, an::format_bytes(b->bytes), b->count,
+  fmt::print("{}: reserved on {} at its peak, {}: {} in {} segments, by {}:\n", a.file, b->device,
+             an::format_time_point(b->time_ns, t.synthetic_times(), 6), an::format_bytes(b->bytes), b->count,
              a.by);
   print_groups(b->groups, b->bytes, b->groups_total);
   return kExitOk;
@@ -291,8 +306,8 @@ int run_top(const TopArgs& a) {
     print(b);
     return kExitOk;
   }
-  fmt::print("{}: live on {} at {:.6f} s: {} in {} allocations, by {}:\n", a.file, b.device,
-             static_cast<double>(b.time_ns) / 1e9, an::format_bytes(b.bytes), b.count, a.by);
+  fmt::print("{}: live on {} at {}: {} in {} allocations, by {}:\n", a.file, b.device,
+             an::format_time_point(b.time_ns, t.synthetic_times(), 6), an::format_bytes(b.bytes), b.count, a.by);
   print_groups(b.groups, b.bytes, b.groups_total);
   return kExitOk;
 }
@@ -319,7 +334,11 @@ int run_leaks(const LeaksArgs& a) {
     print(j);
     return kExitOk;
   }
-  if (r.count == 0) {
+  if (t.imported_snapshot()) {  // the program was still running when the snapshot was taken
+    fmt::print("{}: live at the end of the snapshot: {} in {} allocations, by {}:\n", a.file,
+               an::format_bytes(r.bytes), r.count, a.by);
+    print_groups(r.groups, r.bytes, r.groups_total);
+  } else if (r.count == 0) {
     fmt::print("{}: no leaks: everything allocated was freed by the end\n", a.file);
   } else {
     fmt::print("{}: {} in {} allocations still allocated at the end, by {}:\n", a.file,

@@ -42,13 +42,13 @@ void draw_terminal(const an::Trace& t, const an::Timeline& tl, size_t height) {
   const size_t w = tl.width();
   const int peak_col = tl.peak_allocated ? column_of(tl, tl.peak_allocated->ts_ns) : -1;
   fmt::print("{} on {}: allocated █ over reserved ░, {} to {}\n", t.path(), tl.device,
-             rel_time(t, tl.from_ts), rel_time(t, tl.to_ts));
+             t.time_text(tl.from_ts), t.time_text(tl.to_ts));
   // The peak marker row.
   std::string marker(kLabelWidth, ' ');
   for (size_t c = 0; c < w; ++c) marker += static_cast<int>(c) == peak_col ? "▼" : " ";
   if (tl.peak_allocated)
     marker += fmt::format(" peak {} at {}", an::format_bytes(tl.peak_allocated->bytes),
-                          rel_time(t, tl.peak_allocated->ts_ns));
+                          t.time_text(tl.peak_allocated->ts_ns));
   fmt::print("{}\n", marker);
   for (size_t row = height; row-- > 0;) {
     std::string line;
@@ -86,7 +86,7 @@ void draw_terminal(const an::Trace& t, const an::Timeline& tl, size_t height) {
     if (int c = column_of(tl, ts); c >= 0) tick[static_cast<size_t>(c)] = true;
   for (size_t c = 0; c < w; ++c) axis += tick[c] ? "┴" : "─";
   fmt::print("{}\n", axis);
-  std::string from = rel_time(t, tl.from_ts), to = rel_time(t, tl.to_ts);
+  std::string from = t.time_text(tl.from_ts), to = t.time_text(tl.to_ts);
   size_t gap = w > from.size() + to.size() ? w - from.size() - to.size() : 1;
   fmt::print("{:>11}{}{}{}\n", "", from, std::string(gap, ' '), to);
   if (!tl.steps.empty())
@@ -185,12 +185,12 @@ void write_svg(const std::string& path, const an::Trace& t, const an::Timeline& 
           "stroke-dasharray=\"3,2\"/><text x=\"{2}\" y=\"12\" fill=\"#d73027\">peak {3} at "
           "{4}</text>\n",
           margin + c, h, margin + c + 4, an::format_bytes(tl.peak_allocated->bytes),
-          rel_time(t, tl.peak_allocated->ts_ns));
+          t.time_text(tl.peak_allocated->ts_ns));
   f << fmt::format("<text x=\"2\" y=\"{}\">{}</text>\n", y(top) + 10, an::format_bytes(top));
   f << fmt::format("<text x=\"2\" y=\"{}\">0</text>\n", h);
-  f << fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", margin, h + 16, rel_time(t, tl.from_ts));
+  f << fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", margin, h + 16, t.time_text(tl.from_ts));
   f << fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>\n",
-                   margin + static_cast<double>(w), h + 16, rel_time(t, tl.to_ts));
+                   margin + static_cast<double>(w), h + 16, t.time_text(tl.to_ts));
   f << "</svg>\n";
   if (!f) throw UsageError("--svg " + path + ": cannot write the file");
 }

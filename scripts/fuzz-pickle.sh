@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer target profiler/importers/pickle_fuzz.cpp with clang
 # (-fsanitize=fuzzer,address,undefined) and runs it for a bounded time on a seed corpus: the
-# real snapshot in ../shared (when present), the reference pickles and small snapshots in
+# real snapshots of tests/data/pytorch, the reference pickles and small snapshots in
 # tests/importers/data. Exit 0: no crash found; 1: a crash (the input is saved in the build
 # dir and printed); 77: skipped (no clang or no libFuzzer; the message says which).
 #
@@ -68,9 +68,8 @@ corpus="$build/corpus"
 seeds="$build/seeds"
 mkdir -p "$corpus" "$seeds"
 cp "$root"/tests/importers/data/*.pkl "$seeds"/ 2>/dev/null || true
-real="$root/../shared/data/pytorch/snapshot_small_gpu.pickle"
-[ -f "$real" ] && cp "$real" "$seeds"/
-# Inputs up to 64 KiB: the real snapshot (~1 MB) enters truncated, the small snapshots whole;
+cp "$root"/tests/data/pytorch/*.pickle "$seeds"/
+# Inputs up to 64 KiB: the real snapshots (0.1 to 2.6 MB) enter truncated, the small snapshots whole;
 # larger inputs would make each run ~20x slower.
 echo "fuzz-pickle: fuzzing for ${seconds}s on $(ls "$seeds" | wc -l) seeds" >&2
 cd "$build"

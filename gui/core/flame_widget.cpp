@@ -385,7 +385,7 @@ QString FlamePage::graphName(const std::pair<size_t, Graph>& c) const {
     case Graph::reserved:
       return tr("reserved at the reserved peak (segments)");
     case Graph::leaks:
-      return tr("leaked at the end");
+      return data_ && data_->imported ? tr("live at the end of the snapshot") : tr("leaked at the end");
     case Graph::grown:
       return tr("the compared trace's peak, coloured by its change from this one's (red: grew)");
     case Graph::shrunk:
@@ -393,7 +393,8 @@ QString FlamePage::graphName(const std::pair<size_t, Graph>& c) const {
     case Graph::selected:
       break;
   }
-  return tr("live at %1 (the selected time)").arg(duration_text(selected_ ? selected_->time_ns : 0));
+  return tr("live at %1 (the selected time)")
+      .arg(QString::fromStdString(data_ ? data_->time_text(selected_ ? selected_->time_ns : 0) : std::string()));
 }
 
 const analysis::FlameNode& FlamePage::tree(const std::pair<size_t, Graph>& c) const {

@@ -42,14 +42,16 @@ QString summary_html(const TraceData& data) {
     return h + "<p><i>computing the summary, tables and findings…</i></p>";
   h += QString("<p>%1 events over %2, %3 steps%4%5</p>")
            .arg(s.event_count)
-           .arg(duration_text(s.duration_ns))
+           .arg(s.synthetic_times ? QString("a snapshot without times (events in order)")
+                                  : duration_text(s.duration_ns))
            .arg(s.step_count)
            .arg(s.dropped_count ? QString(", <b>%1 dropped</b>").arg(s.dropped_count) : "")
            .arg(s.clean_end ? "" : ", <b>the recording did not end cleanly</b>");
   if (!s.command_line.empty()) h += "<p><tt>" + esc(s.command_line) + "</tt></p>";
   h += "<table border=1 cellspacing=0 cellpadding=4><tr><th>device</th><th>peak allocated</th>"
        "<th>at</th><th>peak reserved</th><th>peak active</th><th>final allocated</th>"
-       "<th>allocs</th><th>segments</th><th>syncs</th><th>leaked</th><th>OOMs</th></tr>";
+       "<th>allocs</th><th>segments</th><th>syncs</th><th>" +
+       QString(s.imported_snapshot ? "live at the end of the snapshot" : "leaked") + "</th><th>OOMs</th></tr>";
   for (const analysis::DeviceSummary& d : data.summary.devices) {
     h += QString(
              "<tr><td>%1</td><td align=right>%2</td><td align=right>%3</td>"
@@ -57,7 +59,9 @@ QString summary_html(const TraceData& data) {
              "<td align=right>%7</td><td align=right>%8</td><td align=right>%9</td>"
              "<td align=right>%10</td><td align=right>%11</td></tr>")
              .arg(esc(d.description.empty() ? d.device : d.description))
-             .arg(bytes_text(d.peak_allocated_bytes), duration_text(d.peak_allocated_time_ns),
+             .arg(bytes_text(d.peak_allocated_bytes) +
+                      (d.peak_allocated_estimated_blocks ? QString(" (estimated)") : QString()),
+                  QString::fromStdString(data.time_text(d.peak_allocated_time_ns)),
                   bytes_text(d.peak_reserved_bytes), bytes_text(d.peak_active_bytes),
                   bytes_text(d.final_allocated_bytes))
              .arg(d.alloc_count)

@@ -325,7 +325,7 @@ void TimelineWidget::drawAxes(QPainter& p, const QRect& plot) {
     p.drawLine(QPointF(x, plot.bottom()), QPointF(x, plot.bottom() + 3));
     p.setPen(Qt::black);
     p.drawText(QRectF(x - 50, label_y, 100, fm.height()), Qt::AlignHCenter,
-               duration_text(uint64_t(t)));
+               QString::fromStdString(data_->time_text(uint64_t(t))));
   }
   // Legend.
   int x = plot.left();

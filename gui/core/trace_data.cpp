@@ -58,6 +58,8 @@ std::shared_ptr<TraceData> open_trace_data(const std::string& path) {
   data->session = std::make_shared<TraceSession>(Trace::open(path));
   data->session->with([&](const Trace& trace) {
     data->origin_ns = trace.origin_ns();
+    data->synthetic_times = trace.synthetic_times();
+    data->imported = trace.imported_snapshot();
     data->end_ns = trace.end_ns();
     data->devices = trace.devices();
     for (const analysis::DeviceRef& d : data->devices)

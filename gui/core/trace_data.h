@@ -20,6 +20,7 @@
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
 #include "profiler/analysis/trace.h"
+#include "profiler/analysis/units.h"
 
 namespace tidemark::gui {
 
@@ -89,6 +90,13 @@ struct TraceData {
   std::shared_ptr<TraceSession> session;  // a finalized trace: every view
   std::shared_ptr<LiveSession> live;      // instead, when following: only the curves
   uint64_t origin_ns = 0, end_ns = 0;
+  // Times are a snapshot's entry order (analysis::Trace::synthetic_times): axes and labels
+  // show event numbers; imported: an imported snapshot, whose live-at-end is not leaked.
+  bool synthetic_times = false, imported = false;
+  // A time since the origin as the axes and tables show it: "2.05 s" or "event 5317".
+  std::string time_text(uint64_t rel_ns) const {
+    return synthetic_times ? analysis::format_time_point(rel_ns, true) : analysis::format_duration(rel_ns);
+  }
   std::vector<analysis::DeviceRef> devices;
   analysis::Summary summary;
   analysis::Diagnosis diagnosis;

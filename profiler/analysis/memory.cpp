@@ -336,6 +336,15 @@ DeviceSummary summarize_device(const Trace& trace, const DeviceRef& device) {
   if (auto p = peak(trace, id, store::Curve::allocated)) {
     s.peak_allocated_bytes = p->bytes;
     s.peak_allocated_time_ns = p->ts_ns >= trace.origin_ns() ? p->ts_ns - trace.origin_ns() : 0;
+    if (trace.imported_snapshot()) {
+      // Note [Estimated block sizes]: a snapshot knows the size of the blocks still active at
+      // its end (`segments`); every other block's size is estimated from its request.
+      Query q(trace.db(),
+              "SELECT COUNT(*) FROM allocations WHERE device = ? AND alloc_ts <= ? AND "
+              "(free_requested_ts IS NULL OR free_requested_ts > ?) AND free_completed_ts IS NOT NULL");
+      q.bind(1, id).bind(2, p->ts_ns).bind(3, p->ts_ns);
+      if (q.step()) s.peak_allocated_estimated_blocks = q.u64(0);
+    }
   }
   if (auto p = peak(trace, id, store::Curve::reserved)) s.peak_reserved_bytes = p->bytes;
   if (auto p = peak(trace, id, store::Curve::active)) s.peak_active_bytes = p->bytes;
@@ -383,6 +392,8 @@ Summary summarize(const Trace& trace, const SummaryOptions& options) {
   store::TraceMeta meta = r.meta();
   s.tool_version = meta.tool_version;
   s.command_line = meta.command_line;
+  s.imported_snapshot = trace.imported_snapshot();
+  s.synthetic_times = trace.synthetic_times();
   s.host = meta.host;
   s.pid = meta.pid;
   s.clean_end = r.clean_end();

@@ -106,6 +106,10 @@ struct DeviceSummary {
   int64_t peak_allocated_bytes = 0, peak_reserved_bytes = 0, peak_active_bytes = 0,
           peak_requested_bytes = 0;
   uint64_t peak_allocated_time_ns = 0;  // relative to the origin
+  // Note [Estimated block sizes]: in an imported snapshot, the blocks live at the allocated
+  // peak whose size is PyTorch's default rounding of the request rather than known (0: the peak
+  // is exact, as it always is in a recorded trace).
+  uint64_t peak_allocated_estimated_blocks = 0;
   int64_t final_allocated_bytes = 0, final_reserved_bytes = 0, final_active_bytes = 0;
   uint64_t alloc_count = 0;
   uint64_t segment_alloc_count = 0;  // segment_alloc and segment_map events
@@ -125,6 +129,9 @@ struct Summary {
   uint64_t duration_ns = 0;
   uint64_t event_count = 0, dropped_count = 0;
   uint64_t step_count = 0;
+  // An imported PyTorch snapshot: what is live at its end was live when the snapshot was
+  // taken, not leaked; synthetic_times: its times are entry order (Trace::synthetic_times).
+  bool imported_snapshot = false, synthetic_times = false;
   std::vector<DeviceSummary> devices;
   // On the selected device, else the one with the highest allocated peak.
   std::optional<LiveBreakdown> top_at_peak;

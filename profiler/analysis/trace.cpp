@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "profiler/analysis/sql.h"
+#include "profiler/analysis/units.h"
 
 namespace tidemark::analysis {
 
@@ -41,7 +42,12 @@ Trace Trace::open(const std::string& path, store::TraceReader::Require require) 
     t.devices_.push_back({row.id, device_name(row.info.id), row.info.name, row.info.capacity});
   t.stack_depth_ = static_cast<int>(meta_u64("stack_depth").value_or(0));
   t.imported_ = t.reader_->meta_value("command_line").value_or("").rfind("pytorch-snapshot:", 0) == 0;
+  t.synthetic_times_ = meta_u64("synthetic_times").value_or(0) != 0;
   return t;
+}
+
+std::string Trace::time_text(uint64_t ts) const {
+  return format_time_point(ts >= origin_ns_ ? ts - origin_ns_ : 0, synthetic_times_);
 }
 
 bool Trace::stack_truncated(uint64_t stack_id) const {
@@ -90,8 +96,9 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
+// The last component of a path, '/' or '\\' separated (PyTorch snapshots from Windows).
 std::string basename(const std::string& path) {
-  size_t slash = path.rfind('/');
+  size_t slash = path.find_last_of("/\\");
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
@@ -131,7 +138,8 @@ bool contains(std::string_view s, std::string_view p) {
 bool is_runtime(const store::ResolvedFrame& f) {
   std::string_view name = qualified_name(f.function);
   for (std::string_view p :
-       {"__", "_start", "start_thread", "clone", "execute_native_thread_routine", "_Py", "Py_"})
+       {"__", "_start", "start_thread", "clone", "execute_native_thread_routine", "_Py", "Py_",
+        "pthread_", "NSYS_"})
     if (starts_with(name, p)) return true;
   // The CPython API: Py followed by a capital (PyEval_..., PyObject_Call, PyCell_New).
   if (name.size() > 2 && starts_with(name, "Py") &&
@@ -151,20 +159,52 @@ bool is_std_library(const store::ResolvedFrame& f) {
   return contains(f.file, "/include/c++/") || contains(f.file, "/bits/");
 }
 
+// A path with '/' separators, lower-cased: Windows paths ("C:\\...\\Lib\\copy.py") match the
+// same rules as others.
+std::string normalized_path(std::string_view file) {
+  std::string p(file);
+  for (char& c : p) c = c == '\\' ? '/' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return p;
+}
+
 // Note [Allocation site] in trace.h.
 bool is_internal(const store::ResolvedFrame& f) {
   if (is_runtime(f)) return true;
   std::string_view name = qualified_name(f.function);
+  while (starts_with(name, "(anonymous namespace)::")) name.remove_prefix(23);
   for (std::string_view p : {"tl::", "tidemark::", "std::", "__gnu_cxx::", "c10::", "at::",
-                             "torch::", "caffe2::", "THP"})
+                             "torch::", "caffe2::", "THP", "pybind11::"})
     if (starts_with(name, p)) return true;
-  for (std::string_view p : {"/tensorlib/", "/profiler/", "/include/c++/", "/bits/", "/torch/"})
-    if (contains(f.file, p)) return true;
-  return false;
+  // CPython's C functions that snapshots' native stacks show without a file.
+  for (std::string_view p : {"cfunction_call", "cfunction_vectorcall", "method_vectorcall", "type_call",
+                             "slot_", "vectorcall_", "binary_op", "ternary_op", "unary_op", "pymain_", "run_eval_code_obj", "run_mod", "pyrun_"})
+    if (starts_with(name, p)) return true;
+  const std::string file = normalized_path(f.file);
+  for (std::string_view p : {"/tensorlib/", "/profiler/", "/include/c++/", "/bits/", "/torch/",
+                             // Python's packages and standard library
+                             "/site-packages/", "/dist-packages/", "/lib/python", "/cpython-",
+                             // the C runtime's sources (glibc's nptl)
+                             "/glibc-", "/nptl/"})
+    if (contains(file, p)) return true;
+  // CPython's own C sources (Objects/call.c, Python/ceval.c, Include/internal/pycore_call.h).
+  if (file.ends_with(".c") || file.ends_with(".h"))
+    for (std::string_view p : {"/objects/", "/python/", "/modules/", "/include/", "/parser/"})
+      if (contains(file, p) && contains(file, "python")) return true;
+  return starts_with(file, "<frozen") || starts_with(file, "<string>");
+}
+
+// A thread of the autograd engine (PyTorch's, or tensorlib's): its stacks never reach the
+// user's code, which called backward() on another thread.
+bool is_autograd_engine(const store::ResolvedFrame& f) {
+  std::string_view name = qualified_name(f.function);
+  return starts_with(name, "torch::autograd::Engine::thread_main") ||
+         starts_with(name, "torch::autograd::python::PythonEngine::thread_init") ||
+         starts_with(name, "torch::autograd::Engine::execute") ||
+         starts_with(name, "tl::autograd::backward");
 }
 
 std::string frame_label(const store::ResolvedFrame& f) {
-  if (f.file.empty()) return f.function.empty() ? "??" : f.function;
+  if (f.file.empty() || f.file == "??") return f.function.empty() ? "??" : f.function;
   return f.function + " (" + basename(f.file) + ":" + std::to_string(f.line) + ")";
 }
 
@@ -175,19 +215,29 @@ std::optional<store::ResolvedFrame> Trace::site_frame(uint64_t stack_id) const {
   const store::ResolvedFrame* outermost = nullptr;      // not a runtime frame
   const store::ResolvedFrame* outermost_lib = nullptr;  // ... nor the standard library's
   const store::ResolvedFrame* first_resolved = nullptr;
+  bool autograd = false;
   for (uint64_t ip : reader_->stack(stack_id)) {
     for (const store::ResolvedFrame& f : frames(ip)) {
       if (f.function.empty()) continue;
+      if (frames_mode_ == Frames::all) return f;
       if (!first_resolved) first_resolved = &f;
       if (!is_runtime(f)) outermost = &f;
       if (!is_runtime(f) && !is_std_library(f)) outermost_lib = &f;
+      autograd = autograd || is_autograd_engine(f);
       if (!is_internal(f)) return f;
     }
   }
+  if (autograd) return store::ResolvedFrame{"backward (autograd engine)", "", 0, false, ""};
   if (outermost_lib) return *outermost_lib;
   if (outermost) return *outermost;
   if (first_resolved) return *first_resolved;
   return std::nullopt;
+}
+
+void Trace::set_frames(Frames frames) {
+  if (frames == frames_mode_) return;
+  frames_mode_ = frames;
+  sites_.clear();
 }
 
 const Site& Trace::site(uint64_t stack_id) const {

@@ -31,18 +31,31 @@ struct DeviceRef {
 };
 
 // Where an allocation (or sync) came from. Note [Allocation site]: the innermost frame of its
-// stack that is not inside Tidemark, tensorlib, PyTorch, CPython, the C++ standard library or
-// the C runtime: frames whose file lies under `tensorlib/`, `profiler/`, `torch/` or a C++
-// standard library include directory; whose function is in namespace `tl::`, `tidemark::`,
-// `std::`, `__gnu_cxx::`, `c10::`, `at::`, `torch::` or `caffe2::`, starts with `__`, `THP`
-// or is CPython's API (`_Py...`, `Py_...`, `Py` and a capital) or a thread entry point; or
-// whose module is libc, libstdc++, libgcc or libgomp, are skipped.
-// Unresolved addresses are skipped too. When every frame is skipped (a stack cut short inside
-// the library by the capture depth, or a library worker thread such as the DataLoader's) the
-// outermost resolved frame that is neither the runtime's nor the standard library's is used,
-// as the one nearest the caller (the worker's loop, not std::thread's trampoline), then the
-// outermost that is not the runtime's, then the innermost resolved frame, then the innermost
-// address ("0x..."); no stack gives "(no stack)".
+// stack that is the user's own code, as heaptrack and memray show it — not inside Tidemark,
+// tensorlib, PyTorch, CPython, Python's packages or standard library, pybind11, the C++
+// standard library or the C runtime. Library frames are those
+//  * whose file (Windows' '\' read as '/', case ignored) lies under `tensorlib/`, `profiler/`,
+//    `torch/`, a C++ standard library include directory, `site-packages/`, `dist-packages/`,
+//    `lib/python...` or `cpython-...` (Python's standard library), CPython's source tree
+//    (`Objects/`, `Python/`, `Modules/`, `Include/python...`, `Parser/`), glibc's sources, or is
+//    `<frozen ...>` / `<string>`;
+//  * whose function is in namespace `tl::`, `tidemark::`, `std::`, `__gnu_cxx::`, `c10::`,
+//    `at::`, `torch::`, `caffe2::` or `pybind11::`, starts with `__` or `THP`, is CPython's
+//    API (`_Py...`, `Py_...`, `Py` and a capital) or one of its call helpers
+//    (`cfunction_call`, `method_vectorcall...`, `type_call`, `slot_tp_...`), or is a thread
+//    entry point;
+//  * whose module is libc, libstdc++, libgcc or libgomp.
+// Unresolved addresses are skipped too. When every frame is skipped: a stack of the autograd
+// engine's own thread (PyTorch's `Engine::thread_main`, tensorlib's `tl::autograd::backward`)
+// is "backward (autograd engine)"; otherwise (a stack cut short inside the library by the
+// capture depth, or a library worker thread such as the DataLoader's) the outermost resolved
+// frame that is neither the runtime's nor the standard library's is used, as the one nearest
+// the caller (the worker's loop, not std::thread's trampoline), then the outermost that is not
+// the runtime's, then the innermost resolved frame, then the innermost address ("0x..."); no
+// stack gives "(no stack)". With Frames::all (`--frames all`) the site is the innermost resolved
+// frame, library or not.
+enum class Frames : uint8_t { user, all };
+
 struct Site {
   std::string key;    // "function@file" (no line, so a diff survives edits that move lines)
   std::string label;  // "function (file:line)"
@@ -73,6 +86,9 @@ class Trace {
   const DeviceRef* device_by_id(int64_t id) const;
 
   const Site& site(uint64_t stack_id) const;
+  // Which frames make a site (Note [Allocation site]): the user's (the default) or any.
+  void set_frames(Frames frames);
+  Frames frames_mode() const { return frames_mode_; }
   // The frame Note [Allocation site] picks for a stack (empty: no resolved frame).
   std::optional<store::ResolvedFrame> site_frame(uint64_t stack_id) const;
   // The frames of a stack, innermost first, as "function (file:line)" ("0x..." unresolved,
@@ -81,6 +97,11 @@ class Trace {
   // An imported PyTorch snapshot (meta command_line `pytorch-snapshot:...`): no tensor records,
   // steps or syncs, and a stack_depth that is its deepest stack, not a capture limit.
   bool imported_snapshot() const { return imported_; }
+  // Times are the order of a snapshot's entries, 1 us apart, not clock times (meta
+  // synthetic_times: a snapshot of PyTorch before 2.1): show event numbers, not seconds.
+  bool synthetic_times() const { return synthetic_times_; }
+  // "2.053 s" or "event 5553" for an absolute time of this trace.
+  std::string time_text(uint64_t ts) const;
   // The recording's capture depth (meta stack_depth; 0: recorded without stacks).
   int stack_depth() const { return stack_depth_; }
   // Whether a stack was cut short by the capture depth: as many return addresses as the
@@ -98,6 +119,8 @@ class Trace {
   uint64_t origin_ns_ = 0, end_ns_ = 0;
   int stack_depth_ = 0;
   bool imported_ = false;  // an imported PyTorch snapshot (meta command_line pytorch-snapshot:...)
+  bool synthetic_times_ = false;
+  Frames frames_mode_ = Frames::user;
   std::vector<DeviceRef> devices_;
   mutable std::map<uint64_t, Site> sites_;
   mutable std::map<uint64_t, std::vector<store::ResolvedFrame>> frames_;

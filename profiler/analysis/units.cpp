@@ -85,6 +85,15 @@ std::string format_bytes(int64_t bytes) {
   return buf;
 }
 
+std::string format_time_point(uint64_t rel_ns, bool synthetic_times, int decimals) {
+  char buf[48];
+  if (synthetic_times)
+    std::snprintf(buf, sizeof buf, "event %llu", static_cast<unsigned long long>(rel_ns / 1000));
+  else
+    std::snprintf(buf, sizeof buf, "%.*f s", decimals, static_cast<double>(rel_ns) / 1e9);
+  return buf;
+}
+
 std::string format_duration(uint64_t ns) {
   char buf[48];
   double v = static_cast<double>(ns);

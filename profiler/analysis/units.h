@@ -19,5 +19,8 @@ std::optional<uint64_t> parse_duration_ns(std::string_view s);
 std::string format_bytes(int64_t bytes);
 // 1500000 -> "1.50 ms".
 std::string format_duration(uint64_t ns);
+// A time since the trace's origin as people read it: "2.053 s"; in a trace whose times are
+// the order of a snapshot's entries (Trace::synthetic_times), "event 5553".
+std::string format_time_point(uint64_t rel_ns, bool synthetic_times, int decimals = 3);
 
 }  // namespace tidemark::analysis

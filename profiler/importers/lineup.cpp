@@ -62,7 +62,8 @@ SegmentKey key_of(const ev::Event& e) {
 
 LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
                                          const std::string& recorded_path,
-                                         const std::string& trace_path) {
+                                         const std::string& trace_path,
+                                         const ImportOptions& options) {
   std::error_code ec;
   if (std::filesystem::equivalent(recorded_path, trace_path, ec))
     throw ImportError(trace_path +
@@ -89,7 +90,11 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
           snap.meta = meta;
           return snap;
         },
-        &snapshot_frames, &snap_end);
+        &snapshot_frames, &snap_end, options);
+    if (stats.synthetic_times)
+      throw ImportError(pickle_path +
+                        ": has no times (PyTorch before 2.1), so it cannot be lined up with a "
+                        "recording; import it alone");
 
     // Recorded segment events by (kind, device, address, size), with their times.
     std::map<SegmentKey, std::vector<uint64_t>> rec_segments;

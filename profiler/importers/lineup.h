@@ -34,6 +34,7 @@ struct LineupStats : ImportStats {
 // ImportError naming the file and the problem.
 LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
                                          const std::string& recorded_path,
-                                         const std::string& trace_path);
+                                         const std::string& trace_path,
+                                         const ImportOptions& options = {});
 
 }  // namespace tidemark::importers

@@ -8,10 +8,21 @@
 //      state before the trace (blocks allocated or pending free, segments, mapped ranges);
 //   3. emit: that state as synthetic events at the first trace time, then the trace, merged
 //      across devices by time, through store::TraceWriter; then close and finalize.
+//
+// Note [Synthetic times]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// PyTorch before 2.1 wrote trace entries without `time_us`. memory_viz then draws the entries
+// in order, one step each, and so does the importer: when any entry lacks a time, every entry's
+// time is its place in its device's trace (entry i at i microseconds), the meta says so
+// (`synthetic_times`, start_unix_ns 0) and the CLI and GUI show event numbers, not seconds.
+// Devices are then merged in device order at equal places; annotations, whose times would
+// not fit the entries', are left out (counted in the notes).
 #include "profiler/importers/pytorch_snapshot.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -201,13 +212,13 @@ struct NodeKeyHash {
 // Frames -> synthetic ips (1, 2, ...) and stacks -> nodes of the prefix tree.
 class Stacks {
  public:
-  Stacks(const pickle::Document& doc, const SnapshotReader& reader)
-      : doc_(doc), reader_(reader), frame_of_(doc.container_count(), 0), stack_of_(doc.container_count(), 0) {}
+  Stacks(const pickle::Document& doc, Notes& notes)
+      : doc_(doc), notes_(notes), frame_of_(doc.container_count(), 0), stack_of_(doc.container_count(), 0) {}
 
   void set_writer(store::TraceWriter* w) { writer_ = w; }
 
   // The stack id of a frames list (innermost frame first, as PyTorch writes them); 0 for none.
-  uint64_t stack(pickle::Val frames_val, const Where& w) {
+  uint64_t stack(pickle::Val frames_val) {
     Ref frames(&doc_, frames_val);
     if (frames.size() == 0) return 0;
     uint64_t& cached = stack_of_[frames.identity()];
@@ -215,7 +226,7 @@ class Stacks {
     // PyTorch writes a new list per alloc (its frees share it), mostly with a content seen
     // before: look the whole stack up first, then walk the prefix tree only for a new one.
     ips_.clear();
-    for (size_t i = frames.size(); i-- > 0;) ips_.push_back(frame(frames[i], w, i));
+    for (size_t i = frames.size(); i-- > 0;) ips_.push_back(frame(frames[i]));
     std::string_view key(reinterpret_cast<const char*>(ips_.data()), ips_.size() * sizeof(uint64_t));
     if (auto it = by_ips_.find(key); it != by_ips_.end()) return cached = it->second;
     uint64_t node = 0;
@@ -234,27 +245,33 @@ class Stacks {
   size_t frame_count() const { return frames_.size(); }
 
  private:
-  uint64_t frame(Ref f, const Where& w, size_t i) {
+  // Note [Lenient fields]: a frame that is not a dict, or a field of an odd type, is unknown.
+  uint64_t frame(Ref f) {
     uint32_t id = f.identity();
     if (id != std::numeric_limits<uint32_t>::max() && frame_of_[id]) return frame_of_[id];
-    Where fw{w.what, w.a, w.b, "frames", static_cast<int64_t>(i)};
-    if (f.type() != Type::dict) reader_.fail(fw, "is not a dict");
     auto text = [&](const char* key) -> std::string_view {
       std::optional<Ref> v = f.get(key);
       if (!v || v->is_none()) return {};
       auto s = v->as_string();
-      if (!s) reader_.fail(fw, "'" + std::string(key) + "' is not a str");
-      return *s;
+      if (!s) notes_.add("frames whose '" + std::string(key) + "' is not a str (read as unknown)");
+      return s.value_or(std::string_view());
     };
+    if (f.type() != Type::dict) notes_.add("frames that are not dicts (read as unknown)");
     FrameKey key{text("name"), text("filename"), 0};
-    if (auto line = f.get("line"); line && !line->is_none()) key.line = reader_.integer(*line, "line", fw);
+    if (auto line = f.get("line"); line && !line->is_none()) {
+      auto i = line->as_int();
+      if (i && *i >= 0 && *i <= std::numeric_limits<int>::max())
+        key.line = *i;
+      else
+        notes_.add("frames whose 'line' is not a line number (read as unknown)");
+    }
     auto [it, fresh] = by_content_.try_emplace(key, frames_.size() + 1);
     if (fresh) {
       auto known = [](std::string_view s) { return s == "??" ? std::string() : std::string(s); };
       store::ResolvedFrame r;
       r.function = known(key.name);
       r.file = known(key.file);
-      r.line = static_cast<int>(std::clamp<int64_t>(key.line, 0, std::numeric_limits<int>::max()));
+      r.line = static_cast<int>(key.line);
       frames_.push_back(std::move(r));
     }
     if (id != std::numeric_limits<uint32_t>::max()) frame_of_[id] = it->second;
@@ -262,7 +279,7 @@ class Stacks {
   }
 
   const pickle::Document& doc_;
-  const SnapshotReader& reader_;
+  Notes& notes_;
   store::TraceWriter* writer_ = nullptr;
   std::vector<uint64_t> frame_of_;  // frame dict (container identity) -> ip
   std::vector<uint64_t> stack_of_;  // frames list (container identity) -> stack id
@@ -395,6 +412,17 @@ class Emitter {
     append(x, ts, stack);
   }
 
+  // A record_function range (external_annotations) opening or closing: a scope on thread 1,
+  // the thread of every imported allocation, so allocations fall inside it.
+  void scope(Device& d, uint64_t ts, bool push, std::string_view name) {
+    ev::Event e;
+    e.kind = push ? ev::Kind::scope_push : ev::Kind::scope_pop;
+    e.device = d.id;
+    e.name = {};
+    e.name.name = name;
+    append(e, ts, 0);
+  }
+
   uint64_t count() const { return seq_; }
 
  private:
@@ -426,37 +454,47 @@ class Emitter {
 
 namespace detail {
 
+// Refuses bytes that cannot start a pickle of protocol 2 to 5, naming the common mistakes.
+static void check_pickle_start(std::string_view head, const std::string& source_name) {
+  if (head.empty()) throw ImportError(source_name + ": not a pickle: the file is empty");
+  if (static_cast<uint8_t>(head[0]) == 0x80) return;
+  std::string hint = head.substr(0, 6) == "SQLite" ? " (it is a SQLite file: already a trace?)"
+                     : head.substr(0, 2) == "PK" ? " (it is a zip file: torch.save output, not a memory snapshot)"
+                                                 : "";
+  throw ImportError(source_name + ": not a pickle of protocol 2 to 5: it does not start with the PROTO opcode (0x80)" + hint);
+}
+
 std::string read_snapshot_file(const std::string& path) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) throw ImportError(path + ": cannot read: is a directory");
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) throw ImportError(path + ": cannot open: no such file");
+  if (fs::is_directory(st)) throw ImportError(path + ": cannot read: is a directory");
+  if (!fs::is_regular_file(st))
+    throw ImportError(path + ": cannot read: not a regular file (a device, pipe or socket); save the snapshot to a file first");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ImportError(path + ": cannot open: " + (std::filesystem::exists(path, ec) ? "permission denied or unreadable" : "no such file"));
-  std::string data;
-  in.seekg(0, std::ios::end);
-  std::streamoff n = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (n > 0) {
-    data.resize(static_cast<size_t>(n));
-    in.read(data.data(), n);
-    if (in.gcount() != n) throw ImportError(path + ": cannot read: short read");
-  } else {
-    data.assign(std::istreambuf_iterator<char>(in), {});
+  if (!in) throw ImportError(path + ": cannot open: " + std::strerror(errno));
+  const uintmax_t n = fs::file_size(path, ec);
+  if (ec) throw ImportError(path + ": cannot read: " + ec.message());
+  // The first bytes before the rest: a multi-gigabyte file of another kind is refused at once.
+  std::string data(static_cast<size_t>(std::min<uintmax_t>(n, 16)), '\0');
+  in.read(data.data(), static_cast<std::streamsize>(data.size()));
+  check_pickle_start(data, path);
+  const size_t head = data.size();
+  data.resize(static_cast<size_t>(n));
+  if (n > head) {
+    in.read(data.data() + head, static_cast<std::streamsize>(n - head));
+    if (static_cast<uintmax_t>(in.gcount()) != n - head)
+      throw ImportError(path + ": cannot read: the file changed while it was read");
   }
   return data;
 }
 
 ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string& source_name,
                                      const OpenWriter& open_writer, store::SymbolizeFn* symbolize,
-                                     uint64_t* end_ts_ns) {
-  if (pickle_bytes.empty()) throw ImportError(source_name + ": not a pickle: the file is empty");
-  if (static_cast<uint8_t>(pickle_bytes[0]) != 0x80) {
-    // Protocols 2-5 start with PROTO. Name the common mistakes.
-    std::string_view head(pickle_bytes.data(), std::min<size_t>(pickle_bytes.size(), 16));
-    std::string hint = head.substr(0, 6) == "SQLite" ? " (it is a SQLite file: already a trace?)"
-                       : head.substr(0, 2) == "PK" ? " (it is a zip file: torch.save output, not a memory snapshot)"
-                                                   : "";
-    throw ImportError(source_name + ": not a pickle of protocol 2 to 5: it does not start with the PROTO opcode (0x80)" + hint);
-  }
+                                     uint64_t* end_ts_ns, const ImportOptions& options) {
+  check_pickle_start(std::string_view(pickle_bytes).substr(0, 16), source_name);
+  const uint64_t input_bytes = pickle_bytes.size();
   pickle::Document doc;
   try {
     doc = pickle::parse(std::move(pickle_bytes));
@@ -465,6 +503,7 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
   }
 
   SnapshotReader reader(doc, source_name);
+  reader.set_limits(input_bytes, options.max_events);
   reader.read(doc.root());
 
   // Devices: any with segments or trace entries.
@@ -478,21 +517,33 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
     state = reconstruct(d, reader.segments_, final, it == reader.traces_.end() ? kNoEntries : it->second);
   }
 
-  uint64_t t0 = 0, t_end = 0;
-  bool any = false;
-  for (auto& [d, t] : reader.traces_) {
-    for (const Entry& e : t) {
-      if (!any || e.time_ns < t0) t0 = e.time_ns;
-      t_end = std::max(t_end, e.time_ns);
-      any = true;
-    }
+  // Annotations on a device without memory are left out (there is no device to put them on).
+  std::vector<Annotation> annotations;
+  for (const Annotation& a : reader.annotations_) {
+    if (states.count(a.device))
+      annotations.push_back(a);
+    else
+      reader.notes_.add("annotations on a device with no memory in the snapshot (left out)");
   }
 
-  Stacks stacks(doc, reader);
+  uint64_t t0 = 0, t_end = 0;
+  bool any = false;
+  auto span = [&](uint64_t t) {
+    if (!any || t < t0) t0 = t;
+    t_end = std::max(t_end, t);
+    any = true;
+  };
+  for (auto& [d, t] : reader.traces_)
+    for (const Entry& e : t) span(e.time_ns);
+  for (const Annotation& a : annotations) span(a.time_ns);
+
+  Stacks stacks(doc, reader.notes_);
   store::TraceMeta meta;
   meta.command_line = "pytorch-snapshot:" + source_name;
-  meta.start_unix_ns = static_cast<int64_t>(t0);  // PyTorch's time_us is Unix time
+  // PyTorch's time_us is Unix time; synthetic times (Note [Synthetic times]) are not.
+  meta.start_unix_ns = reader.synthetic_times_ ? 0 : static_cast<int64_t>(t0);
   meta.start_ts_ns = t0;
+  meta.synthetic_times = reader.synthetic_times_;
   meta.allocator_settings = reader.allocator_settings_;
   for (auto& [d, state] : states) {
     store::DeviceInfo info;
@@ -522,18 +573,20 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
     for (const InitialBlock& b : state.blocks) synthetic += b.state == BlockState::pending;
     out.mark(dev, t0, kStartMark, synthetic);
     for (const InitialSegment& s : state.segments) {
-      uint64_t stack = stacks.stack(s.frames, {"segments"});
+      uint64_t stack = stacks.stack(s.frames);
       out.segment_alloc(dev, t0, s.mapped, s.addr, s.size, s.stream, s.pool, s.addr, stack);
     }
     for (const InitialBlock& b : state.blocks) {
-      uint64_t stack = stacks.stack(b.frames, {"segments"});
+      uint64_t stack = stacks.stack(b.frames);
       out.alloc(dev, t0, b.addr, b.size, b.requested, b.stream, stack);
       if (b.state == BlockState::pending)
         out.free(dev, ev::Kind::free_requested, t0, b.addr, b.requested, b.stream, stack);
     }
   }
 
-  // The trace, merged across devices by time (each device's own order kept).
+  // The trace, merged across devices by time (each device's own order kept), with the
+  // annotations as scopes: one opening at time t comes before the entries at t, one closing
+  // after them.
   struct Cursor {
     int device;
     const std::vector<Entry>* entries;
@@ -541,16 +594,26 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
   };
   std::vector<Cursor> cursors;
   for (auto& [d, t] : reader.traces_) cursors.push_back({d, &t, 0});
+  size_t next_annotation = 0;
   for (;;) {
     Cursor* c = nullptr;
     for (Cursor& k : cursors)
       if (k.next < k.entries->size() && (!c || (*k.entries)[k.next].time_ns < (*c->entries)[c->next].time_ns)) c = &k;
+    if (next_annotation < annotations.size()) {
+      const Annotation& a = annotations[next_annotation];
+      if (!c || a.time_ns < (*c->entries)[c->next].time_ns ||
+          (a.start && a.time_ns == (*c->entries)[c->next].time_ns)) {
+        out.scope(devices[a.device], a.time_ns, a.start, a.name);
+        ++next_annotation;
+        continue;
+      }
+    }
     if (!c) break;
     const size_t i = c->next++;
     const Entry& e = (*c->entries)[i];
     Emitter::Device& dev = devices[c->device];
     const DeviceState& state = states[c->device];
-    uint64_t stack = stacks.stack(e.frames, {"device_traces", c->device, static_cast<int64_t>(i)});
+    uint64_t stack = stacks.stack(e.frames);
     const uint64_t ts = e.time_ns;
     switch (e.action) {
       case Action::alloc: {
@@ -589,6 +652,9 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
   stats.segments = reader.segments_.size();
   stats.frames = stacks.frame_count();
   stats.devices = static_cast<int>(states.size());
+  stats.annotations = annotations.size();
+  stats.synthetic_times = reader.synthetic_times_;
+  stats.notes = reader.notes_.lines();
   if (end_ts_ns) *end_ts_ns = t_end;
   if (symbolize) {
     auto frames = std::make_shared<std::vector<store::ResolvedFrame>>(stacks.take_frames());
@@ -620,7 +686,7 @@ void rethrow_as_import_error(const std::string& source_name) {
 }  // namespace detail
 
 ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::string& trace_path,
-                                         const std::string& source_name) {
+                                         const std::string& source_name, const ImportOptions& options) {
   std::unique_ptr<store::TraceWriter> writer;
   bool writing = false;  // from here on, a failure leaves a partial trace to remove
   try {
@@ -633,7 +699,7 @@ ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::st
           writer = store::TraceWriter::create(trace_path, meta);
           return *writer;
         },
-        &symbolize, &end_ts);
+        &symbolize, &end_ts, options);
     writer->close(end_ts);
     writer.reset();
     store::FinalizeOptions options;
@@ -647,8 +713,9 @@ ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::st
   }
 }
 
-ImportStats import_pytorch_snapshot(const std::string& pickle_path, const std::string& trace_path) {
-  return import_pytorch_snapshot_data(detail::read_snapshot_file(pickle_path), trace_path, pickle_path);
+ImportStats import_pytorch_snapshot(const std::string& pickle_path, const std::string& trace_path,
+                                    const ImportOptions& options) {
+  return import_pytorch_snapshot_data(detail::read_snapshot_file(pickle_path), trace_path, pickle_path, options);
 }
 
 }  // namespace tidemark::importers

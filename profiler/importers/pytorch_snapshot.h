@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "profiler/importers/import_error.h"
 #include "profiler/store/trace_format.h"
@@ -25,16 +26,28 @@ struct ImportStats {
   uint64_t segments = 0;  // segments in the snapshot's final `segments`
   uint64_t frames = 0;    // distinct source frames (function, file, line)
   int devices = 0;        // devices in the trace (cuda:N with segments or trace entries)
+  uint64_t annotations = 0;      // external_annotations written as scopes
+  bool synthetic_times = false;  // the snapshot had no times: events are in entry order
+  // What the importer tolerated, one line per kind ("3 frames whose 'line' is not a line
+  // number (read as unknown)"): the CLI prints them on stderr (Note [Lenient fields]).
+  std::vector<std::string> notes;
+};
+
+struct ImportOptions {
+  // Most trace entries and blocks a snapshot may expand to; 0: one per 16 bytes of pickle, at
+  // least a million (Note [Expansion bound]). `tidemark import --max-events`.
+  uint64_t max_events = 0;
 };
 
 // Reads `pickle_path`, writes a finalized trace to `trace_path` (created or truncated). Throws
 // ImportError, naming the file and the problem; a partly written `trace_path` is removed.
-ImportStats import_pytorch_snapshot(const std::string& pickle_path, const std::string& trace_path);
+ImportStats import_pytorch_snapshot(const std::string& pickle_path, const std::string& trace_path,
+                                    const ImportOptions& options = {});
 
 // The same from the pickle's bytes; `source_name` names them in messages and in the trace's
 // meta (command_line).
 ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::string& trace_path,
-                                         const std::string& source_name);
+                                         const std::string& source_name, const ImportOptions& options = {});
 
 namespace detail {
 // The conversion without the file around it (the fuzz target and tests use it): parses and
@@ -44,8 +57,10 @@ namespace detail {
 using OpenWriter = std::function<store::TraceWriter&(const store::TraceMeta&)>;
 ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string& source_name,
                                      const OpenWriter& open_writer, store::SymbolizeFn* symbolize,
-                                     uint64_t* end_ts_ns);
-// The bytes of a snapshot file. Throws ImportError naming the file and the problem.
+                                     uint64_t* end_ts_ns, const ImportOptions& options = {});
+// The bytes of a snapshot file: a regular file starting with the pickle PROTO opcode (checked
+// before the rest is read, so `/dev/zero` or a large file of another kind is refused at once).
+// Throws ImportError naming the file and the problem.
 std::string read_snapshot_file(const std::string& path);
 // Removes a partly written trace (the file and its -wal, -shm and -journal companions).
 void remove_trace(const std::string& path) noexcept;

@@ -1,5 +1,21 @@
 // Phase 1 of the PyTorch snapshot importer (pytorch_snapshot.cpp): the snapshot's pickle read
 // into plain structs, every field used checked (internal to profiler/importers).
+//
+// Note [Lenient fields]
+// ~~~~~~~~~~~~~~~~~~~~~
+// memory_viz opens snapshots of every PyTorch version, and so must the importer. Two kinds of
+// field are told apart:
+//  * what the curves are made of — the `segments` list, addresses, sizes, actions' order, times
+//    when present — is checked, and a value that cannot be used (a size that is a string, an
+//    address beyond 2^56) refuses the file with one line naming the field;
+//  * what describes — frames and their fields, block states and segment types PyTorch may add,
+//    actions this importer does not know, annotations, keys it does not read — never refuses a
+//    file: an odd value becomes "unknown" for that field (a frame whose line is a float has
+//    line 0; a name that is not a str is empty) and is counted in `Notes`, which the CLI prints
+//    on stderr, one line per kind.
+// Keys that are missing take PyTorch's meaning: no `time_us` (PyTorch before 2.1 wrote none)
+// makes the entries' order their time (Note [Synthetic times] in pytorch_snapshot.cpp); no
+// `address` on blocks means they tile their segment; no `frames`, none.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +39,9 @@ using pickle::Type;
 constexpr uint64_t kMinBlock = 512;             // PyTorch's kMinBlockSize
 constexpr uint64_t kSmallSize = 1 << 20;        // largest small-pool request
 constexpr uint64_t kSmallBuffer = 2 << 20;      // small-pool segment
+// The largest size or address the importer takes (2^56 B = 64 PiB): far above any device, low
+// enough that sums of millions of them cannot overflow the curves' int64.
+constexpr uint64_t kMaxBytes = uint64_t{1} << 56;
 constexpr const char* kStartMark = "snapshot: state before trace";
 constexpr const char* kSnapshotMark = "snapshot";
 
@@ -61,6 +80,7 @@ inline Action parse_action(std::string_view a) {
 
 struct Entry {
   Action action;
+  bool timed = true;  // false: the entry has no `time_us` (PyTorch < 2.1 wrote none)
   uint64_t addr = 0, size = 0, stream = 0, time_ns = 0, device_free = 0;
   pickle::Val frames;  // a list, or None
   // The block's role, from an optional `category` field (memory_viz colours the timeline by
@@ -83,6 +103,38 @@ struct Segment {
   bool expandable = false;
   pickle::Val frames;
   std::vector<Block> blocks;
+};
+
+// An `external_annotations` entry: a record_function range opening or closing on a device.
+struct Annotation {
+  int device = 0;
+  bool start = true;
+  std::string_view name;
+  uint64_t time_ns = 0;
+};
+
+// Oddities the reader tolerated, counted for one line each on stderr (Note [Lenient fields]).
+class Notes {
+ public:
+  void add(const std::string& what, uint64_t n = 1) {
+    for (auto& [w, c] : counts_)
+      if (w == what) {
+        c += n;
+        return;
+      }
+    if (counts_.size() + 1 == kMaxKinds && what != kOther) return add(kOther, n);
+    counts_.emplace_back(what, n);
+  }
+  std::vector<std::string> lines() const {
+    std::vector<std::string> out;
+    for (const auto& [w, c] : counts_) out.push_back(std::to_string(c) + " " + w);
+    return out;
+  }
+
+ private:
+  static constexpr size_t kMaxKinds = 16;  // a hostile file's many action names end in kOther
+  static constexpr const char* kOther = "other oddities";
+  std::vector<std::pair<std::string, uint64_t>> counts_;
 };
 
 // Where a field is, for messages: "device_traces[0][12]".
@@ -122,23 +174,32 @@ class SnapshotReader {
     fail(w, "'" + std::string(key) + "' is " + std::string(pickle::type_name(v.type())) + " " +
                 v.repr(40) + ", expected an int");
   }
-  uint64_t unsigned_field(Ref dict, std::string_view key, const Where& w) const {
-    int64_t i = integer(required(dict, key, w), key, w);
+  // A size or an address: 0 to kMaxBytes.
+  uint64_t bytes(Ref v, std::string_view key, const Where& w) const {
+    int64_t i = integer(v, key, w);
     if (i < 0) fail(w, "'" + std::string(key) + "' is negative (" + std::to_string(i) + ")");
+    if (static_cast<uint64_t>(i) > kMaxBytes)
+      fail(w, "'" + std::string(key) + "' " + std::to_string(i) + " is out of range (more than 2^56)");
     return static_cast<uint64_t>(i);
+  }
+  uint64_t unsigned_field(Ref dict, std::string_view key, const Where& w) const {
+    return bytes(required(dict, key, w), key, w);
   }
   uint64_t stream_field(Ref dict, const Where& w) const {
     std::optional<Ref> v = dict.get("stream");
     if (!v || v->is_none()) return 0;
     return static_cast<uint64_t>(integer(*v, "stream", w));  // a cudaStream_t as an integer
   }
-  pickle::Val frames_field(Ref dict, const Where& w) const {
-    std::optional<Ref> v = dict.get("frames");
+  // A frames list, or none (PyTorch's empty list) for an absent or odd value.
+  pickle::Val frames_of(std::optional<Ref> v) {
     if (!v || v->is_none()) return {};
-    if (v->type() != Type::list && v->type() != Type::tuple)
-      fail(w, "'frames' is " + std::string(pickle::type_name(v->type())) + ", expected a list");
+    if (v->type() != Type::list && v->type() != Type::tuple) {
+      notes_.add("'frames' values that are not lists (read as no frames)");
+      return {};
+    }
     return v->val();
   }
+  pickle::Val frames_field(Ref dict) { return frames_of(dict.get("frames")); }
 
   void read(Ref root) {
     Ref segments = root, traces{&doc_, {}};
@@ -146,6 +207,7 @@ class SnapshotReader {
       segments = required(root, "segments", {"snapshot"});
       if (auto t = root.get("device_traces")) traces = *t;
       if (auto s = root.get("allocator_settings")) allocator_settings_ = render_settings(*s, 0);
+      if (auto a = root.get("external_annotations")) read_annotations(*a);
     } else if (root.type() != Type::list) {
       // PyTorch < 2.1 pickled a bare list of segments; anything else is not a snapshot.
       throw ImportError(name_ + ": not a PyTorch memory snapshot: the pickle holds " +
@@ -167,6 +229,57 @@ class SnapshotReader {
     } else if (!traces.is_none()) {
       fail({"device_traces"}, "is " + std::string(pickle::type_name(traces.type())) + ", expected a list");
     }
+    if (untimed_ > 0) {
+      // Note [Synthetic times]: without times, every entry's time is its place in its trace.
+      for (auto& [d, entries] : traces_)
+        for (size_t i = 0; i < entries.size(); ++i) entries[i].time_ns = i * 1000;
+      synthetic_times_ = true;
+      if (!annotations_.empty()) notes_.add("annotations left out (the trace has no times to place them at)", annotations_.size());
+      annotations_.clear();
+    }
+  }
+
+  // external_annotations: [{'stage': 'START'|'END', 'name': str, 'device': int, 'time_us': int}]
+  // (record_function ranges). Odd entries are skipped and counted.
+  void read_annotations(Ref list) {
+    if (list.type() != Type::list && list.type() != Type::tuple) {
+      if (!list.is_none()) notes_.add("'external_annotations' that is not a list (left out)");
+      return;
+    }
+    for (size_t i = 0; i < list.size(); ++i) {
+      Ref a = list[i];
+      std::optional<Ref> stage = a.get("stage"), name = a.get("name"), device = a.get("device"),
+                         time = a.get("time_us");
+      auto st = stage ? stage->as_string() : std::nullopt;
+      auto nm = name ? name->as_string() : std::nullopt;
+      auto dv = device ? device->as_int() : std::optional<int64_t>(0);
+      auto tm = time ? time->as_int() : std::nullopt;
+      if (!st || (*st != "START" && *st != "END") || !nm || !dv || *dv < 0 || *dv > 127 || !tm || *tm < 0 ||
+          *tm > std::numeric_limits<int64_t>::max() / 1000) {
+        notes_.add("annotations with odd fields (left out)");
+        continue;
+      }
+      annotations_.push_back({static_cast<int>(*dv), *st == "START", *nm, static_cast<uint64_t>(*tm) * 1000});
+    }
+    std::stable_sort(annotations_.begin(), annotations_.end(),
+                     [](const Annotation& x, const Annotation& y) { return x.time_ns < y.time_ns; });
+  }
+
+  // Note [Expansion bound]: a pickle's memo lets a small file name one list many times (one
+  // 1M-entry trace shared by 100 devices is 2 MB of pickle and 100M entries to import). Real
+  // snapshots spend 50 bytes or more per entry and block, so more than one record per 16 input
+  // bytes (and more than a million) is refused unless the caller raised the limit.
+  void count_records(size_t n, const Where& w) {
+    records_ += n;
+    if (records_ > max_records_)
+      throw ImportError(name_ + ": " + w.str() + ": the snapshot expands to more than " +
+                        std::to_string(max_records_) + " trace entries and blocks from " +
+                        std::to_string(input_bytes_) +
+                        " bytes (lists shared through the pickle's memo?); --max-events raises the limit");
+  }
+  void set_limits(uint64_t input_bytes, uint64_t max_records) {
+    input_bytes_ = input_bytes;
+    max_records_ = max_records ? max_records : std::max<uint64_t>(1'000'000, input_bytes / 16);
   }
 
   int device_index(int64_t d, const Where& w) const {
@@ -186,18 +299,19 @@ class SnapshotReader {
       seg.addr = unsigned_field(s, "address", w);
       seg.size = unsigned_field(s, "total_size", w);
       seg.stream = stream_field(s, w);
-      seg.frames = frames_field(s, w);
+      seg.frames = frames_field(s);
+      seg.pool = seg.size == kSmallBuffer ? ev::Pool::small : ev::Pool::large;
       if (auto t = s.get("segment_type")) {
         auto type = t->as_string();
-        if (!type || (*type != "small" && *type != "large"))
-          fail(w, "'segment_type' is " + t->repr(40) + ", expected 'small' or 'large'");
-        seg.pool = *type == "small" ? ev::Pool::small : ev::Pool::large;
-      } else {
-        seg.pool = seg.size == kSmallBuffer ? ev::Pool::small : ev::Pool::large;
+        if (type == "small" || type == "large")
+          seg.pool = *type == "small" ? ev::Pool::small : ev::Pool::large;
+        else
+          notes_.add("segments of an unknown 'segment_type' (pool taken from the size)");
       }
       if (auto e = s.get("is_expandable")) seg.expandable = e->as_bool().value_or(false);
       Ref blocks = required(s, "blocks", w);
       if (blocks.type() != Type::list) fail(w, "'blocks' is not a list");
+      count_records(blocks.size(), w);
       uint64_t next = seg.addr;  // PyTorch < 2.1 blocks have no address: they tile the segment
       for (size_t j = 0; j < blocks.size(); ++j) {
         Where bw{"segments", static_cast<int64_t>(i), -1, "blocks", static_cast<int64_t>(j)};
@@ -206,21 +320,28 @@ class SnapshotReader {
         Block blk;
         blk.addr = b.get("address") ? unsigned_field(b, "address", bw) : next;
         blk.size = unsigned_field(b, "size", bw);
-        blk.requested = b.get("requested_size") ? unsigned_field(b, "requested_size", bw) : blk.size;
+        // PyTorch 2.0 gave a block's request and frames in `history` (newest first).
+        std::optional<Ref> first;
+        if (auto h = b.get("history"); h && h->size() > 0 && (*h)[0].type() == Type::dict) first = (*h)[0];
+        if (b.get("requested_size"))
+          blk.requested = unsigned_field(b, "requested_size", bw);
+        else if (first && first->get("real_size"))
+          blk.requested = unsigned_field(*first, "real_size", bw);
+        else
+          blk.requested = blk.size;
         next = blk.addr + blk.size;
+        if (next > kMaxBytes) fail(bw, "the block ends beyond 2^56 (its address is its segment's plus the sizes before it)");
         Ref state = required(b, "state", bw);
         auto st = state.as_string();
-        if (!st) fail(bw, "'state' is not a str");
-        if (*st == "active_allocated") {
+        if (st == "active_allocated") {
           blk.state = BlockState::allocated;
-        } else if (*st == "active_pending_free") {
+        } else if (st == "active_pending_free" || st == "active_awaiting_free") {
           blk.state = BlockState::pending;
-        } else if (*st == "inactive") {
-          blk.state = BlockState::inactive;
         } else {
-          fail(bw, "unknown block state " + state.repr(40));
+          if (st != "inactive") notes_.add("blocks of an unknown 'state' (read as inactive)");
+          blk.state = BlockState::inactive;
         }
-        blk.frames = frames_field(b, bw);
+        blk.frames = b.get("frames") || !first ? frames_field(b) : frames_field(*first);
         if (blk.state != BlockState::inactive) seg.blocks.push_back(blk);
       }
       segments_.push_back(std::move(seg));
@@ -232,6 +353,7 @@ class SnapshotReader {
     if (trace.type() != Type::list) fail(tw, "is not a list");
     if (trace.size() == 0) return;
     device_index(device, tw);
+    count_records(trace.size(), tw);
     std::vector<Entry>& out = traces_[device];
     out.reserve(out.size() + trace.size());
     for (size_t i = 0; i < trace.size(); ++i) {
@@ -248,41 +370,38 @@ class SnapshotReader {
         if (!f[field]) fail(w, "no '" + std::string(kEntryFieldNames[field]) + "' field");
         return *f[field];
       };
-      auto non_negative = [&](int field) -> uint64_t {
-        int64_t v = integer(need(field), kEntryFieldNames[field], w);
-        if (v < 0) fail(w, "'" + std::string(kEntryFieldNames[field]) + "' is negative (" + std::to_string(v) + ")");
-        return static_cast<uint64_t>(v);
-      };
       Entry entry;
       auto a = need(kAction).as_string();
       if (!a) fail(w, "'action' is not a str");
       entry.action = parse_action(*a);
       if (entry.action == Action::other) {
-        ++skipped_;
+        notes_.add("entries of an action the importer does not know, such as '" +
+                   std::string(a->substr(0, 40)) + "' (skipped)");
         continue;
       }
-      int64_t t = integer(need(kTimeUs), "time_us", w);
-      if (t < 0 || t > std::numeric_limits<int64_t>::max() / 1000)
-        fail(w, "'time_us' " + std::to_string(t) + " is out of range");
-      entry.time_ns = static_cast<uint64_t>(t) * 1000;
-      entry.size = non_negative(kSize);
+      if (f[kTimeUs]) {
+        int64_t t = integer(*f[kTimeUs], "time_us", w);
+        if (t < 0 || t > std::numeric_limits<int64_t>::max() / 1000)
+          fail(w, "'time_us' " + std::to_string(t) + " is out of range");
+        entry.time_ns = static_cast<uint64_t>(t) * 1000;
+      } else {
+        entry.timed = false;
+        ++untimed_;
+      }
+      entry.size = bytes(need(kSize), "size", w);
       if (f[kStream] && !f[kStream]->is_none())
         entry.stream = static_cast<uint64_t>(integer(*f[kStream], "stream", w));
       if (entry.action == Action::oom) {
-        if (f[kDeviceFree]) entry.device_free = non_negative(kDeviceFree);
+        if (f[kDeviceFree]) entry.device_free = bytes(*f[kDeviceFree], "device_free", w);
       } else if (entry.action != Action::snapshot) {
-        entry.addr = non_negative(kAddr);
+        entry.addr = bytes(need(kAddr), "addr", w);
       }
       if (f[kCategory])
         if (auto c = f[kCategory]->as_string())
           for (int k = 0; k <= static_cast<int>(ev::Category::temporary); ++k)
             if (*c == ev::category_name(static_cast<ev::Category>(k)))
               entry.category = static_cast<ev::Category>(k);
-      if (f[kFrames] && !f[kFrames]->is_none()) {
-        if (f[kFrames]->type() != Type::list && f[kFrames]->type() != Type::tuple)
-          fail(w, "'frames' is " + std::string(pickle::type_name(f[kFrames]->type())) + ", expected a list");
-        entry.frames = f[kFrames]->val();
-      }
+      entry.frames = frames_of(f[kFrames]);
       out.push_back(entry);
     }
   }
@@ -333,7 +452,11 @@ class SnapshotReader {
   std::vector<Segment> segments_;
   std::map<int, std::vector<Entry>> traces_;
   std::string allocator_settings_;
-  uint64_t skipped_ = 0;
+  std::vector<Annotation> annotations_;  // by time
+  Notes notes_;
+  uint64_t untimed_ = 0;  // entries without `time_us`
+  bool synthetic_times_ = false;
+  uint64_t records_ = 0, input_bytes_ = 0, max_records_ = std::numeric_limits<uint64_t>::max();
   std::vector<std::pair<uint32_t, int>> key_cache_;  // string index -> entry field (-1: other)
 };
 

@@ -13,6 +13,7 @@ inline constexpr const char* kStartUnixNs = "start_unix_ns";
 inline constexpr const char* kStartTsNs = "start_ts_ns";
 inline constexpr const char* kAllocatorSettings = "allocator_settings";
 inline constexpr const char* kStackDepth = "stack_depth";
+inline constexpr const char* kSyntheticTimes = "synthetic_times";
 inline constexpr const char* kEndTsNs = "end_ts_ns";
 inline constexpr const char* kEndUnixNs = "end_unix_ns";
 inline constexpr const char* kCleanEnd = "clean_end";

@@ -1,4 +1,4 @@
-// The SQL of schema v2 (docs/trace-format.md is the reference; keep both in step and bump
+// The SQL of schema v3 (docs/trace-format.md is the reference; keep both in step and bump
 // kSchemaVersion for any change).
 #pragma once
 

@@ -1,4 +1,4 @@
-// Shared vocabulary of the trace file (schema v2, docs/trace-format.md): what the writer is
+// Shared vocabulary of the trace file (schema v3, docs/trace-format.md): what the writer is
 // given besides events, and what finalize asks of a symbolizer.
 #pragma once
 
@@ -12,7 +12,7 @@
 
 namespace tidemark::store {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 // The oldest schema finalize() upgrades in place: versions since then changed only derived
 // tables, so rebuilding them from the raw tables makes the file current (docs/trace-format.md,
 // "Versioning"). Older files are refused.
@@ -55,6 +55,9 @@ struct TraceMeta {
   std::vector<DeviceInfo> devices;
   std::string allocator_settings;  // TL_ALLOC_CONF as given
   int stack_depth = 0;             // 0: stacks off
+  // Events' times are the order of the source's entries (1 us apart), not clock times: an
+  // imported snapshot that had no times (meta `synthetic_times`, docs/trace-format.md).
+  bool synthetic_times = false;
 };
 
 // One source-level frame of a return address. An address inside inlined code gives several:

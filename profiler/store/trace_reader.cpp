@@ -112,6 +112,7 @@ TraceMeta TraceReader::meta() const {
   m.start_ts_ns = static_cast<uint64_t>(to_i64(meta_value(k::kStartTsNs)));
   m.allocator_settings = meta_value(k::kAllocatorSettings).value_or("");
   m.stack_depth = static_cast<int>(to_i64(meta_value(k::kStackDepth)));
+  m.synthetic_times = to_i64(meta_value(k::kSyntheticTimes)) != 0;  // absent before schema v3
   for (DeviceRow& d : devices()) m.devices.push_back(std::move(d.info));
   return m;
 }

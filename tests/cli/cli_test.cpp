@@ -172,8 +172,7 @@ TEST_F(CliTest, FoldedStacksAddUpToThePeakAndTheLeaks) {
 
   // Leaks: the real PyTorch snapshot ends with memory still allocated.
   const std::string snapshot =
-      std::string(TIDEMARK_SHARED_DIR) + "/data/pytorch/snapshot_small_gpu.pickle";
-  if (!fs::exists(snapshot)) GTEST_SKIP() << "no shared snapshot at " << snapshot;
+      std::string(TIDEMARK_TEST_DATA) + "/pytorch/snapshot_small_gpu.pickle";
   const std::string db = (temp_dir() / "folded-leaks.db").string();
   ASSERT_EQ(tidemark({"import", snapshot, "-o", db}).rc, 0);
   Result leaks = tidemark({"leaks", db, "--folded"});
@@ -381,7 +380,7 @@ TEST(CliFinalize, UpgradesASchemaVersion1Trace) {
   Result s = tidemark({"summary", path, "--json"});
   ASSERT_EQ(s.rc, 0) << s.err;
   nlohmann::json j = nlohmann::json::parse(s.out);
-  EXPECT_EQ(j["schema_version"], 2);
+  EXPECT_EQ(j["schema_version"], 3);
   // The trace has no module list to symbolize from: the frames the v1 finalize stored are kept
   // (Note [Kept frames]), so the sites are named as before.
   const nlohmann::json& groups = j["reserved_at_peak"]["groups"];
@@ -441,8 +440,7 @@ TEST(CliHelp, EveryCommandHasHelpWithAnExample) {
 // refused as unknown commands.
 TEST(CliImport, ImportsThePyTorchSnapshotWithItsPeaks) {
   const std::string snapshot =
-      std::string(TIDEMARK_SHARED_DIR) + "/data/pytorch/snapshot_small_gpu.pickle";
-  if (!fs::exists(snapshot)) GTEST_SKIP() << "no shared snapshot at " << snapshot;
+      std::string(TIDEMARK_TEST_DATA) + "/pytorch/snapshot_small_gpu.pickle";
   const std::string out = (temp_dir() / "torch.db").string();
   Result r = tidemark({"import", snapshot, "-o", out});
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -463,8 +461,7 @@ TEST(CliImport, ImportsThePyTorchSnapshotWithItsPeaks) {
 // tests/analysis/snapshot_check.py compares them with Python's own pickle.
 TEST(CliExport, TheRealSnapshotSurvivesImportAndExport) {
   const std::string snapshot =
-      std::string(TIDEMARK_SHARED_DIR) + "/data/pytorch/snapshot_small_gpu.pickle";
-  if (!fs::exists(snapshot)) GTEST_SKIP() << "no shared snapshot at " << snapshot;
+      std::string(TIDEMARK_TEST_DATA) + "/pytorch/snapshot_small_gpu.pickle";
   const std::string db = (temp_dir() / "roundtrip.db").string();
   const std::string again = (temp_dir() / "roundtrip.pickle").string();
   ASSERT_EQ(tidemark({"import", snapshot, "-o", db}).rc, 0);
@@ -505,8 +502,7 @@ TEST(CliExport, ARecordingSurvivesExportAndImportWithItsCategories) {
 // and nothing is written.
 TEST(CliImport, OntoAMissingRecordingIsExit2) {
   const std::string snapshot =
-      std::string(TIDEMARK_SHARED_DIR) + "/data/pytorch/snapshot_small_gpu.pickle";
-  if (!fs::exists(snapshot)) GTEST_SKIP() << "no shared snapshot at " << snapshot;
+      std::string(TIDEMARK_TEST_DATA) + "/pytorch/snapshot_small_gpu.pickle";
   const std::string missing = (temp_dir() / "no-such-run.db").string();
   const std::string out = (temp_dir() / "merged.db").string();
   Result r = tidemark({"import", snapshot, "--onto", missing, "-o", out});

@@ -233,8 +233,7 @@ TEST_F(DiagnoseAllocator, CleanTrainingRunHasNoneOfTheseFindings) {
 
 TEST_F(DiagnoseAllocator, ImportedPyTorchSnapshotSkipsWhatItCannotKnow) {
   const std::string snapshot =
-      std::string(TIDEMARK_SHARED_DIR) + "/data/pytorch/snapshot_small_gpu.pickle";
-  if (!fs::exists(snapshot)) GTEST_SKIP() << "no shared snapshot at " << snapshot;
+      std::string(TIDEMARK_TEST_DATA) + "/pytorch/snapshot_small_gpu.pickle";
   const std::string out = (dir() / "torch.db").string();
   Result r = tidemark({"import", snapshot, "-o", out});
   ASSERT_EQ(r.rc, 0) << r.err;

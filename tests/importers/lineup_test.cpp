@@ -1,5 +1,5 @@
 // A PyTorch snapshot imported onto an injected trace of the same run (Note [Snapshot line-up]):
-// the real snapshot in ../shared, and a trace built here as libtidemark_inject.so would record
+// a real snapshot (tests/data/pytorch), and a trace built here as libtidemark_inject.so would record
 // that run (PyTorch's segments as cudaMalloc records on the recording's own clock, a sync, an
 // NVTX range), with a clock that disagrees with the recording's meta by a few milliseconds.
 #include <gmock/gmock.h>
@@ -23,7 +23,7 @@ namespace im = tidemark::importers;
 namespace st = tidemark::store;
 namespace ev = tidemark::events;
 
-const fs::path kSnapshot = fs::path(TIDEMARK_SHARED_DIR) / "data/pytorch/snapshot_small_gpu.pickle";
+const fs::path kSnapshot = fs::path(TIDEMARK_TEST_DATA) / "pytorch/snapshot_small_gpu.pickle";
 
 std::vector<std::vector<int64_t>> query(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
@@ -80,7 +80,6 @@ constexpr const char* kLiveSegmentAt =
     "NULL OR s.free_ts >= ifnull(a.free_requested_ts, a.alloc_ts))) < a.size";
 
 TEST(ImportLineup, SnapshotBlocksSitInsideRecordedSegments) {
-  if (!fs::exists(kSnapshot)) GTEST_SKIP() << kSnapshot << " is missing";
   Files f;
   // The snapshot alone: its segments are what the recording must have seen.
   im::import_pytorch_snapshot(kSnapshot.string(), f("alone.db"));
@@ -244,7 +243,6 @@ TEST(ImportLineup, MappedRangesMatchWhenRecordedMappingsCoverThem) {
 }
 
 TEST(ImportLineup, RefusesToOverwriteTheRecording) {
-  if (!fs::exists(kSnapshot)) GTEST_SKIP() << kSnapshot << " is missing";
   Files f;
   im::import_pytorch_snapshot(kSnapshot.string(), f("a.db"));
   try {

@@ -68,22 +68,22 @@ TEST(StoreReader, RefusesAnotherApplicationsSqliteFile) {
 }
 
 TEST(StoreReader, RefusesNewerAndOlderSchemaVersions) {
-  static_assert(st::kSchemaVersion == 2, "update the messages below");
+  static_assert(st::kSchemaVersion == 3, "update the messages below");
   std::string path = temp_path("version");
   st::TraceWriter::create(path, {})->close(0);
-  sql(path, "PRAGMA user_version = 3");
+  sql(path, "PRAGMA user_version = 4");
   EXPECT_EQ(open_error(path), path +
-                                  ": trace schema version 3 is newer than this build of Tidemark "
-                                  "reads (version 2); use a newer Tidemark");
+                                  ": trace schema version 4 is newer than this build of Tidemark "
+                                  "reads (version 3); use a newer Tidemark");
   EXPECT_THROW(st::finalize(path), st::StoreError);
   sql(path, "PRAGMA user_version = 0");
   EXPECT_EQ(open_error(path), path +
                                   ": trace schema version 0 is older than this build of Tidemark "
-                                  "reads (version 2); record it again");
+                                  "reads (version 3); record it again");
   // Too old to upgrade: finalize() refuses it too.
   EXPECT_EQ(open_error(path, st::TraceReader::Require::upgradable),
             path + ": trace schema version 0 is older than this build of Tidemark reads "
-                   "(version 2); record it again");
+                   "(version 3); record it again");
   EXPECT_THROW(st::finalize(path), st::StoreError);
   remove_trace(path);
 }
@@ -123,7 +123,7 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion1Trace) {
 
   const std::string refused = path +
                               ": trace schema version 1 is older than this build of Tidemark "
-                              "reads (version 2); `tidemark finalize " +
+                              "reads (version 3); `tidemark finalize " +
                               path + "` upgrades it";
   EXPECT_EQ(open_error(path), refused);
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized), refused);
@@ -138,8 +138,8 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion1Trace) {
   st::finalize(path);
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized), "(no error)");
   auto r = st::TraceReader::open(path, st::TraceReader::Require::finalized);
-  EXPECT_EQ(r.schema_version(), 2);
-  EXPECT_EQ(r.meta_value("schema_version"), "2");
+  EXPECT_EQ(r.schema_version(), 3);
+  EXPECT_EQ(r.meta_value("schema_version"), "3");
   std::vector<st::SegmentRow> segs = r.segments_where("ORDER BY addr", {});
   ASSERT_EQ(segs.size(), 2u);
   EXPECT_EQ(segs[0].addr, 0x100000u);

@@ -70,7 +70,7 @@ with open("snapshot_every_action.pkl", "wb") as f:
 import os  # noqa: E402
 
 real = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                    "../../../../shared/data/pytorch/snapshot_small_gpu.pickle")
+                    "../../data/pytorch/snapshot_small_gpu.pickle")
 if os.path.exists(real):
     with open(real, "rb") as f:
         snap = pickle.load(f)

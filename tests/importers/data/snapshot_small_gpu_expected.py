@@ -5,7 +5,7 @@ Development aid only (the C++ tests never run Python): it writes the JSON the im
 compares against. Usage:
 
     python3 tests/importers/data/snapshot_small_gpu_expected.py \
-        ../shared/data/pytorch/snapshot_small_gpu.pickle > tests/importers/data/snapshot_small_gpu_expected.json
+        tests/data/pytorch/snapshot_small_gpu.pickle > tests/importers/data/snapshot_small_gpu_expected.json
 
 It loads the snapshot with Python's own `pickle`, rebuilds the state at the start of the trace by
 walking `device_traces` backwards from the final `segments` (as PyTorch's viewer, MemoryViz.js,
@@ -196,4 +196,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "../shared/data/pytorch/snapshot_small_gpu.pickle")
+    main(sys.argv[1] if len(sys.argv) > 1 else "tests/data/pytorch/snapshot_small_gpu.pickle")

@@ -1,0 +1,197 @@
+// Every real PyTorch snapshot in tests/data/pytorch imports, and its curves equal an independent
+// replay: tests/importers/data/real_snapshots_expected.json, which real_snapshots_expected.py
+// computes with Python's own pickle the way memory_viz builds its timelines. Then every file,
+// cut short and with bytes flipped, either imports or fails with one line naming it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "profiler/analysis/memory.h"
+#include "profiler/analysis/trace.h"
+#include "profiler/importers/pytorch_snapshot.h"
+#include "profiler/store/trace_reader.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace im = tidemark::importers;
+namespace st = tidemark::store;
+namespace an = tidemark::analysis;
+namespace ev = tidemark::events;
+
+const fs::path kSnapshots = fs::path(TIDEMARK_TEST_DATA) / "pytorch";
+const fs::path kExpected = fs::path(TIDEMARK_TEST_DATA).parent_path() / "importers/data/real_snapshots_expected.json";
+
+nlohmann::json expected_files() {
+  std::ifstream in(kExpected);
+  EXPECT_TRUE(in) << kExpected;
+  return in ? nlohmann::json::parse(in) : nlohmann::json::array();
+}
+
+std::string temp_file(const std::string& name) {
+  return (fs::temp_directory_path() / ("tidemark-real-" + std::to_string(::getpid()) + "-" + name)).string();
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+TEST(RealSnapshots, EveryFileIsChecked) {
+  // A snapshot added to tests/data/pytorch without expected values fails here.
+  std::vector<std::string> on_disk, expected;
+  for (const auto& e : fs::directory_iterator(kSnapshots))
+    if (e.path().extension() == ".pickle") on_disk.push_back(e.path().filename().string());
+  for (const auto& f : expected_files()) expected.push_back(f["source"]);
+  std::sort(on_disk.begin(), on_disk.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(on_disk, expected);
+  EXPECT_EQ(on_disk.size(), 8u);
+}
+
+TEST(RealSnapshots, CurvesEqualAnIndependentReplay) {
+  for (const auto& file : expected_files()) {
+    const std::string name = file["source"];
+    SCOPED_TRACE(name);
+    const std::string out = temp_file(name + ".db");
+    im::ImportStats stats;
+    ASSERT_NO_THROW(stats = im::import_pytorch_snapshot((kSnapshots / name).string(), out));
+    EXPECT_EQ(stats.segments, file["segments"].get<uint64_t>());
+    EXPECT_EQ(stats.devices, static_cast<int>(file["devices"].size()));
+    EXPECT_EQ(stats.synthetic_times, !file["timed"].get<bool>());
+    EXPECT_EQ(stats.annotations, file["annotations"].get<uint64_t>());
+    // Real files hold nothing the importer had to guess at.
+    EXPECT_TRUE(stats.notes.empty()) << stats.notes.front();
+
+    an::Trace t = an::Trace::open(out);
+    EXPECT_EQ(t.synthetic_times(), !file["timed"].get<bool>());
+    for (const auto& d : file["devices"]) {
+      const std::string dev = d["device"];
+      SCOPED_TRACE(dev);
+      const an::DeviceSummary s = an::summarize_device(t, t.device(dev));
+      EXPECT_EQ(s.peak_requested_bytes, d["requested_peak"].get<int64_t>());
+      EXPECT_EQ(s.peak_reserved_bytes, d["reserved_peak"].get<int64_t>());
+      EXPECT_EQ(s.peak_allocated_bytes, d["allocated_peak"].get<int64_t>());
+      EXPECT_EQ(s.peak_allocated_estimated_blocks == 0, d["allocated_peak_exact"].get<bool>());
+      EXPECT_EQ(s.final_reserved_bytes, d["final_reserved"].get<int64_t>());
+      EXPECT_EQ(s.final_allocated_bytes, d["final_allocated"].get<int64_t>());
+      uint64_t entries = 0;
+      for (const auto& [action, n] : d["actions"].items())
+        if (action == "alloc") entries = n.get<uint64_t>();
+      EXPECT_GE(s.alloc_count, entries);
+    }
+    im::detail::remove_trace(out);
+  }
+}
+
+// A record_function annotation becomes a scope that the allocations inside it fall in.
+TEST(RealSnapshots, AnnotationsBecomeScopes) {
+  const std::string out = temp_file("niu.db");
+  im::import_pytorch_snapshot((kSnapshots / "niu_forward_and_backward_memory_snapshot_200.pickle").string(), out);
+  st::TraceReader r = st::TraceReader::open(out, st::TraceReader::Require::finalized);
+  std::vector<std::string> pushed;
+  int depth = 0, max_depth = 0;
+  r.for_each_event([&](const ev::Event& e, uint64_t) {
+    if (e.kind == ev::Kind::scope_push) pushed.emplace_back(e.name.name), max_depth = std::max(max_depth, ++depth);
+    if (e.kind == ev::Kind::scope_pop) --depth;
+  });
+  EXPECT_EQ(pushed.size(), 6u);  // 12 annotations: zero_grad and step, three iterations
+  EXPECT_EQ(std::count(pushed.begin(), pushed.end(), "Optimizer.step#NIUAdam.step"), 3);
+  EXPECT_EQ(depth, 0);
+  EXPECT_EQ(max_depth, 1);
+  im::detail::remove_trace(out);
+}
+
+// Every real file cut at random places (10 per file) and with random bytes flipped (100 per
+// file) imports or fails with one ImportError line naming the file, leaving no partial trace;
+// nothing else escapes. The sanitizer build runs fewer (TIDEMARK_DAMAGE_TRIALS).
+TEST(RealSnapshots, DamagedFilesImportOrFailWithOneLine) {
+  int trials = 110;
+  if (const char* n = std::getenv("TIDEMARK_DAMAGE_TRIALS")) trials = std::max(1, std::atoi(n));
+  std::mt19937_64 rng(20261201);
+  const std::string in = temp_file("damaged.pickle"), out = temp_file("damaged.db");
+  size_t imported = 0, refused = 0;
+  for (const auto& e : fs::directory_iterator(kSnapshots)) {
+    if (e.path().extension() != ".pickle") continue;
+    const std::string good = read_file(e.path());
+    for (int k = 0; k < trials; ++k) {
+      std::string bad = good;
+      if (k < trials / 11) {
+        bad.resize(std::uniform_int_distribution<size_t>(0, good.size() - 1)(rng));
+      } else {
+        for (int f = 0; f < 1 + k % 4; ++f)
+          bad[std::uniform_int_distribution<size_t>(0, good.size() - 1)(rng)] ^=
+              static_cast<char>(1 << std::uniform_int_distribution<int>(0, 7)(rng));
+      }
+      std::ofstream(in, std::ios::binary) << bad;
+      try {
+        im::import_pytorch_snapshot(in, out);
+        ++imported;
+      } catch (const im::ImportError& err) {
+        const std::string msg = err.what();
+        EXPECT_EQ(msg.rfind(in + ": ", 0), 0u) << msg;
+        EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+        EXPECT_FALSE(fs::exists(out)) << "a refused file left a partial trace: " << msg;
+        ++refused;
+      }
+      im::detail::remove_trace(out);
+    }
+  }
+  EXPECT_GT(imported, 0u);
+  EXPECT_GT(refused, 0u);
+  fs::remove(in);
+}
+
+// Note [Allocation site]: on real snapshots the sites are the user's own lines, never PyTorch,
+// CPython or pybind11, whatever the platform's paths look like.
+TEST(RealSnapshots, SitesAreTheUsersCode) {
+  const std::map<std::string, std::string> top_site = {
+      {"constructorsun_memory_snapshot.pickle", "update_nodes (models.py:174)"},
+      {"decomfl_memory.pickle", "update_K_param_paramwise (adam_forward.py:267)"},  // Windows paths
+      {"cherryni_large_128_backward.pickle", "step (optimizer.py:74)"},  // the user's own optimizer
+      {"verl_mem.pickle", "_build_rollout (megatron_workers.py:275)"},
+      {"niu_forward_and_backward_memory_snapshot_200.pickle", "forward (softmax.py:14)"},
+  };
+  for (const auto& file : expected_files()) {
+    const std::string name = file["source"];
+    SCOPED_TRACE(name);
+    const std::string out = temp_file(name + ".db");
+    im::import_pytorch_snapshot((kSnapshots / name).string(), out);
+    an::Trace t = an::Trace::open(out);
+    an::Summary s = an::summarize(t, {});
+    ASSERT_TRUE(s.top_at_peak);
+    for (const an::Group& g : s.top_at_peak->groups)
+      for (const char* library : {"torch::", "c10::", "at::", "pybind11", "cfunction_call", "method_vectorcall",
+                                  "slot_", "site-packages", "std::", "_Py", "pthread"})
+        EXPECT_EQ(g.label.find(library), std::string::npos) << g.label;
+    if (auto it = top_site.find(name); it != top_site.end()) {
+      EXPECT_EQ(s.top_at_peak->groups.at(0).label, it->second);
+    }
+    // --frames all: the innermost frame, library or not (PyTorch's own unwinder here).
+    t.set_frames(an::Frames::all);
+    if (name == "niu_forward_and_backward_memory_snapshot_200.pickle") {
+      EXPECT_EQ(an::summarize(t, {}).top_at_peak->groups.at(0).label, "torch::unwind::unwind()");
+    }
+    im::detail::remove_trace(out);
+  }
+  // The autograd engine's own thread never reaches user code: named as such.
+  const std::string out = temp_file("small.db");
+  im::import_pytorch_snapshot((kSnapshots / "snapshot_small_gpu.pickle").string(), out);
+  an::Trace t = an::Trace::open(out);
+  const an::Summary s = an::summarize(t, {});
+  bool engine = false;
+  for (const an::Group& g : s.top_at_peak->groups) engine |= g.label == "backward (autograd engine)";
+  EXPECT_TRUE(engine);
+  im::detail::remove_trace(out);
+}
+
+}  // namespace

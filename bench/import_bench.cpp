@@ -1,8 +1,16 @@
-// PyTorch snapshot import: a synthetic ~100 MB snapshot pickle (protocol 4, shaped like the real
-// ones in tests/data/pytorch: memoized keys and frames, a fresh frames list per alloc that its frees share,
-// LONG1 addresses and times, history that starts with blocks allocated before the trace) is
-// written to a file and imported into a finalized trace. Target from issue 6: a 100 MB snapshot
-// in <= 10 s. Also reported: the pickle reader alone.
+// PyTorch snapshot import, two ways:
+//  * a synthetic ~100 MB snapshot pickle (protocol 4, shaped like the real ones in
+//    tests/data/pytorch: memoized keys and frames, a fresh frames list per alloc that its frees
+//    share, LONG1 addresses and times, history that starts with blocks allocated before the
+//    trace), written to a file and imported into a finalized trace. Target: <= 10 s. Also
+//    reported: the pickle reader alone.
+//  * a real snapshot (a Transformer's three training iterations) repeated until the file is
+//    1 GB (TIDEMARK_IMPORT_BENCH_SCALED_MB): each copy's addresses and times shifted past the
+//    previous copy's, its frame dicts shared with the original's as PyTorch's memo shares them,
+//    everything else written anew. The import runs in a child process, so its peak resident
+//    memory is its own. Targets: <= 20 s and <= 2 GB resident.
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -262,12 +270,231 @@ void BM_ImportSnapshot100MB(benchmark::State& state) {
 BENCHMARK(BM_ImportSnapshot100MB)->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(3)
     ->ComputeStatistics("min", tidemark::bench::min_of)->ReportAggregatesOnly(true);
 
+// ---- A real snapshot, repeated ------------------------------------------------------------------
+
+// Writes `copies` copies of a parsed real snapshot as one snapshot (see the file comment).
+class Repeater {
+ public:
+  explicit Repeater(const im::pickle::Document& doc) : doc_(doc) {
+    // The shifts: addresses past the copy's highest address + size, times past its last time.
+    scan(doc.root());
+    while (addr_shift_ < max_addr_ - min_addr_) addr_shift_ <<= 1;
+    time_shift_ = max_time_ - min_time_ + 1000;
+  }
+
+  std::string write(int copies) {
+    using im::pickle::Ref;
+    using im::pickle::Type;
+    PickleWriter w(4);
+    w_ = &w;
+    Ref root = doc_.root();
+    w.empty_dict().mark();
+    str("segments");
+    w.empty_list();
+    for (int k = 0; k < copies; ++k) items(*root.get("segments"), k);
+    str("device_traces");
+    w.empty_list().mark();
+    Ref traces = *root.get("device_traces");
+    for (size_t d = 0; d < traces.size(); ++d) {
+      w.empty_list();
+      for (int k = 0; k < copies; ++k) items(traces[d], k);
+    }
+    w.appends();
+    for (const char* key : {"allocator_settings", "external_annotations"}) {
+      if (auto v = root.get(key)) {
+        str(key);
+        if (v->type() == Type::list) {
+          w.empty_list();
+          for (int k = 0; k < copies; ++k) items(*v, k);
+        } else {
+          emit(*v, 0);
+        }
+      }
+    }
+    w.setitems();
+    return w.finish();
+  }
+
+ private:
+  // Appends the items of `list` (copy k) to the list on top of the stack, in batches.
+  void items(im::pickle::Ref list, int k) {
+    for (size_t i = 0; i < list.size(); i += 1000) {
+      w_->mark();
+      for (size_t j = i; j < std::min(list.size(), i + 1000); ++j) emit(list[j], k);
+      w_->appends();
+    }
+  }
+  void str(std::string_view s) {
+    auto it = strings_.find(std::string(s));
+    if (it != strings_.end()) {
+      w_->get(it->second);
+      return;
+    }
+    w_->str(s);
+    strings_.emplace(std::string(s), w_->memoize());
+  }
+  static bool shifted_key(std::string_view k) {
+    return k == "addr" || k == "address" || k == "time_us";
+  }
+  // Frame dicts (no address or time inside) are shared by every copy; other containers are
+  // memoized within their copy, as PyTorch shares an alloc's frames list with its frees.
+  void emit(im::pickle::Ref v, int k) {
+    using im::pickle::Type;
+    switch (v.type()) {
+      case Type::none: w_->none(); return;
+      case Type::boolean: w_->boolean(*v.as_bool()); return;
+      case Type::integer: w_->integer(*v.as_int()); return;
+      case Type::floating: w_->floating(*v.as_double()); return;
+      case Type::string: str(*v.as_string()); return;
+      default: break;
+    }
+    const bool frame = v.type() == Type::dict && !v.get("addr") && !v.get("address") && !v.get("time_us") &&
+                       v.get("filename");
+    auto& memo = frame ? shared_ : per_copy_;
+    if (!frame && k != copy_) per_copy_.clear(), copy_ = k;
+    if (auto it = memo.find(v.identity()); it != memo.end()) {
+      w_->get(it->second);
+      return;
+    }
+    if (v.type() == Type::dict) {
+      w_->empty_dict().mark();
+      for (size_t i = 0; i < v.size(); ++i) {
+        emit(v.key(i), k);
+        auto key = v.key(i).as_string();
+        auto n = v.value(i).as_int();
+        if (key && n && shifted_key(*key))
+          w_->integer(*n + k * static_cast<int64_t>(*key == "time_us" ? time_shift_ : addr_shift_));
+        else
+          emit(v.value(i), k);
+      }
+      w_->setitems();
+    } else {
+      v.type() == Type::tuple ? w_->mark() : w_->empty_list().mark();
+      for (size_t i = 0; i < v.size(); ++i) emit(v[i], k);
+      v.type() == Type::tuple ? w_->tuple() : w_->appends();
+    }
+    memo.emplace(v.identity(), w_->memoize());
+  }
+  void scan(im::pickle::Ref v) {
+    using im::pickle::Type;
+    if (v.type() == Type::dict) {
+      for (size_t i = 0; i < v.size(); ++i) {
+        auto key = v.key(i).as_string();
+        auto n = v.value(i).as_int();
+        if (key && n && (*key == "addr" || *key == "address")) {
+          int64_t size = 0;
+          for (const char* s : {"size", "total_size"})
+            if (auto z = v.get(s)) size = z->as_int().value_or(0);
+          min_addr_ = std::min<uint64_t>(min_addr_, static_cast<uint64_t>(*n));
+          max_addr_ = std::max<uint64_t>(max_addr_, static_cast<uint64_t>(*n + size));
+        } else if (key && n && *key == "time_us") {
+          min_time_ = std::min<uint64_t>(min_time_, static_cast<uint64_t>(*n));
+          max_time_ = std::max<uint64_t>(max_time_, static_cast<uint64_t>(*n));
+        } else if (v.value(i).type() == Type::dict || v.value(i).type() == Type::list) {
+          scan(v.value(i));
+        }
+      }
+    } else if (v.type() == Type::list) {
+      for (size_t i = 0; i < v.size(); ++i) scan(v[i]);
+    }
+  }
+
+  const im::pickle::Document& doc_;
+  PickleWriter* w_ = nullptr;
+  std::map<std::string, uint32_t> strings_;
+  std::map<uint32_t, uint32_t> shared_, per_copy_;  // container identity -> memo index
+  int copy_ = -1;
+  uint64_t min_addr_ = UINT64_MAX, max_addr_ = 0, min_time_ = UINT64_MAX, max_time_ = 0;
+  uint64_t addr_shift_ = 1, time_shift_ = 0;
+};
+
+bool g_scaled_made = false;  // scaled_snapshot() wrote its file (main removes it)
+
+struct Scaled {
+  std::string path;
+  size_t bytes = 0;
+  int copies = 0;
+};
+
+// The real snapshot repeated to about TIDEMARK_IMPORT_BENCH_SCALED_MB (default 1000) MB, in a file.
+const Scaled& scaled_snapshot() {
+  static const Scaled s = [] {
+    Scaled out;
+    std::ifstream in(TIDEMARK_REAL_SNAPSHOT, std::ios::binary);
+    std::string real{std::istreambuf_iterator<char>(in), {}};
+    im::pickle::Document doc = im::pickle::parse(real);
+    Repeater rep(doc);
+    const char* env = std::getenv("TIDEMARK_IMPORT_BENCH_SCALED_MB");
+    const double target = (env ? std::atof(env) : 1000.0) * 1e6;
+    const size_t one = rep.write(1).size(), two = rep.write(2).size();  // a copy after the first
+    out.copies = std::max(1, static_cast<int>(1 + (target - static_cast<double>(one)) / static_cast<double>(two - one)));
+    std::string bytes = rep.write(out.copies);
+    out.bytes = bytes.size();
+    const char* keep = std::getenv("TIDEMARK_IMPORT_BENCH_WRITE_SCALED");
+    out.path = keep ? keep : temp_path("-scaled.pickle");
+    std::ofstream(out.path, std::ios::binary) << bytes;
+    g_scaled_made = !keep;
+    return out;
+  }();
+  return s;
+}
+
+// Imports in a child process: its wall time and peak resident memory (bytes).
+std::pair<double, uint64_t> import_in_child(const std::string& in, const std::string& out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    try {
+      im::import_pytorch_snapshot(in, out);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      _exit(1);
+    }
+    _exit(0);
+  }
+  int status = 0;
+  struct rusage ru {};
+  wait4(pid, &status, 0, &ru);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return {-1, 0};
+  return {s, static_cast<uint64_t>(ru.ru_maxrss) * 1024};
+}
+
+constexpr double kMaxScaledSeconds = 20;
+constexpr double kMaxScaledRss = 2e9;
+uint64_t g_scaled_rss = 0;  // the scaled import's peak resident memory, for main's verdict
+
+void BM_ImportScaledRealSnapshot(benchmark::State& state) {
+  const Scaled& s = scaled_snapshot();
+  const std::string out = temp_path("-scaled.db");
+  uint64_t rss = 0;
+  for (auto _ : state) {
+    auto [seconds, peak] = import_in_child(s.path, out);
+    if (seconds < 0) state.SkipWithError("the import failed");
+    state.SetIterationTime(seconds);
+    rss = std::max(rss, peak);
+    remove_trace(out);
+  }
+  state.counters["MB"] = static_cast<double>(s.bytes) / 1e6;
+  state.counters["copies"] = s.copies;
+  state.counters["rss_MB"] = static_cast<double>(rss) / 1e6;
+  state.counters["rss_per_input"] = static_cast<double>(rss) / static_cast<double>(s.bytes);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * s.bytes));
+  g_scaled_rss = rss;
+}
+BENCHMARK(BM_ImportScaledRealSnapshot)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Synth& s = snapshot();
   // TIDEMARK_IMPORT_BENCH_WRITE=PATH: write the synthetic snapshot there and exit (to profile
-  // `tidemark import` on it).
+  // `tidemark import` on it); TIDEMARK_IMPORT_BENCH_WRITE_SCALED=PATH: the repeated real one.
+  if (const char* path = std::getenv("TIDEMARK_IMPORT_BENCH_WRITE_SCALED")) {
+    const Scaled& scaled = scaled_snapshot();
+    std::printf("wrote %s: %.1f MB, %d copies\n", path, static_cast<double>(scaled.bytes) / 1e6, scaled.copies);
+    return 0;
+  }
+  const Synth& s = snapshot();
   if (const char* path = std::getenv("TIDEMARK_IMPORT_BENCH_WRITE")) {
     std::ofstream(path, std::ios::binary) << s.bytes;
     std::printf("wrote %s\n", path);
@@ -275,8 +502,17 @@ int main(int argc, char** argv) {
   }
   std::printf("synthetic snapshot: %.1f MB, %zu trace entries\n", static_cast<double>(s.bytes.size()) / 1e6,
               s.entries);
-  return tidemark::bench::run_with_targets(
+  int status = tidemark::bench::run_with_targets(
       argc, argv, {},
-      {{"import of a 100 MB PyTorch snapshot (issue 6: <= 10 s)", "BM_ImportSnapshot100MB",
-        kMaxImportSeconds * 1e9}});
+      {{"import of a 100 MB PyTorch snapshot (<= 10 s)", "BM_ImportSnapshot100MB", kMaxImportSeconds * 1e9},
+       {"import of a real snapshot repeated to 1 GB (<= 20 s; <= 2 GB resident: see rss_MB)",
+        "BM_ImportScaledRealSnapshot", kMaxScaledSeconds * 1e9}});
+  if (g_scaled_rss) {
+    const bool ok = static_cast<double>(g_scaled_rss) <= kMaxScaledRss;
+    std::printf("%-60s %8.0f MB  (target <= %.0f MB)  %s\n", "peak resident memory of the 1 GB import",
+                static_cast<double>(g_scaled_rss) / 1e6, kMaxScaledRss / 1e6, ok ? "ok" : "MISSED");
+    if (!ok) status = 1;
+  }
+  if (g_scaled_made) std::filesystem::remove(scaled_snapshot().path);
+  return status;
 }

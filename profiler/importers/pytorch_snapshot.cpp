@@ -298,7 +298,7 @@ class Stacks {
 
 class Emitter {
  public:
-  explicit Emitter(store::TraceWriter& writer) : writer_(writer) {}
+  Emitter(store::TraceWriter& writer, const std::string& source_name) : writer_(writer), name_(source_name) {}
 
   struct LiveBlock {
     uint64_t size, requested, segment;
@@ -346,6 +346,7 @@ class Emitter {
                      ev::Pool pool, uint64_t segment, uint64_t stack) {
     d.ranges[addr] = {addr + size, pool};
     d.reserved += static_cast<int64_t>(size);
+    check_live(d.reserved, "reserved");
     block_event(d, mapped ? ev::Kind::segment_map : ev::Kind::segment_alloc, ts, addr, size, 0, stream,
                 segment, pool, stack);
   }
@@ -365,6 +366,7 @@ class Emitter {
     if (auto* r = range_of(d, addr)) segment = r->first, pool = r->second.pool;
     d.blocks[addr] = {size, requested, segment, pool};
     d.allocated += static_cast<int64_t>(size);
+    check_live(d.allocated, "allocated");
     block_event(d, ev::Kind::alloc, ts, addr, size, requested, stream, segment, pool, stack, category);
   }
 
@@ -438,6 +440,14 @@ class Emitter {
     }
   }
 
+  // Sizes are each at most 2^56 (the reader checks), but a corrupt file could sum them past
+  // what the curves hold.
+  void check_live(int64_t bytes, const char* curve) const {
+    if (bytes > kMaxLive)
+      throw ImportError(name_ + ": not a PyTorch memory snapshot: the " + curve +
+                        " bytes it describes pass 2^62 (corrupt sizes?)");
+  }
+
   void append(ev::Event& e, uint64_t ts, uint64_t stack) {
     e.ts_ns = ts;
     e.thread_id = 1;
@@ -447,6 +457,7 @@ class Emitter {
   }
 
   store::TraceWriter& writer_;
+  const std::string& name_;
   uint64_t seq_ = 0;
 };
 
@@ -562,7 +573,7 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
   }
   store::TraceWriter& writer = open_writer(meta);
   stacks.set_writer(&writer);
-  Emitter out(writer);
+  Emitter out(writer, source_name);
 
   // The state before the trace, at its first time.
   std::map<int, Emitter::Device> devices;

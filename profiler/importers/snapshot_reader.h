@@ -39,9 +39,11 @@ using pickle::Type;
 constexpr uint64_t kMinBlock = 512;             // PyTorch's kMinBlockSize
 constexpr uint64_t kSmallSize = 1 << 20;        // largest small-pool request
 constexpr uint64_t kSmallBuffer = 2 << 20;      // small-pool segment
-// The largest size or address the importer takes (2^56 B = 64 PiB): far above any device, low
-// enough that sums of millions of them cannot overflow the curves' int64.
+// The largest size or address the importer takes (2^56 B = 64 PiB), far above any device. The
+// emitter also refuses a curve that passes kMaxLive, so no sum of sizes can overflow the
+// curves' int64 downstream.
 constexpr uint64_t kMaxBytes = uint64_t{1} << 56;
+constexpr int64_t kMaxLive = int64_t{1} << 62;
 constexpr const char* kStartMark = "snapshot: state before trace";
 constexpr const char* kSnapshotMark = "snapshot";
 
@@ -80,7 +82,6 @@ inline Action parse_action(std::string_view a) {
 
 struct Entry {
   Action action;
-  bool timed = true;  // false: the entry has no `time_us` (PyTorch < 2.1 wrote none)
   uint64_t addr = 0, size = 0, stream = 0, time_ns = 0, device_free = 0;
   pickle::Val frames;  // a list, or None
   // The block's role, from an optional `category` field (memory_viz colours the timeline by
@@ -239,6 +240,25 @@ class SnapshotReader {
     }
   }
 
+  // One annotation; false when a field is missing or odd.
+  static bool read_annotation(Ref a, Annotation& out) {
+    std::optional<Ref> stage = a.get("stage"), name = a.get("name"), device = a.get("device"),
+                       time = a.get("time_us");
+    if (!stage || !name || !time) return false;
+    const std::optional<std::string_view> st = stage->as_string(), nm = name->as_string();
+    const std::optional<int64_t> tm = time->as_int();
+    if (!st || !nm || !tm || (*st != "START" && *st != "END")) return false;
+    if (*tm < 0 || *tm > std::numeric_limits<int64_t>::max() / 1000) return false;
+    int64_t dv = 0;
+    if (device) {
+      const std::optional<int64_t> d = device->as_int();
+      if (!d || *d < 0 || *d > 127) return false;
+      dv = *d;
+    }
+    out = {static_cast<int>(dv), *st == "START", *nm, static_cast<uint64_t>(*tm) * 1000};
+    return true;
+  }
+
   // external_annotations: [{'stage': 'START'|'END', 'name': str, 'device': int, 'time_us': int}]
   // (record_function ranges). Odd entries are skipped and counted.
   void read_annotations(Ref list) {
@@ -248,18 +268,12 @@ class SnapshotReader {
     }
     for (size_t i = 0; i < list.size(); ++i) {
       Ref a = list[i];
-      std::optional<Ref> stage = a.get("stage"), name = a.get("name"), device = a.get("device"),
-                         time = a.get("time_us");
-      auto st = stage ? stage->as_string() : std::nullopt;
-      auto nm = name ? name->as_string() : std::nullopt;
-      auto dv = device ? device->as_int() : std::optional<int64_t>(0);
-      auto tm = time ? time->as_int() : std::nullopt;
-      if (!st || (*st != "START" && *st != "END") || !nm || !dv || *dv < 0 || *dv > 127 || !tm || *tm < 0 ||
-          *tm > std::numeric_limits<int64_t>::max() / 1000) {
+      Annotation out;
+      if (!read_annotation(a, out)) {
         notes_.add("annotations with odd fields (left out)");
         continue;
       }
-      annotations_.push_back({static_cast<int>(*dv), *st == "START", *nm, static_cast<uint64_t>(*tm) * 1000});
+      annotations_.push_back(out);
     }
     std::stable_sort(annotations_.begin(), annotations_.end(),
                      [](const Annotation& x, const Annotation& y) { return x.time_ns < y.time_ns; });
@@ -385,8 +399,7 @@ class SnapshotReader {
           fail(w, "'time_us' " + std::to_string(t) + " is out of range");
         entry.time_ns = static_cast<uint64_t>(t) * 1000;
       } else {
-        entry.timed = false;
-        ++untimed_;
+        ++untimed_;  // PyTorch before 2.1 wrote no times
       }
       entry.size = bytes(need(kSize), "size", w);
       if (f[kStream] && !f[kStream]->is_none())

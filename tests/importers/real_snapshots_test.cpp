@@ -93,6 +93,27 @@ TEST(RealSnapshots, CurvesEqualAnIndependentReplay) {
   }
 }
 
+// Protocol 5 (Python 3.14's default; memory_viz cannot read it): the same real snapshot written
+// again with it gives the same curves as the protocol 4 original.
+TEST(RealSnapshots, Protocol5GivesTheSameTrace) {
+  const fs::path p5 = fs::path(TIDEMARK_TEST_DATA).parent_path() / "importers/data/yiyi_oom_snapshot_p5.pkl";
+  ASSERT_EQ(read_file(p5).substr(0, 2), std::string("\x80\x05", 2));
+  const std::string a = temp_file("p4.db"), b = temp_file("p5.db");
+  im::ImportStats s4 = im::import_pytorch_snapshot((kSnapshots / "yiyi_oom_snapshot.pickle").string(), a);
+  im::ImportStats s5 = im::import_pytorch_snapshot(p5.string(), b);
+  EXPECT_EQ(s4.events, s5.events);
+  EXPECT_EQ(s4.frames, s5.frames);
+  an::Trace ta = an::Trace::open(a), tb = an::Trace::open(b);
+  const an::DeviceSummary da = an::summarize_device(ta, ta.device("cuda:0")),
+                          db = an::summarize_device(tb, tb.device("cuda:0"));
+  EXPECT_EQ(da.peak_allocated_bytes, db.peak_allocated_bytes);
+  EXPECT_EQ(da.peak_requested_bytes, db.peak_requested_bytes);
+  EXPECT_EQ(da.peak_reserved_bytes, db.peak_reserved_bytes);
+  EXPECT_EQ(da.alloc_count, db.alloc_count);
+  im::detail::remove_trace(a);
+  im::detail::remove_trace(b);
+}
+
 // A record_function annotation becomes a scope that the allocations inside it fall in.
 TEST(RealSnapshots, AnnotationsBecomeScopes) {
   const std::string out = temp_file("niu.db");

@@ -82,3 +82,11 @@ if os.path.exists(real):
     for protocol in (2, 5):
         with open(f"snapshot_tiny_p{protocol}.pkl", "wb") as f:
             f.write(pickle.dumps(tiny, protocol=protocol))
+
+# A whole real snapshot written again with protocol 5 (Python 3.14's default), which memory_viz
+# cannot read: the importer must give the same trace as from the protocol 4 original.
+old = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../data/pytorch/yiyi_oom_snapshot.pickle")
+with open(old, "rb") as f:
+    snap = pickle.load(f)
+with open("yiyi_oom_snapshot_p5.pkl", "wb") as f:
+    f.write(pickle.dumps(snap, protocol=5))

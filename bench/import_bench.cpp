@@ -287,6 +287,10 @@ class Repeater {
     using im::pickle::Type;
     PickleWriter w(4);
     w_ = &w;
+    strings_.clear();  // memo indices belong to one pickle
+    shared_.clear();
+    per_copy_.clear();
+    copy_ = -1;
     Ref root = doc_.root();
     w.empty_dict().mark();
     str("segments");

@@ -27,6 +27,8 @@ const std::vector<Entry>& registry() {
        detail::detect_sync_in_loop},
       {{"fragmentation", "reserved memory far above allocated at the peak or at an OOM"},
        detail::detect_fragmentation},
+      {{"oom", "an out-of-memory error, explained: shortage or fragmentation, and what was live"},
+       detail::detect_oom},
       {{"cache-held", "reserved memory held long after allocations fell"},
        detail::detect_cache_held},
       {{"leak", "memory live at the end, or growing linearly across steps"}, detail::detect_leak},

@@ -72,6 +72,7 @@ void detect_sync_in_loop(const Trace& trace, Diagnosis& out);
 void detect_view_retention(const Trace& trace, Diagnosis& out);
 void detect_copy_instead_of_view(const Trace& trace, Diagnosis& out);
 void detect_fragmentation(const Trace& trace, Diagnosis& out);
+void detect_oom(const Trace& trace, Diagnosis& out);
 void detect_cache_held(const Trace& trace, Diagnosis& out);
 void detect_pinned_growth(const Trace& trace, Diagnosis& out);
 }  // namespace detail

@@ -210,6 +210,63 @@ void detect_fragmentation(const Trace& trace, Diagnosis& out) {
   }
 }
 
+// Note [OOM post-mortem]: every out-of-memory error (an `oom` allocator event: tensorlib's, or
+// an imported PyTorch snapshot's) gets a finding that says what a reader of PyTorch's message
+// would have to work out: the request, the device's free and total memory where known,
+// allocated against reserved at that instant, the largest cached free block against the
+// request, and what was live then by the user's site. The verdict:
+//  * fragmentation, when the cached free memory alone would have held the request but no
+//    single cached block did (the fragmentation detector names the pitfall too);
+//  * a shortage otherwise: the request was `short` more than the device's free memory and the
+//    cache together; the fix is to hold less at that moment, and the sites say what.
+// Bytes at stake: the request. Site: the failed allocation's.
+void detect_oom(const Trace& trace, Diagnosis& out) {
+  Query oom(trace.db(),
+            "SELECT device, ts, seq, requested_size, device_free, device_total, allocated, reserved, stack "
+            "FROM allocator_events WHERE kind = 'oom' ORDER BY ts, seq");
+  const std::string settings = allocator_settings(trace);
+  while (oom.step()) {
+    const int64_t device = oom.i64(0);
+    const uint64_t ts = oom.u64(1);
+    const int64_t requested = oom.i64(3), device_free = oom.i64(4), device_total = oom.i64(5);
+    const int64_t allocated = oom.i64(6), reserved = oom.i64(7);
+    const int64_t cached = std::max<int64_t>(0, reserved - allocated);
+    const SegmentsAt seg = segments_at(trace, device, ts);
+    const bool fragmented = cached >= requested && seg.largest_free < requested;
+    const int64_t short_by = requested - device_free - cached;
+    Finding f;
+    f.id = "oom";
+    f.device = device_label(trace, device);
+    f.bytes = requested;
+    f.title = "out of memory at " + trace.time_text(ts) + ": a " + format_bytes(requested) + " request failed; " +
+              (fragmented ? format_bytes(cached) + " was cached but no free block held it (fragmentation)"
+                          : "the device was " + format_bytes(std::max<int64_t>(short_by, 0)) +
+                                " short, with " + format_bytes(allocated) + " allocated");
+    set_site(trace, oom.u64(8), f);
+    f.evidence.push_back({"failed request", bytes_text(requested)});
+    if (device_total > 0) f.evidence.push_back({"device total", bytes_text(device_total)});
+    f.evidence.push_back({"device free (outside the cache)", bytes_text(device_free)});
+    f.evidence.push_back({"allocated at the OOM", bytes_text(allocated)});
+    f.evidence.push_back({"reserved at the OOM", bytes_text(reserved)});
+    f.evidence.push_back({"cached free at the OOM", bytes_text(cached)});
+    f.evidence.push_back({"largest cached free block", bytes_text(seg.largest_free)});
+    if (!fragmented) f.evidence.push_back({"short by", bytes_text(std::max<int64_t>(short_by, 0))});
+    if (device_total > 0 && device_total - reserved - device_free > kLargeBuffer)
+      f.evidence.push_back({"held outside this allocator (other processes, CUDA context)",
+                            bytes_text(device_total - reserved - device_free)});
+    const LiveBreakdown live = live_at(trace, device, TimePoint{ts, oom.u64(2)}, GroupBy::site, 3);
+    for (const Group& g : live.groups) f.evidence.push_back({"live at the OOM: " + g.label, bytes_text(g.bytes)});
+    f.evidence.push_back({"allocator settings", settings.empty() ? "(defaults)" : settings});
+    f.fix = fragmented
+                ? kFragmentationFix
+                : "Hold less at that moment: the sites live at the OOM above hold the most. Use a smaller "
+                  "batch or sequence length, recompute activations in backward (activation "
+                  "checkpointing) for the layers that hold them, release tensors kept across steps, "
+                  "or run on a device with more memory.";
+    out.findings.push_back(std::move(f));
+  }
+}
+
 // Note [Cache held]: reserved memory is either cached (free blocks the allocator keeps for
 // reuse, which empty_cache() can return) or allocated (blocks tensors still use, which it
 // cannot). Two findings:

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "profiler/analysis/diagnose.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/trace.h"
 #include "profiler/importers/pytorch_snapshot.h"
@@ -212,6 +214,48 @@ TEST(RealSnapshots, SitesAreTheUsersCode) {
   bool engine = false;
   for (const an::Group& g : s.top_at_peak->groups) engine |= g.label == "backward (autograd engine)";
   EXPECT_TRUE(engine);
+  im::detail::remove_trace(out);
+}
+
+// Note [OOM post-mortem] on the one real OOM: device 1 of a DataParallel GNN asks for 5.3 GB
+// with 95 MB free. The request and the free bytes are the snapshot's own `oom` entry; allocated
+// and reserved at that instant are the Python replay's peaks of cuda:1 (both curves stand at
+// their peaks when the request fails; the frees after it come later). The site is the first
+// frame of the user's own code in the entry's frames (torch's relu in functional.py is not).
+TEST(RealSnapshots, OomIsExplained) {
+  const std::string name = "constructorsun_memory_snapshot.pickle";
+  nlohmann::json dev1;
+  for (const auto& f : expected_files())
+    if (f["source"] == name)
+      for (const auto& d : f["devices"])
+        if (d["device"] == "cuda:1") dev1 = d;
+  ASSERT_FALSE(dev1.is_null());
+  const int64_t request = 5'308'694'528, device_free = 95'682'560;
+  const int64_t allocated = dev1["allocated_peak"], reserved = dev1["reserved_peak"];
+  const std::string out = temp_file("oom.db");
+  im::import_pytorch_snapshot((kSnapshots / name).string(), out);
+  an::Diagnosis d = an::diagnose(an::Trace::open(out), {"oom"});
+  ASSERT_EQ(d.findings.size(), 1u);
+  const an::Finding& f = d.findings[0];
+  EXPECT_EQ(f.device, "cuda:1");
+  EXPECT_EQ(f.bytes, request);
+  std::map<std::string, std::string> ev(f.evidence.begin(), f.evidence.end());
+  auto bytes_of = [&](const std::string& key) {  // "4.94 GiB (5,308,694,528 bytes)" -> 5308694528
+    std::string v = ev[key], digits;
+    for (char c : v.substr(v.find('(') + 1)) {
+      if (std::isdigit(static_cast<unsigned char>(c))) digits += c;
+      if (c == ' ') break;
+    }
+    return digits.empty() ? int64_t{-1} : std::stoll(digits);
+  };
+  EXPECT_EQ(bytes_of("failed request"), request);
+  EXPECT_EQ(bytes_of("device free (outside the cache)"), device_free);
+  EXPECT_EQ(bytes_of("allocated at the OOM"), allocated);
+  EXPECT_EQ(bytes_of("reserved at the OOM"), reserved);
+  EXPECT_EQ(bytes_of("short by"), request - device_free - (reserved - allocated));
+  EXPECT_EQ(f.site, "update_nodes (models.py:181)");  // the user's line that asked
+  EXPECT_NE(f.title.find("short"), std::string::npos) << f.title;
+  EXPECT_NE(ev.find("live at the OOM: update_nodes (models.py:174)"), ev.end());
   im::detail::remove_trace(out);
 }
 

@@ -70,17 +70,22 @@ CurvesAt curves_at_seq(const Trace& trace, int64_t device, uint64_t seq) {
 
 // Reserved memory at `ts`: how many segments (or mapped ranges), and the largest cached free
 // block -- the largest gap between the blocks still active (not free_completed) inside one.
+// With `pool` ("small" or "large"), only that pool's segments: a request is served from its
+// own pool (a request up to 1 MiB from small segments), so a free block of the other cannot
+// hold it.
 struct SegmentsAt {
   int64_t count = 0;
   int64_t largest_free = 0;
 };
-SegmentsAt segments_at(const Trace& trace, int64_t device, uint64_t ts) {
+SegmentsAt segments_at(const Trace& trace, int64_t device, uint64_t ts, const char* pool = nullptr) {
   std::vector<std::pair<int64_t, int64_t>> ranges;  // [addr, end)
   {
-    Query q(trace.db(),
-            "SELECT addr, size FROM segments WHERE device = ? AND alloc_ts <= ? "
-            "AND (free_ts IS NULL OR free_ts > ?) ORDER BY addr");
+    Query q(trace.db(), pool ? "SELECT addr, size FROM segments WHERE device = ? AND alloc_ts <= ? "
+                               "AND (free_ts IS NULL OR free_ts > ?) AND pool = ? ORDER BY addr"
+                             : "SELECT addr, size FROM segments WHERE device = ? AND alloc_ts <= ? "
+                               "AND (free_ts IS NULL OR free_ts > ?) ORDER BY addr");
     q.bind(1, device).bind(2, ts).bind(3, ts);
+    if (pool) q.bind(4, std::string_view(pool));
     while (q.step()) ranges.push_back({q.i64(0), q.i64(0) + q.i64(1)});
   }
   std::vector<std::pair<int64_t, int64_t>> blocks;
@@ -214,9 +219,11 @@ void detect_fragmentation(const Trace& trace, Diagnosis& out) {
 // an imported PyTorch snapshot's) gets a finding that says what a reader of PyTorch's message
 // would have to work out: the request, the device's free and total memory where known,
 // allocated against reserved at that instant, the largest cached free block against the
-// request, and what was live then by the user's site. The verdict:
+// request, and what was live then by the user's site. A request is served from its pool's
+// segments (up to 1 MiB: the small pool), so the largest free block counted is its pool's.
+// The verdict:
 //  * fragmentation, when the cached free memory alone would have held the request but no
-//    single cached block did (the fragmentation detector names the pitfall too);
+//    single cached block of its pool did (the fragmentation detector names the pitfall too);
 //  * a shortage otherwise: the request was `short` more than the device's free memory and the
 //    cache together; the fix is to hold less at that moment, and the sites say what.
 // Bytes at stake: the request. Site: the failed allocation's.
@@ -231,7 +238,8 @@ void detect_oom(const Trace& trace, Diagnosis& out) {
     const int64_t requested = oom.i64(3), device_free = oom.i64(4), device_total = oom.i64(5);
     const int64_t allocated = oom.i64(6), reserved = oom.i64(7);
     const int64_t cached = std::max<int64_t>(0, reserved - allocated);
-    const SegmentsAt seg = segments_at(trace, device, ts);
+    const char* pool = requested <= kSmallSize ? "small" : "large";
+    const SegmentsAt seg = segments_at(trace, device, ts, pool);
     const bool fragmented = cached >= requested && seg.largest_free < requested;
     const int64_t short_by = requested - device_free - cached;
     Finding f;
@@ -249,7 +257,8 @@ void detect_oom(const Trace& trace, Diagnosis& out) {
     f.evidence.push_back({"allocated at the OOM", bytes_text(allocated)});
     f.evidence.push_back({"reserved at the OOM", bytes_text(reserved)});
     f.evidence.push_back({"cached free at the OOM", bytes_text(cached)});
-    f.evidence.push_back({"largest cached free block", bytes_text(seg.largest_free)});
+    f.evidence.push_back({std::string("largest cached free block of the ") + pool + " pool",
+                          bytes_text(seg.largest_free)});
     if (!fragmented) f.evidence.push_back({"short by", bytes_text(std::max<int64_t>(short_by, 0))});
     if (device_total > 0 && device_total - reserved - device_free > kLargeBuffer)
       f.evidence.push_back({"held outside this allocator (other processes, CUDA context)",

@@ -21,10 +21,18 @@ inline constexpr int kOldestUpgradableSchemaVersion = 1;
 inline constexpr int32_t kApplicationId = 0x54444d4b;
 
 // Every store failure (cannot open, foreign file, wrong schema version, SQLite error) throws
-// this, with a message naming the file and the problem.
+// this, with a message naming the file and the problem, and what the caller may act on: a
+// database another process holds locked (busy), no room to write (a full disk, a quota, a file
+// size limit).
 class StoreError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  enum class Cause { other, busy, disk_full };
+  explicit StoreError(const std::string& what, Cause cause = Cause::other)
+      : std::runtime_error(what), cause_(cause) {}
+  Cause cause() const { return cause_; }
+
+ private:
+  Cause cause_;
 };
 
 struct DeviceInfo {

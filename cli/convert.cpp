@@ -7,6 +7,8 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "profiler/analysis/output_file.h"
+#include "profiler/store/trace_writer.h"
 
 #ifdef TIDEMARK_CLI_IMPORT
 #include "profiler/importers/lineup.h"
@@ -20,11 +22,15 @@ namespace tidemark::cli {
 
 #ifdef TIDEMARK_CLI_IMPORT
 int run_import(const std::string& snapshot, const std::string& output, const std::string& onto) {
+  std::vector<std::string> inputs{snapshot};
+  if (!onto.empty()) inputs.push_back(onto);
+  analysis::OutputFile out(output, inputs);  // Note [Output files]
   importers::ImportStats s;
   try {
     Progress p("importing " + snapshot);
     if (!onto.empty()) {
-      importers::LineupStats l = importers::import_pytorch_snapshot_onto(snapshot, onto, output);
+      importers::LineupStats l =
+          importers::import_pytorch_snapshot_onto(snapshot, onto, out.part_path());
       fmt::print(
           "{}: {} of {} snapshot segments matched recorded ones in {} (clock offset {} ns); "
           "{} recorded events kept\n",
@@ -32,11 +38,18 @@ int run_import(const std::string& snapshot, const std::string& output, const std
           l.recorded_events);
       s = l;
     } else {
-      s = importers::import_pytorch_snapshot(snapshot, output);
+      s = importers::import_pytorch_snapshot(snapshot, out.part_path());
     }
   } catch (const importers::ImportError& e) {
-    throw UsageError(e.what());
+    // The importer names the file it wrote; the user named another.
+    std::string message = e.what();
+    for (size_t at; (at = message.find(out.part_path())) != std::string::npos;)
+      message.replace(at, out.part_path().size(), output);
+    throw UsageError(message);
   }
+  // The old trace's WAL, if one was left beside it, must not be replayed onto the new one.
+  store::remove_trace_sidecars(output);
+  out.commit();
   fmt::print("{}: imported {} events, {} segments, {} devices into {}\n", snapshot, s.events,
              s.segments, s.devices, output);
   return kExitOk;
@@ -46,12 +59,9 @@ int run_import(const std::string& snapshot, const std::string& output, const std
 #ifdef TIDEMARK_CLI_EXPORT
 int run_export(const std::string& file, const std::string& format, const std::string& output) {
   open_trace(file);  // names the problem with an unreadable trace before creating the output
-  std::ofstream f;
-  if (output != "-") {
-    f.open(output, std::ios::binary);
-    if (!f) throw UsageError("-o " + output + ": cannot create the file");
-  }
-  std::ostream& out = output == "-" ? std::cout : f;
+  std::optional<analysis::OutputFile> f;  // Note [Output files]
+  if (output != "-") f.emplace(output, std::vector<std::string>{file});
+  std::ostream& out = f ? f->stream() : std::cout;
   std::optional<analysis::SnapshotExport> snapshot;
   {
     Progress p("exporting " + file);
@@ -64,6 +74,7 @@ int run_export(const std::string& file, const std::string& format, const std::st
   }
   out.flush();
   if (!out) throw UsageError("-o " + output + ": cannot write the file");
+  if (f) f->commit();
   if (output != "-") fmt::print(stderr, "tidemark: wrote {}\n", output);
   if (snapshot) {
     // Which device is which in the viewer's device list, and what could not be shown.

@@ -21,7 +21,7 @@ using nlohmann::json;
 
 namespace {
 
-void print(const json& j) { std::cout << j.dump(2) << '\n'; }
+void print(const json& j) { std::cout << json_text(j) << '\n'; }
 
 std::string pct(int64_t part, int64_t whole) {
   return whole > 0 ? fmt::format("{:5.1f}%", 100.0 * static_cast<double>(part) /
@@ -162,10 +162,25 @@ int run_info(const std::string& file, bool as_json) {
   return kExitOk;
 }
 
-int run_finalize(const std::string& file) {
-  // Checks the file and names the problem; a trace of an older schema is upgraded.
-  const int version =
-      store::TraceReader::open(file, store::TraceReader::Require::upgradable).schema_version();
+int run_finalize(const std::string& file, bool force) {
+  // Checks the file (its meta included) and names the problem before anything is written; a
+  // trace of an older schema is upgraded.
+  int version = 0;
+  {
+    const auto r = store::TraceReader::open(file, store::TraceReader::Require::upgradable);
+    version = r.schema_version();
+    const store::TraceMeta m = r.meta();
+    // Finalizing a trace still being written would break the recording (Note [Live
+    // recordings]); --force for a pid that now names another process.
+    const RecordingProcesses p = recording_processes(m.host, m.pid, m.finalizer_pid);
+    if (!force && !r.finalized() && p.alive_pid != 0) {
+      throw UsageError(fmt::format(
+          "{}: still being recorded: {} (pid {}) {}; finalize it once that process has ended, "
+          "or with --force if pid {} is not it",
+          file, p.finalizer ? "tidemark record" : "the recording process", p.alive_pid,
+          p.finalizer ? "finalizes it when the program ends" : "is running", p.alive_pid));
+    }
+  }
   {
     Progress p("finalizing " + file);
     record::finalize_trace(file);

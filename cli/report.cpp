@@ -4,6 +4,7 @@
 
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -13,6 +14,7 @@
 #include "profiler/analysis/json.h"
 #include "profiler/analysis/units.h"
 #include "profiler/record/recorder.h"
+#include "profiler/store/meta_keys.h"
 
 namespace tidemark::cli {
 
@@ -135,6 +137,8 @@ int run_info(const std::string& file, bool as_json) {
          {"event_count", r.event_count()},
          {"dropped_count", r.dropped_count()},
          {"duration_ns", t.duration_ns()}};
+  const std::optional<std::string> writer_error = r.meta_value(store::meta_keys::kWriterError);
+  j["writer_error"] = writer_error ? json(*writer_error) : json(nullptr);
   json devices = json::array();
   for (const an::DeviceRef& d : t.devices())
     devices.push_back({{"device", d.name}, {"description", d.description},
@@ -149,6 +153,7 @@ int run_info(const std::string& file, bool as_json) {
   fmt::print("  recorded by      tidemark {} on {} (pid {})\n", m.tool_version, m.host, m.pid);
   fmt::print("  command          {}\n", m.command_line);
   fmt::print("  events           {} ({} dropped)\n", r.event_count(), r.dropped_count());
+  if (writer_error) fmt::print("  writer error     {} (the recording stopped writing)\n", *writer_error);
   fmt::print("  duration         {}\n", an::format_duration(t.duration_ns()));
   fmt::print("  stacks           {}\n",
              m.stack_depth ? fmt::format("{} frames", m.stack_depth) : std::string("off"));

@@ -333,6 +333,9 @@ TEST_F(Safety, RecordSaysATraceIsIncompleteAndStrictFailsTheRun) {
         << r.err;
     auto reader = st::TraceReader::open(out);
     EXPECT_GT(reader.dropped_count(), 0u);
+    Result info = tidemark({"info", out, "--json"});
+    ASSERT_EQ(info.rc, 0) << info.err;
+    EXPECT_TRUE(nlohmann::json::parse(info.out)["writer_error"].is_string()) << info.out;
   }
 }
 

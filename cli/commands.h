@@ -34,7 +34,7 @@ struct RecordArgs {
   // The NVTX range that marks a step in an injected program (default "step"; "": none).
   std::optional<std::string> step_range;
   bool watch = false;  // `tidemark watch`'s lines on stderr while the program runs
-  bool force = false;   // replace an existing -o FILE that is not a Tidemark trace
+  bool force = false;  // replace an existing -o FILE that is not a Tidemark trace
   bool strict = false;  // exit 1 (when the program exited 0) if the trace lost events
   std::vector<std::string> command;
 };

@@ -58,12 +58,11 @@ uint64_t parse_size_option(const std::string& option, const std::string& value);
 // pid names another process. `watch` waits for such a recording; `finalize` refuses to touch
 // it. A pid reused by an unrelated process reads as alive (finalize --force overrides).
 struct RecordingProcesses {
-  bool known = false;  // on this host, with a recorded pid: the answer below means something
-  int64_t alive_pid = 0;  // the recording process, else the finalizer, if alive; 0: neither
+  bool known = false;      // on this host, with a recorded pid: the answer below means something
+  int64_t alive_pid = 0;   // the recording process, else the finalizer, if alive; 0: neither
   bool finalizer = false;  // alive_pid is the finalizer
 };
-RecordingProcesses recording_processes(const std::string& host, int64_t pid,
-                                       int64_t finalizer_pid);
+RecordingProcesses recording_processes(const std::string& host, int64_t pid, int64_t finalizer_pid);
 
 // JSON as the commands print it (`indent` -1: one line). Text that is not UTF-8 -- a program
 // argument in Latin-1, a scope name or frame with byte 0xFF -- never fails the output: each

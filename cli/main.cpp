@@ -4,8 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <initializer_list>
 #include <optional>
@@ -228,9 +228,10 @@ int main(int argc, char** argv) {
   check->add_option("--max-syncs-per-step", chk.max_syncs_per_step, "Limit on syncs in a step")
       ->check(kCount);
   auto* base = check->add_option("--baseline", chk.baseline, "A baseline trace to compare with");
-  auto* inc = check->add_option("--max-increase", chk.max_increase,
-                                "Limit on the allocated peak's increase over the baseline, in %")
-                 ->check(kPercent);
+  auto* inc = check
+                  ->add_option("--max-increase", chk.max_increase,
+                               "Limit on the allocated peak's increase over the baseline, in %")
+                  ->check(kPercent);
   base->needs(inc);
   inc->needs(base);
   check

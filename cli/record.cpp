@@ -5,9 +5,9 @@
 // an unmodified CUDA program (PyTorch included) records its CUDA memory, copies, syncs and
 // NVTX ranges into the same trace (docs/interpose.md).
 #include <fcntl.h>
-#include <sys/file.h>
 #include <fmt/core.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -72,9 +72,10 @@ class RecordingLock {
       }
       // The holder before us may have removed the file between our open and our lock: then
       // the lock is on a file nobody else will find; lock the one at the path instead.
-      struct stat held {}, at {};
-      if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &at) == 0 &&
-          held.st_dev == at.st_dev && held.st_ino == at.st_ino)
+      struct stat held {};
+      struct stat at {};
+      if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &at) == 0 && held.st_dev == at.st_dev &&
+          held.st_ino == at.st_ino)
         break;
       ::close(fd_);
     }

@@ -23,7 +23,9 @@ using nlohmann::json;
 
 namespace {
 
-void print(const json& j) { std::cout << json_text(j) << '\n'; }
+void print(const json& j) {
+  std::cout << json_text(j) << '\n';
+}
 
 std::string pct(int64_t part, int64_t whole) {
   return whole > 0 ? fmt::format("{:5.1f}%", 100.0 * static_cast<double>(part) /
@@ -153,7 +155,8 @@ int run_info(const std::string& file, bool as_json) {
   fmt::print("  recorded by      tidemark {} on {} (pid {})\n", m.tool_version, m.host, m.pid);
   fmt::print("  command          {}\n", m.command_line);
   fmt::print("  events           {} ({} dropped)\n", r.event_count(), r.dropped_count());
-  if (writer_error) fmt::print("  writer error     {} (the recording stopped writing)\n", *writer_error);
+  if (writer_error)
+    fmt::print("  writer error     {} (the recording stopped writing)\n", *writer_error);
   fmt::print("  duration         {}\n", an::format_duration(t.duration_ns()));
   fmt::print("  stacks           {}\n",
              m.stack_depth ? fmt::format("{} frames", m.stack_depth) : std::string("off"));

@@ -148,8 +148,7 @@ void write_png(an::OutputFile& out, const an::Timeline& tl, size_t height) {
   out.commit();
 }
 
-void write_svg(an::OutputFile& out, const an::Trace& t, const an::Timeline& tl,
-               size_t height) {
+void write_svg(an::OutputFile& out, const an::Trace& t, const an::Timeline& tl, size_t height) {
   const std::string& path = out.path();
   const size_t w = tl.width();
   const double h = static_cast<double>(height);

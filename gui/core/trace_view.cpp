@@ -23,11 +23,11 @@
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "gui/core/allocator_widget.h"
-#include "profiler/analysis/export.h"
-#include "profiler/analysis/output_file.h"
 #include "gui/core/flame_widget.h"
 #include "gui/core/summary_html.h"
 #include "gui/core/timeline_widget.h"
+#include "profiler/analysis/export.h"
+#include "profiler/analysis/output_file.h"
 
 namespace tidemark::gui {
 
@@ -607,7 +607,8 @@ void TraceView::exportTo(const QString& out, ExportFormat format) {
   // Note [Output files]: never the trace itself; written to a temporary renamed into place.
   std::shared_ptr<analysis::OutputFile> file;
   try {
-    file = std::make_shared<analysis::OutputFile>(out.toStdString(), std::vector<std::string>{trace});
+    file =
+        std::make_shared<analysis::OutputFile>(out.toStdString(), std::vector<std::string>{trace});
   } catch (const analysis::OutputError&) {
     emit exported(false, tr("Export: %1 is the trace itself").arg(out));
     return;

@@ -14,7 +14,8 @@ namespace {
 // Throws OutputError when `output` is `input` (the same file, through any link).
 void check_not_input(const std::string& output, const std::string& input) {
   // Device and inode: a symlink is followed, a hard link has the same inode.
-  struct stat o {}, i {};
+  struct stat o {
+  }, i{};
   if (::stat(output.c_str(), &o) != 0 || ::stat(input.c_str(), &i) != 0) return;
   if (o.st_dev != i.st_dev || o.st_ino != i.st_ino) return;
   throw OutputError(output + ": the output is the input " +

@@ -585,7 +585,8 @@ void finalize(const std::string& path, const FinalizeOptions& options) {
     const uint64_t need_mib = size_ec ? 1 : std::max<uint64_t>(1, (8 * bytes) >> 20);
     throw StoreError(path + ": cannot finalize: no room to write in " + dir.string() +
                          " (a full disk, a quota or a file size limit); the trace is unchanged: "
-                         "free about " + std::to_string(need_mib) +
+                         "free about " +
+                         std::to_string(need_mib) +
                          " MiB there (eight times the trace) and run `tidemark finalize " + path +
                          "`",
                      StoreError::Cause::disk_full);

@@ -50,8 +50,8 @@ int open_and_probe(const std::string& name, int flags, sqlite3** db, std::string
 
 bool finalized(sqlite3* db) {
   sqlite3_stmt* st = nullptr;
-  bool yes = sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = ?", -1, &st, nullptr) ==
-             SQLITE_OK;
+  bool yes =
+      sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = ?", -1, &st, nullptr) == SQLITE_OK;
   yes = yes && sqlite3_bind_text(st, 1, meta_keys::kFinalized, -1, SQLITE_STATIC) == SQLITE_OK &&
         sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) == 1;
   sqlite3_finalize(st);
@@ -78,7 +78,8 @@ sqlite3* open_read_only(const std::string& path) {
     if (::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0) {
       throw StoreError(path + ": cannot read: its write-ahead log " + path +
                        "-wal holds transactions, and SQLite cannot create " + path +
-                       "-shm beside it (" + message + "); copy the trace and its -wal "
+                       "-shm beside it (" + message +
+                       "); copy the trace and its -wal "
                        "somewhere writable");
     }
     if (open_and_probe(immutable, flags | SQLITE_OPEN_URI, &db, &message) == SQLITE_OK) return db;
@@ -95,7 +96,8 @@ Db::Db(const std::string& path, Mode mode) : path_(path) {
   switch (mode) {
     case Mode::create: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE; break;
     case Mode::read_write: flags |= SQLITE_OPEN_READWRITE; break;
-    case Mode::read_only: break;  // above
+    case Mode::read_only:
+      break;  // above
   }
   int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
@@ -114,15 +116,18 @@ namespace {
 StoreError::Cause cause_of(sqlite3* db) {
   switch (sqlite3_errcode(db) & 0xff) {
     case SQLITE_BUSY:
-    case SQLITE_LOCKED: return StoreError::Cause::busy;
-    case SQLITE_FULL: return StoreError::Cause::disk_full;
+    case SQLITE_LOCKED:
+      return StoreError::Cause::busy;
+    case SQLITE_FULL:
+      return StoreError::Cause::disk_full;
     case SQLITE_IOERR: {
       // A write refused for want of room: no space, a quota, a file size limit.
       const int err = sqlite3_system_errno(db);
       return err == ENOSPC || err == EDQUOT || err == EFBIG ? StoreError::Cause::disk_full
                                                             : StoreError::Cause::other;
     }
-    default: return StoreError::Cause::other;
+    default:
+      return StoreError::Cause::other;
   }
 }
 }  // namespace

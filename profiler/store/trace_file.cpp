@@ -31,8 +31,8 @@ void check_meta(Db& db) {
   int i = 0;
   for (const char* key :
        {k::kSchemaVersion, k::kPid, k::kFinalizerPid, k::kStartUnixNs, k::kStartTsNs,
-        k::kStackDepth, k::kEndTsNs, k::kEndUnixNs, k::kCleanEnd, k::kEventCount,
-        k::kDroppedCount, k::kFinalized, k::kFinalizedUnixNs, k::kFirstTsNs, k::kLastTsNs})
+        k::kStackDepth, k::kEndTsNs, k::kEndUnixNs, k::kCleanEnd, k::kEventCount, k::kDroppedCount,
+        k::kFinalized, k::kFinalizedUnixNs, k::kFirstTsNs, k::kLastTsNs})
     s.bind(++i, key);
   if (s.step()) {
     throw StoreError(db.path() + ": damaged trace: meta " + s.text(0) + " is '" +
@@ -51,9 +51,9 @@ std::unique_ptr<Db> open_trace(const std::string& path, Db::Mode mode, Need need
   }
   if (!S_ISREG(st.st_mode)) throw StoreError(path + ": cannot open: not a regular file");
   if (::access(path.c_str(), mode == Db::Mode::read_only ? R_OK : R_OK | W_OK) != 0) {
-    throw StoreError(path + (mode == Db::Mode::read_only ? ": cannot open: "
-                                                         : ": cannot open for writing: ") +
-                     std::strerror(errno));
+    throw StoreError(
+        path + (mode == Db::Mode::read_only ? ": cannot open: " : ": cannot open for writing: ") +
+        std::strerror(errno));
   }
   auto db = std::make_unique<Db>(path, mode);
   int64_t app_id = 0, version = 0;

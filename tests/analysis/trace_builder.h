@@ -31,8 +31,7 @@ inline void remove_trace(const std::string& path) {
 
 class Builder {
  public:
-  explicit Builder(const std::string& path, const std::string& command_line = "")
-      : path_(path) {
+  explicit Builder(const std::string& path, const std::string& command_line = "") : path_(path) {
     remove_trace(path);
     st::TraceMeta meta;
     meta.command_line = command_line;

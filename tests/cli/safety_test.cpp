@@ -33,15 +33,23 @@ using tl_test::quote;
 using tl_test::Result;
 using tl_test::slurp;
 
-fs::path dir() { return tl_test::temp_dir("tidemark_safety"); }
-std::string at(const std::string& name) { return (dir() / name).string(); }
+fs::path dir() {
+  return tl_test::temp_dir("tidemark_safety");
+}
+std::string at(const std::string& name) {
+  return (dir() / name).string();
+}
 
 using tl_test::tidemark;
 
 // Through /bin/sh, for `ulimit` and `trap` (the command names the binary itself).
-Result shell(const std::string& script) { return tl_test::run({"/bin/sh", "-c", script}); }
+Result shell(const std::string& script) {
+  return tl_test::run({"/bin/sh", "-c", script});
+}
 
-size_t lines(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
+size_t lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
@@ -133,7 +141,8 @@ class Safety : public ::testing::Test {
   std::string trace_;
 };
 
-// Item: an output that is an input (by name, symlink or hard link) is refused, naming both,
+// Bug: `export t.db -o t.db` truncated the trace it was reading (so did --png, --junit, import).
+// An output that is an input (by name, symlink or hard link) is refused, naming both,
 // and the input is left byte for byte.
 TEST_F(Safety, AnOutputThatIsAnInputIsRefusedNamingBothAndTheInputKept) {
   const std::string link = at("link.db"), hard = at("hard.db"), base = at("base.db");
@@ -181,7 +190,8 @@ TEST_F(Safety, AnOutputThatIsAnInputIsRefusedNamingBothAndTheInputKept) {
   EXPECT_TRUE(fs::is_symlink(link));
 }
 
-// Item: an output is written to a temporary renamed into place, so a write that fails half way
+// Bug: an output was truncated first, so a write that failed lost the file that was there.
+// An output is written to a temporary renamed into place, so a write that fails half way
 // (here: a file size limit) leaves the file that was there, and no temporary.
 TEST_F(Safety, AnOutputThatCannotBeWrittenLeavesTheOldFileAndNoTemporary) {
   const std::string svg = at("old.svg");
@@ -197,7 +207,8 @@ TEST_F(Safety, AnOutputThatCannotBeWrittenLeavesTheOldFileAndNoTemporary) {
     EXPECT_FALSE(contains(entry.path().filename().string(), ".part")) << entry.path();
 }
 
-// Item: record never silently replaces a file that is not a trace; --force does; replacing an
+// Bug: `record -o train.py -- prog` silently replaced the user's script with a trace.
+// Record never silently replaces a file that is not a trace; --force does; replacing an
 // earlier trace is allowed and said.
 TEST_F(Safety, RecordRefusesToReplaceAFileThatIsNotATrace) {
   const std::string script = at("train.py");
@@ -220,13 +231,14 @@ TEST_F(Safety, RecordRefusesToReplaceAFileThatIsNotATrace) {
   EXPECT_TRUE(contains(again.err, "holds an earlier trace")) << again.err;
 }
 
-// Item: a second record to the file another record is recording to refuses at once (the
+// Bug: two records to one -o deleted and finalized each other's files, both exiting 0.
+// A second record to the file another record is recording to refuses at once (the
 // first's lock) and suggests %p; the first is undisturbed.
 TEST_F(Safety, ASecondRecordToTheSameFileRefusesAtOnce) {
   const std::string out = at("shared.db");
   const std::string ready = at("first-running");
-  pid_t first = spawn({"record", "-o", out, "--", "/bin/sh", "-c",
-                       "touch " + quote(ready) + "; sleep 2"});
+  pid_t first =
+      spawn({"record", "-o", out, "--", "/bin/sh", "-c", "touch " + quote(ready) + "; sleep 2"});
   ASSERT_TRUE(wait_for_file(ready));
   const auto start = std::chrono::steady_clock::now();
   Result second = tidemark({"record", "-o", out, "--", TIDEMARK_TRAIN_MLP, "2"});
@@ -243,7 +255,8 @@ TEST_F(Safety, ASecondRecordToTheSameFileRefusesAtOnce) {
   EXPECT_EQ(third.rc, 0) << third.err;
 }
 
-// Item: SIGHUP to record goes to the program, as SIGINT and SIGTERM do; record then returns the
+// Bug: SIGHUP killed record and left the program running, its trace never finalized.
+// SIGHUP to record goes to the program, as SIGINT and SIGTERM do; record then returns the
 // program's status.
 TEST_F(Safety, RecordForwardsSighupToTheProgram) {
   const std::string ready = at("hup-ready"), got = at("hup-got");
@@ -256,7 +269,8 @@ TEST_F(Safety, RecordForwardsSighupToTheProgram) {
   EXPECT_TRUE(wait_for_file(got));
 }
 
-// Item: finalize refuses a trace whose recording process is alive (here: this test process),
+// Bug: finalizing a trace still being recorded broke the recording (half its events kept).
+// Finalize refuses a trace whose recording process is alive (here: this test process),
 // leaving the file as it was; --force finalizes it anyway (a stale pid).
 TEST_F(Safety, FinalizeRefusesATraceStillBeingRecorded) {
   const std::string raw = at("live.db");
@@ -279,7 +293,8 @@ TEST_F(Safety, FinalizeRefusesATraceStillBeingRecorded) {
   EXPECT_EQ(tidemark({"finalize", crashed}).rc, 0);
 }
 
-// Item: a damaged meta value is named before finalize writes anything.
+// Bug: finalize of a trace with a meta value that is not an integer failed ("stoll") after
+// rewriting the file. A damaged meta value is named before finalize writes anything.
 TEST_F(Safety, FinalizeOfADamagedTraceNamesTheProblemAndLeavesTheFileAsItWas) {
   const std::string raw = at("damaged.db");
   write_raw_trace(raw, dead_pid());
@@ -295,7 +310,8 @@ TEST_F(Safety, FinalizeOfADamagedTraceNamesTheProblemAndLeavesTheFileAsItWas) {
   EXPECT_FALSE(fs::exists(raw + "-wal") && fs::file_size(raw + "-wal") > 0);
 }
 
-// Item: finalize with no room to write (here: a file size limit) says what to free and how to
+// Bug: finalize on a full disk failed with SQLite's message alone.
+// Finalize with no room to write (here: a file size limit) says what to free and how to
 // finish later, and leaves the raw trace as it was.
 TEST_F(Safety, FinalizeWithNoRoomSaysWhatToFreeAndKeepsTheTrace) {
   const std::string raw = at("big.db");
@@ -316,7 +332,8 @@ TEST_F(Safety, FinalizeWithNoRoomSaysWhatToFreeAndKeepsTheTrace) {
   EXPECT_EQ(later.rc, 0) << later.err;
 }
 
-// Item: a recording whose writer could not write counts what it lost; record says the trace
+// Bug: a writer that could not write stopped for good, the trace said "0 dropped", exit 0.
+// A recording whose writer could not write counts what it lost; record says the trace
 // is incomplete, exits with the program's status, and --strict fails the run.
 TEST_F(Safety, RecordSaysATraceIsIncompleteAndStrictFailsTheRun) {
   for (bool strict : {false, true}) {
@@ -339,7 +356,8 @@ TEST_F(Safety, RecordSaysATraceIsIncompleteAndStrictFailsTheRun) {
   }
 }
 
-// Item: --json never fails on text that is not UTF-8: invalid bytes become U+FFFD.
+// Bug: --json failed outright (exit 2) on a Latin-1 argument or a scope name with byte 0xFF.
+// --json never fails on text that is not UTF-8: invalid bytes become U+FFFD.
 TEST_F(Safety, JsonOutputSurvivesTextThatIsNotUtf8) {
   const std::string path = at("latin1.db");
   {
@@ -379,7 +397,9 @@ Result as_user(const std::vector<std::string>& args) {
   return tl_test::run(argv);
 }
 
-// Item: a valid trace on read-only media (a read-only file in a read-only directory) is read
+// Bug: every command failed on a valid trace in a read-only directory ("unable to open
+// database file"), and a file that may not be read was reported as "no such file".
+// A valid trace on read-only media (a read-only file in a read-only directory) is read
 // by every reporting command, without writing a byte beside it; a file that may not be read
 // says so, not "no such file".
 TEST_F(Safety, ATraceOnReadOnlyMediaIsReadByEveryReportingCommand) {
@@ -401,10 +421,12 @@ TEST_F(Safety, ATraceOnReadOnlyMediaIsReadByEveryReportingCommand) {
                           fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
   const std::string out = (dir() / "from-readonly.csv").string();
   const std::vector<std::vector<std::string>> commands = {
-      {"summary", trace},  {"summary", trace, "--json"}, {"info", trace},
-      {"info", raw},       {"timeline", trace},          {"top", trace},
-      {"leaks", trace},    {"steps", trace},             {"syncs", trace},
-      {"diagnose", trace}, {"diff", trace, trace},       {"check", trace, "--max-leaked", "1GiB"},
+      {"summary", trace},        {"summary", trace, "--json"},
+      {"info", trace},           {"info", raw},
+      {"timeline", trace},       {"top", trace},
+      {"leaks", trace},          {"steps", trace},
+      {"syncs", trace},          {"diagnose", trace},
+      {"diff", trace, trace},    {"check", trace, "--max-leaked", "1GiB"},
       {"watch", trace, "--once"}};
   for (const auto& args : commands) {
     Result r = as_user(args);
@@ -426,7 +448,8 @@ TEST_F(Safety, ATraceOnReadOnlyMediaIsReadByEveryReportingCommand) {
   fs::permissions(ro, fs::perms::owner_all);
 }
 
-// Item: numbers out of range are refused naming the option (exit 2), never wrapped or passed.
+// Bug: `--max-increase nan` passed any regression; `--max-syncs-per-step -1` wrapped to 2^64-1.
+// Numbers out of range are refused naming the option (exit 2), never wrapped or passed.
 TEST_F(Safety, OutOfRangeNumbersAreRefusedNamingTheOption) {
   const std::string base = at("base2.db");
   analysis_test::make_trace(base, true);

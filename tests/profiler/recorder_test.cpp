@@ -285,12 +285,12 @@ TEST(Recorder, OptionsFromTheEnvironmentAreChecked) {
 // The marks named `name` in a trace.
 uint64_t marks(const std::string& path, const std::string& name) {
   uint64_t n = 0;
-  TraceReader::open(path).for_each_event([&](const ev::Event& e, uint64_t) {
-    n += e.kind == ev::Kind::mark && e.name.name == name;
-  });
+  TraceReader::open(path).for_each_event(
+      [&](const ev::Event& e, uint64_t) { n += e.kind == ev::Kind::mark && e.name.name == name; });
   return n;
 }
 
+// Bug: a database locked by another process for 8 s stopped the recording for good, "0 dropped".
 // Another process holding the trace's write lock for longer than SQLite's default busy timeout
 // (5 s) delays the writer, which waits and goes on (Note [Writer failure]); meanwhile the
 // program's small ring overflows, and every event that could not be kept is counted.
@@ -329,6 +329,7 @@ TEST(Recorder, ADatabaseLockedForSecondsDelaysTheWriterAndEveryLostEventIsCounte
   EXPECT_EQ(rs.dropped, r.dropped_count());
 }
 
+// Bug: on a full disk the recording stopped and the trace said "0 dropped".
 // A full disk (here: a file size limit) stops the recording; what was appended but never
 // committed, what the rings held and every later event are counted as dropped, and the count
 // and the reason are stored in the trace (Note [Writer failure]).

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "profiler/analysis/json.h"
+#include "profiler/analysis/output_file.h"
 #include "profiler/analysis/units.h"
 
 namespace tidemark::cli {
@@ -57,10 +58,10 @@ std::string xml_escape(const std::string& s) {
   return out;
 }
 
-void write_junit(const std::string& path, const std::string& trace,
+void write_junit(analysis::OutputFile& out, const std::string& trace,
                  const std::vector<Result>& results) {
-  std::ofstream f(path);
-  if (!f) throw UsageError("--junit " + path + ": cannot write the file");
+  const std::string& path = out.path();
+  std::ofstream& f = out.stream();
   size_t failures = 0;
   for (const Result& r : results) failures += !r.passed;
   f << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
@@ -76,6 +77,7 @@ void write_junit(const std::string& path, const std::string& trace,
   }
   f << "</testsuite></testsuites>\n";
   if (!f) throw UsageError("--junit " + path + ": cannot write the file");
+  out.commit();
 }
 
 }  // namespace
@@ -96,8 +98,13 @@ int run_check(const CheckArgs& a) {
   if (a.max_leaked) max_leaked = parse_size_option("--max-leaked", *a.max_leaked);
   std::set<std::string> finding_ids;
   if (a.no_findings) finding_ids = parse_finding_ids("--no-findings", *a.no_findings);
-  if (a.max_increase && *a.max_increase < 0)
-    throw UsageError(fmt::format("--max-increase {}: expected a percentage >= 0", *a.max_increase));
+  // Refused before anything is read when it is an input (Note [Output files]).
+  std::optional<analysis::OutputFile> junit;
+  if (!a.junit.empty()) {
+    std::vector<std::string> inputs{a.file};
+    if (!a.baseline.empty()) inputs.push_back(a.baseline);
+    junit.emplace(a.junit, inputs);
+  }
 
   an::Trace t = open_trace(a.file);
   std::vector<Result> results;
@@ -222,12 +229,13 @@ int run_check(const CheckArgs& a) {
 
   bool ok = true;
   for (const Result& r : results) ok = ok && r.passed;
-  if (!a.junit.empty()) write_junit(a.junit, a.file, results);
+  if (junit) write_junit(*junit, a.file, results);
   if (a.json) {
     nlohmann::json arr = nlohmann::json::array();
     for (const Result& r : results)
       arr.push_back({{"check", r.name}, {"passed", r.passed}, {"message", r.message}});
-    std::cout << nlohmann::json{{"path", a.file}, {"passed", ok}, {"checks", arr}}.dump(2) << '\n';
+    std::cout << json_text(nlohmann::json{{"path", a.file}, {"passed", ok}, {"checks", arr}})
+              << '\n';
   } else {
     for (const Result& r : results) {
       std::string msg = r.message;

@@ -34,6 +34,8 @@ struct RecordArgs {
   // The NVTX range that marks a step in an injected program (default "step"; "": none).
   std::optional<std::string> step_range;
   bool watch = false;  // `tidemark watch`'s lines on stderr while the program runs
+  bool force = false;  // replace an existing -o FILE that is not a Tidemark trace
+  bool strict = false;  // exit 1 (when the program exited 0) if the trace lost events
   std::vector<std::string> command;
 };
 int run_record(const RecordArgs& a);
@@ -45,7 +47,8 @@ struct SummaryArgs {
 };
 int run_summary(const SummaryArgs& a);
 int run_info(const std::string& file, bool json);
-int run_finalize(const std::string& file);
+// Refuses a trace still being recorded (Note [Live recordings] in common.h) unless `force`.
+int run_finalize(const std::string& file, bool force);
 
 struct TopArgs {
   std::string file, device, at = "peak", by = "site";

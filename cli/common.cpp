@@ -1,10 +1,13 @@
 #include "cli/common.h"
 
 #include <fmt/core.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/units.h"
@@ -77,6 +80,25 @@ uint64_t parse_size_option(const std::string& option, const std::string& value) 
   if (!bytes)
     throw UsageError(option + " " + value + ": expected a size such as 512MiB, 2GiB, 1e9 or 4096");
   return *bytes;
+}
+
+namespace {
+bool process_alive(int64_t pid) {
+  return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
+}  // namespace
+
+RecordingProcesses recording_processes(const std::string& host, int64_t pid,
+                                       int64_t finalizer_pid) {
+  char here[256] = {};
+  if (pid <= 0 || ::gethostname(here, sizeof here - 1) != 0 || host != here) return {};
+  if (process_alive(pid)) return {true, pid, false};
+  if (process_alive(finalizer_pid)) return {true, finalizer_pid, true};
+  return {true, 0, false};
+}
+
+std::string json_text(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO); }

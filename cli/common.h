@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -54,6 +55,24 @@ analysis::DeviceRef primary_device(const analysis::Trace& trace, const std::stri
 uint64_t parse_time(const analysis::Trace& trace, const std::string& option,
                     const std::string& value);
 uint64_t parse_size_option(const std::string& option, const std::string& value);
+
+// Note [Live recordings]
+// A trace is still being written while its recording process (meta `pid`) runs, and will
+// still be finalized while the process that finalizes it afterwards (meta `finalizer_pid`:
+// `tidemark record`) runs. Only answerable on the host that records (meta `host`): elsewhere a
+// pid names another process. `watch` waits for such a recording; `finalize` refuses to touch
+// it. A pid reused by an unrelated process reads as alive (finalize --force overrides).
+struct RecordingProcesses {
+  bool known = false;      // on this host, with a recorded pid: the answer below means something
+  int64_t alive_pid = 0;   // the recording process, else the finalizer, if alive; 0: neither
+  bool finalizer = false;  // alive_pid is the finalizer
+};
+RecordingProcesses recording_processes(const std::string& host, int64_t pid, int64_t finalizer_pid);
+
+// JSON as the commands print it (`indent` -1: one line). Text that is not UTF-8 -- a program
+// argument in Latin-1, a scope name or frame with byte 0xFF -- never fails the output: each
+// invalid byte becomes U+FFFD (docs/cli.md, "Conventions").
+std::string json_text(const nlohmann::json& j, int indent = 2);
 
 bool stdout_is_terminal();
 int terminal_columns();

@@ -7,6 +7,8 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "profiler/analysis/output_file.h"
+#include "profiler/store/trace_writer.h"
 
 #ifdef TIDEMARK_CLI_IMPORT
 #include "profiler/importers/lineup.h"
@@ -21,13 +23,17 @@ namespace tidemark::cli {
 #ifdef TIDEMARK_CLI_IMPORT
 int run_import(const std::string& snapshot, const std::string& output, const std::string& onto,
                uint64_t max_events) {
+  std::vector<std::string> inputs{snapshot};
+  if (!onto.empty()) inputs.push_back(onto);
+  analysis::OutputFile out(output, inputs);  // Note [Output files]
   importers::ImportStats s;
   importers::ImportOptions options;
   options.max_events = max_events;
   try {
     Progress p("importing " + snapshot);
     if (!onto.empty()) {
-      importers::LineupStats l = importers::import_pytorch_snapshot_onto(snapshot, onto, output, options);
+      importers::LineupStats l =
+          importers::import_pytorch_snapshot_onto(snapshot, onto, out.part_path(), options);
       fmt::print(
           "{}: {} of {} snapshot segments matched recorded ones in {} (clock offset {} ns); "
           "{} recorded events kept\n",
@@ -35,11 +41,18 @@ int run_import(const std::string& snapshot, const std::string& output, const std
           l.recorded_events);
       s = l;
     } else {
-      s = importers::import_pytorch_snapshot(snapshot, output, options);
+      s = importers::import_pytorch_snapshot(snapshot, out.part_path(), options);
     }
   } catch (const importers::ImportError& e) {
-    throw UsageError(e.what());
+    // The importer names the file it wrote; the user named another.
+    std::string message = e.what();
+    for (size_t at; (at = message.find(out.part_path())) != std::string::npos;)
+      message.replace(at, out.part_path().size(), output);
+    throw UsageError(message);
   }
+  // The old trace's WAL, if one was left beside it, must not be replayed onto the new one.
+  store::remove_trace_sidecars(output);
+  out.commit();
   for (const std::string& note : s.notes) fmt::print(stderr, "tidemark: {}: {}\n", snapshot, note);
   fmt::print("{}: imported {} events, {} segments, {} devices into {}\n", snapshot, s.events,
              s.segments, s.devices, output);
@@ -53,12 +66,9 @@ int run_import(const std::string& snapshot, const std::string& output, const std
 #ifdef TIDEMARK_CLI_EXPORT
 int run_export(const std::string& file, const std::string& format, const std::string& output) {
   open_trace(file);  // names the problem with an unreadable trace before creating the output
-  std::ofstream f;
-  if (output != "-") {
-    f.open(output, std::ios::binary);
-    if (!f) throw UsageError("-o " + output + ": cannot create the file");
-  }
-  std::ostream& out = output == "-" ? std::cout : f;
+  std::optional<analysis::OutputFile> f;  // Note [Output files]
+  if (output != "-") f.emplace(output, std::vector<std::string>{file});
+  std::ostream& out = f ? f->stream() : std::cout;
   std::optional<analysis::SnapshotExport> snapshot;
   {
     Progress p("exporting " + file);
@@ -71,6 +81,7 @@ int run_export(const std::string& file, const std::string& format, const std::st
   }
   out.flush();
   if (!out) throw UsageError("-o " + output + ": cannot write the file");
+  if (f) f->commit();
   if (output != "-") fmt::print(stderr, "tidemark: wrote {}\n", output);
   if (snapshot) {
     // Which device is which in the viewer's device list, and what could not be shown.

@@ -73,7 +73,7 @@ int run_diagnose(const DiagnoseArgs& a) {
     json j = diagnosis_json(d);
     j["json_version"] = an::kJsonSchemaVersion;
     j["path"] = a.file;
-    std::cout << j.dump(2) << '\n';
+    std::cout << json_text(j) << '\n';
     return kExitOk;
   }
   fmt::print("{}: {} finding{}\n", a.file, d.findings.size(), d.findings.size() == 1 ? "" : "s");

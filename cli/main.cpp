@@ -3,7 +3,9 @@
 // docs/cli.md describes every command, the JSON output and the exit codes.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <initializer_list>
 #include <optional>
@@ -12,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "profiler/analysis/output_file.h"
 #include "profiler/store/trace_format.h"
 
 namespace tc = tidemark::cli;
@@ -41,6 +44,24 @@ void add_folded(CLI::App* cmd, bool& flag, const char* what,
   for (CLI::Option* o : excludes) folded->excludes(o);
 }
 
+// Numbers on the command line are checked as text, before CLI11 converts them: it would wrap
+// "-1" into 2^64-1 for an unsigned option, and "nan" passes every comparison. A failure names
+// the option (CLI11 prefixes it) and exits 2.
+const CLI::Validator kCount(
+    [](std::string& v) -> std::string {
+      bool digits = !v.empty() && v.size() <= 18;
+      for (char c : v) digits = digits && c >= '0' && c <= '9';
+      return digits ? std::string() : "expected a whole number >= 0, got '" + v + "'";
+    },
+    "N");
+const CLI::Validator kPercent(
+    [](std::string& v) -> std::string {
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      const bool ok = !v.empty() && end == v.c_str() + v.size() && std::isfinite(x) && x >= 0;
+      return ok ? std::string() : "expected a percentage >= 0 such as 10 or 2.5, got '" + v + "'";
+    },
+    "PCT");
 // --frames on a reporting command: which frames make an allocation's site (Note [Allocation
 // site]): the user's own code (the default) or the innermost of any.
 void add_frames(CLI::App* cmd) {
@@ -77,6 +98,10 @@ int main(int argc, char** argv) {
   record->add_flag("--no-tensors", rec.no_tensors, "Do not record tensor and storage events");
   record->add_flag("--no-cuda", rec.no_cuda,
                    "Do not inject libtidemark_inject.so (CUDA memory, copies, syncs, NVTX)");
+  record->add_flag("--force", rec.force,
+                   "Replace an existing -o FILE that is not a Tidemark trace");
+  record->add_flag("--strict", rec.strict,
+                   "Exit 1 when the trace is incomplete (events dropped), if the program exited 0");
   record->add_flag("--watch", rec.watch,
                    "Print memory per step on stderr while the program runs (tidemark watch)");
   record->add_option("--step-range", rec.step_range,
@@ -93,7 +118,7 @@ int main(int argc, char** argv) {
               "tidemark summary run.db --device cuda:0 --json");
   summary->add_option("file", sum.file, "Trace file")->required();
   summary->add_option("--device", sum.device, "Only this device (cpu, cuda:0)");
-  summary->add_option("--limit", sum.limit, "Sites listed");
+  summary->add_option("--limit", sum.limit, "Sites listed")->check(kCount);
   summary->add_flag("--json", sum.json, "Print JSON (docs/cli.md)");
 
   std::string info_file;
@@ -110,6 +135,10 @@ int main(int argc, char** argv) {
               "of an older schema version",
               "tidemark finalize crashed.db");
   finalize->add_option("file", fin_file, "Trace file")->required();
+  bool fin_force = false;
+  finalize->add_flag("--force", fin_force,
+                     "Finalize even though the process recorded as recording it (or finalizing "
+                     "it) is alive: a stale pid, now another process's");
 
   tc::TimelineArgs tla;
   CLI::App* timeline = command(app, "timeline",
@@ -121,8 +150,10 @@ int main(int argc, char** argv) {
   timeline->add_option("--from", tla.from, "Start, relative to the trace start (1.5s, 200ms)");
   timeline->add_option("--to", tla.to, "End, relative to the trace start");
   timeline->add_option("--width", tla.width, "Columns (terminal) or pixels (images)")
+      ->check(kCount)
       ->check(CLI::Range(1, 100000));
   timeline->add_option("--height", tla.height, "Rows (terminal) or pixels (images)")
+      ->check(kCount)
       ->check(CLI::Range(2, 10000));
   auto* png = timeline->add_option("--png", tla.png, "Write a PNG image");
   auto* svg = timeline->add_option("--svg", tla.svg, "Write an SVG image");
@@ -137,7 +168,8 @@ int main(int argc, char** argv) {
   top->add_option("--at", top_args.at, "peak, a time (1.5s, 200ms) or step:N");
   CLI::Option* top_by = top->add_option("--by", top_args.by, "site, stack, scope or category")
                             ->check(CLI::IsMember({"site", "stack", "scope", "category"}));
-  CLI::Option* top_limit = top->add_option("--limit", top_args.limit, "Groups listed (0: all)");
+  CLI::Option* top_limit =
+      top->add_option("--limit", top_args.limit, "Groups listed (0: all)")->check(kCount);
   CLI::Option* top_json = top->add_flag("--json", top_args.json, "Print JSON");
   top->add_flag("--reserved", top_args.reserved,
                 "The segments reserved at the reserved peak (by the stacks that reserved them: "
@@ -157,7 +189,8 @@ int main(int argc, char** argv) {
   CLI::Option* leaks_by_step =
       leaks->add_flag("--by-step", leak_args.by_step,
                       "Also: leaked bytes per step, and live bytes at each step boundary");
-  CLI::Option* leaks_limit = leaks->add_option("--limit", leak_args.limit, "Groups listed (0: all)");
+  CLI::Option* leaks_limit =
+      leaks->add_option("--limit", leak_args.limit, "Groups listed (0: all)")->check(kCount);
   CLI::Option* leaks_json = leaks->add_flag("--json", leak_args.json, "Print JSON");
   add_folded(leaks, leak_args.folded,
              "Print every leaked stack as a folded line (outermost;...;innermost BYTES) for "
@@ -168,7 +201,7 @@ int main(int argc, char** argv) {
   CLI::App* syncs = command(app, "syncs", "Where the host waited on the device, by site",
                             "tidemark syncs run.db --limit 20");
   syncs->add_option("file", sync_args.file, "Trace file")->required();
-  syncs->add_option("--limit", sync_args.limit, "Sites listed (0: all)");
+  syncs->add_option("--limit", sync_args.limit, "Sites listed (0: all)")->check(kCount);
   syncs->add_flag("--json", sync_args.json, "Print JSON");
 
   tc::SimpleArgs step_args;
@@ -201,10 +234,13 @@ int main(int argc, char** argv) {
                     "Limit on the reserved peak of any device");
   check->add_option("--max-leaked", chk.max_leaked,
                     "Limit on bytes still allocated at the end (all devices)");
-  check->add_option("--max-syncs-per-step", chk.max_syncs_per_step, "Limit on syncs in a step");
+  check->add_option("--max-syncs-per-step", chk.max_syncs_per_step, "Limit on syncs in a step")
+      ->check(kCount);
   auto* base = check->add_option("--baseline", chk.baseline, "A baseline trace to compare with");
-  auto* inc = check->add_option("--max-increase", chk.max_increase,
-                                "Limit on the allocated peak's increase over the baseline, in %");
+  auto* inc = check
+                  ->add_option("--max-increase", chk.max_increase,
+                               "Limit on the allocated peak's increase over the baseline, in %")
+                  ->check(kPercent);
   base->needs(inc);
   inc->needs(base);
   check
@@ -228,7 +264,8 @@ int main(int argc, char** argv) {
                            "tidemark diff base.db new.db --json");
   diff->add_option("a", dif.a, "The base trace")->required();
   diff->add_option("b", dif.b, "The new trace")->required();
-  CLI::Option* diff_limit = diff->add_option("--limit", dif.limit, "Sites listed per list (0: all)");
+  CLI::Option* diff_limit =
+      diff->add_option("--limit", dif.limit, "Sites listed per list (0: all)")->check(kCount);
   CLI::Option* diff_json = diff->add_flag("--json", dif.json, "Print JSON");
   add_folded(diff, dif.folded,
              "Print the stacks live at each trace's allocated peak as differential folded "
@@ -250,7 +287,7 @@ int main(int argc, char** argv) {
   import->add_option("--max-events", imp_max_events,
                      "Most trace entries and blocks the snapshot may expand to (default: one per "
                      "16 bytes of the file, at least 1,000,000)")
-      ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));
+      ->check(kCount);
 #endif
 #ifdef TIDEMARK_CLI_EXPORT
   std::string exp_in, exp_format, exp_out;
@@ -303,7 +340,7 @@ int main(int argc, char** argv) {
     }
     if (*summary) return tc::run_summary(sum);
     if (*info) return tc::run_info(info_file, info_json);
-    if (*finalize) return tc::run_finalize(fin_file);
+    if (*finalize) return tc::run_finalize(fin_file, fin_force);
     if (*timeline) return tc::run_timeline(tla);
     if (*top) return tc::run_top(top_args);
     if (*leaks) return tc::run_leaks(leak_args);
@@ -322,6 +359,8 @@ int main(int argc, char** argv) {
   } catch (const tc::UsageError& e) {
     return fail(e.what());
   } catch (const tidemark::store::StoreError& e) {
+    return fail(e.what());
+  } catch (const tidemark::analysis::OutputError& e) {
     return fail(e.what());
   } catch (const std::exception& e) {
     return fail(std::string("error: ") + e.what());

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <fmt/core.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -25,6 +28,7 @@
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/units.h"
 #include "profiler/record/recorder.h"
+#include "profiler/store/meta_keys.h"
 #include "profiler/store/trace_reader.h"
 
 namespace tidemark::cli {
@@ -33,21 +37,83 @@ namespace {
 
 volatile sig_atomic_t g_child = 0;
 
-// SIGINT / SIGTERM go to the child: it decides how to stop, and we finalize what it wrote.
+// SIGINT, SIGTERM and SIGHUP go to the child: it decides how to stop, and we finalize what it
+// wrote. (SIGKILL cannot be caught: docs/cli.md, "record", says what it leaves.)
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
+
 void forward_signal(int sig) {
   if (g_child > 0) ::kill(static_cast<pid_t>(g_child), sig);
 }
+
+// Note [Recording lock]
+// Two `tidemark record -o FILE` at once would each remove the other's file and finalize the
+// other's recording. So record holds an advisory lock (flock) on FILE.lock, beside FILE, from
+// before the program starts until its trace is finalized; a second record to FILE refuses at
+// once, naming the first's pid. The lock goes with the process (a killed record releases it);
+// the file is removed when done. A name with `%p` (or the default name) is the program's own
+// and needs no lock.
+class RecordingLock {
+ public:
+  explicit RecordingLock(const std::string& output) : path_(output + ".lock") {
+    for (;;) {
+      fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      if (fd_ < 0)
+        throw UsageError("-o " + output + ": cannot create the lock file " + path_ + ": " +
+                         std::strerror(errno));
+      if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = {};
+        ssize_t n = ::pread(fd_, pid, sizeof pid - 1, 0);
+        ::close(fd_);
+        fd_ = -1;
+        const std::string who = n > 0 ? std::string(pid, static_cast<size_t>(n)) : "?";
+        throw UsageError("-o " + output + ": another tidemark record (pid " + who +
+                         ") is recording to it; give each run its own file (`%p` in -o becomes "
+                         "the program's pid)");
+      }
+      // The holder before us may have removed the file between our open and our lock: then
+      // the lock is on a file nobody else will find; lock the one at the path instead.
+      struct stat held {};
+      struct stat at {};
+      if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &at) == 0 && held.st_dev == at.st_dev &&
+          held.st_ino == at.st_ino)
+        break;
+      ::close(fd_);
+    }
+    const std::string pid = std::to_string(::getpid());
+    if (::ftruncate(fd_, 0) == 0 && ::pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
+      // The pid is only for the message of a record that finds the file locked.
+    }
+  }
+  ~RecordingLock() {
+    ::unlink(path_.c_str());  // before unlocking: who locks next creates a new file
+    ::close(fd_);
+  }
+  RecordingLock(const RecordingLock&) = delete;
+  RecordingLock& operator=(const RecordingLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
 
 std::string program_name(const std::string& path) {
   std::string name = std::filesystem::path(path).filename().string();
   return name.empty() ? "program" : name;
 }
 
-void print_summary(const std::string& path) {
+// Prints the summary; returns whether the trace is complete (nothing dropped).
+bool print_summary(const std::string& path) {
   analysis::Trace trace = analysis::Trace::open(path);
   const store::TraceReader& r = trace.reader();
   fmt::print(stderr, "tidemark: recorded {} events ({} dropped) in {} to {}\n", r.event_count(),
              r.dropped_count(), analysis::format_duration(trace.duration_ns()), path);
+  const std::optional<std::string> writer_error = r.meta_value(store::meta_keys::kWriterError);
+  if (r.dropped_count() > 0 || writer_error) {
+    fmt::print(stderr, "tidemark: trace incomplete: {} events dropped ({})\n", r.dropped_count(),
+               writer_error ? "the recording stopped writing: " + *writer_error
+                            : std::string("the program emitted events faster than they were "
+                                          "written; a larger TIDEMARK_BUFFER_KB helps"));
+  }
   for (const analysis::DeviceRef& d : trace.devices()) {
     analysis::DeviceSummary s = analysis::summarize_device(trace, d);
     if (s.alloc_count == 0 && s.peak_reserved_bytes == 0) continue;
@@ -59,6 +125,7 @@ void print_summary(const std::string& path) {
                analysis::format_bytes(s.final_allocated_bytes));
   }
   fmt::print(stderr, "tidemark: next: tidemark summary {}\n", path);
+  return r.dropped_count() == 0 && !writer_error;
 }
 
 // libtidemark_inject.so: next to the executable (build tree, then install layout), then where
@@ -89,6 +156,23 @@ std::string inject_library() {
 int run_record(const RecordArgs& a) {
   if (a.command.empty()) throw UsageError("record: no command given (tidemark record -- CMD ...)");
   const int stacks = a.no_stacks ? 0 : a.stacks;
+
+  // A named output (without `%p`) is checked and locked before the program starts.
+  std::optional<RecordingLock> lock;
+  if (!a.output.empty() && a.output.find("%p") == std::string::npos) {
+    lock.emplace(a.output);  // Note [Recording lock]
+    struct stat st {};
+    if (::stat(a.output.c_str(), &st) == 0 && (!S_ISREG(st.st_mode) || st.st_size > 0)) {
+      if (store::is_trace_file(a.output)) {
+        fmt::print(stderr, "tidemark: {} holds an earlier trace: the recording replaces it\n",
+                   a.output);
+      } else if (!a.force) {
+        throw UsageError("-o " + a.output +
+                         ": the file exists and is not a Tidemark trace; recording would "
+                         "replace it (--force to do so)");
+      }
+    }
+  }
 
   const std::string inject = a.no_cuda ? std::string() : inject_library();
 
@@ -137,10 +221,8 @@ int run_record(const RecordArgs& a) {
   sa.sa_handler = forward_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  struct sigaction old_int {
-  }, old_term{};
-  ::sigaction(SIGINT, &sa, &old_int);
-  ::sigaction(SIGTERM, &sa, &old_term);
+  struct sigaction old[std::size(kForwarded)] = {};
+  for (size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &sa, &old[i]);
 
   int exec_errno = 0;
   ssize_t n;
@@ -171,12 +253,11 @@ int run_record(const RecordArgs& a) {
     w.out = stderr;
     w.stop = &watcher.over;  // also: wait for the file as long as the program runs
     w.not_before_unix_ns = started_unix_ns;  // a file an earlier run left is not this one's
-    // SIGINT and SIGTERM stay with this thread, which forwards them to the program.
-    sigset_t block, old;
+    // The forwarded signals stay with this thread, which forwards them to the program.
+    sigset_t block, old_mask;
     sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    ::pthread_sigmask(SIG_BLOCK, &block, &old);
+    for (int sig : kForwarded) sigaddset(&block, sig);
+    ::pthread_sigmask(SIG_BLOCK, &block, &old_mask);
     watcher.thread = std::thread([w] {
       try {
         run_watch(w);
@@ -184,7 +265,7 @@ int run_record(const RecordArgs& a) {
         std::fprintf(stderr, "tidemark: watch: %s\n", e.what());
       }
     });
-    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   }
   auto end_watch = [&] { watcher.end(); };
 
@@ -192,8 +273,7 @@ int run_record(const RecordArgs& a) {
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   g_child = 0;
-  ::sigaction(SIGINT, &old_int, nullptr);
-  ::sigaction(SIGTERM, &old_term, nullptr);
+  for (size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &old[i], nullptr);
 
   if (n == static_cast<ssize_t>(sizeof exec_errno))
     throw UsageError("record: cannot run " + a.command[0] + ": " + std::strerror(exec_errno));
@@ -216,7 +296,8 @@ int run_record(const RecordArgs& a) {
       return started_unix_ns;  // unreadable: finalize says what is wrong with it
     }
   };
-  const bool exists = ::stat(path.c_str(), &st) == 0;
+  // A file that is not a trace (replaced only if the program records: --force) is not one.
+  const bool exists = ::stat(path.c_str(), &st) == 0 && store::is_trace_file(path);
   const bool earlier = exists && recording_start() < started_unix_ns;
   if (!exists || earlier) {
     end_watch();
@@ -231,7 +312,9 @@ int run_record(const RecordArgs& a) {
       record::finalize_trace(path);
     }
     end_watch();  // its last line (the peaks) before the summary
-    print_summary(path);
+    // The exit status stays the program's; --strict fails a run whose trace lost events
+    // (docs/cli.md, "record").
+    if (!print_summary(path) && a.strict && code == 0) return kExitCheckFailed;
   } catch (const std::exception& e) {
     end_watch();
     fmt::print(stderr, "tidemark: {}\n", e.what());

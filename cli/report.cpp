@@ -4,6 +4,7 @@
 
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -13,6 +14,7 @@
 #include "profiler/analysis/json.h"
 #include "profiler/analysis/units.h"
 #include "profiler/record/recorder.h"
+#include "profiler/store/meta_keys.h"
 
 namespace tidemark::cli {
 
@@ -21,7 +23,9 @@ using nlohmann::json;
 
 namespace {
 
-void print(const json& j) { std::cout << j.dump(2) << '\n'; }
+void print(const json& j) {
+  std::cout << json_text(j) << '\n';
+}
 
 std::string pct(int64_t part, int64_t whole) {
   return whole > 0 ? fmt::format("{:5.1f}%", 100.0 * static_cast<double>(part) /
@@ -150,6 +154,8 @@ int run_info(const std::string& file, bool as_json) {
          {"event_count", r.event_count()},
          {"dropped_count", r.dropped_count()},
          {"duration_ns", t.duration_ns()}};
+  const std::optional<std::string> writer_error = r.meta_value(store::meta_keys::kWriterError);
+  j["writer_error"] = writer_error ? json(*writer_error) : json(nullptr);
   json devices = json::array();
   for (const an::DeviceRef& d : t.devices())
     devices.push_back({{"device", d.name}, {"description", d.description},
@@ -164,6 +170,8 @@ int run_info(const std::string& file, bool as_json) {
   fmt::print("  recorded by      tidemark {} on {} (pid {})\n", m.tool_version, m.host, m.pid);
   fmt::print("  command          {}\n", m.command_line);
   fmt::print("  events           {} ({} dropped)\n", r.event_count(), r.dropped_count());
+  if (writer_error)
+    fmt::print("  writer error     {} (the recording stopped writing)\n", *writer_error);
   fmt::print("  duration         {}\n", an::format_duration(t.duration_ns()));
   fmt::print("  stacks           {}\n",
              m.stack_depth ? fmt::format("{} frames", m.stack_depth) : std::string("off"));
@@ -177,10 +185,25 @@ int run_info(const std::string& file, bool as_json) {
   return kExitOk;
 }
 
-int run_finalize(const std::string& file) {
-  // Checks the file and names the problem; a trace of an older schema is upgraded.
-  const int version =
-      store::TraceReader::open(file, store::TraceReader::Require::upgradable).schema_version();
+int run_finalize(const std::string& file, bool force) {
+  // Checks the file (its meta included) and names the problem before anything is written; a
+  // trace of an older schema is upgraded.
+  int version = 0;
+  {
+    const auto r = store::TraceReader::open(file, store::TraceReader::Require::upgradable);
+    version = r.schema_version();
+    const store::TraceMeta m = r.meta();
+    // Finalizing a trace still being written would break the recording (Note [Live
+    // recordings]); --force for a pid that now names another process.
+    const RecordingProcesses p = recording_processes(m.host, m.pid, m.finalizer_pid);
+    if (!force && !r.finalized() && p.alive_pid != 0) {
+      throw UsageError(fmt::format(
+          "{}: still being recorded: {} (pid {}) {}; finalize it once that process has ended, "
+          "or with --force if pid {} is not it",
+          file, p.finalizer ? "tidemark record" : "the recording process", p.alive_pid,
+          p.finalizer ? "finalizes it when the program ends" : "is running", p.alive_pid));
+    }
+  }
   {
     Progress p("finalizing " + file);
     record::finalize_trace(file);

@@ -9,10 +9,12 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "profiler/analysis/json.h"
+#include "profiler/analysis/output_file.h"
 #include "profiler/analysis/units.h"
 
 namespace tidemark::cli {
@@ -99,7 +101,8 @@ struct Rgb {
 constexpr Rgb kBackground{255, 255, 255}, kReserved{198, 219, 239}, kAllocated{33, 113, 181},
     kPeak{215, 48, 39}, kStep{160, 160, 160}, kAxis{60, 60, 60};
 
-void write_png(const std::string& path, const an::Timeline& tl, size_t height) {
+void write_png(an::OutputFile& out, const an::Timeline& tl, size_t height) {
+  const std::string& path = out.path();
   const size_t w = tl.width(), h = height;
   std::vector<Rgb> px(w * h, kBackground);
   const int64_t top = scale_top(tl);
@@ -123,7 +126,7 @@ void write_png(const std::string& path, const an::Timeline& tl, size_t height) {
         if (y % 2 == 0) px[y * w + static_cast<size_t>(c)] = kPeak;
   for (size_t c = 0; c < w; ++c) px[(h - 1) * w + c] = kAxis;
 
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "wb"), &std::fclose);
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(out.part_path().c_str(), "wb"), &std::fclose);
   if (!f) throw UsageError("--png " + path + ": cannot create the file");
   png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
   png_infop info = png ? png_create_info_struct(png) : nullptr;
@@ -141,10 +144,12 @@ void write_png(const std::string& path, const an::Timeline& tl, size_t height) {
     png_write_row(png, reinterpret_cast<png_const_bytep>(&px[y * w]));
   png_write_end(png, nullptr);
   png_destroy_write_struct(&png, &info);
+  if (std::fclose(f.release()) != 0) throw UsageError("--png " + path + ": cannot write the image");
+  out.commit();
 }
 
-void write_svg(const std::string& path, const an::Trace& t, const an::Timeline& tl,
-               size_t height) {
+void write_svg(an::OutputFile& out, const an::Trace& t, const an::Timeline& tl, size_t height) {
+  const std::string& path = out.path();
   const size_t w = tl.width();
   const double h = static_cast<double>(height);
   const int64_t top = scale_top(tl);
@@ -160,8 +165,7 @@ void write_svg(const std::string& path, const an::Trace& t, const an::Timeline& 
     d += fmt::format(" L{},{} Z", margin + static_cast<double>(w), h);
     return d;
   };
-  std::ofstream f(path);
-  if (!f) throw UsageError("--svg " + path + ": cannot create the file");
+  std::ofstream& f = out.stream();
   f << fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
       "font-family=\"sans-serif\" font-size=\"11\">\n",
@@ -193,11 +197,16 @@ void write_svg(const std::string& path, const an::Trace& t, const an::Timeline& 
                    margin + static_cast<double>(w), h + 16, t.time_text(tl.to_ts));
   f << "</svg>\n";
   if (!f) throw UsageError("--svg " + path + ": cannot write the file");
+  out.commit();
 }
 
 }  // namespace
 
 int run_timeline(const TimelineArgs& a) {
+  // Refused before anything is read when it is the trace (Note [Output files]).
+  std::optional<an::OutputFile> image_file;
+  if (!a.png.empty() || !a.svg.empty())
+    image_file.emplace(a.png.empty() ? a.svg : a.png, std::vector<std::string>{a.file});
   an::Trace t = open_trace(a.file);
   an::DeviceRef d = primary_device(t, a.device);
   an::TimelineRequest req;
@@ -218,14 +227,14 @@ int run_timeline(const TimelineArgs& a) {
     tl = an::timeline(t, d.id, req);
   }
   if (a.json) {
-    std::cout << nlohmann::json(tl).dump() << '\n';
+    std::cout << json_text(nlohmann::json(tl), -1) << '\n';
     return kExitOk;
   }
   if (!a.png.empty()) {
-    write_png(a.png, tl, a.height ? a.height : 360);
+    write_png(*image_file, tl, a.height ? a.height : 360);
     fmt::print("{}: wrote {}\n", a.file, a.png);
   } else if (!a.svg.empty()) {
-    write_svg(a.svg, t, tl, a.height ? a.height : 360);
+    write_svg(*image_file, t, tl, a.height ? a.height : 360);
     fmt::print("{}: wrote {}\n", a.file, a.svg);
   } else {
     draw_terminal(t, tl, a.height ? a.height : 12);

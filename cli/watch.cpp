@@ -35,17 +35,11 @@ constexpr size_t kGrowthWindow = 10;
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_interrupt(int) { g_interrupted = true; }
 
-bool process_alive(int64_t pid) {
-  return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
-}
-
 // Will the trace still be finalized? While the recording process runs, or the process that
-// finalizes it afterwards (`tidemark record`, which finalizes crashed programs too). Only
-// answerable on the host that records.
+// finalizes it afterwards (Note [Live recordings]); on another host, maybe.
 bool finalize_may_come(const an::LiveTrace& t) {
-  char host[256] = {};
-  if (t.pid() <= 0 || ::gethostname(host, sizeof host - 1) != 0 || t.host() != host) return true;
-  return process_alive(t.pid()) || process_alive(t.finalizer_pid());
+  const RecordingProcesses p = recording_processes(t.host(), t.pid(), t.finalizer_pid());
+  return !p.known || p.alive_pid != 0;
 }
 
 class Watcher {
@@ -194,7 +188,7 @@ class Watcher {
 
   void emit(const json& j, const std::string& text) const {
     if (a_.json) {
-      fmt::print(a_.out, "{}\n", j.dump());
+      fmt::print(a_.out, "{}\n", json_text(j, -1));
     } else {
       fmt::print(a_.out, "{}\n", text);
     }

@@ -60,6 +60,15 @@ inline Result run(const std::vector<std::string>& argv, const std::vector<std::s
   return r;
 }
 
+#ifdef TIDEMARK_CLI
+// Runs the `tidemark` binary under test (the CLI tests) with `args`.
+inline Result tidemark(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{TIDEMARK_CLI};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run(argv);
+}
+#endif
+
 // The `key: integer` lines of a program's output (the pitfall samples' report).
 inline std::map<std::string, int64_t> key_values(const std::string& out) {
   std::map<std::string, int64_t> kv;

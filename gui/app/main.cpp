@@ -10,15 +10,20 @@
 #include <QApplication>
 #include <QComboBox>
 #include <QCommandLineParser>
+#include <QFileInfo>
 #include <QImage>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "gui/app/main_window.h"
 #include "gui/core/flame_widget.h"
 #include "gui/core/timeline_widget.h"
 #include "gui/core/trace_view.h"
+#include "profiler/analysis/output_file.h"
 
 namespace {
 
@@ -31,6 +36,15 @@ int screenshot(const QString& out, const QString& view_name, const QString& stac
                const QString& path, const QString& other) {
   using tidemark::gui::TimelineWidget;
   using tidemark::gui::TraceView;
+  // Never over a trace it shows; through a temporary renamed into place (Note [Output files]).
+  std::optional<tidemark::analysis::OutputFile> file;
+  try {
+    std::vector<std::string> inputs{path.toStdString()};
+    if (!other.isEmpty()) inputs.push_back(other.toStdString());
+    file.emplace(out.toStdString(), inputs);
+  } catch (const tidemark::analysis::OutputError& e) {
+    return fail(QString::fromStdString(e.what()));
+  }
   TraceView::View view;
   if (view_name == "compare" && !other.isEmpty())
     view = TraceView::View::compare;
@@ -71,7 +85,16 @@ int screenshot(const QString& out, const QString& view_name, const QString& stac
       if (choice->itemText(i).contains("(blue: shrank)")) choice->setCurrentIndex(i);
   }
   QApplication::processEvents();
-  if (!w.grab().toImage().save(out)) return fail(out + ": cannot write the image");
+  // The format from OUT's name, as QImage::save would take it (the temporary's name has none).
+  const QByteArray format = QFileInfo(out).suffix().toLatin1();
+  if (!w.grab().toImage().save(QString::fromStdString(file->part_path()),
+                               format.isEmpty() ? "PNG" : format.constData()))
+    return fail(out + ": cannot write the image");
+  try {
+    file->commit();
+  } catch (const tidemark::analysis::OutputError& e) {
+    return fail(QString::fromStdString(e.what()));
+  }
   return 0;
 }
 

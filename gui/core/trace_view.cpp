@@ -1,12 +1,9 @@
 #include "gui/core/trace_view.h"
 
 #include <algorithm>
-#include <atomic>
-#include <filesystem>
 #include <fstream>
 
 #include <QComboBox>
-#include <QCoreApplication>
 #include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -26,10 +23,11 @@
 #include <QtConcurrent/QtConcurrentRun>
 
 #include "gui/core/allocator_widget.h"
-#include "profiler/analysis/export.h"
 #include "gui/core/flame_widget.h"
 #include "gui/core/summary_html.h"
 #include "gui/core/timeline_widget.h"
+#include "profiler/analysis/export.h"
+#include "profiler/analysis/output_file.h"
 
 namespace tidemark::gui {
 
@@ -606,20 +604,18 @@ void TraceView::exportTo(const QString& out, ExportFormat format) {
     return;
   }
   const std::string trace = data_->path;
-  std::error_code same_ec;
-  if (std::filesystem::equivalent(trace, out.toStdString(), same_ec)) {
+  // Note [Output files]: never the trace itself; written to a temporary renamed into place.
+  std::shared_ptr<analysis::OutputFile> file;
+  try {
+    file =
+        std::make_shared<analysis::OutputFile>(out.toStdString(), std::vector<std::string>{trace});
+  } catch (const analysis::OutputError&) {
     emit exported(false, tr("Export: %1 is the trace itself").arg(out));
     return;
   }
-  // A name of its own, so two views exporting to one file never write one temporary.
-  static std::atomic<uint64_t> exports{0};
-  const std::string part =
-      (out + QString(".part-%1-%2").arg(QCoreApplication::applicationPid()).arg(++exports))
-          .toStdString();
-  auto run = [trace, out, format, part]() -> std::pair<bool, QString> {
+  auto run = [trace, out, format, file]() -> std::pair<bool, QString> {
     try {
-      std::ofstream f(part, std::ios::binary | std::ios::trunc);
-      if (!f) return {false, tr("Export: cannot create %1").arg(out)};
+      std::ofstream& f = file->stream();
       QString what;
       if (format == ExportFormat::chrome) {
         analysis::export_chrome(trace, f);
@@ -632,13 +628,10 @@ void TraceView::exportTo(const QString& out, ExportFormat format) {
           devices << tr("%1 is device %2").arg(QString::fromStdString(d.name)).arg(d.index);
         what = tr(" (%1 entries; %2)").arg(s.entries).arg(devices.join(", "));
       }
-      f.close();
-      if (!f) throw std::runtime_error("cannot write " + part);
-      std::filesystem::rename(part, out.toStdString());
+      file->commit();
       return {true, tr("Exported %1%2").arg(out, what)};
     } catch (const std::exception& e) {
-      std::error_code ec;
-      std::filesystem::remove(part, ec);
+      // The temporary goes with `file`: the lambda's copy is the last one.
       return {false, tr("Export to %1 failed: %2").arg(out, QString::fromUtf8(e.what()))};
     }
   };

@@ -76,9 +76,9 @@ class TraceView : public QWidget {
   const std::optional<analysis::TensorDetails>& tensorDetails() const { return tensor_details_; }
   QString tabTitle(View v) const;
   // Export (analysis/export.h, docs/export.md): writes this view's trace to `out` in the
-  // thread pool, through a temporary file of its own renamed into place, so a failed export
-  // leaves `out` as it was; then emits exported() with a line for the status bar. Not while
-  // following, nor onto the trace itself.
+  // thread pool, through a temporary file of its own renamed into place (analysis::OutputFile,
+  // Note [Output files]), so a failed export leaves `out` as it was; then emits exported() with
+  // a line for the status bar. Not while following, nor onto the trace itself.
   enum class ExportFormat { chrome, csv, snapshot };
   void exportTo(const QString& out, ExportFormat format);
 

@@ -1,5 +1,5 @@
 // `tidemark-gui --screenshot`: writes a non-blank PNG of each view and exits 0; a bad file
-// exits 2 with one line naming it.
+// exits 2 with one line naming it; so does an output that is the trace, which is kept.
 #include <QFile>
 #include <QImage>
 #include <QProcess>
@@ -48,6 +48,28 @@ class ScreenshotTest : public QObject {
     const QString err = QString::fromUtf8(p.readAllStandardError()).trimmed();
     QVERIFY2(err.contains(bad) && !err.contains('\n'), qPrintable(err));
     QVERIFY(!QFile::exists(test_dir() + "/bad.png"));
+  }
+
+  // Bug: `--screenshot shot.png t.db`, shot.png a link to t.db, wrote the image over the trace.
+  void theTraceItselfIsRefusedAndKept() {
+    const QString trace = recorded_trace();
+    QVERIFY(!trace.isEmpty());
+    QFile f(trace);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QByteArray before = f.readAll();
+    f.close();
+    const QString link = test_dir() + "/shot-link.png";
+    QFile::remove(link);
+    QVERIFY(QFile::link(trace, link));
+    QProcess p;
+    p.start(TIDEMARK_GUI_EXE, {"--screenshot", link, trace});
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitCode(), 2);
+    const QString err = QString::fromUtf8(p.readAllStandardError()).trimmed();
+    QVERIFY2(err.contains(trace) && err.contains("the output is the input") && !err.contains('\n'),
+             qPrintable(err));
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    QVERIFY(f.readAll() == before);
   }
 };
 

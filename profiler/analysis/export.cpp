@@ -31,21 +31,9 @@ using store::detail::Stmt;
 
 constexpr size_t kFlushBytes = 1 << 16;
 
-// Opens a finalized trace without writing to it. A WAL-mode file whose -shm the reader may
-// not create cannot be opened read-only; read it read-write then (as TraceReader does the
-// other way round), which only ever checkpoints committed data.
+// Opens a finalized trace without writing to it (Note [Read-only traces]).
 std::unique_ptr<Db> open_finalized(const std::string& path) {
-  using store::detail::Need;
-  try {
-    return store::detail::open_trace(path, Db::Mode::read_only, Need::finalized);
-  } catch (const store::StoreError& e) {
-    std::string what = e.what();
-    bool cannot_read = what.find("unable to open") != std::string::npos ||
-                       what.find("readonly") != std::string::npos ||
-                       what.find("read-only") != std::string::npos;
-    if (!cannot_read) throw;
-    return store::detail::open_trace(path, Db::Mode::read_write, Need::finalized);
-  }
+  return store::detail::open_trace(path, Db::Mode::read_only, store::detail::Need::finalized);
 }
 
 std::optional<int64_t> meta_int(Db& db, const char* key) {

@@ -2,19 +2,12 @@
 
 #include <sqlite3.h>
 
+#include "profiler/store/sqlite_db.h"
 #include "profiler/store/trace_format.h"
 
 namespace tidemark::analysis::detail {
 
-SqlDb::SqlDb(const std::string& path) : path_(path) {
-  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
-    sqlite3_close(db_);
-    db_ = nullptr;
-    throw store::StoreError(path + ": cannot open: " + msg);
-  }
-  sqlite3_busy_timeout(db_, 5000);
-}
+SqlDb::SqlDb(const std::string& path) : path_(path), db_(store::detail::open_read_only(path)) {}
 
 SqlDb::~SqlDb() {
   sqlite3_close(db_);

@@ -39,10 +39,9 @@ using pickle::Type;
 constexpr uint64_t kMinBlock = 512;             // PyTorch's kMinBlockSize
 constexpr uint64_t kSmallSize = 1 << 20;        // largest small-pool request
 constexpr uint64_t kSmallBuffer = 2 << 20;      // small-pool segment
-// The largest size or address the importer takes (2^56 B = 64 PiB), far above any device. The
-// emitter also refuses a curve that passes kMaxLive, so no sum of sizes can overflow the
-// curves' int64 downstream.
-constexpr uint64_t kMaxBytes = uint64_t{1} << 56;
+// The largest size or address the importer takes (the trace's own bound). The emitter also
+// refuses a curve that passes kMaxLive, so no sum of sizes can overflow the curves' int64.
+constexpr uint64_t kMaxBytes = store::kMaxEventBytes;
 constexpr int64_t kMaxLive = int64_t{1} << 62;
 constexpr const char* kStartMark = "snapshot: state before trace";
 constexpr const char* kSnapshotMark = "snapshot";

@@ -8,7 +8,17 @@
 // publishes the new head. Records are 8-byte aligned; one that does not fit before the end of
 // the buffer is preceded by a pad record that fills the rest. A full ring makes its producer
 // wait for the writer (back-pressure); if the writer has failed or made no progress for
-// kMaxWait, the event is dropped and counted, and the count is stored in the trace.
+// kMaxWait, the event is dropped and counted, and the count is stored in the trace. Once a
+// producer has given up waiting, its events are dropped at once until the writer frees room
+// again, so a stalled writer (a database locked by another process) stalls the program once,
+// not once per event.
+//
+// Note [Writer failure]
+// When the trace cannot be written (the disk is full; another process held the database locked
+// for longer than the TraceWriter waits), the recording stops, and nothing is lost without
+// being counted: the events appended since the last commit (rolled back), those still in the
+// rings and every later one are counted as dropped, and TraceWriter::abandon stores the count
+// and the reason (meta `writer_error`) if the file can still take that much.
 //
 // Note [Recorder lifetime]
 // remove_sink() cannot tell when a thread that already loaded the sink pointer has finished
@@ -73,6 +83,10 @@ struct Ring {
   alignas(64) std::atomic<uint64_t> head{0};  // written by the writer thread
   alignas(64) std::atomic<uint64_t> owner{0};  // token of the owning thread; 0 once it exited
   std::mutex producers;  // only for the shared ring of exiting threads
+  // Producer side: the head at which the producer last gave up waiting for room (Note
+  // [Recorder rings]); kNoStall when it has not.
+  static constexpr uint64_t kNoStall = ~uint64_t{0};
+  uint64_t stalled_at = kNoStall;
 };
 
 // Rings are reused across threads and recordings, never freed (Note [Recorder lifetime]).
@@ -87,6 +101,7 @@ struct RingPool {
         free.erase(free.begin() + static_cast<std::ptrdiff_t>(i));
         r->head.store(0);
         r->tail.store(0);
+        r->stalled_at = Ring::kNoStall;
         return r;
       }
     }
@@ -350,13 +365,15 @@ class Recorder final : public ev::Sink {
     const size_t need = len <= contiguous ? len : contiguous + len;
     if (len > r.cap / 2) return {nullptr, 0};
     auto deadline = std::chrono::steady_clock::time_point{};
-    while (tail + need - r.head.load(std::memory_order_acquire) > r.cap) {
+    for (uint64_t head; tail + need - (head = r.head.load(std::memory_order_acquire)) > r.cap;) {
       if (failed_.load(std::memory_order_relaxed)) return {nullptr, 0};
+      if (head == r.stalled_at) return {nullptr, 0};  // the writer has not moved since
       auto now = std::chrono::steady_clock::now();
       if (deadline == std::chrono::steady_clock::time_point{}) {
         deadline = now + kMaxWait;
         wake_.notify_one();
       } else if (now > deadline) {
+        r.stalled_at = head;
         return {nullptr, 0};
       }
       std::this_thread::yield();
@@ -394,6 +411,8 @@ class Recorder final : public ev::Sink {
             report_dropped();
             writer_->commit();
             commits_.fetch_add(1);
+            written_committed_ = written_;
+            dropped_committed_ = dropped_reported_;
             last_commit = now;
           }
           if (stopping) {
@@ -402,12 +421,42 @@ class Recorder final : public ev::Sink {
             writer_->close(ev::now_ns());
           }
         } catch (const std::exception& ex) {
-          std::fprintf(stderr, "tidemark: recording to %s stopped: %s\n", opts_.path.c_str(),
-                       ex.what());
-          failed_ = true;
+          fail(ex.what());
         }
       }
+      if (failed_) {
+        drain_all();  // counted, not written (Note [Writer failure])
+        if (stopping) record_loss();
+      }
       if (stopping) return;
+    }
+  }
+
+  // Note [Writer failure].
+  void fail(const std::string& what) {
+    error_ = what;
+    dropped_.fetch_add(written_ - written_committed_);  // appended, never committed
+    written_ = written_committed_;
+    failed_ = true;
+    drain_all();  // what the rings still hold: counted
+    std::fprintf(stderr,
+                 "tidemark: recording to %s stopped: %s; events not written are counted as "
+                 "dropped\n",
+                 opts_.path.c_str(), what.c_str());
+    record_loss();
+  }
+
+  // Stores the events dropped since the last commit and the reason, if the file lets us.
+  void record_loss() {
+    const uint64_t dropped = dropped_.load();
+    try {
+      writer_->abandon(dropped - dropped_committed_, ev::now_ns(), error_);
+      dropped_committed_ = dropped;
+    } catch (const std::exception& ex) {
+      if (!loss_unrecorded_)
+        std::fprintf(stderr, "tidemark: %s: cannot store the count of dropped events either: %s\n",
+                     opts_.path.c_str(), ex.what());
+      loss_unrecorded_ = true;
     }
   }
 
@@ -419,6 +468,8 @@ class Recorder final : public ev::Sink {
     }
   }
 
+  // Hands every ring's records to the writer; once it has failed, counts them as dropped
+  // instead (Note [Writer failure]).
   void drain_all() {
     std::vector<Ring*> rings;
     {
@@ -444,7 +495,9 @@ class Recorder final : public ev::Sink {
       const std::byte* p = r.buf.get() + (head & r.mask);
       uint32_t len_kind[2];
       std::memcpy(len_kind, p, sizeof len_kind);
-      if (len_kind[1] != kPadKind) {
+      if (len_kind[1] != kPadKind && failed_) {
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+      } else if (len_kind[1] != kPadKind) {
         RecordHeader h;
         std::memcpy(&h, p, sizeof h);
         decode_and_append(h, p + sizeof h);
@@ -533,6 +586,10 @@ class Recorder final : public ev::Sink {
   uint64_t last_stack_id_ = 0;
   uint64_t written_ = 0;
   uint64_t dropped_reported_ = 0;
+  // As of the last commit (Note [Writer failure]).
+  uint64_t written_committed_ = 0, dropped_committed_ = 0;
+  std::string error_;  // why the writer failed
+  bool loss_unrecorded_ = false;
 };
 
 std::mutex g_control_mu;  // serialises start/stop

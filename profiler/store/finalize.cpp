@@ -2,6 +2,7 @@
 // (docs/trace-format.md, "How finalize derives the tables").
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -409,6 +410,10 @@ class Finalizer {
   void on_block(const DecodedEvent& d) {
     const ev::Event& e = d.event;
     const ev::BlockInfo& b = e.block;
+    if (b.size > kMaxEventBytes || b.requested_size > kMaxEventBytes)
+      throw StoreError(db_.path() + ": damaged trace: event " + std::to_string(e.seq) + " (" +
+                       std::string(ev::kind_name(e.kind)) + ") has a size of " +
+                       std::to_string(std::max(b.size, b.requested_size)) + " bytes, more than 2^56");
     int64_t dev = device_id(e.device);
     detail::Curves& c = curves(dev);
     auto size = static_cast<int64_t>(b.size);
@@ -570,10 +575,25 @@ class Finalizer {
 
 void finalize(const std::string& path, const FinalizeOptions& options) {
   auto db = detail::open_trace(path, Db::Mode::read_write, detail::Need::upgradable);
-  {
+  try {
     detail::Transaction tx(*db);
     Finalizer(*db, options).run();
     tx.commit();
+  } catch (const StoreError& e) {
+    if (e.cause() != StoreError::Cause::disk_full) throw;
+    // The transaction rolled back: the raw events are as they were, finalize can run later.
+    // The derived tables take several times the raw events' size (docs/trace-format.md).
+    std::error_code size_ec, dir_ec;
+    const uint64_t bytes = std::filesystem::file_size(path, size_ec);
+    const std::filesystem::path dir = std::filesystem::absolute(path, dir_ec).parent_path();
+    const uint64_t need_mib = size_ec ? 1 : std::max<uint64_t>(1, (8 * bytes) >> 20);
+    throw StoreError(path + ": cannot finalize: no room to write in " + dir.string() +
+                         " (a full disk, a quota or a file size limit); the trace is unchanged: "
+                         "free about " +
+                         std::to_string(need_mib) +
+                         " MiB there (eight times the trace) and run `tidemark finalize " + path +
+                         "`",
+                     StoreError::Cause::disk_full);
   }
   // The derived tables are large: fold them into the main file right away. Best effort.
   db->exec("PRAGMA wal_checkpoint(TRUNCATE)");

@@ -24,5 +24,6 @@ inline constexpr const char* kFinalizedUnixNs = "finalized_unix_ns";
 inline constexpr const char* kFinalizedToolVersion = "finalized_tool_version";
 inline constexpr const char* kFirstTsNs = "first_ts_ns";
 inline constexpr const char* kLastTsNs = "last_ts_ns";
+inline constexpr const char* kWriterError = "writer_error";
 
 }  // namespace tidemark::store::meta_keys

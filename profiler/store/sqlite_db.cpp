@@ -1,15 +1,103 @@
 #include "profiler/store/sqlite_db.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+
+#include "profiler/store/meta_keys.h"
 
 namespace tidemark::store::detail {
 
+namespace {
+
+// "file:" URI of a path: characters a URI gives meaning to are %-escaped.
+std::string file_uri(const std::string& path) {
+  std::string uri = "file:";
+  for (unsigned char c : path) {
+    if (c == '%' || c == '?' || c == '#' || c < 0x20 || c >= 0x7f) {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      uri += buf;
+    } else {
+      uri += static_cast<char>(c);
+    }
+  }
+  return uri;
+}
+
+// Opens and reads the schema, which is when SQLite needs the WAL index: SQLITE_OK, or the
+// error with its message.
+int open_and_probe(const std::string& name, int flags, sqlite3** db, std::string* message) {
+  int rc = sqlite3_open_v2(name.c_str(), db, flags, nullptr);
+  if (rc == SQLITE_OK) {
+    sqlite3_extended_result_codes(*db, 1);
+    sqlite3_busy_timeout(*db, 5000);
+    rc = sqlite3_exec(*db, "SELECT 1 FROM sqlite_master LIMIT 1", nullptr, nullptr, nullptr);
+    // Not a database: left to the caller, which names it (open_trace).
+    if ((rc & 0xff) == SQLITE_NOTADB) rc = SQLITE_OK;
+  }
+  if (rc != SQLITE_OK) {
+    *message = *db ? sqlite3_errmsg(*db) : sqlite3_errstr(rc);
+    sqlite3_close(*db);
+    *db = nullptr;
+  }
+  return rc;
+}
+
+}  // namespace
+
+bool finalized(sqlite3* db) {
+  sqlite3_stmt* st = nullptr;
+  bool yes =
+      sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key = ?", -1, &st, nullptr) == SQLITE_OK;
+  yes = yes && sqlite3_bind_text(st, 1, meta_keys::kFinalized, -1, SQLITE_STATIC) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 0) == 1;
+  sqlite3_finalize(st);
+  return yes;
+}
+
+sqlite3* open_read_only(const std::string& path) {
+  const int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX;
+  const std::string immutable = file_uri(path) + "?immutable=1";
+  sqlite3* db = nullptr;
+  std::string message;
+  struct stat wal {};
+  const bool has_wal = ::stat((path + "-wal").c_str(), &wal) == 0;
+  if (!has_wal && open_and_probe(immutable, flags | SQLITE_OPEN_URI, &db, &message) == SQLITE_OK) {
+    if (finalized(db)) return db;
+    sqlite3_close(db);
+    db = nullptr;
+  }
+  const int rc = open_and_probe(path, flags, &db, &message);
+  if (rc == SQLITE_OK) return db;
+  const int primary = rc & 0xff;
+  if (primary == SQLITE_CANTOPEN || primary == SQLITE_READONLY) {
+    // Note [Read-only traces]: no WAL index could be made beside the file.
+    if (::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0) {
+      throw StoreError(path + ": cannot read: its write-ahead log " + path +
+                       "-wal holds transactions, and SQLite cannot create " + path +
+                       "-shm beside it (" + message +
+                       "); copy the trace and its -wal "
+                       "somewhere writable");
+    }
+    if (open_and_probe(immutable, flags | SQLITE_OPEN_URI, &db, &message) == SQLITE_OK) return db;
+  }
+  throw StoreError(path + ": cannot open: " + message);
+}
+
 Db::Db(const std::string& path, Mode mode) : path_(path) {
+  if (mode == Mode::read_only) {
+    db_ = open_read_only(path);
+    return;
+  }
   int flags = SQLITE_OPEN_NOMUTEX;
   switch (mode) {
     case Mode::create: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE; break;
     case Mode::read_write: flags |= SQLITE_OPEN_READWRITE; break;
-    case Mode::read_only: flags |= SQLITE_OPEN_READONLY; break;
+    case Mode::read_only:
+      break;  // above
   }
   int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
@@ -24,8 +112,28 @@ Db::Db(const std::string& path, Mode mode) : path_(path) {
 
 Db::~Db() { sqlite3_close_v2(db_); }
 
+namespace {
+StoreError::Cause cause_of(sqlite3* db) {
+  switch (sqlite3_errcode(db) & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return StoreError::Cause::busy;
+    case SQLITE_FULL:
+      return StoreError::Cause::disk_full;
+    case SQLITE_IOERR: {
+      // A write refused for want of room: no space, a quota, a file size limit.
+      const int err = sqlite3_system_errno(db);
+      return err == ENOSPC || err == EDQUOT || err == EFBIG ? StoreError::Cause::disk_full
+                                                            : StoreError::Cause::other;
+    }
+    default:
+      return StoreError::Cause::other;
+  }
+}
+}  // namespace
+
 void Db::fail(std::string_view what) const {
-  throw StoreError(path_ + ": " + std::string(what) + ": " + sqlite3_errmsg(db_));
+  throw StoreError(path_ + ": " + std::string(what) + ": " + sqlite3_errmsg(db_), cause_of(db_));
 }
 
 void Db::exec(const char* sql) {
@@ -34,7 +142,7 @@ void Db::exec(const char* sql) {
     std::string msg = err ? err : sqlite3_errmsg(db_);
     sqlite3_free(err);
     std::string head(sql, std::min<size_t>(std::char_traits<char>::length(sql), 60));
-    throw StoreError(path_ + ": " + msg + " (in `" + head + "`)");
+    throw StoreError(path_ + ": " + msg + " (in `" + head + "`)", cause_of(db_));
   }
 }
 

@@ -17,10 +17,27 @@ namespace tidemark::store::detail {
 
 class Stmt;
 
+// Note [Read-only traces]
+// Readers never write to a trace, so they open it SQLITE_OPEN_READONLY, and work on read-only
+// media: a read-only file, or one in a directory they may not write. A WAL-mode database needs
+// its `-wal` and `-shm` files, which SQLite creates beside it (and a read-only connection
+// leaves behind). So:
+// * a finalized trace with no `-wal` -- nobody writes it: a writer keeps its `-wal` while it
+//   has the file open, and a new recording replaces the file rather than writing into it --
+//   is opened `immutable=1`: nothing is created, nothing locked;
+// * otherwise (a trace being recorded, or a crashed one) it is opened read-only as usual; where
+//   the `-shm` cannot be created (a read-only directory) and no `-wal` holds transactions, it
+//   is opened `immutable=1` too, as the complete database it then is; a non-empty `-wal` that
+//   cannot be indexed is an error that says so (its transactions would be missed).
+// Opens `path` so; throws StoreError naming the file and the problem. (Also used by the
+// analysis library's own connection.)
+sqlite3* open_read_only(const std::string& path);
+
 class Db {
  public:
   enum class Mode { create, read_write, read_only };
   // Opens `path`. `create` truncates nothing by itself: the writer removes old files first.
+  // `read_only`: Note [Read-only traces].
   Db(const std::string& path, Mode mode);
   ~Db();
   Db(const Db&) = delete;

@@ -17,14 +17,26 @@ inline constexpr int kSchemaVersion = 3;
 // tables, so rebuilding them from the raw tables makes the file current (docs/trace-format.md,
 // "Versioning"). Older files are refused.
 inline constexpr int kOldestUpgradableSchemaVersion = 1;
+// The largest size of a block or segment a trace may hold (2^56 B = 64 PiB, far above any
+// device): the importer refuses larger ones naming the field, and finalize refuses an event
+// with one as damaged, so no sum of sizes in the curves or the analysis can overflow int64.
+inline constexpr uint64_t kMaxEventBytes = uint64_t{1} << 56;
 // `PRAGMA application_id`: marks a SQLite file as a Tidemark trace ("TDMK").
 inline constexpr int32_t kApplicationId = 0x54444d4b;
 
 // Every store failure (cannot open, foreign file, wrong schema version, SQLite error) throws
-// this, with a message naming the file and the problem.
+// this, with a message naming the file and the problem, and what the caller may act on: a
+// database another process holds locked (busy), no room to write (a full disk, a quota, a file
+// size limit).
 class StoreError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  enum class Cause { other, busy, disk_full };
+  explicit StoreError(const std::string& what, Cause cause = Cause::other)
+      : std::runtime_error(what), cause_(cause) {}
+  Cause cause() const { return cause_; }
+
+ private:
+  Cause cause_;
 };
 
 struct DeviceInfo {

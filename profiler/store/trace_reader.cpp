@@ -66,17 +66,20 @@ TraceReader TraceReader::open(const std::string& path, Require require) {
   auto need = require == Require::finalized    ? detail::Need::finalized
               : require == Require::upgradable ? detail::Need::upgradable
                                                : detail::Need::raw;
-  std::unique_ptr<Db> db;
   int version = 0;
-  try {
-    // Read-write (never create) so a crashed writer's WAL can be recovered.
-    db = detail::open_trace(path, Db::Mode::read_write, need, &version);
-  } catch (const StoreError& e) {
-    // A file we may not write: read it as it is.
-    if (std::string(e.what()).find("cannot open") == std::string::npos) throw;
-    db = detail::open_trace(path, Db::Mode::read_only, need, &version);
-  }
+  // Read-only, on read-only media too (Note [Read-only traces]); a crashed writer's WAL is
+  // still read (SQLite indexes it in the -shm file without writing the trace).
+  std::unique_ptr<Db> db = detail::open_trace(path, Db::Mode::read_only, need, &version);
   return TraceReader(std::move(db), version);
+}
+
+bool is_trace_file(const std::string& path) {
+  try {
+    Db db(path, Db::Mode::read_only);
+    return db.pragma_int("application_id") == kApplicationId;
+  } catch (const StoreError&) {
+    return false;
+  }
 }
 
 TraceReader::TraceReader(std::unique_ptr<Db> db, int schema_version)

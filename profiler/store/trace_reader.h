@@ -100,6 +100,10 @@ struct Peak {
 
 enum class Curve { allocated, active, reserved, requested };
 
+// Whether `path` is a Tidemark trace: a SQLite database with Tidemark's application_id, of
+// any schema version. False for a missing file or anything else.
+bool is_trace_file(const std::string& path);
+
 class TraceReader {
  public:
   // raw: the raw tables; finalized: the derived tables too; upgradable: the raw tables of this

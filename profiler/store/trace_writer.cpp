@@ -28,6 +28,10 @@ namespace {
 // amortise the row and index overhead; the bound keeps decode memory small.
 constexpr uint32_t kBlockEvents = 8192;
 constexpr size_t kBlockBytes = 256 * 1024;
+// How long the writer waits for a database another process holds locked (a reader that
+// opened it read-write, `sqlite3`, a finalize) before it gives up. SQLite's busy handler
+// retries with growing sleeps (1 ms up to 100 ms) meanwhile.
+constexpr int kBusyTimeoutMs = 30000;
 
 struct StringHash {
   using is_transparent = void;
@@ -44,6 +48,7 @@ class SqliteTraceWriter final : public TraceWriter {
  public:
   SqliteTraceWriter(const std::string& path, const TraceMeta& meta)
       : db_(path, Db::Mode::create) {
+    sqlite3_busy_timeout(db_.handle(), kBusyTimeoutMs);
     db_.exec("PRAGMA journal_mode = WAL");
     // NORMAL in WAL mode: a commit is durable against a killed process (the WAL is in the OS
     // cache), only a power loss can lose the last transactions.
@@ -82,13 +87,16 @@ class SqliteTraceWriter final : public TraceWriter {
     add_block_ = Stmt(db_,
                       "INSERT INTO event_blocks (thread, first_seq, last_seq, first_ts, last_ts, "
                       "count, data) VALUES (?, ?, ?, ?, ?, ?, ?)");
+    // Deferred: the write lock is taken by the first write (every statement of the writer
+    // writes, so SQLite's busy handler waits for it; no read snapshot is ever upgraded), so an
+    // idle writer leaves the database to others between commits.
     db_.exec("BEGIN");
   }
 
   ~SqliteTraceWriter() override {
     // Not closed: keep what was appended (as a commit would) but record no clean end, so the
     // file reads like one whose process died right after its last commit.
-    if (!closed_) {
+    if (!closed_ && !abandoned_) {
       try {
         commit_blocks();
         db_.exec("COMMIT");
@@ -146,6 +154,8 @@ class SqliteTraceWriter final : public TraceWriter {
     check_open();
     commit_blocks();
     db_.exec("COMMIT");
+    committed_events_ = event_count_;
+    committed_dropped_ = dropped_count_;
     db_.exec("BEGIN");
   }
 
@@ -157,14 +167,41 @@ class SqliteTraceWriter final : public TraceWriter {
     put_meta(k::kEndUnixNs, unix_now_ns());
     put_meta(k::kCleanEnd, int64_t{1});
     db_.exec("COMMIT");
+    committed_events_ = event_count_;
+    committed_dropped_ = dropped_count_;
     closed_ = true;
     // Fold the WAL into the main file so a closed trace is one self-contained file.
     sqlite3_wal_checkpoint_v2(db_.handle(), nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
   }
 
+  void abandon(uint64_t dropped, uint64_t ts_ns, const std::string& reason) override {
+    if (closed_) throw StoreError(db_.path() + ": trace writer used after close()");
+    if (!abandoned_) {
+      abandoned_ = true;
+      if (!sqlite3_get_autocommit(db_.handle())) {
+        try {
+          db_.exec("ROLLBACK");
+        } catch (const StoreError&) {  // SQLite may have rolled it back itself
+        }
+      }
+      for (BlockEncoder& enc : encoders_) enc.clear();
+      event_count_ = committed_events_;
+      dropped_count_ = committed_dropped_;
+    }
+    detail::Transaction tx(db_);
+    if (dropped > 0) add_dropped_.bind(1, ts_ns).bind(2, dropped).run();
+    put_meta(meta_keys::kEventCount, static_cast<int64_t>(event_count_));
+    put_meta(meta_keys::kDroppedCount, static_cast<int64_t>(dropped_count_ + dropped));
+    put_meta(meta_keys::kWriterError, reason);
+    tx.commit();
+    dropped_count_ += dropped;
+    committed_dropped_ = dropped_count_;
+  }
+
  private:
   void check_open() const {
     if (closed_) throw StoreError(db_.path() + ": trace writer used after close()");
+    if (abandoned_) throw StoreError(db_.path() + ": trace writer used after abandon()");
   }
 
   void put_meta(const char* key, int64_t v) { set_meta_.bind(1, key).bind(2, v).run(); }
@@ -244,18 +281,32 @@ class SqliteTraceWriter final : public TraceWriter {
   size_t last_encoder_ = 0;
   uint64_t event_count_ = 0;
   uint64_t dropped_count_ = 0;
+  uint64_t committed_events_ = 0, committed_dropped_ = 0;  // as of the last commit
   bool closed_ = false;
+  bool abandoned_ = false;
 };
 
 }  // namespace
 
+namespace {
+void remove_file(const std::string& p) {
+  if (::unlink(p.c_str()) != 0 && errno != ENOENT)
+    throw StoreError(p + ": cannot remove the previous file: " + std::strerror(errno));
+}
+}  // namespace
+
+void TraceWriter::abandon(uint64_t, uint64_t, const std::string& reason) {
+  throw StoreError("this trace writer cannot record that it stopped (" + reason + ")");
+}
+
+void remove_trace_sidecars(const std::string& path) {
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) remove_file(path + suffix);
+}
+
 std::unique_ptr<TraceWriter> TraceWriter::create(const std::string& path, const TraceMeta& meta) {
   // Truncate: a previous trace (and its WAL) at this path is replaced.
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
-    std::string p = path + suffix;
-    if (::unlink(p.c_str()) != 0 && errno != ENOENT)
-      throw StoreError(p + ": cannot remove the previous file: " + std::strerror(errno));
-  }
+  remove_file(path);
+  remove_trace_sidecars(path);
   return std::make_unique<SqliteTraceWriter>(path, meta);
 }
 

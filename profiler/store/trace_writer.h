@@ -31,7 +31,19 @@ class TraceWriter {
   virtual void commit() = 0;
   // Commits and records a clean end (end time, event count). The file stays unfinalized.
   virtual void close(uint64_t end_ts_ns) = 0;
+  // The recording cannot go on (a call above threw: a full disk, a database another process
+  // held locked for longer than the writer waits). Discards what was not committed and, if the
+  // file can still be written, records `dropped` more events lost at `ts_ns` and why (meta
+  // `writer_error`); the file keeps no clean end. May be called again to add more; nothing
+  // else may. Throws StoreError when even that cannot be written (by default: writers that
+  // are not files, such as an importer's collector, have nowhere to record it).
+  virtual void abandon(uint64_t dropped, uint64_t ts_ns, const std::string& reason);
 };
+
+// Removes the files SQLite keeps beside a trace (`-wal`, `-shm`, `-journal`), so that a new
+// file put at `path` never gets an old one's write-ahead log replayed onto it. Throws
+// StoreError.
+void remove_trace_sidecars(const std::string& path);
 
 struct FinalizeOptions {
   SymbolizeFn symbolize;  // null: frames keep only their addresses

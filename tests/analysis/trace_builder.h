@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "profiler/store/trace_writer.h"
@@ -30,9 +31,10 @@ inline void remove_trace(const std::string& path) {
 
 class Builder {
  public:
-  explicit Builder(const std::string& path) : path_(path) {
+  explicit Builder(const std::string& path, const std::string& command_line = "") : path_(path) {
     remove_trace(path);
     st::TraceMeta meta;
+    meta.command_line = command_line;
     meta.start_ts_ns = 1000;
     meta.devices.push_back({ev::DeviceId{ev::DeviceType::cpu, 0}, "cpu", 0});
     w_ = st::TraceWriter::create(path, meta);
@@ -94,6 +96,12 @@ class Builder {
     e.tensor.strides = strides_;
     e.tensor.dtype = "float32";
     e.tensor.op = base ? "view" : "empty";
+    w_->append(e, 0);
+  }
+  // A scope_push, scope_pop or mark named `name` (any bytes).
+  void named(ev::Kind kind, uint64_t ts, std::string_view name) {
+    ev::Event& e = next(kind, ts);
+    e.name.name = name;
     w_->append(e, 0);
   }
   void stack_node(uint64_t id, uint64_t parent, uint64_t ip) { w_->add_stack_node(id, parent, ip); }

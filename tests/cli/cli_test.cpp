@@ -32,12 +32,7 @@ fs::path temp_dir() {
   return tl_test::temp_dir("tidemark_cli");
 }
 
-// Runs the binary with `args` (no shell interpretation of the arguments).
-Result tidemark(const std::vector<std::string>& args) {
-  std::vector<std::string> argv{TIDEMARK_CLI};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return tl_test::run(argv);
-}
+using tl_test::tidemark;  // the binary with `args` (no shell interpretation of them)
 
 size_t lines(const std::string& s) {
   size_t n = 0;

@@ -30,10 +30,7 @@ fs::path dir() {
   return tl_test::temp_dir("tidemark_diagnose_allocator");
 }
 
-Result tidemark(std::vector<std::string> args) {
-  args.insert(args.begin(), TIDEMARK_CLI);
-  return tl_test::run(args);
-}
+using tl_test::tidemark;
 
 // Records a sample program once per suite and returns the trace's path ("" on failure).
 std::string recorded(const std::string& program, const std::vector<std::string>& args = {}) {

@@ -28,10 +28,7 @@ fs::path dir() {
   return tl_test::temp_dir("tidemark_diagnose_cli");
 }
 
-Result tidemark(std::vector<std::string> args) {
-  args.insert(args.begin(), TIDEMARK_CLI);
-  return tl_test::run(args);
-}
+using tl_test::tidemark;
 
 // Records `program args...` once per test suite (by `name`) and returns the trace's path.
 std::string recorded(const std::string& name, const std::vector<std::string>& program) {

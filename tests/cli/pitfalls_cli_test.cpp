@@ -19,10 +19,7 @@ fs::path dir() {
   return tl_test::temp_dir("tidemark_pitfalls_cli");
 }
 
-Result tidemark(std::vector<std::string> args) {
-  args.insert(args.begin(), TIDEMARK_CLI);
-  return tl_test::run(args);
-}
+using tl_test::tidemark;
 
 // Records samples/pitfall_<name> (with --fixed when asked) and returns the trace's path.
 std::string record(const std::string& name, bool fixed) {

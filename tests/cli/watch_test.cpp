@@ -28,11 +28,7 @@ constexpr int64_t kMiB = 1 << 20;
 constexpr uint64_t kStepNs = 10'000'000;  // 10 ms per step
 constexpr uint64_t kStart = 1'000'000'000;
 
-tl_test::Result tidemark(const std::vector<std::string>& args) {
-  std::vector<std::string> argv{TIDEMARK_CLI};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return tl_test::run(argv);
-}
+using tl_test::tidemark;
 
 std::vector<json> json_lines(const std::string& out) {
   std::vector<json> v;

@@ -4,6 +4,8 @@
 
 #include <signal.h>
 #include <spawn.h>
+#include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +21,7 @@
 
 #include "../../samples/mlp.h"
 #include "profiler/record/recorder.h"
+#include "profiler/store/meta_keys.h"
 #include "profiler/store/trace_reader.h"
 #include "temp_trace.h"
 
@@ -277,6 +280,94 @@ TEST(Recorder, OptionsFromTheEnvironmentAreChecked) {
   }
   unsetenv("TIDEMARK_STACKS");
   unsetenv("TIDEMARK_OUTPUT");
+}
+
+// The marks named `name` in a trace.
+uint64_t marks(const std::string& path, const std::string& name) {
+  uint64_t n = 0;
+  TraceReader::open(path).for_each_event(
+      [&](const ev::Event& e, uint64_t) { n += e.kind == ev::Kind::mark && e.name.name == name; });
+  return n;
+}
+
+// Bug: a database locked by another process for 8 s stopped the recording for good, "0 dropped".
+// Another process holding the trace's write lock for longer than SQLite's default busy timeout
+// (5 s) delays the writer, which waits and goes on (Note [Writer failure]); meanwhile the
+// program's small ring overflows, and every event that could not be kept is counted.
+TEST(Recorder, ADatabaseLockedForSecondsDelaysTheWriterAndEveryLostEventIsCounted) {
+  TempTrace trace("busy");
+  tidemark::record::Options o = options(trace.path());
+  o.finalize = false;
+  o.ring_bytes = 64 << 10;
+  tidemark::record::start(o);
+  for (int i = 0; i < 100; ++i) ev::mark("before");
+  tidemark::record::flush();
+
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(trace.path().c_str(), &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 10000);
+  ASSERT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(db);
+  constexpr int kDuring = 20000;  // far more than a 64 KiB ring holds
+  std::thread program([] {
+    for (int i = 0; i < kDuring; ++i) ev::mark("during");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(6500));
+  sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  program.join();
+  for (int i = 0; i < 100; ++i) ev::mark("after");
+  const tidemark::record::RecordingStats rs = tidemark::record::stop();
+
+  TraceReader r = TraceReader::open(trace.path());
+  EXPECT_FALSE(r.meta_value(tidemark::store::meta_keys::kWriterError).has_value());
+  EXPECT_TRUE(r.clean_end());
+  EXPECT_EQ(marks(trace.path(), "before"), 100u);
+  EXPECT_EQ(marks(trace.path(), "after"), 100u);  // the writer went on
+  EXPECT_GT(r.dropped_count(), 0u);
+  EXPECT_EQ(marks(trace.path(), "during") + r.dropped_count(), uint64_t{kDuring});
+  EXPECT_EQ(rs.dropped, r.dropped_count());
+}
+
+// Bug: on a full disk the recording stopped and the trace said "0 dropped".
+// A full disk (here: a file size limit) stops the recording; what was appended but never
+// committed, what the rings held and every later event are counted as dropped, and the count
+// and the reason are stored in the trace (Note [Writer failure]).
+TEST(Recorder, AFullDiskStopsTheRecordingAndEveryLostEventIsCounted) {
+  TempTrace trace("fsize");
+  tidemark::record::Options o = options(trace.path());
+  o.finalize = false;
+  tidemark::record::start(o);
+  for (int i = 0; i < 100; ++i) ev::mark("m");
+  tidemark::record::flush();
+
+  struct rlimit old {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
+  auto* old_handler = ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails instead
+  uintmax_t size = 0;
+  for (const char* suffix : {"", "-wal"}) {
+    std::error_code ec;
+    size = std::max<uintmax_t>(size, fs::file_size(trace.path() + suffix, ec) * !ec);
+  }
+  struct rlimit limited = old;
+  limited.rlim_cur = size + (64 << 10);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limited), 0);
+  constexpr uint64_t kMore = 200000;  // megabytes of events: far past the limit
+  for (uint64_t i = 0; i < kMore; ++i) ev::mark("m");
+  tidemark::record::flush();
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old), 0);
+  ::signal(SIGXFSZ, old_handler);
+  const tidemark::record::RecordingStats rs = tidemark::record::stop();
+
+  TraceReader r = TraceReader::open(trace.path());
+  const std::optional<std::string> error = r.meta_value(tidemark::store::meta_keys::kWriterError);
+  ASSERT_TRUE(error.has_value());
+  EXPECT_NE(error->find("disk"), std::string::npos) << *error;  // "disk I/O error", "disk is full"
+  EXPECT_FALSE(r.clean_end());
+  EXPECT_GT(r.dropped_count(), 0u);
+  EXPECT_EQ(marks(trace.path(), "m") + r.dropped_count(), 100 + kMore);
+  EXPECT_EQ(rs.events + rs.dropped, 100 + kMore);
+  EXPECT_EQ(r.event_count(), rs.events);
 }
 
 }  // namespace

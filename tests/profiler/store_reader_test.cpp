@@ -172,4 +172,39 @@ TEST(StoreReader, RefusesAnUnfinalizedTraceWhereFinalizedDataIsNeeded) {
   remove_trace(path);
 }
 
+// Issue-level damage that once printed nonsense: a negative count (shown as 2^64 - 5) is named
+// on open; an event whose size passes 2^56 (sums of such overflow the curves) is refused by
+// finalize as damaged, leaving the file as it was.
+TEST(StoreReader, NegativeCountsAndImpossibleSizesAreNamed) {
+  std::string path = temp_path("damaged_counts");
+  st::TraceWriter::create(path, {})->close(0);
+  sql(path, "UPDATE meta SET value = -5 WHERE key = 'event_count'");
+  EXPECT_EQ(open_error(path), path + ": damaged trace: meta event_count is -5, expected 0 or more");
+  remove_trace(path);
+
+  path = temp_path("damaged_sizes");
+  {
+    auto w = st::TraceWriter::create(path, {});
+    ev::Event e;
+    e.kind = ev::Kind::alloc;
+    e.seq = 1;
+    e.ts_ns = 10;
+    e.block = {};
+    e.block.addr = 0x1000;
+    e.block.size = uint64_t{1} << 60;
+    e.block.requested_size = 100;
+    w->append(e, 0);
+    w->close(20);
+  }
+  try {
+    st::finalize(path);
+    ADD_FAILURE() << "finalized a trace with a 2^60-byte block";
+  } catch (const st::StoreError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              path + ": damaged trace: event 1 (alloc) has a size of 1152921504606846976 bytes, more than 2^56");
+  }
+  EXPECT_FALSE(st::TraceReader::open(path).finalized());  // nothing was written
+  remove_trace(path);
+}
+
 }  // namespace

@@ -1,0 +1,50 @@
+// OutputFile: how every command that writes a file (export, an image, a JUnit report, an
+// imported trace, the GUI's File > Export) writes it. Note [Output files].
+#pragma once
+
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tidemark::analysis {
+
+// An output that cannot be written: it is one of the inputs, or it cannot be created or
+// written. The message names the file(s) and the problem, on one line.
+class OutputError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Note [Output files]
+// An output never destroys an input and is never left half-written:
+// * an output that is one of the inputs -- the same path, or the same file through a symlink
+//   or a hard link (same device and inode) -- is refused before anything is written;
+// * the output is written to a temporary file of its own beside it (the same directory, so
+//   the rename cannot cross file systems), `PATH.part-<pid>-<n>`, and renamed over PATH only
+//   once complete; a failure (or an OutputFile destroyed without commit()) removes the
+//   temporary and leaves PATH as it was.
+class OutputFile {
+ public:
+  // Throws OutputError when `path` is one of `inputs`.
+  OutputFile(std::string path, const std::vector<std::string>& inputs);
+  ~OutputFile();
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  // Where to write: a writer that opens files itself (libpng, SQLite) opens this path.
+  const std::string& part_path() const { return part_; }
+  // The temporary opened as a binary stream (created on first call). Throws OutputError.
+  std::ofstream& stream();
+  // Closes the stream (if opened), checks it was written, and renames the temporary over
+  // path(). Throws OutputError, removing the temporary.
+  void commit();
+
+ private:
+  std::string path_, part_;
+  std::ofstream stream_;
+  bool opened_ = false, committed_ = false;
+};
+
+}  // namespace tidemark::analysis

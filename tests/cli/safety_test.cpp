@@ -1,0 +1,479 @@
+// Nothing lost, never silently: the real `tidemark` binary never destroys what it was given --
+// an output that is an input, a file `record` would replace, two recordings to one file, a
+// finalize of a live recording, of a damaged trace or on a full disk -- never leaves an event
+// lost without counting it, and reads what it must read anyway: text that is not UTF-8 in
+// --json, traces on read-only media; numbers out of range are refused naming the option.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "analysis/trace_builder.h"
+#include "profiler/store/trace_reader.h"
+#include "profiler/store/trace_writer.h"
+#include "run_program.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace st = tidemark::store;
+
+using tl_test::quote;
+using tl_test::Result;
+using tl_test::slurp;
+
+fs::path dir() {
+  return tl_test::temp_dir("tidemark_safety");
+}
+std::string at(const std::string& name) {
+  return (dir() / name).string();
+}
+
+using tl_test::tidemark;
+
+// Through /bin/sh, for `ulimit` and `trap` (the command names the binary itself).
+Result shell(const std::string& script) {
+  return tl_test::run({"/bin/sh", "-c", script});
+}
+
+size_t lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// Starts `tidemark args...` in the background (output discarded); waitpid it.
+pid_t spawn(const std::vector<std::string>& args) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::freopen("/dev/null", "w", stdout);
+    std::freopen("/dev/null", "w", stderr);
+    std::vector<char*> argv{const_cast<char*>(TIDEMARK_CLI)};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+int exit_status(pid_t pid) {
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool wait_for_file(const std::string& path) {
+  for (int i = 0; i < 500 && !fs::exists(path); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  return fs::exists(path);
+}
+
+void sql(const std::string& path, const std::string& statement) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, statement.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+}
+
+// An unfinalized trace (a clean end, as `tidemark record` leaves one before finalizing) of a
+// recording process `pid` on this host.
+void write_raw_trace(const std::string& path, int64_t pid, int events = 100) {
+  analysis_test::remove_trace(path);
+  st::TraceMeta meta;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  meta.host = host;
+  meta.pid = pid;
+  meta.start_ts_ns = 1000;
+  meta.devices.push_back({{tidemark::events::DeviceType::cpu, 0}, "cpu", 0});
+  auto w = st::TraceWriter::create(path, meta);
+  tidemark::events::Event e;
+  for (int i = 0; i < events; ++i) {
+    e = {};
+    e.kind = i % 2 ? tidemark::events::Kind::free_completed : tidemark::events::Kind::alloc;
+    e.ts_ns = 1000 + static_cast<uint64_t>(i);
+    e.seq = static_cast<uint64_t>(i) + 1;
+    e.thread_id = 1;
+    e.block.addr = 0x1000 * (static_cast<uint64_t>(i) / 2 + 1);
+    e.block.size = 512;
+    if (e.kind == tidemark::events::Kind::free_completed) {
+      e.kind = tidemark::events::Kind::free_requested;
+      w->append(e, 0);
+      e.kind = tidemark::events::Kind::free_completed;
+    }
+    w->append(e, 0);
+  }
+  w->close(1000 + static_cast<uint64_t>(events));
+}
+
+// A pid that is not running (a child that has exited and been reaped).
+int64_t dead_pid() {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+class Safety : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    trace_ = at("t.db");
+    analysis_test::make_trace(trace_, false);
+  }
+  static void TearDownTestSuite() {
+    std::system(("chmod -R u+rwx " + quote(dir().string()) + " 2>/dev/null").c_str());
+    fs::remove_all(dir());
+  }
+  std::string trace_;
+};
+
+// Bug: `export t.db -o t.db` truncated the trace it was reading (so did --png, --junit, import).
+// An output that is an input (by name, symlink or hard link) is refused, naming both,
+// and the input is left byte for byte.
+TEST_F(Safety, AnOutputThatIsAnInputIsRefusedNamingBothAndTheInputKept) {
+  const std::string link = at("link.db"), hard = at("hard.db"), base = at("base.db");
+  const std::string pickle = at("s.pickle");
+  fs::remove(link);
+  fs::remove(hard);
+  fs::create_symlink(trace_, link);
+  fs::create_hard_link(trace_, hard);
+  analysis_test::make_trace(base, true);
+  std::ofstream(pickle) << "not really a pickle";
+  const bool has_import = contains(tidemark({"--help"}).out, "import");
+  const bool has_export = contains(tidemark({"--help"}).out, "export");
+  struct Case {
+    std::vector<std::string> args;
+    std::string output, input;
+  };
+  std::vector<Case> cases = {
+      {{"timeline", trace_, "--png", trace_}, trace_, trace_},
+      {{"timeline", trace_, "--svg", link}, link, trace_},
+      {{"check", trace_, "--max-leaked", "1GiB", "--junit", hard}, hard, trace_},
+      {{"check", trace_, "--baseline", base, "--max-increase", "5", "--junit", base}, base, base},
+  };
+  if (has_export) {
+    cases.push_back({{"export", trace_, "--format", "csv", "-o", trace_}, trace_, trace_});
+    cases.push_back({{"export", trace_, "--format", "chrome", "-o", link}, link, trace_});
+    cases.push_back({{"export", trace_, "--format", "snapshot", "-o", hard}, hard, trace_});
+  }
+  if (has_import) {
+    cases.push_back({{"import", pickle, "-o", pickle}, pickle, pickle});
+    cases.push_back({{"import", pickle, "--onto", trace_, "-o", link}, link, trace_});
+  }
+  const std::string trace_bytes = slurp(trace_), base_bytes = slurp(base);
+  const std::string pickle_bytes = slurp(pickle);
+  for (const Case& c : cases) {
+    Result r = tidemark(c.args);
+    EXPECT_EQ(r.rc, 2) << c.args[0] << " " << c.output << ": " << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_TRUE(contains(r.err, c.output)) << r.err;
+    EXPECT_TRUE(contains(r.err, c.input)) << r.err;
+    EXPECT_TRUE(contains(r.err, "the output is the input")) << r.err;
+  }
+  EXPECT_EQ(slurp(trace_), trace_bytes);
+  EXPECT_EQ(slurp(base), base_bytes);
+  EXPECT_EQ(slurp(pickle), pickle_bytes);
+  EXPECT_TRUE(fs::is_symlink(link));
+}
+
+// Bug: an output was truncated first, so a write that failed lost the file that was there.
+// An output is written to a temporary renamed into place, so a write that fails half way
+// (here: a file size limit) leaves the file that was there, and no temporary.
+TEST_F(Safety, AnOutputThatCannotBeWrittenLeavesTheOldFileAndNoTemporary) {
+  const std::string svg = at("old.svg");
+  std::ofstream(svg) << "keep me\n";
+  // dash counts ulimit -f in 512-byte blocks: a 1200-column SVG is tens of kilobytes.
+  Result r = shell("ulimit -f 4; trap '' XFSZ; exec " + quote(TIDEMARK_CLI) + " timeline " +
+                   quote(trace_) + " --svg " + quote(svg));
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, svg)) << r.err;
+  EXPECT_EQ(slurp(svg), "keep me\n");
+  for (const auto& entry : fs::directory_iterator(dir()))
+    EXPECT_FALSE(contains(entry.path().filename().string(), ".part")) << entry.path();
+}
+
+// Bug: `record -o train.py -- prog` silently replaced the user's script with a trace.
+// Record never silently replaces a file that is not a trace; --force does; replacing an
+// earlier trace is allowed and said.
+TEST_F(Safety, RecordRefusesToReplaceAFileThatIsNotATrace) {
+  const std::string script = at("train.py");
+  std::ofstream(script) << "print('my training script')\n";
+  Result r = tidemark({"record", "-o", script, "--", TIDEMARK_TRAIN_MLP, "2"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, script) && contains(r.err, "not a Tidemark trace") &&
+              contains(r.err, "--force"))
+      << r.err;
+  EXPECT_EQ(slurp(script), "print('my training script')\n");
+  EXPECT_FALSE(fs::exists(script + ".lock"));
+
+  Result forced = tidemark({"record", "-o", script, "--force", "--", TIDEMARK_TRAIN_MLP, "2"});
+  EXPECT_EQ(forced.rc, 0) << forced.err;
+  EXPECT_TRUE(st::is_trace_file(script));
+
+  Result again = tidemark({"record", "-o", script, "--", TIDEMARK_TRAIN_MLP, "2"});
+  EXPECT_EQ(again.rc, 0) << again.err;
+  EXPECT_TRUE(contains(again.err, "holds an earlier trace")) << again.err;
+}
+
+// Bug: two records to one -o deleted and finalized each other's files, both exiting 0.
+// A second record to the file another record is recording to refuses at once (the
+// first's lock) and suggests %p; the first is undisturbed.
+TEST_F(Safety, ASecondRecordToTheSameFileRefusesAtOnce) {
+  const std::string out = at("shared.db");
+  const std::string ready = at("first-running");
+  pid_t first =
+      spawn({"record", "-o", out, "--", "/bin/sh", "-c", "touch " + quote(ready) + "; sleep 2"});
+  ASSERT_TRUE(wait_for_file(ready));
+  const auto start = std::chrono::steady_clock::now();
+  Result second = tidemark({"record", "-o", out, "--", TIDEMARK_TRAIN_MLP, "2"});
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(second.rc, 2) << second.err;
+  EXPECT_EQ(lines(second.err), 1u) << second.err;
+  EXPECT_TRUE(contains(second.err, "another tidemark record") && contains(second.err, "%p"))
+      << second.err;
+  EXPECT_LT(took, std::chrono::seconds(1));
+  EXPECT_EQ(exit_status(first), 0);
+  EXPECT_FALSE(fs::exists(out + ".lock"));
+  // Once the first is done, the file is free again.
+  Result third = tidemark({"record", "-o", out, "--", TIDEMARK_TRAIN_MLP, "2"});
+  EXPECT_EQ(third.rc, 0) << third.err;
+}
+
+// Bug: SIGHUP killed record and left the program running, its trace never finalized.
+// SIGHUP to record goes to the program, as SIGINT and SIGTERM do; record then returns the
+// program's status.
+TEST_F(Safety, RecordForwardsSighupToTheProgram) {
+  const std::string ready = at("hup-ready"), got = at("hup-got");
+  pid_t rec = spawn({"record", "-o", at("hup.db"), "--", "/bin/sh", "-c",
+                     "trap 'touch " + quote(got) + "; exit 3' HUP; touch " + quote(ready) +
+                         "; for i in $(seq 100); do sleep 0.1; done"});
+  ASSERT_TRUE(wait_for_file(ready));
+  ASSERT_EQ(::kill(rec, SIGHUP), 0);
+  EXPECT_EQ(exit_status(rec), 3);
+  EXPECT_TRUE(wait_for_file(got));
+}
+
+// Bug: finalizing a trace still being recorded broke the recording (half its events kept).
+// Finalize refuses a trace whose recording process is alive (here: this test process),
+// leaving the file as it was; --force finalizes it anyway (a stale pid).
+TEST_F(Safety, FinalizeRefusesATraceStillBeingRecorded) {
+  const std::string raw = at("live.db");
+  write_raw_trace(raw, ::getpid());
+  const std::string bytes = slurp(raw);
+  Result r = tidemark({"finalize", raw});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "still being recorded") &&
+              contains(r.err, std::to_string(::getpid())) && contains(r.err, "--force"))
+      << r.err;
+  EXPECT_EQ(slurp(raw), bytes);
+  Result forced = tidemark({"finalize", "--force", raw});
+  EXPECT_EQ(forced.rc, 0) << forced.err;
+  EXPECT_TRUE(contains(forced.out, "finalized")) << forced.out;
+
+  // A recording whose process is gone is finalized without --force.
+  const std::string crashed = at("crashed.db");
+  write_raw_trace(crashed, dead_pid());
+  EXPECT_EQ(tidemark({"finalize", crashed}).rc, 0);
+}
+
+// Bug: finalize of a trace with a meta value that is not an integer failed ("stoll") after
+// rewriting the file. A damaged meta value is named before finalize writes anything.
+TEST_F(Safety, FinalizeOfADamagedTraceNamesTheProblemAndLeavesTheFileAsItWas) {
+  const std::string raw = at("damaged.db");
+  write_raw_trace(raw, dead_pid());
+  sql(raw, "UPDATE meta SET value = 'twelve' WHERE key = 'event_count'");
+  const std::string bytes = slurp(raw);
+  Result r = tidemark({"finalize", raw});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, raw) && contains(r.err, "meta event_count") &&
+              contains(r.err, "not an integer"))
+      << r.err;
+  EXPECT_EQ(slurp(raw), bytes);
+  EXPECT_FALSE(fs::exists(raw + "-wal") && fs::file_size(raw + "-wal") > 0);
+}
+
+// Bug: finalize on a full disk failed with SQLite's message alone.
+// Finalize with no room to write (here: a file size limit) says what to free and how to
+// finish later, and leaves the raw trace as it was.
+TEST_F(Safety, FinalizeWithNoRoomSaysWhatToFreeAndKeepsTheTrace) {
+  const std::string raw = at("big.db");
+  write_raw_trace(raw, dead_pid(), 200000);
+  const std::string bytes = slurp(raw);
+  // The derived tables need several times the raw events' size; allow a little more than the
+  // raw trace (dash counts ulimit -f in 512-byte blocks).
+  const uintmax_t blocks = fs::file_size(raw) / 512 + 64;
+  Result r = shell("ulimit -f " + std::to_string(blocks) + "; trap '' XFSZ; exec " +
+                   quote(TIDEMARK_CLI) + " finalize " + quote(raw));
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(lines(r.err), 1u) << r.err;
+  EXPECT_TRUE(contains(r.err, "no room to write") && contains(r.err, "free about") &&
+              contains(r.err, "tidemark finalize " + raw))
+      << r.err;
+  EXPECT_EQ(slurp(raw), bytes);
+  Result later = tidemark({"finalize", raw});
+  EXPECT_EQ(later.rc, 0) << later.err;
+}
+
+// Bug: a writer that could not write stopped for good, the trace said "0 dropped", exit 0.
+// A recording whose writer could not write counts what it lost; record says the trace
+// is incomplete, exits with the program's status, and --strict fails the run.
+TEST_F(Safety, RecordSaysATraceIsIncompleteAndStrictFailsTheRun) {
+  for (bool strict : {false, true}) {
+    const std::string out = at(strict ? "strict.db" : "lenient.db");
+    // The program's trace may not grow past 256 KiB: its writer fails part way.
+    std::vector<std::string> args{"record", "-o", out};
+    if (strict) args.push_back("--strict");
+    args.insert(args.end(), {"--", "/bin/sh", "-c",
+                             "ulimit -f 512; trap '' XFSZ; exec " + quote(TIDEMARK_TRAIN_MLP) +
+                                 " 200 >/dev/null"});
+    Result r = tidemark(args);
+    EXPECT_EQ(r.rc, strict ? 1 : 0) << r.err;
+    EXPECT_TRUE(contains(r.err, "trace incomplete: ") && contains(r.err, "events dropped"))
+        << r.err;
+    auto reader = st::TraceReader::open(out);
+    EXPECT_GT(reader.dropped_count(), 0u);
+    Result info = tidemark({"info", out, "--json"});
+    ASSERT_EQ(info.rc, 0) << info.err;
+    EXPECT_TRUE(nlohmann::json::parse(info.out)["writer_error"].is_string()) << info.out;
+  }
+}
+
+// Bug: --json failed outright (exit 2) on a Latin-1 argument or a scope name with byte 0xFF.
+// --json never fails on text that is not UTF-8: invalid bytes become U+FFFD.
+TEST_F(Safety, JsonOutputSurvivesTextThatIsNotUtf8) {
+  const std::string path = at("latin1.db");
+  {
+    analysis_test::Builder b(path, "train.py --name caf\xe9");  // Latin-1
+    b.named(tidemark::events::Kind::scope_push, 1000, "layer\xff");
+    b.alloc(2000, 0x10000, 1024, 1);
+    b.named(tidemark::events::Kind::mark, 2500, "\xfe\xff");
+    b.named(tidemark::events::Kind::scope_pop, 3000, "layer\xff");
+    b.finish(3000);
+  }
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"summary", path, "--json"},
+        std::vector<std::string>{"info", path, "--json"},
+        std::vector<std::string>{"top", path, "--by", "scope", "--json"},
+        std::vector<std::string>{"leaks", path, "--by", "scope", "--json"},
+        std::vector<std::string>{"diagnose", path, "--json"}}) {
+    Result r = tidemark(args);
+    ASSERT_EQ(r.rc, 0) << args[0] << ": " << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out);  // valid UTF-8 JSON
+    if (args[0] == "info") {
+      EXPECT_EQ(j["command_line"], "train.py --name caf\xef\xbf\xbd");
+    }
+    if (args[0] == "top") {
+      EXPECT_TRUE(contains(r.out, "layer\xef\xbf\xbd")) << r.out;
+    }
+  }
+}
+
+// Runs `args` as an unprivileged user when this test runs as root (whom permissions do not
+// stop), else as itself.
+Result as_user(const std::vector<std::string>& args) {
+  std::vector<std::string> argv;
+  if (::geteuid() == 0)
+    argv = {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"};
+  argv.push_back(TIDEMARK_CLI);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return tl_test::run(argv);
+}
+
+// Bug: every command failed on a valid trace in a read-only directory ("unable to open
+// database file"), and a file that may not be read was reported as "no such file".
+// A valid trace on read-only media (a read-only file in a read-only directory) is read
+// by every reporting command, without writing a byte beside it; a file that may not be read
+// says so, not "no such file".
+TEST_F(Safety, ATraceOnReadOnlyMediaIsReadByEveryReportingCommand) {
+  if (::geteuid() == 0 && tl_test::run({"setpriv", "--version"}).rc != 0)
+    GTEST_SKIP() << "running as root without setpriv: permissions cannot be tested";
+  const fs::path ro = dir() / "readonly";
+  fs::create_directories(ro);
+  const std::string trace = (ro / "t.db").string(), raw = (ro / "raw.db").string();
+  fs::copy_file(trace_, trace, fs::copy_options::overwrite_existing);
+  write_raw_trace(raw, dead_pid());
+  const std::string secret = (ro / "secret.db").string();
+  fs::copy_file(trace_, secret, fs::copy_options::overwrite_existing);
+  fs::permissions(secret, fs::perms::owner_write | fs::perms::owner_read);
+  for (const std::string& f : {trace, raw})
+    fs::permissions(f, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  // Everyone may list and read the directory (the unprivileged user too), nobody write it.
+  fs::permissions(dir(), fs::perms::all);
+  fs::permissions(ro, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                          fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  const std::string out = (dir() / "from-readonly.csv").string();
+  const std::vector<std::vector<std::string>> commands = {
+      {"summary", trace},        {"summary", trace, "--json"},
+      {"info", trace},           {"info", raw},
+      {"timeline", trace},       {"top", trace},
+      {"leaks", trace},          {"steps", trace},
+      {"syncs", trace},          {"diagnose", trace},
+      {"diff", trace, trace},    {"check", trace, "--max-leaked", "1GiB"},
+      {"watch", trace, "--once"}};
+  for (const auto& args : commands) {
+    Result r = as_user(args);
+    EXPECT_EQ(r.rc, 0) << args[0] << " " << args[1] << ": " << r.err;
+  }
+  if (contains(tidemark({"--help"}).out, "export")) {
+    Result r = as_user({"export", trace, "--format", "csv", "-o", out});
+    EXPECT_EQ(r.rc, 0) << r.err;
+  }
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(ro)) names.insert(e.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{"t.db", "raw.db", "secret.db"}));
+
+  Result denied = as_user({"summary", secret});
+  EXPECT_EQ(denied.rc, 2);
+  EXPECT_EQ(lines(denied.err), 1u) << denied.err;
+  EXPECT_TRUE(contains(denied.err, "Permission denied")) << denied.err;
+  EXPECT_FALSE(contains(denied.err, "no such file")) << denied.err;
+  fs::permissions(ro, fs::perms::owner_all);
+}
+
+// Bug: `--max-increase nan` passed any regression; `--max-syncs-per-step -1` wrapped to 2^64-1.
+// Numbers out of range are refused naming the option (exit 2), never wrapped or passed.
+TEST_F(Safety, OutOfRangeNumbersAreRefusedNamingTheOption) {
+  const std::string base = at("base2.db");
+  analysis_test::make_trace(base, true);
+  struct Case {
+    std::vector<std::string> args;
+    std::string option;
+  } cases[] = {
+      {{"check", trace_, "--baseline", base, "--max-increase", "nan"}, "--max-increase"},
+      {{"check", trace_, "--baseline", base, "--max-increase", "-5"}, "--max-increase"},
+      {{"check", trace_, "--baseline", base, "--max-increase", "inf"}, "--max-increase"},
+      {{"check", trace_, "--max-syncs-per-step", "-1"}, "--max-syncs-per-step"},
+      {{"summary", trace_, "--limit", "-1"}, "--limit"},
+      {{"top", trace_, "--limit", "-1"}, "--limit"},
+      {{"leaks", trace_, "--limit", "1.5"}, "--limit"},
+      {{"syncs", trace_, "--limit", "-1"}, "--limit"},
+      {{"diff", trace_, base, "--limit", "-1"}, "--limit"},
+      {{"timeline", trace_, "--width", "nan"}, "--width"},
+  };
+  for (const Case& c : cases) {
+    Result r = tidemark(c.args);
+    EXPECT_EQ(r.rc, 2) << c.args[0] << " " << c.option << ": " << r.out << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_TRUE(contains(r.err, c.option)) << r.err;
+  }
+}
+
+}  // namespace

@@ -101,7 +101,9 @@ std::string program_name(const std::string& path) {
   return name.empty() ? "program" : name;
 }
 
-// Prints the summary; returns whether the trace is complete (nothing dropped).
+// Prints the summary; returns whether the trace is complete: nothing dropped, and the recording
+// closed its file (a writer that failed so hard it could not even store its count of dropped
+// events -- a full disk -- leaves only that clean_end 0).
 bool print_summary(const std::string& path) {
   analysis::Trace trace = analysis::Trace::open(path);
   const store::TraceReader& r = trace.reader();
@@ -113,6 +115,10 @@ bool print_summary(const std::string& path) {
                writer_error ? "the recording stopped writing: " + *writer_error
                             : std::string("the program emitted events faster than they were "
                                           "written; a larger TIDEMARK_BUFFER_KB helps"));
+  } else if (!r.clean_end()) {
+    fmt::print(stderr,
+               "tidemark: trace incomplete: events dropped uncounted (the recording did not close "
+               "its file: the program was killed, or its writer stopped)\n");
   }
   for (const analysis::DeviceRef& d : trace.devices()) {
     analysis::DeviceSummary s = analysis::summarize_device(trace, d);
@@ -125,7 +131,7 @@ bool print_summary(const std::string& path) {
                analysis::format_bytes(s.final_allocated_bytes));
   }
   fmt::print(stderr, "tidemark: next: tidemark summary {}\n", path);
-  return r.dropped_count() == 0 && !writer_error;
+  return r.dropped_count() == 0 && !writer_error && r.clean_end();
 }
 
 // libtidemark_inject.so: next to the executable (build tree, then install layout), then where

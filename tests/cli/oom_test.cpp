@@ -19,7 +19,8 @@ namespace an = tidemark::analysis;
 TEST(Oom, AnUncaughtOutOfMemoryErrorIsRecordedAndExplained) {
   const std::string trace = (tl_test::temp_dir("tidemark_oom") / "oom.db").string();
   // A 32 MiB "device" (TL_HOST_CAPACITY) and an accumulated loss that outgrows it.
-  tl_test::Result r = tl_test::run({TIDEMARK_CLI, "record", "-o", trace, "--", "/usr/bin/env",
+  // Deep stacks, so the site reaches main() in the sanitizer build too (no inlining there).
+  tl_test::Result r = tl_test::run({TIDEMARK_CLI, "record", "-o", trace, "--stacks", "64", "--", "/usr/bin/env",
                                     "TL_HOST_CAPACITY=33554432",
                                     std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_accumulated_loss", "--steps",
                                     "200"});

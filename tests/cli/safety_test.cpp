@@ -348,11 +348,18 @@ TEST_F(Safety, RecordSaysATraceIsIncompleteAndStrictFailsTheRun) {
     EXPECT_EQ(r.rc, strict ? 1 : 0) << r.err;
     EXPECT_TRUE(contains(r.err, "trace incomplete: ") && contains(r.err, "events dropped"))
         << r.err;
+    // The count and the reason are stored when the file still takes them; when the limit
+    // leaves no room even for them (it depends on where the writer was), the file says the
+    // recording never closed it, and record said so above.
     auto reader = st::TraceReader::open(out);
-    EXPECT_GT(reader.dropped_count(), 0u);
     Result info = tidemark({"info", out, "--json"});
     ASSERT_EQ(info.rc, 0) << info.err;
-    EXPECT_TRUE(nlohmann::json::parse(info.out)["writer_error"].is_string()) << info.out;
+    if (reader.clean_end()) {
+      EXPECT_GT(reader.dropped_count(), 0u);
+      EXPECT_TRUE(nlohmann::json::parse(info.out)["writer_error"].is_string()) << info.out;
+    } else {
+      EXPECT_TRUE(reader.dropped_count() > 0 || contains(r.err, "events dropped uncounted")) << r.err;
+    }
   }
 }
 

@@ -527,7 +527,8 @@ void TraceView::showState(StateAtTime state) {
   tensor_model_->setRows(std::move(state.tensors));
   tabs_->setTabText(int(View::tensors) - 1, tr("Tensors (%1 at %2)")
                                                 .arg(tensor_model_->rowCount())
-                                                .arg(duration_text(allocator_->state().time_ns)));
+                                                .arg(data_ ? QString::fromStdString(data_->time_text(allocator_->state().time_ns))
+                                                           : duration_text(allocator_->state().time_ns)));
   emit stateShown();
 }
 
@@ -550,7 +551,8 @@ void TraceView::selectRange(quint64 from, quint64 to) {
   tabs_->setTabText(
       tabs_->indexOf(selection_page_),
       tr("Live in selection (%1 to %2)")
-          .arg(duration_text(from - data_->origin_ns), duration_text(to - data_->origin_ns)));
+          .arg(QString::fromStdString(data_->time_text(from - data_->origin_ns)),
+               QString::fromStdString(data_->time_text(to - data_->origin_ns))));
   tabs_->setCurrentWidget(selection_page_);
   auto query = [data = data_, from, to] {
     return data->session->with(

@@ -121,6 +121,16 @@ std::set<std::string> parse_finding_ids(const std::string& option, const std::st
 // The JSON contract of `diagnose --json` (docs/cli.md): {findings: [...], skipped: [...]}.
 nlohmann::json diagnosis_json(const analysis::Diagnosis& d);
 
+struct ReplayArgs {
+  std::string file, device, output;
+  std::optional<std::string> alloc_conf;  // PYTORCH_CUDA_ALLOC_CONF syntax; none: as recorded
+  std::optional<std::string> capacity;    // a size; none: the recorded device's, else unlimited
+  std::optional<double> memory_fraction;
+  bool sweep = false, json = false;
+  unsigned threads = 0;  // sweep threads (0: the machine's cores)
+};
+int run_replay(const ReplayArgs& a);
+
 struct TimelineArgs {
   std::string file, device, from, to, png, svg;
   size_t width = 0;   // 0: the terminal's width (text) or 1200 (images)

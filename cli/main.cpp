@@ -259,6 +259,33 @@ int main(int argc, char** argv) {
   diagnose->add_option("--only", dia.only, "Only these detectors (comma-separated ids)");
   diagnose->add_flag("--json", dia.json, "Print JSON (docs/cli.md)");
 
+  tc::ReplayArgs rpl;
+  CLI::App* replay = command(
+      app, "replay",
+      "What-if: replay the trace's requests through the caching allocator under other "
+      "settings (PYTORCH_CUDA_ALLOC_CONF, capacity)",
+      "tidemark replay run.db --alloc-conf expandable_segments:True --capacity 80GB");
+  replay->add_option("file", rpl.file, "Trace file")->required();
+  replay->add_option("--alloc-conf", rpl.alloc_conf,
+                     "Allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax (default: as recorded)");
+  replay->add_option("--capacity", rpl.capacity,
+                     "Device memory, e.g. 80GB (default: the recorded device's, else unlimited)");
+  replay->add_option("--memory-fraction", rpl.memory_fraction,
+                     "torch.cuda.set_per_process_memory_fraction: cap reserved memory at this "
+                     "share of the capacity")
+      ->check(CLI::Range(0.0, 1.0));
+  replay->add_option("--device", rpl.device, "Only this device (default: every device)");
+  CLI::Option* replay_out =
+      replay->add_option("-o,--output", rpl.output, "Write the replayed trace to this file");
+  CLI::Option* replay_sweep = replay->add_flag(
+      "--sweep", rpl.sweep,
+      "Replay a grid of 24 settings (expandable segments, max_split_size_mb, "
+      "roundup_power2_divisions, garbage_collection_threshold) and rank them");
+  replay_sweep->excludes(replay_out)->excludes(replay->get_option("--alloc-conf"));
+  replay->add_option("--threads", rpl.threads, "Threads for --sweep (default: one per core)")
+      ->check(kCount);
+  replay->add_flag("--json", rpl.json, "Print JSON (docs/cli.md)");
+
   tc::DiffArgs dif;
   CLI::App* diff = command(app, "diff", "What changed between two traces: peaks and sites",
                            "tidemark diff base.db new.db --json");
@@ -320,7 +347,7 @@ int main(int argc, char** argv) {
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed argument vector
 
-  for (CLI::App* c : {summary, timeline, top, leaks, syncs, steps, check, diagnose, diff}) add_frames(c);
+  for (CLI::App* c : {summary, timeline, top, leaks, syncs, steps, check, diagnose, diff, replay}) add_frames(c);
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
@@ -350,6 +377,7 @@ int main(int argc, char** argv) {
     if (*check) return tc::run_check(chk);
     if (*diff) return tc::run_diff(dif);
     if (*diagnose) return tc::run_diagnose(dia);
+    if (*replay) return tc::run_replay(rpl);
 #ifdef TIDEMARK_CLI_IMPORT
     if (*import) return tc::run_import(imp_in, imp_out, imp_onto, imp_max_events);
 #endif

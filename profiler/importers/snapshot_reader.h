@@ -43,7 +43,7 @@ constexpr uint64_t kSmallBuffer = 2 << 20;      // small-pool segment
 // refuses a curve that passes kMaxLive, so no sum of sizes can overflow the curves' int64.
 constexpr uint64_t kMaxBytes = store::kMaxEventBytes;
 constexpr int64_t kMaxLive = int64_t{1} << 62;
-constexpr const char* kStartMark = "snapshot: state before trace";
+constexpr const char* kStartMark = store::kSnapshotStartMark;
 constexpr const char* kSnapshotMark = "snapshot";
 
 // The block size PyTorch's allocator gives a request with its default rounding.

@@ -21,6 +21,10 @@ inline constexpr int kOldestUpgradableSchemaVersion = 1;
 // device): the importer refuses larger ones naming the field, and finalize refuses an event
 // with one as damaged, so no sum of sizes in the curves or the analysis can overflow int64.
 inline constexpr uint64_t kMaxEventBytes = uint64_t{1} << 56;
+// The mark an imported snapshot opens each device with (docs/importers.md, "The state before
+// the trace"): its value counts the synthetic events after it on that device that rebuild the
+// allocator's state from before the history began.
+inline constexpr const char* kSnapshotStartMark = "snapshot: state before trace";
 // `PRAGMA application_id`: marks a SQLite file as a Tidemark trace ("TDMK").
 inline constexpr int32_t kApplicationId = 0x54444d4b;
 

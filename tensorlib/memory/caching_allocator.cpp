@@ -74,6 +74,8 @@ struct CachingAllocator::Impl {
   bool fraction_set = false;
   size_t allowed = 0;  // bytes, with fraction_set
   uint64_t gc_clock = 0;
+  ev::Sink* own_sink = nullptr;  // set_event_sink
+  uint64_t own_seq = 0;
 
   Impl(std::unique_ptr<DeviceInterface> d, AllocatorConfig c)
       : device(std::move(d)), config(c), device_id(device->device().event_id()) {
@@ -123,9 +125,16 @@ struct CachingAllocator::Impl {
     return stats.allocated_bytes[static_cast<size_t>(StatType::all)].current;
   }
 
+  bool emitting() const { return own_sink != nullptr || ev::enabled(); }
+  void deliver(ev::Event& e) {
+    if (own_sink == nullptr) return ev::dispatch(e);
+    e.seq = own_seq++;
+    own_sink->on_event(e);
+  }
+
   // Returns the event's timestamp (0 when no sink listens); `ts` reuses an earlier one.
   uint64_t emit_block(ev::Kind kind, const Block& b, uint64_t ts = 0) {
-    if (!ev::enabled()) return 0;
+    if (!emitting()) return 0;
     ev::Event e;
     e.ts_ns = ts;
     e.kind = kind;
@@ -136,12 +145,12 @@ struct CachingAllocator::Impl {
     e.block.stream = b.stream;
     e.block.segment = b.segment->addr;
     e.block.pool = pool_of(b.small);
-    ev::dispatch(e);
+    deliver(e);
     return e.ts_ns;
   }
 
   void emit_segment(ev::Kind kind, const Segment& seg, uintptr_t addr, size_t size) {
-    if (!ev::enabled()) return;
+    if (!emitting()) return;
     ev::Event e;
     e.kind = kind;
     e.device = device_id;
@@ -150,11 +159,11 @@ struct CachingAllocator::Impl {
     e.block.stream = seg.stream;
     e.block.segment = seg.addr;
     e.block.pool = pool_of(seg.small);
-    ev::dispatch(e);
+    deliver(e);
   }
 
   void emit_decision(ev::Kind kind, size_t requested, StreamId stream, size_t released) {
-    if (!ev::enabled()) return;
+    if (!emitting()) return;
     MemoryInfo info = device->memory_info();
     ev::Event e;
     e.kind = kind;
@@ -166,7 +175,7 @@ struct CachingAllocator::Impl {
     e.allocator.allocated = static_cast<uint64_t>(allocated_bytes());
     e.allocator.reserved = static_cast<uint64_t>(reserved());
     e.allocator.released = released;
-    ev::dispatch(e);
+    deliver(e);
   }
 
   // ---- Pools ----------------------------------------------------------------------------
@@ -776,6 +785,19 @@ void CachingAllocator::reset_accumulated_stats() {
 Snapshot CachingAllocator::snapshot() const {
   std::lock_guard<std::mutex> guard(impl_->mu);
   return impl_->snapshot_locked();
+}
+
+size_t CachingAllocator::largest_cached_block() const {
+  std::lock_guard<std::mutex> guard(impl_->mu);
+  size_t largest = 0;
+  for (const BlockPool* pool : {&impl_->small_pool, &impl_->large_pool})
+    for (const Block* b : *pool) largest = std::max(largest, b->size);
+  return largest;
+}
+
+void CachingAllocator::set_event_sink(tidemark::events::Sink* sink) {
+  std::lock_guard<std::mutex> guard(impl_->mu);
+  impl_->own_sink = sink;
 }
 
 void CachingAllocator::set_memory_fraction(double fraction) {

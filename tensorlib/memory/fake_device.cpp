@@ -1,5 +1,9 @@
 #include "tensorlib/memory/fake_device.h"
 
+#include <cstdint>
+#include <iterator>
+#include <utility>
+
 #include "tensorlib/core/error.h"
 
 namespace tl::memory {
@@ -27,14 +31,39 @@ bool FakeDevice::take(size_t nbytes) {
   return true;
 }
 
+uintptr_t FakeDevice::place(size_t nbytes) {
+  uintptr_t want = std::exchange(preferred_, 0);
+  if (want != 0 && want <= UINTPTR_MAX - nbytes) {
+    auto overlaps = [&](const std::map<uintptr_t, size_t>& live) {
+      auto it = live.lower_bound(want + nbytes);  // first starting at or after the end
+      return it != live.begin() && std::prev(it)->first + std::prev(it)->second > want;
+    };
+    if (!overlaps(segments_) && !overlaps(ranges_)) return want;
+  }
+  // A new address after the highest one handed out, so it never meets a live one.
+  uintptr_t top = last_address_;
+  size_t top_size = last_size_;
+  for (const auto* live : {&segments_, &ranges_}) {
+    if (!live->empty() && live->rbegin()->first > top) {
+      top = live->rbegin()->first;
+      top_size = live->rbegin()->second;
+    }
+  }
+  last_address_ = next_address(top, top_size);
+  last_size_ = nbytes;
+  return last_address_;
+}
+
 void* FakeDevice::raw_alloc(size_t nbytes) {
   std::lock_guard<std::mutex> guard(mu_);
-  if (nbytes == 0 || !take(nbytes)) return nullptr;
-  last_address_ = next_address(last_address_, last_size_);
-  last_size_ = nbytes;
-  segments_[last_address_] = nbytes;
+  if (nbytes == 0 || !take(nbytes)) {
+    preferred_ = 0;
+    return nullptr;
+  }
+  uintptr_t addr = place(nbytes);
+  segments_[addr] = nbytes;
   ++counters_.raw_alloc;
-  return reinterpret_cast<void*>(last_address_);
+  return reinterpret_cast<void*>(addr);
 }
 
 void FakeDevice::raw_free(void* ptr, size_t nbytes) {
@@ -88,11 +117,13 @@ void FakeDevice::synchronize_device() {
 
 void* FakeDevice::reserve_range(size_t nbytes) {
   std::lock_guard<std::mutex> guard(mu_);
-  if (!expandable_ || nbytes == 0) return nullptr;
-  last_address_ = next_address(last_address_, last_size_);
-  last_size_ = nbytes;
-  ranges_[last_address_] = nbytes;
-  return reinterpret_cast<void*>(last_address_);
+  if (!expandable_ || nbytes == 0) {
+    preferred_ = 0;
+    return nullptr;
+  }
+  uintptr_t addr = place(nbytes);
+  ranges_[addr] = nbytes;
+  return reinterpret_cast<void*>(addr);
 }
 
 bool FakeDevice::map(void* base, size_t offset, size_t nbytes) {
@@ -138,6 +169,16 @@ void FakeDevice::complete_event(EventId event) {
   std::lock_guard<std::mutex> guard(mu_);
   auto it = events_.find(event);
   if (it != events_.end()) it->second.second = true;
+}
+
+void FakeDevice::prefer_address(uintptr_t addr) {
+  std::lock_guard<std::mutex> guard(mu_);
+  preferred_ = addr;
+}
+
+EventId FakeDevice::next_event_id() const {
+  std::lock_guard<std::mutex> guard(mu_);
+  return next_event_;
 }
 
 void FakeDevice::complete_all() {

@@ -50,6 +50,11 @@ class FakeDevice final : public DeviceInterface {
   void fail_next_allocs(int n);
   void complete_event(EventId event);
   void complete_all();
+  /// The next raw_alloc or reserve_range returns `addr` instead of a new address when
+  /// [addr, addr + n) overlaps no live segment or range. One hint, taken or dropped by that
+  /// next call: a replay hands out the addresses a recorded trace holds, so best fit breaks
+  /// ties among equal blocks as it did then.
+  void prefer_address(uintptr_t addr);
 
   // ---- Observations -------------------------------------------------------------------
   struct Counters {
@@ -67,9 +72,14 @@ class FakeDevice final : public DeviceInterface {
   /// Recorded events not yet completed, with their streams, in record order.
   std::vector<std::pair<EventId, StreamId>> pending_events() const;
   size_t live_events() const;  // recorded and not destroyed
+  /// The id the next record_event returns (ids count up from 1).
+  EventId next_event_id() const;
 
  private:
   bool take(size_t nbytes);  // requires mu_
+  // The address of a new segment or range of `nbytes`: the preferred one when free, else the
+  // next in order. Requires mu_.
+  uintptr_t place(size_t nbytes);
 
   Device device_;
   mutable std::mutex mu_;
@@ -79,6 +89,7 @@ class FakeDevice final : public DeviceInterface {
   int fail_next_ = 0;
   uintptr_t last_address_ = 0;
   size_t last_size_ = 0;
+  uintptr_t preferred_ = 0;  // 0: none
   std::map<uintptr_t, size_t> segments_;  // live raw allocations
   std::map<uintptr_t, size_t> ranges_;    // live reserved ranges
   EventId next_event_ = 1;

@@ -1,0 +1,713 @@
+// The replay (replay.h): plans read from a trace, run through tensorlib's CachingAllocator on
+// a FakeDevice. Note [Replay fidelity] says what comes back exactly and what does not.
+#include "profiler/replay/replay.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <map>
+#include <thread>
+#include <unordered_map>
+
+#include "profiler/analysis/allocator_state.h"
+#include "tensorlib/core/error.h"
+#include "tensorlib/memory/caching_allocator.h"
+#include "tensorlib/memory/fake_device.h"
+#include "tensorlib/memory/oom.h"
+
+namespace tidemark::replay {
+
+namespace ev = tidemark::events;
+namespace mem = tl::memory;
+
+namespace {
+
+bool is_allocator_kind(ev::Kind k) {
+  switch (k) {
+    case ev::Kind::segment_alloc:
+    case ev::Kind::segment_free:
+    case ev::Kind::segment_map:
+    case ev::Kind::segment_unmap:
+    case ev::Kind::alloc:
+    case ev::Kind::free_requested:
+    case ev::Kind::free_completed:
+    case ev::Kind::empty_cache:
+    case ev::Kind::alloc_retry:
+    case ev::Kind::oom:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Running reserved / allocated of one device and the moment reserved first peaked, the same
+// for the recorded events and the replayed ones. The figures "at the peak" are taken when the
+// request that first reached it has been served (its block allocated), as a user would look at
+// the allocator right after that call returned.
+class Curves {
+ public:
+  void on(const ev::Event& e) {
+    switch (e.kind) {
+      case ev::Kind::segment_alloc:
+      case ev::Kind::segment_map:
+        reserved_ += e.block.size;
+        ++f_.device_allocations;
+        if (reserved_ > f_.peak_reserved) {
+          f_.peak_reserved = reserved_;
+          peak_open_ = true;
+        }
+        break;
+      case ev::Kind::segment_free:
+      case ev::Kind::segment_unmap:
+        reserved_ -= std::min(reserved_, e.block.size);
+        break;
+      case ev::Kind::alloc:
+        allocated_ += e.block.size;
+        if (allocated_ > f_.peak_allocated) {
+          f_.peak_allocated = allocated_;
+          f_.peak_allocated_ts = ts_;
+        }
+        break;
+      case ev::Kind::free_requested:
+        allocated_ -= std::min(allocated_, e.block.size);
+        break;
+      default:
+        break;
+    }
+  }
+  // The request at `ts` is done: closes a peak it reached. Returns true when it did.
+  bool request_done(uint64_t ts) {
+    if (!peak_open_) return false;
+    peak_open_ = false;
+    f_.peak_reserved_ts = ts;
+    f_.unallocated_at_peak = reserved_ - std::min(reserved_, allocated_);
+    return true;
+  }
+  void set_time(uint64_t ts) { ts_ = ts; }
+  // The fillers that held gaps while the starting state was laid out are gone: the allocated
+  // peak starts from what is live now.
+  void restart_allocated_peak(uint64_t ts) {
+    f_.peak_allocated = allocated_;
+    f_.peak_allocated_ts = ts;
+  }
+  Figures& figures() { return f_; }
+  uint64_t reserved() const { return reserved_; }
+  uint64_t allocated() const { return allocated_; }
+  Figures finish() {
+    f_.final_reserved = reserved_;
+    f_.final_allocated = allocated_;
+    return f_;
+  }
+
+ private:
+  Figures f_;
+  uint64_t reserved_ = 0, allocated_ = 0, ts_ = 0;
+  bool peak_open_ = false;
+};
+
+uint64_t largest_gap(const analysis::AllocatorState& s) {
+  uint64_t largest = 0;
+  for (const auto& seg : s.segments) {
+    uint64_t cursor = seg.addr;
+    std::vector<const analysis::BlockState*> blocks;
+    for (const auto& b : seg.blocks) blocks.push_back(&b);
+    std::sort(blocks.begin(), blocks.end(), [](auto* a, auto* b) { return a->addr < b->addr; });
+    for (const auto* b : blocks) {
+      if (b->addr > cursor) largest = std::max(largest, b->addr - cursor);
+      cursor = std::max(cursor, b->addr + b->size);
+    }
+    if (seg.addr + seg.size > cursor) largest = std::max(largest, seg.addr + seg.size - cursor);
+  }
+  return largest;
+}
+
+// Builds one device's plan from its events, in seq order.
+class PlanBuilder {
+ public:
+  PlanBuilder(Plan& plan, bool imported) : plan_(plan) { plan_.imported = imported; }
+
+  void on(const ev::Event& e, uint64_t stack_id) {
+    if (e.kind == ev::Kind::mark && e.name.name == store::kSnapshotStartMark) {
+      initial_left_ = e.name.value;
+      return;
+    }
+    if (!is_allocator_kind(e.kind)) return;
+    ++plan_.events;
+    curves_.set_time(e.ts_ns);
+    last_ts_ = e.ts_ns;
+    if (initial_left_ > 0) {
+      --initial_left_;
+      initial(e, stack_id);
+      curves_.on(e);
+      return;
+    }
+    // A free whose free_completed follows at once is immediate; otherwise deferred.
+    if (pending_free_) {
+      size_t r = *pending_free_;
+      pending_free_.reset();
+      const uint32_t b = plan_.requests[r].block;
+      if (e.kind == ev::Kind::free_completed && e.block.addr == plan_.blocks[b].addr) {
+        curves_.on(e);
+        done(e.ts_ns);
+        return;
+      }
+      plan_.requests[r].deferred = true;
+      awaiting_[plan_.blocks[b].addr] = b;
+    }
+    // A run of segment frees in a snapshot: empty_cache unless a new segment follows.
+    if (free_run_ && e.kind != ev::Kind::segment_free) {
+      free_run_ = false;
+      push(Request::Kind::empty_cache, 0, run_event_);
+      plan_.requests.back().retry = e.kind == ev::Kind::segment_alloc || e.kind == ev::Kind::segment_map;
+    }
+    curves_.on(e);
+    switch (e.kind) {
+      case ev::Kind::alloc: {
+        uint32_t b = add_block(e, stack_id);
+        live_[e.block.addr] = b;
+        push(Request::Kind::alloc, b, e, stack_id);
+        done(e.ts_ns);
+        break;
+      }
+      case ev::Kind::free_requested: {
+        auto it = live_.find(e.block.addr);
+        if (it == live_.end()) {
+          ++plan_.unknown_frees;
+          break;
+        }
+        uint32_t b = it->second;
+        live_.erase(it);
+        pending_free_ = plan_.requests.size();
+        push(Request::Kind::free, b, e, stack_id);
+        break;
+      }
+      case ev::Kind::free_completed: {
+        auto it = awaiting_.find(e.block.addr);
+        if (it == awaiting_.end()) break;
+        push(Request::Kind::complete, it->second, e, stack_id);
+        awaiting_.erase(it);
+        break;
+      }
+      case ev::Kind::segment_alloc:
+        plan_.addresses.emplace_back(static_cast<uint32_t>(plan_.requests.size()), e.block.addr);
+        break;
+      case ev::Kind::segment_map:
+        // The range's base: reserved once, at the first map of a (stream, pool).
+        plan_.addresses.emplace_back(static_cast<uint32_t>(plan_.requests.size()), e.block.segment);
+        break;
+      case ev::Kind::segment_free:
+        if (plan_.imported && !free_run_) {
+          free_run_ = true;
+          run_event_ = {e, stack_id};
+        }
+        break;
+      case ev::Kind::empty_cache:
+        if (!plan_.imported) push(Request::Kind::empty_cache, 0, e, stack_id);
+        break;
+      case ev::Kind::oom: {
+        BlockRequest br;
+        br.seq = e.seq;
+        br.requested = e.allocator.requested_size;
+        br.size = e.allocator.requested_size;
+        br.stream = e.allocator.stream;
+        br.ts = e.ts_ns;
+        br.stack_id = stack_id;
+        br.thread = e.thread_id;
+        plan_.blocks.push_back(br);
+        push(Request::Kind::failed, static_cast<uint32_t>(plan_.blocks.size() - 1), e, stack_id);
+        Figures& f = curves_.figures();
+        ++f.failed_requests;
+        if (!f.first_oom) {
+          Oom o;
+          o.ts = e.ts_ns;
+          o.requested = e.allocator.requested_size;
+          o.stream = e.allocator.stream;
+          o.allocated = e.allocator.allocated;
+          o.reserved = e.allocator.reserved;
+          o.device_free = e.allocator.device_free;
+          o.stack_id = stack_id;
+          f.first_oom = o;
+        }
+        done(e.ts_ns);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  void finish() {
+    if (pending_free_) {  // the last event was a free: nothing followed to complete it
+      pending_free_.reset();
+    }
+    curves_.request_done(last_ts_);
+    if (free_run_) {
+      free_run_ = false;
+      push(Request::Kind::empty_cache, 0, run_event_);
+    }
+    plan_.recorded_figures = curves_.finish();
+  }
+
+  // When the recorded reserved peak's request was done (absolute).
+  uint64_t peak_request_ts() const { return plan_.recorded_figures.peak_reserved_ts; }
+
+ private:
+  struct Source {
+    ev::Event event;
+    uint64_t stack_id = 0;
+  };
+
+  uint32_t add_block(const ev::Event& e, uint64_t stack_id) {
+    BlockRequest br;
+    br.seq = e.seq;
+    br.addr = e.block.addr;
+    br.size = e.block.size;
+    br.requested = e.block.requested_size ? e.block.requested_size : e.block.size;
+    br.stream = e.block.stream;
+    br.ts = e.ts_ns;
+    br.stack_id = stack_id;
+    br.thread = e.thread_id;
+    br.category = e.block.category;
+    plan_.blocks.push_back(br);
+    return static_cast<uint32_t>(plan_.blocks.size() - 1);
+  }
+
+  void push(Request::Kind kind, uint32_t block, const ev::Event& e, uint64_t stack_id) {
+    Request r;
+    r.kind = kind;
+    r.block = block;
+    r.seq = e.seq;
+    r.ts = e.ts_ns;
+    r.thread = e.thread_id;
+    r.stack_id = stack_id;
+    plan_.requests.push_back(r);
+  }
+  void push(Request::Kind kind, uint32_t block, const Source& s) { push(kind, block, s.event, s.stack_id); }
+
+  void done(uint64_t ts) { curves_.request_done(ts); }
+
+  // The synthetic events of an imported snapshot's starting state.
+  void initial(const ev::Event& e, uint64_t stack_id) {
+    switch (e.kind) {
+      case ev::Kind::segment_alloc:
+      case ev::Kind::segment_map: {
+        InitialSegment s;
+        s.addr = e.block.addr;
+        s.size = e.block.size;
+        s.stream = e.block.stream;
+        s.pool = e.block.pool;
+        s.mapped = e.kind == ev::Kind::segment_map;
+        plan_.initial.push_back(s);
+        break;
+      }
+      case ev::Kind::alloc: {
+        uint32_t b = add_block(e, stack_id);
+        live_[e.block.addr] = b;
+        plan_.initial_blocks.push_back(b);
+        break;
+      }
+      case ev::Kind::free_requested: {
+        auto it = live_.find(e.block.addr);
+        if (it == live_.end()) break;
+        plan_.initial_pending.push_back(it->second);
+        awaiting_[e.block.addr] = it->second;
+        live_.erase(it);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  Plan& plan_;
+  Curves curves_;
+  uint64_t last_ts_ = 0;
+  uint64_t initial_left_ = 0;
+  std::unordered_map<uint64_t, uint32_t> live_;      // recorded address -> block
+  std::unordered_map<uint64_t, uint32_t> awaiting_;  // deferred frees not yet complete
+  std::optional<size_t> pending_free_;               // request index of the last free
+  bool free_run_ = false;
+  Source run_event_;
+};
+
+// ---- Running a plan ------------------------------------------------------------------------
+
+// The replay's own view of its allocator's events: curves, and the caller's callback.
+class ReplaySink final : public ev::Sink {
+ public:
+  ReplaySink(Curves& curves, const EventFn& fn) : curves_(curves), fn_(fn) {}
+  void on_event(const ev::Event& e) noexcept override {
+    curves_.on(e);
+    if (e.kind == ev::Kind::alloc) last_alloc_addr_ = e.block.addr;
+    if (fn_ && during_) fn_(e, *during_);
+  }
+  void set_request(const Request* r) { during_ = r; }
+  uint64_t last_alloc_addr() const { return last_alloc_addr_; }
+
+ private:
+  Curves& curves_;
+  const EventFn& fn_;
+  const Request* during_ = nullptr;
+  uint64_t last_alloc_addr_ = 0;
+};
+
+uint64_t other_stream(uint64_t s) { return s == UINT64_MAX ? 0 : s + 1; }
+
+class Run {
+ public:
+  Run(const Plan& plan, const Settings& settings, const EventFn& fn, const analysis::Trace* trace)
+      : plan_(plan), trace_(trace), sink_(curves_, fn) {
+    capacity_ = settings.capacity ? *settings.capacity : plan.capacity.value_or(kUnlimited);
+    ev::DeviceId id = plan.device.id >= 0 ? device_id_of(plan) : ev::DeviceId{};
+    auto fake = std::make_unique<mem::FakeDevice>(
+        capacity_, tl::Device(tl::kCUDA, static_cast<tl::Device::Index>(id.index)));
+    fake_ = fake.get();
+    allocator_ = std::make_unique<mem::CachingAllocator>(std::move(fake), settings.conf.config);
+    allocator_->set_event_sink(&sink_);
+    if (settings.memory_fraction) allocator_->set_memory_fraction(*settings.memory_fraction);
+    ptrs_.resize(plan.blocks.size());
+    if (fn) result_.addresses.resize(plan.blocks.size());
+    prime_request_.ts = plan.requests.empty() ? 0 : plan.requests.front().ts;
+    if (!plan.initial_blocks.empty()) prime_request_.ts = plan.blocks[plan.initial_blocks.front()].ts;
+  }
+  ~Run() {
+    allocator_->set_event_sink(nullptr);
+  }
+
+  Result go() {
+    prime();
+    curves_.restart_allocated_peak(prime_request_.ts);
+    size_t next_address = 0;
+    const auto& addresses = plan_.addresses;
+    for (size_t i = 0; i < plan_.requests.size(); ++i) {
+      const Request& r = plan_.requests[i];
+      while (next_address < addresses.size() && addresses[next_address].first < i) ++next_address;
+      if (next_address < addresses.size() && addresses[next_address].first == i)
+        fake_->prefer_address(addresses[next_address].second);
+      sink_.set_request(&r);
+      curves_.set_time(r.ts);
+      step(r);
+      fake_->prefer_address(0);
+      if (curves_.request_done(r.ts)) result_.figures.largest_free_at_peak = allocator_->largest_cached_block();
+    }
+    sink_.set_request(nullptr);
+    const uint64_t end = plan_.requests.empty() ? prime_request_.ts : plan_.requests.back().ts;
+    if (curves_.request_done(end)) result_.figures.largest_free_at_peak = allocator_->largest_cached_block();
+    Figures f = curves_.finish();
+    f.largest_free_at_peak = result_.figures.largest_free_at_peak;
+    f.failed_requests = failed_;
+    f.first_oom = std::move(first_oom_);
+    result_.figures = std::move(f);
+    result_.capacity = capacity_;
+    return std::move(result_);
+  }
+
+ private:
+  static ev::DeviceId device_id_of(const Plan& plan) {
+    // "cuda:N" -> N; the fake device is a CUDA device either way (the policy is the same).
+    ev::DeviceId id{ev::DeviceType::cuda, 0};
+    const std::string& n = plan.device.name;
+    if (auto colon = n.find(':'); colon != std::string::npos) {
+      int index = std::atoi(n.c_str() + colon + 1);
+      if (index >= 0 && index < 127) id.index = static_cast<int8_t>(index);
+    }
+    return id;
+  }
+
+  void step(const Request& r) {
+    switch (r.kind) {
+      case Request::Kind::alloc: allocate(r.block, r); break;
+      case Request::Kind::failed: {
+        if (allocate(r.block, r)) release(r.block, false);
+        break;
+      }
+      case Request::Kind::free: release(r.block, r.deferred); break;
+      case Request::Kind::complete: {
+        auto it = pending_.find(r.block);
+        if (it == pending_.end()) break;
+        for (mem::EventId e = it->second.first; e < it->second.second; ++e) fake_->complete_event(e);
+        pending_.erase(it);
+        break;
+      }
+      case Request::Kind::empty_cache:
+        if (!r.retry || capacity_ == kUnlimited) allocator_->empty_cache();
+        break;
+    }
+  }
+
+  bool allocate(uint32_t b, const Request& r) {
+    const BlockRequest& br = plan_.blocks[b];
+    try {
+      ptrs_[b] = allocator_->allocate(br.requested, br.stream);
+      note_address(b);
+      return true;
+    } catch (const tl::OutOfMemoryError& e) {
+      ++failed_;
+      if (!first_oom_) {
+        Oom o;
+        o.ts = r.ts;
+        o.requested = br.requested;
+        o.stream = br.stream;
+        o.allocated = curves_.allocated();
+        o.reserved = curves_.reserved();
+        o.device_free = capacity_ - std::min<uint64_t>(capacity_, fake_->bytes_in_use());
+        o.stack_id = r.stack_id;
+        o.live = live_sites();
+        first_oom_ = std::move(o);
+      }
+      return false;
+    }
+  }
+
+  void note_address(uint32_t b) {
+    if (!result_.addresses.empty()) result_.addresses[b] = reinterpret_cast<uint64_t>(ptrs_[b].ptr);
+  }
+
+  void release(uint32_t b, bool deferred) {
+    mem::DataPtr& p = ptrs_[b];
+    if (p.ptr == nullptr) return;  // never allocated (an OOM in the replay)
+    if (deferred) {
+      allocator_->record_stream(p, other_stream(plan_.blocks[b].stream));
+      mem::EventId before = fake_->next_event_id();
+      allocator_->deallocate(p);
+      pending_[b] = {before, fake_->next_event_id()};
+    } else {
+      allocator_->deallocate(p);
+    }
+    p = {};
+  }
+
+  std::vector<Oom::Live> live_sites() const {
+    std::map<std::string, Oom::Live> by_site;
+    for (size_t b = 0; b < ptrs_.size(); ++b) {
+      if (ptrs_[b].ptr == nullptr) continue;
+      const BlockRequest& br = plan_.blocks[b];
+      std::string site = trace_ ? trace_->site(br.stack_id).label : std::string("(no stack)");
+      Oom::Live& l = by_site[site];
+      l.site = site;
+      l.bytes += mem::CachingAllocator::round_size(br.requested, allocator_->config());
+      ++l.count;
+    }
+    std::vector<Oom::Live> out;
+    for (auto& [k, v] : by_site) out.push_back(v);
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+      return a.bytes != b.bytes ? a.bytes > b.bytes : a.site < b.site;
+    });
+    if (out.size() > 5) out.resize(5);
+    return out;
+  }
+
+  // Note [Replay fidelity]: the state before an imported snapshot's history. Each whole
+  // segment is reserved again at its recorded address by one request that makes a segment of
+  // its size, freed, and carved in address order: blocks take their place, gaps are held by
+  // fillers so no later request lands in them, and fillers are freed once every segment is
+  // laid out. Mapped ranges of expandable segments are carved the same way, without the
+  // reserving request.
+  void prime() {
+    if (plan_.initial.empty() && plan_.initial_blocks.empty()) return;
+    sink_.set_request(&prime_request_);
+    // Blocks by segment.
+    std::vector<uint32_t> blocks = plan_.initial_blocks;
+    std::sort(blocks.begin(), blocks.end(),
+              [&](uint32_t a, uint32_t b) { return plan_.blocks[a].addr < plan_.blocks[b].addr; });
+    std::vector<InitialSegment> segments = plan_.initial;
+    std::sort(segments.begin(), segments.end(), [](auto& a, auto& b) { return a.addr < b.addr; });
+    std::vector<mem::DataPtr> fillers;
+    size_t bi = 0;
+    std::vector<bool> placed(plan_.blocks.size(), false);
+    for (const InitialSegment& s : segments) {
+      if (!s.mapped) {
+        fake_->prefer_address(s.addr);
+        try {
+          // A small-pool request makes a 2 MiB segment; a large one of `size` bytes, its size
+          // (rounded to 2 MiB, or 20 MiB under 10 MiB).
+          uint64_t primer = s.pool == ev::Pool::small ? mem::kSmallSize : s.size;
+          mem::DataPtr p = allocator_->allocate(primer, s.stream);
+          allocator_->deallocate(p);
+        } catch (const tl::OutOfMemoryError&) {
+        }
+        fake_->prefer_address(0);
+      }
+      uint64_t cursor = s.addr;
+      auto carve = [&](uint64_t bytes, uint64_t stream) -> mem::DataPtr {
+        try {
+          return allocator_->allocate(bytes, stream);
+        } catch (const tl::OutOfMemoryError&) {
+          return {};
+        }
+      };
+      // Holds a free gap so nothing lands in it until every segment is laid out: small-pool
+      // gaps with requests of at most 1 MiB (larger ones go to the large pool); large-pool gaps
+      // with one request, when over 1 MiB (a smaller one no large request fits anyway).
+      auto fill = [&](uint64_t gap) {
+        if (s.pool == ev::Pool::small) {
+          for (uint64_t left = gap; left > 0;) {
+            uint64_t piece = std::min<uint64_t>(left, mem::kSmallSize);
+            mem::DataPtr f = carve(piece, s.stream);
+            if (f.ptr) fillers.push_back(f);
+            left -= piece;
+          }
+        } else if (gap > mem::kSmallSize) {
+          mem::DataPtr f = carve(gap, s.stream);
+          if (f.ptr) fillers.push_back(f);
+        }
+      };
+      while (bi < blocks.size() && plan_.blocks[blocks[bi]].addr < s.addr) ++bi;  // outside any
+      for (; bi < blocks.size() && plan_.blocks[blocks[bi]].addr < s.addr + s.size; ++bi) {
+        const uint32_t b = blocks[bi];
+        const BlockRequest& br = plan_.blocks[b];
+        if (br.addr > cursor) fill(br.addr - cursor);
+        // The block's own size when its request would round to less (an unsplit remainder).
+        uint64_t ask = mem::CachingAllocator::round_size(br.requested, allocator_->config()) == br.size
+                           ? br.requested
+                           : br.size;
+        ptrs_[b] = carve(ask, br.stream);
+        note_address(b);
+        placed[b] = ptrs_[b].ptr != nullptr && reinterpret_cast<uint64_t>(ptrs_[b].ptr) == br.addr;
+        cursor = std::max(cursor, br.addr + br.size);
+      }
+      if (s.addr + s.size > cursor) fill(s.addr + s.size - cursor);
+    }
+    for (; bi < blocks.size(); ++bi) {  // blocks outside every segment (a damaged snapshot)
+      const uint32_t b = blocks[bi];
+      try {
+        ptrs_[b] = allocator_->allocate(plan_.blocks[b].requested, plan_.blocks[b].stream);
+        note_address(b);
+      } catch (const tl::OutOfMemoryError&) {
+      }
+    }
+    for (const mem::DataPtr& f : fillers) allocator_->deallocate(f);
+    for (uint32_t b : plan_.initial_blocks)
+      if (!placed[b]) ++result_.unplaced;
+    for (uint32_t b : plan_.initial_pending) release(b, true);
+    sink_.set_request(nullptr);
+  }
+
+  const Plan& plan_;
+  const analysis::Trace* trace_;
+  Curves curves_;
+  ReplaySink sink_;
+  uint64_t capacity_ = 0;
+  mem::FakeDevice* fake_ = nullptr;
+  std::unique_ptr<mem::CachingAllocator> allocator_;
+  std::vector<mem::DataPtr> ptrs_;
+  std::unordered_map<uint32_t, std::pair<mem::EventId, mem::EventId>> pending_;
+  uint64_t failed_ = 0;
+  std::optional<Oom> first_oom_;
+  Result result_;
+  Request prime_request_;  // what the starting state's events are attributed to (seq 0)
+};
+
+}  // namespace
+
+std::vector<Plan> build_plans(const analysis::Trace& trace, const std::vector<int64_t>& devices) {
+  const store::TraceReader& reader = trace.reader();
+  // devices.id by event device, for the devices asked for.
+  std::map<std::pair<int, int>, size_t> index;  // (type, index) -> plan
+  std::vector<Plan> plans;
+  for (const analysis::DeviceRef& d : trace.devices()) {
+    if (!devices.empty() && std::find(devices.begin(), devices.end(), d.id) == devices.end()) continue;
+    Plan p;
+    p.device = d;
+    plans.push_back(std::move(p));
+  }
+  std::map<int64_t, size_t> by_row;
+  for (size_t i = 0; i < plans.size(); ++i) by_row[plans[i].device.id] = i;
+  std::vector<std::unique_ptr<PlanBuilder>> builders;
+  for (Plan& p : plans) builders.push_back(std::make_unique<PlanBuilder>(p, trace.imported_snapshot()));
+  std::map<std::pair<int, int>, PlanBuilder*> by_device;
+  for (const store::DeviceRow& row : reader.devices()) {
+    auto it = by_row.find(row.id);
+    if (it != by_row.end())
+      by_device[{static_cast<int>(row.info.id.type), row.info.id.index}] = builders[it->second].get();
+  }
+  reader.for_each_event([&](const ev::Event& e, uint64_t stack_id) {
+    auto it = by_device.find({static_cast<int>(e.device.type), e.device.index});
+    if (it != by_device.end()) it->second->on(e, stack_id);
+  });
+  std::vector<uint64_t> peak_ts;
+  for (auto& b : builders) {
+    b->finish();
+    peak_ts.push_back(b->peak_request_ts());
+  }
+
+  const std::string settings = reader.meta_value("allocator_settings").value_or("");
+  AllocConf recorded = recorded_settings(settings);
+  std::vector<Plan> out;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    Plan& p = plans[i];
+    bool any_alloc = std::any_of(p.requests.begin(), p.requests.end(),
+                                 [](const Request& r) { return r.kind == Request::Kind::alloc; });
+    if (!any_alloc && p.initial_blocks.empty()) continue;
+    p.recorded = recorded;
+    if (p.device.capacity > 0) {
+      p.capacity = p.device.capacity;
+      p.capacity_source = "recorded";
+    } else if (const auto& o = p.recorded_figures.first_oom; o && o->device_free > 0) {
+      p.capacity = o->reserved + o->device_free;
+      p.capacity_source = "inferred from the OOM: reserved + device free";
+    }
+    if (p.recorded_figures.peak_reserved > 0) {
+      analysis::AllocatorState s = analysis::allocator_state(trace, p.device.id, peak_ts[i]);
+      p.recorded_figures.largest_free_at_peak = largest_gap(s);
+    }
+    out.push_back(std::move(p));
+  }
+  if (out.empty())
+    throw SettingsError(trace.path() + ": no allocations to replay (the trace has no alloc events" +
+                        (devices.empty() ? "" : " on that device") + ")");
+  return out;
+}
+
+Result run(const Plan& plan, const Settings& settings, const EventFn& on_event,
+           const analysis::Trace* trace_for_sites) {
+  Run r(plan, settings, on_event, trace_for_sites);
+  return r.go();
+}
+
+std::vector<Settings> default_sweep() {
+  std::vector<Settings> out;
+  for (bool expandable : {false, true})
+    for (int split : {0, 64, 256})
+      for (int divisions : {0, 4})
+        for (bool gc : {false, true}) {
+          std::string conf;
+          auto add = [&](const std::string& kv) { conf += (conf.empty() ? "" : ",") + kv; };
+          if (expandable) add("expandable_segments:True");
+          if (split) add("max_split_size_mb:" + std::to_string(split));
+          if (divisions) add("roundup_power2_divisions:" + std::to_string(divisions));
+          if (gc) add("garbage_collection_threshold:0.8");
+          Settings s;
+          s.conf = parse_alloc_conf(conf);
+          if (gc) s.memory_fraction = 1.0;
+          s.label = conf.empty() ? "(defaults)" : conf;
+          out.push_back(std::move(s));
+        }
+  return out;
+}
+
+std::vector<Result> sweep(const Plan& plan, const std::vector<Settings>& settings, unsigned threads) {
+  std::vector<Result> results(settings.size());
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = std::min<unsigned>(threads, static_cast<unsigned>(settings.size()));
+  std::atomic<size_t> next{0};
+  std::vector<std::exception_ptr> errors(settings.size());
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < settings.size();) {
+      try {
+        results[i] = run(plan, settings[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return results;
+}
+
+}  // namespace tidemark::replay

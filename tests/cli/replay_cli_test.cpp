@@ -1,0 +1,169 @@
+// `tidemark replay` on real recordings of the pitfall programs (Note [Replay fidelity]):
+// replayed under the settings it was recorded with, a trace gives back its segment events
+// exactly -- the same kinds, sizes, addresses and order, read from both files with the trace
+// reader, not from the replay's own figures -- and a recording under other settings is
+// predicted by replaying the default one under them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "profiler/store/trace_reader.h"
+#include "run_program.h"
+
+namespace {
+
+namespace ev = tidemark::events;
+using nlohmann::json;
+
+std::string pitfall(const std::string& name) { return std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_" + name; }
+
+std::string record(const std::string& name, const std::string& conf, const std::string& tag,
+                   const std::vector<std::string>& env_extra = {}) {
+  const std::string trace = (tl_test::temp_dir("tidemark_replay") / (name + "_" + tag + ".db")).string();
+  std::vector<std::string> argv = {TIDEMARK_CLI, "record", "-o", trace, "--no-stacks", "--", "/usr/bin/env",
+                                   "TL_ALLOC_CONF=" + conf};
+  for (const std::string& e : env_extra) argv.push_back(e);
+  argv.push_back(pitfall(name));
+  argv.push_back("--steps");
+  argv.push_back("3");
+  tl_test::Result r = tl_test::run(argv);
+  EXPECT_TRUE(r.rc == 0 || r.rc == 134 || r.rc == 1) << name << " " << conf << ": " << r.err;
+  return trace;
+}
+
+// (kind, size, address) of every segment event, in order.
+using SegmentEvent = std::tuple<std::string, uint64_t, uint64_t>;
+std::vector<SegmentEvent> segment_events(const std::string& path) {
+  std::vector<SegmentEvent> out;
+  auto reader = tidemark::store::TraceReader::open(path);
+  reader.for_each_event([&](const ev::Event& e, uint64_t) {
+    switch (e.kind) {
+      case ev::Kind::segment_alloc:
+      case ev::Kind::segment_free:
+      case ev::Kind::segment_map:
+      case ev::Kind::segment_unmap:
+        out.emplace_back(std::string(ev::kind_name(e.kind)), e.block.size, e.block.addr);
+        break;
+      default:
+        break;
+    }
+  });
+  return out;
+}
+
+json replay_json(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {TIDEMARK_CLI, "replay"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.push_back("--json");
+  tl_test::Result r = tl_test::run(argv);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  return r.rc == 0 ? json::parse(r.out) : json::object();
+}
+
+void expect_faithful(const std::string& name, const std::string& conf) {
+  SCOPED_TRACE(name + " under TL_ALLOC_CONF=" + conf);
+  const std::string trace = record(name, conf, "rec");
+  const std::string replayed = trace + ".replayed.db";
+  json j = replay_json({trace, "-o", replayed});
+  ASSERT_TRUE(j.contains("devices"));
+  for (const json& d : j["devices"]) {
+    EXPECT_EQ(d["recorded"]["peak_reserved"], d["replayed"]["peak_reserved"]);
+    EXPECT_EQ(d["recorded"]["peak_allocated"], d["replayed"]["peak_allocated"]);
+    EXPECT_EQ(d["recorded"]["device_allocations"], d["replayed"]["device_allocations"]);
+  }
+  const auto recorded = segment_events(trace);
+  ASSERT_FALSE(recorded.empty());
+  EXPECT_EQ(recorded, segment_events(replayed));
+}
+
+TEST(ReplayCli, EveryPitfallReplaysToItsOwnSegmentEvents) {
+  for (const char* name : {"accumulated_loss", "checkpointing", "dataloader_workers", "empty_cache_referenced",
+                           "eval_without_no_grad", "fragmentation", "retain_graph", "sync_in_loop",
+                           "transpose_contiguous", "view_retention"})
+    expect_faithful(name, "");
+}
+
+TEST(ReplayCli, EachSettingReplaysFaithfully) {
+  for (const char* conf : {"expandable_segments:True", "max_split_size_mb:20", "roundup_power2_divisions:4",
+                           "max_split_size_mb:32,roundup_power2_divisions:[1:2,>:8]"})
+    for (const char* name : {"fragmentation", "accumulated_loss", "empty_cache_referenced"}) expect_faithful(name, conf);
+}
+
+// The what-if proper: the default recording, replayed under a setting, predicts the recording
+// made under that setting.
+TEST(ReplayCli, ADefaultRecordingPredictsTheRunUnderOtherSettings) {
+  const std::string base = record("fragmentation", "", "default");
+  for (const char* conf : {"expandable_segments:True", "max_split_size_mb:20", "roundup_power2_divisions:4"}) {
+    SCOPED_TRACE(conf);
+    const std::string actual = record("fragmentation", conf, std::string("actual_") + conf);
+    json predicted = replay_json({base, "--alloc-conf", conf});
+    json truth = replay_json({actual});
+    ASSERT_TRUE(predicted.contains("devices") && truth.contains("devices"));
+    EXPECT_EQ(predicted["devices"][0]["replayed"]["peak_reserved"], truth["devices"][0]["recorded"]["peak_reserved"]);
+    EXPECT_EQ(predicted["devices"][0]["replayed"]["device_allocations"],
+              truth["devices"][0]["recorded"]["device_allocations"]);
+  }
+}
+
+// A run that died of an OOM on a 32 MiB device: the replay under that capacity fails at the
+// same request; on a larger device the request is served.
+TEST(ReplayCli, TheRecordedOomIsReproducedAndAvertedByMoreMemory) {
+  const std::string trace = (tl_test::temp_dir("tidemark_replay") / "oom.db").string();
+  tl_test::Result r = tl_test::run({TIDEMARK_CLI, "record", "-o", trace, "--no-stacks", "--", "/usr/bin/env",
+                                    "TL_HOST_CAPACITY=33554432", pitfall("accumulated_loss"), "--steps", "200"});
+  ASSERT_NE(r.rc, 0) << "the program was meant to run out of memory";
+  json same = replay_json({trace});
+  ASSERT_TRUE(same.contains("devices"));
+  const json& d = same["devices"][0];
+  EXPECT_EQ(d["capacity"], 33554432);
+  ASSERT_FALSE(d["recorded"]["first_oom"].is_null());
+  ASSERT_FALSE(d["replayed"]["first_oom"].is_null());
+  EXPECT_EQ(d["replayed"]["first_oom"]["requested"], d["recorded"]["first_oom"]["requested"]);
+  EXPECT_EQ(d["replayed"]["first_oom"]["time_ns"], d["recorded"]["first_oom"]["time_ns"]);
+  EXPECT_EQ(d["replayed"]["first_oom"]["reserved"], d["recorded"]["first_oom"]["reserved"]);
+  json more = replay_json({trace, "--capacity", "64MiB"});
+  ASSERT_TRUE(more.contains("devices"));
+  EXPECT_EQ(more["devices"][0]["replayed"]["failed_requests"], 0);
+  EXPECT_TRUE(more["devices"][0]["replayed"]["first_oom"].is_null());
+}
+
+TEST(ReplayCli, BadInputIsRefusedInOneLine) {
+  const std::string trace = record("view_retention", "", "bad");
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const Case cases[] = {
+      {{trace, "--alloc-conf", "max_split_size_mb:10"}, "max_split_size_mb must be >= 20"},
+      {{trace, "--alloc-conf", "foo:1"}, "Unrecognized key 'foo'"},
+      {{trace, "--alloc-conf", "backend:cudaMallocAsync"}, "cudaMallocAsync"},
+      {{trace, "--alloc-conf", "expandable_segments:yes"}, "expandable_segments must be True or False"},
+      {{trace, "--alloc-conf", "garbage_collection_threshold:1.5"}, "garbage_collection_threshold"},
+      {{trace, "--capacity", "lots"}, "--capacity lots"},
+      {{trace, "--device", "cuda:7"}, "--device"},
+      {{trace, "-o", trace}, "the output is the input"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {TIDEMARK_CLI, "replay"};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    tl_test::Result r = tl_test::run(argv);
+    EXPECT_EQ(r.rc, 2) << c.says << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  // The input survived the refused -o.
+  EXPECT_FALSE(segment_events(trace).empty());
+
+  // A trace with no allocation at all.
+  const std::string empty = (tl_test::temp_dir("tidemark_replay") / "empty.db").string();
+  ASSERT_EQ(tl_test::run({TIDEMARK_CLI, "record", "-o", empty, "--no-cuda", "--", "/bin/true"}).rc, 0);
+  tl_test::Result r = tl_test::run({TIDEMARK_CLI, "replay", empty});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("no allocations to replay"), std::string::npos) << r.err;
+}
+
+}  // namespace

@@ -157,6 +157,7 @@ class PlanBuilder {
     // A run of segment frees in a snapshot: empty_cache unless a new segment follows.
     if (free_run_ && e.kind != ev::Kind::segment_free) {
       free_run_ = false;
+      completed_by_wait();
       push(Request::Kind::empty_cache, 0, run_event_);
       plan_.requests.back().retry = e.kind == ev::Kind::segment_alloc || e.kind == ev::Kind::segment_map;
     }
@@ -184,10 +185,18 @@ class PlanBuilder {
       case ev::Kind::free_completed: {
         auto it = awaiting_.find(e.block.addr);
         if (it == awaiting_.end()) break;
+        if (saw_free_) {  // frees came between: the earlier group was not the wait's
+          recent_completes_.clear();
+          saw_free_ = false;
+        }
+        recent_completes_.push_back(plan_.requests.size());
         push(Request::Kind::complete, it->second, e, stack_id);
         awaiting_.erase(it);
         break;
       }
+      case ev::Kind::alloc_retry:
+        completed_by_wait();
+        break;
       case ev::Kind::segment_alloc:
         plan_.addresses.emplace_back(static_cast<uint32_t>(plan_.requests.size()), e.block.addr);
         break;
@@ -196,12 +205,14 @@ class PlanBuilder {
         plan_.addresses.emplace_back(static_cast<uint32_t>(plan_.requests.size()), e.block.segment);
         break;
       case ev::Kind::segment_free:
+        saw_free_ = true;
         if (plan_.imported && !free_run_) {
           free_run_ = true;
           run_event_ = {e, stack_id};
         }
         break;
       case ev::Kind::empty_cache:
+        completed_by_wait();
         if (!plan_.imported) push(Request::Kind::empty_cache, 0, e, stack_id);
         break;
       case ev::Kind::oom: {
@@ -217,6 +228,7 @@ class PlanBuilder {
         push(Request::Kind::failed, static_cast<uint32_t>(plan_.blocks.size() - 1), e, stack_id);
         Figures& f = curves_.figures();
         ++f.failed_requests;
+        if (plan_.oom_device_total == 0) plan_.oom_device_total = e.allocator.device_total;
         if (!f.first_oom) {
           Oom o;
           o.ts = e.ts_ns;
@@ -243,6 +255,7 @@ class PlanBuilder {
     curves_.request_done(last_ts_);
     if (free_run_) {
       free_run_ = false;
+      completed_by_wait();
       push(Request::Kind::empty_cache, 0, run_event_);
     }
     plan_.recorded_figures = curves_.finish();
@@ -272,7 +285,21 @@ class PlanBuilder {
     return static_cast<uint32_t>(plan_.blocks.size() - 1);
   }
 
+  // The last group of frees completed in this request was completed by the allocator's wait
+  // for all pending frees (a retry or empty_cache, which then release segments):
+  // Request::retry. An earlier group, followed by segment frees of garbage collection before
+  // it, was completed as the request began.
+  void completed_by_wait() {
+    for (size_t r : recent_completes_) plan_.requests[r].retry = true;
+    recent_completes_.clear();
+    saw_free_ = false;
+  }
+
   void push(Request::Kind kind, uint32_t block, const ev::Event& e, uint64_t stack_id) {
+    if (kind != Request::Kind::complete) {
+      recent_completes_.clear();
+      saw_free_ = false;
+    }
     Request r;
     r.kind = kind;
     r.block = block;
@@ -326,6 +353,8 @@ class PlanBuilder {
   std::unordered_map<uint64_t, uint32_t> live_;      // recorded address -> block
   std::unordered_map<uint64_t, uint32_t> awaiting_;  // deferred frees not yet complete
   std::optional<size_t> pending_free_;               // request index of the last free
+  std::vector<size_t> recent_completes_;             // complete requests since the last other
+  bool saw_free_ = false;                            // a segment free since the last complete
   bool free_run_ = false;
   Source run_event_;
 };
@@ -423,6 +452,7 @@ class Run {
       }
       case Request::Kind::free: release(r.block, r.deferred); break;
       case Request::Kind::complete: {
+        if (r.retry) break;  // the allocator's own wait completes it
         auto it = pending_.find(r.block);
         if (it == pending_.end()) break;
         for (mem::EventId e = it->second.first; e < it->second.second; ++e) fake_->complete_event(e);
@@ -640,7 +670,10 @@ std::vector<Plan> build_plans(const analysis::Trace& trace, const std::vector<in
                                  [](const Request& r) { return r.kind == Request::Kind::alloc; });
     if (!any_alloc && p.initial_blocks.empty()) continue;
     p.recorded = recorded;
-    if (p.device.capacity > 0) {
+    if (p.oom_device_total > 0) {
+      p.capacity = p.oom_device_total;
+      p.capacity_source = "the device's total at the OOM";
+    } else if (p.device.capacity > 0) {
       p.capacity = p.device.capacity;
       p.capacity_source = "recorded";
     } else if (const auto& o = p.recorded_figures.first_oom; o && o->device_free > 0) {

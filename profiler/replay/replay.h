@@ -75,9 +75,12 @@ struct Request {
   };
   Kind kind = Kind::alloc;
   bool deferred = false;
-  // empty_cache read from a snapshot's run of segment frees followed by a new segment: what
+  // empty_cache: read from a snapshot's run of segment frees followed by a new segment, what
   // PyTorch does when cudaMalloc fails (free the cache, retry). Replayed as empty_cache only
   // when the capacity is unknown; under a capacity the allocator retries by itself.
+  // complete: the recording completed it in such a retry (its wait for every pending free),
+  // so the replay leaves it to its own allocator's wait rather than completing it before the
+  // request, which would let the request find the block free and skip the retry.
   bool retry = false;
   uint32_t block = 0;  // index into Plan::blocks (alloc, free, complete, failed)
   uint64_t seq = 0;    // of the recorded event it comes from
@@ -135,7 +138,11 @@ struct Plan {
   analysis::DeviceRef device;
   AllocConf recorded;            // the settings the trace was recorded under
   std::optional<uint64_t> capacity;  // recorded (or inferred, see capacity_source); none: unknown
-  std::string capacity_source;   // "recorded", "inferred from the OOM: reserved + free", ""
+  // Where the capacity comes from: the device total an oom event reported (a capacity limit
+  // such as TL_HOST_CAPACITY shows there, not in the device's row), else the device's
+  // recorded capacity, else (snapshots) the reserved + free memory at PyTorch's OOM.
+  std::string capacity_source;
+  uint64_t oom_device_total = 0;
   std::vector<BlockRequest> blocks;
   std::vector<Request> requests;
   // Recorded segment addresses, to hand out again: (index of the request they precede, base).

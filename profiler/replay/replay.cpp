@@ -105,18 +105,36 @@ class Curves {
   bool peak_open_ = false;
 };
 
+// The largest free block of an allocator state: the largest gap between blocks of a segment.
+// Mapped ranges of an expandable segment that touch are one run of memory, as the allocator
+// sees them (a free block may span pages mapped at different times).
 uint64_t largest_gap(const analysis::AllocatorState& s) {
-  uint64_t largest = 0;
-  for (const auto& seg : s.segments) {
-    uint64_t cursor = seg.addr;
-    std::vector<const analysis::BlockState*> blocks;
-    for (const auto& b : seg.blocks) blocks.push_back(&b);
-    std::sort(blocks.begin(), blocks.end(), [](auto* a, auto* b) { return a->addr < b->addr; });
-    for (const auto* b : blocks) {
-      if (b->addr > cursor) largest = std::max(largest, b->addr - cursor);
-      cursor = std::max(cursor, b->addr + b->size);
+  struct Range {
+    uint64_t lo, hi;
+    std::vector<std::pair<uint64_t, uint64_t>> blocks;  // [addr, end)
+  };
+  std::vector<const analysis::SegmentState*> segs;
+  for (const auto& seg : s.segments) segs.push_back(&seg);
+  std::sort(segs.begin(), segs.end(), [](auto* a, auto* b) { return a->addr < b->addr; });
+  std::vector<Range> ranges;
+  for (const auto* seg : segs) {
+    const bool mapped = seg->kind == "mapped";
+    if (mapped && !ranges.empty() && ranges.back().hi == seg->addr) {
+      ranges.back().hi = seg->addr + seg->size;
+    } else {
+      ranges.push_back({seg->addr, seg->addr + seg->size, {}});
     }
-    if (seg.addr + seg.size > cursor) largest = std::max(largest, seg.addr + seg.size - cursor);
+    for (const auto& b : seg->blocks) ranges.back().blocks.emplace_back(b.addr, b.addr + b.size);
+  }
+  uint64_t largest = 0;
+  for (Range& r : ranges) {
+    std::sort(r.blocks.begin(), r.blocks.end());
+    uint64_t cursor = r.lo;
+    for (const auto& [lo, hi] : r.blocks) {
+      if (lo > cursor) largest = std::max(largest, lo - cursor);
+      cursor = std::max(cursor, hi);
+    }
+    if (r.hi > cursor) largest = std::max(largest, r.hi - cursor);
   }
   return largest;
 }
@@ -124,7 +142,11 @@ uint64_t largest_gap(const analysis::AllocatorState& s) {
 // Builds one device's plan from its events, in seq order.
 class PlanBuilder {
  public:
-  PlanBuilder(Plan& plan, bool imported) : plan_(plan) { plan_.imported = imported; }
+  // `untimed`: times are entry numbers (an imported snapshot without times), so a free and
+  // its completion never share one.
+  PlanBuilder(Plan& plan, bool imported, bool untimed) : plan_(plan), untimed_(untimed) {
+    plan_.imported = imported;
+  }
 
   void on(const ev::Event& e, uint64_t stack_id) {
     if (e.kind == ev::Kind::mark && e.name.name == store::kSnapshotStartMark) {
@@ -146,7 +168,11 @@ class PlanBuilder {
       size_t r = *pending_free_;
       pending_free_.reset();
       const uint32_t b = plan_.requests[r].block;
-      if (e.kind == ev::Kind::free_completed && e.block.addr == plan_.blocks[b].addr) {
+      // Immediate: completed at once, at the same time (tensorlib stamps both events with one
+      // clock read). A deferred free can be completed by the very next request's wait for all
+      // pending frees, right after it in the trace but later.
+      if (e.kind == ev::Kind::free_completed && e.block.addr == plan_.blocks[b].addr &&
+          (untimed_ || e.ts_ns == plan_.requests[r].ts)) {
         curves_.on(e);
         done(e.ts_ns);
         return;
@@ -157,7 +183,7 @@ class PlanBuilder {
     // A run of segment frees in a snapshot: empty_cache unless a new segment follows.
     if (free_run_ && e.kind != ev::Kind::segment_free) {
       free_run_ = false;
-      completed_by_wait();
+      completed_by_wait(run_bytes_);
       push(Request::Kind::empty_cache, 0, run_event_);
       plan_.requests.back().retry = e.kind == ev::Kind::segment_alloc || e.kind == ev::Kind::segment_map;
     }
@@ -185,17 +211,16 @@ class PlanBuilder {
       case ev::Kind::free_completed: {
         auto it = awaiting_.find(e.block.addr);
         if (it == awaiting_.end()) break;
-        if (saw_free_) {  // frees came between: the earlier group was not the wait's
-          recent_completes_.clear();
-          saw_free_ = false;
-        }
-        recent_completes_.push_back(plan_.requests.size());
+        since_request_.push_back({true, plan_.requests.size()});
         push(Request::Kind::complete, it->second, e, stack_id);
         awaiting_.erase(it);
         break;
       }
       case ev::Kind::alloc_retry:
-        completed_by_wait();
+        completed_by_wait(e.allocator.released);
+        break;
+      case ev::Kind::segment_unmap:
+        since_request_.push_back({false, e.block.size});
         break;
       case ev::Kind::segment_alloc:
         plan_.addresses.emplace_back(static_cast<uint32_t>(plan_.requests.size()), e.block.addr);
@@ -205,14 +230,16 @@ class PlanBuilder {
         plan_.addresses.emplace_back(static_cast<uint32_t>(plan_.requests.size()), e.block.segment);
         break;
       case ev::Kind::segment_free:
-        saw_free_ = true;
+        since_request_.push_back({false, e.block.size});
         if (plan_.imported && !free_run_) {
           free_run_ = true;
           run_event_ = {e, stack_id};
+          run_bytes_ = 0;
         }
+        run_bytes_ += e.block.size;
         break;
       case ev::Kind::empty_cache:
-        completed_by_wait();
+        completed_by_wait(e.allocator.released);
         if (!plan_.imported) push(Request::Kind::empty_cache, 0, e, stack_id);
         break;
       case ev::Kind::oom: {
@@ -255,7 +282,7 @@ class PlanBuilder {
     curves_.request_done(last_ts_);
     if (free_run_) {
       free_run_ = false;
-      completed_by_wait();
+      completed_by_wait(run_bytes_);
       push(Request::Kind::empty_cache, 0, run_event_);
     }
     plan_.recorded_figures = curves_.finish();
@@ -285,21 +312,22 @@ class PlanBuilder {
     return static_cast<uint32_t>(plan_.blocks.size() - 1);
   }
 
-  // The last group of frees completed in this request was completed by the allocator's wait
-  // for all pending frees (a retry or empty_cache, which then release segments):
-  // Request::retry. An earlier group, followed by segment frees of garbage collection before
-  // it, was completed as the request began.
-  void completed_by_wait() {
-    for (size_t r : recent_completes_) plan_.requests[r].retry = true;
-    recent_completes_.clear();
-    saw_free_ = false;
+  // A wait for every pending free (the retry after a failed cudaMalloc, empty_cache) that
+  // then released `released` bytes has just ended. A request's events run: frees completed as
+  // it began; segments garbage collection or the oversize rule released; then the wait's own
+  // completed frees and the segments it released. Walking back over segment frees worth
+  // `released` bytes finds the wait's completions just before them: Request::retry. Earlier
+  // ones were completed as the request began and stay as they are.
+  void completed_by_wait(uint64_t released) {
+    size_t i = since_request_.size();
+    uint64_t freed = 0;
+    while (i > 0 && !since_request_[i - 1].complete && freed < released) freed += since_request_[--i].value;
+    while (i > 0 && since_request_[i - 1].complete) plan_.requests[since_request_[--i].value].retry = true;
+    since_request_.clear();
   }
 
   void push(Request::Kind kind, uint32_t block, const ev::Event& e, uint64_t stack_id) {
-    if (kind != Request::Kind::complete) {
-      recent_completes_.clear();
-      saw_free_ = false;
-    }
+    if (kind != Request::Kind::complete) since_request_.clear();
     Request r;
     r.kind = kind;
     r.block = block;
@@ -347,14 +375,19 @@ class PlanBuilder {
   }
 
   Plan& plan_;
+  bool untimed_ = false;
   Curves curves_;
   uint64_t last_ts_ = 0;
   uint64_t initial_left_ = 0;
   std::unordered_map<uint64_t, uint32_t> live_;      // recorded address -> block
   std::unordered_map<uint64_t, uint32_t> awaiting_;  // deferred frees not yet complete
   std::optional<size_t> pending_free_;               // request index of the last free
-  std::vector<size_t> recent_completes_;             // complete requests since the last other
-  bool saw_free_ = false;                            // a segment free since the last complete
+  struct Step {
+    bool complete;   // a complete request (value: its index), else a segment freed (value: bytes)
+    uint64_t value;
+  };
+  std::vector<Step> since_request_;  // completions and segment frees since the last request
+  uint64_t run_bytes_ = 0;           // bytes of the current run of segment frees (snapshots)
   bool free_run_ = false;
   Source run_event_;
 };
@@ -379,8 +412,6 @@ class ReplaySink final : public ev::Sink {
   const Request* during_ = nullptr;
   uint64_t last_alloc_addr_ = 0;
 };
-
-uint64_t other_stream(uint64_t s) { return s == UINT64_MAX ? 0 : s + 1; }
 
 class Run {
  public:
@@ -497,7 +528,12 @@ class Run {
     mem::DataPtr& p = ptrs_[b];
     if (p.ptr == nullptr) return;  // never allocated (an OOM in the replay)
     if (deferred) {
-      allocator_->record_stream(p, other_stream(plan_.blocks[b].stream));
+      // A stream of its own per deferred free: the allocator polls each stream's events in
+      // order and stops at the first incomplete one, so a shared stream would hold back a free
+      // the recording completed behind one it had not; stream ids from 2^62 on name no real
+      // stream, and count up so frees completed together complete in the order they were
+      // deferred.
+      allocator_->record_stream(p, next_deferred_stream_++);
       mem::EventId before = fake_->next_event_id();
       allocator_->deallocate(p);
       pending_[b] = {before, fake_->next_event_id()};
@@ -626,6 +662,7 @@ class Run {
   std::optional<Oom> first_oom_;
   Result result_;
   Request prime_request_;  // what the starting state's events are attributed to (seq 0)
+  uint64_t next_deferred_stream_ = uint64_t{1} << 62;
 };
 
 }  // namespace
@@ -644,7 +681,7 @@ std::vector<Plan> build_plans(const analysis::Trace& trace, const std::vector<in
   std::map<int64_t, size_t> by_row;
   for (size_t i = 0; i < plans.size(); ++i) by_row[plans[i].device.id] = i;
   std::vector<std::unique_ptr<PlanBuilder>> builders;
-  for (Plan& p : plans) builders.push_back(std::make_unique<PlanBuilder>(p, trace.imported_snapshot()));
+  for (Plan& p : plans) builders.push_back(std::make_unique<PlanBuilder>(p, trace.imported_snapshot(), trace.synthetic_times()));
   std::map<std::pair<int, int>, PlanBuilder*> by_device;
   for (const store::DeviceRow& row : reader.devices()) {
     auto it = by_row.find(row.id);

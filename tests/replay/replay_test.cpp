@@ -1,6 +1,6 @@
 // The replay library (profiler/replay/replay.h): PyTorch's settings syntax, a recording made
 // through the caching allocator itself replayed to the same segment events (garbage
-// collection, deferred frees and empty_cache included), and every real PyTorch snapshot
+// collection, deferred frees, empty_cache and OOMs included), and every real PyTorch snapshot
 // replayed to its own reserved peak (Note [Replay fidelity]).
 #include <gtest/gtest.h>
 
@@ -65,17 +65,20 @@ TEST(ReplaySettings, ASnapshotsAllocatorSettingsDictIsRead) {
   EXPECT_EQ(rp::recorded_settings("").text(), "");
 }
 
-// Writes what one allocator emits into a trace, as the recorder would (time, thread, seq).
+// Writes what one allocator emits into a trace, as the recorder would: thread, seq, and a
+// time per allocator call (tick() between calls), so a free and its immediate completion
+// share one as they do under the recorder.
 class WriterSink final : public ev::Sink {
  public:
   explicit WriterSink(st::TraceWriter& w) : w_(w) {}
   void on_event(const ev::Event& e) noexcept override {
     ev::Event c = e;
-    c.ts_ns = ++now_ * 1000;
+    c.ts_ns = now_ * 1000;
     c.thread_id = 1;
     c.seq = ++seq_;
     w_.append(c, 0);
   }
+  void tick() { ++now_; }
   uint64_t now() const { return now_ * 1000; }
 
  private:
@@ -83,12 +86,13 @@ class WriterSink final : public ev::Sink {
   uint64_t now_ = 0, seq_ = 0;
 };
 
-using SegmentEvent = std::tuple<ev::Kind, uint64_t, uint64_t>;  // kind, size, address
+// (kind, size, address) of every segment, alloc and free event, in order.
+using SegmentEvent = std::tuple<ev::Kind, uint64_t, uint64_t>;
 
-std::vector<SegmentEvent> recorded_segments(const std::string& path) {
+std::vector<SegmentEvent> recorded_block_events(const std::string& path) {
   std::vector<SegmentEvent> out;
   st::TraceReader::open(path).for_each_event([&](const ev::Event& e, uint64_t) {
-    if (e.kind <= ev::Kind::segment_unmap) out.emplace_back(e.kind, e.block.size, e.block.addr);
+    if (e.kind <= ev::Kind::free_completed) out.emplace_back(e.kind, e.block.size, e.block.addr);
   });
   return out;
 }
@@ -116,6 +120,7 @@ void expect_faithful_replay(const std::string& conf, bool expandable_device, uin
     std::vector<mem::DataPtr> live;
     std::vector<mem::EventId> pending;
     for (int i = 0; i < 4000; ++i) {
+      sink.tick();
       const uint32_t op = rng() % 100;
       if (op < 50 || live.empty()) {
         // Sizes from 1 KiB to 64 MiB, small ones most often.
@@ -159,13 +164,13 @@ void expect_faithful_replay(const std::string& conf, bool expandable_device, uin
   s.memory_fraction = 0.5;
   std::vector<SegmentEvent> replayed;
   rp::Result r = rp::run(plans[0], s, [&](const ev::Event& e, const rp::Request&) {
-    if (e.kind <= ev::Kind::segment_unmap) replayed.emplace_back(e.kind, e.block.size, e.block.addr);
+    if (e.kind <= ev::Kind::free_completed) replayed.emplace_back(e.kind, e.block.size, e.block.addr);
   });
-  const std::vector<SegmentEvent> recorded = recorded_segments(t.path());
+  const std::vector<SegmentEvent> recorded = recorded_block_events(t.path());
   ASSERT_GT(recorded.size(), 10u);
   size_t same = 0;
   while (same < recorded.size() && same < replayed.size() && recorded[same] == replayed[same]) ++same;
-  EXPECT_EQ(same, recorded.size()) << "the replay departs from the recording at segment event " << same
+  EXPECT_EQ(same, recorded.size()) << "the replay departs from the recording at event " << same
                                    << " of " << recorded.size() << " (" << replayed.size() << " replayed)";
   EXPECT_EQ(r.figures.peak_reserved, plans[0].recorded_figures.peak_reserved);
   EXPECT_EQ(r.figures.peak_allocated, plans[0].recorded_figures.peak_allocated);
@@ -179,8 +184,7 @@ TEST(Replay, AnAllocatorsOwnRecordingReplaysToTheSameSegmentEvents) {
   expect_faithful_replay("garbage_collection_threshold:0.6", false, 2);
   expect_faithful_replay("max_split_size_mb:40,garbage_collection_threshold:0.7", false, 3);
   expect_faithful_replay("roundup_power2_divisions:4", false, 4);
-  // Expandable segments are checked on the pitfall recordings (tests/cli/replay_cli_test.cpp);
-  // under this workload's constant OOM pressure their replay still departs (docs/replay.md).
+  expect_faithful_replay("expandable_segments:True", true, 5);
 }
 
 TEST(Replay, ASweepRanksSettingsAndRunsThemInParallel) {
@@ -194,7 +198,12 @@ TEST(Replay, ASweepRanksSettingsAndRunsThemInParallel) {
     a.set_event_sink(&sink);
     // Growing requests freed in turn: each needs a new segment by default; expandable
     // segments grow one range instead.
-    for (size_t mb = 30; mb < 60; ++mb) a.deallocate(a.allocate(mb << 20));
+    for (size_t mb = 30; mb < 60; ++mb) {
+      sink.tick();
+      mem::DataPtr p = a.allocate(mb << 20);
+      sink.tick();
+      a.deallocate(p);
+    }
     a.set_event_sink(nullptr);
     writer->close(sink.now());
   }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "profiler/replay/replay.h"
 #include "cli/common.h"
 #include "profiler/analysis/output_file.h"
 #include "profiler/store/trace_format.h"
@@ -74,6 +75,7 @@ void add_frames(CLI::App* cmd) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tidemark::replay::add_allocator_settings_detector();
   CLI::App app{
       "tidemark: GPU and host memory profiler. Record a program, then summarise, chart, "
       "check and diff its trace.",

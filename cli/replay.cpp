@@ -65,6 +65,7 @@ json figures_json(const analysis::Trace& trace, const rp::Figures& f) {
 // What the reader should know about how exact a device's replay is (Note [Replay fidelity]).
 std::vector<std::string> notes(const rp::Plan& p, const rp::Result& r, const rp::Settings& s) {
   std::vector<std::string> out;
+  if (!p.settings_note.empty()) out.push_back(p.settings_note);
   if (!p.initial.empty() || !p.initial_blocks.empty())
     out.push_back(fmt::format(
         "the history began mid-run: the replay starts from the state rebuilt before it "

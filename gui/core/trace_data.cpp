@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "profiler/replay/replay.h"
+
 namespace tidemark::gui {
 
 namespace {
@@ -181,6 +183,7 @@ void compute_tables(TraceData& data, const Trace& trace,
 }
 
 void compute_findings(TraceData& data, const Trace& trace) {
+  replay::add_allocator_settings_detector();  // the same detectors as the CLI
   data.diagnosis = analysis::diagnose(trace);
   data.stage = Stage::complete;
 }

@@ -1,6 +1,8 @@
 #include "profiler/analysis/diagnose.h"
 
 #include <algorithm>
+#include <functional>
+#include <mutex>
 #include <stdexcept>
 
 namespace tidemark::analysis {
@@ -9,11 +11,14 @@ namespace {
 
 struct Entry {
   DetectorInfo info;
-  detail::DetectorFn fn;
+  std::function<void(const Trace&, Diagnosis&)> fn;
 };
 
-const std::vector<Entry>& registry() {
-  static const std::vector<Entry> entries = {
+std::mutex g_registry_mu;
+
+// Guarded by g_registry_mu.
+std::vector<Entry>& registry() {
+  static std::vector<Entry> entries = {
       {{"graph-retention",
         "activation memory that survives backward and grows across steps (an accumulated loss)"},
        detail::detect_graph_retention},
@@ -43,27 +48,37 @@ const std::vector<Entry>& registry() {
 
 }  // namespace
 
-const std::vector<DetectorInfo>& detectors() {
-  static const std::vector<DetectorInfo> infos = [] {
-    std::vector<DetectorInfo> v;
-    for (const Entry& e : registry()) v.push_back(e.info);
-    return v;
-  }();
-  return infos;
+std::vector<DetectorInfo> detectors() {
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  std::vector<DetectorInfo> v;
+  for (const Entry& e : registry()) v.push_back(e.info);
+  return v;
+}
+
+void add_detector(DetectorInfo info, std::function<void(const Trace&, Diagnosis&)> fn) {
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  for (const Entry& e : registry())
+    if (e.info.id == info.id) return;
+  registry().push_back({info, std::move(fn)});
 }
 
 Diagnosis diagnose(const Trace& trace, const std::set<std::string>& only) {
+  std::vector<Entry> entries;
+  {
+    std::lock_guard<std::mutex> lock(g_registry_mu);
+    entries = registry();
+  }
   for (const std::string& id : only) {
-    bool known = std::any_of(registry().begin(), registry().end(),
+    bool known = std::any_of(entries.begin(), entries.end(),
                              [&](const Entry& e) { return e.info.id == id; });
     if (!known) {
       std::string ids;
-      for (const Entry& e : registry()) ids += (ids.empty() ? "" : ", ") + std::string(e.info.id);
+      for (const Entry& e : entries) ids += (ids.empty() ? "" : ", ") + std::string(e.info.id);
       throw std::invalid_argument("unknown finding id '" + id + "' (known: " + ids + ")");
     }
   }
   Diagnosis d;
-  for (const Entry& e : registry())
+  for (const Entry& e : entries)
     if (only.empty() || only.count(std::string(e.info.id))) e.fn(trace, d);
   std::stable_sort(d.findings.begin(), d.findings.end(), [](const Finding& a, const Finding& b) {
     // Memory findings by bytes; time findings rank by their wait as if 1 ns were 1 byte.

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <functional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -51,8 +52,14 @@ struct DetectorInfo {
   std::string_view id;
   std::string_view pitfall;  // one line: the pitfall it names
 };
-// Every detector, in a fixed order.
-const std::vector<DetectorInfo>& detectors();
+// Every detector, in a fixed order: this library's, then those added by add_detector.
+std::vector<DetectorInfo> detectors();
+
+// A detector from a library built on this one (the replay's `allocator-settings`, which runs
+// the trace through the caching allocator): programs that link it add it once at startup, so
+// the CLI and the GUI run the same detectors. `info.id` must outlive the program (a literal).
+// Adding an id twice keeps the first.
+void add_detector(DetectorInfo info, std::function<void(const Trace& trace, Diagnosis& out)> fn);
 
 // Runs the detectors (all, or those in `only`; an unknown id throws std::invalid_argument
 // listing the known ones) and ranks the findings.

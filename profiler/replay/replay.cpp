@@ -226,6 +226,7 @@ class PlanBuilder {
         plan_.addresses.emplace_back(static_cast<uint32_t>(plan_.requests.size()), e.block.addr);
         break;
       case ev::Kind::segment_map:
+        ++plan_.maps;
         // The range's base: reserved once, at the first map of a (stream, pool).
         plan_.addresses.emplace_back(static_cast<uint32_t>(plan_.requests.size()), e.block.segment);
         break;
@@ -707,6 +708,11 @@ std::vector<Plan> build_plans(const analysis::Trace& trace, const std::vector<in
                                  [](const Request& r) { return r.kind == Request::Kind::alloc; });
     if (!any_alloc && p.initial_blocks.empty()) continue;
     p.recorded = recorded;
+    if (p.maps > 0 && !p.recorded.config.expandable_segments) {
+      p.recorded.config.expandable_segments = true;
+      p.settings_note = "the trace maps pages into expandable segments, so expandable_segments:True "
+                        "is taken as recorded although allocator_settings does not say so";
+    }
     if (p.oom_device_total > 0) {
       p.capacity = p.oom_device_total;
       p.capacity_source = "the device's total at the OOM";

@@ -150,6 +150,11 @@ struct Plan {
   std::vector<InitialSegment> initial;        // imported snapshots: the state before the trace
   std::vector<uint32_t> initial_blocks;       // blocks live before the trace (by address)
   std::vector<uint32_t> initial_pending;      // ... of which freed, pending completion
+  // What the settings read from the trace were corrected by ("" when nothing): a trace that
+  // maps pages ran with expandable segments, whatever allocator_settings says (a program that
+  // set TL_ALLOC_CONF itself, after the recorder started).
+  std::string settings_note;
+  uint64_t maps = 0;           // segment_map events
   uint64_t unknown_frees = 0;  // frees of blocks allocated before the recording: skipped
   uint64_t events = 0;         // the device's allocator events read
   bool imported = false;
@@ -191,6 +196,11 @@ Result run(const Plan& plan, const Settings& settings, const EventFn& on_event =
 std::vector<Settings> default_sweep();
 // Replays every setting on `threads` threads (0: the machine's cores); results in order.
 std::vector<Result> sweep(const Plan& plan, const std::vector<Settings>& settings, unsigned threads = 0);
+
+// Adds the `allocator-settings` detector to analysis::diagnose (analysis::add_detector): the
+// best setting of default_sweep() as a finding, with the bytes the replay saves (Note
+// [Allocator-settings finding]). Programs that link the replay call it once at startup.
+void add_allocator_settings_detector();
 
 // Writes `trace` replayed under `settings` to `output` (finalized): every recorded event kept,
 // the allocator events of the plans' devices replaced by the replay's, at the times of the

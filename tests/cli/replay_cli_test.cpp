@@ -161,3 +161,36 @@ TEST(ReplayCli, BadInputIsRefusedInOneLine) {
 }
 
 }  // namespace
+
+namespace {
+
+// The allocator-settings finding on the fragmentation pitfall: expandable segments save more
+// than a quarter of its reserved peak, and the bytes it states are those two replays give.
+TEST(ReplayCli, DiagnoseNamesTheSettingThatLowersTheReservedPeak) {
+  const std::string trace = record("fragmentation", "", "diagnose");
+  tl_test::Result r = tl_test::run({TIDEMARK_CLI, "diagnose", trace, "--only", "allocator-settings", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  json d = json::parse(r.out);
+  ASSERT_EQ(d["findings"].size(), 1u) << d.dump(2);
+  const json& f = d["findings"][0];
+  EXPECT_EQ(f["id"], "allocator-settings");
+  EXPECT_NE(f["title"].get<std::string>().find("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), std::string::npos)
+      << f.dump(2);
+  json as_recorded = replay_json({trace});
+  json expandable = replay_json({trace, "--alloc-conf", "expandable_segments:True"});
+  const int64_t saved = as_recorded["devices"][0]["replayed"]["peak_reserved"].get<int64_t>() -
+                        expandable["devices"][0]["replayed"]["peak_reserved"].get<int64_t>();
+  EXPECT_GT(saved, 0);
+  EXPECT_EQ(f["bytes"], saved);
+  // The fixed program keeps its reserved memory near what it allocates: nothing to gain.
+  const std::string fixed = (tl_test::temp_dir("tidemark_replay") / "fragmentation_fixed.db").string();
+  ASSERT_EQ(tl_test::run({TIDEMARK_CLI, "record", "-o", fixed, "--no-stacks", "--", pitfall("fragmentation"),
+                          "--fixed", "--steps", "3"})
+                .rc,
+            0);
+  r = tl_test::run({TIDEMARK_CLI, "diagnose", fixed, "--only", "allocator-settings", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["findings"].size(), 0u) << r.out;
+}
+
+}  // namespace

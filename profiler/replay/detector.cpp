@@ -1,0 +1,92 @@
+// The `allocator-settings` finding (replay.h, docs/diagnoses.md): a PYTORCH_CUDA_ALLOC_CONF
+// that would have lowered the reserved peak, or avoided an OOM, measured by replaying the
+// trace under the sweep's settings -- never guessed.
+#include <algorithm>
+#include <mutex>
+
+#include "profiler/analysis/diagnose_allocator_support.h"
+#include "profiler/replay/replay.h"
+
+namespace tidemark::replay {
+
+namespace an = tidemark::analysis;
+
+namespace {
+
+// Note [Allocator-settings finding]
+// A setting is reported when its replay saves at least a quarter of the reserved peak the
+// replay under the recorded settings reaches, or at least 1 GiB, or serves every request where
+// the recorded settings ran out of memory. Both sides are replays, so what the importer could
+// only estimate (sizes of blocks freed before a snapshot ends) weighs the same on each. Ties
+// go to the setting listed first in the sweep: the fewest keys changed.
+constexpr double kShare = 0.25;
+constexpr uint64_t kBytes = uint64_t{1} << 30;
+
+void detect(const an::Trace& trace, an::Diagnosis& out) {
+  std::vector<Plan> plans;
+  try {
+    plans = build_plans(trace);
+  } catch (const SettingsError& e) {
+    out.skipped.push_back({"allocator-settings", e.what()});
+    return;
+  }
+  const std::vector<Settings> grid = default_sweep();
+  for (const Plan& p : plans) {
+    Settings baseline;
+    baseline.conf = p.recorded;
+    const Result base = run(p, baseline);
+    const std::vector<Result> results = sweep(p, grid);
+    size_t best = grid.size();
+    for (size_t i = 0; i < grid.size(); ++i) {
+      const Figures& f = results[i].figures;
+      if (f.failed_requests > 0) continue;
+      if (best == grid.size() || f.peak_reserved < results[best].figures.peak_reserved) best = i;
+    }
+    if (best == grid.size()) continue;
+    const Figures& b = results[best].figures;
+    const Figures& r = base.figures;
+    const bool averts_oom = r.failed_requests > 0;
+    const uint64_t saved = r.peak_reserved > b.peak_reserved ? r.peak_reserved - b.peak_reserved : 0;
+    if (!averts_oom && (saved == 0 || (saved < kBytes && static_cast<double>(saved) <
+                                                              kShare * static_cast<double>(r.peak_reserved))))
+      continue;
+    an::Finding f;
+    f.id = "allocator-settings";
+    f.device = p.device.name;
+    f.bytes = static_cast<int64_t>(saved);
+    const std::string& conf = grid[best].label;
+    if (averts_oom)
+      f.title = "PYTORCH_CUDA_ALLOC_CONF=" + conf + " serves every request where the recorded settings ran out of memory";
+    else
+      f.title = "PYTORCH_CUDA_ALLOC_CONF=" + conf + " lowers the reserved peak by " + an::format_bytes(f.bytes) +
+                " (replayed)";
+    const std::string recorded = p.recorded.text().empty() ? "(defaults)" : p.recorded.text();
+    f.evidence = {
+        {"recorded settings", recorded},
+        {"reserved peak, recorded settings (replayed)", an::detail::bytes_text(static_cast<int64_t>(r.peak_reserved))},
+        {"reserved peak, " + conf + " (replayed)", an::detail::bytes_text(static_cast<int64_t>(b.peak_reserved))},
+        {"device allocations (recorded settings, " + conf + ")",
+         std::to_string(r.device_allocations) + ", " + std::to_string(b.device_allocations)},
+        {"reserved but unallocated at the peak (recorded settings, " + conf + ")",
+         an::format_bytes(static_cast<int64_t>(r.unallocated_at_peak)) + ", " +
+             an::format_bytes(static_cast<int64_t>(b.unallocated_at_peak))},
+        {"failed allocations (recorded settings, " + conf + ")",
+         std::to_string(r.failed_requests) + ", " + std::to_string(b.failed_requests)},
+        {"settings replayed", std::to_string(grid.size())},
+    };
+    f.fix = "Set PYTORCH_CUDA_ALLOC_CONF=" + conf + " (TL_ALLOC_CONF for tensorlib) before the program starts; "
+            "`tidemark replay " + trace.path() + " --alloc-conf " + conf + "` shows the replay in full.";
+    out.findings.push_back(std::move(f));
+  }
+}
+
+}  // namespace
+
+void add_allocator_settings_detector() {
+  an::add_detector({"allocator-settings",
+                    "allocator settings (PYTORCH_CUDA_ALLOC_CONF) that would lower the reserved peak or avoid an OOM, "
+                    "measured by replay"},
+                   detect);
+}
+
+}  // namespace tidemark::replay

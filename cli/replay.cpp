@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "profiler/analysis/json.h"
 #include "profiler/analysis/units.h"
 #include "profiler/replay/replay.h"
 
@@ -169,7 +170,10 @@ int run_replay(const ReplayArgs& a) {
   if (a.sweep) {
     std::vector<rp::Settings> grid = rp::default_sweep();
     for (rp::Settings& s : grid) s.capacity = settings.capacity;
-    json j = {{"trace", a.file}, {"recorded_settings", recorded_text}, {"devices", json::array()}};
+    json j = {{"json_version", analysis::kJsonSchemaVersion},
+              {"path", a.file},
+              {"recorded_settings", plans.front().recorded.text()},
+              {"devices", json::array()}};
     for (const rp::Plan& p : plans) {
       std::vector<rp::Result> results;
       {
@@ -187,18 +191,20 @@ int run_replay(const ReplayArgs& a) {
                                 {"ranked", rows}});
         continue;
       }
+      size_t w = 10;
+      for (const rp::Settings& g : grid) w = std::max(w, g.label.size());
       fmt::print("{}: {} settings replayed (recorded under {}; capacity {})\n", p.device.name, grid.size(),
                  recorded_text,
                  results.front().capacity == rp::kUnlimited ? std::string("unlimited") : bytes_text(results.front().capacity));
-      fmt::print("  {:>4}  {:<72} {:>12} {:>16} {:>8} {:>12} {:>5}\n", "rank", "settings", "peak reserved",
+      fmt::print("  {:>4}  {:<{}} {:>13} {:>18} {:>6} {:>12} {:>5}\n", "rank", "settings", w, "peak reserved",
                  "vs recorded", "allocs", "unallocated", "OOMs");
-      fmt::print("  {:>4}  {:<72} {:>12} {:>16} {:>8} {:>12} {:>5}\n", "-", "(recorded)",
+      fmt::print("  {:>4}  {:<{}} {:>13} {:>18} {:>6} {:>12} {:>5}\n", "-", "(as recorded)", w,
                  bytes_text(p.recorded_figures.peak_reserved), "", p.recorded_figures.device_allocations,
                  bytes_text(p.recorded_figures.unallocated_at_peak), p.recorded_figures.failed_requests);
       int rank = 0;
       for (size_t i : order) {
         const rp::Figures& f = results[i].figures;
-        fmt::print("  {:>4}  {:<72} {:>12} {:>16} {:>8} {:>12} {:>5}\n", ++rank, grid[i].label,
+        fmt::print("  {:>4}  {:<{}} {:>13} {:>18} {:>6} {:>12} {:>5}\n", ++rank, grid[i].label, w,
                    bytes_text(f.peak_reserved), change_text(p.recorded_figures.peak_reserved, f.peak_reserved),
                    f.device_allocations, bytes_text(f.unallocated_at_peak), f.failed_requests);
       }
@@ -228,8 +234,10 @@ int run_replay(const ReplayArgs& a) {
                          {"unplaced_initial_blocks", results[i].unplaced},
                          {"notes", notes(p, results[i], settings)}});
     }
-    json j = {{"trace", a.file},
+    json j = {{"json_version", analysis::kJsonSchemaVersion},
+              {"path", a.file},
               {"settings", settings.conf.text()},
+              {"ignored_settings", settings.conf.ignored},
               {"recorded_settings", plans.front().recorded.text()},
               {"memory_fraction", a.memory_fraction ? json(*a.memory_fraction) : json(nullptr)},
               {"output", a.output.empty() ? json(nullptr) : json(a.output)},

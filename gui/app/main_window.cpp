@@ -2,6 +2,13 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QFormLayout>
+#include <QFutureWatcher>
+#include <QLineEdit>
+#include <QTemporaryDir>
+#include <QtConcurrent/QtConcurrentRun>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
@@ -14,6 +21,7 @@
 #include <QTabWidget>
 
 #include "gui/core/trace_view.h"
+#include "gui/core/what_if.h"
 
 namespace tidemark::gui {
 
@@ -83,7 +91,59 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     auto* v = currentView();
     follow_->setChecked(v && v->following());
   });
+  QMenu* tools = menuBar()->addMenu(tr("&Tools"));
+  QAction* what_if = tools->addAction(tr("&What-if replay..."), this, &MainWindow::whatIfDialog);
+  what_if->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
   rebuildRecentMenu();
+}
+
+MainWindow::~MainWindow() = default;
+
+// Tools > What-if replay: asks for PYTORCH_CUDA_ALLOC_CONF settings and a capacity, replays
+// the current trace under them off the GUI thread (gui/core/what_if.h), and opens the replay
+// in Compare with the recording: the replayed reserved curve over the recorded one.
+void MainWindow::whatIfDialog() {
+  TraceView* view = currentView();
+  if (!view || !view->traceData()) {
+    statusBar()->showMessage(tr("What-if: open a trace first"), 5000);
+    return;
+  }
+  const QString trace = QString::fromStdString(view->traceData()->path);
+  QDialog dialog(this);
+  dialog.setWindowTitle(tr("What-if replay of %1").arg(QFileInfo(trace).fileName()));
+  auto* form = new QFormLayout(&dialog);
+  auto* conf = new QLineEdit(QStringLiteral("expandable_segments:True"));
+  conf->setPlaceholderText(tr("as recorded"));
+  conf->setToolTip(tr("PYTORCH_CUDA_ALLOC_CONF: max_split_size_mb, roundup_power2_divisions, "
+                      "garbage_collection_threshold, expandable_segments"));
+  auto* capacity = new QLineEdit;
+  capacity->setPlaceholderText(tr("as recorded, e.g. 80GB"));
+  form->addRow(tr("PYTORCH_CUDA_ALLOC_CONF"), conf);
+  form->addRow(tr("Device capacity"), capacity);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
+  connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
+  connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+  form->addRow(buttons);
+  if (dialog.exec() != QDialog::Accepted) return;
+
+  if (!replays_) replays_ = std::make_unique<QTemporaryDir>();
+  const QString out = replays_->filePath(QStringLiteral("replay-%1.db").arg(++replay_count_));
+  const WhatIf what{conf->text(), capacity->text()};
+  const QString label = what.alloc_conf.trimmed().isEmpty() ? tr("recorded settings") : what.alloc_conf.trimmed();
+  statusBar()->showMessage(tr("Replaying %1 under %2…").arg(QFileInfo(trace).fileName(), label));
+  auto* watcher = new QFutureWatcher<QString>(this);
+  connect(watcher, &QFutureWatcher<QString>::finished, this, [this, watcher, trace, out, label] {
+    const QString error = watcher->result();
+    watcher->deleteLater();
+    if (!error.isEmpty()) {
+      statusBar()->showMessage(tr("What-if: %1").arg(error));
+      return;
+    }
+    openCompare(trace, out);
+    tabs_->setTabText(tabs_->currentIndex(),
+                      tr("%1 vs replay (%2)").arg(QFileInfo(trace).fileName(), label));
+  });
+  watcher->setFuture(QtConcurrent::run([trace, what, out] { return replay_to_file(trace, what, out); }));
 }
 
 // File > Export: the current trace as a PyTorch memory snapshot (pytorch.org/memory_viz),

@@ -1,11 +1,15 @@
 // The main window: one TraceView tab per open trace; File > Open (Ctrl+O), recent files
-// (QSettings), drag and drop of trace files, File > Export (Ctrl+E) of the current trace.
+// (QSettings), drag and drop of trace files, File > Export (Ctrl+E) of the current trace,
+// Tools > What-if replay (Ctrl+R): the current trace replayed under other allocator settings,
+// opened in Compare with it.
 #pragma once
 
 #include <QMainWindow>
+#include <memory>
 
 class QMenu;
 class QTabWidget;
+class QTemporaryDir;
 
 namespace tidemark::gui {
 
@@ -15,6 +19,7 @@ class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
   explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
   // A tab for `path`; with `follow`, a trace still being recorded grows on screen.
   void openFile(const QString& path, bool follow = false);
   // A tab for `a` with `b` overlaid and their differences listed.
@@ -28,6 +33,7 @@ class MainWindow : public QMainWindow {
   void openDialog();
   void compareDialog();
   void exportDialog();
+  void whatIfDialog();
   TraceView* currentView() const;
   void rememberRecent(const QString& path);
   void rebuildRecentMenu();
@@ -35,6 +41,8 @@ class MainWindow : public QMainWindow {
   QTabWidget* tabs_;
   QMenu* recent_;
   QAction* follow_;
+  std::unique_ptr<QTemporaryDir> replays_;  // What-if replays, removed with the window
+  int replay_count_ = 0;
 };
 
 }  // namespace tidemark::gui

@@ -228,7 +228,7 @@ std::string_view type_name(Type t) {
 
 class Parser {
  public:
-  Parser(std::string data, const Limits& limits) : limits_(limits) {
+  Parser(std::string data, const Limits& limits, AppendHook* hook) : limits_(limits), hook_(hook) {
     doc_.data_ = std::move(data);
     p_ = reinterpret_cast<const uint8_t*>(doc_.data_.data());
     n_ = doc_.data_.size();
@@ -386,6 +386,10 @@ class Parser {
       adopt(list, item);
       list.items.push_back(item);
     }
+    // The hook may release the items (not the list: it is not sealed), never add containers.
+    if (hook_)
+      for (size_t i = from; i < stack_.size(); ++i)
+        if (stack_[i].type == Type::dict) hook_->dict_appended(doc_, stack_[i]);
     stack_.resize(from);
   }
   void set_items(size_t from) {  // key/value pairs stack[from..] into the dict at stack[from - 1]
@@ -626,6 +630,7 @@ class Parser {
   }
 
   Limits limits_;
+  AppendHook* hook_;
   Document doc_;
   const uint8_t* p_ = nullptr;
   uint64_t n_ = 0, pos_ = 0, op_pos_ = 0;
@@ -635,7 +640,15 @@ class Parser {
   Memo memo_;
 };
 
-Document parse(std::string data, const Limits& limits) { return Parser(std::move(data), limits).run(); }
+Document parse(std::string data, const Limits& limits, AppendHook* hook) {
+  return Parser(std::move(data), limits, hook).run();
+}
+
+void Document::release(Val v) {
+  if (v.type != Type::list && v.type != Type::tuple && v.type != Type::dict) return;
+  Container& c = containers_[v.index];
+  if (c.sealed) std::vector<Val>().swap(c.items);
+}
 
 // ---- Ref ------------------------------------------------------------------------------------
 

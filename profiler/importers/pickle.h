@@ -47,6 +47,7 @@ struct Limits {
 };
 
 class Document;
+class AppendHook;
 
 // A value inside a Document: 16 bytes, cheap to copy, valid while its Document lives.
 struct Val {
@@ -106,6 +107,9 @@ class Document {
   Document& operator=(Document&&) noexcept = default;
 
   Ref root() const { return {this, root_}; }
+  // Frees the items of a container nested in another (immutable): it reads as empty from then
+  // on, its identity unchanged. For a reader that took what it needs while parsing (AppendHook).
+  void release(Val v);
   int protocol() const { return protocol_; }  // 0 without a PROTO opcode
   size_t container_count() const { return containers_.size(); }
 
@@ -130,7 +134,16 @@ class Document {
   int protocol_ = 0;
 };
 
+// Told of each dict as it goes into a list (complete and immutable from then on), so a reader can
+// take what it needs while the rest is parsed and release the dict (Document::release): a
+// snapshot's trace entries then never all exist as pickle values at once.
+class AppendHook {
+ public:
+  virtual ~AppendHook() = default;
+  virtual void dict_appended(Document& doc, Val dict) = 0;
+};
+
 // Parses a whole pickle (up to its STOP opcode; bytes after it are ignored). Throws PickleError.
-Document parse(std::string data, const Limits& limits = {});
+Document parse(std::string data, const Limits& limits = {}, AppendHook* hook = nullptr);
 
 }  // namespace tidemark::importers::pickle

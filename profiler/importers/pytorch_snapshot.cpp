@@ -36,7 +36,29 @@
 #include "profiler/importers/snapshot_reader.h"
 #include "profiler/store/trace_writer.h"
 
+#include <chrono>
+#include <cstdlib>
 namespace tidemark::importers {
+
+namespace {
+// TEMP phase timing
+inline void phase(const char* what) {
+  static const bool on = std::getenv("TIDEMARK_IMPORT_PHASES") != nullptr;
+  if (!on) return;
+  static auto t0 = std::chrono::steady_clock::now();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  long rss = 0, hwm = 0;
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f)) {
+      std::sscanf(line, "VmRSS: %ld", &rss);
+      std::sscanf(line, "VmHWM: %ld", &hwm);
+    }
+    std::fclose(f);
+  }
+  std::fprintf(stderr, "[phase] %-20s %7.2f s  rss %6ld MB  hwm %6ld MB\n", what, s, rss / 1024, hwm / 1024);
+}
+}  // namespace
 
 namespace ev = tidemark::events;
 
@@ -76,13 +98,13 @@ class RangeSet {
 struct InitialBlock {
   uint64_t addr, size, requested, stream;
   BlockState state;
-  pickle::Val frames;
+  FrameRun frames;
 };
 struct InitialSegment {
   uint64_t addr, size, stream;
   ev::Pool pool;
   bool mapped;
-  pickle::Val frames;
+  FrameRun frames;
 };
 
 struct DeviceState {
@@ -121,12 +143,12 @@ DeviceState reconstruct(int device, const std::vector<Segment>& segments, const 
     BlockState state;
     uint64_t size, requested, stream;
     bool exact;  // from the final segments
-    pickle::Val frames;
+    FrameRun frames;
   };
   struct LiveSegment {
     uint64_t size, stream;
     ev::Pool pool;
-    pickle::Val frames;
+    FrameRun frames;
   };
   std::unordered_map<uint64_t, Live> blocks;
   std::map<uint64_t, LiveSegment> segs;
@@ -212,21 +234,22 @@ struct NodeKeyHash {
 // Frames -> synthetic ips (1, 2, ...) and stacks -> nodes of the prefix tree.
 class Stacks {
  public:
-  Stacks(const pickle::Document& doc, Notes& notes)
-      : doc_(doc), notes_(notes), frame_of_(doc.container_count(), 0), stack_of_(doc.container_count(), 0) {}
+  Stacks(const SnapshotReader& reader, Notes& notes)
+      : reader_(reader), doc_(reader.doc()), notes_(notes), frame_of_(doc_.container_count(), 0) {}
 
   void set_writer(store::TraceWriter* w) { writer_ = w; }
 
-  // The stack id of a frames list (innermost frame first, as PyTorch writes them); 0 for none.
-  uint64_t stack(pickle::Val frames_val) {
-    Ref frames(&doc_, frames_val);
-    if (frames.size() == 0) return 0;
-    uint64_t& cached = stack_of_[frames.identity()];
+  // The stack id of a frame run (innermost frame first, as PyTorch writes them); 0 for none.
+  uint64_t stack(FrameRun run) {
+    if (run == 0) return 0;
+    if (run >= stack_of_.size()) stack_of_.resize(run + 1, 0);
+    uint64_t& cached = stack_of_[run];
     if (cached) return cached;
+    auto [items, count] = reader_.run_items(run);
     // PyTorch writes a new list per alloc (its frees share it), mostly with a content seen
     // before: look the whole stack up first, then walk the prefix tree only for a new one.
     ips_.clear();
-    for (size_t i = frames.size(); i-- > 0;) ips_.push_back(frame(frames[i]));
+    for (size_t i = count; i-- > 0;) ips_.push_back(frame(Ref(&doc_, items[i])));
     std::string_view key(reinterpret_cast<const char*>(ips_.data()), ips_.size() * sizeof(uint64_t));
     if (auto it = by_ips_.find(key); it != by_ips_.end()) return cached = it->second;
     uint64_t node = 0;
@@ -236,7 +259,7 @@ class Stacks {
       node = it->second;
     }
     by_ips_.emplace(std::string(key), node);
-    max_depth_ = std::max(max_depth_, frames.size());
+    max_depth_ = std::max(max_depth_, count);
     return cached = node;
   }
 
@@ -278,11 +301,12 @@ class Stacks {
     return it->second;
   }
 
+  const SnapshotReader& reader_;
   const pickle::Document& doc_;
   Notes& notes_;
   store::TraceWriter* writer_ = nullptr;
   std::vector<uint64_t> frame_of_;  // frame dict (container identity) -> ip
-  std::vector<uint64_t> stack_of_;  // frames list (container identity) -> stack id
+  std::vector<uint64_t> stack_of_;  // frame run -> stack id
   std::unordered_map<FrameKey, uint64_t, FrameKeyHash> by_content_;
   std::unordered_map<NodeKey, uint64_t, NodeKeyHash> nodes_;
   struct BytesHash {
@@ -506,17 +530,21 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
                                      uint64_t* end_ts_ns, const ImportOptions& options) {
   check_pickle_start(std::string_view(pickle_bytes).substr(0, 16), source_name);
   const uint64_t input_bytes = pickle_bytes.size();
+  phase("start");
+  SnapshotReader reader(source_name);
   pickle::Document doc;
   try {
-    doc = pickle::parse(std::move(pickle_bytes));
+    doc = pickle::parse(std::move(pickle_bytes), {}, &reader);
   } catch (const pickle::PickleError& e) {
     throw ImportError(source_name + ": " + e.what());
   }
 
-  SnapshotReader reader(doc, source_name);
+  phase("parsed");
+  reader.set_document(&doc);
   reader.set_limits(input_bytes, options.max_events);
   reader.read(doc.root());
 
+  phase("read");
   // Devices: any with segments or trace entries.
   std::map<int, DeviceState> states;
   for (const Segment& s : reader.segments_) states.try_emplace(s.device);
@@ -528,6 +556,7 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
     state = reconstruct(d, reader.segments_, final, it == reader.traces_.end() ? kNoEntries : it->second);
   }
 
+  phase("reconstructed");
   // Annotations on a device without memory are left out (there is no device to put them on).
   std::vector<Annotation> annotations;
   for (const Annotation& a : reader.annotations_) {
@@ -548,7 +577,7 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
     for (const Entry& e : t) span(e.time_ns);
   for (const Annotation& a : annotations) span(a.time_ns);
 
-  Stacks stacks(doc, reader.notes_);
+  Stacks stacks(reader, reader.notes_);
   store::TraceMeta meta;
   meta.command_line = "pytorch-snapshot:" + source_name;
   // PyTorch's time_us is Unix time; synthetic times (Note [Synthetic times]) are not.
@@ -566,9 +595,9 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
   {
     size_t depth = 0;
     for (auto& [d, t] : reader.traces_)
-      for (const Entry& e : t) depth = std::max(depth, Ref(&doc, e.frames).size());
+      for (const Entry& e : t) depth = std::max(depth, reader.run_items(e.frames).second);
     for (const Segment& s : reader.segments_)
-      for (const Block& b : s.blocks) depth = std::max(depth, Ref(&doc, b.frames).size());
+      for (const Block& b : s.blocks) depth = std::max(depth, reader.run_items(b.frames).second);
     meta.stack_depth = static_cast<int>(std::min<size_t>(depth, std::numeric_limits<int>::max()));
   }
   store::TraceWriter& writer = open_writer(meta);
@@ -658,6 +687,7 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
     }
   }
 
+  phase("emitted");
   ImportStats stats;
   stats.events = out.count();
   stats.segments = reader.segments_.size();
@@ -713,9 +743,11 @@ ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::st
         &symbolize, &end_ts, options);
     writer->close(end_ts);
     writer.reset();
+    phase("closed");
     store::FinalizeOptions options;
     options.symbolize = symbolize;
     store::finalize(trace_path, options);
+    phase("finalized");
     return stats;
   } catch (...) {
     writer.reset();
@@ -726,6 +758,7 @@ ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::st
 
 ImportStats import_pytorch_snapshot(const std::string& pickle_path, const std::string& trace_path,
                                     const ImportOptions& options) {
+  phase("begin");
   return import_pytorch_snapshot_data(detail::read_snapshot_file(pickle_path), trace_path, pickle_path, options);
 }
 

@@ -228,8 +228,10 @@ std::string_view type_name(Type t) {
 
 class Parser {
  public:
-  Parser(std::string data, const Limits& limits, AppendHook* hook) : limits_(limits), hook_(hook) {
-    doc_.data_ = std::move(data);
+  Parser(std::string_view data, std::shared_ptr<const void> keep, const Limits& limits, AppendHook* hook)
+      : limits_(limits), hook_(hook) {
+    doc_.keep_ = std::move(keep);
+    doc_.data_ = data;
     p_ = reinterpret_cast<const uint8_t*>(doc_.data_.data());
     n_ = doc_.data_.size();
   }
@@ -242,6 +244,7 @@ class Parser {
                           pos_, -1);
       }
       op_pos_ = pos_;
+      if (hook_ && pos_ - consumed_ >= kConsumedStep) hook_->consumed(consumed_ = pos_);
       op_ = p_[pos_++];
       if (op_ == STOP) {
         if (reachable() == 0) fail("the stack is empty: no value to return");
@@ -629,8 +632,10 @@ class Parser {
     push(v);
   }
 
+  static constexpr uint64_t kConsumedStep = uint64_t{64} << 20;
   Limits limits_;
   AppendHook* hook_;
+  uint64_t consumed_ = 0;
   Document doc_;
   const uint8_t* p_ = nullptr;
   uint64_t n_ = 0, pos_ = 0, op_pos_ = 0;
@@ -641,7 +646,13 @@ class Parser {
 };
 
 Document parse(std::string data, const Limits& limits, AppendHook* hook) {
-  return Parser(std::move(data), limits, hook).run();
+  // On the heap, so the Document's view of it survives moves (a short string's bytes would not).
+  auto owned = std::make_shared<const std::string>(std::move(data));
+  const std::string_view view = *owned;
+  return Parser(view, std::move(owned), limits, hook).run();
+}
+Document parse(std::string_view data, std::shared_ptr<const void> keep, const Limits& limits, AppendHook* hook) {
+  return Parser(data, std::move(keep), limits, hook).run();
 }
 
 void Document::release(Val v) {

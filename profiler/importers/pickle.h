@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -125,8 +126,9 @@ class Document {
   struct Span {
     uint64_t offset, size;
   };
-  std::string_view text(Span s) const { return std::string_view(data_).substr(s.offset, s.size); }
-  std::string data_;  // the input: strings and bytes are spans of it
+  std::string_view text(Span s) const { return data_.substr(s.offset, s.size); }
+  std::shared_ptr<const void> keep_;  // what keeps the input alive (a string, a file mapping)
+  std::string_view data_;             // the input: strings and bytes are spans of it
   std::vector<Span> strings_;
   std::vector<Container> containers_;
   std::vector<std::pair<Span, Span>> globals_;  // module, name
@@ -141,9 +143,15 @@ class AppendHook {
  public:
   virtual ~AppendHook() = default;
   virtual void dict_appended(Document& doc, Val dict) = 0;
+  // The parser reads no byte before `offset` again (every 64 MiB): a mapped input may let the
+  // pages go (strings in them are read again from the file when used).
+  virtual void consumed(uint64_t offset) { (void)offset; }
 };
 
 // Parses a whole pickle (up to its STOP opcode; bytes after it are ignored). Throws PickleError.
 Document parse(std::string data, const Limits& limits = {}, AppendHook* hook = nullptr);
+// The same over bytes that `keep` keeps alive (a read-only file mapping) as long as the Document.
+Document parse(std::string_view data, std::shared_ptr<const void> keep, const Limits& limits = {},
+               AppendHook* hook = nullptr);
 
 }  // namespace tidemark::importers::pickle

@@ -20,6 +20,10 @@
 #include "profiler/importers/pytorch_snapshot.h"
 
 #include <algorithm>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -525,16 +529,72 @@ std::string read_snapshot_file(const std::string& path) {
   return data;
 }
 
-ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string& source_name,
-                                     const OpenWriter& open_writer, store::SymbolizeFn* symbolize,
-                                     uint64_t* end_ts_ns, const ImportOptions& options) {
-  check_pickle_start(std::string_view(pickle_bytes).substr(0, 16), source_name);
-  const uint64_t input_bytes = pickle_bytes.size();
+// A snapshot file mapped read-only: parsing reads it once, front to back, and lets the pages
+// behind it go every 64 MiB, so the file does not stay resident (the frames' strings are read
+// from it again when the trace is written).
+struct MappedFile {
+  void* base = MAP_FAILED;
+  size_t size = 0;
+  ~MappedFile() {
+    if (base != MAP_FAILED) munmap(base, size);
+  }
+  void drop_before(uint64_t offset) const {
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const uint64_t n = offset / page * page;
+    if (n > 0) madvise(base, n, MADV_DONTNEED);
+  }
+};
+
+// The input of one conversion: its bytes, what keeps them alive, and (for a mapped file) how
+// to let the parsed part go.
+struct Input {
+  std::string_view bytes;
+  std::shared_ptr<const void> keep;
+  std::function<void(uint64_t)> drop_before;
+};
+
+// The file's bytes: mapped when it can be (a regular file that starts with PROTO), else read.
+Input open_snapshot_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::is_regular_file(st)) {
+    const uintmax_t n = fs::file_size(path, ec);
+    const int fd = ec || n < 16 ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      auto map = std::make_shared<MappedFile>();
+      map->base = mmap(nullptr, static_cast<size_t>(n), PROT_READ, MAP_PRIVATE, fd, 0);
+      ::close(fd);
+      if (map->base != MAP_FAILED) {
+        map->size = static_cast<size_t>(n);
+        madvise(map->base, map->size, MADV_SEQUENTIAL);
+        Input in;
+        in.bytes = std::string_view(static_cast<const char*>(map->base), map->size);
+        check_pickle_start(in.bytes.substr(0, 16), path);
+        in.drop_before = [m = map.get()](uint64_t offset) { m->drop_before(offset); };
+        in.keep = std::move(map);
+        return in;
+      }
+    }
+  }
+  // Not mappable (small, or not a regular file): read, with read_snapshot_file's checks.
+  auto data = std::make_shared<const std::string>(read_snapshot_file(path));
+  Input in;
+  in.bytes = *data;
+  in.keep = std::move(data);
+  return in;
+}
+
+static ImportStats convert(Input input, const std::string& source_name, const OpenWriter& open_writer,
+                           store::SymbolizeFn* symbolize, uint64_t* end_ts_ns, const ImportOptions& options) {
+  check_pickle_start(input.bytes.substr(0, 16), source_name);
+  const uint64_t input_bytes = input.bytes.size();
   phase("start");
   SnapshotReader reader(source_name);
+  reader.on_consumed = input.drop_before;
   pickle::Document doc;
   try {
-    doc = pickle::parse(std::move(pickle_bytes), {}, &reader);
+    doc = pickle::parse(input.bytes, std::move(input.keep), {}, &reader);
   } catch (const pickle::PickleError& e) {
     throw ImportError(source_name + ": " + e.what());
   }
@@ -707,6 +767,16 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
   return stats;
 }
 
+ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string& source_name,
+                                     const OpenWriter& open_writer, store::SymbolizeFn* symbolize,
+                                     uint64_t* end_ts_ns, const ImportOptions& options) {
+  auto data = std::make_shared<const std::string>(std::move(pickle_bytes));
+  Input in;
+  in.bytes = *data;
+  in.keep = std::move(data);
+  return convert(std::move(in), source_name, open_writer, symbolize, end_ts_ns, options);
+}
+
 void remove_trace(const std::string& path) noexcept {
   std::error_code ec;
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix, ec);
@@ -726,15 +796,16 @@ void rethrow_as_import_error(const std::string& source_name) {
 
 }  // namespace detail
 
-ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::string& trace_path,
-                                         const std::string& source_name, const ImportOptions& options) {
+namespace {
+ImportStats import_input(detail::Input input, const std::string& trace_path, const std::string& source_name,
+                         const ImportOptions& options) {
   std::unique_ptr<store::TraceWriter> writer;
   bool writing = false;  // from here on, a failure leaves a partial trace to remove
   try {
     store::SymbolizeFn symbolize;
     uint64_t end_ts = 0;
-    ImportStats stats = detail::convert_pytorch_snapshot(
-        std::move(pickle_bytes), source_name,
+    ImportStats stats = detail::convert(
+        std::move(input), source_name,
         [&](const store::TraceMeta& meta) -> store::TraceWriter& {
           writing = true;
           writer = store::TraceWriter::create(trace_path, meta);
@@ -756,10 +827,21 @@ ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::st
   }
 }
 
+}  // namespace
+
+ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::string& trace_path,
+                                         const std::string& source_name, const ImportOptions& options) {
+  auto data = std::make_shared<const std::string>(std::move(pickle_bytes));
+  detail::Input in;
+  in.bytes = *data;
+  in.keep = std::move(data);
+  return import_input(std::move(in), trace_path, source_name, options);
+}
+
 ImportStats import_pytorch_snapshot(const std::string& pickle_path, const std::string& trace_path,
                                     const ImportOptions& options) {
   phase("begin");
-  return import_pytorch_snapshot_data(detail::read_snapshot_file(pickle_path), trace_path, pickle_path, options);
+  return import_input(detail::open_snapshot_file(pickle_path), trace_path, pickle_path, options);
 }
 
 }  // namespace tidemark::importers

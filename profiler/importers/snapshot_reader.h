@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -243,6 +244,12 @@ class SnapshotReader : public pickle::AppendHook {
     return {run_items_.data() + b, e - b};
   }
   const pickle::Document& doc() const { return *doc_; }
+
+  // pickle::AppendHook: passed on to `on_consumed` (a mapped input lets its pages go).
+  std::function<void(uint64_t)> on_consumed;
+  void consumed(uint64_t offset) override {
+    if (on_consumed) on_consumed(offset);
+  }
 
   // pickle::AppendHook: a dict that goes into a list and has an 'action' is read as a trace
   // entry at once, and released with its frames list, when it reads cleanly (a known action,

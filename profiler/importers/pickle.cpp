@@ -3,6 +3,7 @@
 // Document's tables instead of Python objects.
 #include "profiler/importers/pickle.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -379,7 +380,10 @@ class Parser {
     // Take the list's index first: adopt() and push_back may not invalidate it (containers_
     // does not grow here), but the reference must be re-fetched per item anyway.
     Document::Container& list = mutable_container(stack_[from - 1], Type::list);
-    list.items.reserve(list.items.size() + (stack_.size() - from));
+    // Geometric growth: reserving exactly the batch would copy a long list (a trace, appended
+    // 1000 items at a time) once per batch, quadratic in its length.
+    const size_t need = list.items.size() + (stack_.size() - from);
+    if (need > list.items.capacity()) list.items.reserve(std::max(need, list.items.capacity() * 2));
     for (size_t i = from; i < stack_.size(); ++i) {
       // Sealing before the append: a list appended to itself fails here.
       Val item = stack_[i];
@@ -399,6 +403,8 @@ class Parser {
     if (from == 0 || from - 1 < fence()) fail("stack underflow: no dict below the items");
     if ((stack_.size() - from) % 2) fail("odd number of items: a key without a value");
     Document::Container& dict = mutable_container(stack_[from - 1], Type::dict);
+    const size_t need = dict.items.size() + (stack_.size() - from);
+    if (need > dict.items.capacity()) dict.items.reserve(std::max(need, dict.items.capacity() * 2));
     for (size_t i = from; i < stack_.size(); i += 2) {
       check_key(stack_[i]);
       Val value = stack_[i + 1];

@@ -502,6 +502,23 @@ class SnapshotReader : public pickle::AppendHook {
     device_index(device, tw);
     count_records(trace.size(), tw);
     std::vector<Entry>& out = traces_[device];
+    // The usual case: the trace is exactly the entries read while parsing, in order (each dict
+    // once): they become the device's trace without a copy.
+    if (out.empty() && trace.size() == early_.size()) {
+      bool all = true;
+      uint64_t untimed = 0;
+      for (size_t i = 0; i < trace.size() && all; ++i) {
+        const pickle::Val v = trace[i].val();
+        all = v.type == Type::dict && v.index < entry_of_dict_.size() && entry_of_dict_[v.index] == i;
+        if (all) untimed += !early_[i].timed;
+      }
+      if (all) {
+        untimed_ += untimed;
+        out = std::move(early_);
+        early_.clear();
+        return;
+      }
+    }
     out.reserve(out.size() + trace.size());
     for (size_t i = 0; i < trace.size(); ++i) {
       Where w{"device_traces", device, static_cast<int64_t>(i)};

@@ -4,6 +4,7 @@
 #include "profiler/importers/pickle.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -275,9 +276,10 @@ class Parser {
     return q;
   }
   uint64_t le(uint64_t k) {
-    const uint8_t* q = take(k);
+    static_assert(std::endian::native == std::endian::little);
+    const uint8_t* q = take(k);  // k <= 8
     uint64_t v = 0;
-    for (uint64_t i = 0; i < k; ++i) v |= uint64_t{q[i]} << (8 * i);
+    std::memcpy(&v, q, k);
     return v;
   }
   // A declared length, which cannot exceed what is left of the input.

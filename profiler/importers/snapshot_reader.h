@@ -217,9 +217,9 @@ class SnapshotReader : public pickle::AppendHook {
     const uint32_t id = list.identity();
     if (id < run_of_list_.size() && run_of_list_[id] != kNoRun) return run_of_list_[id];
     FrameRun run = 0;
-    if (list.size() > 0) {
+    if (const size_t n = list.size(); n > 0) {
       run_key_.clear();
-      for (size_t i = 0; i < list.size(); ++i) {
+      for (size_t i = 0; i < n; ++i) {
         const pickle::Val v = list[i].val();
         const auto type = static_cast<uint8_t>(v.type);
         run_key_.append(reinterpret_cast<const char*>(&type), 1);
@@ -228,7 +228,7 @@ class SnapshotReader : public pickle::AppendHook {
       }
       auto [it, fresh] = runs_.try_emplace(run_key_, static_cast<FrameRun>(run_end_.size()));
       if (fresh) {
-        for (size_t i = 0; i < list.size(); ++i) run_items_.push_back(list[i].val());
+        for (size_t i = 0; i < n; ++i) run_items_.push_back(list[i].val());
         run_end_.push_back(run_items_.size());
       }
       run = it->second;
@@ -256,19 +256,21 @@ class SnapshotReader : public pickle::AppendHook {
   // every field usable); anything else stays for read_trace to report as it always has.
   void dict_appended(pickle::Document& doc, pickle::Val dict) override {
     const uint32_t id = dict.index;
+    // Each dict is looked at once: frame dicts go into every frames list that names them.
     if (id < entry_of_dict_.size() && entry_of_dict_[id] != kNoEntry) return;
+    if (id >= entry_of_dict_.size())
+      entry_of_dict_.resize(std::max<size_t>(id + 1, entry_of_dict_.size() * 3 / 2), kNoEntry);
+    entry_of_dict_[id] = kNotEarly;
     const pickle::Document* saved = doc_;
     doc_ = &doc;
     Ref e(&doc, dict);
     std::optional<Ref> f[kEntryFields];
-    for (size_t k = 0; k < e.size(); ++k) {
+    for (size_t k = 0, n = e.size(); k < n; ++k) {
       int field = entry_field(e.key(k));
       if (field >= 0) f[field] = e.value(k);
     }
     Entry entry;
-    if (f[kAction] && convert_entry(f, entry)) {
-      if (id >= entry_of_dict_.size())
-        entry_of_dict_.resize(std::max<size_t>(id + 1, entry_of_dict_.size() * 3 / 2), kNoEntry);
+    if (f[kAction] && early_.size() < kNotEarly && convert_entry(f, entry)) {
       entry_of_dict_[id] = static_cast<uint32_t>(early_.size());
       early_.push_back(entry);
       if (f[kFrames]) doc.release(f[kFrames]->val());
@@ -524,7 +526,7 @@ class SnapshotReader : public pickle::AppendHook {
       Where w{"device_traces", device, static_cast<int64_t>(i)};
       Ref e = trace[i];
       if (e.type() == Type::dict && e.val().index < entry_of_dict_.size() &&
-          entry_of_dict_[e.val().index] != kNoEntry) {
+          entry_of_dict_[e.val().index] < kNotEarly) {
         const Entry& early = early_[entry_of_dict_[e.val().index]];
         untimed_ += !early.timed;
         out.push_back(early);
@@ -619,7 +621,8 @@ class SnapshotReader : public pickle::AppendHook {
   }
 
   static constexpr uint32_t kNoRun = std::numeric_limits<uint32_t>::max();
-  static constexpr uint32_t kNoEntry = std::numeric_limits<uint32_t>::max();
+  static constexpr uint32_t kNoEntry = std::numeric_limits<uint32_t>::max();  // not looked at
+  static constexpr uint32_t kNotEarly = kNoEntry - 1;  // looked at: read_trace reads it
   const pickle::Document* doc_ = nullptr;
   const std::string& name_;
   // Frame runs: run r's items are run_items_[run_end_[r - 1], run_end_[r]).

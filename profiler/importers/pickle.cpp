@@ -173,17 +173,13 @@ class Memo {
  public:
   void put(uint64_t idx, Val v) {
     if (idx < dense_.size()) {
-      count_ += !present_[idx];
-      dense_[idx] = v;
-      present_[idx] = true;
+      dense_[idx] = v;  // every dense slot was put: a put again replaces it
     } else if (idx == dense_.size()) {
       dense_.push_back(v);
-      present_.push_back(true);
       ++count_;
       // Entries put beyond the dense end join it when the gap closes.
       for (auto it = sparse_.find(dense_.size()); it != sparse_.end(); it = sparse_.find(dense_.size())) {
         dense_.push_back(it->second);
-        present_.push_back(true);
         sparse_.erase(it);
       }
     } else {
@@ -191,15 +187,14 @@ class Memo {
     }
   }
   const Val* get(uint64_t idx) const {
-    if (idx < dense_.size()) return present_[idx] ? &dense_[idx] : nullptr;
+    if (idx < dense_.size()) return &dense_[idx];
     auto it = sparse_.find(idx);
     return it == sparse_.end() ? nullptr : &it->second;
   }
   uint64_t size() const { return count_; }  // Python's len(memo): the index MEMOIZE uses
 
  private:
-  std::vector<Val> dense_;
-  std::vector<bool> present_;
+  std::vector<Val> dense_;  // indices 0 .. size-1, every one put
   std::unordered_map<uint64_t, Val> sparse_;
   uint64_t count_ = 0;
 };

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -212,26 +213,44 @@ class SnapshotReader : public pickle::AppendHook {
   }
   FrameRun frames_field(Ref dict) { return frames_of(dict.get("frames")); }
 
+  static uint64_t payload(const pickle::Val& v) {
+    uint64_t bits;
+    std::memcpy(&bits, &v.i, sizeof bits);
+    return bits;
+  }
   // The run of a list or tuple (cached by its identity: a released list keeps its run).
   FrameRun run_of(Ref list) {
     const uint32_t id = list.identity();
     if (id < run_of_list_.size() && run_of_list_[id] != kNoRun) return run_of_list_[id];
     FrameRun run = 0;
     if (const size_t n = list.size(); n > 0) {
+      // By content: a hash of the items, then the runs with that hash compared item by item.
       run_key_.clear();
+      uint64_t h = n;
       for (size_t i = 0; i < n; ++i) {
         const pickle::Val v = list[i].val();
-        const auto type = static_cast<uint8_t>(v.type);
-        run_key_.append(reinterpret_cast<const char*>(&type), 1);
-        run_key_.append(reinterpret_cast<const char*>(&v.index), sizeof v.index);
-        run_key_.append(reinterpret_cast<const char*>(&v.i), sizeof v.i);
+        run_key_.push_back(v);
+        h = (h ^ (uint64_t{static_cast<uint8_t>(v.type)} << 32 | v.index) ^ payload(v) * 31) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
       }
-      auto [it, fresh] = runs_.try_emplace(run_key_, static_cast<FrameRun>(run_end_.size()));
-      if (fresh) {
-        for (size_t i = 0; i < n; ++i) run_items_.push_back(list[i].val());
+      auto same = [&](FrameRun r) {
+        auto [items, count] = run_items(r);
+        if (count != n) return false;
+        for (size_t i = 0; i < n; ++i)
+          if (items[i].type != run_key_[i].type || items[i].index != run_key_[i].index ||
+              payload(items[i]) != payload(run_key_[i]))
+            return false;
+        return true;
+      };
+      auto [b, e] = runs_.equal_range(h);
+      for (auto it = b; it != e && run == 0; ++it)
+        if (same(it->second)) run = it->second;
+      if (run == 0) {
+        run = static_cast<FrameRun>(run_end_.size());
+        run_items_.insert(run_items_.end(), run_key_.begin(), run_key_.end());
         run_end_.push_back(run_items_.size());
+        runs_.emplace(h, run);
       }
-      run = it->second;
     }
     if (id >= run_of_list_.size()) run_of_list_.resize(std::max<size_t>(id + 1, run_of_list_.size() * 3 / 2), kNoRun);
     run_of_list_[id] = run;
@@ -628,8 +647,8 @@ class SnapshotReader : public pickle::AppendHook {
   // Frame runs: run r's items are run_items_[run_end_[r - 1], run_end_[r]).
   std::vector<pickle::Val> run_items_;
   std::vector<size_t> run_end_{0};
-  std::unordered_map<std::string, FrameRun> runs_;  // items as bytes -> run
-  std::string run_key_;
+  std::unordered_multimap<uint64_t, FrameRun> runs_;  // hash of the items -> run
+  std::vector<pickle::Val> run_key_;                  // the items of the list being read
   std::vector<uint32_t> run_of_list_;  // list identity -> run (kNoRun: not read yet)
   // Entries read while parsing (dict_appended), by dict identity.
   std::vector<Entry> early_;

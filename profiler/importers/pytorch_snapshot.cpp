@@ -19,13 +19,15 @@
 // not fit the entries', are left out (counted in the notes).
 #include "profiler/importers/pytorch_snapshot.h"
 
-#include <algorithm>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -40,13 +42,12 @@
 #include "profiler/importers/snapshot_reader.h"
 #include "profiler/store/trace_writer.h"
 
-#include <chrono>
-#include <cstdlib>
 namespace tidemark::importers {
 
 namespace {
-// TEMP phase timing
-inline void phase(const char* what) {
+// TIDEMARK_IMPORT_PHASES=1: each phase's time since the import began and the process's memory,
+// on stderr (docs/performance.md). A diagnostic for whoever measures the importer.
+void phase(const char* what) {
   static const bool on = std::getenv("TIDEMARK_IMPORT_PHASES") != nullptr;
   if (!on) return;
   static auto t0 = std::chrono::steady_clock::now();
@@ -239,7 +240,7 @@ struct NodeKeyHash {
 class Stacks {
  public:
   Stacks(const SnapshotReader& reader, Notes& notes)
-      : reader_(reader), doc_(reader.doc()), notes_(notes), frame_of_(doc_.container_count(), 0) {}
+      : reader_(reader), doc_(reader.doc()), notes_(notes) {}
 
   void set_writer(store::TraceWriter* w) { writer_ = w; }
 
@@ -275,7 +276,8 @@ class Stacks {
   // Note [Lenient fields]: a frame that is not a dict, or a field of an odd type, is unknown.
   uint64_t frame(Ref f) {
     uint32_t id = f.identity();
-    if (id != std::numeric_limits<uint32_t>::max() && frame_of_[id]) return frame_of_[id];
+    if (id != std::numeric_limits<uint32_t>::max())
+      if (auto it = frame_of_.find(id); it != frame_of_.end()) return it->second;
     auto text = [&](const char* key) -> std::string_view {
       std::optional<Ref> v = f.get(key);
       if (!v || v->is_none()) return {};
@@ -309,7 +311,8 @@ class Stacks {
   const pickle::Document& doc_;
   Notes& notes_;
   store::TraceWriter* writer_ = nullptr;
-  std::vector<uint64_t> frame_of_;  // frame dict (container identity) -> ip
+  // Frame dict (container identity) -> ip: a map, as frame dicts are few among the containers.
+  std::unordered_map<uint32_t, uint64_t> frame_of_;
   std::vector<uint64_t> stack_of_;  // frame run -> stack id
   std::unordered_map<FrameKey, uint64_t, FrameKeyHash> by_content_;
   std::unordered_map<NodeKey, uint64_t, NodeKeyHash> nodes_;

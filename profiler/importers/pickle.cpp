@@ -3,6 +3,8 @@
 // Document's tables instead of Python objects.
 #include "profiler/importers/pickle.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -171,17 +173,13 @@ class Memo {
  public:
   void put(uint64_t idx, Val v) {
     if (idx < dense_.size()) {
-      count_ += !present_[idx];
-      dense_[idx] = v;
-      present_[idx] = true;
+      dense_[idx] = v;  // every dense slot was put: a put again replaces it
     } else if (idx == dense_.size()) {
       dense_.push_back(v);
-      present_.push_back(true);
       ++count_;
       // Entries put beyond the dense end join it when the gap closes.
       for (auto it = sparse_.find(dense_.size()); it != sparse_.end(); it = sparse_.find(dense_.size())) {
         dense_.push_back(it->second);
-        present_.push_back(true);
         sparse_.erase(it);
       }
     } else {
@@ -189,15 +187,14 @@ class Memo {
     }
   }
   const Val* get(uint64_t idx) const {
-    if (idx < dense_.size()) return present_[idx] ? &dense_[idx] : nullptr;
+    if (idx < dense_.size()) return &dense_[idx];
     auto it = sparse_.find(idx);
     return it == sparse_.end() ? nullptr : &it->second;
   }
   uint64_t size() const { return count_; }  // Python's len(memo): the index MEMOIZE uses
 
  private:
-  std::vector<Val> dense_;
-  std::vector<bool> present_;
+  std::vector<Val> dense_;  // indices 0 .. size-1, every one put
   std::unordered_map<uint64_t, Val> sparse_;
   uint64_t count_ = 0;
 };
@@ -228,8 +225,10 @@ std::string_view type_name(Type t) {
 
 class Parser {
  public:
-  Parser(std::string data, const Limits& limits) : limits_(limits) {
-    doc_.data_ = std::move(data);
+  Parser(std::string_view data, std::shared_ptr<const void> keep, const Limits& limits, AppendHook* hook)
+      : limits_(limits), hook_(hook) {
+    doc_.keep_ = std::move(keep);
+    doc_.data_ = data;
     p_ = reinterpret_cast<const uint8_t*>(doc_.data_.data());
     n_ = doc_.data_.size();
   }
@@ -242,6 +241,7 @@ class Parser {
                           pos_, -1);
       }
       op_pos_ = pos_;
+      if (hook_ && pos_ - consumed_ >= kConsumedStep) hook_->consumed(consumed_ = pos_);
       op_ = p_[pos_++];
       if (op_ == STOP) {
         if (reachable() == 0) fail("the stack is empty: no value to return");
@@ -271,9 +271,10 @@ class Parser {
     return q;
   }
   uint64_t le(uint64_t k) {
-    const uint8_t* q = take(k);
+    static_assert(std::endian::native == std::endian::little);
+    const uint8_t* q = take(k);  // k <= 8
     uint64_t v = 0;
-    for (uint64_t i = 0; i < k; ++i) v |= uint64_t{q[i]} << (8 * i);
+    std::memcpy(&v, q, k);
     return v;
   }
   // A declared length, which cannot exceed what is left of the input.
@@ -376,7 +377,10 @@ class Parser {
     // Take the list's index first: adopt() and push_back may not invalidate it (containers_
     // does not grow here), but the reference must be re-fetched per item anyway.
     Document::Container& list = mutable_container(stack_[from - 1], Type::list);
-    list.items.reserve(list.items.size() + (stack_.size() - from));
+    // Geometric growth: reserving exactly the batch would copy a long list (a trace, appended
+    // 1000 items at a time) once per batch, quadratic in its length.
+    const size_t need = list.items.size() + (stack_.size() - from);
+    if (need > list.items.capacity()) list.items.reserve(std::max(need, list.items.capacity() * 2));
     for (size_t i = from; i < stack_.size(); ++i) {
       // Sealing before the append: a list appended to itself fails here.
       Val item = stack_[i];
@@ -386,12 +390,18 @@ class Parser {
       adopt(list, item);
       list.items.push_back(item);
     }
+    // The hook may release the items (not the list: it is not sealed), never add containers.
+    if (hook_)
+      for (size_t i = from; i < stack_.size(); ++i)
+        if (stack_[i].type == Type::dict) hook_->dict_appended(doc_, stack_[i]);
     stack_.resize(from);
   }
   void set_items(size_t from) {  // key/value pairs stack[from..] into the dict at stack[from - 1]
     if (from == 0 || from - 1 < fence()) fail("stack underflow: no dict below the items");
     if ((stack_.size() - from) % 2) fail("odd number of items: a key without a value");
     Document::Container& dict = mutable_container(stack_[from - 1], Type::dict);
+    const size_t need = dict.items.size() + (stack_.size() - from);
+    if (need > dict.items.capacity()) dict.items.reserve(std::max(need, dict.items.capacity() * 2));
     for (size_t i = from; i < stack_.size(); i += 2) {
       check_key(stack_[i]);
       Val value = stack_[i + 1];
@@ -625,7 +635,10 @@ class Parser {
     push(v);
   }
 
+  static constexpr uint64_t kConsumedStep = uint64_t{64} << 20;
   Limits limits_;
+  AppendHook* hook_;
+  uint64_t consumed_ = 0;
   Document doc_;
   const uint8_t* p_ = nullptr;
   uint64_t n_ = 0, pos_ = 0, op_pos_ = 0;
@@ -635,7 +648,21 @@ class Parser {
   Memo memo_;
 };
 
-Document parse(std::string data, const Limits& limits) { return Parser(std::move(data), limits).run(); }
+Document parse(std::string data, const Limits& limits, AppendHook* hook) {
+  // On the heap, so the Document's view of it survives moves (a short string's bytes would not).
+  auto owned = std::make_shared<const std::string>(std::move(data));
+  const std::string_view view = *owned;
+  return Parser(view, std::move(owned), limits, hook).run();
+}
+Document parse(std::string_view data, std::shared_ptr<const void> keep, const Limits& limits, AppendHook* hook) {
+  return Parser(data, std::move(keep), limits, hook).run();
+}
+
+void Document::release(Val v) {
+  if (v.type != Type::list && v.type != Type::tuple && v.type != Type::dict) return;
+  Container& c = containers_[v.index];
+  if (c.sealed) std::vector<Val>().swap(c.items);
+}
 
 // ---- Ref ------------------------------------------------------------------------------------
 

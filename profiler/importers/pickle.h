@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,6 +48,7 @@ struct Limits {
 };
 
 class Document;
+class AppendHook;
 
 // A value inside a Document: 16 bytes, cheap to copy, valid while its Document lives.
 struct Val {
@@ -106,6 +108,9 @@ class Document {
   Document& operator=(Document&&) noexcept = default;
 
   Ref root() const { return {this, root_}; }
+  // Frees the items of a container nested in another (immutable): it reads as empty from then
+  // on, its identity unchanged. For a reader that took what it needs while parsing (AppendHook).
+  void release(Val v);
   int protocol() const { return protocol_; }  // 0 without a PROTO opcode
   size_t container_count() const { return containers_.size(); }
 
@@ -121,8 +126,9 @@ class Document {
   struct Span {
     uint64_t offset, size;
   };
-  std::string_view text(Span s) const { return std::string_view(data_).substr(s.offset, s.size); }
-  std::string data_;  // the input: strings and bytes are spans of it
+  std::string_view text(Span s) const { return data_.substr(s.offset, s.size); }
+  std::shared_ptr<const void> keep_;  // what keeps the input alive (a string, a file mapping)
+  std::string_view data_;             // the input: strings and bytes are spans of it
   std::vector<Span> strings_;
   std::vector<Container> containers_;
   std::vector<std::pair<Span, Span>> globals_;  // module, name
@@ -130,7 +136,22 @@ class Document {
   int protocol_ = 0;
 };
 
+// Told of each dict as it goes into a list (complete and immutable from then on), so a reader can
+// take what it needs while the rest is parsed and release the dict (Document::release): a
+// snapshot's trace entries then never all exist as pickle values at once.
+class AppendHook {
+ public:
+  virtual ~AppendHook() = default;
+  virtual void dict_appended(Document& doc, Val dict) = 0;
+  // The parser reads no byte before `offset` again (every 64 MiB): a mapped input may let the
+  // pages go (strings in them are read again from the file when used).
+  virtual void consumed(uint64_t offset) { (void)offset; }
+};
+
 // Parses a whole pickle (up to its STOP opcode; bytes after it are ignored). Throws PickleError.
-Document parse(std::string data, const Limits& limits = {});
+Document parse(std::string data, const Limits& limits = {}, AppendHook* hook = nullptr);
+// The same over bytes that `keep` keeps alive (a read-only file mapping) as long as the Document.
+Document parse(std::string_view data, std::shared_ptr<const void> keep, const Limits& limits = {},
+               AppendHook* hook = nullptr);
 
 }  // namespace tidemark::importers::pickle

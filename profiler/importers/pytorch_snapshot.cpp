@@ -19,9 +19,15 @@
 // not fit the entries', are left out (counted in the notes).
 #include "profiler/importers/pytorch_snapshot.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -37,6 +43,27 @@
 #include "profiler/store/trace_writer.h"
 
 namespace tidemark::importers {
+
+namespace {
+// TIDEMARK_IMPORT_PHASES=1: each phase's time since the import began and the process's memory,
+// on stderr (docs/performance.md). A diagnostic for whoever measures the importer.
+void phase(const char* what) {
+  static const bool on = std::getenv("TIDEMARK_IMPORT_PHASES") != nullptr;
+  if (!on) return;
+  static auto t0 = std::chrono::steady_clock::now();
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  long rss = 0, hwm = 0;
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f)) {
+      std::sscanf(line, "VmRSS: %ld", &rss);
+      std::sscanf(line, "VmHWM: %ld", &hwm);
+    }
+    std::fclose(f);
+  }
+  std::fprintf(stderr, "[phase] %-20s %7.2f s  rss %6ld MB  hwm %6ld MB\n", what, s, rss / 1024, hwm / 1024);
+}
+}  // namespace
 
 namespace ev = tidemark::events;
 
@@ -76,13 +103,13 @@ class RangeSet {
 struct InitialBlock {
   uint64_t addr, size, requested, stream;
   BlockState state;
-  pickle::Val frames;
+  FrameRun frames;
 };
 struct InitialSegment {
   uint64_t addr, size, stream;
   ev::Pool pool;
   bool mapped;
-  pickle::Val frames;
+  FrameRun frames;
 };
 
 struct DeviceState {
@@ -121,12 +148,12 @@ DeviceState reconstruct(int device, const std::vector<Segment>& segments, const 
     BlockState state;
     uint64_t size, requested, stream;
     bool exact;  // from the final segments
-    pickle::Val frames;
+    FrameRun frames;
   };
   struct LiveSegment {
     uint64_t size, stream;
     ev::Pool pool;
-    pickle::Val frames;
+    FrameRun frames;
   };
   std::unordered_map<uint64_t, Live> blocks;
   std::map<uint64_t, LiveSegment> segs;
@@ -212,21 +239,22 @@ struct NodeKeyHash {
 // Frames -> synthetic ips (1, 2, ...) and stacks -> nodes of the prefix tree.
 class Stacks {
  public:
-  Stacks(const pickle::Document& doc, Notes& notes)
-      : doc_(doc), notes_(notes), frame_of_(doc.container_count(), 0), stack_of_(doc.container_count(), 0) {}
+  Stacks(const SnapshotReader& reader, Notes& notes)
+      : reader_(reader), doc_(reader.doc()), notes_(notes) {}
 
   void set_writer(store::TraceWriter* w) { writer_ = w; }
 
-  // The stack id of a frames list (innermost frame first, as PyTorch writes them); 0 for none.
-  uint64_t stack(pickle::Val frames_val) {
-    Ref frames(&doc_, frames_val);
-    if (frames.size() == 0) return 0;
-    uint64_t& cached = stack_of_[frames.identity()];
+  // The stack id of a frame run (innermost frame first, as PyTorch writes them); 0 for none.
+  uint64_t stack(FrameRun run) {
+    if (run == 0) return 0;
+    if (run >= stack_of_.size()) stack_of_.resize(run + 1, 0);
+    uint64_t& cached = stack_of_[run];
     if (cached) return cached;
+    auto [items, count] = reader_.run_items(run);
     // PyTorch writes a new list per alloc (its frees share it), mostly with a content seen
     // before: look the whole stack up first, then walk the prefix tree only for a new one.
     ips_.clear();
-    for (size_t i = frames.size(); i-- > 0;) ips_.push_back(frame(frames[i]));
+    for (size_t i = count; i-- > 0;) ips_.push_back(frame(Ref(&doc_, items[i])));
     std::string_view key(reinterpret_cast<const char*>(ips_.data()), ips_.size() * sizeof(uint64_t));
     if (auto it = by_ips_.find(key); it != by_ips_.end()) return cached = it->second;
     uint64_t node = 0;
@@ -236,7 +264,7 @@ class Stacks {
       node = it->second;
     }
     by_ips_.emplace(std::string(key), node);
-    max_depth_ = std::max(max_depth_, frames.size());
+    max_depth_ = std::max(max_depth_, count);
     return cached = node;
   }
 
@@ -248,7 +276,8 @@ class Stacks {
   // Note [Lenient fields]: a frame that is not a dict, or a field of an odd type, is unknown.
   uint64_t frame(Ref f) {
     uint32_t id = f.identity();
-    if (id != std::numeric_limits<uint32_t>::max() && frame_of_[id]) return frame_of_[id];
+    if (id != std::numeric_limits<uint32_t>::max())
+      if (auto it = frame_of_.find(id); it != frame_of_.end()) return it->second;
     auto text = [&](const char* key) -> std::string_view {
       std::optional<Ref> v = f.get(key);
       if (!v || v->is_none()) return {};
@@ -278,11 +307,13 @@ class Stacks {
     return it->second;
   }
 
+  const SnapshotReader& reader_;
   const pickle::Document& doc_;
   Notes& notes_;
   store::TraceWriter* writer_ = nullptr;
-  std::vector<uint64_t> frame_of_;  // frame dict (container identity) -> ip
-  std::vector<uint64_t> stack_of_;  // frames list (container identity) -> stack id
+  // Frame dict (container identity) -> ip: a map, as frame dicts are few among the containers.
+  std::unordered_map<uint32_t, uint64_t> frame_of_;
+  std::vector<uint64_t> stack_of_;  // frame run -> stack id
   std::unordered_map<FrameKey, uint64_t, FrameKeyHash> by_content_;
   std::unordered_map<NodeKey, uint64_t, NodeKeyHash> nodes_;
   struct BytesHash {
@@ -501,22 +532,82 @@ std::string read_snapshot_file(const std::string& path) {
   return data;
 }
 
-ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string& source_name,
-                                     const OpenWriter& open_writer, store::SymbolizeFn* symbolize,
-                                     uint64_t* end_ts_ns, const ImportOptions& options) {
-  check_pickle_start(std::string_view(pickle_bytes).substr(0, 16), source_name);
-  const uint64_t input_bytes = pickle_bytes.size();
+// A snapshot file mapped read-only: parsing reads it once, front to back, and lets the pages
+// behind it go every 64 MiB, so the file does not stay resident (the frames' strings are read
+// from it again when the trace is written).
+struct MappedFile {
+  void* base = MAP_FAILED;
+  size_t size = 0;
+  ~MappedFile() {
+    if (base != MAP_FAILED) munmap(base, size);
+  }
+  void drop_before(uint64_t offset) const {
+    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+    const uint64_t n = offset / page * page;
+    if (n > 0) madvise(base, n, MADV_DONTNEED);
+  }
+};
+
+// The input of one conversion: its bytes, what keeps them alive, and (for a mapped file) how
+// to let the parsed part go.
+struct Input {
+  std::string_view bytes;
+  std::shared_ptr<const void> keep;
+  std::function<void(uint64_t)> drop_before;
+};
+
+// The file's bytes: mapped when it can be (a regular file that starts with PROTO), else read.
+Input open_snapshot_file(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::is_regular_file(st)) {
+    const uintmax_t n = fs::file_size(path, ec);
+    const int fd = ec || n < 16 ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      auto map = std::make_shared<MappedFile>();
+      map->base = mmap(nullptr, static_cast<size_t>(n), PROT_READ, MAP_PRIVATE, fd, 0);
+      ::close(fd);
+      if (map->base != MAP_FAILED) {
+        map->size = static_cast<size_t>(n);
+        madvise(map->base, map->size, MADV_SEQUENTIAL);
+        Input in;
+        in.bytes = std::string_view(static_cast<const char*>(map->base), map->size);
+        check_pickle_start(in.bytes.substr(0, 16), path);
+        in.drop_before = [m = map.get()](uint64_t offset) { m->drop_before(offset); };
+        in.keep = std::move(map);
+        return in;
+      }
+    }
+  }
+  // Not mappable (small, or not a regular file): read, with read_snapshot_file's checks.
+  auto data = std::make_shared<const std::string>(read_snapshot_file(path));
+  Input in;
+  in.bytes = *data;
+  in.keep = std::move(data);
+  return in;
+}
+
+static ImportStats convert(Input input, const std::string& source_name, const OpenWriter& open_writer,
+                           store::SymbolizeFn* symbolize, uint64_t* end_ts_ns, const ImportOptions& options) {
+  check_pickle_start(input.bytes.substr(0, 16), source_name);
+  const uint64_t input_bytes = input.bytes.size();
+  phase("start");
+  SnapshotReader reader(source_name);
+  reader.on_consumed = input.drop_before;
   pickle::Document doc;
   try {
-    doc = pickle::parse(std::move(pickle_bytes));
+    doc = pickle::parse(input.bytes, std::move(input.keep), {}, &reader);
   } catch (const pickle::PickleError& e) {
     throw ImportError(source_name + ": " + e.what());
   }
 
-  SnapshotReader reader(doc, source_name);
+  phase("parsed");
+  reader.set_document(&doc);
   reader.set_limits(input_bytes, options.max_events);
   reader.read(doc.root());
 
+  phase("read");
   // Devices: any with segments or trace entries.
   std::map<int, DeviceState> states;
   for (const Segment& s : reader.segments_) states.try_emplace(s.device);
@@ -528,6 +619,7 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
     state = reconstruct(d, reader.segments_, final, it == reader.traces_.end() ? kNoEntries : it->second);
   }
 
+  phase("reconstructed");
   // Annotations on a device without memory are left out (there is no device to put them on).
   std::vector<Annotation> annotations;
   for (const Annotation& a : reader.annotations_) {
@@ -548,7 +640,7 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
     for (const Entry& e : t) span(e.time_ns);
   for (const Annotation& a : annotations) span(a.time_ns);
 
-  Stacks stacks(doc, reader.notes_);
+  Stacks stacks(reader, reader.notes_);
   store::TraceMeta meta;
   meta.command_line = "pytorch-snapshot:" + source_name;
   // PyTorch's time_us is Unix time; synthetic times (Note [Synthetic times]) are not.
@@ -566,9 +658,9 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
   {
     size_t depth = 0;
     for (auto& [d, t] : reader.traces_)
-      for (const Entry& e : t) depth = std::max(depth, Ref(&doc, e.frames).size());
+      for (const Entry& e : t) depth = std::max(depth, reader.run_items(e.frames).second);
     for (const Segment& s : reader.segments_)
-      for (const Block& b : s.blocks) depth = std::max(depth, Ref(&doc, b.frames).size());
+      for (const Block& b : s.blocks) depth = std::max(depth, reader.run_items(b.frames).second);
     meta.stack_depth = static_cast<int>(std::min<size_t>(depth, std::numeric_limits<int>::max()));
   }
   store::TraceWriter& writer = open_writer(meta);
@@ -658,6 +750,7 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
     }
   }
 
+  phase("emitted");
   ImportStats stats;
   stats.events = out.count();
   stats.segments = reader.segments_.size();
@@ -675,6 +768,16 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
     };
   }
   return stats;
+}
+
+ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string& source_name,
+                                     const OpenWriter& open_writer, store::SymbolizeFn* symbolize,
+                                     uint64_t* end_ts_ns, const ImportOptions& options) {
+  auto data = std::make_shared<const std::string>(std::move(pickle_bytes));
+  Input in;
+  in.bytes = *data;
+  in.keep = std::move(data);
+  return convert(std::move(in), source_name, open_writer, symbolize, end_ts_ns, options);
 }
 
 void remove_trace(const std::string& path) noexcept {
@@ -696,15 +799,16 @@ void rethrow_as_import_error(const std::string& source_name) {
 
 }  // namespace detail
 
-ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::string& trace_path,
-                                         const std::string& source_name, const ImportOptions& options) {
+namespace {
+ImportStats import_input(detail::Input input, const std::string& trace_path, const std::string& source_name,
+                         const ImportOptions& options) {
   std::unique_ptr<store::TraceWriter> writer;
   bool writing = false;  // from here on, a failure leaves a partial trace to remove
   try {
     store::SymbolizeFn symbolize;
     uint64_t end_ts = 0;
-    ImportStats stats = detail::convert_pytorch_snapshot(
-        std::move(pickle_bytes), source_name,
+    ImportStats stats = detail::convert(
+        std::move(input), source_name,
         [&](const store::TraceMeta& meta) -> store::TraceWriter& {
           writing = true;
           writer = store::TraceWriter::create(trace_path, meta);
@@ -713,9 +817,11 @@ ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::st
         &symbolize, &end_ts, options);
     writer->close(end_ts);
     writer.reset();
+    phase("closed");
     store::FinalizeOptions options;
     options.symbolize = symbolize;
     store::finalize(trace_path, options);
+    phase("finalized");
     return stats;
   } catch (...) {
     writer.reset();
@@ -724,9 +830,21 @@ ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::st
   }
 }
 
+}  // namespace
+
+ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::string& trace_path,
+                                         const std::string& source_name, const ImportOptions& options) {
+  auto data = std::make_shared<const std::string>(std::move(pickle_bytes));
+  detail::Input in;
+  in.bytes = *data;
+  in.keep = std::move(data);
+  return import_input(std::move(in), trace_path, source_name, options);
+}
+
 ImportStats import_pytorch_snapshot(const std::string& pickle_path, const std::string& trace_path,
                                     const ImportOptions& options) {
-  return import_pytorch_snapshot_data(detail::read_snapshot_file(pickle_path), trace_path, pickle_path, options);
+  phase("begin");
+  return import_input(detail::open_snapshot_file(pickle_path), trace_path, pickle_path, options);
 }
 
 }  // namespace tidemark::importers

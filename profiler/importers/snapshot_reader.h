@@ -19,10 +19,13 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "profiler/events/events.h"
@@ -79,13 +82,20 @@ inline Action parse_action(std::string_view a) {
   return Action::other;
 }
 
-struct Entry {
+// Frames lists are read as "frame runs": a run is the sequence of a list's items (frame dicts,
+// shared through the pickle's memo, or odd values), numbered 1, 2, ... by content; 0 is none.
+// Every alloc has a list of its own, but few distinct runs: the lists themselves are released
+// as they are read.
+using FrameRun = uint32_t;
+
+struct Entry {  // 48 bytes: a 1 GB snapshot has millions
   Action action;
-  uint64_t addr = 0, size = 0, stream = 0, time_ns = 0, device_free = 0;
-  pickle::Val frames;  // a list, or None
+  bool timed = false;  // had a `time_us`
   // The block's role, from an optional `category` field (memory_viz colours the timeline by
   // it; Tidemark's snapshot export writes its categories there); unknown without one.
   ev::Category category = ev::Category::unknown;
+  FrameRun frames = 0;
+  uint64_t addr = 0, size = 0, stream = 0, time_ns = 0, device_free = 0;
 };
 
 enum class BlockState : uint8_t { inactive, allocated, pending };  // pending: active_pending_free
@@ -93,7 +103,7 @@ enum class BlockState : uint8_t { inactive, allocated, pending };  // pending: a
 struct Block {
   uint64_t addr = 0, size = 0, requested = 0;
   BlockState state = BlockState::inactive;
-  pickle::Val frames;
+  FrameRun frames = 0;
 };
 
 struct Segment {
@@ -101,7 +111,7 @@ struct Segment {
   uint64_t addr = 0, size = 0, stream = 0;
   ev::Pool pool = ev::Pool::large;
   bool expandable = false;
-  pickle::Val frames;
+  FrameRun frames = 0;
   std::vector<Block> blocks;
 };
 
@@ -155,9 +165,11 @@ struct Where {
 
 // ---- Phase 1: reading -------------------------------------------------------------------------
 
-class SnapshotReader {
+class SnapshotReader : public pickle::AppendHook {
  public:
-  SnapshotReader(const pickle::Document& doc, const std::string& name) : doc_(doc), name_(name) {}
+  explicit SnapshotReader(const std::string& name) : name_(name) {}
+  // The document parsed (with this reader as its AppendHook, or not): read() reads it.
+  void set_document(const pickle::Document* doc) { doc_ = doc; }
 
   [[noreturn]] void fail(const Where& w, const std::string& what) const {
     throw ImportError(name_ + ": not a PyTorch memory snapshot: " + w.str() + ": " + what);
@@ -190,19 +202,104 @@ class SnapshotReader {
     if (!v || v->is_none()) return 0;
     return static_cast<uint64_t>(integer(*v, "stream", w));  // a cudaStream_t as an integer
   }
-  // A frames list, or none (PyTorch's empty list) for an absent or odd value.
-  pickle::Val frames_of(std::optional<Ref> v) {
-    if (!v || v->is_none()) return {};
+  // A frames list's run, or none (PyTorch's empty list) for an absent or odd value.
+  FrameRun frames_of(std::optional<Ref> v) {
+    if (!v || v->is_none()) return 0;
     if (v->type() != Type::list && v->type() != Type::tuple) {
       notes_.add("'frames' values that are not lists (read as no frames)");
-      return {};
+      return 0;
     }
-    return v->val();
+    return run_of(*v);
   }
-  pickle::Val frames_field(Ref dict) { return frames_of(dict.get("frames")); }
+  FrameRun frames_field(Ref dict) { return frames_of(dict.get("frames")); }
+
+  static uint64_t payload(const pickle::Val& v) {
+    uint64_t bits;
+    std::memcpy(&bits, &v.i, sizeof bits);
+    return bits;
+  }
+  // The run of a list or tuple (cached by its identity: a released list keeps its run).
+  FrameRun run_of(Ref list) {
+    const uint32_t id = list.identity();
+    if (id < run_of_list_.size() && run_of_list_[id] != kNoRun) return run_of_list_[id];
+    FrameRun run = 0;
+    if (const size_t n = list.size(); n > 0) {
+      // By content: a hash of the items, then the runs with that hash compared item by item.
+      run_key_.clear();
+      uint64_t h = n;
+      for (size_t i = 0; i < n; ++i) {
+        const pickle::Val v = list[i].val();
+        run_key_.push_back(v);
+        h = (h ^ (uint64_t{static_cast<uint8_t>(v.type)} << 32 | v.index) ^ payload(v) * 31) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+      }
+      auto same = [&](FrameRun r) {
+        auto [items, count] = run_items(r);
+        if (count != n) return false;
+        for (size_t i = 0; i < n; ++i)
+          if (items[i].type != run_key_[i].type || items[i].index != run_key_[i].index ||
+              payload(items[i]) != payload(run_key_[i]))
+            return false;
+        return true;
+      };
+      auto [b, e] = runs_.equal_range(h);
+      for (auto it = b; it != e && run == 0; ++it)
+        if (same(it->second)) run = it->second;
+      if (run == 0) {
+        run = static_cast<FrameRun>(run_end_.size());
+        run_items_.insert(run_items_.end(), run_key_.begin(), run_key_.end());
+        run_end_.push_back(run_items_.size());
+        runs_.emplace(h, run);
+      }
+    }
+    if (id >= run_of_list_.size()) run_of_list_.resize(std::max<size_t>(id + 1, run_of_list_.size() * 3 / 2), kNoRun);
+    run_of_list_[id] = run;
+    return run;
+  }
+  // The items of a run (frame dicts, innermost first), valid while the document lives.
+  std::pair<const pickle::Val*, size_t> run_items(FrameRun run) const {
+    if (run == 0) return {nullptr, 0};
+    const size_t b = run_end_[run - 1], e = run_end_[run];
+    return {run_items_.data() + b, e - b};
+  }
+  const pickle::Document& doc() const { return *doc_; }
+
+  // pickle::AppendHook: passed on to `on_consumed` (a mapped input lets its pages go).
+  std::function<void(uint64_t)> on_consumed;
+  void consumed(uint64_t offset) override {
+    if (on_consumed) on_consumed(offset);
+  }
+
+  // pickle::AppendHook: a dict that goes into a list and has an 'action' is read as a trace
+  // entry at once, and released with its frames list, when it reads cleanly (a known action,
+  // every field usable); anything else stays for read_trace to report as it always has.
+  void dict_appended(pickle::Document& doc, pickle::Val dict) override {
+    const uint32_t id = dict.index;
+    // Each dict is looked at once: frame dicts go into every frames list that names them.
+    if (id < entry_of_dict_.size() && entry_of_dict_[id] != kNoEntry) return;
+    if (id >= entry_of_dict_.size())
+      entry_of_dict_.resize(std::max<size_t>(id + 1, entry_of_dict_.size() * 3 / 2), kNoEntry);
+    entry_of_dict_[id] = kNotEarly;
+    const pickle::Document* saved = doc_;
+    doc_ = &doc;
+    Ref e(&doc, dict);
+    std::optional<Ref> f[kEntryFields];
+    for (size_t k = 0, n = e.size(); k < n; ++k) {
+      int field = entry_field(e.key(k));
+      if (field >= 0) f[field] = e.value(k);
+    }
+    Entry entry;
+    if (f[kAction] && early_.size() < kNotEarly && convert_entry(f, entry)) {
+      entry_of_dict_[id] = static_cast<uint32_t>(early_.size());
+      early_.push_back(entry);
+      if (f[kFrames]) doc.release(f[kFrames]->val());
+      doc.release(dict);
+    }
+    doc_ = saved;
+  }
 
   void read(Ref root) {
-    Ref segments = root, traces{&doc_, {}};
+    Ref segments = root, traces{doc_, {}};
     if (root.type() == Type::dict) {
       segments = required(root, "segments", {"snapshot"});
       if (auto t = root.get("device_traces")) traces = *t;
@@ -237,6 +334,8 @@ class SnapshotReader {
       if (!annotations_.empty()) notes_.add("annotations left out (the trace has no times to place them at)", annotations_.size());
       annotations_.clear();
     }
+    std::vector<Entry>().swap(early_);
+    std::vector<uint32_t>().swap(entry_of_dict_);
   }
 
   // One annotation; false when a field is missing or odd.
@@ -361,6 +460,62 @@ class SnapshotReader {
     }
   }
 
+  // A trace entry's fields read without a note or an error; false when one would be needed
+  // (read_trace then reads the entry and says what is wrong).
+  bool convert_entry(const std::optional<Ref> (&f)[8], Entry& entry) {
+    static_assert(kEntryFields == 8);
+    auto a = f[kAction]->as_string();
+    if (!a) return false;
+    entry.action = parse_action(*a);
+    if (entry.action == Action::other) return false;
+    auto clean_int = [](const std::optional<Ref>& v) -> std::optional<int64_t> {
+      if (!v) return std::nullopt;
+      if (auto i = v->as_int()) return *i;
+      if (v->type() == Type::boolean) return *v->as_bool();
+      return std::nullopt;
+    };
+    auto clean_bytes = [&](const std::optional<Ref>& v) -> std::optional<uint64_t> {
+      auto i = clean_int(v);
+      if (!i || *i < 0 || static_cast<uint64_t>(*i) > kMaxBytes) return std::nullopt;
+      return static_cast<uint64_t>(*i);
+    };
+    if (f[kTimeUs]) {
+      auto t = clean_int(f[kTimeUs]);
+      if (!t || *t < 0 || *t > std::numeric_limits<int64_t>::max() / 1000) return false;
+      entry.time_ns = static_cast<uint64_t>(*t) * 1000;
+      entry.timed = true;
+    }
+    auto size = clean_bytes(f[kSize]);
+    if (!size) return false;
+    entry.size = *size;
+    if (f[kStream] && !f[kStream]->is_none()) {
+      auto st = clean_int(f[kStream]);
+      if (!st) return false;
+      entry.stream = static_cast<uint64_t>(*st);
+    }
+    if (entry.action == Action::oom) {
+      if (f[kDeviceFree]) {
+        auto df = clean_bytes(f[kDeviceFree]);
+        if (!df) return false;
+        entry.device_free = *df;
+      }
+    } else if (entry.action != Action::snapshot) {
+      auto addr = clean_bytes(f[kAddr]);
+      if (!addr) return false;
+      entry.addr = *addr;
+    }
+    if (f[kCategory])
+      if (auto c = f[kCategory]->as_string())
+        for (int k = 0; k <= static_cast<int>(ev::Category::temporary); ++k)
+          if (*c == ev::category_name(static_cast<ev::Category>(k)))
+            entry.category = static_cast<ev::Category>(k);
+    if (f[kFrames] && !f[kFrames]->is_none()) {
+      if (f[kFrames]->type() != Type::list && f[kFrames]->type() != Type::tuple) return false;
+      entry.frames = run_of(*f[kFrames]);
+    }
+    return true;
+  }
+
   void read_trace(int device, Ref trace) {
     Where tw{"device_traces", device};
     if (trace.type() != Type::list) fail(tw, "is not a list");
@@ -368,10 +523,34 @@ class SnapshotReader {
     device_index(device, tw);
     count_records(trace.size(), tw);
     std::vector<Entry>& out = traces_[device];
+    // The usual case: the trace is exactly the entries read while parsing, in order (each dict
+    // once): they become the device's trace without a copy.
+    if (out.empty() && trace.size() == early_.size()) {
+      bool all = true;
+      uint64_t untimed = 0;
+      for (size_t i = 0; i < trace.size() && all; ++i) {
+        const pickle::Val v = trace[i].val();
+        all = v.type == Type::dict && v.index < entry_of_dict_.size() && entry_of_dict_[v.index] == i;
+        if (all) untimed += !early_[i].timed;
+      }
+      if (all) {
+        untimed_ += untimed;
+        out = std::move(early_);
+        early_.clear();
+        return;
+      }
+    }
     out.reserve(out.size() + trace.size());
     for (size_t i = 0; i < trace.size(); ++i) {
       Where w{"device_traces", device, static_cast<int64_t>(i)};
       Ref e = trace[i];
+      if (e.type() == Type::dict && e.val().index < entry_of_dict_.size() &&
+          entry_of_dict_[e.val().index] < kNotEarly) {
+        const Entry& early = early_[entry_of_dict_[e.val().index]];
+        untimed_ += !early.timed;
+        out.push_back(early);
+        continue;
+      }
       if (e.type() != Type::dict) fail(w, "is not a dict");
       // One pass over the entry's items (a later duplicate key wins, as in Python).
       std::optional<Ref> f[kEntryFields];
@@ -397,6 +576,7 @@ class SnapshotReader {
         if (t < 0 || t > std::numeric_limits<int64_t>::max() / 1000)
           fail(w, "'time_us' " + std::to_string(t) + " is out of range");
         entry.time_ns = static_cast<uint64_t>(t) * 1000;
+        entry.timed = true;
       } else {
         ++untimed_;  // PyTorch before 2.1 wrote no times
       }
@@ -459,8 +639,20 @@ class SnapshotReader {
     }
   }
 
-  const pickle::Document& doc_;
+  static constexpr uint32_t kNoRun = std::numeric_limits<uint32_t>::max();
+  static constexpr uint32_t kNoEntry = std::numeric_limits<uint32_t>::max();  // not looked at
+  static constexpr uint32_t kNotEarly = kNoEntry - 1;  // looked at: read_trace reads it
+  const pickle::Document* doc_ = nullptr;
   const std::string& name_;
+  // Frame runs: run r's items are run_items_[run_end_[r - 1], run_end_[r]).
+  std::vector<pickle::Val> run_items_;
+  std::vector<size_t> run_end_{0};
+  std::unordered_multimap<uint64_t, FrameRun> runs_;  // hash of the items -> run
+  std::vector<pickle::Val> run_key_;                  // the items of the list being read
+  std::vector<uint32_t> run_of_list_;  // list identity -> run (kNoRun: not read yet)
+  // Entries read while parsing (dict_appended), by dict identity.
+  std::vector<Entry> early_;
+  std::vector<uint32_t> entry_of_dict_;
   std::vector<Segment> segments_;
   std::map<int, std::vector<Entry>> traces_;
   std::string allocator_settings_;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "profiler/importers/pickle.h"
 #include "profiler/importers/pickle_writer.h"
@@ -215,6 +216,34 @@ TEST(Pickle, MemoAndFrames) {
   pk::Document p2 = parse_ops(bytes({'K', 1, 'q', 0, '0', 'K', 2, 'q', 9, '0', 'K', 3, 0x94, '0',
                                      'h', 0, 'h', 9, 'h', 2, 0x87}), 2);
   EXPECT_EQ(p2.root().repr(), "(1, 2, 3)");
+}
+
+// AppendHook: told of each dict as it goes into a list, complete; a released dict reads as
+// empty and keeps its identity (the memo still names it).
+TEST(Pickle, AppendHookSeesDictsAsTheyGoIntoLists) {
+  struct Hook : pk::AppendHook {
+    std::vector<std::string> seen;
+    void dict_appended(pk::Document& doc, pk::Val dict) override {
+      seen.push_back(pk::Ref(&doc, dict).repr());
+      if (pk::Ref(&doc, dict).get("drop")) doc.release(dict);
+    }
+  } hook;
+  PickleWriter w(4);
+  w.empty_list().mark();
+  w.empty_dict().mark().str("drop").integer(1).setitems();
+  const uint32_t dropped = w.memoize();
+  w.empty_dict().mark().str("keep").integer(2).setitems();
+  w.appends().mark().get(dropped).appends();  // the released dict again, through the memo
+  w.empty_dict().append();                    // not appended as a dict with items: still seen
+  pk::Document doc = pk::parse(w.finish(), {}, &hook);
+  EXPECT_EQ(hook.seen, (std::vector<std::string>{"{'drop': 1}", "{'keep': 2}", "{}", "{}"}));
+  pk::Ref l = doc.root();
+  ASSERT_EQ(l.size(), 4u);
+  EXPECT_EQ(l[0].size(), 0u);  // released
+  EXPECT_FALSE(l[0].get("drop"));
+  EXPECT_EQ(l[0].identity(), l[2].identity());
+  EXPECT_EQ(l[1].get("keep")->as_int(), 2);
+  EXPECT_EQ(l.repr(), "[{}, {'keep': 2}, {}, {}]");
 }
 
 TEST(Pickle, GlobalsAreInertValues) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -753,6 +754,44 @@ TEST(PytorchSnapshotErrors, MemoSharedTracesCannotExpandWithoutBound) {
   im::ImportOptions o;
   o.max_events = 3'000'000;
   EXPECT_EQ(im::import_pytorch_snapshot(bomb, out, o).devices, 100);
+}
+
+// Trace entries are read as the pickle is parsed and released with their frames lists (docs/
+// importers.md, "Reading while parsing"); an entry that does not read cleanly stays for the
+// reader. A frames list a block in `segments` shares with a released entry keeps its frames.
+TEST(PytorchSnapshot, EntriesReadWhileParsingKeepSharedFrames) {
+  TempDir dir;
+  PickleWriter w(4);
+  w.empty_dict().mark().str("segments").empty_list().mark();
+  w.empty_dict().mark().str("device").integer(0).str("address").integer(0x1000).str("total_size")
+      .integer(2 * MiB).str("stream").integer(0).str("segment_type").str("small").str("blocks").empty_list().mark();
+  w.empty_dict().mark().str("address").integer(0x1200).str("size").integer(512).str("requested_size")
+      .integer(512).str("state").str("active_allocated").str("frames").empty_list().mark();
+  w.empty_dict().mark().str("name").str("f").str("filename").str("a.py").str("line").integer(3).setitems();
+  w.appends();
+  const uint32_t shared = w.memoize();
+  w.setitems().appends().setitems().appends();
+  w.str("device_traces").empty_list().mark().empty_list().mark();
+  w.empty_dict().mark().str("action").str("alloc").str("addr").integer(0x1000).str("size").integer(500)
+      .str("time_us").integer(10).str("frames").get(shared).setitems();
+  w.empty_dict().mark().str("action").str("weird").str("time_us").integer(11).setitems();
+  w.empty_dict().mark().str("action").str("alloc").str("addr").integer(0x1400).str("size").integer(100)
+      .str("time_us").integer(12).str("frames").get(shared).setitems();
+  w.appends().appends().setitems();
+  std::string in = write(dir, "shared.pickle", w.finish());
+  im::ImportStats stats = im::import_pytorch_snapshot(in, dir.file("shared.db"));
+  EXPECT_EQ(stats.notes, (std::vector<std::string>{
+                             "1 entries of an action the importer does not know, such as 'weird' (skipped)"}));
+  st::TraceReader r = st::TraceReader::open(dir.file("shared.db"), st::TraceReader::Require::finalized);
+  std::vector<std::string> allocs;
+  for (const auto& a : r.allocations(device_row(r, 0))) {
+    std::string frames;
+    for (uint64_t ip : r.stack(a.stack_id))
+      for (const auto& f : r.frames(ip)) frames += f.function + "@" + f.file + ":" + std::to_string(f.line);
+    allocs.push_back(std::to_string(a.addr) + " " + std::to_string(a.size) + " " + frames);
+  }
+  std::sort(allocs.begin(), allocs.end());
+  EXPECT_EQ(allocs, (std::vector<std::string>{"4096 512 f@a.py:3", "4608 512 f@a.py:3", "5120 512 f@a.py:3"}));
 }
 
 // PyTorch before 2.1 wrote no times: entries are ordered, times synthetic, and said so.

@@ -167,8 +167,9 @@ int main(int argc, char** argv) {
   int rc = tidemark::bench::run_with_targets(
       rest_argc, rest.data(),
       {
-          {"replay / reading the trace's events", "BM_Replay", "BM_ReadEvents", 1e9, true},
-          {"building the plans / reading the trace's events", "BM_BuildPlans", "BM_ReadEvents", 1e9, true},
+          // Guards against regressions, about 1.5x the figures measured (docs/performance.md).
+          {"replay / reading the trace's events", "BM_Replay", "BM_ReadEvents", 4.0, true},
+          {"building the plans / reading the trace's events", "BM_BuildPlans", "BM_ReadEvents", 5.5, true},
       },
       {
           {"replay, per event (>= 2 M events/s)", "BM_Replay", 500.0, events},

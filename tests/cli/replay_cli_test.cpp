@@ -80,11 +80,19 @@ void expect_faithful(const std::string& name, const std::string& conf) {
   EXPECT_EQ(recorded, segment_events(replayed));
 }
 
-TEST(ReplayCli, EveryPitfallReplaysToItsOwnSegmentEvents) {
+TEST(ReplayCli, EveryPitfallAndTrainingRunReplaysToItsOwnSegmentEvents) {
   for (const char* name : {"accumulated_loss", "checkpointing", "dataloader_workers", "empty_cache_referenced",
                            "eval_without_no_grad", "fragmentation", "retain_graph", "sync_in_loop",
                            "transpose_contiguous", "view_retention"})
     expect_faithful(name, "");
+  // A training run of the MLP sample (20 steps).
+  const std::string trace = (tl_test::temp_dir("tidemark_replay") / "train_mlp.db").string();
+  ASSERT_EQ(tl_test::run({TIDEMARK_CLI, "record", "-o", trace, "--no-stacks", "--", TIDEMARK_TRAIN_MLP, "20"}).rc, 0);
+  const std::string replayed = trace + ".replayed.db";
+  json j = replay_json({trace, "-o", replayed});
+  ASSERT_TRUE(j.contains("devices"));
+  EXPECT_EQ(j["devices"][0]["recorded"], j["devices"][0]["replayed"]);
+  EXPECT_EQ(segment_events(trace), segment_events(replayed));
 }
 
 TEST(ReplayCli, EachSettingReplaysFaithfully) {

@@ -57,6 +57,7 @@ int run_import(const std::string& snapshot, const std::string& output, const std
   fmt::print("{}: imported {} events, {} segments, {} devices into {}\n", snapshot, s.events,
              s.segments, s.devices, output);
   if (s.annotations) fmt::print("  {} annotations (record_function ranges) as scopes\n", s.annotations);
+  if (s.inferred_steps) fmt::print("  {} steps inferred from the annotations\n", s.inferred_steps);
   if (s.synthetic_times)
     fmt::print("  the snapshot has no times (PyTorch before 2.1): events are numbered in order\n");
   return kExitOk;

@@ -396,15 +396,20 @@ int run_steps(const SimpleArgs& a) {
     for (const auto& s : steps) b.emplace_back(s.number, s.allocated_at_start_bytes);
     return b;
   }());
+  const std::optional<std::string> inferred = an::steps_inferred_from(t);
   if (a.json) {
-    print(json{{"device", d.name}, {"steps", steps}, {"growth", g}});
+    print(json{{"device", d.name},
+               {"steps", steps},
+               {"growth", g},
+               {"inferred_from", inferred ? json(*inferred) : json(nullptr)}});
     return kExitOk;
   }
   if (steps.empty()) {
     fmt::print("{}: no steps recorded (call tl::profiler::step() once per iteration)\n", a.file);
     return kExitOk;
   }
-  fmt::print("{}: {} steps on {}\n", a.file, steps.size(), d.name);
+  fmt::print("{}: {} steps on {}{}\n", a.file, steps.size(), d.name,
+             inferred ? " (inferred from the " + *inferred + " annotations)" : std::string());
   fmt::print("  {:>6} {:>10} {:>12} {:>12} {:>12} {:>8} {:>6}\n", "step", "start", "duration",
              "live at start", "peak alloc", "allocs", "syncs");
   for (const an::StepStats& s : steps)

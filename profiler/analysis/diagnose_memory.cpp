@@ -410,13 +410,18 @@ void detect_grad_in_eval(const Trace& trace, Diagnosis& out) {
 // ---- leak ----------------------------------------------------------------------------------
 
 void detect_leak(const Trace& trace, Diagnosis& out) {
-  if (trace.imported_snapshot())
+  const std::vector<Step> steps = load_steps(trace);
+  // An imported snapshot ends while the program runs: what is live then is not leaked, so
+  // only growth across steps counts, and its steps are those inferred from its annotations
+  // (the importer's Note [Inferred steps]).
+  const bool snapshot = trace.imported_snapshot();
+  if (snapshot && steps.empty())
     return out.skipped.push_back(
         {"leak",
          "the trace is an imported PyTorch snapshot: it ends at the moment the snapshot "
          "was taken, so what is live then is not leaked, and it has no steps to fit "
-         "growth over"});
-  const std::vector<Step> steps = load_steps(trace);
+         "growth over (no ProfilerStep, Optimizer.zero_grad or Optimizer.step annotation "
+         "to infer them from)"});
   for (const DeviceRef& d : trace.devices()) {
     // Note [The more specific finding]: with graph-retention on this device, activations are
     // its finding; leak looks at the rest.
@@ -447,7 +452,7 @@ void detect_leak(const Trace& trace, Diagnosis& out) {
         at_end.push_back(&b);
         end_bytes += b.bytes;
       }
-    const bool end_leak = end_bytes >= kMinLeakedAtEnd;
+    const bool end_leak = !snapshot && end_bytes >= kMinLeakedAtEnd;
     if (!g.growing && !end_leak) continue;
 
     Finding f;

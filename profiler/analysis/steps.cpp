@@ -11,6 +11,16 @@ namespace tidemark::analysis {
 
 using detail::Query;
 
+std::optional<std::string> steps_inferred_from(const Trace& trace) {
+  constexpr std::string_view kPrefix = "inferred from ";
+  Query q(trace.db(),
+          "SELECT s.text FROM steps JOIN strings s ON s.id = steps.name ORDER BY steps.ts, steps.seq LIMIT 1");
+  if (!q.step() || q.is_null(0)) return std::nullopt;
+  std::string name = q.text(0);
+  if (!name.starts_with(kPrefix)) return std::nullopt;
+  return name.substr(kPrefix.size());
+}
+
 std::vector<StepStats> step_stats(const Trace& trace, int64_t device) {
   std::vector<StepStats> out;
   Query steps(trace.db(), "SELECT number, ts, end_ts FROM steps ORDER BY ts, seq");

@@ -25,6 +25,10 @@ struct StepStats {
   uint64_t sync_ns = 0;     // time spent waiting
 };
 std::vector<StepStats> step_stats(const Trace& trace, int64_t device);
+// What a trace's steps were inferred from (an imported snapshot's annotation, Note [Inferred
+// steps] in the importer: "Optimizer.zero_grad#AdamW.zero_grad"); empty when they were
+// recorded (or there are none).
+std::optional<std::string> steps_inferred_from(const Trace& trace);
 
 // Live bytes at each step boundary, and a least-squares line through them. Note [Growth]:
 // the first boundary is skipped as warm-up (parameters, optimizer state and caches appear in

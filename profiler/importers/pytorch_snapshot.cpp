@@ -456,6 +456,17 @@ class Emitter {
     append(e, ts, 0);
   }
 
+  // An iteration boundary inferred from an annotation (Note [Inferred steps]).
+  void step(Device& d, uint64_t ts, uint64_t number, const std::string& name) {
+    ev::Event e;
+    e.kind = ev::Kind::step;
+    e.device = d.id;
+    e.name = {};
+    e.name.name = name;
+    e.name.value = number;
+    append(e, ts, 0);
+  }
+
   uint64_t count() const { return seq_; }
 
  private:
@@ -687,6 +698,36 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
     }
   }
 
+  // Note [Inferred steps]
+  // ~~~~~~~~~~~~~~~~~~~~~
+  // A snapshot says nothing of iterations, but the record_function ranges PyTorch writes into
+  // external_annotations often do: torch.profiler's `ProfilerStep#N`, and the optimizer's
+  // `Optimizer.zero_grad#<class>.zero_grad` and `Optimizer.step#<class>.step`. A step event is
+  // written, numbered 1, 2, ..., at the start of each ProfilerStep range when the snapshot has
+  // any; else at the start of each zero_grad range (a training loop clears the gradients as
+  // an iteration begins); else at the end of each optimizer step (the next iteration begins
+  // there). The event's name says it was inferred and from what ("inferred from
+  // Optimizer.zero_grad#AdamW.zero_grad"), so `tidemark steps`, per-step growth and the
+  // detectors that need steps work on the snapshot, and say where the steps came from.
+  enum class StepRule { none, profiler_step, zero_grad, optimizer_step };
+  StepRule rule = StepRule::none;
+  auto rule_of = [](std::string_view name) {
+    if (name.starts_with("ProfilerStep#")) return StepRule::profiler_step;
+    if (name.starts_with("Optimizer.zero_grad")) return StepRule::zero_grad;
+    if (name.starts_with("Optimizer.step")) return StepRule::optimizer_step;
+    return StepRule::none;
+  };
+  for (const Annotation& a : annotations) {
+    StepRule r = rule_of(a.name);
+    if (r != StepRule::none && (rule == StepRule::none || r < rule)) rule = r;
+  }
+  uint64_t steps = 0;
+  auto maybe_step = [&](const Annotation& a) {
+    if (rule == StepRule::none || rule_of(a.name) != rule) return;
+    if (a.start != (rule != StepRule::optimizer_step)) return;
+    out.step(devices[a.device], a.time_ns, ++steps, "inferred from " + std::string(a.name));
+  };
+
   // The trace, merged across devices by time (each device's own order kept), with the
   // annotations as scopes: one opening at time t comes before the entries at t, one closing
   // after them.
@@ -706,7 +747,9 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
       const Annotation& a = annotations[next_annotation];
       if (!c || a.time_ns < (*c->entries)[c->next].time_ns ||
           (a.start && a.time_ns == (*c->entries)[c->next].time_ns)) {
+        if (a.start) maybe_step(a);
         out.scope(devices[a.device], a.time_ns, a.start, a.name);
+        if (!a.start) maybe_step(a);
         ++next_annotation;
         continue;
       }
@@ -757,6 +800,7 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   stats.frames = stacks.frame_count();
   stats.devices = static_cast<int>(states.size());
   stats.annotations = annotations.size();
+  stats.inferred_steps = steps;
   stats.synthetic_times = reader.synthetic_times_;
   stats.notes = reader.notes_.lines();
   if (end_ts_ns) *end_ts_ns = t_end;

@@ -27,6 +27,7 @@ struct ImportStats {
   uint64_t frames = 0;    // distinct source frames (function, file, line)
   int devices = 0;        // devices in the trace (cuda:N with segments or trace entries)
   uint64_t annotations = 0;      // external_annotations written as scopes
+  uint64_t inferred_steps = 0;   // step events inferred from them (Note [Inferred steps])
   bool synthetic_times = false;  // the snapshot had no times: events are in entry order
   // What the importer tolerated, one line per kind ("3 frames whose 'line' is not a line
   // number (read as unknown)"): the CLI prints them on stderr (Note [Lenient fields]).

@@ -18,6 +18,7 @@
 
 #include "profiler/analysis/diagnose.h"
 #include "profiler/analysis/memory.h"
+#include "profiler/analysis/steps.h"
 #include "profiler/analysis/trace.h"
 #include "profiler/importers/pytorch_snapshot.h"
 #include "profiler/store/trace_reader.h"
@@ -71,6 +72,7 @@ TEST(RealSnapshots, CurvesEqualAnIndependentReplay) {
     EXPECT_EQ(stats.devices, static_cast<int>(file["devices"].size()));
     EXPECT_EQ(stats.synthetic_times, !file["timed"].get<bool>());
     EXPECT_EQ(stats.annotations, file["annotations"].get<uint64_t>());
+    EXPECT_EQ(stats.inferred_steps, file["inferred_steps"].get<uint64_t>());
     // Real files hold nothing the importer had to guess at.
     EXPECT_TRUE(stats.notes.empty()) << stats.notes.front();
 
@@ -129,6 +131,14 @@ TEST(RealSnapshots, AnnotationsBecomeScopes) {
   EXPECT_EQ(std::count(pushed.begin(), pushed.end(), "Optimizer.step#NIUAdam.step"), 3);
   EXPECT_EQ(depth, 0);
   EXPECT_EQ(max_depth, 1);
+  // Note [Inferred steps]: one step per zero_grad, each starting where it opens.
+  {
+    an::Trace t = an::Trace::open(out);
+    EXPECT_EQ(an::steps_inferred_from(t), "Optimizer.zero_grad#NIUAdam.zero_grad");
+    const std::vector<an::StepStats> steps = an::step_stats(t, t.device("cuda:0").id);
+    EXPECT_EQ(steps.size(), 3u);
+    for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i].number, static_cast<int64_t>(i + 1));
+  }
   im::detail::remove_trace(out);
 }
 

@@ -159,12 +159,24 @@ def analyse(path):
     timed = all("time_us" in e for t in traces.values() for e in t)
     devices = sorted(set(s["device"] for s in segments) | set(d for d, t in traces.items() if t))
     annotations = 0
+    kept = []
     if timed:
         for a in snap.get("external_annotations") or []:
             if a.get("stage") in ("START", "END") and isinstance(a.get("name"), str) \
                     and a.get("device", 0) in devices and isinstance(a.get("time_us"), int):
                 annotations += 1
+                kept.append(a)
+    # Steps inferred from the annotations (the importer's Note [Inferred steps]): the starts of
+    # torch.profiler's ProfilerStep ranges, else of the optimizer's zero_grad, else the ends of
+    # its step.
+    inferred_steps = 0
+    for prefix, stage in (("ProfilerStep#", "START"), ("Optimizer.zero_grad", "START"),
+                          ("Optimizer.step", "END")):
+        if any(a["name"].startswith(prefix) for a in kept):
+            inferred_steps = sum(1 for a in kept if a["name"].startswith(prefix) and a["stage"] == stage)
+            break
     out = {"source": os.path.basename(path), "timed": timed, "annotations": annotations,
+           "inferred_steps": inferred_steps,
            "segments": len(segments), "devices": []}
     for dev in devices:
         trace = traces.get(dev, [])

@@ -36,6 +36,9 @@ demo: build
 	@$(BUILD)/cli/tidemark record -o $(BUILD)/pitfall.db -- \
 	  $(BUILD)/samples/pitfall_accumulated_loss --steps 10 >/dev/null
 	@$(BUILD)/cli/tidemark diagnose $(BUILD)/pitfall.db
+	@echo
+	@echo "== what-if: the same run through the caching allocator with expandable segments"
+	@$(BUILD)/cli/tidemark replay $(BUILD)/pitfall.db --alloc-conf expandable_segments:True
 	@$(BUILD)/cli/tidemark top $(BUILD)/pitfall.db --folded > $(BUILD)/pitfall-peak.folded
 	@$(BUILD)/cli/tidemark export $(BUILD)/pitfall.db --format snapshot -o $(BUILD)/pitfall.pickle 2>/dev/null
 	@echo
@@ -45,7 +48,7 @@ demo: build
 	@if [ -x $(BUILD)/gui/tidemark-gui ]; then \
 	  echo "browse it (timeline, flame graph, allocator): $(BUILD)/gui/tidemark-gui $(BUILD)/fashion_mnist.db $(BUILD)/pitfall.db"; fi
 	@echo "pitfalls: $(BUILD)/samples/pitfall_* [--fixed] (docs/samples.md)"
-	@echo "more: $(BUILD)/cli/tidemark --help (watch, top, leaks, syncs, steps, check, diff, export)"
+	@echo "more: $(BUILD)/cli/tidemark --help (watch, top, leaks, syncs, steps, check, diff, replay, export)"
 
 # Every test: the optimised build, then the ASan+UBSan build.
 test: test-fast test-sanitize

@@ -37,8 +37,8 @@ demo: build
 	  $(BUILD)/samples/pitfall_accumulated_loss --steps 10 >/dev/null
 	@$(BUILD)/cli/tidemark diagnose $(BUILD)/pitfall.db
 	@echo
-	@echo "== what-if: the same run through the caching allocator with expandable segments"
-	@$(BUILD)/cli/tidemark replay $(BUILD)/pitfall.db --alloc-conf expandable_segments:True
+	@echo "== what-if: the same run replayed through the caching allocator on a 32 MiB device"
+	@$(BUILD)/cli/tidemark replay $(BUILD)/pitfall.db --capacity 32MiB
 	@$(BUILD)/cli/tidemark top $(BUILD)/pitfall.db --folded > $(BUILD)/pitfall-peak.folded
 	@$(BUILD)/cli/tidemark export $(BUILD)/pitfall.db --format snapshot -o $(BUILD)/pitfall.pickle 2>/dev/null
 	@echo

@@ -184,29 +184,29 @@ int run_replay(const ReplayArgs& a) {
       if (a.json) {
         json rows = json::array();
         for (size_t i : order)
-          rows.push_back({{"settings", grid[i].label}, {"replayed", figures_json(trace, results[i].figures)}});
+          rows.push_back({{"settings", grid[i].conf.text().empty() ? std::string() : grid[i].label},
+                          {"replayed", figures_json(trace, results[i].figures)}});
         j["devices"].push_back({{"device", p.device.name},
                                 {"capacity", results.front().capacity == rp::kUnlimited ? json(nullptr) : json(results.front().capacity)},
                                 {"recorded", figures_json(trace, p.recorded_figures)},
                                 {"ranked", rows}});
         continue;
       }
-      size_t w = 10;
-      for (const rp::Settings& g : grid) w = std::max(w, g.label.size());
       fmt::print("{}: {} settings replayed (recorded under {}; capacity {})\n", p.device.name, grid.size(),
                  recorded_text,
                  results.front().capacity == rp::kUnlimited ? std::string("unlimited") : bytes_text(results.front().capacity));
-      fmt::print("  {:>4}  {:<{}} {:>13} {:>18} {:>6} {:>12} {:>5}\n", "rank", "settings", w, "peak reserved",
-                 "vs recorded", "allocs", "unallocated", "OOMs");
-      fmt::print("  {:>4}  {:<{}} {:>13} {:>18} {:>6} {:>12} {:>5}\n", "-", "(as recorded)", w,
-                 bytes_text(p.recorded_figures.peak_reserved), "", p.recorded_figures.device_allocations,
-                 bytes_text(p.recorded_figures.unallocated_at_peak), p.recorded_figures.failed_requests);
+      // The settings last: their text varies in length.
+      fmt::print("  {:>4} {:>13} {:>20} {:>6} {:>12} {:>5}  {}\n", "rank", "peak reserved", "vs recorded", "allocs",
+                 "unallocated", "OOMs", "settings");
+      fmt::print("  {:>4} {:>13} {:>20} {:>6} {:>12} {:>5}  {}\n", "-", bytes_text(p.recorded_figures.peak_reserved),
+                 "", p.recorded_figures.device_allocations, bytes_text(p.recorded_figures.unallocated_at_peak),
+                 p.recorded_figures.failed_requests, "(as recorded)");
       int rank = 0;
       for (size_t i : order) {
         const rp::Figures& f = results[i].figures;
-        fmt::print("  {:>4}  {:<{}} {:>13} {:>18} {:>6} {:>12} {:>5}\n", ++rank, grid[i].label, w,
-                   bytes_text(f.peak_reserved), change_text(p.recorded_figures.peak_reserved, f.peak_reserved),
-                   f.device_allocations, bytes_text(f.unallocated_at_peak), f.failed_requests);
+        fmt::print("  {:>4} {:>13} {:>20} {:>6} {:>12} {:>5}  {}\n", ++rank, bytes_text(f.peak_reserved),
+                   change_text(p.recorded_figures.peak_reserved, f.peak_reserved), f.device_allocations,
+                   bytes_text(f.unallocated_at_peak), f.failed_requests, grid[i].label);
       }
     }
     if (a.json) fmt::print("{}\n", json_text(j));

@@ -84,7 +84,10 @@ int run_diagnose(const DiagnoseArgs& a) {
     fmt::print("\n{}. [{}] {}{}\n", i + 1, f.id, f.title,
                f.device.empty() ? "" : " (" + f.device + ")");
     if (!stake.empty()) fmt::print("   at stake: {}\n", stake);
-    fmt::print("   site: {}\n", f.site.empty() ? "(no stack recorded)" : f.site);
+    // A finding about the whole run (allocator-settings) has no site even with stacks.
+    fmt::print("   site: {}\n", !f.site.empty()          ? f.site
+                                 : t.stack_depth() == 0 ? std::string("(no stack recorded)")
+                                                        : std::string("(none: the finding is about the whole run)"));
     for (const auto& [what, value] : f.evidence) fmt::print("   {}: {}\n", what, value);
     fmt::print("   fix: {}\n", f.fix);
   }

@@ -155,9 +155,11 @@ def build_corpus(corpus, seed):
     scramble_blocks(corpus.new("blocks-garbage"), rng, keep=64)
     sql(corpus.new("blocks-short"), "UPDATE event_blocks SET data = substr(data, 1, 7)")
     scramble_blocks(corpus.new("blocks-unfinalized-garbage", corpus.raw), rng)
-    # Sizes near 2^63 are not here yet: they overflow the sums of the analysis library until
-    # sizes are range-checked on read.
+    # Sizes beyond what a trace holds (2^56): refused on read, naming the file.
     sql(corpus.new("sizes-negative"), "UPDATE allocations SET size = -size")
+    sql(corpus.new("sizes-huge"), "UPDATE allocations SET size = 9223372036854775807")
+    sql(corpus.new("requested-huge"), "UPDATE allocations SET requested_size = 9223372036854775807")
+    sql(corpus.new("segments-huge"), "UPDATE segments SET size = 9223372036854775807")
     sql(corpus.new("lod-reversed"), "UPDATE memory_lod SET t = -t")
     sql(corpus.new("stack-cycle"), "UPDATE stack_nodes SET parent = id")
     sql(corpus.new("device-unknown"), "UPDATE allocations SET device = 77")
@@ -200,6 +202,8 @@ def reporting_commands(trace, valid, out_dir):
         ["diff", valid, trace, "--json"],
         ["export", trace, "--format", "snapshot", "-o", out("pickle")],
         ["watch", trace, "--once", "--wait", "0s"],
+        ["replay", trace, "--json"], ["replay", trace, "--sweep", "--threads", "1"],
+        ["replay", trace, "--alloc-conf", "expandable_segments:True", "-o", out("replayed.db")],
     ]
 
 

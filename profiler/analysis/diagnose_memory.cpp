@@ -112,8 +112,10 @@ std::vector<Block> load_blocks(const Trace& t, int64_t device, bool activations_
                       : "SELECT size, alloc_ts, free_requested_ts, stack, "
                         "category = 'activation' FROM allocations WHERE device = ? ORDER BY seq");
   q.bind(1, device);
-  while (q.step())
-    out.push_back({q.i64(0), q.u64(1), q.is_null(2) ? kOpen : q.u64(2), q.u64(3), q.i64(4) != 0});
+  while (q.step()) {
+    const auto bytes = static_cast<int64_t>(store::checked_size(q.u64(0), "an allocation's size", t.path()));
+    out.push_back({bytes, q.u64(1), q.is_null(2) ? kOpen : q.u64(2), q.u64(3), q.i64(4) != 0});
+  }
   return out;
 }
 

@@ -297,6 +297,14 @@ std::optional<Peak> TraceReader::peak(int64_t device, Curve curve) const {
   return Peak{s.i64(0), s.u64(1), s.u64(2)};
 }
 
+uint64_t checked_size(uint64_t bytes, const char* what, const std::string& path) {
+  if (bytes > kMaxEventBytes)
+    throw StoreError(path + ": damaged: " + what + " " + std::to_string(static_cast<int64_t>(bytes)) +
+                     " is beyond what a trace holds (2^56 bytes); `tidemark finalize " + path +
+                     "` rebuilds the tables from the events");
+  return bytes;
+}
+
 namespace {
 constexpr const char* kAllocationColumns =
     "SELECT device, addr, size, requested_size, stream, segment, pool, alloc_ts, "
@@ -310,8 +318,8 @@ AllocationRow allocation_row(const Stmt& s, const TraceReader& r) {
   AllocationRow a;
   a.device = s.i64(0);
   a.addr = s.u64(1);
-  a.size = s.u64(2);
-  a.requested_size = s.u64(3);
+  a.size = checked_size(s.u64(2), "an allocation's size", r.path());
+  a.requested_size = checked_size(s.u64(3), "an allocation's requested size", r.path());
   a.stream = s.u64(4);
   a.segment = s.u64(5);
   a.pool = pool_named(s.text(6));
@@ -332,12 +340,12 @@ constexpr const char* kSegmentColumns =
     "SELECT device, kind, addr, size, segment, stream, pool, alloc_ts, free_ts, seq, thread, "
     "stack FROM segments ";
 
-SegmentRow segment_row(const Stmt& s) {
+SegmentRow segment_row(const Stmt& s, const std::string& path) {
   SegmentRow r;
   r.device = s.i64(0);
   r.mapped = s.text(1) == "mapped";
   r.addr = s.u64(2);
-  r.size = s.u64(3);
+  r.size = checked_size(s.u64(3), "a segment's size", path);
   r.segment = s.u64(4);
   r.stream = s.u64(5);
   r.pool = pool_named(s.text(6));
@@ -391,7 +399,8 @@ std::vector<AllocationRow> TraceReader::allocations_where(const std::string& whe
 std::vector<SegmentRow> TraceReader::segments_where(const std::string& where,
                                                  const std::vector<int64_t>& params) const {
   require_finalized();
-  return rows_where(*db_, kSegmentColumns, where, params, segment_row);
+  return rows_where(*db_, kSegmentColumns, where, params,
+                    [this](const Stmt& s) { return segment_row(s, path()); });
 }
 
 std::vector<LodLevel> TraceReader::lod_levels(int64_t device) const {

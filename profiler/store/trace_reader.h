@@ -100,6 +100,11 @@ struct Peak {
 
 enum class Curve { allocated, active, reserved, requested };
 
+// `bytes` read from a derived table, checked: a size beyond what a trace can hold
+// (kMaxEventBytes; a negative one reads as huge) means a damaged or hand-edited file, refused
+// with a StoreError naming `path`, `what` and the fix, so no sum of sizes overflows.
+uint64_t checked_size(uint64_t bytes, const char* what, const std::string& path);
+
 // Whether `path` is a Tidemark trace: a SQLite database with Tidemark's application_id, of
 // any schema version. False for a missing file or anything else.
 bool is_trace_file(const std::string& path);

@@ -161,15 +161,37 @@ int run_replay(const ReplayArgs& a) {
   } catch (const std::invalid_argument& e) {
     throw UsageError(std::string("--device: ") + e.what());
   }
-  if (a.capacity) settings.capacity = parse_size_option("--capacity", *a.capacity);
+  // --capacity: one size, or with --sweep a comma-separated list (the grid is replayed on
+  // each).
+  std::vector<std::optional<uint64_t>> capacities{std::nullopt};
+  if (a.capacity) {
+    capacities.clear();
+    const std::string& list = *a.capacity;
+    for (size_t start = 0; start <= list.size();) {
+      size_t comma = list.find(',', start);
+      if (comma == std::string::npos) comma = list.size();
+      capacities.push_back(parse_size_option("--capacity", list.substr(start, comma - start)));
+      start = comma + 1;
+    }
+    if (capacities.size() > 1 && !a.sweep)
+      throw UsageError("--capacity " + list + ": a list of capacities is for --sweep; give one size");
+    settings.capacity = capacities.front();
+  }
   settings.memory_fraction = a.memory_fraction;
   settings.label = settings.conf.text().empty() ? "(defaults)" : settings.conf.text();
   const std::string recorded_text =
       plans.front().recorded.text().empty() ? "(defaults)" : plans.front().recorded.text();
 
   if (a.sweep) {
-    std::vector<rp::Settings> grid = rp::default_sweep();
-    for (rp::Settings& s : grid) s.capacity = settings.capacity;
+    std::vector<rp::Settings> grid;
+    std::vector<std::string> conf_of;  // each row's settings in PYTORCH_CUDA_ALLOC_CONF syntax
+    for (const std::optional<uint64_t>& c : capacities)
+      for (rp::Settings s : rp::default_sweep()) {
+        conf_of.push_back(s.conf.text().empty() ? std::string() : s.label);
+        s.capacity = c;
+        if (capacities.size() > 1) s.label += " on " + bytes_text(*c);
+        grid.push_back(std::move(s));
+      }
     json j = {{"json_version", analysis::kJsonSchemaVersion},
               {"path", a.file},
               {"recorded_settings", plans.front().recorded.text()},
@@ -184,7 +206,8 @@ int run_replay(const ReplayArgs& a) {
       if (a.json) {
         json rows = json::array();
         for (size_t i : order)
-          rows.push_back({{"settings", grid[i].conf.text().empty() ? std::string() : grid[i].label},
+          rows.push_back({{"settings", conf_of[i]},
+                          {"capacity", results[i].capacity == rp::kUnlimited ? json(nullptr) : json(results[i].capacity)},
                           {"replayed", figures_json(trace, results[i].figures)}});
         j["devices"].push_back({{"device", p.device.name},
                                 {"capacity", results.front().capacity == rp::kUnlimited ? json(nullptr) : json(results.front().capacity)},
@@ -194,7 +217,9 @@ int run_replay(const ReplayArgs& a) {
       }
       fmt::print("{}: {} settings replayed (recorded under {}; capacity {})\n", p.device.name, grid.size(),
                  recorded_text,
-                 results.front().capacity == rp::kUnlimited ? std::string("unlimited") : bytes_text(results.front().capacity));
+                 capacities.size() > 1 ? std::string("as listed")
+                 : results.front().capacity == rp::kUnlimited ? std::string("unlimited")
+                                                                : bytes_text(results.front().capacity));
       // The settings last: their text varies in length.
       fmt::print("  {:>4} {:>13} {:>20} {:>6} {:>12} {:>5}  {}\n", "rank", "peak reserved", "vs recorded", "allocs",
                  "unallocated", "OOMs", "settings");

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <tuple>
@@ -152,6 +153,7 @@ TEST(ReplayCli, BadInputIsRefusedInOneLine) {
       {{trace, "--alloc-conf", "expandable_segments:yes"}, "expandable_segments must be True or False"},
       {{trace, "--alloc-conf", "garbage_collection_threshold:1.5"}, "garbage_collection_threshold"},
       {{trace, "--capacity", "lots"}, "--capacity lots"},
+      {{trace, "--capacity", "1GiB,2GiB"}, "a list of capacities is for --sweep"},
       {{trace, "--device", "cuda:7"}, "--device"},
       {{trace, "-o", trace}, "the output is the input"},
   };
@@ -171,6 +173,37 @@ TEST(ReplayCli, BadInputIsRefusedInOneLine) {
 }  // namespace
 
 namespace {
+
+// --sweep over two capacities: 48 rows, each setting on each device size, ranked; on the
+// smaller device some settings run out of memory and rank last.
+TEST(ReplayCli, ASweepOverCapacitiesRanksEverySettingOnEach) {
+  const std::string trace = record("fragmentation", "", "sweep");
+  json j = replay_json({trace, "--sweep", "--capacity", "96MiB,1GiB"});
+  ASSERT_TRUE(j.contains("devices"));
+  const json& rows = j["devices"][0]["ranked"];
+  ASSERT_EQ(rows.size(), 48u);
+  std::set<int64_t> capacities;
+  for (const json& r : rows) capacities.insert(r["capacity"].get<int64_t>());
+  EXPECT_EQ(capacities, (std::set<int64_t>{96 << 20, int64_t{1} << 30}));
+  // Ranked: rows without a failed allocation first, then by reserved peak.
+  bool failed_seen = false;
+  int64_t last_peak = -1;
+  for (const json& r : rows) {
+    const bool failed = r["replayed"]["failed_requests"].get<int64_t>() > 0;
+    EXPECT_FALSE(failed_seen && !failed) << r.dump();
+    if (failed != failed_seen) last_peak = -1;
+    failed_seen = failed_seen || failed;
+    EXPECT_GE(r["replayed"]["peak_reserved"].get<int64_t>(), last_peak) << r.dump();
+    last_peak = r["replayed"]["peak_reserved"].get<int64_t>();
+  }
+  // The recorded run reserved 130 MiB (more than 96 MiB) by default: on the smaller device the
+  // defaults fail and expandable segments (62 MiB) do not.
+  for (const json& r : rows) {
+    if (r["capacity"] != 96 << 20) continue;
+    if (r["settings"] == "") EXPECT_GT(r["replayed"]["failed_requests"].get<int64_t>(), 0) << r.dump();
+    if (r["settings"] == "expandable_segments:True") EXPECT_EQ(r["replayed"]["failed_requests"], 0) << r.dump();
+  }
+}
 
 // The allocator-settings finding on the fragmentation pitfall: expandable segments save more
 // than a quarter of its reserved peak, and the bytes it states are those two replays give.

@@ -200,8 +200,12 @@ TEST(ReplayCli, ASweepOverCapacitiesRanksEverySettingOnEach) {
   // segments (42 MiB) do not.
   for (const json& r : rows) {
     if (r["capacity"] != 48 << 20) continue;
-    if (r["settings"] == "") EXPECT_GT(r["replayed"]["failed_requests"].get<int64_t>(), 0) << r.dump();
-    if (r["settings"] == "expandable_segments:True") EXPECT_EQ(r["replayed"]["failed_requests"], 0) << r.dump();
+    if (r["settings"] == "") {
+      EXPECT_GT(r["replayed"]["failed_requests"].get<int64_t>(), 0) << r.dump();
+    }
+    if (r["settings"] == "expandable_segments:True") {
+      EXPECT_EQ(r["replayed"]["failed_requests"], 0) << r.dump();
+    }
   }
 }
 

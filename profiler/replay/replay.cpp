@@ -20,9 +20,7 @@ namespace tidemark::replay {
 namespace ev = tidemark::events;
 namespace mem = tl::memory;
 
-namespace {
-
-bool is_allocator_kind(ev::Kind k) {
+bool is_allocator_event(ev::Kind k) {
   switch (k) {
     case ev::Kind::segment_alloc:
     case ev::Kind::segment_free:
@@ -39,6 +37,8 @@ bool is_allocator_kind(ev::Kind k) {
       return false;
   }
 }
+
+namespace {
 
 // Running reserved / allocated of one device and the moment reserved first peaked, the same
 // for the recorded events and the replayed ones. The figures "at the peak" are taken when the
@@ -153,7 +153,7 @@ class PlanBuilder {
       initial_left_ = e.name.value;
       return;
     }
-    if (!is_allocator_kind(e.kind)) return;
+    if (!is_allocator_event(e.kind)) return;
     ++plan_.events;
     curves_.set_time(e.ts_ns);
     last_ts_ = e.ts_ns;

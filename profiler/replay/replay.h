@@ -64,6 +64,10 @@ AllocConf parse_alloc_conf(std::string_view conf);
 // it (`PYTORCH_CUDA_ALLOC_CONF:...,max_split_size:-1,expandable_segments:False,...`).
 AllocConf recorded_settings(const std::string& meta_value);
 
+// The caching allocator's own events (segment_*, alloc, free_*, empty_cache, alloc_retry,
+// oom): what a replay reads as requests and answers with events of its own.
+bool is_allocator_event(events::Kind k);
+
 // One request of the trace, in a compact form a sweep replays many times.
 struct Request {
   enum class Kind : uint8_t {

@@ -20,24 +20,6 @@ struct Replayed {
   uint64_t stack_id = 0;
 };
 
-bool allocator_kind(ev::Kind k) {
-  switch (k) {
-    case ev::Kind::segment_alloc:
-    case ev::Kind::segment_free:
-    case ev::Kind::segment_map:
-    case ev::Kind::segment_unmap:
-    case ev::Kind::alloc:
-    case ev::Kind::free_requested:
-    case ev::Kind::free_completed:
-    case ev::Kind::empty_cache:
-    case ev::Kind::alloc_retry:
-    case ev::Kind::oom:
-      return true;
-    default:
-      return false;
-  }
-}
-
 struct DeviceReplay {
   const Plan* plan = nullptr;
   ev::DeviceId id;
@@ -113,7 +95,7 @@ void write_replayed_trace(const analysis::Trace& trace, const std::vector<Plan>&
   };
   reader.for_each_event([&](const ev::Event& e, uint64_t stack_id) {
     DeviceReplay* d = replay_of(e.device);
-    if (d && allocator_kind(e.kind)) {
+    if (d && is_allocator_event(e.kind)) {
       // Dropped: the replay answers it. Follow the recorded blocks for the events below.
       if (e.kind == ev::Kind::alloc) {
         auto b = d->block_by_seq.find(e.seq);

@@ -144,9 +144,13 @@ TEST(RealSnapshots, AnnotationsBecomeScopes) {
 
 // Every real file cut at random places (10 per file) and with random bytes flipped (100 per
 // file) imports or fails with one ImportError line naming the file, leaving no partial trace;
-// nothing else escapes. The sanitizer build runs fewer (TIDEMARK_DAMAGE_TRIALS).
+// nothing else escapes. The sanitizer build runs fewer (TIDEMARK_DAMAGE_TRIALS_DEFAULT, set
+// by tests/CMakeLists.txt); the environment's TIDEMARK_DAMAGE_TRIALS overrides either.
+#ifndef TIDEMARK_DAMAGE_TRIALS_DEFAULT
+#define TIDEMARK_DAMAGE_TRIALS_DEFAULT 110
+#endif
 TEST(RealSnapshots, DamagedFilesImportOrFailWithOneLine) {
-  int trials = 110;
+  int trials = TIDEMARK_DAMAGE_TRIALS_DEFAULT;
   if (const char* n = std::getenv("TIDEMARK_DAMAGE_TRIALS")) trials = std::max(1, std::atoi(n));
   std::mt19937_64 rng(20261201);
   const std::string in = temp_file("damaged.pickle"), out = temp_file("damaged.db");

@@ -364,13 +364,7 @@ class Emitter {
   }
 
   void mark(Device& d, uint64_t ts, const char* name, uint64_t value) {
-    ev::Event e;
-    e.kind = ev::Kind::mark;
-    e.device = d.id;
-    e.name = {};
-    e.name.name = name;
-    e.name.value = value;
-    append(e, ts, 0);
+    named(d, ev::Kind::mark, ts, name, value);
   }
 
   void segment_alloc(Device& d, uint64_t ts, bool mapped, uint64_t addr, uint64_t size, uint64_t stream,
@@ -448,28 +442,28 @@ class Emitter {
   // A record_function range (external_annotations) opening or closing: a scope on thread 1,
   // the thread of every imported allocation, so allocations fall inside it.
   void scope(Device& d, uint64_t ts, bool push, std::string_view name) {
-    ev::Event e;
-    e.kind = push ? ev::Kind::scope_push : ev::Kind::scope_pop;
-    e.device = d.id;
-    e.name = {};
-    e.name.name = name;
-    append(e, ts, 0);
+    named(d, push ? ev::Kind::scope_push : ev::Kind::scope_pop, ts, name, 0);
   }
 
   // An iteration boundary inferred from an annotation (Note [Inferred steps]).
-  void step(Device& d, uint64_t ts, uint64_t number, const std::string& name) {
-    ev::Event e;
-    e.kind = ev::Kind::step;
-    e.device = d.id;
-    e.name = {};
-    e.name.name = name;
-    e.name.value = number;
-    append(e, ts, 0);
+  void step(Device& d, uint64_t ts, uint64_t number, std::string_view name) {
+    named(d, ev::Kind::step, ts, name, number);
   }
 
   uint64_t count() const { return seq_; }
 
  private:
+  // A mark, scope or step: a name and a value.
+  void named(Device& d, ev::Kind kind, uint64_t ts, std::string_view name, uint64_t value) {
+    ev::Event e;
+    e.kind = kind;
+    e.device = d.id;
+    e.name = {};
+    e.name.name = name;
+    e.name.value = value;
+    append(e, ts, 0);
+  }
+
   void unmap(Device& d, uint64_t lo, uint64_t hi) {
     auto it = d.ranges.lower_bound(lo);
     if (it != d.ranges.begin() && std::prev(it)->second.end > lo) --it;

@@ -277,9 +277,6 @@ class PlanBuilder {
   }
 
   void finish() {
-    if (pending_free_) {  // the last event was a free: nothing followed to complete it
-      pending_free_.reset();
-    }
     curves_.request_done(last_ts_);
     if (free_run_) {
       free_run_ = false;
@@ -401,17 +398,14 @@ class ReplaySink final : public ev::Sink {
   ReplaySink(Curves& curves, const EventFn& fn) : curves_(curves), fn_(fn) {}
   void on_event(const ev::Event& e) noexcept override {
     curves_.on(e);
-    if (e.kind == ev::Kind::alloc) last_alloc_addr_ = e.block.addr;
     if (fn_ && during_) fn_(e, *during_);
   }
   void set_request(const Request* r) { during_ = r; }
-  uint64_t last_alloc_addr() const { return last_alloc_addr_; }
 
  private:
   Curves& curves_;
   const EventFn& fn_;
   const Request* during_ = nullptr;
-  uint64_t last_alloc_addr_ = 0;
 };
 
 class Run {
@@ -419,9 +413,8 @@ class Run {
   Run(const Plan& plan, const Settings& settings, const EventFn& fn, const analysis::Trace* trace)
       : plan_(plan), trace_(trace), sink_(curves_, fn) {
     capacity_ = settings.capacity ? *settings.capacity : plan.capacity.value_or(kUnlimited);
-    ev::DeviceId id = plan.device.id >= 0 ? device_id_of(plan) : ev::DeviceId{};
-    auto fake = std::make_unique<mem::FakeDevice>(
-        capacity_, tl::Device(tl::kCUDA, static_cast<tl::Device::Index>(id.index)));
+    // The fake device's own name does not matter: replayed events are the plan's device's.
+    auto fake = std::make_unique<mem::FakeDevice>(capacity_);
     fake_ = fake.get();
     allocator_ = std::make_unique<mem::CachingAllocator>(std::move(fake), settings.conf.config);
     allocator_->set_event_sink(&sink_);
@@ -449,32 +442,20 @@ class Run {
       curves_.set_time(r.ts);
       step(r);
       fake_->prefer_address(0);
-      if (curves_.request_done(r.ts)) result_.figures.largest_free_at_peak = allocator_->largest_cached_block();
+      if (curves_.request_done(r.ts)) largest_free_at_peak_ = allocator_->largest_cached_block();
     }
     sink_.set_request(nullptr);
     const uint64_t end = plan_.requests.empty() ? prime_request_.ts : plan_.requests.back().ts;
-    if (curves_.request_done(end)) result_.figures.largest_free_at_peak = allocator_->largest_cached_block();
-    Figures f = curves_.finish();
-    f.largest_free_at_peak = result_.figures.largest_free_at_peak;
-    f.failed_requests = failed_;
-    f.first_oom = std::move(first_oom_);
-    result_.figures = std::move(f);
+    if (curves_.request_done(end)) largest_free_at_peak_ = allocator_->largest_cached_block();
+    result_.figures = curves_.finish();
+    result_.figures.largest_free_at_peak = largest_free_at_peak_;
+    result_.figures.failed_requests = failed_;
+    result_.figures.first_oom = std::move(first_oom_);
     result_.capacity = capacity_;
     return std::move(result_);
   }
 
  private:
-  static ev::DeviceId device_id_of(const Plan& plan) {
-    // "cuda:N" -> N; the fake device is a CUDA device either way (the policy is the same).
-    ev::DeviceId id{ev::DeviceType::cuda, 0};
-    const std::string& n = plan.device.name;
-    if (auto colon = n.find(':'); colon != std::string::npos) {
-      int index = std::atoi(n.c_str() + colon + 1);
-      if (index >= 0 && index < 127) id.index = static_cast<int8_t>(index);
-    }
-    return id;
-  }
-
   void step(const Request& r) {
     switch (r.kind) {
       case Request::Kind::alloc: allocate(r.block, r); break;
@@ -660,6 +641,7 @@ class Run {
   std::vector<mem::DataPtr> ptrs_;
   std::unordered_map<uint32_t, std::pair<mem::EventId, mem::EventId>> pending_;
   uint64_t failed_ = 0;
+  uint64_t largest_free_at_peak_ = 0;
   std::optional<Oom> first_oom_;
   Result result_;
   Request prime_request_;  // what the starting state's events are attributed to (seq 0)
@@ -670,8 +652,6 @@ class Run {
 
 std::vector<Plan> build_plans(const analysis::Trace& trace, const std::vector<int64_t>& devices) {
   const store::TraceReader& reader = trace.reader();
-  // devices.id by event device, for the devices asked for.
-  std::map<std::pair<int, int>, size_t> index;  // (type, index) -> plan
   std::vector<Plan> plans;
   for (const analysis::DeviceRef& d : trace.devices()) {
     if (!devices.empty() && std::find(devices.begin(), devices.end(), d.id) == devices.end()) continue;
@@ -686,8 +666,9 @@ std::vector<Plan> build_plans(const analysis::Trace& trace, const std::vector<in
   std::map<std::pair<int, int>, PlanBuilder*> by_device;
   for (const store::DeviceRow& row : reader.devices()) {
     auto it = by_row.find(row.id);
-    if (it != by_row.end())
-      by_device[{static_cast<int>(row.info.id.type), row.info.id.index}] = builders[it->second].get();
+    if (it == by_row.end()) continue;
+    plans[it->second].event_device = row.info.id;
+    by_device[{static_cast<int>(row.info.id.type), row.info.id.index}] = builders[it->second].get();
   }
   reader.for_each_event([&](const ev::Event& e, uint64_t stack_id) {
     auto it = by_device.find({static_cast<int>(e.device.type), e.device.index});

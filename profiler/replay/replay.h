@@ -140,6 +140,7 @@ struct Figures {
 // Everything the replay of one device needs, read from the trace once.
 struct Plan {
   analysis::DeviceRef device;
+  events::DeviceId event_device;  // the device as its events name it
   AllocConf recorded;            // the settings the trace was recorded under
   std::optional<uint64_t> capacity;  // recorded (or inferred, see capacity_source); none: unknown
   // Where the capacity comes from: the device total an oom event reported (a capacity limit

@@ -21,7 +21,6 @@ struct Replayed {
 };
 
 struct DeviceReplay {
-  const Plan* plan = nullptr;
   ev::DeviceId id;
   std::vector<Replayed> events;
   size_t next = 0;
@@ -40,9 +39,7 @@ void write_replayed_trace(const analysis::Trace& trace, const std::vector<Plan>&
   std::vector<DeviceReplay> replays(plans.size());
   for (size_t i = 0; i < plans.size(); ++i) {
     DeviceReplay& d = replays[i];
-    d.plan = &plans[i];
-    for (const store::DeviceRow& row : reader.devices())
-      if (row.id == plans[i].device.id) d.id = row.info.id;
+    d.id = plans[i].event_device;
     auto keep = [&](const ev::Event& e, const Request& during) {
       Replayed r;
       r.event = e;

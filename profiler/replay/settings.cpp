@@ -14,29 +14,8 @@ namespace tidemark::replay {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-// Splits on commas outside brackets and braces.
-std::vector<std::string_view> split_top_level(std::string_view s) {
-  std::vector<std::string_view> out;
-  int depth = 0;
-  size_t start = 0;
-  for (size_t i = 0; i <= s.size(); ++i) {
-    if (i == s.size() || (s[i] == ',' && depth == 0)) {
-      out.push_back(trim(s.substr(start, i - start)));
-      start = i + 1;
-    } else if (s[i] == '[' || s[i] == '{') {
-      ++depth;
-    } else if ((s[i] == ']' || s[i] == '}') && depth > 0) {
-      --depth;
-    }
-  }
-  return out;
-}
+using tl::memory::conf_syntax::split_top_level;
+using tl::memory::conf_syntax::trim;
 
 // Keys PyTorch's CUDA allocator takes that change nothing the replay models.
 constexpr std::string_view kIgnoredKeys[] = {

@@ -18,29 +18,8 @@ constexpr std::string_view kKeys =
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kMaxMb = size_t{1} << 30;  // 1 PiB: keeps MiB -> bytes from overflowing
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-// Splits on commas outside brackets.
-std::vector<std::string_view> split_top_level(std::string_view s) {
-  std::vector<std::string_view> out;
-  int depth = 0;
-  size_t start = 0;
-  for (size_t i = 0; i <= s.size(); ++i) {
-    if (i == s.size() || (s[i] == ',' && depth == 0)) {
-      out.push_back(trim(s.substr(start, i - start)));
-      start = i + 1;
-    } else if (s[i] == '[') {
-      ++depth;
-    } else if (s[i] == ']') {
-      --depth;
-    }
-  }
-  return out;
-}
+using conf_syntax::split_top_level;
+using conf_syntax::trim;
 
 bool parse_uint(std::string_view s, size_t& out) {
   if (s.empty()) return false;
@@ -102,6 +81,33 @@ size_t parse_mb(std::string_view key, std::string_view v, size_t minimum) {
 }
 
 }  // namespace
+
+namespace conf_syntax {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string_view> split_top_level(std::string_view s) {
+  std::vector<std::string_view> out;
+  int depth = 0;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || (s[i] == ',' && depth == 0)) {
+      out.push_back(trim(s.substr(start, i - start)));
+      start = i + 1;
+    } else if (s[i] == '[' || s[i] == '{') {
+      ++depth;
+    } else if ((s[i] == ']' || s[i] == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return out;
+}
+
+}  // namespace conf_syntax
 
 AllocatorConfig AllocatorConfig::parse(std::string_view conf) {
   AllocatorConfig c;

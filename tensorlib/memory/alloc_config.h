@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tl::memory {
 
@@ -32,5 +33,12 @@ struct AllocatorConfig {
   /// The settings in TL_ALLOC_CONF syntax (only keys that differ from the defaults).
   std::string to_string() const;
 };
+
+// The syntax of `key:value,key:value` settings, shared with readers of PyTorch's own
+// (profiler/replay): surrounding blanks removed; split on commas outside [] and {}.
+namespace conf_syntax {
+std::string_view trim(std::string_view s);
+std::vector<std::string_view> split_top_level(std::string_view s);
+}  // namespace conf_syntax
 
 }  // namespace tl::memory

@@ -59,10 +59,9 @@ class CachingAllocator final : public Allocator {
   size_t largest_cached_block() const;
 
   /// This allocator's events go to `sink` alone, not to the installed sinks (null: back to
-  /// those). A replay of a trace watches its own allocator so while the process records or
-  /// other replays run. The events carry no time (ts_ns 0) and a sequence of this allocator's
-  /// own; `sink` must outlive the allocator or be reset first. Not thread-safe with calls in
-  /// flight.
+  /// those), so a replay can watch its own allocator while the process records or other
+  /// replays run. The events carry no time (ts_ns 0) and a sequence of this allocator's own;
+  /// `sink` must outlive the allocator or be reset first.
   void set_event_sink(tidemark::events::Sink* sink);
 
   /// Caps reserved memory at fraction x total device memory (0 <= fraction <= 1).

@@ -416,3 +416,63 @@ TEST(CachingAllocatorApi, RecordStreamOnFreedBlockIsAnError) {
 
 }  // namespace
 }  // namespace tl::memory
+
+// ---- What a replay of a trace relies on (profiler/replay) ----------------------------------
+
+namespace tl::memory {
+namespace {
+
+// An allocator's own sink sees its events, and the installed sinks do not.
+TEST(CachingAllocatorReplayHooks, OwnSinkTakesTheEventsAlone) {
+  CollectingSink installed;
+  struct Own : tidemark::events::Sink {
+    std::vector<tidemark::events::Kind> kinds;
+    void on_event(const tidemark::events::Event& e) noexcept override { kinds.push_back(e.kind); }
+  } own;
+  FakeAllocator a;
+  a->set_event_sink(&own);
+  a->deallocate(a->allocate(1000));
+  using K = tidemark::events::Kind;
+  EXPECT_EQ(own.kinds, (std::vector<K>{K::segment_alloc, K::alloc, K::free_requested, K::free_completed}));
+  EXPECT_TRUE(installed.take().empty());
+  a->set_event_sink(nullptr);
+  a->deallocate(a->allocate(1000));  // from the cache: alloc, free_requested, free_completed
+  EXPECT_EQ(installed.take().size(), 3u);
+  EXPECT_EQ(own.kinds.size(), 4u);
+}
+
+// By hand: a 2 MiB small segment holding 1 KiB and 3 KiB blocks has one cached block of
+// 2 MiB - 4 KiB; freeing the 3 KiB block merges it into 2 MiB - 1 KiB.
+TEST(CachingAllocatorReplayHooks, LargestCachedBlock) {
+  FakeAllocator a;
+  EXPECT_EQ(a->largest_cached_block(), 0u);
+  DataPtr p = a->allocate(1000);
+  DataPtr q = a->allocate(3000);
+  EXPECT_EQ(a->largest_cached_block(), 2 * MiB - 4096);
+  a->deallocate(q);
+  EXPECT_EQ(a->largest_cached_block(), 2 * MiB - 1024);
+  a->deallocate(p);
+  EXPECT_EQ(a->largest_cached_block(), 2 * MiB);
+}
+
+// The preferred address is handed out when free; when it overlaps a live segment the next
+// fresh one is, after the highest handed out; a hint is used (or dropped) once.
+TEST(CachingAllocatorReplayHooks, FakeDeviceHandsOutThePreferredAddress) {
+  FakeDevice d;
+  const uintptr_t want = FakeDevice::kFirstAddress + 7 * (size_t{1} << 30);
+  d.prefer_address(want);
+  void* a = d.raw_alloc(2 * MiB);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a), want);
+  d.prefer_address(want + MiB);  // inside `a`: refused
+  void* b = d.raw_alloc(2 * MiB);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b), FakeDevice::next_address(want, 2 * MiB));
+  void* c = d.raw_alloc(2 * MiB);  // the hint was spent on `b`
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(c), FakeDevice::next_address(reinterpret_cast<uintptr_t>(b), 2 * MiB));
+  EXPECT_EQ(d.next_event_id(), 1u);
+  d.record_event(0);
+  EXPECT_EQ(d.next_event_id(), 2u);
+  for (void* x : {a, b, c}) d.raw_free(x, 2 * MiB);
+}
+
+}  // namespace
+}  // namespace tl::memory

@@ -23,8 +23,8 @@ class DecodedImages : public tl::data::Dataset {
   explicit DecodedImages(int64_t n) : n_(n) {}
   int64_t size() const override { return n_; }
   tl::data::Example get(int64_t i) const override {
-    tl::Tensor img = tl::full({3, 64, 64}, static_cast<double>(i % 255) / 255.0);
-    return {img.sub(0.5).mul(2.0), tl::full({}, i % 10, tl::kInt64)};
+    const double pixel = (static_cast<double>(i % 255) / 255.0 - 0.5) * 2.0;
+    return {tl::full({3, 64, 64}, pixel), tl::full({}, i % 10, tl::kInt64)};
   }
 
  private:
@@ -53,8 +53,9 @@ int main(int argc, char** argv) {
   for (auto& batch : loader) {
     tl::profiler::step();
     checksum += tl::matmul(batch.data.to(o.device).flatten(1), w).sum().item<double>();
-    // Stands in for the device's time on the step, which bounds the loop on a GPU.
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    // Stands in for the device's time on the step, which bounds the loop on a GPU: well above
+    // what a worker takes to build a batch, so the queues fill however loaded the machine is.
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
   }
   report.take("after");
   std::printf("%d workers, prefetch_factor %d: checksum %.3f\n\n", options.num_workers,

@@ -71,15 +71,16 @@ def sql(path, *statements):
         con.close()
 
 
-def scramble_blocks(path, rng, keep=None):
-    """Replaces every event block's data with bytes from `rng` (the first `keep` bytes kept)."""
+def scramble_blocks(path, rng, keep=None, table="event_blocks"):
+    """Replaces the data of every row of `table` (event blocks, memory_lod chunks) with bytes
+    from `rng` (the first `keep` bytes kept)."""
     con = sqlite3.connect(path)
     try:
-        rows = con.execute("SELECT id, data FROM event_blocks").fetchall()
+        rows = con.execute("SELECT id, data FROM %s" % table).fetchall()
         for block, data in rows:
             head = data[:keep] if keep else b""
             tail = bytes(rng.randrange(256) for _ in range(min(len(data), 4096) - len(head)))
-            con.execute("UPDATE event_blocks SET data = ? WHERE id = ?", (head + tail, block))
+            con.execute("UPDATE %s SET data = ? WHERE id = ?" % table, (head + tail, block))
         con.commit()
     finally:
         con.close()
@@ -160,7 +161,14 @@ def build_corpus(corpus, seed):
     sql(corpus.new("sizes-huge"), "UPDATE allocations SET size = 9223372036854775807")
     sql(corpus.new("requested-huge"), "UPDATE allocations SET requested_size = 9223372036854775807")
     sql(corpus.new("segments-huge"), "UPDATE segments SET size = 9223372036854775807")
-    sql(corpus.new("lod-reversed"), "UPDATE memory_lod SET t = -t")
+    # The memory curves' chunks: times reversed, data cut or scrambled, values beyond 2^60.
+    sql(corpus.new("lod-reversed"), "UPDATE memory_lod SET min_t = -max_t, max_t = -min_t")
+    sql(corpus.new("lod-short"), "UPDATE memory_lod SET data = substr(data, 1, length(data) / 2)")
+    sql(corpus.new("lod-rows-huge"), "UPDATE memory_lod SET rows = 9223372036854775807")
+    scramble_blocks(corpus.new("lod-garbage"), rng, keep=16, table="memory_lod")
+    sql(corpus.new("lod-values-huge"),
+        "UPDATE memory_lod SET rows = 1, data = X'0002' || X'01' || X'80808080808080808001' || "
+        "X'000000' WHERE level = 0")
     sql(corpus.new("stack-cycle"), "UPDATE stack_nodes SET parent = id")
     sql(corpus.new("device-unknown"), "UPDATE allocations SET device = 77")
 

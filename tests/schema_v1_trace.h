@@ -1,17 +1,21 @@
 // A trace as schema version 1 left it, made from a current finalized one, for the tests of
-// the upgrade (store and CLI). Version 2 changed only a derived table -- `segments` gained
-// `thread` and `stack` -- so a finalized v1 file is a v2 file whose `segments` has the v1
-// columns, with user_version and meta schema_version 1.
+// the upgrade (store and CLI). Versions 2 to 4 changed only derived tables -- `segments`
+// gained `thread` and `stack` in 2, `memory_lod` its chunks in 4 -- so a finalized v1 file is
+// a v3 file (schema_v3_trace.h) whose `segments` has the v1 columns, with user_version and
+// meta schema_version 1.
 #pragma once
 
 #include <sqlite3.h>
 
 #include <string>
 
+#include "schema_v3_trace.h"
+
 namespace tl_test {
 
 // Rewrites the finalized trace at `path` as version 1 wrote it. Returns "" or SQLite's error.
 inline std::string make_schema_v1(const std::string& path) {
+  if (std::string error = make_schema_v3(path); !error.empty()) return error;
   // The v1 table, as profiler/store/schema.h had it.
   const char* sql = R"sql(
 BEGIN;

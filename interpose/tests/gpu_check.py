@@ -70,11 +70,51 @@ class Checks:
                 f"{len(rows)} rows, {len(missing)} without {function}" +
                 (" (first stack: " + " < ".join(self.functions(missing[0])[:6]) + ")" if missing else ""))
 
+    def lod_rows(self, device, level=0):
+        """The rows of one level of the memory curves, decoded from memory_lod's chunks as
+        docs/trace-format.md describes them: (t, allocated, active, reserved, requested)."""
+        def varints(data):
+            pos = 0
+            while pos < len(data):
+                v, shift = 0, 0
+                while True:
+                    b = data[pos]
+                    pos += 1
+                    v |= (b & 0x7F) << shift
+                    shift += 7
+                    if not b & 0x80:
+                        break
+                yield v
+
+        def unzigzag(v):
+            return (v >> 1) ^ -(v & 1)
+
+        out = []
+        for (rows, data) in self.q("SELECT rows, data FROM memory_lod WHERE device = ? AND level = ? "
+                                   "ORDER BY chunk", device, level):
+            it = varints(data)
+
+            def value():
+                c = next(it)
+                if c == 1:
+                    return unzigzag(next(it))
+                return unzigzag(c >> 1) if c & 1 else unzigzag(c >> 1) * 512
+            t, prev = 0, [0, 0, 0, 0]
+            for _ in range(rows):
+                t += unzigzag(next(it))
+                next(it)  # seq delta (level 0) or n
+                for i in range(4):
+                    prev[i] += value()
+                    if level > 0:
+                        value(), value()  # value - min, max - value
+                out.append((t, *prev))
+        return out
+
     def reserved_peak(self):
-        return self.one("SELECT max(reserved_max) FROM memory_lod WHERE device = ?", self.cuda0()) or 0
+        return max((r[3] for r in self.lod_rows(self.cuda0())), default=0)
 
     def allocated_within_reserved(self, name):
-        over = self.one("SELECT count(*) FROM memory_lod WHERE level = 0 AND allocated > reserved")
+        over = sum(1 for (d,) in self.q("SELECT id FROM devices") for r in self.lod_rows(d) if r[1] > r[3])
         self.expect(name, over, 0)
 
     def done(self):

@@ -59,12 +59,9 @@ struct CurvesAt {
   int64_t allocated = 0, reserved = 0;
 };
 CurvesAt curves_at_seq(const Trace& trace, int64_t device, uint64_t seq) {
-  Query q(trace.db(),
-          "SELECT allocated, reserved FROM memory_lod WHERE device = ? AND level = 0 AND seq = ? "
-          "LIMIT 1");
-  q.bind(1, device).bind(2, seq);
   CurvesAt c;
-  if (q.step()) c = {q.i64(0), q.i64(1)};
+  if (std::optional<store::LodRow> r = trace.reader().lod_at_seq(device, seq))
+    c = {r->allocated, r->reserved};
   return c;
 }
 
@@ -345,16 +342,16 @@ void detect_cache_held(const Trace& trace, Diagnosis& out) {
     // (2)
     std::optional<store::Peak> allocated = peak(trace, dev.id, store::Curve::allocated);
     if (!allocated || allocated->bytes <= 0) continue;
-    Query lod(trace.db(),
-              "SELECT t, allocated, reserved FROM memory_lod WHERE device = ? AND level = 0 "
-              "ORDER BY seq");
-    lod.bind(1, dev.id);
     struct Row {
       uint64_t t;
       int64_t allocated, reserved;
     };
     std::vector<Row> rows;
-    while (lod.step()) rows.push_back({lod.u64(0), lod.i64(1), lod.i64(2)});
+    trace.reader().for_each_lod(dev.id, 0, 0, std::numeric_limits<int64_t>::max(),
+                                [&](const store::LodRow& r) {
+                                  rows.push_back({r.t, r.allocated, r.reserved});
+                                  return true;
+                                });
     size_t last_high = rows.size();
     for (size_t i = rows.size(); i-- > 0;)
       if (2 * rows[i].allocated >= allocated->bytes) {

@@ -261,9 +261,6 @@ void detect_retained_graph(const Trace& trace, Diagnosis& out) {
     auto it = std::upper_bound(retains.begin(), retains.end(), std::make_pair(t0, kOpen));
     return it != retains.end() && it->first < t1;
   };
-  Query peak_q(trace.db(),
-               "SELECT t, allocated FROM memory_lod WHERE device = ? AND level = 0 AND t >= ? "
-               "AND t < ? ORDER BY allocated DESC, t, seq LIMIT 1");
   for (const DeviceRef& d : trace.devices()) {
     // Candidates: activations that outlived their step with a retained backward after them.
     std::vector<Block> acts;
@@ -280,13 +277,20 @@ void detect_retained_graph(const Trace& trace, Diagnosis& out) {
       std::vector<const Block*> blocks;
     } worst;
     for (size_t i = 1; i < steps.size(); ++i) {
-      peak_q.reset();
-      peak_q.bind(1, d.id)
-          .bind(2, steps[i].ts)
-          .bind(3, steps[i].end_ts == kOpen ? trace.end_ns() + 1 : steps[i].end_ts);
-      if (!peak_q.step()) continue;
-      const uint64_t at = peak_q.u64(0);
-      const int64_t peak = peak_q.i64(1);
+      // The step's allocated peak: the highest value, first reached (by time, then seq).
+      const uint64_t end = steps[i].end_ts == kOpen ? trace.end_ns() + 1 : steps[i].end_ts;
+      std::optional<store::LodRow> high;
+      if (end > steps[i].ts)
+        trace.reader().for_each_lod(d.id, 0, steps[i].ts, end - 1, [&](const store::LodRow& r) {
+          if (!high || r.allocated > high->allocated ||
+              (r.allocated == high->allocated &&
+               (r.t < high->t || (r.t == high->t && *r.seq < *high->seq))))
+            high = r;
+          return true;
+        });
+      if (!high) continue;
+      const uint64_t at = high->t;
+      const int64_t peak = high->allocated;
       std::vector<const Block*> stale;
       int64_t bytes = 0;
       for (const Block& b : acts)

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -234,14 +235,11 @@ std::string program_name(const std::string& command_line) {
   return first.empty() ? "recorded process" : first;
 }
 
-void chrome_counters(Db& db, ChromeWriter& cw,
+void chrome_counters(const store::TraceReader& reader, ChromeWriter& cw,
                      const std::map<int64_t, std::string>& devices) {
   // Level 0 holds the value after every memory event. Several changes at one time collapse to
   // the value after the last of them, so each track has one sample per time, and a curve gets
   // a sample only when its value changed.
-  Stmt s(db,
-         "SELECT t, allocated, active, reserved FROM memory_lod WHERE device = ? AND level = 0 "
-         "ORDER BY t, seq");
   for (const auto& [id, dev] : devices) {
     const std::string names[3] = {dev + " allocated", dev + " active", dev + " reserved"};
     std::optional<int64_t> emitted[3];
@@ -254,15 +252,15 @@ void chrome_counters(Db& db, ChromeWriter& cw,
         emitted[c] = value[c];
       }
     };
-    s.bind(1, id);
-    while (s.step()) {
-      uint64_t row_t = s.u64(0);
-      if (t && row_t != *t) emit();
-      t = row_t;
-      for (int c = 0; c < 3; ++c) value[c] = s.i64(1 + c);
+    for (const store::LodRow& r :
+         reader.lod(id, 0, 0, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
+      if (t && r.t != *t) emit();
+      t = r.t;
+      value[0] = r.allocated;
+      value[1] = r.active;
+      value[2] = r.reserved;
     }
     if (t) emit();
-    s.reset();
   }
 }
 
@@ -399,7 +397,8 @@ void export_chrome(const std::string& trace_path, std::ostream& out) {
     cw.metadata("thread_name", steps_tid, "name", "steps");
     cw.sort_index(steps_tid, -1);
   }
-  chrome_counters(*db, cw, devices);
+  chrome_counters(store::TraceReader::open(trace_path, store::TraceReader::Require::finalized),
+                  cw, devices);
   chrome_scopes(*db, cw, tf);
   chrome_steps(*db, cw, tf, steps_tid);
   chrome_instants(*db, cw, devices);

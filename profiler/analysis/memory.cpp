@@ -35,65 +35,8 @@ std::optional<GroupBy> parse_group_by(std::string_view s) {
 
 namespace {
 
-const char* curve_column(store::Curve c) {
-  switch (c) {
-    case store::Curve::allocated:
-      return "allocated";
-    case store::Curve::active:
-      return "active";
-    case store::Curve::reserved:
-      return "reserved";
-    case store::Curve::requested:
-      return "requested";
-  }
-  return "allocated";
-}
-
-// Stored levels, coarsest first.
-std::vector<store::LodLevel> levels_coarse_first(const Trace& trace, int64_t device) {
-  std::vector<store::LodLevel> levels = trace.reader().lod_levels(device);
-  std::sort(levels.begin(), levels.end(),
-            [](const auto& a, const auto& b) { return a.level > b.level; });
-  return levels;
-}
-
-// The first level-0 change in [t0, t1) whose curve value is at least `value`, found by walking
-// down the level-of-detail pyramid: each level narrows the search to one bucket of the level
-// above, so this reads a few rows per level instead of scanning level 0.
 // Times are bound to SQLite as int64: "no end" is the largest of those.
 constexpr uint64_t kNever = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-
-std::optional<store::Peak> first_at_least(const Trace& trace, int64_t device, store::Curve curve,
-                                          int64_t value, uint64_t t0, uint64_t t1) {
-  t1 = std::min(t1, kNever);
-  std::string col = curve_column(curve);
-  for (const store::LodLevel& l : levels_coarse_first(trace, device)) {
-    if (l.level == 0) {
-      std::string sql = "SELECT t, seq, " + col +
-                        " FROM memory_lod WHERE device = ? AND level = 0 AND t >= ? AND t < ? "
-                        "AND " +
-                        col + " >= ? ORDER BY t, seq LIMIT 1";
-      Query q(trace.db(), sql.c_str());
-      q.bind(1, device).bind(2, t0).bind(3, t1).bind(4, value);
-      if (!q.step()) return std::nullopt;
-      return store::Peak{q.i64(2), q.u64(0), q.u64(1)};
-    }
-    std::string sql =
-        "SELECT t FROM memory_lod WHERE device = ? AND level = ? AND t >= ? AND "
-        "t < ? AND " +
-        col + "_max >= ? ORDER BY t LIMIT 1";
-    Query q(trace.db(), sql.c_str());
-    // A bucket starting before t0 may hold changes at or after t0.
-    uint64_t from = t0 >= l.width_ns ? (t0 - t0 % l.width_ns) : 0;
-    q.bind(1, device).bind(2, l.level).bind(3, from).bind(4, t1).bind(5, value);
-    if (!q.step()) return std::nullopt;
-    uint64_t start = q.u64(0);
-    t0 = std::max(t0, start);
-    uint64_t end = start + l.width_ns;
-    t1 = std::min(t1, end < start ? kNever : end);
-  }
-  return std::nullopt;
-}
 
 // The value of every curve after the last change before `ts` (0 before any).
 struct Values {
@@ -101,12 +44,9 @@ struct Values {
 };
 
 Values values_before(const Trace& trace, int64_t device, int level, uint64_t ts) {
-  Query q(trace.db(),
-          "SELECT allocated, active, reserved, requested FROM memory_lod WHERE device = ? AND "
-          "level = ? AND t < ? ORDER BY t DESC LIMIT 1");
-  q.bind(1, device).bind(2, level).bind(3, ts);
-  if (!q.step()) return {};
-  return {q.i64(0), q.i64(1), q.i64(2), q.i64(3)};
+  std::optional<store::LodRow> r = trace.reader().lod_before(device, level, ts);
+  if (!r) return {};
+  return {r->allocated, r->active, r->reserved, r->requested};
 }
 
 }  // namespace
@@ -269,14 +209,7 @@ std::optional<LiveBreakdown> reserved_at_peak(const Trace& trace, int64_t device
 }
 
 std::optional<store::Peak> peak(const Trace& trace, int64_t device, store::Curve curve) {
-  std::vector<store::LodLevel> levels = levels_coarse_first(trace, device);
-  if (levels.empty()) return std::nullopt;
-  std::string sql = std::string("SELECT MAX(") + curve_column(curve) +
-                    "_max) FROM memory_lod WHERE device = ? AND level = ?";
-  Query q(trace.db(), sql.c_str());
-  q.bind(1, device).bind(2, levels.front().level);
-  if (!q.step() || q.is_null(0)) return std::nullopt;
-  return first_at_least(trace, device, curve, q.i64(0), 0, kNever);
+  return trace.reader().peak(device, curve);
 }
 
 std::optional<TimePoint> peak_point(const Trace& trace, int64_t device) {
@@ -349,19 +282,11 @@ DeviceSummary summarize_device(const Trace& trace, const DeviceRef& device) {
   if (auto p = peak(trace, id, store::Curve::reserved)) s.peak_reserved_bytes = p->bytes;
   if (auto p = peak(trace, id, store::Curve::active)) s.peak_active_bytes = p->bytes;
   if (auto p = peak(trace, id, store::Curve::requested)) s.peak_requested_bytes = p->bytes;
-  // The final values: the last bucket of the coarsest level holds the value after the last
-  // change.
-  auto levels = levels_coarse_first(trace, id);
-  if (!levels.empty()) {
-    Query q(trace.db(),
-            "SELECT allocated, reserved, active FROM memory_lod WHERE device = ? AND level = ? "
-            "ORDER BY t DESC, rowid DESC LIMIT 1");
-    q.bind(1, id).bind(2, levels.front().level);
-    if (q.step()) {
-      s.final_allocated_bytes = q.i64(0);
-      s.final_reserved_bytes = q.i64(1);
-      s.final_active_bytes = q.i64(2);
-    }
+  // The final values: the last row of level 0 holds the value after the last change.
+  if (std::optional<store::LodRow> last = trace.reader().lod_last(id, 0)) {
+    s.final_allocated_bytes = last->allocated;
+    s.final_reserved_bytes = last->reserved;
+    s.final_active_bytes = last->active;
   }
   auto count = [&](const char* sql) {
     Query q(trace.db(), sql);
@@ -438,20 +363,18 @@ struct LodSample {
   int64_t v[12] = {};
 };
 
-// Appends the rows of a level with t in [t0, t1], in the reader's order (t, then rowid).
+// Appends the rows of a level with t in [t0, t1], in the reader's order (t, then stored).
 size_t read_lod(const Trace& trace, int64_t device, int level, uint64_t t0, uint64_t t1,
                 std::vector<LodSample>& out) {
-  Query q(trace.db(),
-          "SELECT t, allocated, allocated_min, allocated_max, active, active_min, active_max, "
-          "reserved, reserved_min, reserved_max, requested, requested_min, requested_max FROM "
-          "memory_lod WHERE device = ? AND level = ? AND t >= ? AND t <= ? ORDER BY t, rowid");
-  q.bind(1, device).bind(2, level).bind(3, std::min(t0, kNever)).bind(4, std::min(t1, kNever));
   const size_t before = out.size();
-  while (q.step()) {
-    LodSample r;
-    r.t = q.u64(0);
-    for (int i = 0; i < 12; ++i) r.v[i] = q.i64(1 + i);
-    out.push_back(r);
+  for (const store::LodRow& r : trace.reader().lod(device, level, t0, t1)) {
+    LodSample x;
+    x.t = r.t;
+    const int64_t v[12] = {r.allocated, r.allocated_min, r.allocated_max, r.active,
+                           r.active_min, r.active_max,   r.reserved,      r.reserved_min,
+                           r.reserved_max, r.requested,  r.requested_min, r.requested_max};
+    std::copy(std::begin(v), std::end(v), x.v);
+    out.push_back(x);
   }
   return out.size() - before;
 }
@@ -558,7 +481,8 @@ Timeline TimelineCache::timeline(const Trace& trace, int64_t device,
   int64_t best = std::numeric_limits<int64_t>::min();
   for (int64_t v : tl.allocated.max) best = std::max(best, v);
   if (any_rows || best > 0) {
-    if (auto p = first_at_least(trace, device, store::Curve::allocated, best, tl.from_ts, tl.to_ts))
+    if (auto p = trace.reader().first_at_least(device, store::Curve::allocated, best, tl.from_ts,
+                                               tl.to_ts))
       tl.peak_allocated = p;
     else
       tl.peak_allocated = store::Peak{best, tl.from_ts, 0};

@@ -24,20 +24,11 @@ std::optional<std::string> steps_inferred_from(const Trace& trace) {
 std::vector<StepStats> step_stats(const Trace& trace, int64_t device) {
   std::vector<StepStats> out;
   Query steps(trace.db(), "SELECT number, ts, end_ts FROM steps ORDER BY ts, seq");
-  Query before(trace.db(),
-               "SELECT allocated FROM memory_lod WHERE device = ? AND level = 0 AND t < ? "
-               "ORDER BY t DESC, seq DESC LIMIT 1");
-  Query peak(trace.db(),
-             "SELECT MAX(allocated), MAX(reserved) FROM memory_lod WHERE device = ? AND "
-             "level = 0 AND t >= ? AND t < ?");
   Query allocs(trace.db(),
                "SELECT COUNT(*), TOTAL(size) FROM allocations WHERE device = ? AND alloc_ts >= ? "
                "AND alloc_ts < ?");
   Query syncs(trace.db(),
               "SELECT COUNT(*), TOTAL(duration_ns) FROM syncs WHERE ts >= ? AND ts < ?");
-  Query reserved_before(trace.db(),
-                        "SELECT reserved FROM memory_lod WHERE device = ? AND level = 0 AND t < ? "
-                        "ORDER BY t DESC, seq DESC LIMIT 1");
   while (steps.step()) {
     StepStats s;
     s.number = steps.i64(0);
@@ -45,21 +36,20 @@ std::vector<StepStats> step_stats(const Trace& trace, int64_t device) {
     uint64_t t1 = steps.is_null(2) ? trace.end_ns() + 1 : steps.u64(2);
     s.start_ns = t0 >= trace.origin_ns() ? t0 - trace.origin_ns() : 0;
     s.duration_ns = t1 > t0 ? t1 - t0 : 0;
-    before.reset();
-    before.bind(1, device).bind(2, t0);
-    if (before.step()) s.allocated_at_start_bytes = before.i64(0);
+    const store::TraceReader& reader = trace.reader();
     int64_t reserved0 = 0;
-    reserved_before.reset();
-    reserved_before.bind(1, device).bind(2, t0);
-    if (reserved_before.step()) reserved0 = reserved_before.i64(0);
-    peak.reset();
-    peak.bind(1, device).bind(2, t0).bind(3, t1);
+    if (std::optional<store::LodRow> r = reader.lod_before(device, 0, t0)) {
+      s.allocated_at_start_bytes = r->allocated;
+      reserved0 = r->reserved;
+    }
     s.peak_allocated_bytes = s.allocated_at_start_bytes;
     s.peak_reserved_bytes = reserved0;
-    if (peak.step() && !peak.is_null(0)) {
-      s.peak_allocated_bytes = std::max(s.peak_allocated_bytes, peak.i64(0));
-      s.peak_reserved_bytes = std::max(s.peak_reserved_bytes, peak.i64(1));
-    }
+    if (t1 > t0)
+      reader.for_each_lod(device, 0, t0, t1 - 1, [&](const store::LodRow& r) {
+        s.peak_allocated_bytes = std::max(s.peak_allocated_bytes, r.allocated);
+        s.peak_reserved_bytes = std::max(s.peak_reserved_bytes, r.reserved);
+        return true;
+      });
     allocs.reset();
     allocs.bind(1, device).bind(2, t0).bind(3, t1);
     if (allocs.step()) {

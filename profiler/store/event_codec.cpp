@@ -4,6 +4,7 @@
 #include <string>
 
 #include "profiler/store/trace_format.h"
+#include "profiler/store/varint.h"
 
 namespace tidemark::store {
 
@@ -24,24 +25,10 @@ constexpr uint8_t kDeviceChanged = 0x20;  // followed by type byte, index byte
 constexpr uint8_t kHasStack = 0x40;       // followed by zigzag(stack - prev_stack)
 constexpr uint8_t kSeqNext = 0x80;        // seq == prev_seq + 1; otherwise zigzag delta follows
 
-inline uint64_t zigzag(int64_t v) {
-  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
-}
-inline int64_t unzigzag(uint64_t v) {
-  return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1);
-}
-inline uint64_t delta(uint64_t now, uint64_t prev) {
-  return zigzag(static_cast<int64_t>(now - prev));
-}
-
-inline uint8_t* put(uint8_t* p, uint64_t v) {
-  while (v >= 0x80) {
-    *p++ = static_cast<uint8_t>(v) | 0x80;
-    v >>= 7;
-  }
-  *p++ = static_cast<uint8_t>(v);
-  return p;
-}
+using detail::delta;
+using detail::unzigzag;
+using detail::zigzag;
+inline uint8_t* put(uint8_t* p, uint64_t v) { return detail::put_varint(p, v); }
 
 // Three fields use a tag bit to pick a short form; the code 1 (never produced by a short
 // form) escapes to the raw value in a second varint, for values that do not fit beside a
@@ -73,20 +60,10 @@ inline uint8_t* put_segment(uint8_t* p, uint64_t addr, uint64_t seg) {
   return put(put(p, kEscape), seg);
 }
 
-class Reader {
+class Reader : public detail::VarintReader {
  public:
-  Reader(std::span<const uint8_t> d, const std::string& what) : p_(d.data()), end_(d.data() + d.size()), what_(what) {}
-  uint64_t var() {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (p_ == end_) fail("truncated");
-      uint8_t b = *p_++;
-      v |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if (!(b & 0x80)) return v;
-    }
-    fail("varint longer than 10 bytes");
-  }
-  int64_t svar() { return unzigzag(var()); }
+  Reader(std::span<const uint8_t> d, const std::string& what)
+      : VarintReader(d, what, "event block") {}
   uint64_t size() {
     uint64_t c = var();
     if (c == kEscape) return var();
@@ -103,19 +80,6 @@ class Reader {
     if (c == kEscape) return var();
     return c & 1 ? c >> 1 : addr - (c >> 1);
   }
-  uint8_t byte() {
-    if (p_ == end_) fail("truncated");
-    return *p_++;
-  }
-  bool done() const { return p_ == end_; }
-  [[noreturn]] void fail(const char* why) const {
-    throw StoreError(what_ + ": corrupt event block (" + why + ")");
-  }
-
- private:
-  const uint8_t* p_;
-  const uint8_t* end_;
-  const std::string& what_;
 };
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "profiler/store/lod.h"
 
+#include "profiler/store/varint.h"
+
 namespace tidemark::store::detail {
 
 // Note [LOD levels]
@@ -12,71 +14,193 @@ namespace tidemark::store::detail {
 // a single bucket (which is stored). `lod_levels` lists the stored levels; a viewer takes
 // the coarsest one whose width is at most its time-per-pixel.
 
+// Note [LOD chunks]
+// A level is stored as chunks of up to kLodChunkRows consecutive rows, one table row each,
+// with the smallest and largest t, the first and last seq (level 0) and the row count beside
+// the data; a reader keeps that directory and decodes only the chunks overlapping what it
+// asks for. Inside a chunk every field is a varint delta against the previous row of the
+// chunk (the first against 0), so chunks decode on their own:
+//
+//   t       zigzag(t - previous t)          (t may step back by a few ns across cores)
+//   level 0: zigzag(seq - previous seq)      above: n, the changes summarised (>= 1)
+//   then for allocated, active, reserved, requested:
+//           value(value - previous value)    above level 0 also value(value - min) and
+//                                            value(max - value)
+//
+// where value(d) is the size code of the event blocks: a multiple of 512 (most block sizes)
+// stores zigzag(d / 512) << 1, anything else zigzag(d) << 1 | 1, and the code 1 (which no
+// short form yields) escapes to zigzag(d) in a second varint for |d| >= 2^61. A change of
+// one block takes about 10 bytes: a tenth of a row of plain columns.
+
 namespace {
 
-struct Bucket {
-  uint64_t t = 0;
-  int64_t n = 0;
-  Curves last, min, max;
-};
+using CurveField = int64_t LodRow::*;
+// Per curve: the value after the last change, the minimum and the maximum.
+constexpr CurveField kFields[4][3] = {
+    {&LodRow::allocated, &LodRow::allocated_min, &LodRow::allocated_max},
+    {&LodRow::active, &LodRow::active_min, &LodRow::active_max},
+    {&LodRow::reserved, &LodRow::reserved_min, &LodRow::reserved_max},
+    {&LodRow::requested, &LodRow::requested_min, &LodRow::requested_max}};
 
-void merge_into(Bucket& b, const Bucket& x) {
+void merge_into(LodRow& b, const LodRow& x) {
   b.n += x.n;
-  b.last = x.last;
-  auto lo = [](int64_t& a, int64_t v) { a = v < a ? v : a; };
-  auto hi = [](int64_t& a, int64_t v) { a = v > a ? v : a; };
-  lo(b.min.allocated, x.min.allocated);
-  lo(b.min.active, x.min.active);
-  lo(b.min.reserved, x.min.reserved);
-  lo(b.min.requested, x.min.requested);
-  hi(b.max.allocated, x.max.allocated);
-  hi(b.max.active, x.max.active);
-  hi(b.max.reserved, x.max.reserved);
-  hi(b.max.requested, x.max.requested);
+  for (const auto& f : kFields) {
+    b.*f[0] = x.*f[0];
+    b.*f[1] = std::min(b.*f[1], x.*f[1]);
+    b.*f[2] = std::max(b.*f[2], x.*f[2]);
+  }
+}
+
+constexpr uint64_t kEscape = 1;
+constexpr int64_t kShortLimit = int64_t{1} << 61;
+
+uint8_t* put_value(uint8_t* p, int64_t d) {
+  if (d > -kShortLimit && d < kShortLimit) {
+    if (d % 512 == 0) return put_varint(p, zigzag(d / 512) << 1);
+    return put_varint(p, (zigzag(d) << 1) | 1);
+  }
+  return put_varint(put_varint(p, kEscape), zigzag(d));
+}
+
+int64_t read_value(VarintReader& r) {
+  const uint64_t c = r.var();
+  if (c == kEscape) return r.svar();
+  return c & 1 ? unzigzag(c >> 1) : unzigzag(c >> 1) * 512;
 }
 
 }  // namespace
 
+std::string encode_lod_chunk(int level, std::span<const LodRow> rows) {
+  // Per row: t and seq or n, then 4 curves x up to 3 values, each at most two varints.
+  std::string out(rows.size() * (2 + 4 * 3 * 2) * kMaxVarintBytes, '\0');
+  auto* const begin = reinterpret_cast<uint8_t*>(out.data());
+  uint8_t* p = begin;
+  uint64_t prev_t = 0, prev_seq = 0;
+  int64_t prev[4] = {};
+  for (const LodRow& r : rows) {
+    p = put_varint(p, delta(r.t, prev_t));
+    prev_t = r.t;
+    if (level == 0) {
+      p = put_varint(p, delta(r.seq.value_or(0), prev_seq));
+      prev_seq = r.seq.value_or(0);
+    } else {
+      p = put_varint(p, static_cast<uint64_t>(r.n));
+    }
+    for (int c = 0; c < 4; ++c) {
+      const int64_t v = r.*kFields[c][0];
+      p = put_value(p, v - prev[c]);
+      prev[c] = v;
+      if (level > 0) {
+        p = put_value(p, v - r.*kFields[c][1]);
+        p = put_value(p, r.*kFields[c][2] - v);
+      }
+    }
+  }
+  out.resize(static_cast<size_t>(p - begin));
+  return out;
+}
+
+void decode_lod_chunk(int level, std::span<const uint8_t> data, int64_t rows,
+                      std::vector<LodRow>& out, const std::string& what) {
+  VarintReader r(data, what, "memory_lod chunk");
+  if (rows < 0 || static_cast<uint64_t>(rows) > data.size()) r.fail("row count beyond its data");
+  uint64_t t = 0, seq = 0;
+  int64_t prev[4] = {};
+  auto in_range = [&](int64_t v) {
+    if (v > kMaxLodValue || v < -kMaxLodValue) r.fail("a curve value beyond 2^60 bytes");
+    return v;
+  };
+  out.reserve(out.size() + static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) {
+    LodRow row;
+    t += static_cast<uint64_t>(r.svar());
+    row.t = t;
+    if (level == 0) {
+      seq += static_cast<uint64_t>(r.svar());
+      row.seq = seq;
+      row.n = 1;
+    } else {
+      const uint64_t n = r.var();
+      if (n == 0 || n > (uint64_t{1} << 62)) r.fail("a bucket without changes");
+      row.n = static_cast<int64_t>(n);
+    }
+    for (int c = 0; c < 4; ++c) {
+      const int64_t v = in_range(static_cast<int64_t>(static_cast<uint64_t>(prev[c]) +
+                                                      static_cast<uint64_t>(read_value(r))));
+      prev[c] = v;
+      row.*kFields[c][0] = v;
+      if (level == 0) {
+        row.*kFields[c][1] = row.*kFields[c][2] = v;
+        continue;
+      }
+      const int64_t below = read_value(r), above = read_value(r);
+      if (below < 0 || above < 0 || below > kMaxLodValue || above > kMaxLodValue)
+        r.fail("a minimum above the value or a maximum below it");
+      row.*kFields[c][1] = in_range(v - below);
+      row.*kFields[c][2] = in_range(v + above);
+    }
+    out.push_back(row);
+  }
+  if (!r.done()) r.fail("bytes after the last row");
+}
+
 void LodBuilder::write(Db& db, int64_t device) {
   if (points_.empty()) return;
-  Stmt row(db,
-           "INSERT INTO memory_lod (device, level, t, seq, n, allocated, allocated_min, "
-           "allocated_max, active, active_min, active_max, reserved, reserved_min, reserved_max, "
-           "requested, requested_min, requested_max) "
-           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  Stmt chunk_row(db,
+                 "INSERT INTO memory_lod (device, level, chunk, min_t, max_t, first_seq, last_seq, "
+                 "rows, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
   Stmt level_row(db, "INSERT INTO lod_levels (device, level, width_ns, rows) VALUES (?, ?, ?, ?)");
-  auto put = [&](int level, const Bucket& b, const uint64_t* seq) {
-    row.bind(1, device).bind(2, level).bind(3, b.t);
-    if (seq) row.bind(4, *seq);
-    else row.bind_null(4);
-    row.bind(5, b.n)
-        .bind(6, b.last.allocated).bind(7, b.min.allocated).bind(8, b.max.allocated)
-        .bind(9, b.last.active).bind(10, b.min.active).bind(11, b.max.active)
-        .bind(12, b.last.reserved).bind(13, b.min.reserved).bind(14, b.max.reserved)
-        .bind(15, b.last.requested).bind(16, b.min.requested).bind(17, b.max.requested)
-        .run();
+  auto store = [&](int level, uint64_t width, const std::vector<LodRow>& rows) {
+    int64_t chunk = 0;
+    for (size_t i = 0; i < rows.size(); i += kLodChunkRows, ++chunk) {
+      std::span<const LodRow> part(rows.data() + i, std::min(kLodChunkRows, rows.size() - i));
+      uint64_t lo = part.front().t, hi = part.front().t;
+      for (const LodRow& r : part) {
+        lo = std::min(lo, r.t);
+        hi = std::max(hi, r.t);
+      }
+      const std::string data = encode_lod_chunk(level, part);
+      chunk_row.bind(1, device).bind(2, level).bind(3, chunk).bind(4, lo).bind(5, hi);
+      if (level == 0) chunk_row.bind(6, *part.front().seq).bind(7, *part.back().seq);
+      else chunk_row.bind_null(6).bind_null(7);
+      chunk_row.bind(8, static_cast<int64_t>(part.size()))
+          .bind_blob(9, {reinterpret_cast<const uint8_t*>(data.data()), data.size()})
+          .run();
+    }
+    level_row.bind(1, device).bind(2, level).bind(3, width)
+        .bind(4, static_cast<int64_t>(rows.size())).run();
   };
 
-  std::vector<Bucket> level;
+  std::vector<LodRow> level;
   level.reserve(points_.size());
   for (const Point& p : points_) {
-    Bucket b{p.ts, 1, p.v, p.v, p.v};
-    put(0, b, &p.seq);
-    level.push_back(b);
+    for (int64_t v : {p.v.allocated, p.v.active, p.v.reserved, p.v.requested})
+      if (v > kMaxLodValue || v < -kMaxLodValue)
+        throw StoreError(db.path() + ": damaged trace: after event " + std::to_string(p.seq) +
+                         " a memory curve reaches " + std::to_string(v) +
+                         " bytes, beyond 2^60");
+    LodRow r;
+    r.t = p.ts;
+    r.seq = p.seq;
+    r.n = 1;
+    const int64_t v[4] = {p.v.allocated, p.v.active, p.v.reserved, p.v.requested};
+    for (int c = 0; c < 4; ++c) r.*kFields[c][0] = r.*kFields[c][1] = r.*kFields[c][2] = v[c];
+    level.push_back(r);
   }
-  level_row.bind(1, device).bind(2, 0).bind(3, int64_t{0}).bind(4, static_cast<int64_t>(level.size())).run();
   points_.clear();
   points_.shrink_to_fit();
+  store(0, 0, level);
 
   size_t stored_rows = level.size();
   for (int l = 1; l <= kMaxLodLevel && level.size() > 1; ++l) {
     const uint64_t w = lod_width_ns(l);
-    std::vector<Bucket> next;
-    for (const Bucket& b : level) {
+    std::vector<LodRow> next;
+    for (const LodRow& b : level) {
       uint64_t t = b.t / w * w;
       if (next.empty() || next.back().t != t) {
-        Bucket nb = b;
+        LodRow nb = b;
         nb.t = t;
+        nb.seq.reset();
         next.push_back(nb);
       } else {
         merge_into(next.back(), b);
@@ -84,8 +208,7 @@ void LodBuilder::write(Db& db, int64_t device) {
     }
     level = std::move(next);
     if (level.size() * 2 <= stored_rows || level.size() == 1) {
-      for (const Bucket& b : level) put(l, b, nullptr);
-      level_row.bind(1, device).bind(2, l).bind(3, w).bind(4, static_cast<int64_t>(level.size())).run();
+      store(l, w, level);
       stored_rows = level.size();
     }
   }

@@ -1,10 +1,14 @@
-// The level-of-detail pyramid of the memory curves (table memory_lod, docs/trace-format.md).
+// The level-of-detail pyramid of the memory curves (table memory_lod, docs/trace-format.md):
+// how finalize builds it and how its chunks are encoded and decoded.
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "profiler/store/sqlite_db.h"
+#include "profiler/store/trace_reader.h"
 
 namespace tidemark::store::detail {
 
@@ -19,14 +23,21 @@ constexpr uint64_t lod_width_ns(int level) {
   return level == 0 ? 0 : w;
 }
 inline constexpr int kMaxLodLevel = 24;
+// Rows per chunk of a level (Note [LOD chunks] in lod.cpp): a viewer decodes a few chunks
+// around what it shows.
+inline constexpr size_t kLodChunkRows = 512;
+// The largest curve value (either sign) a trace may hold: 16 blocks of the largest size an
+// event may have (kMaxEventBytes) at once. Finalize refuses a trace whose curves go beyond it
+// as damaged, and a reader a chunk holding one; so no difference of values overflows.
+inline constexpr int64_t kMaxLodValue = int64_t{1} << 60;
 
 // Collects the changes of one device's curves in event order, then writes every level.
 class LodBuilder {
  public:
   void add(uint64_t ts, uint64_t seq, const Curves& after) { points_.push_back({ts, seq, after}); }
   bool empty() const { return points_.empty(); }
-  // Writes level 0 and the coarser levels worth storing (Note [LOD levels] in lod.cpp), and
-  // their lod_levels rows.
+  // Writes level 0 and the coarser levels worth storing (Note [LOD levels] in lod.cpp), in
+  // chunks, and their lod_levels rows. Throws StoreError when a value is beyond kMaxLodValue.
   void write(Db& db, int64_t device);
 
  private:
@@ -36,5 +47,13 @@ class LodBuilder {
   };
   std::vector<Point> points_;
 };
+
+// A chunk's `data`: the rows of one level, in stored order.
+std::string encode_lod_chunk(int level, std::span<const LodRow> rows);
+// Appends the `rows` rows of a chunk of `level` to `out`. Throws StoreError naming `what` on
+// data that finalize cannot have written (truncated, trailing bytes, a value beyond
+// kMaxLodValue, a minimum above the value or a maximum below it, an empty bucket).
+void decode_lod_chunk(int level, std::span<const uint8_t> data, int64_t rows,
+                      std::vector<LodRow>& out, const std::string& what);
 
 }  // namespace tidemark::store::detail

@@ -1,4 +1,4 @@
-// The SQL of schema v3 (docs/trace-format.md is the reference; keep both in step and bump
+// The SQL of schema v4 (docs/trace-format.md is the reference; keep both in step and bump
 // kSchemaVersion for any change).
 #pragma once
 
@@ -66,12 +66,9 @@ CREATE TABLE allocator_events (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, seq 
   stream INTEGER NOT NULL, device_free INTEGER NOT NULL, device_total INTEGER NOT NULL,
   allocated INTEGER NOT NULL, reserved INTEGER NOT NULL, released INTEGER NOT NULL,
   thread INTEGER NOT NULL, stack INTEGER NOT NULL);
-CREATE TABLE memory_lod (device INTEGER NOT NULL, level INTEGER NOT NULL, t INTEGER NOT NULL,
-  seq INTEGER, n INTEGER NOT NULL,
-  allocated INTEGER NOT NULL, allocated_min INTEGER NOT NULL, allocated_max INTEGER NOT NULL,
-  active INTEGER NOT NULL, active_min INTEGER NOT NULL, active_max INTEGER NOT NULL,
-  reserved INTEGER NOT NULL, reserved_min INTEGER NOT NULL, reserved_max INTEGER NOT NULL,
-  requested INTEGER NOT NULL, requested_min INTEGER NOT NULL, requested_max INTEGER NOT NULL);
+CREATE TABLE memory_lod (id INTEGER PRIMARY KEY, device INTEGER NOT NULL,
+  level INTEGER NOT NULL, chunk INTEGER NOT NULL, min_t INTEGER NOT NULL, max_t INTEGER NOT NULL,
+  first_seq INTEGER, last_seq INTEGER, rows INTEGER NOT NULL, data BLOB NOT NULL);
 CREATE TABLE lod_levels (device INTEGER NOT NULL, level INTEGER NOT NULL,
   width_ns INTEGER NOT NULL, rows INTEGER NOT NULL, PRIMARY KEY (device, level)) WITHOUT ROWID;
 )sql";
@@ -79,21 +76,19 @@ CREATE TABLE lod_levels (device INTEGER NOT NULL, level INTEGER NOT NULL,
 // Created after the rows are in (faster than maintaining them row by row).
 inline constexpr const char* kDerivedIndexes = R"sql(
 CREATE INDEX allocations_by_alloc_ts ON allocations (device, alloc_ts);
-CREATE INDEX allocations_by_free_requested_ts ON allocations (device, free_requested_ts);
-CREATE INDEX allocations_by_free_completed_ts ON allocations (device, free_completed_ts);
 CREATE INDEX allocations_by_addr ON allocations (device, addr);
 CREATE INDEX segments_by_alloc_ts ON segments (device, alloc_ts);
 CREATE INDEX tensors_by_id ON tensors (tensor_id);
 CREATE INDEX storages_by_id ON storages (storage_id);
 CREATE INDEX tensors_by_storage ON tensors (storage_id);
-CREATE INDEX tensors_by_create_ts ON tensors (create_ts);
 CREATE INDEX storages_by_create_ts ON storages (create_ts);
 CREATE INDEX syncs_by_ts ON syncs (ts);
 CREATE INDEX memcpys_by_ts ON memcpys (ts);
 CREATE INDEX scopes_by_push_ts ON scopes (thread, push_ts);
 CREATE INDEX steps_by_ts ON steps (ts);
 CREATE INDEX marks_by_ts ON marks (ts);
-CREATE INDEX memory_lod_by_time ON memory_lod (device, level, t);
+CREATE INDEX memory_lod_by_chunk ON memory_lod (device, level, chunk, min_t, max_t, first_seq,
+  last_seq, rows);
 )sql";
 
 }  // namespace tidemark::store::detail

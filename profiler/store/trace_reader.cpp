@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "profiler/store/event_stream.h"
+#include "profiler/store/lod_reader.h"
 #include "profiler/store/meta_keys.h"
 #include "profiler/store/trace_file.h"
 
@@ -83,7 +84,7 @@ bool is_trace_file(const std::string& path) {
 }
 
 TraceReader::TraceReader(std::unique_ptr<Db> db, int schema_version)
-    : db_(std::move(db)), schema_version_(schema_version) {}
+    : db_(std::move(db)), schema_version_(schema_version), lod_cache_(std::make_unique<LodCache>()) {}
 TraceReader::~TraceReader() = default;
 TraceReader::TraceReader(TraceReader&&) noexcept = default;
 TraceReader& TraceReader::operator=(TraceReader&&) noexcept = default;
@@ -283,20 +284,6 @@ void TraceReader::require_finalized() const {
   }
 }
 
-std::optional<Peak> TraceReader::peak(int64_t device, Curve curve) const {
-  require_finalized();
-  const char* col = curve == Curve::allocated ? "allocated"
-                    : curve == Curve::active  ? "active"
-                    : curve == Curve::reserved ? "reserved"
-                                               : "requested";
-  std::string sql = std::string("SELECT ") + col + ", t, seq FROM memory_lod WHERE device = ? AND "
-                    "level = 0 ORDER BY " + col + " DESC, seq ASC LIMIT 1";
-  Stmt s(*db_, sql.c_str());
-  s.bind(1, device);
-  if (!s.step()) return std::nullopt;
-  return Peak{s.i64(0), s.u64(1), s.u64(2)};
-}
-
 uint64_t checked_size(uint64_t bytes, const char* what, const std::string& path) {
   if (bytes > kMaxEventBytes)
     throw StoreError(path + ": damaged: " + what + " " + std::to_string(static_cast<int64_t>(bytes)) +
@@ -409,29 +396,6 @@ std::vector<LodLevel> TraceReader::lod_levels(int64_t device) const {
   Stmt s(*db_, "SELECT level, width_ns, rows FROM lod_levels WHERE device = ? ORDER BY level");
   s.bind(1, device);
   while (s.step()) out.push_back({static_cast<int>(s.i64(0)), s.u64(1), s.i64(2)});
-  return out;
-}
-
-std::vector<LodRow> TraceReader::lod(int64_t device, int level, uint64_t t0, uint64_t t1) const {
-  require_finalized();
-  std::vector<LodRow> out;
-  Stmt s(*db_,
-         "SELECT t, seq, n, allocated, allocated_min, allocated_max, active, active_min, "
-         "active_max, reserved, reserved_min, reserved_max, requested, requested_min, "
-         "requested_max FROM memory_lod WHERE device = ? AND level = ? AND t >= ? AND t <= ? "
-         "ORDER BY t, rowid");
-  s.bind(1, device).bind(2, level).bind(3, bound(t0)).bind(4, bound(t1));
-  while (s.step()) {
-    LodRow r;
-    r.t = s.u64(0);
-    if (!s.is_null(1)) r.seq = s.u64(1);
-    r.n = s.i64(2);
-    int64_t* f[] = {&r.allocated, &r.allocated_min, &r.allocated_max, &r.active,
-                    &r.active_min, &r.active_max,   &r.reserved,      &r.reserved_min,
-                    &r.reserved_max, &r.requested,  &r.requested_min, &r.requested_max};
-    for (int i = 0; i < 12; ++i) *f[i] = s.i64(3 + i);
-    out.push_back(r);
-  }
   return out;
 }
 

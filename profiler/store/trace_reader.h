@@ -1,4 +1,4 @@
-// TraceReader: reads a Tidemark trace file (schema v2, docs/trace-format.md): its meta data,
+// TraceReader: reads a Tidemark trace file (docs/trace-format.md): its meta data,
 // the raw events decoded back in seq order, and simple queries over the tables finalize()
 // builds. The analysis library builds on it.
 #pragma once
@@ -151,9 +151,14 @@ class TraceReader {
   std::vector<RecordedEvent> events() const;
 
   // ---- Derived tables (throw StoreError on an unfinalized trace) --------------------------
-  // Highest value of a curve on a device, with when it was first reached; empty when the
-  // device has no memory events.
+  // Highest value of a curve on a device, with when it was first reached (the earliest
+  // change by time, then seq, reaching it); empty when the device has no memory events.
+  // Found by walking down the level-of-detail pyramid, so it decodes a few chunks.
   std::optional<Peak> peak(int64_t device, Curve curve = Curve::allocated) const;
+  // The earliest change (by time, then seq) in [t0, t1) whose curve value is at least
+  // `value`, found the same way; empty when there is none.
+  std::optional<Peak> first_at_least(int64_t device, Curve curve, int64_t value, uint64_t t0,
+                                     uint64_t t1) const;
   // Allocations allocated at or before `ts` and not yet free_requested at `ts`.
   std::vector<AllocationRow> allocations_live_at(int64_t device, uint64_t ts) const;
   std::vector<AllocationRow> allocations(int64_t device) const;  // by alloc seq
@@ -165,9 +170,23 @@ class TraceReader {
   // Rows of `segments` selected as allocations_where selects allocations.
   std::vector<SegmentRow> segments_where(const std::string& where,
                                          const std::vector<int64_t>& params) const;
+  // The level-of-detail pyramid of the memory curves (memory_lod, stored in chunks that a
+  // reader decodes as it needs them; level 0 is every change, in seq order).
   std::vector<LodLevel> lod_levels(int64_t device) const;
-  // Rows of one level with t in [t0, t1], by t.
+  // Rows of one level with t in [t0, t1], by t (rows of one t in stored order).
   std::vector<LodRow> lod(int64_t device, int level, uint64_t t0, uint64_t t1) const;
+  // Calls `fn` for the rows of one level with t in [t0, t1] in stored order (level 0: seq
+  // order) until it returns false.
+  void for_each_lod(int64_t device, int level, uint64_t t0, uint64_t t1,
+                    const std::function<bool(const LodRow&)>& fn) const;
+  // The row of a level with the greatest t below `ts` (the last stored of those): the curves'
+  // values just before `ts`. Empty when there is none.
+  std::optional<LodRow> lod_before(int64_t device, int level, uint64_t ts) const;
+  // The last row of a level: the curves' values at the end.
+  std::optional<LodRow> lod_last(int64_t device, int level) const;
+  // The level-0 row of the change made by event `seq`; empty when that event changed no
+  // curve of the device.
+  std::optional<LodRow> lod_at_seq(int64_t device, uint64_t seq) const;
   // Symbolized frames of a return address, innermost inlined first (empty when unresolved).
   std::vector<ResolvedFrame> frames(uint64_t ip) const;
 
@@ -176,8 +195,14 @@ class TraceReader {
   void require_finalized() const;
   const std::vector<std::string>& strings() const;
 
+  struct LodChunks;
+  struct LodCache;
+  const LodChunks& lod_chunks(int64_t device, int level) const;
+  void decode_lod(const LodChunks& chunks, size_t i, std::vector<LodRow>& out) const;
+
   std::unique_ptr<detail::Db> db_;
   int schema_version_ = kSchemaVersion;
+  std::unique_ptr<LodCache> lod_cache_;  // chunk directories, read once per level
   mutable std::vector<std::string> strings_;
   mutable bool strings_loaded_ = false;
 };

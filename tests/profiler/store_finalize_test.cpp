@@ -375,6 +375,140 @@ TEST(StoreFinalize, LodLevelZeroIsEveryChangeAndCoarserLevelsBracketIt) {
   remove_trace(path);
 }
 
+// The curve queries (each decoding the chunks it needs: Note [LOD chunks]) against a plain
+// reading of the history, on a history whose clock steps back by up to 40 ns now and then
+// (threads on cores whose clocks disagree), across the 40 chunks of its level 0.
+TEST(StoreFinalize, CurveQueriesMatchAPlainReadingOfTheHistory) {
+  std::string path = temp_path("finalize_lod_queries");
+  History h = random_history(20'000, 7);
+  std::mt19937_64 rng(11);
+  for (ev::Event& e : h.events)
+    if (rng() % 5 == 0 && e.ts_ns > 40) e.ts_ns -= rng() % 41;
+  write(path, h);
+  st::finalize(path);
+  auto r = st::TraceReader::open(path, st::TraceReader::Require::finalized);
+  const int64_t dev = r.device_row_id({}).value();
+  const std::vector<Running> want = running_stats(h);
+  ASSERT_GT(want.size(), 40u * 512u / 2);
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (const Running& w : want) {
+    lo = std::min(lo, w.ts);
+    hi = std::max(hi, w.ts);
+  }
+  // Rows with t in [t0, t1] by t, rows of one time in seq order.
+  auto window = [&](uint64_t t0, uint64_t t1) {
+    std::vector<Running> out;
+    for (const Running& w : want)
+      if (w.ts >= t0 && w.ts <= t1) out.push_back(w);
+    std::stable_sort(out.begin(), out.end(), [](const Running& a, const Running& b) { return a.ts < b.ts; });
+    return out;
+  };
+  for (int k = 0; k < 300; ++k) {
+    const uint64_t t0 = lo - 100 + rng() % (hi - lo + 200);
+    const uint64_t t1 = t0 + rng() % (k % 3 == 0 ? 50'000'000 : 200'000);
+    SCOPED_TRACE("window " + std::to_string(t0) + " .. " + std::to_string(t1));
+    const std::vector<Running> w = window(t0, t1);
+    const std::vector<st::LodRow> got = r.lod(dev, 0, t0, t1);
+    ASSERT_EQ(got.size(), w.size());
+    for (size_t i = 0; i < w.size(); ++i) {
+      EXPECT_EQ(got[i].t, w[i].ts);
+      EXPECT_EQ(got[i].seq, w[i].seq);
+      EXPECT_EQ(got[i].allocated, w[i].allocated);
+      EXPECT_EQ(got[i].reserved, w[i].reserved);
+    }
+    // The curves just before t0: the change with the greatest time below it (of equal times,
+    // the last).
+    const Running* before = nullptr;
+    for (const Running& x : want)
+      if (x.ts < t0 && (!before || x.ts >= before->ts)) before = &x;
+    const std::optional<st::LodRow> b = r.lod_before(dev, 0, t0);
+    ASSERT_EQ(b.has_value(), before != nullptr);
+    if (before) {
+      EXPECT_EQ(b->seq, before->seq);
+      EXPECT_EQ(b->active, before->active);
+    }
+    // The first change in [t0, t1) reaching a value: the earliest by time, then seq.
+    const int64_t value = want[rng() % want.size()].allocated;
+    const Running* first = nullptr;
+    for (const Running& x : want)
+      if (x.ts >= t0 && x.ts < t1 && x.allocated >= value &&
+          (!first || x.ts < first->ts || (x.ts == first->ts && x.seq < first->seq)))
+        first = &x;
+    const std::optional<st::Peak> f = r.first_at_least(dev, st::Curve::allocated, value, t0, t1);
+    ASSERT_EQ(f.has_value(), first != nullptr) << value;
+    if (first) {
+      EXPECT_EQ(f->seq, first->seq);
+      EXPECT_EQ(f->bytes, first->allocated);
+    }
+    // The change of one event.
+    const Running& one = want[rng() % want.size()];
+    const std::optional<st::LodRow> at = r.lod_at_seq(dev, one.seq);
+    ASSERT_TRUE(at);
+    EXPECT_EQ(at->t, one.ts);
+    EXPECT_EQ(at->requested, one.requested);
+  }
+  EXPECT_FALSE(r.lod_at_seq(dev, want.back().seq + 1));
+  EXPECT_EQ(r.lod_last(dev, 0)->seq, want.back().seq);
+  for (st::Curve c : {st::Curve::allocated, st::Curve::active, st::Curve::reserved, st::Curve::requested}) {
+    auto v = [c](const Running& x) {
+      return c == st::Curve::allocated ? x.allocated
+             : c == st::Curve::active  ? x.active
+             : c == st::Curve::reserved ? x.reserved
+                                        : x.requested;
+    };
+    const Running* top = &want[0];
+    for (const Running& x : want)
+      if (v(x) > v(*top) || (v(x) == v(*top) && (x.ts < top->ts || (x.ts == top->ts && x.seq < top->seq))))
+        top = &x;
+    const std::optional<st::Peak> p = r.peak(dev, c);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->bytes, v(*top));
+    EXPECT_EQ(p->seq, top->seq);
+  }
+  remove_trace(path);
+}
+
+// A damaged chunk is refused naming the file, whatever part of it is wrong.
+TEST(StoreFinalize, ADamagedCurveChunkIsRefusedNamingTheFile) {
+  std::string path = temp_path("finalize_lod_damage");
+  write(path, random_history(2'000, 9));
+  st::finalize(path);
+  auto damage = [&](const char* change) {
+    std::string copy = path + ".damaged";
+    std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing);
+    rows(copy, change);
+    std::string error = "(no error)";
+    try {
+      auto r = st::TraceReader::open(copy, st::TraceReader::Require::finalized);
+      const int64_t dev = r.device_row_id({}).value();
+      for (const st::LodLevel& l : r.lod_levels(dev)) r.lod(dev, l.level, 0, UINT64_MAX);
+    } catch (const st::StoreError& e) {
+      error = e.what();
+    }
+    remove_trace(copy);
+    return error;
+  };
+  const std::string file = path + ".damaged";
+  auto starts = [](const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; };
+  std::string e = damage("UPDATE memory_lod SET data = substr(data, 1, length(data) - 3) WHERE chunk = 1");
+  EXPECT_TRUE(starts(e, file + ": memory_lod chunk ")) << e;
+  EXPECT_NE(e.find("corrupt memory_lod chunk (truncated)"), std::string::npos) << e;
+  e = damage("UPDATE memory_lod SET data = data || x'00' WHERE chunk = 0 AND level = 0");
+  EXPECT_NE(e.find("(bytes after the last row)"), std::string::npos) << e;
+  // A value of 2^61 in the first row of the first chunk (escape code, then zigzag(2^61)).
+  e = damage("UPDATE memory_lod SET data = x'0002' || x'01' || x'808080808080808040' || "
+             "x'000000', rows = 1 WHERE chunk = 0 AND level = 0");
+  EXPECT_NE(e.find("beyond 2^60"), std::string::npos) << e;
+  e = damage("UPDATE memory_lod SET min_t = max_t + 1 WHERE chunk = 0 AND level = 0");
+  EXPECT_TRUE(starts(e, file + ": damaged: memory_lod chunk ")) << e;
+  EXPECT_NE(e.find("ends before it starts"), std::string::npos) << e;
+  e = damage("UPDATE memory_lod SET rows = 0 WHERE chunk = 0 AND level = 0");
+  EXPECT_NE(e.find("has no rows"), std::string::npos) << e;
+  e = damage("UPDATE memory_lod SET max_t = min_t WHERE chunk = 0 AND level = 0");
+  EXPECT_NE(e.find("a row outside the chunk's range"), std::string::npos) << e;
+  remove_trace(path);
+}
+
 // A segment's row has the thread and stack of its segment_alloc; each piece of a mapped range
 // those of its segment_map, whichever thread unmapped part of it (and with what stack).
 TEST(StoreFinalize, SegmentsKeepTheThreadAndStackOfTheirAllocOrMap) {
@@ -434,7 +568,7 @@ TEST(StoreFinalize, IsIdempotent) {
   std::string path = temp_path("finalize_twice");
   write(path, small_history());
   st::finalize(path);
-  const char* dump[] = {"SELECT * FROM allocations ORDER BY id", "SELECT * FROM memory_lod ORDER BY rowid",
+  const char* dump[] = {"SELECT * FROM allocations ORDER BY id", "SELECT device, level, chunk, min_t, max_t, first_seq, last_seq, rows, hex(data) FROM memory_lod ORDER BY rowid",
                         "SELECT * FROM scopes ORDER BY id", "SELECT * FROM segments ORDER BY id",
                         "SELECT * FROM tensors ORDER BY id", "SELECT * FROM strings ORDER BY id",
                         "SELECT * FROM lod_levels"};

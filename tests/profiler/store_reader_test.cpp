@@ -68,22 +68,22 @@ TEST(StoreReader, RefusesAnotherApplicationsSqliteFile) {
 }
 
 TEST(StoreReader, RefusesNewerAndOlderSchemaVersions) {
-  static_assert(st::kSchemaVersion == 3, "update the messages below");
+  static_assert(st::kSchemaVersion == 4, "update the messages below");
   std::string path = temp_path("version");
   st::TraceWriter::create(path, {})->close(0);
-  sql(path, "PRAGMA user_version = 4");
+  sql(path, "PRAGMA user_version = 5");
   EXPECT_EQ(open_error(path), path +
-                                  ": trace schema version 4 is newer than this build of Tidemark "
-                                  "reads (version 3); use a newer Tidemark");
+                                  ": trace schema version 5 is newer than this build of Tidemark "
+                                  "reads (version 4); use a newer Tidemark");
   EXPECT_THROW(st::finalize(path), st::StoreError);
   sql(path, "PRAGMA user_version = 0");
   EXPECT_EQ(open_error(path), path +
                                   ": trace schema version 0 is older than this build of Tidemark "
-                                  "reads (version 3); record it again");
+                                  "reads (version 4); record it again");
   // Too old to upgrade: finalize() refuses it too.
   EXPECT_EQ(open_error(path, st::TraceReader::Require::upgradable),
             path + ": trace schema version 0 is older than this build of Tidemark reads "
-                   "(version 3); record it again");
+                   "(version 4); record it again");
   EXPECT_THROW(st::finalize(path), st::StoreError);
   remove_trace(path);
 }
@@ -123,7 +123,7 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion1Trace) {
 
   const std::string refused = path +
                               ": trace schema version 1 is older than this build of Tidemark "
-                              "reads (version 3); `tidemark finalize " +
+                              "reads (version 4); `tidemark finalize " +
                               path + "` upgrades it";
   EXPECT_EQ(open_error(path), refused);
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized), refused);
@@ -138,8 +138,8 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion1Trace) {
   st::finalize(path);
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized), "(no error)");
   auto r = st::TraceReader::open(path, st::TraceReader::Require::finalized);
-  EXPECT_EQ(r.schema_version(), 3);
-  EXPECT_EQ(r.meta_value("schema_version"), "3");
+  EXPECT_EQ(r.schema_version(), 4);
+  EXPECT_EQ(r.meta_value("schema_version"), "4");
   std::vector<st::SegmentRow> segs = r.segments_where("ORDER BY addr", {});
   ASSERT_EQ(segs.size(), 2u);
   EXPECT_EQ(segs[0].addr, 0x100000u);
@@ -154,6 +154,49 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion1Trace) {
   ASSERT_EQ(r.frames(0x2000).size(), 1u);
   EXPECT_EQ(r.frames(0x2000)[0].function, "grow");
   EXPECT_EQ(r.frames(0x2000)[0].line, 7);
+  remove_trace(path);
+}
+
+// Version 4 stored the memory curves in chunks; a version-3 trace (its memory_lod one row per
+// change or bucket) is refused naming the upgrade, and finalize() upgrades it to the same
+// curves.
+TEST(StoreReader, FinalizeUpgradesASchemaVersion3Trace) {
+  std::string path = temp_path("v3");
+  {
+    auto w = st::TraceWriter::create(path, {});
+    ev::Event e;
+    uint64_t seq = 0;
+    for (int i = 0; i < 3000; ++i) {
+      e.kind = i % 3 == 2 ? ev::Kind::free_requested : ev::Kind::alloc;
+      e.seq = ++seq;
+      e.ts_ns = 1000 + 700 * static_cast<uint64_t>(i);
+      e.block.addr = 0x100000 + 0x1000 * static_cast<uint64_t>(i % 3 == 2 ? i - 1 : i);
+      e.block.size = e.block.requested_size = 512 * static_cast<uint64_t>(1 + i % 7);
+      w->append(e, 0);
+    }
+    w->close(1000 + 700 * 3000);
+  }
+  st::finalize(path);
+  auto dump = [&] {
+    auto r = st::TraceReader::open(path, st::TraceReader::Require::finalized);
+    std::vector<std::string> out;
+    for (const st::DeviceRow& d : r.devices())
+      for (const st::LodLevel& l : r.lod_levels(d.id))
+        for (const st::LodRow& x : r.lod(d.id, l.level, 0, UINT64_MAX))
+          out.push_back(std::to_string(l.level) + " " + std::to_string(x.t) + " " +
+                        std::to_string(x.n) + " " + std::to_string(x.allocated) + " " +
+                        std::to_string(x.allocated_min) + " " + std::to_string(x.allocated_max));
+    return out;
+  };
+  const std::vector<std::string> before = dump();
+  ASSERT_GT(before.size(), 3000u);
+  ASSERT_EQ(tl_test::make_schema_v3(path), "");
+  EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
+            path + ": trace schema version 3 is older than this build of Tidemark reads "
+                   "(version 4); `tidemark finalize " + path + "` upgrades it");
+  st::finalize(path);
+  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), 4);
+  EXPECT_EQ(dump(), before);
   remove_trace(path);
 }
 

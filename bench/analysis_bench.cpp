@@ -22,6 +22,7 @@
 
 #include "profiler/analysis/export.h"
 #include "profiler/analysis/memory.h"
+#include "profiler/analysis/sql.h"
 #include "profiler/store/trace_writer.h"
 #include "synthetic_trace.h"
 
@@ -147,6 +148,16 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(s.event_count),
               static_cast<long long>(s.devices.at(0).peak_allocated_bytes),
               static_cast<unsigned long long>(s.devices.at(0).alloc_count));
+  // Size on disk, finalized, against the raw event blocks it was derived from.
+  {
+    an::detail::Query raw(trace.db(), "SELECT TOTAL(length(data)) FROM event_blocks");
+    const double raw_bytes = raw.step() ? raw.f64(0) : 0;
+    const double events = static_cast<double>(std::max<uint64_t>(s.event_count, 1));
+    const auto file = static_cast<double>(std::filesystem::file_size(path));
+    std::printf("%-60s %8.1f B/event (%.1fx the raw events' %.1f B/event)\n",
+                "finalized trace on disk", file / events, file / std::max(raw_bytes, 1.0),
+                raw_bytes / events);
+  }
   // The exports, on a steady-state trace a tenth the size (every block inside a segment).
   const std::string steady = path + ".steady.db";
   generate_steady(steady, std::max<uint64_t>(n / 10, 10000));

@@ -76,6 +76,8 @@ CREATE TABLE lod_levels (device INTEGER NOT NULL, level INTEGER NOT NULL,
 // Created after the rows are in (faster than maintaining them row by row).
 inline constexpr const char* kDerivedIndexes = R"sql(
 CREATE INDEX allocations_by_alloc_ts ON allocations (device, alloc_ts);
+CREATE INDEX allocations_by_free_requested_ts ON allocations (device, free_requested_ts);
+CREATE INDEX allocations_by_free_completed_ts ON allocations (device, free_completed_ts);
 CREATE INDEX allocations_by_addr ON allocations (device, addr);
 CREATE INDEX segments_by_alloc_ts ON segments (device, alloc_ts);
 CREATE INDEX tensors_by_id ON tensors (tensor_id);

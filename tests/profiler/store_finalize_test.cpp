@@ -338,7 +338,7 @@ TEST(StoreFinalize, LodLevelZeroIsEveryChangeAndCoarserLevelsBracketIt) {
     const st::LodLevel& L = levels[li];
     SCOPED_TRACE("level " + std::to_string(L.level));
     if (L.rows > 1) {
-      EXPECT_LE(L.rows * 2, levels[li - 1].rows);  // Note [LOD levels]
+      EXPECT_LE(L.rows * 4, levels[li - 1].rows);  // Note [LOD levels]
     }
     uint64_t w = 1000;
     for (int k = 0; k < L.level; ++k) w *= 4;

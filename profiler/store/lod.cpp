@@ -154,65 +154,86 @@ void LodBuilder::write(Db& db, int64_t device) {
                  "INSERT INTO memory_lod (device, level, chunk, min_t, max_t, first_seq, last_seq, "
                  "rows, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
   Stmt level_row(db, "INSERT INTO lod_levels (device, level, width_ns, rows) VALUES (?, ?, ?, ?)");
-  auto store = [&](int level, uint64_t width, const std::vector<LodRow>& rows) {
-    int64_t chunk = 0;
-    for (size_t i = 0; i < rows.size(); i += kLodChunkRows, ++chunk) {
-      std::span<const LodRow> part(rows.data() + i, std::min(kLodChunkRows, rows.size() - i));
-      uint64_t lo = part.front().t, hi = part.front().t;
-      for (const LodRow& r : part) {
-        lo = std::min(lo, r.t);
-        hi = std::max(hi, r.t);
-      }
-      const std::string data = encode_lod_chunk(level, part);
-      chunk_row.bind(1, device).bind(2, level).bind(3, chunk).bind(4, lo).bind(5, hi);
-      if (level == 0) chunk_row.bind(6, *part.front().seq).bind(7, *part.back().seq);
-      else chunk_row.bind_null(6).bind_null(7);
-      chunk_row.bind(8, static_cast<int64_t>(part.size()))
-          .bind_blob(9, {reinterpret_cast<const uint8_t*>(data.data()), data.size()})
-          .run();
+  auto put_chunk = [&](int level, int64_t chunk, std::span<const LodRow> part) {
+    uint64_t lo = part.front().t, hi = part.front().t;
+    for (const LodRow& r : part) {
+      lo = std::min(lo, r.t);
+      hi = std::max(hi, r.t);
     }
-    level_row.bind(1, device).bind(2, level).bind(3, width)
-        .bind(4, static_cast<int64_t>(rows.size())).run();
+    const std::string data = encode_lod_chunk(level, part);
+    chunk_row.bind(1, device).bind(2, level).bind(3, chunk).bind(4, lo).bind(5, hi);
+    if (level == 0) chunk_row.bind(6, *part.front().seq).bind(7, *part.back().seq);
+    else chunk_row.bind_null(6).bind_null(7);
+    chunk_row.bind(8, static_cast<int64_t>(part.size()))
+        .bind_blob(9, {reinterpret_cast<const uint8_t*>(data.data()), data.size()})
+        .run();
   };
-
-  std::vector<LodRow> level;
-  level.reserve(points_.size());
-  for (const Point& p : points_) {
-    for (int64_t v : {p.v.allocated, p.v.active, p.v.reserved, p.v.requested})
-      if (v > kMaxLodValue || v < -kMaxLodValue)
-        throw StoreError(db.path() + ": damaged trace: after event " + std::to_string(p.seq) +
-                         " a memory curve reaches " + std::to_string(v) +
-                         " bytes, beyond 2^60");
+  auto put_level = [&](int level, uint64_t width, size_t rows) {
+    level_row.bind(1, device).bind(2, level).bind(3, width).bind(4, static_cast<int64_t>(rows)).run();
+  };
+  auto row_of = [&](const Point& p) {
     LodRow r;
     r.t = p.ts;
     r.seq = p.seq;
     r.n = 1;
     const int64_t v[4] = {p.v.allocated, p.v.active, p.v.reserved, p.v.requested};
-    for (int c = 0; c < 4; ++c) r.*kFields[c][0] = r.*kFields[c][1] = r.*kFields[c][2] = v[c];
-    level.push_back(r);
+    for (int c = 0; c < 4; ++c) {
+      if (v[c] > kMaxLodValue || v[c] < -kMaxLodValue)
+        throw StoreError(db.path() + ": damaged trace: after event " + std::to_string(p.seq) +
+                         " a memory curve reaches " + std::to_string(v[c]) +
+                         " bytes, beyond 2^60");
+      r.*kFields[c][0] = r.*kFields[c][1] = r.*kFields[c][2] = v[c];
+    }
+    return r;
+  };
+
+  // Level 0 goes out chunk by chunk and level 1 is built straight from the changes, so no
+  // level-0 row is held beyond its chunk (the changes are 48 bytes each, a row 128).
+  std::vector<LodRow> part;
+  part.reserve(kLodChunkRows);
+  int64_t chunk = 0;
+  for (size_t i = 0; i < points_.size(); i += kLodChunkRows) {
+    part.clear();
+    for (size_t j = i; j < std::min(points_.size(), i + kLodChunkRows); ++j) part.push_back(row_of(points_[j]));
+    put_chunk(0, chunk++, part);
   }
+  put_level(0, 0, points_.size());
+  size_t stored_rows = points_.size();
+  std::vector<LodRow> level;
+  for (const Point& p : points_) {
+    LodRow r = row_of(p);
+    r.seq.reset();
+    r.t = p.ts / lod_width_ns(1) * lod_width_ns(1);
+    if (level.empty() || level.back().t != r.t) level.push_back(r);
+    else merge_into(level.back(), r);
+  }
+  const bool single_change = points_.size() == 1;
   points_.clear();
   points_.shrink_to_fit();
-  store(0, 0, level);
+  if (single_change) return;
 
-  size_t stored_rows = level.size();
-  for (int l = 1; l <= kMaxLodLevel && level.size() > 1; ++l) {
+  for (int l = 1; l <= kMaxLodLevel; ++l) {
     const uint64_t w = lod_width_ns(l);
-    std::vector<LodRow> next;
-    for (const LodRow& b : level) {
-      uint64_t t = b.t / w * w;
-      if (next.empty() || next.back().t != t) {
-        LodRow nb = b;
-        nb.t = t;
-        nb.seq.reset();
-        next.push_back(nb);
-      } else {
-        merge_into(next.back(), b);
+    if (l > 1) {
+      if (level.size() <= 1) break;
+      std::vector<LodRow> next;
+      for (const LodRow& b : level) {
+        uint64_t t = b.t / w * w;
+        if (next.empty() || next.back().t != t) {
+          LodRow nb = b;
+          nb.t = t;
+          next.push_back(nb);
+        } else {
+          merge_into(next.back(), b);
+        }
       }
+      level = std::move(next);
     }
-    level = std::move(next);
     if (level.size() * 4 <= stored_rows || level.size() == 1) {
-      store(l, w, level);
+      int64_t c = 0;
+      for (size_t i = 0; i < level.size(); i += kLodChunkRows, ++c)
+        put_chunk(l, c, {level.data() + i, std::min(kLodChunkRows, level.size() - i)});
+      put_level(l, w, level.size());
       stored_rows = level.size();
     }
   }

@@ -143,6 +143,7 @@ int run_timeline(const TimelineArgs& a);
 // the snapshot's blocks are lined up with its segments (profiler/importers/lineup.h).
 int run_import(const std::string& snapshot, const std::string& output, const std::string& onto,
                uint64_t max_events);
-int run_export(const std::string& file, const std::string& format, const std::string& output);
+int run_export(const std::string& file, const std::string& format, const std::string& output,
+               bool no_categories);
 
 }  // namespace tidemark::cli

@@ -57,7 +57,11 @@ int run_import(const std::string& snapshot, const std::string& output, const std
   fmt::print("{}: imported {} events, {} segments, {} devices into {}\n", snapshot, s.events,
              s.segments, s.devices, output);
   if (s.annotations) fmt::print("  {} annotations (record_function ranges) as scopes\n", s.annotations);
-  if (s.inferred_steps) fmt::print("  {} steps inferred from the annotations\n", s.inferred_steps);
+  if (s.inferred_steps)
+    fmt::print("  {} steps inferred from {}\n", s.inferred_steps,
+               s.steps_from_frames ? "the optimizer's frames" : "the annotations");
+  if (!s.categories_inferred.empty())
+    fmt::print("  allocation categories inferred from {}\n", s.categories_inferred);
   if (s.synthetic_times)
     fmt::print("  the snapshot has no times (PyTorch before 2.1): events are numbered in order\n");
   return kExitOk;
@@ -65,7 +69,10 @@ int run_import(const std::string& snapshot, const std::string& output, const std
 #endif
 
 #ifdef TIDEMARK_CLI_EXPORT
-int run_export(const std::string& file, const std::string& format, const std::string& output) {
+int run_export(const std::string& file, const std::string& format, const std::string& output,
+               bool no_categories) {
+  if (no_categories && format != "snapshot")
+    throw UsageError("--no-categories: only for --format snapshot");
   open_trace(file);  // names the problem with an unreadable trace before creating the output
   std::optional<analysis::OutputFile> f;  // Note [Output files]
   if (output != "-") f.emplace(output, std::vector<std::string>{file});
@@ -78,7 +85,7 @@ int run_export(const std::string& file, const std::string& format, const std::st
     else if (format == "csv")
       analysis::export_csv(file, out);
     else
-      snapshot = analysis::export_snapshot(file, out);
+      snapshot = analysis::export_snapshot(file, out, {.categories = !no_categories});
   }
   out.flush();
   if (!out) throw UsageError("-o " + output + ": cannot write the file");

@@ -330,6 +330,9 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"chrome", "csv", "snapshot"}));
   exp->add_option("-o,--output", exp_out, "Output file (- for stdout)")->required();
+  bool exp_no_categories = false;
+  exp->add_flag("--no-categories", exp_no_categories,
+                "snapshot: leave out the blocks' categories, as PyTorch's own snapshots do");
 #endif
 
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -384,7 +387,7 @@ int main(int argc, char** argv) {
     if (*import) return tc::run_import(imp_in, imp_out, imp_onto, imp_max_events);
 #endif
 #ifdef TIDEMARK_CLI_EXPORT
-    if (*exp) return tc::run_export(exp_in, exp_format, exp_out);
+    if (*exp) return tc::run_export(exp_in, exp_format, exp_out, exp_no_categories);
 #endif
   } catch (const tc::UsageError& e) {
     return fail(e.what());

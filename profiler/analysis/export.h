@@ -67,4 +67,13 @@ struct SnapshotExport {
 /// Throws as export_chrome does.
 SnapshotExport export_snapshot(const std::string& trace_path, std::ostream& out);
 
+struct SnapshotExportOptions {
+  // Write each block's `category` when the trace has categories. false: leave them out, as
+  // PyTorch's own snapshots do (`tidemark export --no-categories`: what `tidemark import`
+  // then infers can be held against what the trace recorded).
+  bool categories = true;
+};
+SnapshotExport export_snapshot(const std::string& trace_path, std::ostream& out,
+                               const SnapshotExportOptions& options);
+
 }  // namespace tidemark::analysis

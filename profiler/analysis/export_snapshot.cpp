@@ -106,12 +106,13 @@ class Batched {
 
 class SnapshotWriter {
  public:
-  SnapshotWriter(const Trace& trace, std::ostream& out) : trace_(trace), out_(out) {
+  SnapshotWriter(const Trace& trace, std::ostream& out, const SnapshotExportOptions& options)
+      : trace_(trace), out_(out) {
     store::TraceMeta meta = trace.reader().meta();
     unix_offset_ = meta.start_unix_ns - static_cast<int64_t>(meta.start_ts_ns);
     settings_ = meta.allocator_settings;
     Query q(trace.db(), "SELECT 1 FROM allocations WHERE category != 'unknown' LIMIT 1");
-    categories_ = q.step();
+    categories_ = options.categories && q.step();
   }
 
   SnapshotExport write() {
@@ -562,8 +563,13 @@ class SnapshotWriter {
 }  // namespace
 
 SnapshotExport export_snapshot(const std::string& trace_path, std::ostream& out) {
+  return export_snapshot(trace_path, out, {});
+}
+
+SnapshotExport export_snapshot(const std::string& trace_path, std::ostream& out,
+                               const SnapshotExportOptions& options) {
   Trace trace = Trace::open(trace_path);
-  return SnapshotWriter(trace, out).write();
+  return SnapshotWriter(trace, out, options).write();
 }
 
 }  // namespace tidemark::analysis

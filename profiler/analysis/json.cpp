@@ -68,6 +68,8 @@ void to_json(json& j, const Summary& s) {
            {"top_at_peak", s.top_at_peak ? json(*s.top_at_peak) : json(nullptr)},
            {"categories_at_peak",
             s.categories_at_peak ? json(*s.categories_at_peak) : json(nullptr)},
+           {"categories_inferred",
+            s.categories_inferred.empty() ? json(nullptr) : json(s.categories_inferred)},
            {"reserved_at_peak", s.reserved_at_peak ? json(*s.reserved_at_peak) : json(nullptr)},
            {"leaks", s.leaks}};
 }

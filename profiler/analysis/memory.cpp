@@ -319,6 +319,7 @@ Summary summarize(const Trace& trace, const SummaryOptions& options) {
   s.command_line = meta.command_line;
   s.imported_snapshot = trace.imported_snapshot();
   s.synthetic_times = trace.synthetic_times();
+  s.categories_inferred = trace.categories_inferred();
   s.host = meta.host;
   s.pid = meta.pid;
   s.clean_end = r.clean_end();

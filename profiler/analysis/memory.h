@@ -138,6 +138,8 @@ struct Summary {
   // The same peak by category (parameter, activation, ...), every category; empty when the
   // trace has no categories (every allocation `unknown`).
   std::optional<LiveBreakdown> categories_at_peak;
+  // What the categories were inferred from (Trace::categories_inferred); empty: recorded.
+  std::string categories_inferred;
   // On the selected device, else the one with the highest reserved peak.
   std::optional<LiveBreakdown> reserved_at_peak;
   LeakReport leaks;

@@ -43,6 +43,7 @@ Trace Trace::open(const std::string& path, store::TraceReader::Require require) 
   t.stack_depth_ = static_cast<int>(meta_u64("stack_depth").value_or(0));
   t.imported_ = t.reader_->meta_value("command_line").value_or("").rfind("pytorch-snapshot:", 0) == 0;
   t.synthetic_times_ = meta_u64("synthetic_times").value_or(0) != 0;
+  t.categories_inferred_ = t.reader_->meta_value("categories_inferred").value_or("");
   return t;
 }
 

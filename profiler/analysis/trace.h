@@ -100,6 +100,10 @@ class Trace {
   // Times are the order of a snapshot's entries, 1 us apart, not clock times (meta
   // synthetic_times: a snapshot of PyTorch before 2.1): show event numbers, not seconds.
   bool synthetic_times() const { return synthetic_times_; }
+  // What the allocations' categories were inferred from (meta categories_inferred: an imported
+  // snapshot's, Note [Inferred categories] in profiler/importers/infer.cpp); empty when they
+  // were recorded (or are all unknown).
+  const std::string& categories_inferred() const { return categories_inferred_; }
   // "2.053 s" or "event 5553" for an absolute time of this trace.
   std::string time_text(uint64_t ts) const;
   // The recording's capture depth (meta stack_depth; 0: recorded without stacks).
@@ -120,6 +124,7 @@ class Trace {
   int stack_depth_ = 0;
   bool imported_ = false;  // an imported PyTorch snapshot (meta command_line pytorch-snapshot:...)
   bool synthetic_times_ = false;
+  std::string categories_inferred_;
   Frames frames_mode_ = Frames::user;
   std::vector<DeviceRef> devices_;
   mutable std::map<uint64_t, Site> sites_;

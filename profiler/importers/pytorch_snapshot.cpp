@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "profiler/importers/pickle.h"
+#include "profiler/importers/snapshot_infer.h"
 #include "profiler/importers/snapshot_reader.h"
 #include "profiler/store/trace_writer.h"
 
@@ -645,8 +646,29 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
     for (const Entry& e : t) span(e.time_ns);
   for (const Annotation& a : annotations) span(a.time_ns);
 
+  // Note [Inferred categories] (infer.cpp): a snapshot none of whose allocs names a category
+  // (PyTorch's own) gets them inferred from frames, annotations and lifetimes.
+  bool has_categories = false;
+  for (auto& [d, t] : reader.traces_)
+    for (const Entry& e : t) has_categories = has_categories || e.category != ev::Category::unknown;
+  std::map<int, DeviceInference> inferred;
+  if (!has_categories) {
+    for (auto& [d, state] : states) {
+      std::vector<StartBlock> start;
+      for (const InitialBlock& b : state.blocks) start.push_back({b.addr, b.state == BlockState::pending, b.frames});
+      std::vector<Annotation> mine;
+      for (const Annotation& a : annotations)
+        if (a.device == d) mine.push_back(a);
+      auto it = reader.traces_.find(d);
+      inferred[d] = infer_device(reader, it == reader.traces_.end() ? kNoEntries : it->second, start, mine, t0);
+    }
+  }
+  std::vector<const DeviceInference*> inference;
+  for (auto& [d, i] : inferred) inference.push_back(&i);
+
   Stacks stacks(reader, reader.notes_);
   store::TraceMeta meta;
+  meta.categories_inferred = inference_basis(inference);
   meta.command_line = "pytorch-snapshot:" + source_name;
   // PyTorch's time_us is Unix time; synthetic times (Note [Synthetic times]) are not.
   meta.start_unix_ns = reader.synthetic_times_ ? 0 : static_cast<int64_t>(t0);
@@ -684,9 +706,12 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
       uint64_t stack = stacks.stack(s.frames);
       out.segment_alloc(dev, t0, s.mapped, s.addr, s.size, s.stream, s.pool, s.addr, stack);
     }
-    for (const InitialBlock& b : state.blocks) {
+    const DeviceInference* inf = inferred.count(d) ? &inferred[d] : nullptr;
+    for (size_t j = 0; j < state.blocks.size(); ++j) {
+      const InitialBlock& b = state.blocks[j];
       uint64_t stack = stacks.stack(b.frames);
-      out.alloc(dev, t0, b.addr, b.size, b.requested, b.stream, stack);
+      out.alloc(dev, t0, b.addr, b.size, b.requested, b.stream, stack,
+                inf ? inf->start[j] : ev::Category::unknown);
       if (b.state == BlockState::pending)
         out.free(dev, ev::Kind::free_requested, t0, b.addr, b.requested, b.stream, stack);
     }
@@ -733,10 +758,24 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   std::vector<Cursor> cursors;
   for (auto& [d, t] : reader.traces_) cursors.push_back({d, &t, 0});
   size_t next_annotation = 0;
+  // Steps from the optimizer's frames when no annotation gave any (Note [Inferred categories],
+  // rule 4), each after the entries at its time.
+  std::vector<std::pair<uint64_t, int>> frame_steps;
+  if (rule == StepRule::none)
+    for (auto& [d, i] : inferred)
+      for (uint64_t ts : i.step_ends) frame_steps.emplace_back(ts, d);
+  std::sort(frame_steps.begin(), frame_steps.end());
+  size_t next_frame_step = 0;
   for (;;) {
     Cursor* c = nullptr;
     for (Cursor& k : cursors)
       if (k.next < k.entries->size() && (!c || (*k.entries)[k.next].time_ns < (*c->entries)[c->next].time_ns)) c = &k;
+    if (next_frame_step < frame_steps.size() &&
+        (!c || frame_steps[next_frame_step].first < (*c->entries)[c->next].time_ns)) {
+      auto [ts, d] = frame_steps[next_frame_step++];
+      out.step(devices[d], ts, ++steps, "inferred from optimizer frames");
+      continue;
+    }
     if (next_annotation < annotations.size()) {
       const Annotation& a = annotations[next_annotation];
       if (!c || a.time_ns < (*c->entries)[c->next].time_ns ||
@@ -759,7 +798,8 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
       case Action::alloc: {
         auto exact = state.exact_size.find(i);
         uint64_t size = exact != state.exact_size.end() ? exact->second : round_block(e.size);
-        out.alloc(dev, ts, e.addr, size, e.size, e.stream, stack, e.category);
+        const ev::Category category = inferred.empty() ? e.category : inferred[c->device].entries[i];
+        out.alloc(dev, ts, e.addr, size, e.size, e.stream, stack, category);
         break;
       }
       case Action::free_requested: out.free(dev, ev::Kind::free_requested, ts, e.addr, e.size, e.stream, stack); break;
@@ -795,6 +835,8 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   stats.devices = static_cast<int>(states.size());
   stats.annotations = annotations.size();
   stats.inferred_steps = steps;
+  stats.categories_inferred = meta.categories_inferred;
+  stats.steps_from_frames = !frame_steps.empty();
   stats.synthetic_times = reader.synthetic_times_;
   stats.notes = reader.notes_.lines();
   if (end_ts_ns) *end_ts_ns = t_end;

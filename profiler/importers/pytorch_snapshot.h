@@ -28,7 +28,11 @@ struct ImportStats {
   int devices = 0;        // devices in the trace (cuda:N with segments or trace entries)
   uint64_t annotations = 0;      // external_annotations written as scopes
   uint64_t inferred_steps = 0;   // step events inferred from them (Note [Inferred steps])
+  bool steps_from_frames = false;  // ... or from the optimizer's frames (Note [Inferred categories])
   bool synthetic_times = false;  // the snapshot had no times: events are in entry order
+  // What the allocations' categories were inferred from (meta `categories_inferred`, Note
+  // [Inferred categories]); empty when the snapshot named them or nothing was inferred.
+  std::string categories_inferred;
   // What the importer tolerated, one line per kind ("3 frames whose 'line' is not a line
   // number (read as unknown)"): the CLI prints them on stderr (Note [Lenient fields]).
   std::vector<std::string> notes;

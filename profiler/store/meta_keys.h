@@ -25,5 +25,6 @@ inline constexpr const char* kFinalizedToolVersion = "finalized_tool_version";
 inline constexpr const char* kFirstTsNs = "first_ts_ns";
 inline constexpr const char* kLastTsNs = "last_ts_ns";
 inline constexpr const char* kWriterError = "writer_error";
+inline constexpr const char* kCategoriesInferred = "categories_inferred";
 
 }  // namespace tidemark::store::meta_keys

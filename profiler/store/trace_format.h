@@ -74,6 +74,9 @@ struct TraceMeta {
   // Events' times are the order of the source's entries (1 us apart), not clock times: an
   // imported snapshot that had no times (meta `synthetic_times`, docs/trace-format.md).
   bool synthetic_times = false;
+  // What the allocations' categories were inferred from, when an importer inferred them (meta
+  // `categories_inferred`, optional: absent when recorded or unknown; docs/trace-format.md).
+  std::string categories_inferred;
 };
 
 // One source-level frame of a return address. An address inside inlined code gives several:

@@ -117,6 +117,7 @@ TraceMeta TraceReader::meta() const {
   m.allocator_settings = meta_value(k::kAllocatorSettings).value_or("");
   m.stack_depth = static_cast<int>(to_i64(meta_value(k::kStackDepth)));
   m.synthetic_times = to_i64(meta_value(k::kSyntheticTimes)) != 0;  // absent before schema v3
+  m.categories_inferred = meta_value(k::kCategoriesInferred).value_or("");
   for (DeviceRow& d : devices()) m.devices.push_back(std::move(d.info));
   return m;
 }

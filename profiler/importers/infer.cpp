@@ -1,0 +1,283 @@
+#include "profiler/importers/infer.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+// Note [Inferred categories]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A PyTorch snapshot says what each block's call stack was and when it lived, not what it
+// held. tensorlib records the role of a block (parameter, gradient, ...); a snapshot of the
+// same program does not. The rules below recover the role from what a snapshot has, and are
+// measured against tensorlib's own categories (tests/cli/infer_categories_test.cpp,
+// docs/importers.md has the figures).
+//
+// 1. The phase of an event (an alloc or a free) is what its frames name (phase_of_frame): the
+//    autograd engine is backward (PyTorch's `torch::autograd::Engine` and the `backward` of
+//    torch/_tensor.py and torch/autograd, tensorlib's `tl::autograd::backward`, its engine and
+//    `tl::Tensor::backward`); an optimizer (files under torch/optim, `Optimizer.step`,
+//    `Optimizer.zero_grad`, tensorlib's `tl::optim::`) is optimizer; torch/utils/data and
+//    `tl::data::` are data loading; a module's constructor, `reset_parameters`, init functions
+//    and moving a module (`_apply`, `to`) are setup; any other frame of torch/nn or `tl::nn::`
+//    is forward. A stack takes the strongest phase among its frames: backward, optimizer,
+//    data, setup, forward (StackPhase). The importer adds the record_function ranges of
+//    external_annotations (`autograd::engine::...` backward, `Optimizer.*` optimizer,
+//    `enumerate(DataLoader)...` data, `nn.Module: ...` forward) for events whose frames say
+//    nothing (PyTorch's autograd thread has no Python frames).
+// 2. Consecutive events of one phase form a run. An event whose frames say nothing takes the
+//    phase of the run it falls inside (between the run's first and last event), else none.
+// 3. A block's category, from its alloc's phase, its free's phase and its lifetime:
+//    * data loading: `input` (a batch, a dataset), or `temporary` when freed within its run
+//      (decoding, collating);
+//    * optimizer: `optimizer_state` when it outlives its optimizer run (the moments and
+//      momentum buffers), else `temporary`;
+//    * backward: `gradient` when it is still allocated when the next optimizer run begins
+//      (or, with no optimizer run after it, when it outlives its backward run), else
+//      `temporary`;
+//    * setup: `parameter` when it lives to the end of the training (past the last backward or
+//      optimizer run, or never freed), else `temporary`;
+//    * allocated before the snapshot's history began and never freed: `parameter` (weights
+//      and buffers put on the device before recording started), unless its frames say
+//      otherwise (a block in `segments` has its alloc's frames);
+//    * forward, or no phase: `activation` when the autograd engine freed it (saved for
+//      backward and released by it) or when autograd's own objects did (a graph dying without
+//      backward: the tensors its nodes saved); in forward, also when it outlived its forward
+//      run and a backward run began before its free (kept for that backward, or by a retained
+//      graph), else `temporary`; with no phase, `temporary` when freed before the next
+//      classified event; else (never freed) left `unknown`.
+// 4. Steps, when the importer has none from annotations (Note [Inferred steps] in
+//    pytorch_snapshot.cpp): one at the end of each optimizer run.
+//
+// What the rules cannot see: a parameter allocated inside the loop (lazy modules), gradients
+// made outside backward (`p.grad = ...`), a user's cache filled in forward. Each inferred
+// value is marked: the trace's meta `categories_inferred` says from what.
+
+namespace tidemark::importers::infer {
+
+namespace {
+
+bool has(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
+
+// "tl::nn::Linear::Linear(...)": the last two components of the qualified name are equal.
+bool is_constructor(std::string_view function) {
+  std::string_view name = function.substr(0, function.find('('));
+  size_t sep = name.rfind("::");
+  if (sep == std::string_view::npos || sep == 0) return false;
+  std::string_view last = name.substr(sep + 2);
+  std::string_view outer = name.substr(0, sep);
+  size_t sep2 = outer.rfind("::");
+  std::string_view prev = sep2 == std::string_view::npos ? outer : outer.substr(sep2 + 2);
+  // Template arguments of the class ("Foo<int>::Foo").
+  prev = prev.substr(0, prev.find('<'));
+  return !last.empty() && last == prev;
+}
+
+// Python's files may be written with either slash (a snapshot taken on Windows).
+bool in_file(std::string_view file, std::string_view dir) {
+  if (has(file, dir)) return true;
+  std::string back(dir);
+  std::replace(back.begin(), back.end(), '/', '\\');
+  return has(file, back);
+}
+
+int rank(Phase p) {
+  switch (p) {
+    case Phase::none: return 0;
+    case Phase::forward: return 1;
+    case Phase::setup: return 2;
+    case Phase::data: return 3;
+    case Phase::optimizer: return 4;
+    case Phase::backward: return 5;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string_view phase_name(Phase p) {
+  switch (p) {
+    case Phase::none: return "none";
+    case Phase::setup: return "setup";
+    case Phase::data: return "data";
+    case Phase::forward: return "forward";
+    case Phase::backward: return "backward";
+    case Phase::optimizer: return "optimizer";
+  }
+  return "none";
+}
+
+namespace {
+
+// The qualified name of a demangled C++ function, without its parameters and template
+// arguments ("tl::nn::Linear::forward" of "tl::nn::Linear::forward(tl::Tensor const&)"), so
+// a parameter's type ("evaluate(tl::data::FashionMNIST const&)") names no phase. Python's
+// names come back as they are.
+std::string qualified_name(std::string_view function) {
+  std::string out;
+  int depth = 0;
+  constexpr std::string_view kAnon = "(anonymous namespace)";
+  for (size_t i = 0; i < function.size(); ++i) {
+    if (function.compare(i, kAnon.size(), kAnon) == 0) {
+      out += "(anonymous)";
+      i += kAnon.size() - 1;
+      continue;
+    }
+    const char ch = function[i];
+    if (ch == '<' && !(i >= 8 && function.substr(i - 8, 8) == "operator")) {
+      ++depth;
+    } else if (ch == '>' && depth > 0) {
+      --depth;
+    } else if (depth == 0) {
+      if (ch == '(') break;
+      out += ch;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Phase phase_of_frame(std::string_view full_function, std::string_view file) {
+  const std::string name = qualified_name(full_function);
+  const std::string_view function = name;
+  // Backward: the autograd engine.
+  if (has(function, "torch::autograd::Engine") || has(function, "torch::autograd::python::PythonEngine") ||
+      has(function, "tl::autograd::backward") || has(function, "tl::autograd::Engine") ||
+      function == "tl::autograd::grad" || has(function, "run_backward") ||
+      has(function, "tl::Tensor::backward") || has(function, "_engine_run_backward") ||
+      function.starts_with("autograd::engine::"))
+    return Phase::backward;
+  if (function == "backward" && (in_file(file, "torch/_tensor.py") || in_file(file, "torch/autograd/")))
+    return Phase::backward;
+  // Optimizer.
+  if (has(function, "tl::optim::") || in_file(file, "torch/optim/") || function.starts_with("Optimizer.step") ||
+      function.starts_with("Optimizer.zero_grad"))
+    return Phase::optimizer;
+  // Data loading.
+  if (has(function, "tl::data::") || in_file(file, "torch/utils/data/") ||
+      function.starts_with("enumerate(DataLoader)"))
+    return Phase::data;
+  // Setup: building the model or moving it.
+  const bool tl_nn = has(function, "tl::nn::");
+  const bool torch_nn = in_file(file, "torch/nn/");
+  if (tl_nn && (is_constructor(function) || has(function, "reset_parameters") || has(function, "tl::nn::init::") ||
+                function.ends_with("::to") || has(function, "register_parameter") || has(function, "register_buffer")))
+    return Phase::setup;
+  if (torch_nn && (function == "__init__" || function == "reset_parameters" || in_file(file, "torch/nn/init.py") ||
+                   function == "_apply" || function == "to" || function == "cuda" || function == "convert"))
+    return Phase::setup;
+  // Forward: any other module code.
+  if (tl_nn || torch_nn || function.starts_with("nn.Module: ")) return Phase::forward;
+  return Phase::none;
+}
+
+bool autograd_frame(std::string_view function) {
+  // The graph's own objects (their destructors free what they saved), in tensorlib and PyTorch.
+  return has(function, "SavedVariable") || has(function, "autograd::Node") ||
+         has(function, "autograd::FunctionNode") || has(function, "autograd::PyNode");
+}
+
+void StackPhase::add(Phase p) {
+  if (rank(p) > rank(phase_)) phase_ = p;
+}
+
+namespace {
+
+struct Run {
+  Phase phase;
+  uint64_t start, end;
+};
+
+}  // namespace
+
+Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& events) {
+  Result out;
+  // Runs of consecutive classified events of one phase.
+  std::vector<Run> runs;
+  for (const PhaseEvent& e : events) {
+    if (e.phase == Phase::none) continue;
+    if (!runs.empty() && runs.back().phase == e.phase) {
+      runs.back().end = std::max(runs.back().end, e.ts);
+      continue;
+    }
+    runs.push_back({e.phase, e.ts, e.ts});
+    ++out.runs[static_cast<size_t>(e.phase)];
+  }
+  if (std::getenv("TIDEMARK_INFER_DEBUG"))
+    for (const Run& r : runs) std::fprintf(stderr, "run %s %llu %llu\n", std::string(phase_name(r.phase)).c_str(), (unsigned long long)r.start, (unsigned long long)r.end);
+  // The last run starting at or before t (runs.size() when none).
+  auto run_at = [&](uint64_t t) -> size_t {
+    auto it = std::upper_bound(runs.begin(), runs.end(), t, [](uint64_t v, const Run& r) { return v < r.start; });
+    return it == runs.begin() ? runs.size() : static_cast<size_t>(it - runs.begin() - 1);
+  };
+  // The phase of the run t falls inside, else none (Note [Inferred categories], rule 2).
+  auto phase_at = [&](uint64_t t) {
+    size_t r = run_at(t);
+    return r < runs.size() && t <= runs[r].end ? runs[r].phase : Phase::none;
+  };
+  auto next_run_of = [&](Phase p, uint64_t t) -> const Run* {  // first run of p starting at or after t
+    for (size_t i = run_at(t) < runs.size() ? run_at(t) : 0; i < runs.size(); ++i)
+      if (runs[i].phase == p && runs[i].start >= t) return &runs[i];
+    return nullptr;
+  };
+  uint64_t training_end = 0;
+  bool trained = false;
+  for (const Run& r : runs)
+    if (r.phase == Phase::backward || r.phase == Phase::optimizer) training_end = r.end, trained = true;
+  for (const Run& r : runs)
+    if (r.phase == Phase::optimizer) out.step_ends.push_back(r.end);
+
+  out.categories.reserve(blocks.size());
+  for (const Block& b : blocks) {
+    using C = events::Category;
+    const bool freed = b.free_ts != kNever;
+    const Phase pa = b.alloc_phase != Phase::none ? b.alloc_phase : phase_at(b.alloc_ts);
+    const Phase pf = !freed ? Phase::none : b.free_phase != Phase::none ? b.free_phase : phase_at(b.free_ts);
+    // The run the alloc falls in (runs.size(): none).
+    size_t ra = run_at(b.alloc_ts);
+    if (ra < runs.size() && b.alloc_ts > runs[ra].end) ra = runs.size();
+    const uint64_t run_end = ra < runs.size() ? runs[ra].end : b.alloc_ts;
+    C c = C::unknown;
+    switch (pa) {
+      case Phase::data: c = freed && b.free_ts <= run_end ? C::temporary : C::input; break;
+      case Phase::optimizer: c = !freed || b.free_ts > run_end ? C::optimizer_state : C::temporary; break;
+      case Phase::backward: {
+        const Run* opt = next_run_of(Phase::optimizer, b.alloc_ts);
+        const uint64_t until = opt ? opt->start : run_end;
+        c = !freed || b.free_ts > until ? C::gradient : C::temporary;
+        break;
+      }
+      case Phase::setup:
+        c = !freed || (trained && b.free_ts > training_end) || (!trained && !runs.empty() && b.free_ts > runs.back().end)
+                ? C::parameter
+                : C::temporary;
+        break;
+      case Phase::forward:
+      case Phase::none:
+        if (b.before_trace && !freed && b.alloc_phase == Phase::none) {
+          c = C::parameter;
+        } else if (freed && (pf == Phase::backward || b.freed_by_autograd)) {
+          c = C::activation;
+        } else if (pa == Phase::forward) {
+          // Outliving its forward run, a block is kept for a backward when one begins before
+          // its free; else it is a result read after the forward (an evaluation's logits).
+          const Run* bw = next_run_of(Phase::backward, b.alloc_ts);
+          c = !freed                                                 ? C::unknown
+              : b.free_ts > run_end && bw && bw->start < b.free_ts ? C::activation
+                                                                     : C::temporary;
+        } else if (freed) {
+          // No phase: temporary when freed before the next classified event.
+          auto next = std::upper_bound(events.begin(), events.end(), b.alloc_ts,
+                                       [](uint64_t v, const PhaseEvent& e) { return v < e.ts; });
+          while (next != events.end() && next->phase == Phase::none) ++next;
+          if (next == events.end() || b.free_ts < next->ts) c = C::temporary;
+        }
+        break;
+    }
+    out.categories.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace tidemark::importers::infer

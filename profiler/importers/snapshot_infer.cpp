@@ -1,0 +1,150 @@
+#include "profiler/importers/snapshot_infer.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <unordered_map>
+
+namespace tidemark::importers::snapshot {
+
+namespace {
+
+using infer::Phase;
+
+struct RunPhase {
+  Phase phase = Phase::none;
+  bool autograd = false;
+};
+
+// Phases of frame runs, each computed once (frame runs are shared by many entries).
+class Phases {
+ public:
+  explicit Phases(const SnapshotReader& reader) : reader_(reader) {}
+  RunPhase of(FrameRun run) {
+    if (run == 0) return {};
+    auto [it, fresh] = memo_.try_emplace(run);
+    if (!fresh) return it->second;
+    auto [items, count] = reader_.run_items(run);
+    infer::StackPhase stack;
+    bool autograd = false;
+    for (size_t i = 0; i < count; ++i) {
+      pickle::Ref f(&reader_.doc(), items[i]);
+      if (f.type() != pickle::Type::dict) continue;  // Note [Lenient fields]: unknown
+      auto text = [&](const char* key) -> std::string_view {
+        std::optional<pickle::Ref> v = f.get(key);
+        if (!v) return {};
+        return v->as_string().value_or(std::string_view());
+      };
+      const std::string_view name = text("name");
+      stack.add(infer::phase_of_frame(name, text("filename")));
+      autograd = autograd || infer::autograd_frame(name);
+    }
+    return it->second = {stack.phase(), autograd};
+  }
+
+ private:
+  const SnapshotReader& reader_;
+  std::unordered_map<FrameRun, RunPhase> memo_;
+};
+
+}  // namespace
+
+DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Entry>& entries,
+                             const std::vector<StartBlock>& start, const std::vector<Annotation>& annotations,
+                             uint64_t t0) {
+  DeviceInference out;
+  Phases phases(reader);
+  std::vector<infer::Block> blocks;
+  std::vector<infer::PhaseEvent> events;
+  std::unordered_map<uint64_t, size_t> open;  // addr -> index in blocks
+  // Block index -> entry index (SIZE_MAX: a start block).
+  std::vector<size_t> entry_of;
+  for (const StartBlock& s : start) {
+    infer::Block b;
+    b.alloc_ts = t0;
+    b.before_trace = true;
+    b.alloc_phase = phases.of(s.frames).phase;
+    if (s.pending)
+      b.free_ts = t0;
+    else
+      open[s.addr] = blocks.size();
+    entry_of.push_back(SIZE_MAX);
+    blocks.push_back(b);
+  }
+  // Record_function ranges open at each entry: counts per phase.
+  std::array<int, 6> open_ranges{};
+  size_t next_annotation = 0;
+  auto annotation_phase = [&](uint64_t ts) {
+    while (next_annotation < annotations.size() && annotations[next_annotation].time_ns <= ts) {
+      const Annotation& a = annotations[next_annotation++];
+      int& n = open_ranges[static_cast<size_t>(infer::phase_of_frame(a.name, {}))];
+      n = a.start ? n + 1 : std::max(0, n - 1);
+    }
+    infer::StackPhase p;
+    for (size_t k = 1; k < open_ranges.size(); ++k)
+      if (open_ranges[k] > 0) p.add(static_cast<Phase>(k));
+    return p.phase();
+  };
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Entry& e = entries[i];
+    const bool alloc = e.action == Action::alloc;
+    const bool free = e.action == Action::free_requested || e.action == Action::free;
+    if (!alloc && !free) continue;
+    RunPhase rp = phases.of(e.frames);
+    const Phase ranged = annotation_phase(e.time_ns);
+    if (rp.phase == Phase::none && ranged != Phase::none) {
+      rp.phase = ranged;
+      out.annotations_used = true;
+    }
+    events.push_back({e.time_ns, rp.phase});
+    if (alloc) {
+      infer::Block b;
+      b.alloc_ts = e.time_ns;
+      b.alloc_phase = rp.phase;
+      open[e.addr] = blocks.size();
+      entry_of.push_back(i);
+      blocks.push_back(b);
+    } else if (auto it = open.find(e.addr); it != open.end()) {
+      infer::Block& b = blocks[it->second];
+      b.free_ts = e.time_ns;
+      b.free_phase = rp.phase;
+      b.freed_by_autograd = rp.autograd;
+      open.erase(it);
+    }
+  }
+  infer::Result r = infer::infer(blocks, events);
+  out.entries.assign(entries.size(), ev::Category::unknown);
+  out.start.assign(start.size(), ev::Category::unknown);
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    const ev::Category c = r.categories[k];
+    out.any = out.any || c != ev::Category::unknown;
+    if (entry_of[k] == SIZE_MAX)
+      out.start[k] = c;
+    else
+      out.entries[entry_of[k]] = c;
+  }
+  out.step_ends = std::move(r.step_ends);
+  for (size_t k = 0; k < out.runs.size(); ++k) out.runs[k] = r.runs[k];
+  return out;
+}
+
+std::string inference_basis(const std::vector<const DeviceInference*>& devices) {
+  bool any = false, annotations = false;
+  std::array<uint64_t, 6> runs{};
+  for (const DeviceInference* d : devices) {
+    any = any || d->any;
+    annotations = annotations || d->annotations_used;
+    for (size_t k = 0; k < runs.size(); ++k) runs[k] += d->runs[k];
+  }
+  if (!any) return {};
+  std::string s = annotations ? "frames, annotations and lifetimes" : "frames and lifetimes";
+  std::string list;
+  for (Phase p : {Phase::setup, Phase::data, Phase::forward, Phase::backward, Phase::optimizer}) {
+    const uint64_t n = runs[static_cast<size_t>(p)];
+    if (n == 0) continue;
+    if (!list.empty()) list += ", ";
+    list += std::to_string(n) + " " + std::string(infer::phase_name(p));
+  }
+  return s + " (phase runs: " + (list.empty() ? "none" : list) + ")";
+}
+
+}  // namespace tidemark::importers::snapshot

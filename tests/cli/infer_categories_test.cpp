@@ -1,0 +1,161 @@
+// Inferred categories and steps (Note [Inferred categories] in profiler/importers/infer.cpp),
+// measured against the truth: tensorlib records each block's role (parameter, gradient, ...),
+// a PyTorch snapshot does not. Each program is recorded, exported as a snapshot without its
+// categories (`export --no-categories`, which also writes no annotations, scopes or steps, as
+// PyTorch's snapshots of a program without record_function have none), imported, and the
+// imported trace's inferred categories are held against the recorded ones, block by block, over
+// the bytes live at the recorded allocated peak. docs/importers.md quotes the figures printed.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "profiler/analysis/steps.h"
+#include "profiler/analysis/trace.h"
+#include "profiler/store/trace_reader.h"
+#include "run_program.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace an = tidemark::analysis;
+namespace ev = tidemark::events;
+using tidemark::store::AllocationRow;
+using tidemark::store::TraceReader;
+using tl_test::Result;
+using tl_test::tidemark;
+
+fs::path dir() { return tl_test::temp_dir("tidemark_infer"); }
+
+// tensorlib leaves a block it knows no role for `unknown` (an op's output no backward saved):
+// a temporary, or unknown, is the right answer for it.
+bool right(ev::Category truth, ev::Category inferred) {
+  if (truth == ev::Category::unknown) return inferred == ev::Category::unknown || inferred == ev::Category::temporary;
+  return truth == inferred;
+}
+
+struct Measured {
+  uint64_t peak_bytes = 0, right_bytes = 0;
+  uint64_t tagged_bytes = 0, tagged_right_bytes = 0;  // blocks tensorlib gave a role
+  std::map<std::pair<ev::Category, ev::Category>, uint64_t> confusion;  // (truth, inferred) -> bytes
+  size_t recorded_steps = 0, inferred_steps = 0, steps_in_place = 0;
+  std::string basis;  // meta categories_inferred
+};
+
+std::string pct(uint64_t a, uint64_t b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 100.0);
+  return buf;
+}
+
+// Records `program`, exports it without categories, imports it, and compares.
+Measured measure(const std::string& name, const std::vector<std::string>& program) {
+  Measured m;
+  const std::string recorded = (dir() / (name + ".db")).string();
+  const std::string pickle = (dir() / (name + ".pickle")).string();
+  const std::string imported = (dir() / (name + ".imported.db")).string();
+  std::vector<std::string> args{"record", "-o", recorded, "--"};
+  args.insert(args.end(), program.begin(), program.end());
+  Result r = tidemark(args);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = tidemark({"export", recorded, "--format", "snapshot", "--no-categories", "-o", pickle});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = tidemark({"import", pickle, "-o", imported});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  if (::testing::Test::HasFailure()) return m;
+
+  an::Trace truth = an::Trace::open(recorded), guess = an::Trace::open(imported);
+  m.basis = guess.categories_inferred();
+  // The device with the highest allocated peak (the samples run on one).
+  int64_t device = 0;
+  int64_t peak = -1;
+  uint64_t peak_ts = 0;
+  for (const auto& d : truth.devices())
+    if (auto p = truth.reader().peak(d.id); p && p->bytes > peak) peak = p->bytes, peak_ts = p->ts_ns, device = d.id;
+  EXPECT_EQ(guess.devices().size(), 1u);
+  if (peak < 0 || guess.devices().size() != 1) return m;
+  const int64_t imported_device = guess.devices()[0].id;
+
+  // The export writes every block's alloc in order and the import keeps it: the n-th
+  // allocation of one is the n-th of the other.
+  const std::vector<AllocationRow> a = truth.reader().allocations(device);
+  const std::vector<AllocationRow> b = guess.reader().allocations(imported_device);
+  EXPECT_EQ(a.size(), b.size());
+  if (a.size() != b.size()) return m;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].addr, b[i].addr) << "allocation " << i;
+    const bool live = a[i].alloc_ts <= peak_ts && (!a[i].free_requested_ts || *a[i].free_requested_ts > peak_ts);
+    if (!live) continue;
+    m.peak_bytes += a[i].size;
+    m.confusion[{a[i].category, b[i].category}] += a[i].size;
+    if (right(a[i].category, b[i].category)) m.right_bytes += a[i].size;
+    if (a[i].category != ev::Category::unknown) {
+      m.tagged_bytes += a[i].size;
+      if (right(a[i].category, b[i].category)) m.tagged_right_bytes += a[i].size;
+    }
+  }
+  EXPECT_EQ(static_cast<int64_t>(m.peak_bytes), peak) << "the live allocations add up to the peak";
+
+  // Steps: the k-th inferred boundary falls in the k-th recorded step (its last allocation
+  // before the boundary is one the recorded step made).
+  const std::vector<an::StepStats> rs = an::step_stats(truth, device);
+  const std::vector<an::StepStats> is = an::step_stats(guess, imported_device);
+  m.recorded_steps = rs.size();
+  m.inferred_steps = is.size();
+  for (size_t k = 0; k < is.size() && k < rs.size(); ++k) {
+    const uint64_t boundary = guess.origin_ns() + is[k].start_ns;
+    size_t before = 0;  // imported allocations made before the boundary
+    while (before < b.size() && b[before].alloc_ts <= boundary) ++before;
+    if (before == 0) continue;
+    const uint64_t t = a[before - 1].alloc_ts;  // that allocation in the recorded trace
+    const uint64_t start = truth.origin_ns() + rs[k].start_ns;
+    const uint64_t end = k + 1 < rs.size() ? truth.origin_ns() + rs[k + 1].start_ns : UINT64_MAX;
+    if (t >= start && t < end) ++m.steps_in_place;
+  }
+
+  std::string confusion;
+  for (auto& [k, bytes] : m.confusion)
+    confusion += "\n    recorded " + std::string(ev::category_name(k.first)) + ", inferred " +
+                 std::string(ev::category_name(k.second)) + ": " + std::to_string(bytes) + " B";
+  std::printf("%s: %s of %llu B live at the allocated peak right (%s of the %llu B tensorlib tagged); "
+              "steps: %zu recorded, %zu inferred, %zu in place; inferred from %s%s\n",
+              name.c_str(), pct(m.right_bytes, m.peak_bytes).c_str(), static_cast<unsigned long long>(m.peak_bytes),
+              pct(m.tagged_right_bytes, m.tagged_bytes).c_str(), static_cast<unsigned long long>(m.tagged_bytes),
+              m.recorded_steps, m.inferred_steps, m.steps_in_place, m.basis.c_str(), confusion.c_str());
+  return m;
+}
+
+void expect_accurate(const Measured& m) {
+  EXPECT_FALSE(m.basis.empty()) << "the imported trace says its categories are inferred";
+  EXPECT_GE(static_cast<double>(m.right_bytes), 0.95 * static_cast<double>(m.peak_bytes))
+      << pct(m.right_bytes, m.peak_bytes) << " of the bytes at the peak";
+}
+
+TEST(InferCategories, FashionMnistTraining) {
+  Measured m = measure("fashion_mnist", {std::string(TIDEMARK_SAMPLES_BIN) + "/train_fashion_mnist", "--model",
+                                         "mlp", "--epochs", "1", "--limit", "1000", "--batch-size", "100"});
+  expect_accurate(m);
+  // Steps from the optimizer's frames: one per training step, each where it was recorded.
+  EXPECT_EQ(m.inferred_steps, m.recorded_steps);
+  EXPECT_EQ(m.steps_in_place, m.recorded_steps);
+}
+
+class InferPitfall : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(InferPitfall, Accurate) {
+  const std::string sample = GetParam();
+  Measured m = measure(sample, {std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_" + sample});
+  expect_accurate(m);
+  if (m.inferred_steps > 0) EXPECT_EQ(m.steps_in_place, m.inferred_steps);
+}
+
+INSTANTIATE_TEST_SUITE_P(Samples, InferPitfall,
+                         ::testing::Values("accumulated_loss", "retain_graph", "eval_without_no_grad",
+                                           "sync_in_loop", "empty_cache_referenced", "fragmentation",
+                                           "checkpointing", "view_retention", "transpose_contiguous",
+                                           "dataloader_workers"));
+
+}  // namespace

@@ -1,8 +1,6 @@
 #include "profiler/importers/infer.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 
 // Note [Inferred categories]
@@ -89,6 +87,7 @@ int rank(Phase p) {
     case Phase::data: return 3;
     case Phase::optimizer: return 4;
     case Phase::backward: return 5;
+    case Phase::recompute: return 6;
   }
   return 0;
 }
@@ -103,6 +102,7 @@ std::string_view phase_name(Phase p) {
     case Phase::forward: return "forward";
     case Phase::backward: return "backward";
     case Phase::optimizer: return "optimizer";
+    case Phase::recompute: return "recompute";
   }
   return "none";
 }
@@ -150,6 +150,10 @@ Phase phase_of_frame(std::string_view full_function, std::string_view file) {
     return Phase::backward;
   if (function == "backward" && (in_file(file, "torch/_tensor.py") || in_file(file, "torch/autograd/")))
     return Phase::backward;
+  // torch.utils.checkpoint recomputing on the engine's thread (its hooks or its backward).
+  if (in_file(file, "torch/utils/checkpoint.py") &&
+      (function == "backward" || function == "recompute_fn" || function == "unpack_hook" || function == "unpack"))
+    return Phase::backward;
   // Optimizer.
   if (has(function, "tl::optim::") || in_file(file, "torch/optim/") || function.starts_with("Optimizer.step") ||
       function.starts_with("Optimizer.zero_grad"))
@@ -179,99 +183,136 @@ bool autograd_frame(std::string_view function) {
 }
 
 void StackPhase::add(Phase p) {
+  forward_ = forward_ || p == Phase::forward;
   if (rank(p) > rank(phase_)) phase_ = p;
 }
 
+Phase StackPhase::phase() const { return phase_ == Phase::backward && forward_ ? Phase::recompute : phase_; }
+
 namespace {
 
+// A run: events [first, last] of one phase, and `limit`, the position of the first event
+// after `last` that ends it (another phase's, or an unclassified alloc), or past the end.
 struct Run {
   Phase phase;
-  uint64_t start, end;
+  uint64_t first, last, limit;
+  bool ended_by_run = false;  // `limit` is the next run's first event
 };
 
 }  // namespace
 
 Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& events) {
+  using C = events::Category;
   Result out;
-  // Runs of consecutive classified events of one phase.
+  // Positions: event i is at i + 1; blocks from before the trace are allocated at 0.
+  const uint64_t end = events.size() + 1;
   std::vector<Run> runs;
-  for (const PhaseEvent& e : events) {
-    if (e.phase == Phase::none) continue;
-    if (!runs.empty() && runs.back().phase == e.phase) {
-      runs.back().end = std::max(runs.back().end, e.ts);
+  bool broken = true;  // an unclassified alloc since the last run's last event
+  for (uint64_t i = 0; i < events.size(); ++i) {
+    const PhaseEvent& e = events[i];
+    const uint64_t pos = i + 1;
+    if (e.phase == Phase::none) {
+      if (e.alloc && !broken && !runs.empty()) runs.back().limit = pos, broken = true;
       continue;
     }
-    runs.push_back({e.phase, e.ts, e.ts});
+    if (!runs.empty() && runs.back().phase == e.phase && !broken) {
+      runs.back().last = pos;
+      continue;
+    }
+    if (!runs.empty() && !broken) runs.back().limit = pos, runs.back().ended_by_run = true;
+    runs.push_back({e.phase, pos, pos, end});
+    broken = false;
     ++out.runs[static_cast<size_t>(e.phase)];
   }
-  if (std::getenv("TIDEMARK_INFER_DEBUG"))
-    for (const Run& r : runs) std::fprintf(stderr, "run %s %llu %llu\n", std::string(phase_name(r.phase)).c_str(), (unsigned long long)r.start, (unsigned long long)r.end);
-  // The last run starting at or before t (runs.size() when none).
-  auto run_at = [&](uint64_t t) -> size_t {
-    auto it = std::upper_bound(runs.begin(), runs.end(), t, [](uint64_t v, const Run& r) { return v < r.start; });
-    return it == runs.begin() ? runs.size() : static_cast<size_t>(it - runs.begin() - 1);
+  // The run position p falls in ([first, limit)), or runs.size().
+  auto run_at = [&](uint64_t p) -> size_t {
+    auto it = std::upper_bound(runs.begin(), runs.end(), p, [](uint64_t v, const Run& r) { return v < r.first; });
+    if (it == runs.begin()) return runs.size();
+    const size_t r = static_cast<size_t>(it - runs.begin() - 1);
+    return p < runs[r].limit ? r : runs.size();
   };
-  // The phase of the run t falls inside, else none (Note [Inferred categories], rule 2).
-  auto phase_at = [&](uint64_t t) {
-    size_t r = run_at(t);
-    return r < runs.size() && t <= runs[r].end ? runs[r].phase : Phase::none;
+  auto phase_at = [&](uint64_t p) {
+    const size_t r = run_at(p);
+    return r < runs.size() ? runs[r].phase : Phase::none;
   };
-  auto next_run_of = [&](Phase p, uint64_t t) -> const Run* {  // first run of p starting at or after t
-    for (size_t i = run_at(t) < runs.size() ? run_at(t) : 0; i < runs.size(); ++i)
-      if (runs[i].phase == p && runs[i].start >= t) return &runs[i];
+  // The phase of a free at p whose frames say nothing: its run's, unless it comes after the
+  // run's last event and before an unclassified alloc (the frees at the end of a loop's body).
+  auto phase_of_free = [&](uint64_t p) {
+    const size_t r = run_at(p);
+    if (r == runs.size() || (p > runs[r].last && !runs[r].ended_by_run)) return Phase::none;
+    return runs[r].phase;
+  };
+  // The first run of phase `ph` beginning after position p, or null.
+  auto next_run_of = [&](Phase ph, uint64_t p) -> const Run* {
+    auto it = std::upper_bound(runs.begin(), runs.end(), p, [](uint64_t v, const Run& r) { return v < r.first; });
+    for (; it != runs.end(); ++it)
+      if (it->phase == ph) return &*it;
     return nullptr;
   };
-  uint64_t training_end = 0;
-  bool trained = false;
   for (const Run& r : runs)
-    if (r.phase == Phase::backward || r.phase == Phase::optimizer) training_end = r.end, trained = true;
-  for (const Run& r : runs)
-    if (r.phase == Phase::optimizer) out.step_ends.push_back(r.end);
+    if (r.phase == Phase::optimizer) out.step_ends.push_back(events[r.last - 1].ts);
 
+  // A block a forward (beginning after position p) kept until pf_pos, not freed by a backward:
+  // an activation when no backward began before its free (a graph that never ran backward)
+  // or when a later forward did too (a graph kept across iterations, retain_graph); else the
+  // program held it through the backward (its input, its loss): temporary.
+  auto kept_by_graph = [&](uint64_t p, uint64_t pf_pos) {
+    const Run* bw = next_run_of(Phase::backward, p);
+    if (!bw || bw->first >= pf_pos) return C::activation;
+    const Run* fw = next_run_of(Phase::forward, bw->first);
+    return fw && fw->first < pf_pos ? C::activation : C::temporary;
+  };
   out.categories.reserve(blocks.size());
   for (const Block& b : blocks) {
-    using C = events::Category;
-    const bool freed = b.free_ts != kNever;
-    const Phase pa = b.alloc_phase != Phase::none ? b.alloc_phase : phase_at(b.alloc_ts);
-    const Phase pf = !freed ? Phase::none : b.free_phase != Phase::none ? b.free_phase : phase_at(b.free_ts);
-    // The run the alloc falls in (runs.size(): none).
-    size_t ra = run_at(b.alloc_ts);
-    if (ra < runs.size() && b.alloc_ts > runs[ra].end) ra = runs.size();
-    const uint64_t run_end = ra < runs.size() ? runs[ra].end : b.alloc_ts;
+    const uint64_t pa_pos = b.before_trace ? 0 : b.alloc_event + 1;
+    const bool freed = b.free_event != kNever;
+    const uint64_t pf_pos = freed ? b.free_event + 1 : end;
+    const Phase pa = b.alloc_phase != Phase::none ? b.alloc_phase : phase_at(pa_pos);
+    const Phase pf = !freed ? Phase::none : b.free_phase != Phase::none ? b.free_phase : phase_of_free(pf_pos);
+    const size_t ra = run_at(pa_pos);
+    // Freed within the run it was allocated in (a block allocated outside any run: before the
+    // next classified event or unclassified alloc).
+    bool within = false;
+    if (freed) {
+      if (ra < runs.size()) {
+        within = pf_pos < runs[ra].limit;
+      } else {
+        uint64_t next = pa_pos + 1;
+        while (next < end && events[next - 1].phase == Phase::none && !events[next - 1].alloc) ++next;
+        within = pf_pos < next;
+      }
+    }
     C c = C::unknown;
     switch (pa) {
-      case Phase::data: c = freed && b.free_ts <= run_end ? C::temporary : C::input; break;
-      case Phase::optimizer: c = !freed || b.free_ts > run_end ? C::optimizer_state : C::temporary; break;
+      case Phase::data: c = within ? C::temporary : C::input; break;
+      case Phase::optimizer: c = within ? C::temporary : C::optimizer_state; break;
       case Phase::backward: {
-        const Run* opt = next_run_of(Phase::optimizer, b.alloc_ts);
-        const uint64_t until = opt ? opt->start : run_end;
-        c = !freed || b.free_ts > until ? C::gradient : C::temporary;
+        // Alive when the next optimizer run begins; without one, when the backward pass is
+        // over (the next run that is neither backward nor a recompute begins).
+        const Run* after = next_run_of(Phase::optimizer, pa_pos);
+        if (!after)
+          for (size_t r = ra < runs.size() ? ra : 0; r < runs.size(); ++r)
+            if (runs[r].first > pa_pos && runs[r].phase != Phase::backward && runs[r].phase != Phase::recompute) {
+              after = &runs[r];
+              break;
+            }
+        c = !freed || (after && pf_pos > after->first) ? C::gradient : C::temporary;
         break;
       }
-      case Phase::setup:
-        c = !freed || (trained && b.free_ts > training_end) || (!trained && !runs.empty() && b.free_ts > runs.back().end)
-                ? C::parameter
-                : C::temporary;
-        break;
+      case Phase::recompute: c = within ? C::temporary : C::activation; break;
+      case Phase::setup: c = within ? C::temporary : C::parameter; break;
       case Phase::forward:
       case Phase::none:
         if (b.before_trace && !freed && b.alloc_phase == Phase::none) {
           c = C::parameter;
         } else if (freed && (pf == Phase::backward || b.freed_by_autograd)) {
           c = C::activation;
+        } else if (within) {
+          c = C::temporary;
         } else if (pa == Phase::forward) {
-          // Outliving its forward run, a block is kept for a backward when one begins before
-          // its free; else it is a result read after the forward (an evaluation's logits).
-          const Run* bw = next_run_of(Phase::backward, b.alloc_ts);
-          c = !freed                                                 ? C::unknown
-              : b.free_ts > run_end && bw && bw->start < b.free_ts ? C::activation
-                                                                     : C::temporary;
-        } else if (freed) {
-          // No phase: temporary when freed before the next classified event.
-          auto next = std::upper_bound(events.begin(), events.end(), b.alloc_ts,
-                                       [](uint64_t v, const PhaseEvent& e) { return v < e.ts; });
-          while (next != events.end() && next->phase == Phase::none) ++next;
-          if (next == events.end() || b.free_ts < next->ts) c = C::temporary;
+          c = kept_by_graph(pa_pos, pf_pos);  // kept past its forward run
+        } else if (const Run* fw = next_run_of(Phase::forward, pa_pos); fw && fw->limit <= pf_pos) {
+          c = kept_by_graph(fw->first, pf_pos);  // made outside a forward that kept it
         }
         break;
     }

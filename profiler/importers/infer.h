@@ -4,6 +4,7 @@
 // nothing of pickles or traces, only frames, times and lifetimes, so tests can feed them.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -22,7 +23,9 @@ enum class Phase : uint8_t {
   forward,    // a module's forward
   backward,   // the autograd engine
   optimizer,  // an optimizer's step (or zero_grad)
+  recompute,  // a forward run again inside backward (activation checkpointing)
 };
+inline constexpr size_t kPhases = 7;
 std::string_view phase_name(Phase p);
 
 // The phase one frame names (`function`: the function, demangled or Python's name; `file`: its
@@ -34,46 +37,49 @@ Phase phase_of_frame(std::string_view function, std::string_view file);
 bool autograd_frame(std::string_view function);
 
 // Combines the phases of a stack's frames (any order) into the stack's phase: backward over
-// optimizer over data over setup over forward (backward recomputes forward under checkpointing;
-// an optimizer or a DataLoader calls tensor ops a forward would too).
+// optimizer over data over setup over forward (an optimizer or a DataLoader calls tensor ops a
+// forward would too), except that forward frames under backward ones are a recompute
+// (checkpointing runs the forward again inside backward).
 class StackPhase {
  public:
   void add(Phase p);
-  Phase phase() const { return phase_; }
+  Phase phase() const;
 
  private:
   Phase phase_ = Phase::none;
+  bool forward_ = false;
 };
 
 inline constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
 
-// One block lifetime (an alloc to its free_requested).
+// One block lifetime (an alloc to its free_requested), by the positions of its events in the
+// device's event list given to infer().
 struct Block {
-  uint64_t alloc_ts = 0;
-  uint64_t free_ts = kNever;  // kNever: still allocated at the end of the trace
-  Phase alloc_phase = Phase::none, free_phase = Phase::none;
-  bool before_trace = false;  // allocated before the snapshot's history began
+  uint64_t alloc_event = 0;       // index of its alloc in `events` (ignored when before_trace)
+  uint64_t free_event = kNever;   // index of its free; kNever: allocated at the end of the trace
+  Phase alloc_phase = Phase::none, free_phase = Phase::none;  // from its own frames
+  bool before_trace = false;      // allocated before the snapshot's history began
   bool freed_by_autograd = false;  // the free's frames are autograd's (autograd_frame)
 };
 
-// An event with a phase its frames name (an alloc or a free), in time order.
+// An alloc or a free of the device, in order, with the phase its frames name (none when they
+// say nothing).
 struct PhaseEvent {
   uint64_t ts = 0;
   Phase phase = Phase::none;
+  bool alloc = false;
 };
 
 struct Result {
   std::vector<events::Category> categories;  // one per block, in the order given
   // Runs of one phase (consecutive classified events of that phase), by phase.
-  uint64_t runs[6] = {};
+  uint64_t runs[kPhases] = {};
   // Step boundaries inferred from the optimizer's runs: the end of each (Note [Inferred
   // categories]); empty when the trace has no optimizer run.
   std::vector<uint64_t> step_ends;
 };
 
-// The categories of `blocks` on one device. `events` are that device's classified events in
-// time order (alloc and free phases are looked up in it for blocks whose own frames say
-// nothing).
+// The categories of `blocks` on one device, whose allocs and frees are `events`.
 Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& events);
 
 }  // namespace tidemark::importers::infer

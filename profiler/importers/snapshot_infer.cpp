@@ -50,7 +50,7 @@ class Phases {
 
 DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Entry>& entries,
                              const std::vector<StartBlock>& start, const std::vector<Annotation>& annotations,
-                             uint64_t t0) {
+                             uint64_t) {
   DeviceInference out;
   Phases phases(reader);
   std::vector<infer::Block> blocks;
@@ -60,18 +60,17 @@ DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Ent
   std::vector<size_t> entry_of;
   for (const StartBlock& s : start) {
     infer::Block b;
-    b.alloc_ts = t0;
     b.before_trace = true;
     b.alloc_phase = phases.of(s.frames).phase;
     if (s.pending)
-      b.free_ts = t0;
+      b.free_event = 0;  // freed as the trace begins
     else
       open[s.addr] = blocks.size();
     entry_of.push_back(SIZE_MAX);
     blocks.push_back(b);
   }
   // Record_function ranges open at each entry: counts per phase.
-  std::array<int, 6> open_ranges{};
+  std::array<int, infer::kPhases> open_ranges{};
   size_t next_annotation = 0;
   auto annotation_phase = [&](uint64_t ts) {
     while (next_annotation < annotations.size() && annotations[next_annotation].time_ns <= ts) {
@@ -95,17 +94,18 @@ DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Ent
       rp.phase = ranged;
       out.annotations_used = true;
     }
-    events.push_back({e.time_ns, rp.phase});
+    const uint64_t position = events.size();
+    events.push_back({e.time_ns, rp.phase, alloc});
     if (alloc) {
       infer::Block b;
-      b.alloc_ts = e.time_ns;
+      b.alloc_event = position;
       b.alloc_phase = rp.phase;
       open[e.addr] = blocks.size();
       entry_of.push_back(i);
       blocks.push_back(b);
     } else if (auto it = open.find(e.addr); it != open.end()) {
       infer::Block& b = blocks[it->second];
-      b.free_ts = e.time_ns;
+      b.free_event = position;
       b.free_phase = rp.phase;
       b.freed_by_autograd = rp.autograd;
       open.erase(it);
@@ -129,7 +129,7 @@ DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Ent
 
 std::string inference_basis(const std::vector<const DeviceInference*>& devices) {
   bool any = false, annotations = false;
-  std::array<uint64_t, 6> runs{};
+  std::array<uint64_t, infer::kPhases> runs{};
   for (const DeviceInference* d : devices) {
     any = any || d->any;
     annotations = annotations || d->annotations_used;
@@ -138,7 +138,7 @@ std::string inference_basis(const std::vector<const DeviceInference*>& devices) 
   if (!any) return {};
   std::string s = annotations ? "frames, annotations and lifetimes" : "frames and lifetimes";
   std::string list;
-  for (Phase p : {Phase::setup, Phase::data, Phase::forward, Phase::backward, Phase::optimizer}) {
+  for (Phase p : {Phase::setup, Phase::data, Phase::forward, Phase::backward, Phase::recompute, Phase::optimizer}) {
     const uint64_t n = runs[static_cast<size_t>(p)];
     if (n == 0) continue;
     if (!list.empty()) list += ", ";

@@ -182,6 +182,10 @@ bool autograd_frame(std::string_view function) {
          has(function, "autograd::FunctionNode") || has(function, "autograd::PyNode");
 }
 
+bool checkpoint_frame(std::string_view function, std::string_view file) {
+  return qualified_name(function).starts_with("tl::checkpoint") || in_file(file, "torch/utils/checkpoint.py");
+}
+
 void StackPhase::add(Phase p) {
   forward_ = forward_ || p == Phase::forward;
   if (rank(p) > rank(phase_)) phase_ = p;
@@ -197,6 +201,8 @@ struct Run {
   Phase phase;
   uint64_t first, last, limit;
   bool ended_by_run = false;  // `limit` is the next run's first event
+  uint64_t last_alloc = 0;    // its last alloc (a forward's result)
+  bool saving = false;        // a forward that kept some of its blocks past its end (grad mode)
 };
 
 }  // namespace
@@ -217,10 +223,11 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
     }
     if (!runs.empty() && runs.back().phase == e.phase && !broken) {
       runs.back().last = pos;
+      if (e.alloc) runs.back().last_alloc = pos;
       continue;
     }
     if (!runs.empty() && !broken) runs.back().limit = pos, runs.back().ended_by_run = true;
-    runs.push_back({e.phase, pos, pos, end});
+    runs.push_back({e.phase, pos, pos, end, false, e.alloc ? pos : 0});
     broken = false;
     ++out.runs[static_cast<size_t>(e.phase)];
   }
@@ -262,26 +269,44 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
     const Run* fw = next_run_of(Phase::forward, bw->first);
     return fw && fw->first < pf_pos ? C::activation : C::temporary;
   };
-  out.categories.reserve(blocks.size());
+  // Each block's positions, phases and run, then which forward runs kept blocks.
+  struct Where {
+    uint64_t pa_pos, pf_pos;
+    Phase pa, pf;
+    size_t ra;
+    bool within;  // freed within its run (outside any: before the next classified event)
+  };
+  std::vector<Where> where;
+  where.reserve(blocks.size());
   for (const Block& b : blocks) {
-    const uint64_t pa_pos = b.before_trace ? 0 : b.alloc_event + 1;
+    Where w;
+    w.pa_pos = b.before_trace ? 0 : b.alloc_event + 1;
     const bool freed = b.free_event != kNever;
-    const uint64_t pf_pos = freed ? b.free_event + 1 : end;
-    const Phase pa = b.alloc_phase != Phase::none ? b.alloc_phase : phase_at(pa_pos);
-    const Phase pf = !freed ? Phase::none : b.free_phase != Phase::none ? b.free_phase : phase_of_free(pf_pos);
-    const size_t ra = run_at(pa_pos);
-    // Freed within the run it was allocated in (a block allocated outside any run: before the
-    // next classified event or unclassified alloc).
-    bool within = false;
+    w.pf_pos = freed ? b.free_event + 1 : end;
+    w.pa = b.alloc_phase != Phase::none ? b.alloc_phase : phase_at(w.pa_pos);
+    w.pf = !freed ? Phase::none : b.free_phase != Phase::none ? b.free_phase : phase_of_free(w.pf_pos);
+    w.ra = run_at(w.pa_pos);
+    w.within = false;
     if (freed) {
-      if (ra < runs.size()) {
-        within = pf_pos < runs[ra].limit;
+      if (w.ra < runs.size()) {
+        w.within = w.pf_pos < runs[w.ra].limit;
       } else {
-        uint64_t next = pa_pos + 1;
+        uint64_t next = w.pa_pos + 1;
         while (next < end && events[next - 1].phase == Phase::none && !events[next - 1].alloc) ++next;
-        within = pf_pos < next;
+        w.within = w.pf_pos < next;
       }
     }
+    if (w.pa == Phase::forward && w.ra < runs.size() && !w.within && !b.checkpointed &&
+        runs[w.ra].last_alloc != w.pa_pos)
+      runs[w.ra].saving = true;
+    where.push_back(w);
+  }
+
+  out.categories.reserve(blocks.size());
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    const Block& b = blocks[k];
+    const auto [pa_pos, pf_pos, pa, pf, ra, within] = where[k];
+    const bool freed = b.free_event != kNever;
     C c = C::unknown;
     switch (pa) {
       case Phase::data: c = within ? C::temporary : C::input; break;
@@ -309,9 +334,13 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
           c = C::activation;
         } else if (within) {
           c = C::temporary;
+        } else if (pa == Phase::forward && (b.checkpointed || (ra < runs.size() && runs[ra].last_alloc == pa_pos))) {
+          // A forward's result (its run's last alloc), or a checkpointed segment's (it saves
+          // nothing): what the program reads, not what backward needs.
+          c = freed ? C::temporary : C::unknown;
         } else if (pa == Phase::forward) {
           c = kept_by_graph(pa_pos, pf_pos);  // kept past its forward run
-        } else if (const Run* fw = next_run_of(Phase::forward, pa_pos); fw && fw->limit <= pf_pos) {
+        } else if (const Run* fw = next_run_of(Phase::forward, pa_pos); fw && fw->saving && fw->limit <= pf_pos) {
           c = kept_by_graph(fw->first, pf_pos);  // made outside a forward that kept it
         }
         break;

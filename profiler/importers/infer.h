@@ -36,6 +36,10 @@ Phase phase_of_frame(std::string_view function, std::string_view file);
 // the engine): a block such a frame frees was held by a graph.
 bool autograd_frame(std::string_view function);
 
+// Whether a frame is activation checkpointing's (tl::checkpoint, torch.utils.checkpoint): in
+// forward, a checkpointed segment saves nothing for backward.
+bool checkpoint_frame(std::string_view function, std::string_view file);
+
 // Combines the phases of a stack's frames (any order) into the stack's phase: backward over
 // optimizer over data over setup over forward (an optimizer or a DataLoader calls tensor ops a
 // forward would too), except that forward frames under backward ones are a recompute
@@ -60,6 +64,7 @@ struct Block {
   Phase alloc_phase = Phase::none, free_phase = Phase::none;  // from its own frames
   bool before_trace = false;      // allocated before the snapshot's history began
   bool freed_by_autograd = false;  // the free's frames are autograd's (autograd_frame)
+  bool checkpointed = false;       // allocated in a checkpointed segment (checkpoint_frame)
 };
 
 // An alloc or a free of the device, in order, with the phase its frames name (none when they

@@ -13,6 +13,7 @@ using infer::Phase;
 struct RunPhase {
   Phase phase = Phase::none;
   bool autograd = false;
+  bool checkpoint = false;
 };
 
 // Phases of frame runs, each computed once (frame runs are shared by many entries).
@@ -25,7 +26,7 @@ class Phases {
     if (!fresh) return it->second;
     auto [items, count] = reader_.run_items(run);
     infer::StackPhase stack;
-    bool autograd = false;
+    bool autograd = false, checkpoint = false;
     for (size_t i = 0; i < count; ++i) {
       pickle::Ref f(&reader_.doc(), items[i]);
       if (f.type() != pickle::Type::dict) continue;  // Note [Lenient fields]: unknown
@@ -34,11 +35,12 @@ class Phases {
         if (!v) return {};
         return v->as_string().value_or(std::string_view());
       };
-      const std::string_view name = text("name");
-      stack.add(infer::phase_of_frame(name, text("filename")));
+      const std::string_view name = text("name"), file = text("filename");
+      stack.add(infer::phase_of_frame(name, file));
       autograd = autograd || infer::autograd_frame(name);
+      checkpoint = checkpoint || infer::checkpoint_frame(name, file);
     }
-    return it->second = {stack.phase(), autograd};
+    return it->second = {stack.phase(), autograd, checkpoint};
   }
 
  private:
@@ -100,6 +102,7 @@ DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Ent
       infer::Block b;
       b.alloc_event = position;
       b.alloc_phase = rp.phase;
+      b.checkpointed = rp.checkpoint && rp.phase == Phase::forward;
       open[e.addr] = blocks.size();
       entry_of.push_back(i);
       blocks.push_back(b);

@@ -118,7 +118,7 @@ int run_summary(const SummaryArgs& a) {
                           100.0 * static_cast<double>(g.bytes) / static_cast<double>(c.bytes));
     fmt::print("  by category: {}\n", line);
     if (!s.categories_inferred.empty())  // Note [Inferred categories]: say they are guesses
-      fmt::print("  (categories inferred from {}: not recorded)\n", s.categories_inferred);
+      fmt::print("  (inferred, not recorded: from {})\n", s.categories_inferred);
   }
   // Where reserved memory came from: for a CUDA program recorded by injection (segments, no
   // blocks) the only sites there are.

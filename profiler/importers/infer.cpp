@@ -27,7 +27,10 @@
 //    phase of the run it falls inside (between the run's first and last event), else none.
 // 3. A block's category, from its alloc's phase, its free's phase and its lifetime:
 //    * data loading: `input` (a batch, a dataset), or `temporary` when freed within its run
-//      (decoding, collating);
+//      (decoding, collating) or when a dataset's item getter made it (`__getitem__`, a C++
+//      `...::get` called by the loader: one example, copied into the batch and freed; a
+//      DataLoader's worker threads interleave such allocations with the loop's, so lifetimes
+//      alone cannot tell);
 //    * optimizer: `optimizer_state` when it outlives its optimizer run (the moments and
 //      momentum buffers), else `temporary`;
 //    * backward: `gradient` when it is still allocated when the next optimizer run begins
@@ -182,6 +185,12 @@ bool autograd_frame(std::string_view function) {
          has(function, "autograd::FunctionNode") || has(function, "autograd::PyNode");
 }
 
+bool item_getter_frame(std::string_view function) {
+  if (function == "__getitem__" || function == "__getitems__") return true;
+  const std::string name = qualified_name(function);
+  return std::string_view(name).ends_with("::get");
+}
+
 bool checkpoint_frame(std::string_view function, std::string_view file) {
   return qualified_name(function).starts_with("tl::checkpoint") || in_file(file, "torch/utils/checkpoint.py");
 }
@@ -309,7 +318,7 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
     const bool freed = b.free_event != kNever;
     C c = C::unknown;
     switch (pa) {
-      case Phase::data: c = within ? C::temporary : C::input; break;
+      case Phase::data: c = within || (b.item && freed) ? C::temporary : C::input; break;
       case Phase::optimizer: c = within ? C::temporary : C::optimizer_state; break;
       case Phase::backward: {
         // Alive when the next optimizer run begins; without one, when the backward pass is

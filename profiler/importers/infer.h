@@ -40,6 +40,10 @@ bool autograd_frame(std::string_view function);
 // forward, a checkpointed segment saves nothing for backward.
 bool checkpoint_frame(std::string_view function, std::string_view file);
 
+// Whether a frame is a dataset's item getter (Python's `__getitem__`, a C++ `...::get`): what
+// it allocates under a DataLoader is one example, which collating copies into the batch.
+bool item_getter_frame(std::string_view function);
+
 // Combines the phases of a stack's frames (any order) into the stack's phase: backward over
 // optimizer over data over setup over forward (an optimizer or a DataLoader calls tensor ops a
 // forward would too), except that forward frames under backward ones are a recompute
@@ -65,6 +69,7 @@ struct Block {
   bool before_trace = false;      // allocated before the snapshot's history began
   bool freed_by_autograd = false;  // the free's frames are autograd's (autograd_frame)
   bool checkpointed = false;       // allocated in a checkpointed segment (checkpoint_frame)
+  bool item = false;               // data loading: made by a dataset's item getter (one example)
 };
 
 // An alloc or a free of the device, in order, with the phase its frames name (none when they

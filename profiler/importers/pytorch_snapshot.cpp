@@ -834,9 +834,9 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   stats.frames = stacks.frame_count();
   stats.devices = static_cast<int>(states.size());
   stats.annotations = annotations.size();
-  stats.inferred_steps = steps;
+  stats.inferred_steps = frame_steps.empty() ? steps : 0;
+  stats.frame_steps = frame_steps.empty() ? 0 : steps;
   stats.categories_inferred = meta.categories_inferred;
-  stats.steps_from_frames = !frame_steps.empty();
   stats.synthetic_times = reader.synthetic_times_;
   stats.notes = reader.notes_.lines();
   if (end_ts_ns) *end_ts_ns = t_end;

@@ -28,7 +28,9 @@ struct ImportStats {
   int devices = 0;        // devices in the trace (cuda:N with segments or trace entries)
   uint64_t annotations = 0;      // external_annotations written as scopes
   uint64_t inferred_steps = 0;   // step events inferred from them (Note [Inferred steps])
-  bool steps_from_frames = false;  // ... or from the optimizer's frames (Note [Inferred categories])
+  // Step events inferred from the optimizer's frames instead, when no annotation gave any
+  // (Note [Inferred categories]).
+  uint64_t frame_steps = 0;
   bool synthetic_times = false;  // the snapshot had no times: events are in entry order
   // What the allocations' categories were inferred from (meta `categories_inferred`, Note
   // [Inferred categories]); empty when the snapshot named them or nothing was inferred.

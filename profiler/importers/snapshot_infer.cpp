@@ -14,6 +14,7 @@ struct RunPhase {
   Phase phase = Phase::none;
   bool autograd = false;
   bool checkpoint = false;
+  bool item = false;  // made by a dataset's item getter the loader called
 };
 
 // Phases of frame runs, each computed once (frame runs are shared by many entries).
@@ -26,8 +27,8 @@ class Phases {
     if (!fresh) return it->second;
     auto [items, count] = reader_.run_items(run);
     infer::StackPhase stack;
-    bool autograd = false, checkpoint = false;
-    for (size_t i = 0; i < count; ++i) {
+    bool autograd = false, checkpoint = false, item = false, getter = false, loader = false;
+    for (size_t i = 0; i < count; ++i) {  // innermost first
       pickle::Ref f(&reader_.doc(), items[i]);
       if (f.type() != pickle::Type::dict) continue;  // Note [Lenient fields]: unknown
       auto text = [&](const char* key) -> std::string_view {
@@ -36,11 +37,15 @@ class Phases {
         return v->as_string().value_or(std::string_view());
       };
       const std::string_view name = text("name"), file = text("filename");
-      stack.add(infer::phase_of_frame(name, file));
+      const infer::Phase p = infer::phase_of_frame(name, file);
+      stack.add(p);
       autograd = autograd || infer::autograd_frame(name);
       checkpoint = checkpoint || infer::checkpoint_frame(name, file);
+      // An item getter inside the innermost data-loading frame: one example, not a batch.
+      if (!loader && p == Phase::data) item = getter, loader = true;
+      getter = getter || infer::item_getter_frame(name);
     }
-    return it->second = {stack.phase(), autograd, checkpoint};
+    return it->second = {stack.phase(), autograd, checkpoint, item};
   }
 
  private:
@@ -103,6 +108,7 @@ DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Ent
       b.alloc_event = position;
       b.alloc_phase = rp.phase;
       b.checkpointed = rp.checkpoint && rp.phase == Phase::forward;
+      b.item = rp.item && rp.phase == Phase::data;
       open[e.addr] = blocks.size();
       entry_of.push_back(i);
       blocks.push_back(b);
@@ -147,7 +153,7 @@ std::string inference_basis(const std::vector<const DeviceInference*>& devices) 
     if (!list.empty()) list += ", ";
     list += std::to_string(n) + " " + std::string(infer::phase_name(p));
   }
-  return s + " (phase runs: " + (list.empty() ? "none" : list) + ")";
+  return s + "; phase runs: " + (list.empty() ? "none" : list);
 }
 
 }  // namespace tidemark::importers::snapshot

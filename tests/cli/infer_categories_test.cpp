@@ -149,7 +149,9 @@ TEST_P(InferPitfall, Accurate) {
   const std::string sample = GetParam();
   Measured m = measure(sample, {std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_" + sample});
   expect_accurate(m);
-  if (m.inferred_steps > 0) EXPECT_EQ(m.steps_in_place, m.inferred_steps);
+  if (m.inferred_steps > 0) {
+    EXPECT_EQ(m.steps_in_place, m.inferred_steps);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Samples, InferPitfall,

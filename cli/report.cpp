@@ -411,7 +411,10 @@ int run_steps(const SimpleArgs& a) {
     return kExitOk;
   }
   fmt::print("{}: {} steps on {}{}\n", a.file, steps.size(), d.name,
-             inferred ? " (inferred from the " + *inferred + " annotations)" : std::string());
+             !inferred ? std::string()
+             // Note [Inferred categories] names frame steps "inferred from optimizer frames".
+             : inferred->ends_with("frames") ? " (inferred from the " + *inferred + ")"
+                                             : " (inferred from the " + *inferred + " annotations)");
   fmt::print("  {:>6} {:>10} {:>12} {:>12} {:>12} {:>8} {:>6}\n", "step", "start", "duration",
              "live at start", "peak alloc", "allocs", "syncs");
   for (const an::StepStats& s : steps)

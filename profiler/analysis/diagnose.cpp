@@ -5,6 +5,9 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "profiler/analysis/steps.h"
+#include "profiler/analysis/trace.h"
+
 namespace tidemark::analysis {
 
 namespace {
@@ -87,6 +90,13 @@ Diagnosis diagnose(const Trace& trace, const std::set<std::string>& only) {
     return wa > wb;
   });
   return d;
+}
+
+void detail::note_inferred(const Trace& t, Finding& f) {
+  if (!t.categories_inferred().empty())
+    f.evidence.push_back({"categories", "inferred, not recorded (from " + t.categories_inferred() + ")"});
+  if (std::optional<std::string> s = steps_inferred_from(t))
+    f.evidence.push_back({"steps", "inferred, not recorded (from " + *s + ")"});
 }
 
 }  // namespace tidemark::analysis

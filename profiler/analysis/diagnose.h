@@ -69,6 +69,10 @@ namespace detail {
 // One detector: appends its findings, or a SkippedDetector saying why it could not run.
 using DetectorFn = void (*)(const Trace& trace, Diagnosis& out);
 
+// A finding that rests on inferred categories or steps (an imported snapshot: Note [Inferred
+// categories] in profiler/importers/infer.cpp, Note [Inferred steps]) says so in its evidence.
+void note_inferred(const Trace& trace, Finding& f);
+
 // diagnose_memory.cpp
 void detect_leak(const Trace& trace, Diagnosis& out);
 void detect_graph_retention(const Trace& trace, Diagnosis& out);

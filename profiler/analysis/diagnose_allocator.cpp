@@ -500,6 +500,7 @@ void detect_pinned_growth(const Trace& trace, Diagnosis& out) {
         "Use fewer DataLoader workers and a smaller prefetch_factor (PyTorch: num_workers, "
         "prefetch_factor): workers x prefetch batches are built ahead, and with pin_memory each "
         "one is page-locked host memory. Two or three ahead keep a device-bound loop fed.";
+    note_inferred(trace, f);
     out.findings.push_back(std::move(f));
   }
 }

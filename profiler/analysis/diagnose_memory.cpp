@@ -64,8 +64,8 @@ std::string fixed2(double v) {
 }
 
 constexpr const char* kSnapshotNoCategories =
-    "the trace is an imported PyTorch snapshot: it has no tensor records or steps, and "
-    "PyTorch's own snapshots mark no block as an activation, so activations saved for "
+    "the trace is an imported PyTorch snapshot: it has no tensor records, and PyTorch's own "
+    "snapshots mark no block as an activation (none were inferred), so activations saved for "
     "backward cannot be recognised";
 
 bool any_row(const Trace& t, const char* sql) {
@@ -73,9 +73,17 @@ bool any_row(const Trace& t, const char* sql) {
   return q.step();
 }
 
-// Why the activation detectors cannot run on `t`, or empty when they can.
-std::string activations_missing(const Trace& t) {
-  if (t.imported_snapshot()) return kSnapshotNoCategories;
+constexpr const char* kSnapshotNoBackward =
+    "the trace is an imported PyTorch snapshot: its categories are inferred (activations "
+    "included), but it has no backward scopes to tell a training step from an evaluation";
+
+// Why the activation detectors cannot run on `t`, or empty when they can. `backward`: the
+// detector needs the engine's `backward` scopes, which an imported snapshot never has; without
+// them, a snapshot whose categories were inferred (Note [Inferred categories] in
+// profiler/importers/infer.cpp) is read like a recorded trace.
+std::string activations_missing(const Trace& t, bool backward) {
+  if (t.imported_snapshot() && t.categories_inferred().empty()) return kSnapshotNoCategories;
+  if (t.imported_snapshot() && backward) return kSnapshotNoBackward;
   if (!any_row(t, "SELECT 1 FROM allocations WHERE category <> 'unknown' LIMIT 1") &&
       !any_row(t, "SELECT 1 FROM tensors LIMIT 1"))
     return "the trace has neither memory categories nor tensor records (a program not built on "
@@ -204,7 +212,7 @@ std::vector<std::pair<uint64_t, uint64_t>> backward_scopes(const Trace& t, bool 
 // ---- graph-retention -----------------------------------------------------------------------
 
 void detect_graph_retention(const Trace& trace, Diagnosis& out) {
-  if (std::string why = activations_missing(trace); !why.empty())
+  if (std::string why = activations_missing(trace, false); !why.empty())
     return out.skipped.push_back({"graph-retention", why});
   const std::vector<Step> steps = load_steps(trace);
   if (steps.empty()) return out.skipped.push_back({"graph-retention", kNoSteps});
@@ -239,6 +247,7 @@ void detect_graph_retention(const Trace& trace, Diagnosis& out) {
         {"retained from the top site",
          bytes_text(site.bytes) + " in " + std::to_string(site.count) + " allocations"},
     };
+    note_inferred(trace, f);
     f.fix =
         "Keep no tensor that has a grad_fn across steps: accumulate `total += loss.detach()` "
         "(stays on the device) or `loss.item()`, and run loops that never call backward "
@@ -250,7 +259,7 @@ void detect_graph_retention(const Trace& trace, Diagnosis& out) {
 // ---- retained-graph ------------------------------------------------------------------------
 
 void detect_retained_graph(const Trace& trace, Diagnosis& out) {
-  if (std::string why = activations_missing(trace); !why.empty())
+  if (std::string why = activations_missing(trace, true); !why.empty())
     return out.skipped.push_back({"retained-graph", why});
   const std::vector<Step> steps = load_steps(trace);
   if (steps.empty()) return out.skipped.push_back({"retained-graph", kNoSteps});
@@ -332,7 +341,7 @@ void detect_retained_graph(const Trace& trace, Diagnosis& out) {
 // ---- grad-in-eval --------------------------------------------------------------------------
 
 void detect_grad_in_eval(const Trace& trace, Diagnosis& out) {
-  if (std::string why = activations_missing(trace); !why.empty())
+  if (std::string why = activations_missing(trace, true); !why.empty())
     return out.skipped.push_back({"grad-in-eval", why});
   const std::vector<Step> steps = load_steps(trace);
   const auto backwards = backward_scopes(trace, false);  // by push time
@@ -504,6 +513,7 @@ void detect_leak(const Trace& trace, Diagnosis& out) {
         "Find what keeps the site's tensors referenced (a list, a cache or a history "
         "appended every step) and drop or bound it; store values with .item() or "
         ".detach().cpu() when only the numbers are needed.";
+    note_inferred(trace, f);
     out.findings.push_back(std::move(f));
   }
 }
@@ -514,8 +524,7 @@ void detect_sync_in_loop(const Trace& trace, Diagnosis& out) {
   if (trace.imported_snapshot())
     return out.skipped.push_back(
         {"sync-in-loop",
-         "the trace is an imported PyTorch snapshot: it records neither syncs "
-         "nor steps"});
+         "the trace is an imported PyTorch snapshot: it records no syncs"});
   const std::vector<Step> steps = load_steps(trace);
   if (steps.empty()) return out.skipped.push_back({"sync-in-loop", kNoSteps});
   // Note [The open last step] (steps.cpp): only complete steps count.

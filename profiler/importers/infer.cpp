@@ -7,52 +7,72 @@
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A PyTorch snapshot says what each block's call stack was and when it lived, not what it
 // held. tensorlib records the role of a block (parameter, gradient, ...); a snapshot of the
-// same program does not. The rules below recover the role from what a snapshot has, and are
-// measured against tensorlib's own categories (tests/cli/infer_categories_test.cpp,
-// docs/importers.md has the figures).
+// same program does not. The rules below recover the role from what a snapshot has. They are
+// measured against tensorlib's own categories (tests/cli/infer_categories_test.cpp records
+// programs, exports them without categories, imports them and compares; docs/importers.md has
+// the figures).
 //
-// 1. The phase of an event (an alloc or a free) is what its frames name (phase_of_frame): the
-//    autograd engine is backward (PyTorch's `torch::autograd::Engine` and the `backward` of
-//    torch/_tensor.py and torch/autograd, tensorlib's `tl::autograd::backward`, its engine and
-//    `tl::Tensor::backward`); an optimizer (files under torch/optim, `Optimizer.step`,
-//    `Optimizer.zero_grad`, tensorlib's `tl::optim::`) is optimizer; torch/utils/data and
-//    `tl::data::` are data loading; a module's constructor, `reset_parameters`, init functions
-//    and moving a module (`_apply`, `to`) are setup; any other frame of torch/nn or `tl::nn::`
-//    is forward. A stack takes the strongest phase among its frames: backward, optimizer,
-//    data, setup, forward (StackPhase). The importer adds the record_function ranges of
-//    external_annotations (`autograd::engine::...` backward, `Optimizer.*` optimizer,
-//    `enumerate(DataLoader)...` data, `nn.Module: ...` forward) for events whose frames say
-//    nothing (PyTorch's autograd thread has no Python frames).
-// 2. Consecutive events of one phase form a run. An event whose frames say nothing takes the
-//    phase of the run it falls inside (between the run's first and last event), else none.
-// 3. A block's category, from its alloc's phase, its free's phase and its lifetime:
+// 1. Phases. The phase of an alloc or a free is what its frames name (phase_of_frame): the
+//    autograd engine is backward (PyTorch's `torch::autograd::Engine`, the `backward` of
+//    torch/_tensor.py and torch/autograd, torch.utils.checkpoint's hooks; tensorlib's
+//    `tl::autograd::backward`, its engine, `tl::Tensor::backward`); an optimizer (files under
+//    torch/optim, `Optimizer.step`, `Optimizer.zero_grad`, `tl::optim::`) is optimizer;
+//    torch/utils/data and `tl::data::` are data loading; a module's constructor,
+//    `reset_parameters`, init functions and moving a module (`_apply`, `to`) are setup; any
+//    other frame of torch/nn or `tl::nn::` is forward. A stack takes the strongest phase among
+//    its frames (backward, optimizer, data, setup, forward), except that forward frames under
+//    backward ones are a recompute (checkpointing runs a segment's forward again in backward).
+//    C++ names are read without their parameters (`evaluate(tl::data::Dataset&)` is no data
+//    loading). The importer adds the record_function ranges of external_annotations
+//    (`autograd::engine::...` backward, `Optimizer.*` optimizer, `enumerate(DataLoader)...`
+//    data, `nn.Module: ...` forward) for events whose frames say nothing (PyTorch's autograd
+//    thread has no Python frames).
+// 2. Runs. Consecutive classified events of one phase form a run; an alloc whose frames say
+//    nothing (the loop's own code: `x = torch.randn(...)`, `loss.item()`) ends it, as does
+//    another phase's event. A run's extent goes from its first event to the event that ended
+//    it. Positions are event order, not times (a snapshot's times are microseconds, and many
+//    events share one). An event whose frames say nothing takes the phase of the run whose
+//    extent holds it; a free after a run's last event and before an unclassified alloc takes
+//    none (the frees at the end of a loop body belong to no phase). tensorlib's traces give
+//    frees no frames, PyTorch's often do.
+// 3. Categories, from the alloc's phase, the free's phase and the lifetime ("within": freed
+//    inside the extent of the run it was allocated in):
 //    * data loading: `input` (a batch, a dataset), or `temporary` when freed within its run
 //      (decoding, collating) or when a dataset's item getter made it (`__getitem__`, a C++
-//      `...::get` called by the loader: one example, copied into the batch and freed; a
-//      DataLoader's worker threads interleave such allocations with the loop's, so lifetimes
-//      alone cannot tell);
-//    * optimizer: `optimizer_state` when it outlives its optimizer run (the moments and
-//      momentum buffers), else `temporary`;
-//    * backward: `gradient` when it is still allocated when the next optimizer run begins
-//      (or, with no optimizer run after it, when it outlives its backward run), else
+//      `...::get` under the loader: one example, copied into the batch; a DataLoader's worker
+//      threads interleave such allocations with the loop's, so lifetimes alone cannot tell);
+//    * optimizer: `optimizer_state` when it outlives its run (moments, momentum buffers), else
 //      `temporary`;
-//    * setup: `parameter` when it lives to the end of the training (past the last backward or
-//      optimizer run, or never freed), else `temporary`;
-//    * allocated before the snapshot's history began and never freed: `parameter` (weights
-//      and buffers put on the device before recording started), unless its frames say
-//      otherwise (a block in `segments` has its alloc's frames);
-//    * forward, or no phase: `activation` when the autograd engine freed it (saved for
-//      backward and released by it) or when autograd's own objects did (a graph dying without
-//      backward: the tensors its nodes saved); in forward, also when it outlived its forward
-//      run and a backward run began before its free (kept for that backward, or by a retained
-//      graph), else `temporary`; with no phase, `temporary` when freed before the next
-//      classified event; else (never freed) left `unknown`.
+//    * backward: `gradient` when still allocated when the next optimizer run begins (without
+//      one: when the next run that is no backward begins, or never freed), else `temporary`;
+//    * recompute: `activation` when it outlives its run (saved for the segment's backward),
+//      else `temporary`;
+//    * setup: `parameter` unless freed within its run (`temporary`: init scratch, the copy a
+//      move left behind);
+//    * allocated before the snapshot's history began, never freed and with no frames naming
+//      a phase: `parameter` (weights put on the device before recording started; a KV cache
+//      or optimizer state made then reads as one too);
+//    * forward or no phase, freed by the engine (the free's phase is backward) or by
+//      autograd's own objects (a graph dying without backward: `SavedVariable`, a node):
+//      `activation`;
+//    * forward or no phase, freed within its run: `temporary`;
+//    * forward, outliving its run: the run's last alloc (the forward's result, what the
+//      program reads) and a checkpointed segment's blocks (it saves nothing) are `temporary`
+//      (`unknown` when never freed); any other is kept by the graph (kept_by_graph):
+//      `activation` when no backward began before its free (a graph that never ran backward,
+//      or a snapshot taken before it) or when a later forward did too (a graph kept across
+//      iterations, retain_graph), else `temporary` (the program held it through backward);
+//    * no phase, outliving the next forward run, when that forward kept some of its own
+//      blocks past its end (grad mode on): kept_by_graph again (an input the first layer
+//      saved); else `unknown`.
 // 4. Steps, when the importer has none from annotations (Note [Inferred steps] in
-//    pytorch_snapshot.cpp): one at the end of each optimizer run.
+//    pytorch_snapshot.cpp): one at the end of each optimizer run, named "inferred from
+//    optimizer frames". An optimizer that allocates nothing (plain SGD) leaves no run.
 //
 // What the rules cannot see: a parameter allocated inside the loop (lazy modules), gradients
-// made outside backward (`p.grad = ...`), a user's cache filled in forward. Each inferred
-// value is marked: the trace's meta `categories_inferred` says from what.
+// made outside backward (`p.grad = ...`), a cache a forward fills, what a custom autograd
+// Function saves outside the engine. Each inferred value is marked: the trace's meta
+// `categories_inferred` says from what, and `summary`, `diagnose` and `steps` say so.
 
 namespace tidemark::importers::infer {
 

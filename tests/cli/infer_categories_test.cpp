@@ -5,11 +5,15 @@
 // PyTorch's snapshots of a program without record_function have none), imported, and the
 // imported trace's inferred categories are held against the recorded ones, block by block, over
 // the bytes live at the recorded allocated peak. docs/importers.md quotes the figures printed.
+// Also: a real PyTorch snapshot's inferred iterations against its own annotations, and the
+// marking of inferred categories in `summary`.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -152,6 +156,51 @@ TEST_P(InferPitfall, Accurate) {
   if (m.inferred_steps > 0) {
     EXPECT_EQ(m.steps_in_place, m.inferred_steps);
   }
+}
+
+// A real PyTorch training snapshot: three iterations of zero_grad, forward, backward and an
+// Adam step (tests/data/pytorch/README.md), each bracketed by record_function ranges the
+// importer reads as steps. The phases inferred from the frames alone find the same three
+// iterations, and `summary` labels the categories as inferred.
+TEST(InferCategories, RealTrainingSnapshotHasItsIterations) {
+  const std::string trace = (dir() / "niu.db").string();
+  Result r = tidemark({"import", std::string(TIDEMARK_TEST_DATA) + "/pytorch/niu_forward_and_backward_memory_snapshot_200.pickle",
+                       "-o", trace});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("([0-9]+) steps inferred from the annotations"))) << r.out;
+  const std::string iterations = m[1];
+  EXPECT_EQ(iterations, "3");
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("allocation categories inferred from ([^\n]*)"))) << r.out;
+  const std::string basis = m[1];
+  EXPECT_NE(basis.find(iterations + " backward"), std::string::npos) << basis;
+  EXPECT_NE(basis.find(iterations + " optimizer"), std::string::npos) << basis;
+
+  nlohmann::json s = nlohmann::json::parse(tidemark({"summary", trace, "--json"}).out);
+  EXPECT_EQ(s["categories_inferred"], basis);
+  // After an Adam step, the moments and the gradients are part of every later peak.
+  std::map<std::string, int64_t> at_peak;
+  for (const auto& g : s["categories_at_peak"]["groups"]) at_peak[g["key"]] = g["bytes"];
+  EXPECT_GT(at_peak["optimizer_state"], 0);
+  EXPECT_GT(at_peak["gradient"], 0);
+  EXPECT_GT(at_peak["activation"], 0);
+  r = tidemark({"summary", trace});
+  EXPECT_NE(r.out.find("(inferred, not recorded: from " + basis + ")"), std::string::npos) << r.out;
+}
+
+// A recorded trace's categories are not inferred: `categories_inferred` is null.
+TEST(InferCategories, RecordedCategoriesAreNotMarkedInferred) {
+  const std::string trace = (dir() / "recorded.db").string();
+  Result r = tidemark({"record", "-o", trace, "--", std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_retain_graph", "--steps", "2"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  nlohmann::json s = nlohmann::json::parse(tidemark({"summary", trace, "--json"}).out);
+  EXPECT_TRUE(s["categories_at_peak"].is_object());
+  EXPECT_TRUE(s["categories_inferred"].is_null());
+  // --no-categories is for snapshots only.
+  r = tidemark({"export", trace, "--format", "csv", "--no-categories", "-o", (dir() / "x.csv").string()});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--no-categories"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir() / "x.csv"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Samples, InferPitfall,

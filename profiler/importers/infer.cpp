@@ -278,12 +278,34 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
     if (r == runs.size() || (p > runs[r].last && !runs[r].ended_by_run)) return Phase::none;
     return runs[r].phase;
   };
+  // Lookups in linear time overall (a snapshot has millions of events and thousands of runs):
+  // next_of[ph][i], the first run at or after run i of phase ph; next_done[i], the first at or
+  // after run i that is neither backward nor recompute (runs.size(): none); next_stop[p], the
+  // first position at or after p holding an alloc or a classified event (end: none).
+  const size_t n = runs.size();
+  std::vector<std::vector<uint32_t>> next_of(kPhases, std::vector<uint32_t>(n + 1, static_cast<uint32_t>(n)));
+  std::vector<uint32_t> next_done(n + 1, static_cast<uint32_t>(n));
+  for (size_t i = n; i-- > 0;) {
+    for (size_t k = 0; k < kPhases; ++k) next_of[k][i] = next_of[k][i + 1];
+    next_of[static_cast<size_t>(runs[i].phase)][i] = static_cast<uint32_t>(i);
+    const bool backward = runs[i].phase == Phase::backward || runs[i].phase == Phase::recompute;
+    next_done[i] = backward ? next_done[i + 1] : static_cast<uint32_t>(i);
+  }
+  std::vector<uint64_t> next_stop(end + 1, end);
+  for (uint64_t p = end; p-- > 1;) {
+    const PhaseEvent& e = events[p - 1];
+    next_stop[p] = e.alloc || e.phase != Phase::none ? p : next_stop[p + 1];
+  }
+  // The index of the first run beginning after position p.
+  auto first_after = [&](uint64_t p) {
+    return static_cast<size_t>(
+        std::upper_bound(runs.begin(), runs.end(), p, [](uint64_t v, const Run& r) { return v < r.first; }) -
+        runs.begin());
+  };
   // The first run of phase `ph` beginning after position p, or null.
   auto next_run_of = [&](Phase ph, uint64_t p) -> const Run* {
-    auto it = std::upper_bound(runs.begin(), runs.end(), p, [](uint64_t v, const Run& r) { return v < r.first; });
-    for (; it != runs.end(); ++it)
-      if (it->phase == ph) return &*it;
-    return nullptr;
+    const size_t j = next_of[static_cast<size_t>(ph)][first_after(p)];
+    return j < n ? &runs[j] : nullptr;
   };
   for (const Run& r : runs)
     if (r.phase == Phase::optimizer) out.step_ends.push_back(events[r.last - 1].ts);
@@ -320,9 +342,7 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
       if (w.ra < runs.size()) {
         w.within = w.pf_pos < runs[w.ra].limit;
       } else {
-        uint64_t next = w.pa_pos + 1;
-        while (next < end && events[next - 1].phase == Phase::none && !events[next - 1].alloc) ++next;
-        w.within = w.pf_pos < next;
+        w.within = w.pf_pos < next_stop[std::min(w.pa_pos + 1, end)];
       }
     }
     if (w.pa == Phase::forward && w.ra < runs.size() && !w.within && !b.checkpointed &&
@@ -345,11 +365,7 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
         // over (the next run that is neither backward nor a recompute begins).
         const Run* after = next_run_of(Phase::optimizer, pa_pos);
         if (!after)
-          for (size_t r = ra < runs.size() ? ra : 0; r < runs.size(); ++r)
-            if (runs[r].first > pa_pos && runs[r].phase != Phase::backward && runs[r].phase != Phase::recompute) {
-              after = &runs[r];
-              break;
-            }
+          if (const size_t j = next_done[first_after(pa_pos)]; j < n) after = &runs[j];
         c = !freed || (after && pf_pos > after->first) ? C::gradient : C::temporary;
         break;
       }

@@ -169,7 +169,7 @@ Phase phase_of_frame(std::string_view full_function, std::string_view file) {
       has(function, "tl::autograd::backward") || has(function, "tl::autograd::Engine") ||
       function == "tl::autograd::grad" || has(function, "run_backward") ||
       has(function, "tl::Tensor::backward") || has(function, "_engine_run_backward") ||
-      function.starts_with("autograd::engine::"))
+      full_function.starts_with("autograd::engine::"))
     return Phase::backward;
   if (function == "backward" && (in_file(file, "torch/_tensor.py") || in_file(file, "torch/autograd/")))
     return Phase::backward;
@@ -178,12 +178,12 @@ Phase phase_of_frame(std::string_view full_function, std::string_view file) {
       (function == "backward" || function == "recompute_fn" || function == "unpack_hook" || function == "unpack"))
     return Phase::backward;
   // Optimizer.
-  if (has(function, "tl::optim::") || in_file(file, "torch/optim/") || function.starts_with("Optimizer.step") ||
-      function.starts_with("Optimizer.zero_grad"))
+  if (has(function, "tl::optim::") || in_file(file, "torch/optim/") || full_function.starts_with("Optimizer.step") ||
+      full_function.starts_with("Optimizer.zero_grad"))
     return Phase::optimizer;
   // Data loading.
   if (has(function, "tl::data::") || in_file(file, "torch/utils/data/") ||
-      function.starts_with("enumerate(DataLoader)"))
+      full_function.starts_with("enumerate(DataLoader)"))
     return Phase::data;
   // Setup: building the model or moving it.
   const bool tl_nn = has(function, "tl::nn::");
@@ -195,7 +195,7 @@ Phase phase_of_frame(std::string_view full_function, std::string_view file) {
                    function == "_apply" || function == "to" || function == "cuda" || function == "convert"))
     return Phase::setup;
   // Forward: any other module code.
-  if (tl_nn || torch_nn || function.starts_with("nn.Module: ")) return Phase::forward;
+  if (tl_nn || torch_nn || full_function.starts_with("nn.Module: ")) return Phase::forward;
   return Phase::none;
 }
 

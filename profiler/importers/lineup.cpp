@@ -216,6 +216,8 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
     meta.command_line = rec_meta.command_line + " + pytorch-snapshot:" + pickle_path;
     if (meta.allocator_settings.empty()) meta.allocator_settings = snap.meta.allocator_settings;
     meta.stack_depth = std::max(meta.stack_depth, snap.meta.stack_depth);
+    // The snapshot's blocks bring the categories inferred for them (Note [Inferred categories]).
+    if (meta.categories_inferred.empty()) meta.categories_inferred = snap.meta.categories_inferred;
     for (const store::DeviceInfo& d : snap.meta.devices) {
       bool known = false;
       for (const store::DeviceInfo& m : meta.devices) known = known || m.id == d.id;

@@ -62,7 +62,10 @@
 //      `activation` when no backward began before its free (a graph that never ran backward,
 //      or a snapshot taken before it) or when a later forward did too (a graph kept across
 //      iterations, retain_graph), else `temporary` (the program held it through backward);
-//    * no phase, outliving the next forward run, when that forward kept some of its own
+//    * no phase, made before the first forward, backward or optimizer run and never freed:
+//      `parameter` (weights the program's own code made: `nn.Parameter(torch.randn(...))` in a
+//      module of its own has no torch frame below it);
+//    * no phase, freed after the next forward run, when that forward kept some of its own
 //      blocks past its end (grad mode on): kept_by_graph again (an input the first layer
 //      saved); else `unknown`.
 // 4. Steps, when the importer has none from annotations (Note [Inferred steps] in
@@ -192,7 +195,10 @@ Phase phase_of_frame(std::string_view full_function, std::string_view file) {
                 function.ends_with("::to") || has(function, "register_parameter") || has(function, "register_buffer")))
     return Phase::setup;
   if (torch_nn && (function == "__init__" || function == "reset_parameters" || in_file(file, "torch/nn/init.py") ||
-                   function == "_apply" || function == "to" || function == "cuda" || function == "convert"))
+                   in_file(file, "torch/nn/parameter.py") || function == "_apply" || function == "to" ||
+                   function == "cuda" || function == "convert" || function == "register_parameter" ||
+                   function == "register_buffer" || function == "load_state_dict" ||
+                   function == "_load_from_state_dict"))
     return Phase::setup;
   // Forward: any other module code.
   if (tl_nn || torch_nn || full_function.starts_with("nn.Module: ")) return Phase::forward;
@@ -296,6 +302,13 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
     const PhaseEvent& e = events[p - 1];
     next_stop[p] = e.alloc || e.phase != Phase::none ? p : next_stop[p + 1];
   }
+  // The training or inference work: from the first forward, backward or optimizer run's first
+  // event to the last one's last (first_work = end, last_work = 0: none).
+  uint64_t first_work = end, last_work = 0;
+  for (const Run& r : runs)
+    if (r.phase == Phase::forward || r.phase == Phase::backward || r.phase == Phase::optimizer ||
+        r.phase == Phase::recompute)
+      first_work = std::min(first_work, r.first), last_work = std::max(last_work, r.last);
   // The index of the first run beginning after position p.
   auto first_after = [&](uint64_t p) {
     return static_cast<size_t>(
@@ -385,7 +398,9 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
           c = freed ? C::temporary : C::unknown;
         } else if (pa == Phase::forward) {
           c = kept_by_graph(pa_pos, pf_pos);  // kept past its forward run
-        } else if (const Run* fw = next_run_of(Phase::forward, pa_pos); fw && fw->saving && fw->limit <= pf_pos) {
+        } else if (pa == Phase::none && pa_pos < first_work && !freed && last_work > 0) {
+          c = C::parameter;  // made by the program's own code before the work, kept through it
+        } else if (const Run* fw = next_run_of(Phase::forward, pa_pos); freed && fw && fw->saving && fw->limit <= pf_pos) {
           c = kept_by_graph(fw->first, pf_pos);  // made outside a forward that kept it
         }
         break;

@@ -73,6 +73,31 @@ class BandsTest : public QObject {
              qPrintable(html));
   }
 
+  // The same run as PyTorch would snapshot it (no categories), imported: the importer infers
+  // the categories (Note [Inferred categories]) and the Summary says they are inferred; the
+  // recorded trace's does not.
+  void summarySaysInferredCategoriesAreInferred() {
+    QVERIFY2(!summary_html(*data_).contains("inferred"), qPrintable(summary_html(*data_)));
+    const QString pickle = test_dir() + "/accumulated_loss.pickle";
+    const QString imported = test_dir() + "/accumulated_loss.imported.db";
+    for (const QStringList& args :
+         {QStringList{"export", path_, "--format", "snapshot", "--no-categories", "-o", pickle},
+          QStringList{"import", pickle, "-o", imported}}) {
+      QProcess p;
+      p.setProcessChannelMode(QProcess::MergedChannels);
+      p.start(TIDEMARK_CLI, args);
+      QVERIFY(p.waitForFinished(120000));
+      QVERIFY2(p.exitCode() == 0, p.readAll().constData());
+    }
+    QString error;
+    TraceDataPtr data = TraceLoader::load_now(imported, &error);
+    QVERIFY2(data, qPrintable(error));
+    QVERIFY(data->summary.categories_at_peak);
+    QVERIFY(!data->summary.categories_inferred.empty());
+    const QString html = summary_html(*data);
+    QVERIFY2(html.contains("Categories inferred, not recorded: from frames and lifetimes"), qPrintable(html));
+  }
+
   void categoryBandsAddUpToTheAllocatedCurve() {
     TimelineWidget w;
     w.setSynchronous(true);

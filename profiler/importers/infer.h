@@ -32,8 +32,8 @@ std::string_view phase_name(Phase p);
 // source file), or none.
 Phase phase_of_frame(std::string_view function, std::string_view file);
 
-// Whether a frame is autograd's own code (a graph node or saved variable being destroyed,
-// the engine): a block such a frame frees was held by a graph.
+// Whether a frame is one of autograd's graph objects (a node, a saved variable: their
+// destructors): a block such a frame frees was held by a graph.
 bool autograd_frame(std::string_view function);
 
 // Whether a frame is activation checkpointing's (tl::checkpoint, torch.utils.checkpoint): in

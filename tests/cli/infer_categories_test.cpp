@@ -61,7 +61,10 @@ Measured measure(const std::string& name, const std::vector<std::string>& progra
   const std::string recorded = (dir() / (name + ".db")).string();
   const std::string pickle = (dir() / (name + ".pickle")).string();
   const std::string imported = (dir() / (name + ".imported.db")).string();
-  std::vector<std::string> args{"record", "-o", recorded, "--"};
+  // Deep stacks: inference reads the frames up to the program's own (the training loop, the
+  // autograd engine, the optimizer), and an unoptimised build (the sanitizers') has many more
+  // tensorlib frames under them than the default 16 reach.
+  std::vector<std::string> args{"record", "--stacks", "64", "-o", recorded, "--"};
   args.insert(args.end(), program.begin(), program.end());
   Result r = tidemark(args);
   EXPECT_EQ(r.rc, 0) << r.err;

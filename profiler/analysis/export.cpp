@@ -237,9 +237,11 @@ std::string program_name(const std::string& command_line) {
 
 void chrome_counters(const store::TraceReader& reader, ChromeWriter& cw,
                      const std::map<int64_t, std::string>& devices) {
-  // Level 0 holds the value after every memory event. Several changes at one time collapse to
-  // the value after the last of them, so each track has one sample per time, and a curve gets
-  // a sample only when its value changed.
+  // Level 0 holds the value after every memory event, in seq order (streamed, never held
+  // whole). Several changes at one time collapse to the value after the last of them, so each
+  // track has one sample per time, and a curve gets a sample only when its value changed. A
+  // change whose time steps back (cores whose clocks disagree by a few ns) counts at the time
+  // already reached, so the samples stay in time order.
   for (const auto& [id, dev] : devices) {
     const std::string names[3] = {dev + " allocated", dev + " active", dev + " reserved"};
     std::optional<int64_t> emitted[3];
@@ -252,14 +254,15 @@ void chrome_counters(const store::TraceReader& reader, ChromeWriter& cw,
         emitted[c] = value[c];
       }
     };
-    for (const store::LodRow& r :
-         reader.lod(id, 0, 0, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
-      if (t && r.t != *t) emit();
-      t = r.t;
-      value[0] = r.allocated;
-      value[1] = r.active;
-      value[2] = r.reserved;
-    }
+    reader.for_each_lod(id, 0, 0, static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
+                        [&](const store::LodRow& r) {
+                          if (t && r.t > *t) emit();
+                          t = std::max(t.value_or(r.t), r.t);
+                          value[0] = r.allocated;
+                          value[1] = r.active;
+                          value[2] = r.reserved;
+                          return true;
+                        });
     if (t) emit();
   }
 }

@@ -19,18 +19,12 @@
 // not fit the entries', are left out (counted in the notes).
 #include "profiler/importers/pytorch_snapshot.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <memory>
@@ -39,7 +33,9 @@
 #include <vector>
 
 #include "profiler/importers/pickle.h"
+#include "profiler/importers/snapshot_file.h"
 #include "profiler/importers/snapshot_infer.h"
+#include "profiler/importers/snapshot_stacks.h"
 #include "profiler/importers/snapshot_reader.h"
 #include "profiler/store/trace_writer.h"
 
@@ -217,117 +213,6 @@ DeviceState reconstruct(int device, const std::vector<Segment>& segments, const 
 
 // ---- Phase 3: emitting ------------------------------------------------------------------------
 
-struct FrameKey {
-  std::string_view name, file;
-  int64_t line;
-  bool operator==(const FrameKey&) const = default;
-};
-struct FrameKeyHash {
-  size_t operator()(const FrameKey& k) const {
-    size_t h = std::hash<std::string_view>{}(k.name);
-    h = h * 31 + std::hash<std::string_view>{}(k.file);
-    return h * 31 + std::hash<int64_t>{}(k.line);
-  }
-};
-struct NodeKey {
-  uint64_t parent, ip;
-  bool operator==(const NodeKey&) const = default;
-};
-struct NodeKeyHash {
-  size_t operator()(const NodeKey& k) const { return std::hash<uint64_t>{}(k.parent * 0x9e3779b97f4a7c15ull ^ k.ip); }
-};
-
-// Frames -> synthetic ips (1, 2, ...) and stacks -> nodes of the prefix tree.
-class Stacks {
- public:
-  Stacks(const SnapshotReader& reader, Notes& notes)
-      : reader_(reader), doc_(reader.doc()), notes_(notes) {}
-
-  void set_writer(store::TraceWriter* w) { writer_ = w; }
-
-  // The stack id of a frame run (innermost frame first, as PyTorch writes them); 0 for none.
-  uint64_t stack(FrameRun run) {
-    if (run == 0) return 0;
-    if (run >= stack_of_.size()) stack_of_.resize(run + 1, 0);
-    uint64_t& cached = stack_of_[run];
-    if (cached) return cached;
-    auto [items, count] = reader_.run_items(run);
-    // PyTorch writes a new list per alloc (its frees share it), mostly with a content seen
-    // before: look the whole stack up first, then walk the prefix tree only for a new one.
-    ips_.clear();
-    for (size_t i = count; i-- > 0;) ips_.push_back(frame(Ref(&doc_, items[i])));
-    std::string_view key(reinterpret_cast<const char*>(ips_.data()), ips_.size() * sizeof(uint64_t));
-    if (auto it = by_ips_.find(key); it != by_ips_.end()) return cached = it->second;
-    uint64_t node = 0;
-    for (uint64_t ip : ips_) {
-      auto [it, fresh] = nodes_.try_emplace({node, ip}, nodes_.size() + 1);
-      if (fresh) writer_->add_stack_node(it->second, node, ip);
-      node = it->second;
-    }
-    by_ips_.emplace(std::string(key), node);
-    max_depth_ = std::max(max_depth_, count);
-    return cached = node;
-  }
-
-  std::vector<store::ResolvedFrame> take_frames() { return std::move(frames_); }
-  size_t max_depth() const { return max_depth_; }
-  size_t frame_count() const { return frames_.size(); }
-
- private:
-  // Note [Lenient fields]: a frame that is not a dict, or a field of an odd type, is unknown.
-  uint64_t frame(Ref f) {
-    uint32_t id = f.identity();
-    if (id != std::numeric_limits<uint32_t>::max())
-      if (auto it = frame_of_.find(id); it != frame_of_.end()) return it->second;
-    auto text = [&](const char* key) -> std::string_view {
-      std::optional<Ref> v = f.get(key);
-      if (!v || v->is_none()) return {};
-      auto s = v->as_string();
-      if (!s) notes_.add("frames whose '" + std::string(key) + "' is not a str (read as unknown)");
-      return s.value_or(std::string_view());
-    };
-    if (f.type() != Type::dict) notes_.add("frames that are not dicts (read as unknown)");
-    FrameKey key{text("name"), text("filename"), 0};
-    if (auto line = f.get("line"); line && !line->is_none()) {
-      auto i = line->as_int();
-      if (i && *i >= 0 && *i <= std::numeric_limits<int>::max())
-        key.line = *i;
-      else
-        notes_.add("frames whose 'line' is not a line number (read as unknown)");
-    }
-    auto [it, fresh] = by_content_.try_emplace(key, frames_.size() + 1);
-    if (fresh) {
-      auto known = [](std::string_view s) { return s == "??" ? std::string() : std::string(s); };
-      store::ResolvedFrame r;
-      r.function = known(key.name);
-      r.file = known(key.file);
-      r.line = static_cast<int>(key.line);
-      frames_.push_back(std::move(r));
-    }
-    if (id != std::numeric_limits<uint32_t>::max()) frame_of_[id] = it->second;
-    return it->second;
-  }
-
-  const SnapshotReader& reader_;
-  const pickle::Document& doc_;
-  Notes& notes_;
-  store::TraceWriter* writer_ = nullptr;
-  // Frame dict (container identity) -> ip: a map, as frame dicts are few among the containers.
-  std::unordered_map<uint32_t, uint64_t> frame_of_;
-  std::vector<uint64_t> stack_of_;  // frame run -> stack id
-  std::unordered_map<FrameKey, uint64_t, FrameKeyHash> by_content_;
-  std::unordered_map<NodeKey, uint64_t, NodeKeyHash> nodes_;
-  struct BytesHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  // Outermost-first ips, as bytes -> stack id.
-  std::unordered_map<std::string, uint64_t, BytesHash, std::equal_to<>> by_ips_;
-  std::vector<uint64_t> ips_;
-  std::vector<store::ResolvedFrame> frames_;  // ip - 1 -> frame
-  size_t max_depth_ = 0;
-};
-
 class Emitter {
  public:
   Emitter(store::TraceWriter& writer, const std::string& source_name) : writer_(writer), name_(source_name) {}
@@ -501,98 +386,6 @@ class Emitter {
 }  // namespace
 
 namespace detail {
-
-// Refuses bytes that cannot start a pickle of protocol 2 to 5, naming the common mistakes.
-static void check_pickle_start(std::string_view head, const std::string& source_name) {
-  if (head.empty()) throw ImportError(source_name + ": not a pickle: the file is empty");
-  if (static_cast<uint8_t>(head[0]) == 0x80) return;
-  std::string hint = head.substr(0, 6) == "SQLite" ? " (it is a SQLite file: already a trace?)"
-                     : head.substr(0, 2) == "PK" ? " (it is a zip file: torch.save output, not a memory snapshot)"
-                                                 : "";
-  throw ImportError(source_name + ": not a pickle of protocol 2 to 5: it does not start with the PROTO opcode (0x80)" + hint);
-}
-
-std::string read_snapshot_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (!fs::exists(st)) throw ImportError(path + ": cannot open: no such file");
-  if (fs::is_directory(st)) throw ImportError(path + ": cannot read: is a directory");
-  if (!fs::is_regular_file(st))
-    throw ImportError(path + ": cannot read: not a regular file (a device, pipe or socket); save the snapshot to a file first");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ImportError(path + ": cannot open: " + std::strerror(errno));
-  const uintmax_t n = fs::file_size(path, ec);
-  if (ec) throw ImportError(path + ": cannot read: " + ec.message());
-  // The first bytes before the rest: a multi-gigabyte file of another kind is refused at once.
-  std::string data(static_cast<size_t>(std::min<uintmax_t>(n, 16)), '\0');
-  in.read(data.data(), static_cast<std::streamsize>(data.size()));
-  check_pickle_start(data, path);
-  const size_t head = data.size();
-  data.resize(static_cast<size_t>(n));
-  if (n > head) {
-    in.read(data.data() + head, static_cast<std::streamsize>(n - head));
-    if (static_cast<uintmax_t>(in.gcount()) != n - head)
-      throw ImportError(path + ": cannot read: the file changed while it was read");
-  }
-  return data;
-}
-
-// A snapshot file mapped read-only: parsing reads it once, front to back, and lets the pages
-// behind it go every 64 MiB, so the file does not stay resident (the frames' strings are read
-// from it again when the trace is written).
-struct MappedFile {
-  void* base = MAP_FAILED;
-  size_t size = 0;
-  ~MappedFile() {
-    if (base != MAP_FAILED) munmap(base, size);
-  }
-  void drop_before(uint64_t offset) const {
-    const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-    const uint64_t n = offset / page * page;
-    if (n > 0) madvise(base, n, MADV_DONTNEED);
-  }
-};
-
-// The input of one conversion: its bytes, what keeps them alive, and (for a mapped file) how
-// to let the parsed part go.
-struct Input {
-  std::string_view bytes;
-  std::shared_ptr<const void> keep;
-  std::function<void(uint64_t)> drop_before;
-};
-
-// The file's bytes: mapped when it can be (a regular file that starts with PROTO), else read.
-Input open_snapshot_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (fs::is_regular_file(st)) {
-    const uintmax_t n = fs::file_size(path, ec);
-    const int fd = ec || n < 16 ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      auto map = std::make_shared<MappedFile>();
-      map->base = mmap(nullptr, static_cast<size_t>(n), PROT_READ, MAP_PRIVATE, fd, 0);
-      ::close(fd);
-      if (map->base != MAP_FAILED) {
-        map->size = static_cast<size_t>(n);
-        madvise(map->base, map->size, MADV_SEQUENTIAL);
-        Input in;
-        in.bytes = std::string_view(static_cast<const char*>(map->base), map->size);
-        check_pickle_start(in.bytes.substr(0, 16), path);
-        in.drop_before = [m = map.get()](uint64_t offset) { m->drop_before(offset); };
-        in.keep = std::move(map);
-        return in;
-      }
-    }
-  }
-  // Not mappable (small, or not a regular file): read, with read_snapshot_file's checks.
-  auto data = std::make_shared<const std::string>(read_snapshot_file(path));
-  Input in;
-  in.bytes = *data;
-  in.keep = std::move(data);
-  return in;
-}
 
 static ImportStats convert(Input input, const std::string& source_name, const OpenWriter& open_writer,
                            store::SymbolizeFn* symbolize, uint64_t* end_ts_ns, const ImportOptions& options) {

@@ -46,6 +46,17 @@ constexpr CurveField kFields[4][3] = {
     {&LodRow::reserved, &LodRow::reserved_min, &LodRow::reserved_max},
     {&LodRow::requested, &LodRow::requested_min, &LodRow::requested_max}};
 
+// Curve's index in kFields (allocated, active, reserved, requested).
+constexpr int curve_index(Curve c) {
+  switch (c) {
+    case Curve::allocated: return 0;
+    case Curve::active: return 1;
+    case Curve::reserved: return 2;
+    case Curve::requested: return 3;
+  }
+  return 0;
+}
+
 void merge_into(LodRow& b, const LodRow& x) {
   b.n += x.n;
   for (const auto& f : kFields) {
@@ -73,6 +84,9 @@ int64_t read_value(VarintReader& r) {
 }
 
 }  // namespace
+
+int64_t lod_value(const LodRow& r, Curve c) { return r.*kFields[curve_index(c)][0]; }
+int64_t lod_max(const LodRow& r, Curve c) { return r.*kFields[curve_index(c)][2]; }
 
 std::string encode_lod_chunk(int level, std::span<const LodRow> rows) {
   // Per row: t and seq or n, then 4 curves x up to 3 values, each at most two varints.

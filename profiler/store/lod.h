@@ -48,6 +48,10 @@ class LodBuilder {
   std::vector<Point> points_;
 };
 
+// A curve's value after a row's last change, and its largest in the row.
+int64_t lod_value(const LodRow& r, Curve c);
+int64_t lod_max(const LodRow& r, Curve c);
+
 // A chunk's `data`: the rows of one level, in stored order.
 std::string encode_lod_chunk(int level, std::span<const LodRow> rows);
 // Appends the `rows` rows of a chunk of `level` to `out`. Throws StoreError naming `what` on

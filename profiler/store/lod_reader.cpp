@@ -15,26 +15,6 @@ using detail::Stmt;
 
 namespace {
 
-int64_t curve_value(const LodRow& r, Curve c) {
-  switch (c) {
-    case Curve::allocated: return r.allocated;
-    case Curve::active: return r.active;
-    case Curve::reserved: return r.reserved;
-    case Curve::requested: return r.requested;
-  }
-  return 0;
-}
-
-int64_t curve_max(const LodRow& r, Curve c) {
-  switch (c) {
-    case Curve::allocated: return r.allocated_max;
-    case Curve::active: return r.active_max;
-    case Curve::reserved: return r.reserved_max;
-    case Curve::requested: return r.requested_max;
-  }
-  return 0;
-}
-
 // "No end": times are stored as SQLite integers, so none is above this.
 constexpr uint64_t kNever = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
 
@@ -187,17 +167,17 @@ std::optional<Peak> TraceReader::first_at_least(int64_t device, Curve curve, int
     if (l.level == 0) {
       std::optional<LodRow> hit;
       for_each_lod(device, 0, from, to - 1, [&](const LodRow& r) {
-        if (curve_value(r, curve) >= value &&
+        if (detail::lod_value(r, curve) >= value &&
             (!hit || r.t < hit->t || (r.t == hit->t && *r.seq < *hit->seq)))
           hit = r;
         return true;
       });
       if (!hit) return std::nullopt;
-      return Peak{curve_value(*hit, curve), hit->t, *hit->seq};
+      return Peak{detail::lod_value(*hit, curve), hit->t, *hit->seq};
     }
     std::vector<uint64_t> starts;
     for_each_lod(device, l.level, from - from % l.width_ns, to - 1, [&](const LodRow& r) {
-      if (curve_max(r, curve) >= value) starts.push_back(r.t);
+      if (detail::lod_max(r, curve) >= value) starts.push_back(r.t);
       return true;
     });
     std::sort(starts.begin(), starts.end());
@@ -220,7 +200,7 @@ std::optional<Peak> TraceReader::peak(int64_t device, Curve curve) const {
       })->level;
   std::optional<int64_t> highest;
   for_each_lod(device, coarsest, 0, kNever, [&](const LodRow& r) {
-    highest = std::max(highest.value_or(curve_max(r, curve)), curve_max(r, curve));
+    highest = std::max(highest.value_or(detail::lod_max(r, curve)), detail::lod_max(r, curve));
     return true;
   });
   if (!highest) return std::nullopt;

@@ -28,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 
+import zstd_frame
+
 # A sanitizer's report must not pass for exit 1 ("a check failed"): give them exit codes of
 # their own. (Harmless in a build without sanitizers.)
 SANITIZER_ENV = {
@@ -71,16 +73,21 @@ def sql(path, *statements):
         con.close()
 
 
-def scramble_blocks(path, rng, keep=None, table="event_blocks"):
+def scramble_blocks(path, rng, keep=None, table="event_blocks", inside=False):
     """Replaces the data of every row of `table` (event blocks, memory_lod chunks) with bytes
-    from `rng` (the first `keep` bytes kept)."""
+    from `rng` (the first `keep` bytes kept). `inside`: the encoding is scrambled inside an
+    intact zstd frame (docs/trace-format.md, "Compressed blobs"), as a hostile file can have it."""
     con = sqlite3.connect(path)
     try:
         rows = con.execute("SELECT id, data FROM %s" % table).fetchall()
         for block, data in rows:
+            if inside:
+                data = zstd_frame.content(data)
             head = data[:keep] if keep else b""
             tail = bytes(rng.randrange(256) for _ in range(min(len(data), 4096) - len(head)))
-            con.execute("UPDATE %s SET data = ? WHERE id = ?" % table, (head + tail, block))
+            data = head + tail
+            con.execute("UPDATE %s SET data = ? WHERE id = ?" % table,
+                        (zstd_frame.frame(data) if inside else data, block))
         con.commit()
     finally:
         con.close()
@@ -154,6 +161,7 @@ def build_corpus(corpus, seed):
     sql(corpus.new("meta-huge-times"),
         "UPDATE meta SET value = 9223372036854775807 WHERE key LIKE '%ts_ns'")
     scramble_blocks(corpus.new("blocks-garbage"), rng, keep=64)
+    scramble_blocks(corpus.new("blocks-encoding-garbage"), rng, keep=64, inside=True)
     sql(corpus.new("blocks-short"), "UPDATE event_blocks SET data = substr(data, 1, 7)")
     scramble_blocks(corpus.new("blocks-unfinalized-garbage", corpus.raw), rng)
     # Sizes beyond what a trace holds (2^56): refused on read, naming the file.
@@ -166,9 +174,9 @@ def build_corpus(corpus, seed):
     sql(corpus.new("lod-short"), "UPDATE memory_lod SET data = substr(data, 1, length(data) / 2)")
     sql(corpus.new("lod-rows-huge"), "UPDATE memory_lod SET rows = 9223372036854775807")
     scramble_blocks(corpus.new("lod-garbage"), rng, keep=16, table="memory_lod")
-    sql(corpus.new("lod-values-huge"),
-        "UPDATE memory_lod SET rows = 1, data = X'0002' || X'01' || X'80808080808080808001' || "
-        "X'000000' WHERE level = 0")
+    scramble_blocks(corpus.new("lod-encoding-garbage"), rng, keep=16, table="memory_lod", inside=True)
+    huge = zstd_frame.frame(bytes.fromhex("0002" "01" "80808080808080808001" "000000"))
+    sql(corpus.new("lod-values-huge"), "UPDATE memory_lod SET rows = 1, data = X'%s' WHERE level = 0" % huge.hex())
     sql(corpus.new("stack-cycle"), "UPDATE stack_nodes SET parent = id")
     sql(corpus.new("device-unknown"), "UPDATE allocations SET device = 77")
 

@@ -60,7 +60,7 @@ if [ ! -x "$bin" ] || [ "$newest" -nt "$bin" ]; then
     if [ ${#pids[@]} -ge 2 ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
   done
   for p in "${pids[@]}"; do wait "$p"; done
-  "$cxx" "${flags[@]}" "${objs[@]}" -lsqlite3 -o "$bin"
+  "$cxx" "${flags[@]}" "${objs[@]}" -lsqlite3 -lzstd -o "$bin"
 fi
 
 # Seed corpus.

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev python3
   libopenblas-openmp-dev libsqlite3-dev libunwind-dev libdw-dev
-  libcli11-dev nlohmann-json3-dev libfmt-dev libpng-dev zlib1g-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev libpng-dev zlib1g-dev libzstd-dev
   dataset-fashion-mnist
   clang-14 libclang-rt-14-dev
   qt6-base-dev xvfb xauth

@@ -1,7 +1,8 @@
 // A trace as schema version 3 left it, made from a current finalized one, for the tests of the
 // upgrade (store and CLI). Version 4 changed only a derived table -- `memory_lod` went from one
 // row per change or bucket to chunks of encoded rows -- so a finalized v3 file is a v4 file
-// whose `memory_lod` has the v3 rows, with user_version and meta schema_version 3.
+// (schema_v4_trace.h) whose `memory_lod` has the v3 rows, with user_version and meta
+// schema_version 3.
 #pragma once
 
 #include <sqlite3.h>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "profiler/store/trace_reader.h"
+#include "schema_v4_trace.h"
 
 namespace tl_test {
 
@@ -46,6 +48,7 @@ CREATE INDEX memory_lod_by_time ON memory_lod (device, level, t);
   } catch (const st::StoreError& e) {
     return e.what();
   }
+  if (std::string error = make_schema_v4(path); !error.empty()) return error;
   sql += "UPDATE meta SET value = 3 WHERE key = 'schema_version';\nPRAGMA user_version = 3;\nCOMMIT;\n";
   sqlite3* db = nullptr;
   std::string error;

@@ -9,8 +9,12 @@ Reads only the finalized tables (docs/trace-format.md). Exit 1 when a check fail
 """
 import collections
 import json
+import os
 import sqlite3
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import zstd_frame  # noqa: E402  (the chunks are zstd frames)
 
 MiB = 1 << 20
 
@@ -71,8 +75,9 @@ class Checks:
                 (" (first stack: " + " < ".join(self.functions(missing[0])[:6]) + ")" if missing else ""))
 
     def lod_rows(self, device, level=0):
-        """The rows of one level of the memory curves, decoded from memory_lod's chunks as
-        docs/trace-format.md describes them: (t, allocated, active, reserved, requested)."""
+        """The rows of one level of the memory curves, decoded from memory_lod's chunks (zstd
+        frames of encoded rows) as docs/trace-format.md describes them: (t, allocated, active,
+        reserved, requested)."""
         def varints(data):
             pos = 0
             while pos < len(data):
@@ -92,7 +97,7 @@ class Checks:
         out = []
         for (rows, data) in self.q("SELECT rows, data FROM memory_lod WHERE device = ? AND level = ? "
                                    "ORDER BY chunk", device, level):
-            it = varints(data)
+            it = varints(zstd_frame.content(data))
 
             def value():
                 c = next(it)

@@ -66,7 +66,7 @@ AllocationDetails allocation_details(const Trace& trace, const store::Allocation
   while (st.step()) storage_ids.push_back(st.u64(0));
   Query tq(trace.db(), (std::string(kTensorSelect) +
                         "WHERE t.storage_id = ? AND t.device = ? AND t.create_ts >= ? AND "
-                        "t.create_ts <= ? ORDER BY t.create_ts, t.id")
+                        "t.create_ts <= ? ORDER BY t.create_ts, t.tensor_id")
                            .c_str());
   for (uint64_t sid : storage_ids) {
     tq.reset();
@@ -99,7 +99,7 @@ std::optional<TensorDetails> tensor_details(const Trace& trace, uint64_t tensor_
   TensorDetails d;
   {
     Query q(trace.db(), (std::string(kTensorSelect) +
-                         "WHERE t.tensor_id = ? ORDER BY t.create_ts, t.id LIMIT 1")
+                         "WHERE t.tensor_id = ? ORDER BY t.create_ts, t.tensor_id LIMIT 1")
                             .c_str());
     q.bind(1, tensor_id);
     if (!q.step()) return std::nullopt;
@@ -112,7 +112,7 @@ std::optional<TensorDetails> tensor_details(const Trace& trace, uint64_t tensor_
   if (d.tensor.release_ts) d.lifetime_ns = *d.tensor.release_ts - d.tensor.create_ts;
   {
     Query q(trace.db(), (std::string(kTensorSelect) +
-                         "WHERE t.base_id = ? AND t.tensor_id != ? ORDER BY t.create_ts, t.id")
+                         "WHERE t.base_id = ? AND t.tensor_id != ? ORDER BY t.create_ts, t.tensor_id")
                             .c_str());
     q.bind(1, tensor_id).bind(2, tensor_id);
     while (q.step()) d.views.push_back(read_tensor(q));

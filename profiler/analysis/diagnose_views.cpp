@@ -89,7 +89,7 @@ std::vector<TensorRow> load_tensors(const Trace& trace) {
           "SELECT t.tensor_id, t.storage_id, t.base_id, t.device, t.sizes, t.strides, "
           "t.storage_offset, sd.text, so.text, t.create_ts, t.release_ts, t.thread, t.stack "
           "FROM tensors t LEFT JOIN strings sd ON sd.id = t.dtype "
-          "LEFT JOIN strings so ON so.id = t.op ORDER BY t.create_ts, t.id");
+          "LEFT JOIN strings so ON so.id = t.op ORDER BY t.create_ts, t.tensor_id");
   while (q.step()) {
     TensorRow t;
     t.tensor_id = q.u64(0);

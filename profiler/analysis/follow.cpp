@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <span>
+#include <vector>
 
 #include "profiler/analysis/sql.h"
 #include "profiler/store/event_codec.h"
@@ -59,6 +62,7 @@ struct LiveTrace::State {
   std::string path;
   detail::SqlDb db;
   int64_t last_block = 0;
+  std::map<uint64_t, std::pair<int64_t, uint32_t>> latest;  // thread -> its latest row, events read
   uint64_t start_ts = 0, first_ts = std::numeric_limits<uint64_t>::max(), last_ts = 0;
   uint64_t events = 0;
   std::vector<std::string> devices;
@@ -120,18 +124,45 @@ LiveTrace::~LiveTrace() = default;
 
 size_t LiveTrace::poll() {
   State& s = *s_;
+  // New rows, and the latest row of each thread again when it grew: a block is stored at
+  // every commit and grows until it is full (Note [Blocks grow across commits] in
+  // profiler/store/trace_writer.cpp); `seen` events of a row were read before.
+  struct Row {
+    int64_t id;
+    uint64_t thread;
+    uint32_t count, seen;
+    std::vector<uint8_t> data;
+  };
+  std::vector<Row> rows;
   {
-    Query max(s.db, "SELECT COALESCE(MAX(id), 0) FROM event_blocks");
-    if (!max.step() || max.i64(0) <= s.last_block) return 0;
+    Query grown(s.db, "SELECT count, data FROM event_blocks WHERE id = ? AND count > ?");
+    for (const auto& [thread, latest] : s.latest) {
+      grown.reset();
+      grown.bind(1, latest.first).bind(2, static_cast<int64_t>(latest.second));
+      if (grown.step()) {
+        std::span<const uint8_t> b = grown.blob(1);
+        rows.push_back({latest.first, thread, static_cast<uint32_t>(grown.u64(0)), latest.second,
+                        {b.begin(), b.end()}});
+      }
+    }
+    Query fresh_rows(s.db, "SELECT id, thread, count, data FROM event_blocks WHERE id > ? ORDER BY id");
+    fresh_rows.bind(1, s.last_block);
+    while (fresh_rows.step()) {
+      std::span<const uint8_t> b = fresh_rows.blob(3);
+      rows.push_back({fresh_rows.i64(0), fresh_rows.u64(1), static_cast<uint32_t>(fresh_rows.u64(2)),
+                      0, {b.begin(), b.end()}});
+    }
   }
-  Query q(s.db, "SELECT id, thread, count, data FROM event_blocks WHERE id > ? ORDER BY id");
-  q.bind(1, s.last_block);
+  if (rows.empty()) return 0;
   std::vector<std::vector<Change>> fresh(s.devices.size());
   size_t read = 0;
-  while (q.step()) {
-    s.last_block = q.i64(0);
-    store::decode_block(q.blob(3), q.u64(1), static_cast<uint32_t>(q.u64(2)), s.block,
-                        s.path + ": event block " + std::to_string(s.last_block));
+  for (const Row& row : rows) {
+    s.last_block = std::max(s.last_block, row.id);
+    s.latest[row.thread] = {row.id, row.count};
+    store::decode_block(row.data, row.thread, row.count, s.block,
+                        s.path + ": event block " + std::to_string(row.id));
+    s.block.events.erase(s.block.events.begin(),
+                         s.block.events.begin() + std::min<size_t>(row.seen, s.block.events.size()));
     for (const store::DecodedEvent& d : s.block.events) {
       const ev::Event& e = d.event;
       ++read;

@@ -502,7 +502,7 @@ std::vector<TensorInfo> tensors_live_at(const Trace& trace, uint64_t ts) {
   Query q(trace.db(),
           "SELECT tensor_id, storage_id, base_id, device, sizes, strides, storage_offset, dtype, "
           "op, create_ts, stack FROM tensors WHERE create_ts <= ?1 AND (release_ts IS NULL OR "
-          "release_ts > ?1) ORDER BY create_ts, id");
+          "release_ts > ?1) ORDER BY create_ts, tensor_id");
   q.bind(1, ts);
   std::vector<TensorInfo> out;
   while (q.step()) {

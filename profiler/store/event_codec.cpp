@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "profiler/store/compress.h"
 #include "profiler/store/trace_format.h"
 #include "profiler/store/varint.h"
 
@@ -215,8 +216,16 @@ void BlockEncoder::add(const ev::Event& e, uint64_t stack_id, uint64_t str_a, ui
   prev_device_ = e.device;
 }
 
-void decode_block(std::span<const uint8_t> data, uint64_t thread, uint32_t count,
+std::vector<uint8_t> BlockEncoder::stored() const { return detail::compress(data()); }
+
+void decode_block(std::span<const uint8_t> stored, uint64_t thread, uint32_t count,
                   DecodedBlock& out, const std::string& what) {
+  detail::decompress(stored, out.encoded, what, "event block");
+  decode_encoded_block(out.encoded, thread, count, out, what);
+}
+
+void decode_encoded_block(std::span<const uint8_t> data, uint64_t thread, uint32_t count,
+                          DecodedBlock& out, const std::string& what) {
   out.events.clear();
   out.dims.clear();
   // Every event takes at least two bytes: a count beyond that is corruption, not a reason to

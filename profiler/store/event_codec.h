@@ -1,7 +1,9 @@
 // The compact encoding of raw events inside `event_blocks.data` (docs/trace-format.md,
 // "Event blocks"). A block holds events of one thread in increasing seq order; every field is
 // a varint, most of them deltas against the previous event of the block, so an allocator or
-// tensor event takes 15-25 bytes. Blocks decode independently of each other.
+// tensor event takes 15-25 bytes. Blocks decode independently of each other. What is stored
+// is that encoding in one zstd frame (Note [Compressed blobs] in compress.cpp): a few bytes
+// per event.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,7 @@ struct DecodedEvent {
 struct DecodedBlock {
   std::vector<DecodedEvent> events;
   std::vector<int64_t> dims;  // sizes and strides of the block's tensor events
+  std::vector<uint8_t> encoded;  // the block's decompressed encoding (reused between blocks)
 };
 
 class BlockEncoder {
@@ -44,7 +47,9 @@ class BlockEncoder {
   uint64_t last_seq() const { return prev_seq_; }
   uint64_t first_ts() const { return first_ts_; }
   uint64_t last_ts() const { return last_ts_; }
+  // The encoding, and the block as stored (`event_blocks.data`): the encoding compressed.
   std::span<const uint8_t> data() const { return {buf_.data(), size_}; }
+  std::vector<uint8_t> stored() const;
   size_t size_bytes() const { return size_; }
 
  private:
@@ -61,9 +66,14 @@ class BlockEncoder {
   events::DeviceId prev_device_;
 };
 
-// Decodes `count` events of a block written for `thread`. Throws StoreError (naming
-// `what`, e.g. "<file>: event block 12") on truncated or malformed data.
-void decode_block(std::span<const uint8_t> data, uint64_t thread, uint32_t count,
+// Decodes `count` events of a stored block (`event_blocks.data`) written for `thread`. Throws
+// StoreError (naming `what`, e.g. "<file>: event block 12") on a damaged frame, truncated or
+// malformed data.
+void decode_block(std::span<const uint8_t> stored, uint64_t thread, uint32_t count,
                   DecodedBlock& out, const std::string& what);
+// The same for a block's encoding as it is (`BlockEncoder::data()`; the stored form of traces
+// before schema 5).
+void decode_encoded_block(std::span<const uint8_t> data, uint64_t thread, uint32_t count,
+                          DecodedBlock& out, const std::string& what);
 
 }  // namespace tidemark::store

@@ -13,8 +13,9 @@ struct Later {
 };
 }  // namespace
 
-EventStream::EventStream(Db& db)
+EventStream::EventStream(Db& db, bool stored_compressed)
     : db_(db),
+      compressed_(stored_compressed),
       blocks_(db, "SELECT id, thread, count, data, first_seq FROM event_blocks "
                   "ORDER BY first_seq, id") {
   blocks_left_ = blocks_.step();
@@ -30,8 +31,12 @@ void EventStream::open_next_block() {
     c = std::make_unique<Cursor>();
   }
   c->pos = 0;
-  decode_block(blocks_.blob(3), blocks_.u64(1), static_cast<uint32_t>(blocks_.i64(2)), c->block,
-               db_.path() + ": event block " + std::to_string(blocks_.i64(0)));
+  const std::string what = db_.path() + ": event block " + std::to_string(blocks_.i64(0));
+  if (compressed_)
+    decode_block(blocks_.blob(3), blocks_.u64(1), static_cast<uint32_t>(blocks_.i64(2)), c->block, what);
+  else
+    decode_encoded_block(blocks_.blob(3), blocks_.u64(1), static_cast<uint32_t>(blocks_.i64(2)), c->block,
+                         what);
   if (!c->block.events.empty()) {
     heap_.push_back(std::move(c));
     std::push_heap(heap_.begin(), heap_.end(), Later{});

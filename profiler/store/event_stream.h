@@ -12,7 +12,9 @@ namespace tidemark::store::detail {
 
 class EventStream {
  public:
-  explicit EventStream(Db& db);
+  // `stored_compressed`: the blocks are zstd frames, as from schema 5 on (Note [Compressed
+  // blobs]); older traces hold the encoding as it is.
+  explicit EventStream(Db& db, bool stored_compressed = true);
   // Advances to the next event in seq order; false at the end. The previous event (and its
   // spans) stays valid until the next call.
   bool next();
@@ -27,6 +29,7 @@ class EventStream {
   void open_next_block();
 
   Db& db_;
+  bool compressed_;
   Stmt blocks_;
   bool blocks_left_ = true;
   // Pending row of `blocks_` (valid while blocks_left_).

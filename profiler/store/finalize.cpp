@@ -8,6 +8,9 @@
 #include <string>
 #include <unordered_map>
 
+#include <sqlite3.h>
+
+#include "profiler/store/compress.h"
 #include "profiler/store/event_stream.h"
 #include "profiler/store/lod.h"
 #include "profiler/store/meta_keys.h"
@@ -128,6 +131,8 @@ class Finalizer {
       meta.bind(1, k::kFirstTsNs).bind(2, first_ts_).run();
       meta.bind(1, k::kLastTsNs).bind(2, last_ts_).run();
     }
+    if (duplicate_ids_) meta.bind(1, k::kDuplicateIds).bind(2, duplicate_ids_).run();
+    else Stmt(db_, "DELETE FROM meta WHERE key = ?").bind(1, k::kDuplicateIds).run();
   }
 
  private:
@@ -196,10 +201,10 @@ class Finalizer {
                         "alloc_ts, free_ts, seq, thread, stack) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     ins_storage_ = Stmt(db_,
-                        "INSERT INTO storages (storage_id, device, addr, nbytes, create_ts, "
+                        "INSERT OR IGNORE INTO storages (storage_id, device, addr, nbytes, create_ts, "
                         "release_ts, thread, stack) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
     ins_tensor_ = Stmt(db_,
-                       "INSERT INTO tensors (tensor_id, storage_id, base_id, device, sizes, strides, "
+                       "INSERT OR IGNORE INTO tensors (tensor_id, storage_id, base_id, device, sizes, strides, "
                        "storage_offset, dtype, op, create_ts, release_ts, thread, stack) "
                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     ins_sync_ = Stmt(db_,
@@ -255,7 +260,7 @@ class Finalizer {
       case ev::Kind::storage_create: {
         auto [it, fresh] = storages_.try_emplace(e.storage.storage_id);
         OpenStorage& s = it->second;
-        if (!fresh) write_storage(s, std::nullopt);  // created twice: keep both
+        if (!fresh) write_storage(s, std::nullopt);  // Note [Duplicate ids]
         s = {device_id(e.device), e.storage.storage_id, e.storage.addr, e.storage.nbytes,
              e.ts_ns, e.thread_id, d.stack_id};
         break;
@@ -469,15 +474,28 @@ class Finalizer {
         .bind(9, free_ts).bind(10, s.seq).bind(11, s.thread).bind(12, s.stack).run();
   }
 
+  // Note [Duplicate ids]
+  // `tensors` and `storages` are keyed by the ids the program gave (schema 5): tensorlib draws
+  // them from process-wide counters, so an id created twice means a damaged trace. The first
+  // record of an id is kept -- the row of a record created again before its release says
+  // "never released" -- every later one is counted in meta `duplicate_ids`, never an error
+  // that would lose the whole trace.
   void write_storage(const OpenStorage& s, std::optional<uint64_t> release_ts) {
     ins_storage_.bind(1, s.storage_id).bind(2, s.device).bind(3, s.addr).bind(4, s.nbytes)
         .bind(5, s.create_ts).bind(6, release_ts).bind(7, s.thread).bind(8, s.stack).run();
+    count_duplicate();
   }
 
   void write_tensor(const OpenTensor& t, std::optional<uint64_t> release_ts) {
     ins_tensor_.bind(1, t.tensor_id).bind(2, t.storage_id).bind(3, t.base_id).bind(4, t.device)
         .bind(5, t.sizes).bind(6, t.strides).bind(7, t.offset).bind(8, t.dtype).bind(9, t.op)
         .bind(10, t.create_ts).bind(11, release_ts).bind(12, t.thread).bind(13, t.stack).run();
+    count_duplicate();
+  }
+
+  // After an INSERT OR IGNORE: no row changed means the id had one already.
+  void count_duplicate() {
+    if (sqlite3_changes(db_.handle()) == 0) ++duplicate_ids_;
   }
 
   void write_scope(uint64_t thread, size_t depth, const OpenScope& s, std::optional<uint64_t> pop_ts) {
@@ -569,14 +587,37 @@ class Finalizer {
   std::map<int64_t, detail::LodBuilder> lod_;
   bool have_ts_ = false;
   uint64_t first_ts_ = 0, last_ts_ = 0;
+  uint64_t duplicate_ids_ = 0;
 };
 
 }  // namespace
 
+namespace {
+// Versions before 5 stored each event block's encoding as it is; 5 stores it compressed (Note
+// [Compressed blobs]). Upgrading such a trace compresses its blocks in place, in finalize's
+// transaction, so the raw tables are this version's too.
+void compress_event_blocks(Db& db) {
+  std::vector<int64_t> ids;
+  for (Stmt s(db, "SELECT id FROM event_blocks ORDER BY id"); s.step();) ids.push_back(s.i64(0));
+  Stmt read(db, "SELECT data FROM event_blocks WHERE id = ?");
+  Stmt write(db, "UPDATE event_blocks SET data = ? WHERE id = ?");
+  for (int64_t id : ids) {
+    read.reset();
+    read.bind(1, id);
+    if (!read.step()) continue;
+    std::vector<uint8_t> stored = detail::compress(read.blob(0));
+    read.reset();
+    write.bind_blob(1, stored).bind(2, id).run();
+  }
+}
+}  // namespace
+
 void finalize(const std::string& path, const FinalizeOptions& options) {
-  auto db = detail::open_trace(path, Db::Mode::read_write, detail::Need::upgradable);
+  int version = 0;
+  auto db = detail::open_trace(path, Db::Mode::read_write, detail::Need::upgradable, &version);
   try {
     detail::Transaction tx(*db);
+    if (version < 5) compress_event_blocks(*db);
     Finalizer(*db, options).run();
     tx.commit();
   } catch (const StoreError& e) {
@@ -595,8 +636,14 @@ void finalize(const std::string& path, const FinalizeOptions& options) {
                          "`",
                      StoreError::Cause::disk_full);
   }
-  // The derived tables are large: fold them into the main file right away. Best effort.
-  db->exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  // The derived tables are large: fold them into the main file right away. Best effort: the
+  // transaction is committed in the -wal, which every reader reads with the file, and a
+  // checkpoint that fails (no room for the main file to grow) leaves the -wal whole; the next
+  // writer, or reader that can, folds it in.
+  try {
+    db->exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  } catch (const StoreError&) {
+  }
 }
 
 }  // namespace tidemark::store

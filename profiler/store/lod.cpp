@@ -1,5 +1,6 @@
 #include "profiler/store/lod.h"
 
+#include "profiler/store/compress.h"
 #include "profiler/store/varint.h"
 
 namespace tidemark::store::detail {
@@ -88,7 +89,7 @@ int64_t read_value(VarintReader& r) {
 int64_t lod_value(const LodRow& r, Curve c) { return r.*kFields[curve_index(c)][0]; }
 int64_t lod_max(const LodRow& r, Curve c) { return r.*kFields[curve_index(c)][2]; }
 
-std::string encode_lod_chunk(int level, std::span<const LodRow> rows) {
+std::vector<uint8_t> encode_lod_chunk(int level, std::span<const LodRow> rows) {
   // Per row: t and seq or n, then 4 curves x up to 3 values, each at most two varints.
   std::string out(rows.size() * (2 + 4 * 3 * 2) * kMaxVarintBytes, '\0');
   auto* const begin = reinterpret_cast<uint8_t*>(out.data());
@@ -114,12 +115,14 @@ std::string encode_lod_chunk(int level, std::span<const LodRow> rows) {
       }
     }
   }
-  out.resize(static_cast<size_t>(p - begin));
-  return out;
+  return compress({begin, static_cast<size_t>(p - begin)});
 }
 
-void decode_lod_chunk(int level, std::span<const uint8_t> data, int64_t rows,
+void decode_lod_chunk(int level, std::span<const uint8_t> stored, int64_t rows,
                       std::vector<LodRow>& out, const std::string& what) {
+  std::vector<uint8_t> encoded;
+  decompress(stored, encoded, what, "memory_lod chunk");
+  const std::span<const uint8_t> data(encoded);
   VarintReader r(data, what, "memory_lod chunk");
   if (rows < 0 || static_cast<uint64_t>(rows) > data.size()) r.fail("row count beyond its data");
   uint64_t t = 0, seq = 0;
@@ -174,12 +177,12 @@ void LodBuilder::write(Db& db, int64_t device) {
       lo = std::min(lo, r.t);
       hi = std::max(hi, r.t);
     }
-    const std::string data = encode_lod_chunk(level, part);
+    const std::vector<uint8_t> data = encode_lod_chunk(level, part);
     chunk_row.bind(1, device).bind(2, level).bind(3, chunk).bind(4, lo).bind(5, hi);
     if (level == 0) chunk_row.bind(6, *part.front().seq).bind(7, *part.back().seq);
     else chunk_row.bind_null(6).bind_null(7);
     chunk_row.bind(8, static_cast<int64_t>(part.size()))
-        .bind_blob(9, {reinterpret_cast<const uint8_t*>(data.data()), data.size()})
+        .bind_blob(9, data)
         .run();
   };
   auto put_level = [&](int level, uint64_t width, size_t rows) {

@@ -52,12 +52,13 @@ class LodBuilder {
 int64_t lod_value(const LodRow& r, Curve c);
 int64_t lod_max(const LodRow& r, Curve c);
 
-// A chunk's `data`: the rows of one level, in stored order.
-std::string encode_lod_chunk(int level, std::span<const LodRow> rows);
+// A chunk's `data`: the rows of one level, in stored order, encoded and compressed (Note [LOD
+// chunks], Note [Compressed blobs]).
+std::vector<uint8_t> encode_lod_chunk(int level, std::span<const LodRow> rows);
 // Appends the `rows` rows of a chunk of `level` to `out`. Throws StoreError naming `what` on
-// data that finalize cannot have written (truncated, trailing bytes, a value beyond
-// kMaxLodValue, a minimum above the value or a maximum below it, an empty bucket).
-void decode_lod_chunk(int level, std::span<const uint8_t> data, int64_t rows,
+// data that finalize cannot have written (a damaged frame, truncated, trailing bytes, a value
+// beyond kMaxLodValue, a minimum above the value or a maximum below it, an empty bucket).
+void decode_lod_chunk(int level, std::span<const uint8_t> stored, int64_t rows,
                       std::vector<LodRow>& out, const std::string& what);
 
 }  // namespace tidemark::store::detail

@@ -26,5 +26,6 @@ inline constexpr const char* kFirstTsNs = "first_ts_ns";
 inline constexpr const char* kLastTsNs = "last_ts_ns";
 inline constexpr const char* kWriterError = "writer_error";
 inline constexpr const char* kCategoriesInferred = "categories_inferred";
+inline constexpr const char* kDuplicateIds = "duplicate_ids";
 
 }  // namespace tidemark::store::meta_keys

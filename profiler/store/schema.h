@@ -1,4 +1,4 @@
-// The SQL of schema v4 (docs/trace-format.md is the reference; keep both in step and bump
+// The SQL of schema v5 (docs/trace-format.md is the reference; keep both in step and bump
 // kSchemaVersion for any change).
 #pragma once
 
@@ -38,10 +38,10 @@ CREATE TABLE segments (id INTEGER PRIMARY KEY, device INTEGER NOT NULL, kind TEX
   addr INTEGER NOT NULL, size INTEGER NOT NULL, segment INTEGER NOT NULL, stream INTEGER NOT NULL,
   pool TEXT NOT NULL, alloc_ts INTEGER NOT NULL, free_ts INTEGER, seq INTEGER NOT NULL,
   thread INTEGER NOT NULL, stack INTEGER NOT NULL);
-CREATE TABLE storages (id INTEGER PRIMARY KEY, storage_id INTEGER NOT NULL, device INTEGER NOT NULL,
+CREATE TABLE storages (storage_id INTEGER PRIMARY KEY, device INTEGER NOT NULL,
   addr INTEGER NOT NULL, nbytes INTEGER NOT NULL, create_ts INTEGER NOT NULL, release_ts INTEGER,
   thread INTEGER NOT NULL, stack INTEGER NOT NULL);
-CREATE TABLE tensors (id INTEGER PRIMARY KEY, tensor_id INTEGER NOT NULL, storage_id INTEGER NOT NULL,
+CREATE TABLE tensors (tensor_id INTEGER PRIMARY KEY, storage_id INTEGER NOT NULL,
   base_id INTEGER NOT NULL, device INTEGER NOT NULL, sizes TEXT NOT NULL, strides TEXT NOT NULL,
   storage_offset INTEGER NOT NULL, dtype INTEGER NOT NULL, op INTEGER NOT NULL,
   create_ts INTEGER NOT NULL, release_ts INTEGER, thread INTEGER NOT NULL,
@@ -76,14 +76,9 @@ CREATE TABLE lod_levels (device INTEGER NOT NULL, level INTEGER NOT NULL,
 // Created after the rows are in (faster than maintaining them row by row).
 inline constexpr const char* kDerivedIndexes = R"sql(
 CREATE INDEX allocations_by_alloc_ts ON allocations (device, alloc_ts);
-CREATE INDEX allocations_by_free_requested_ts ON allocations (device, free_requested_ts);
-CREATE INDEX allocations_by_free_completed_ts ON allocations (device, free_completed_ts);
-CREATE INDEX allocations_by_addr ON allocations (device, addr);
+CREATE INDEX allocations_unfreed ON allocations (device) WHERE free_requested_ts IS NULL;
 CREATE INDEX segments_by_alloc_ts ON segments (device, alloc_ts);
-CREATE INDEX tensors_by_id ON tensors (tensor_id);
-CREATE INDEX storages_by_id ON storages (storage_id);
 CREATE INDEX tensors_by_storage ON tensors (storage_id);
-CREATE INDEX storages_by_create_ts ON storages (create_ts);
 CREATE INDEX syncs_by_ts ON syncs (ts);
 CREATE INDEX memcpys_by_ts ON memcpys (ts);
 CREATE INDEX scopes_by_push_ts ON scopes (thread, push_ts);

@@ -12,7 +12,7 @@
 
 namespace tidemark::store {
 
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 // The oldest schema finalize() upgrades in place: versions since then changed only derived
 // tables, so rebuilding them from the raw tables makes the file current (docs/trace-format.md,
 // "Versioning"). Older files are refused.

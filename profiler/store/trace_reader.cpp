@@ -217,7 +217,7 @@ void TraceReader::for_each_event(
   auto text = [&](uint64_t id) -> std::string_view {
     return id < strs.size() ? std::string_view(strs[id]) : std::string_view();
   };
-  detail::EventStream stream(*db_);
+  detail::EventStream stream(*db_, schema_version_ >= 5);
   while (stream.next()) {
     const DecodedEvent& d = stream.current();
     ev::Event e = d.event;

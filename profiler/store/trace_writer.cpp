@@ -1,5 +1,16 @@
 // TraceWriter over SQLite: one open transaction at a time, committed by commit(); events are
 // encoded into per-thread blocks (event_codec.h) and written as one row per block.
+//
+// Note [Blocks grow across commits]
+// A recording commits every 50 ms so `watch` sees it live, and every commit must store what
+// each thread's block holds so far. Ending the block there made blocks of a few hundred
+// events, and the busier the machine the smaller (a Fashion-MNIST epoch: 156 blocks on a quiet
+// machine, 995 on a loaded one), which compress far worse (Note [Compressed blobs]). So a
+// commit stores the block as it is -- its row is inserted the first time and updated, with the
+// whole block compressed again, the next -- and the block ends only when it is full, when its
+// thread's seq goes backwards, or at close. A reader of a live trace re-reads a thread's
+// latest row when its `count` grew (LiveTrace::poll). Compressing again costs the writer
+// thread about a millisecond per commit per busy thread.
 #include "profiler/store/trace_writer.h"
 
 #include <sqlite3.h>
@@ -88,6 +99,9 @@ class SqliteTraceWriter final : public TraceWriter {
     add_block_ = Stmt(db_,
                       "INSERT INTO event_blocks (thread, first_seq, last_seq, first_ts, last_ts, "
                       "count, data) VALUES (?, ?, ?, ?, ?, ?, ?)");
+    grow_block_ = Stmt(db_,
+                       "UPDATE event_blocks SET last_seq = ?, last_ts = ?, count = ?, data = ? "
+                       "WHERE id = ?");
     // Deferred: the write lock is taken by the first write (every statement of the writer
     // writes, so SQLite's busy handler waits for it; no read snapshot is ever upgraded), so an
     // idle writer leaves the database to others between commits.
@@ -125,13 +139,14 @@ class SqliteTraceWriter final : public TraceWriter {
       default:
         break;
     }
-    BlockEncoder& enc = encoder(e.thread_id);
+    OpenBlock& open = block_of(e.thread_id);
+    BlockEncoder& enc = open.enc;
     // A block is one sorted run of seq (the reader merges runs); an event out of order starts
     // a new block.
-    if (!enc.empty() && e.seq <= enc.last_seq()) write_block(enc);
+    if (!enc.empty() && e.seq <= enc.last_seq()) end_block(open);
     enc.add(e, stack_id, a, b);
     ++event_count_;
-    if (enc.count() >= kBlockEvents || enc.size_bytes() >= kBlockBytes) write_block(enc);
+    if (enc.count() >= kBlockEvents || enc.size_bytes() >= kBlockBytes) end_block(open);
   }
 
   void add_stack_node(uint64_t id, uint64_t parent, uint64_t ip) override {
@@ -185,7 +200,7 @@ class SqliteTraceWriter final : public TraceWriter {
         } catch (const StoreError&) {  // SQLite may have rolled it back itself
         }
       }
-      for (BlockEncoder& enc : encoders_) enc.clear();
+      blocks_.clear();  // rows written since the last commit were rolled back with it
       event_count_ = committed_events_;
       dropped_count_ = committed_dropped_;
     }
@@ -239,47 +254,75 @@ class SqliteTraceWriter final : public TraceWriter {
     return id;
   }
 
-  BlockEncoder& encoder(uint64_t thread) {
-    if (last_encoder_ < encoders_.size() && encoders_[last_encoder_].thread() == thread)
-      return encoders_[last_encoder_];
-    for (size_t i = 0; i < encoders_.size(); ++i) {
-      if (encoders_[i].thread() == thread) {
-        last_encoder_ = i;
-        return encoders_[i];
+  // A thread's block being filled, and its row once stored (Note [Blocks grow across commits]).
+  struct OpenBlock {
+    explicit OpenBlock(uint64_t thread) : enc(thread) {}
+    BlockEncoder enc;
+    int64_t row = 0;       // event_blocks.id; 0: not stored yet
+    uint32_t stored = 0;   // events the row holds
+  };
+
+  OpenBlock& block_of(uint64_t thread) {
+    if (last_block_ < blocks_.size() && blocks_[last_block_].enc.thread() == thread)
+      return blocks_[last_block_];
+    for (size_t i = 0; i < blocks_.size(); ++i) {
+      if (blocks_[i].enc.thread() == thread) {
+        last_block_ = i;
+        return blocks_[i];
       }
     }
-    encoders_.emplace_back(thread);
-    last_encoder_ = encoders_.size() - 1;
-    return encoders_.back();
+    blocks_.emplace_back(thread);
+    last_block_ = blocks_.size() - 1;
+    return blocks_.back();
   }
 
-  void write_block(BlockEncoder& enc) {
-    add_block_.bind(1, enc.thread())
-        .bind(2, enc.first_seq())
-        .bind(3, enc.last_seq())
-        .bind(4, enc.first_ts())
-        .bind(5, enc.last_ts())
-        .bind(6, int64_t{enc.count()})
-        .bind_blob(7, enc.data())
-        .run();
-    enc.clear();
+  // Stores the block as it is now: a new row, or its row updated.
+  void store_block(OpenBlock& b) {
+    const BlockEncoder& enc = b.enc;
+    if (enc.empty() || enc.count() == b.stored) return;
+    if (b.row == 0) {
+      add_block_.bind(1, enc.thread())
+          .bind(2, enc.first_seq())
+          .bind(3, enc.last_seq())
+          .bind(4, enc.first_ts())
+          .bind(5, enc.last_ts())
+          .bind(6, int64_t{enc.count()})
+          .bind_blob(7, enc.stored())
+          .run();
+      b.row = sqlite3_last_insert_rowid(db_.handle());
+    } else {
+      grow_block_.bind(1, enc.last_seq())
+          .bind(2, enc.last_ts())
+          .bind(3, int64_t{enc.count()})
+          .bind_blob(4, enc.stored())
+          .bind(5, b.row)
+          .run();
+    }
+    b.stored = enc.count();
+  }
+
+  void end_block(OpenBlock& b) {
+    store_block(b);
+    b.enc.clear();
+    b.row = 0;
+    b.stored = 0;
   }
 
   void commit_blocks() {
-    for (BlockEncoder& enc : encoders_)
-      if (!enc.empty()) write_block(enc);
+    for (OpenBlock& b : blocks_) store_block(b);
     put_meta(meta_keys::kEventCount, static_cast<int64_t>(event_count_));
     put_meta(meta_keys::kDroppedCount, static_cast<int64_t>(dropped_count_));
   }
 
   Db db_;
-  Stmt set_meta_, add_device_, add_string_, add_node_, add_module_, add_dropped_, add_block_;
+  Stmt set_meta_, add_device_, add_string_, add_node_, add_module_, add_dropped_, add_block_,
+      grow_block_;
   std::vector<ev::DeviceId> devices_;
   ev::DeviceId last_device_;
   bool have_device_ = false;
   std::unordered_map<std::string, uint64_t, StringHash, std::equal_to<>> strings_;
-  std::vector<BlockEncoder> encoders_;
-  size_t last_encoder_ = 0;
+  std::vector<OpenBlock> blocks_;
+  size_t last_block_ = 0;
   uint64_t event_count_ = 0;
   uint64_t dropped_count_ = 0;
   uint64_t committed_events_ = 0, committed_dropped_ = 0;  // as of the last commit

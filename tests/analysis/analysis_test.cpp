@@ -105,7 +105,7 @@ TEST_F(AnalysisTest, SummaryAndLeaks) {
   EXPECT_EQ(s.reserved_at_peak->groups[0].label, "(no stack)");
 
   nlohmann::json j = s;
-  EXPECT_EQ(j["schema_version"], 4);
+  EXPECT_EQ(j["schema_version"], tidemark::store::kSchemaVersion);
   EXPECT_EQ(j["devices"][0]["device"], "cpu");
   EXPECT_EQ(j["devices"][0]["peak_allocated_bytes"], 5632);
   EXPECT_EQ(j["leaks"]["bytes"], 512);

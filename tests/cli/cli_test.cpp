@@ -365,17 +365,17 @@ TEST(CliFinalize, UpgradesASchemaVersion1Trace) {
     EXPECT_EQ(r.rc, 2) << command << ": " << r.out;
     EXPECT_EQ(r.err, "tidemark: " + path +
                          ": trace schema version 1 is older than this build of Tidemark reads "
-                         "(version 4); `tidemark finalize " +
+                         "(version 5); `tidemark finalize " +
                          path + "` upgrades it\n")
         << command;
   }
   Result f = tidemark({"finalize", path});
   ASSERT_EQ(f.rc, 0) << f.err;
-  EXPECT_NE(f.out.find("upgraded from schema version 1 to 4"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("upgraded from schema version 1 to " + std::to_string(st::kSchemaVersion)), std::string::npos) << f.out;
   Result s = tidemark({"summary", path, "--json"});
   ASSERT_EQ(s.rc, 0) << s.err;
   nlohmann::json j = nlohmann::json::parse(s.out);
-  EXPECT_EQ(j["schema_version"], 4);
+  EXPECT_EQ(j["schema_version"], st::kSchemaVersion);
   // The trace has no module list to symbolize from: the frames the v1 finalize stored are kept
   // (Note [Kept frames]), so the sites are named as before.
   const nlohmann::json& groups = j["reserved_at_peak"]["groups"];

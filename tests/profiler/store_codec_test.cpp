@@ -1,13 +1,16 @@
 // The raw event store: the block codec (every kind, extreme deltas, corrupt input) and the
 // writer -> reader round trip of every field, string and span, with many threads interleaved.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "profiler/store/compress.h"
 #include "profiler/store/event_codec.h"
 #include "profiler/store/trace_reader.h"
 #include "profiler/store/trace_writer.h"
@@ -193,7 +196,7 @@ TEST(StoreCodec, EveryKindRoundTrips) {
   st::BlockEncoder enc(7);
   for (size_t i = 0; i < events.size(); ++i) enc.add(events[i], i % 2 ? 1000 + i : 0, 5, 6);
   st::DecodedBlock block;
-  st::decode_block(enc.data(), 7, enc.count(), block, "test");
+  st::decode_block(enc.stored(), 7, enc.count(), block, "test");
   ASSERT_EQ(block.events.size(), events.size());
   for (size_t i = 0; i < events.size(); ++i) {
     ev::Event want = events[i];
@@ -230,7 +233,7 @@ TEST(StoreCodec, ExtremeAndBackwardDeltas) {
   st::BlockEncoder enc(3);
   for (const auto& e : events) enc.add(e, UINT64_MAX - 1, 0, 0);
   st::DecodedBlock block;
-  st::decode_block(enc.data(), 3, enc.count(), block, "test");
+  st::decode_block(enc.stored(), 3, enc.count(), block, "test");
   ASSERT_EQ(block.events.size(), events.size());
   for (size_t i = 0; i < events.size(); ++i) {
     events[i].thread_id = 3;
@@ -244,22 +247,66 @@ TEST(StoreCodec, CorruptBlocksThrow) {
   st::BlockEncoder enc(1);
   for (const auto& e : events) enc.add(e, 3, 1, 2);
   std::vector<uint8_t> data(enc.data().begin(), enc.data().end());
+  // Damage to the encoding inside an intact frame, as a hostile file can have it.
+  auto framed = [](const std::vector<uint8_t>& raw) { return st::detail::compress(raw); };
   st::DecodedBlock block;
   // Truncated.
   std::vector<uint8_t> cut(data.begin(), data.end() - 3);
-  EXPECT_THROW(st::decode_block(cut, 1, enc.count(), block, "f.db: event block 1"), st::StoreError);
+  EXPECT_THROW(st::decode_block(framed(cut), 1, enc.count(), block, "f.db: event block 1"), st::StoreError);
   // More events claimed than present, an unknown kind, trailing bytes.
-  EXPECT_THROW(st::decode_block(data, 1, enc.count() + 1, block, "x"), st::StoreError);
+  EXPECT_THROW(st::decode_block(framed(data), 1, enc.count() + 1, block, "x"), st::StoreError);
   std::vector<uint8_t> bad = data;
   bad[0] = 0x1f;
   try {
-    st::decode_block(bad, 1, enc.count(), block, "f.db: event block 1");
+    st::decode_block(framed(bad), 1, enc.count(), block, "f.db: event block 1");
     ADD_FAILURE() << "no error";
   } catch (const st::StoreError& e) {
     EXPECT_NE(std::string(e.what()).find("f.db: event block 1: corrupt event block"), std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(st::decode_block(data, 1, enc.count() - 1, block, "x"), st::StoreError);
+  EXPECT_THROW(st::decode_block(framed(data), 1, enc.count() - 1, block, "x"), st::StoreError);
+}
+
+// Note [Compressed blobs]: a stored block is one zstd frame stating its size; anything else is
+// refused naming the block, before a byte is allocated for what a frame claims.
+TEST(StoreCodec, DamagedFramesThrowNamingTheBlock) {
+  auto events = every_kind(1, 1000);
+  st::BlockEncoder enc(1);
+  for (const auto& e : events) enc.add(e, 3, 1, 2);
+  const std::vector<uint8_t> stored = enc.stored();
+  EXPECT_LT(stored.size(), enc.data().size());
+  auto error = [&](const std::vector<uint8_t>& blob) {
+    st::DecodedBlock block;
+    try {
+      st::decode_block(blob, 1, enc.count(), block, "f.db: event block 4");
+    } catch (const st::StoreError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  // The encoding stored as it is (a trace of schema 4 read as 5): not a frame.
+  EXPECT_EQ(error({enc.data().begin(), enc.data().end()}),
+            "f.db: event block 4: corrupt event block (not a zstd frame)");
+  std::vector<uint8_t> cut(stored.begin(), stored.end() - 5);
+  EXPECT_NE(error(cut).find("f.db: event block 4: corrupt event block (zstd: "), std::string::npos)
+      << error(cut);
+  std::vector<uint8_t> longer = stored;
+  longer.push_back(0);
+  EXPECT_EQ(error(longer), "f.db: event block 4: corrupt event block (bytes after the zstd frame)");
+  // A frame header claiming 2^40 bytes (magic, a descriptor with an 8-byte content size, the
+  // size): refused for what it claims.
+  std::vector<uint8_t> bomb = {0x28, 0xb5, 0x2f, 0xfd, 0xe0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0};
+  EXPECT_NE(error(bomb).find("claims 1099511627776 bytes"), std::string::npos) << error(bomb);
+  // A flipped byte inside the compressed data: an error, never a crash or a wrong block
+  // silently accepted as right (the frame's size must come out exactly).
+  for (size_t i = 6; i < stored.size(); i += 7) {
+    std::vector<uint8_t> flipped = stored;
+    flipped[i] ^= 0x5a;
+    const std::string e = error(flipped);
+    if (e != "(no error)") {
+      EXPECT_EQ(e.rfind("f.db: event block 4: corrupt event block", 0), 0u) << e;
+    }
+  }
 }
 
 TEST(StoreCodec, AllocatorEventsAreCompact) {
@@ -399,6 +446,57 @@ TEST(StoreRoundTrip, ManyThreadsInterleavedComeBackInSeqOrder) {
     ++i;
   });
   EXPECT_EQ(i, all.size());
+  remove_trace(path);
+}
+
+// Note [Blocks grow across commits]: each commit stores a thread's block so far, and the
+// block goes on growing in the same row until it is full, so a recording that commits every
+// 50 ms still stores large blocks (which compress well).
+TEST(StoreRoundTrip, BlocksGrowAcrossCommits) {
+  std::string path = temp_path("grow");
+  uint64_t seq = 0;
+  auto add = [&](st::TraceWriter& w, uint64_t thread, int n) {
+    for (int i = 0; i < n; ++i) {
+      ev::Event e;
+      e.kind = ev::Kind::mark;
+      e.seq = ++seq;
+      e.ts_ns = seq * 10;
+      e.thread_id = thread;
+      e.name = {"m", seq};
+      w.append(e, 0);
+    }
+  };
+  auto blocks = [&] {
+    std::vector<std::string> out;
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(db, "SELECT thread, first_seq, last_seq, count FROM event_blocks ORDER BY id", -1, &st,
+                       nullptr);
+    while (sqlite3_step(st) == SQLITE_ROW)
+      out.push_back(std::to_string(sqlite3_column_int64(st, 0)) + ":" + std::to_string(sqlite3_column_int64(st, 1)) +
+                    "-" + std::to_string(sqlite3_column_int64(st, 2)) + "x" +
+                    std::to_string(sqlite3_column_int64(st, 3)));
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return out;
+  };
+  auto w = st::TraceWriter::create(path, sample_meta());
+  add(*w, 1, 10);
+  add(*w, 2, 5);
+  w->commit();
+  EXPECT_EQ(blocks(), (std::vector<std::string>{"1:1-10x10", "2:11-15x5"}));
+  add(*w, 1, 7);
+  w->commit();  // thread 1's row grows; thread 2's is left as it was
+  EXPECT_EQ(blocks(), (std::vector<std::string>{"1:1-22x17", "2:11-15x5"}));
+  w->commit();  // nothing new: nothing written
+  add(*w, 2, 3);
+  w->close(1000);
+  EXPECT_EQ(blocks(), (std::vector<std::string>{"1:1-22x17", "2:11-25x8"}));
+  std::vector<uint64_t> seqs;
+  st::TraceReader::open(path).for_each_event([&](const ev::Event& e, uint64_t) { seqs.push_back(e.seq); });
+  EXPECT_EQ(seqs.size(), 25u);
+  EXPECT_TRUE(std::is_sorted(seqs.begin(), seqs.end()));
   remove_trace(path);
 }
 

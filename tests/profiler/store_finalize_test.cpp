@@ -15,6 +15,7 @@
 
 #include "profiler/store/trace_reader.h"
 #include "profiler/store/trace_writer.h"
+#include "zstd_sql.h"
 
 namespace {
 
@@ -34,6 +35,7 @@ void remove_trace(const std::string& path) {
 std::vector<std::string> rows(const std::string& path, const std::string& query) {
   sqlite3* db = nullptr;
   EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  tl_test::add_zstd_functions(db);
   sqlite3_stmt* s = nullptr;
   EXPECT_EQ(sqlite3_prepare_v2(db, query.c_str(), -1, &s, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
   std::vector<std::string> out;
@@ -490,14 +492,20 @@ TEST(StoreFinalize, ADamagedCurveChunkIsRefusedNamingTheFile) {
   };
   const std::string file = path + ".damaged";
   auto starts = [](const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; };
-  std::string e = damage("UPDATE memory_lod SET data = substr(data, 1, length(data) - 3) WHERE chunk = 1");
+  // The encoding damaged inside an intact frame (tests/zstd_sql.h), then the frame itself.
+  std::string e = damage(
+      "UPDATE memory_lod SET data = zstd(substr(unzstd(data), 1, length(unzstd(data)) - 3)) WHERE chunk = 1");
   EXPECT_TRUE(starts(e, file + ": memory_lod chunk ")) << e;
   EXPECT_NE(e.find("corrupt memory_lod chunk (truncated)"), std::string::npos) << e;
-  e = damage("UPDATE memory_lod SET data = data || x'00' WHERE chunk = 0 AND level = 0");
+  e = damage("UPDATE memory_lod SET data = zstd(unzstd(data) || x'00') WHERE chunk = 0 AND level = 0");
   EXPECT_NE(e.find("(bytes after the last row)"), std::string::npos) << e;
+  e = damage("UPDATE memory_lod SET data = substr(data, 1, length(data) - 3) WHERE chunk = 1");
+  EXPECT_NE(e.find("corrupt memory_lod chunk (zstd: "), std::string::npos) << e;
+  e = damage("UPDATE memory_lod SET data = unzstd(data) WHERE chunk = 1");
+  EXPECT_NE(e.find("corrupt memory_lod chunk (not a zstd frame)"), std::string::npos) << e;
   // A value of 2^61 in the first row of the first chunk (escape code, then zigzag(2^61)).
-  e = damage("UPDATE memory_lod SET data = x'0002' || x'01' || x'808080808080808040' || "
-             "x'000000', rows = 1 WHERE chunk = 0 AND level = 0");
+  e = damage("UPDATE memory_lod SET data = zstd(x'0002' || x'01' || x'808080808080808040' || "
+             "x'000000'), rows = 1 WHERE chunk = 0 AND level = 0");
   EXPECT_NE(e.find("beyond 2^60"), std::string::npos) << e;
   e = damage("UPDATE memory_lod SET min_t = max_t + 1 WHERE chunk = 0 AND level = 0");
   EXPECT_TRUE(starts(e, file + ": damaged: memory_lod chunk ")) << e;
@@ -570,7 +578,7 @@ TEST(StoreFinalize, IsIdempotent) {
   st::finalize(path);
   const char* dump[] = {"SELECT * FROM allocations ORDER BY id", "SELECT device, level, chunk, min_t, max_t, first_seq, last_seq, rows, hex(data) FROM memory_lod ORDER BY rowid",
                         "SELECT * FROM scopes ORDER BY id", "SELECT * FROM segments ORDER BY id",
-                        "SELECT * FROM tensors ORDER BY id", "SELECT * FROM strings ORDER BY id",
+                        "SELECT * FROM tensors ORDER BY tensor_id", "SELECT * FROM strings ORDER BY id",
                         "SELECT * FROM lod_levels"};
   std::vector<std::vector<std::string>> first;
   for (const char* q : dump) first.push_back(rows(path, q));

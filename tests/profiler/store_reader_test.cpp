@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "profiler/store/trace_reader.h"
 #include "profiler/store/trace_writer.h"
@@ -34,6 +35,30 @@ std::string open_error(const std::string& path,
     return e.what();
   }
   return "(no error)";
+}
+
+// The rows of `query`, columns joined by '|', NULL as "NULL".
+std::vector<std::string> rows(const std::string& path, const char* query) {
+  std::vector<std::string> out;
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db, query, -1, &st, nullptr) != SQLITE_OK) {
+    ADD_FAILURE() << query << ": " << sqlite3_errmsg(db);
+  } else {
+    while (sqlite3_step(st) == SQLITE_ROW) {
+      std::string row;
+      for (int c = 0; c < sqlite3_column_count(st); ++c) {
+        if (c) row += '|';
+        const auto* text = sqlite3_column_text(st, c);
+        row += text ? reinterpret_cast<const char*>(text) : "NULL";
+      }
+      out.push_back(row);
+    }
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return out;
 }
 
 void sql(const std::string& path, const char* statements) {
@@ -68,22 +93,22 @@ TEST(StoreReader, RefusesAnotherApplicationsSqliteFile) {
 }
 
 TEST(StoreReader, RefusesNewerAndOlderSchemaVersions) {
-  static_assert(st::kSchemaVersion == 4, "update the messages below");
+  static_assert(st::kSchemaVersion == 5, "update the messages below");
   std::string path = temp_path("version");
   st::TraceWriter::create(path, {})->close(0);
-  sql(path, "PRAGMA user_version = 5");
+  sql(path, "PRAGMA user_version = 6");
   EXPECT_EQ(open_error(path), path +
-                                  ": trace schema version 5 is newer than this build of Tidemark "
-                                  "reads (version 4); use a newer Tidemark");
+                                  ": trace schema version 6 is newer than this build of Tidemark "
+                                  "reads (version 5); use a newer Tidemark");
   EXPECT_THROW(st::finalize(path), st::StoreError);
   sql(path, "PRAGMA user_version = 0");
   EXPECT_EQ(open_error(path), path +
                                   ": trace schema version 0 is older than this build of Tidemark "
-                                  "reads (version 4); record it again");
+                                  "reads (version 5); record it again");
   // Too old to upgrade: finalize() refuses it too.
   EXPECT_EQ(open_error(path, st::TraceReader::Require::upgradable),
             path + ": trace schema version 0 is older than this build of Tidemark reads "
-                   "(version 4); record it again");
+                   "(version 5); record it again");
   EXPECT_THROW(st::finalize(path), st::StoreError);
   remove_trace(path);
 }
@@ -123,7 +148,7 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion1Trace) {
 
   const std::string refused = path +
                               ": trace schema version 1 is older than this build of Tidemark "
-                              "reads (version 4); `tidemark finalize " +
+                              "reads (version 5); `tidemark finalize " +
                               path + "` upgrades it";
   EXPECT_EQ(open_error(path), refused);
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized), refused);
@@ -138,8 +163,8 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion1Trace) {
   st::finalize(path);
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized), "(no error)");
   auto r = st::TraceReader::open(path, st::TraceReader::Require::finalized);
-  EXPECT_EQ(r.schema_version(), 4);
-  EXPECT_EQ(r.meta_value("schema_version"), "4");
+  EXPECT_EQ(r.schema_version(), 5);
+  EXPECT_EQ(r.meta_value("schema_version"), std::to_string(st::kSchemaVersion));
   std::vector<st::SegmentRow> segs = r.segments_where("ORDER BY addr", {});
   ASSERT_EQ(segs.size(), 2u);
   EXPECT_EQ(segs[0].addr, 0x100000u);
@@ -155,6 +180,19 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion1Trace) {
   EXPECT_EQ(r.frames(0x2000)[0].function, "grow");
   EXPECT_EQ(r.frames(0x2000)[0].line, 7);
   remove_trace(path);
+}
+
+// Every stored row of the memory curves of a finalized trace, as text.
+std::vector<std::string> curves(const std::string& path) {
+  auto r = st::TraceReader::open(path, st::TraceReader::Require::finalized);
+  std::vector<std::string> out;
+  for (const st::DeviceRow& d : r.devices())
+    for (const st::LodLevel& l : r.lod_levels(d.id))
+      for (const st::LodRow& x : r.lod(d.id, l.level, 0, UINT64_MAX))
+        out.push_back(std::to_string(l.level) + " " + std::to_string(x.t) + " " + std::to_string(x.n) + " " +
+                      std::to_string(x.allocated) + " " + std::to_string(x.allocated_min) + " " +
+                      std::to_string(x.allocated_max));
+  return out;
 }
 
 // Version 4 stored the memory curves in chunks; a version-3 trace (its memory_lod one row per
@@ -177,26 +215,70 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion3Trace) {
     w->close(1000 + 700 * 3000);
   }
   st::finalize(path);
-  auto dump = [&] {
-    auto r = st::TraceReader::open(path, st::TraceReader::Require::finalized);
-    std::vector<std::string> out;
-    for (const st::DeviceRow& d : r.devices())
-      for (const st::LodLevel& l : r.lod_levels(d.id))
-        for (const st::LodRow& x : r.lod(d.id, l.level, 0, UINT64_MAX))
-          out.push_back(std::to_string(l.level) + " " + std::to_string(x.t) + " " +
-                        std::to_string(x.n) + " " + std::to_string(x.allocated) + " " +
-                        std::to_string(x.allocated_min) + " " + std::to_string(x.allocated_max));
-    return out;
-  };
+  auto dump = [&] { return curves(path); };
   const std::vector<std::string> before = dump();
   ASSERT_GT(before.size(), 3000u);
   ASSERT_EQ(tl_test::make_schema_v3(path), "");
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
             path + ": trace schema version 3 is older than this build of Tidemark reads "
-                   "(version 4); `tidemark finalize " + path + "` upgrades it");
+                   "(version 5); `tidemark finalize " + path + "` upgrades it");
   st::finalize(path);
-  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), 4);
+  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), 5);
   EXPECT_EQ(dump(), before);
+  remove_trace(path);
+}
+
+// Version 5 compressed the event blocks (a raw table) and the curve chunks, and keyed tensors
+// and storages by their ids; a version-4 trace is refused naming the upgrade, and finalize()
+// compresses its blocks in place and rebuilds the rest: the same events, tensors and curves.
+TEST(StoreReader, FinalizeUpgradesASchemaVersion4Trace) {
+  std::string path = temp_path("v4");
+  {
+    auto w = st::TraceWriter::create(path, {});
+    uint64_t seq = 0;
+    for (int i = 0; i < 2000; ++i) {
+      ev::Event e;
+      e.thread_id = 1;
+      e.seq = ++seq;
+      e.ts_ns = 1000 + 500 * static_cast<uint64_t>(i);
+      if (i % 2) {
+        e.kind = ev::Kind::tensor_create;
+        e.tensor = ev::TensorInfo{};
+        e.tensor.tensor_id = 100 + static_cast<uint64_t>(i);
+        e.tensor.storage_id = 7;
+        e.tensor.dtype = "float32";
+      } else {
+        e.kind = ev::Kind::alloc;
+        e.block.addr = 0x100000 + 0x1000 * static_cast<uint64_t>(i);
+        e.block.size = e.block.requested_size = 512 * static_cast<uint64_t>(1 + i % 5);
+      }
+      w->append(e, 0);
+    }
+    w->close(1000 + 500 * 2000);
+  }
+  st::finalize(path);
+  auto dump = [&] {
+    std::vector<std::string> out = curves(path);
+    st::TraceReader::open(path).for_each_event([&](const ev::Event& x, uint64_t) {
+      out.push_back(std::to_string(x.seq) + " " + std::to_string(x.ts_ns) + " " +
+                    std::string(ev::kind_name(x.kind)));
+    });
+    return out;
+  };
+  const std::vector<std::string> before = dump();
+  const std::vector<std::string> tensors = rows(path, "SELECT * FROM tensors ORDER BY tensor_id");
+  ASSERT_EQ(tensors.size(), 1000u);
+  ASSERT_EQ(tl_test::make_schema_v4(path), "");
+  EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
+            path + ": trace schema version 4 is older than this build of Tidemark reads "
+                   "(version 5); `tidemark finalize " + path + "` upgrades it");
+  st::finalize(path);
+  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), 5);
+  EXPECT_EQ(dump(), before);
+  EXPECT_EQ(rows(path, "SELECT * FROM tensors ORDER BY tensor_id"), tensors);
+  // Every block is a zstd frame again (its magic number, little-endian).
+  EXPECT_EQ(rows(path, "SELECT count(*) FROM event_blocks WHERE substr(data, 1, 4) <> x'28b52ffd'"),
+            (std::vector<std::string>{"0"}));
   remove_trace(path);
 }
 

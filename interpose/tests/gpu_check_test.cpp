@@ -113,7 +113,10 @@ std::string write(const std::string& path, const std::string& text) {
 }
 
 RunResult check(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {"/usr/bin/env", "python3", TIDEMARK_GPU_CHECK_PY};
+  // The targets are enforced here whatever the environment says (a first GPU run's
+  // TIDEMARK_GPU_FIRST_RUN=1 only reports them).
+  std::vector<std::string> argv = {"/usr/bin/env", "-u", "TIDEMARK_GPU_FIRST_RUN", "python3",
+                                   TIDEMARK_GPU_CHECK_PY};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_program(argv, {});
 }

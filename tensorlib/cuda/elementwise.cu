@@ -9,21 +9,28 @@
 // template (strided_kernel, device_util.cuh) on the caller's stream; kernels are instantiated
 // per dtype and index width only, the op being a uniform runtime switch over the shared
 // formulas of core/elementwise_math.h (Note [One kernel body]), which keeps the build small.
+#include <atomic>
+
 #include "tensorlib/cuda/device_util.cuh"
 
 namespace tl::cuda::kernels {
 
 int grid_for(int64_t n) {
-  static int sm_count[64] = {};
+  // Each device's SM count, cached by whichever thread asks first. Relaxed atomics: threads
+  // racing to fill it store the same value, and none ever reads a count half-written (or the
+  // -1 of a failed query) from another.
+  static std::atomic<int> sm_count[64] = {};
   int device = 0;
   cudaGetDevice(&device);
-  int& sms = sm_count[device & 63];
+  std::atomic<int>& cached = sm_count[device & 63];
+  int sms = cached.load(std::memory_order_relaxed);
   if (sms == 0) {
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
         sms <= 0) {
       (void)cudaGetLastError();
       sms = 1;
     }
+    cached.store(sms, std::memory_order_relaxed);
   }
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   const int64_t cap = static_cast<int64_t>(sms) * 8;

@@ -73,6 +73,26 @@ using DetectorFn = void (*)(const Trace& trace, Diagnosis& out);
 // categories] in profiler/importers/infer.cpp, Note [Inferred steps]) says so in its evidence.
 void note_inferred(const Trace& trace, Finding& f);
 
+// Why the detectors of activations cannot run on `trace`, or empty when they can. `backward`:
+// the detector needs the autograd engine's `backward` scopes, which an imported snapshot never
+// has (diagnose_memory.cpp).
+std::string activations_missing(const Trace& trace, bool backward);
+// Whether graph-retention fires on `device` (Note [The more specific finding] in
+// diagnose_memory.cpp).
+bool graph_retention_on(const Trace& trace, int64_t device);
+
+// Note [Checkpointing estimate] (diagnose_activations.cpp): layers in forward order, each with
+// its activation bytes at the peak and its largest block (the output a segment would keep).
+struct CheckpointLayer {
+  int64_t bytes = 0, largest_block = 0;
+};
+struct CheckpointEstimate {
+  size_t k = 0, segments = 0;        // 0: no segmentation saves anything
+  int64_t before = 0, after = 0;     // activation bytes at the peak without and with it
+  int64_t outputs = 0, largest = 0;  // after = outputs kept + the largest segment
+};
+CheckpointEstimate checkpoint_estimate(const std::vector<CheckpointLayer>& layers);
+
 // diagnose_memory.cpp
 void detect_leak(const Trace& trace, Diagnosis& out);
 void detect_graph_retention(const Trace& trace, Diagnosis& out);
@@ -86,6 +106,8 @@ void detect_fragmentation(const Trace& trace, Diagnosis& out);
 void detect_oom(const Trace& trace, Diagnosis& out);
 void detect_cache_held(const Trace& trace, Diagnosis& out);
 void detect_pinned_growth(const Trace& trace, Diagnosis& out);
+// diagnose_activations.cpp
+void detect_activation_peak(const Trace& trace, Diagnosis& out);
 }  // namespace detail
 
 }  // namespace tidemark::analysis

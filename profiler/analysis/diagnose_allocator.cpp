@@ -244,6 +244,7 @@ void detect_oom(const Trace& trace, Diagnosis& out) {
     f.id = "oom";
     f.device = device_label(trace, device);
     f.bytes = requested;
+    f.severity = Severity::major;  // the run failed here, whatever the request (Note [Severity])
     f.title = "out of memory at " + trace.time_text(ts) + ": a " + format_bytes(requested) + " request failed; " +
               (fragmented ? format_bytes(cached) + " was cached but no free block held it (fragmentation)"
                           : "the device was " + format_bytes(std::max<int64_t>(short_by, 0)) +

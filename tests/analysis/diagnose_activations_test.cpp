@@ -1,4 +1,5 @@
-// The activation-peak detector on hand-built traces, against figures worked out by hand from
+// The activation-peak detector and the severity of findings (Note [Severity] in
+// profiler/analysis/diagnose.h) on hand-built traces, against figures worked out by hand from
 // Note [Checkpointing estimate] (profiler/analysis/diagnose_activations.cpp).
 #include <gtest/gtest.h>
 
@@ -90,6 +91,9 @@ TEST(ActivationPeak, NamesTheLayersAndEstimatesTheSaving) {
   has("layers holding them (in forward order) = 8");
   has("held by l0 = 1.25 MiB (1,310,720 bytes) in 2 allocations");
   has("peak without that saving (estimate) = 7.50 MiB (7,864,320 bytes)");
+  // Severity: 3.5 of the 12 MiB reserved (29%) is major.
+  EXPECT_EQ(f.severity, an::Severity::major);
+  EXPECT_NEAR(f.share, 3.5 / 12, 1e-9);
   remove_trace(path);
 }
 
@@ -99,8 +103,32 @@ TEST(ActivationPeak, NoFindingWhenActivationsAreNotMostOfThePeak) {
   make_forward(path, 12 * kMiB, 24 * kMiB);
   const an::Diagnosis d = an::diagnose(an::Trace::open(path), {"activation-peak"});
   EXPECT_TRUE(d.findings.empty());
+  EXPECT_EQ(d.minor_hidden, 0u);
   EXPECT_TRUE(d.skipped.empty());
   remove_trace(path);
+}
+
+TEST(Severity, MinorFindingsAreHiddenUnlessAskedFor) {
+  // The same forward in a 1 GiB segment: 3.5 MiB at stake is 0.3% of what the run reserved.
+  const std::string path = temp_path("activation_peak_minor");
+  make_forward(path, kMiB, 1024 * kMiB);
+  const an::Trace t = an::Trace::open(path);
+  an::Diagnosis d = an::diagnose(t, {"activation-peak"});
+  EXPECT_TRUE(d.findings.empty());
+  EXPECT_EQ(d.minor_hidden, 1u);
+  d = an::diagnose(t, {"activation-peak"}, true);
+  ASSERT_EQ(d.findings.size(), 1u);
+  EXPECT_EQ(d.minor_hidden, 0u);
+  EXPECT_EQ(d.findings[0].severity, an::Severity::minor);
+  EXPECT_NEAR(d.findings[0].share, 3.5 / 1024, 1e-9);
+  remove_trace(path);
+  // Between the thresholds: 3.5 of 40 MiB (8.75%) is moderate, and shown.
+  const std::string moderate = temp_path("activation_peak_moderate");
+  make_forward(moderate, kMiB, 40 * kMiB);
+  d = an::diagnose(an::Trace::open(moderate), {"activation-peak"});
+  ASSERT_EQ(d.findings.size(), 1u);
+  EXPECT_EQ(d.findings[0].severity, an::Severity::moderate);
+  remove_trace(moderate);
 }
 
 }  // namespace

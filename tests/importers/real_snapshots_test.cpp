@@ -280,6 +280,7 @@ TEST(RealSnapshots, OomIsExplained) {
   EXPECT_EQ(by_category, allocated);
   ASSERT_FALSE(categories.empty());
   EXPECT_EQ(categories.front(), "activation");
+  EXPECT_EQ(f.severity, an::Severity::major);  // a 6% request, but the run failed there
   im::detail::remove_trace(out);
 }
 

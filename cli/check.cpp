@@ -207,8 +207,9 @@ int run_check(const CheckArgs& a) {
   }
 
   if (a.no_findings) {
-    // Every finding of the chosen detectors fails the check, each named with its site.
-    an::Diagnosis d = an::diagnose(t, finding_ids);
+    // Every finding of the chosen detectors that diagnose shows fails the check, each named
+    // with its site: moderate and major ones, minor ones too with --all (Note [Severity]).
+    an::Diagnosis d = an::diagnose(t, finding_ids, a.all_findings);
     Result r{"no-findings", d.findings.empty(), ""};
     const std::string which = finding_ids.empty() ? "" : " " + *a.no_findings;
     for (const an::Finding& f : d.findings)
@@ -218,6 +219,9 @@ int run_check(const CheckArgs& a) {
                       f.site.empty() ? "(no stack recorded)" : f.site, f.title);
     if (r.passed) {
       r.message = fmt::format("--no-findings{}: no findings", which);
+      if (d.minor_hidden)
+        r.message +=
+            fmt::format(" ({} minor, which do not fail the check without --all)", d.minor_hidden);
       if (!d.skipped.empty()) {
         std::string ids;
         for (const an::SkippedDetector& s : d.skipped) ids += (ids.empty() ? "" : ", ") + s.id;

@@ -105,8 +105,10 @@ struct CheckArgs {
   std::optional<double> max_increase;
   std::string junit;
   bool json = false;
-  // --no-findings [ID,...]: fail when any of these findings (all, when empty) is present.
+  // --no-findings [ID,...]: fail when any of these findings (all, when empty) is present;
+  // minor ones only with --all (Note [Severity] in profiler/analysis/diagnose.h).
   std::optional<std::string> no_findings;
+  bool all_findings = false;
 };
 int run_check(const CheckArgs& a);
 
@@ -114,6 +116,7 @@ struct DiagnoseArgs {
   std::string file;
   std::string only;  // comma-separated detector ids; empty: all
   bool json = false;
+  bool all = false;  // minor findings too (Note [Severity])
 };
 int run_diagnose(const DiagnoseArgs& a);
 // "leak,sync-in-loop" -> ids; an unknown id throws UsageError naming `option` and the known ids.

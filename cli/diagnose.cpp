@@ -53,12 +53,14 @@ json diagnosis_json(const an::Diagnosis& d) {
                         {"site", f.site},
                         {"stack", f.stack},
                         {"evidence", evidence},
-                        {"fix", f.fix}});
+                        {"fix", f.fix},
+                        {"severity", an::severity_name(f.severity)},
+                        {"share", f.share}});
   }
   json skipped = json::array();
   for (const an::SkippedDetector& s : d.skipped)
     skipped.push_back({{"id", s.id}, {"reason", s.reason}});
-  return {{"findings", findings}, {"skipped", skipped}};
+  return {{"findings", findings}, {"skipped", skipped}, {"minor_hidden", d.minor_hidden}};
 }
 
 int run_diagnose(const DiagnoseArgs& a) {
@@ -67,7 +69,7 @@ int run_diagnose(const DiagnoseArgs& a) {
   an::Diagnosis d;
   {
     Progress p("diagnosing " + a.file);
-    d = an::diagnose(t, only);
+    d = an::diagnose(t, only, a.all);
   }
   if (a.json) {
     json j = diagnosis_json(d);
@@ -83,7 +85,10 @@ int run_diagnose(const DiagnoseArgs& a) {
                                 : (f.time_ns ? an::format_duration(f.time_ns) + " waited" : "");
     fmt::print("\n{}. [{}] {}{}\n", i + 1, f.id, f.title,
                f.device.empty() ? "" : " (" + f.device + ")");
-    if (!stake.empty()) fmt::print("   at stake: {}\n", stake);
+    fmt::print("   severity: {}{}\n", an::severity_name(f.severity),
+               stake.empty() ? ""
+                             : fmt::format(" ({} at stake, {:.1f}% of the {})", stake,
+                                           100.0 * f.share, f.bytes ? "device's peak" : "run"));
     // A finding about the whole run (allocator-settings) has no site even with stacks.
     fmt::print("   site: {}\n", !f.site.empty()          ? f.site
                                  : t.stack_depth() == 0 ? std::string("(no stack recorded)")
@@ -91,6 +96,9 @@ int run_diagnose(const DiagnoseArgs& a) {
     for (const auto& [what, value] : f.evidence) fmt::print("   {}: {}\n", what, value);
     fmt::print("   fix: {}\n", f.fix);
   }
+  if (d.minor_hidden)
+    fmt::print("\n{} minor finding{} not shown (--all shows {})\n", d.minor_hidden,
+               d.minor_hidden == 1 ? "" : "s", d.minor_hidden == 1 ? "it" : "them");
   if (!d.skipped.empty()) {
     fmt::print("\nskipped:\n");
     for (const an::SkippedDetector& s : d.skipped) fmt::print("  {}: {}\n", s.id, s.reason);

@@ -245,11 +245,16 @@ int main(int argc, char** argv) {
                   ->check(kPercent);
   base->needs(inc);
   inc->needs(base);
-  check
+  auto* no_findings =
+      check
       ->add_option("--no-findings", chk.no_findings,
                    "Fail when diagnose finds any of these (comma-separated ids; all when none "
                    "given)")
       ->expected(0, 1);
+  check
+      ->add_flag("--all", chk.all_findings,
+                 "With --no-findings: minor findings fail the check too (docs/diagnoses.md)")
+      ->needs(no_findings);
   check->add_option("--junit", chk.junit, "Also write the results as JUnit XML");
   check->add_flag("--json", chk.json, "Print JSON");
 
@@ -259,6 +264,9 @@ int main(int argc, char** argv) {
               "tidemark diagnose run.db --only graph-retention,sync-in-loop");
   diagnose->add_option("file", dia.file, "Trace file")->required();
   diagnose->add_option("--only", dia.only, "Only these detectors (comma-separated ids)");
+  diagnose->add_flag("--all", dia.all,
+                     "Also show minor findings (little at stake against the run's peak or "
+                     "duration)");
   diagnose->add_flag("--json", dia.json, "Print JSON (docs/cli.md)");
 
   tc::ReplayArgs rpl;

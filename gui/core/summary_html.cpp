@@ -105,13 +105,20 @@ QString summary_html(const TraceData& data) {
   h += QString("<h3>Findings (%1)</h3>").arg(dx.findings.size());
   if (dx.findings.empty()) h += "<p>No pitfall found.</p>";
   for (const analysis::Finding& f : dx.findings) {
-    h += QString("<p><b>[%1] %2</b> (%3)").arg(esc(f.id), esc(f.title), esc(f.device));
+    h += QString("<p><b>[%1] %2</b> (%3; %4)")
+             .arg(esc(f.id), esc(f.title), esc(f.device),
+                  esc(std::string(analysis::severity_name(f.severity))));
     if (!f.site.empty()) h += "<br>at " + esc(f.site);
     h += "<ul>";
     for (const auto& [what, value] : f.evidence)
       h += "<li>" + esc(what) + ": " + esc(value) + "</li>";
     h += "</ul>Fix: " + esc(f.fix) + "</p>";
   }
+  if (dx.minor_hidden)
+    h += QString("<p><i>%1 minor finding%2 not shown: little at stake against the peak or the "
+                 "run (<tt>tidemark diagnose --all</tt> shows them).</i></p>")
+             .arg(dx.minor_hidden)
+             .arg(dx.minor_hidden == 1 ? "" : "s");
   if (!dx.skipped.empty()) {
     h += "<p><i>Not checked:</i><ul>";
     for (const analysis::SkippedDetector& k : dx.skipped)

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
 #include "profiler/analysis/trace.h"
 
@@ -31,6 +32,9 @@ std::vector<Entry>& registry() {
        detail::detect_retained_graph},
       {{"grad-in-eval", "activations saved for backward during evaluation or inference"},
        detail::detect_grad_in_eval},
+      {{"activation-peak",
+        "a peak made mostly of activations: the layers holding them and what checkpointing saves"},
+       detail::detect_activation_peak},
       {{"sync-in-loop", "the same site forcing a host-device sync in every step"},
        detail::detect_sync_in_loop},
       {{"fragmentation", "reserved memory far above allocated at the peak or at an OOM"},
@@ -65,7 +69,48 @@ void add_detector(DetectorInfo info, std::function<void(const Trace&, Diagnosis&
   registry().push_back({info, std::move(fn)});
 }
 
-Diagnosis diagnose(const Trace& trace, const std::set<std::string>& only) {
+std::string_view severity_name(Severity s) {
+  switch (s) {
+    case Severity::major:
+      return "major";
+    case Severity::moderate:
+      return "moderate";
+    case Severity::minor:
+      break;
+  }
+  return "minor";
+}
+
+namespace {
+
+// Note [Severity]: the share of the run a finding puts at stake, and its severity.
+void rate(const Trace& trace, Finding& f) {
+  if (f.bytes > 0) {
+    // The device's peak reserved memory (the highest device's when the finding names none).
+    int64_t base = 0;
+    for (const DeviceRef& d : trace.devices()) {
+      if (!f.device.empty() && d.name != f.device) continue;
+      for (store::Curve c : {store::Curve::reserved, store::Curve::allocated})
+        if (std::optional<store::Peak> p = peak(trace, d.id, c)) base = std::max(base, p->bytes);
+    }
+    f.share = base > 0 ? static_cast<double>(f.bytes) / static_cast<double>(base) : 1.0;
+  }
+  if (f.time_ns > 0) {
+    const double run = static_cast<double>(std::max<uint64_t>(1, trace.duration_ns()));
+    f.share = std::max(f.share, static_cast<double>(f.time_ns) / run);
+  }
+  const bool time_only = f.bytes <= 0;
+  const double major = time_only ? kMajorTimeShare : kMajorMemoryShare;
+  const double moderate = time_only ? kModerateTimeShare : kModerateMemoryShare;
+  const Severity s = f.share >= major      ? Severity::major
+                     : f.share >= moderate ? Severity::moderate
+                                           : Severity::minor;
+  f.severity = std::max(f.severity, s);
+}
+
+}  // namespace
+
+Diagnosis diagnose(const Trace& trace, const std::set<std::string>& only, bool include_minor) {
   std::vector<Entry> entries;
   {
     std::lock_guard<std::mutex> lock(g_registry_mu);
@@ -83,11 +128,17 @@ Diagnosis diagnose(const Trace& trace, const std::set<std::string>& only) {
   Diagnosis d;
   for (const Entry& e : entries)
     if (only.empty() || only.count(std::string(e.info.id))) e.fn(trace, d);
+  for (Finding& f : d.findings) rate(trace, f);
+  if (!include_minor) {
+    const auto minor = std::remove_if(d.findings.begin(), d.findings.end(), [](const Finding& f) {
+      return f.severity == Severity::minor;
+    });
+    d.minor_hidden = static_cast<size_t>(d.findings.end() - minor);
+    d.findings.erase(minor, d.findings.end());
+  }
   std::stable_sort(d.findings.begin(), d.findings.end(), [](const Finding& a, const Finding& b) {
-    // Memory findings by bytes; time findings rank by their wait as if 1 ns were 1 byte.
-    const int64_t wa = std::max<int64_t>(a.bytes, static_cast<int64_t>(a.time_ns));
-    const int64_t wb = std::max<int64_t>(b.bytes, static_cast<int64_t>(b.time_ns));
-    return wa > wb;
+    if (a.severity != b.severity) return a.severity > b.severity;
+    return a.share > b.share;
   });
   return d;
 }

@@ -22,6 +22,23 @@
 
 namespace tidemark::analysis {
 
+// Note [Severity]
+// What a finding puts at stake, against the run: its bytes against the device's peak reserved
+// memory (what the run took from the device; the peak allocated where nothing was reserved),
+// or its host time against the run's duration. That share ranks the findings and sets their
+// severity:
+//   major     bytes >= kMajorMemoryShare of the peak, or time >= kMajorTimeShare of the run
+//   moderate  bytes >= kModerateMemoryShare, or time >= kModerateTimeShare
+//   minor     below: real, but nothing a user would act on for this run (a sync-in-loop that
+//             waits microseconds on the CPU, a few-percent copy); diagnose() leaves minor
+//             findings out unless asked for them (`tidemark diagnose --all`).
+// A detector may set a higher severity itself, which diagnose() keeps: an `oom` is major,
+// whatever its request, because the run failed there.
+enum class Severity : uint8_t { minor, moderate, major };
+std::string_view severity_name(Severity s);  // "minor", "moderate", "major"
+inline constexpr double kMajorMemoryShare = 0.25, kModerateMemoryShare = 0.05;
+inline constexpr double kMajorTimeShare = 0.10, kModerateTimeShare = 0.01;
+
 struct Finding {
   std::string id;        // detector id: "graph-retention", "sync-in-loop", ...
   std::string title;     // one line: what is wrong ("activations survive backward and grow ...")
@@ -36,6 +53,10 @@ struct Finding {
   // {"growth per step", "2.26 MiB (2,374,656 bytes)"}, {"steps", "20"}.
   std::vector<std::pair<std::string, std::string>> evidence;
   std::string fix;  // what to do, one or two sentences
+  // Note [Severity]: set by diagnose() (a detector may set a floor); `share` is the stake
+  // against the device's peak reserved or the run's duration (0.25: a quarter of it).
+  Severity severity = Severity::minor;
+  double share = 0;
 };
 
 struct SkippedDetector {
@@ -44,8 +65,9 @@ struct SkippedDetector {
 };
 
 struct Diagnosis {
-  std::vector<Finding> findings;         // ranked: most bytes (or time) at stake first
+  std::vector<Finding> findings;         // ranked: most at stake against the run first
   std::vector<SkippedDetector> skipped;  // detectors that could not run on this trace
+  size_t minor_hidden = 0;               // minor findings left out (Note [Severity])
 };
 
 struct DetectorInfo {
@@ -62,8 +84,11 @@ std::vector<DetectorInfo> detectors();
 void add_detector(DetectorInfo info, std::function<void(const Trace& trace, Diagnosis& out)> fn);
 
 // Runs the detectors (all, or those in `only`; an unknown id throws std::invalid_argument
-// listing the known ones) and ranks the findings.
-Diagnosis diagnose(const Trace& trace, const std::set<std::string>& only = {});
+// listing the known ones), sets each finding's severity and share (Note [Severity]) and ranks
+// them: by severity, then by share. Minor findings are left out (counted in minor_hidden)
+// unless `include_minor`.
+Diagnosis diagnose(const Trace& trace, const std::set<std::string>& only = {},
+                   bool include_minor = false);
 
 namespace detail {
 // One detector: appends its findings, or a SkippedDetector saying why it could not run.
@@ -72,6 +97,26 @@ using DetectorFn = void (*)(const Trace& trace, Diagnosis& out);
 // A finding that rests on inferred categories or steps (an imported snapshot: Note [Inferred
 // categories] in profiler/importers/infer.cpp, Note [Inferred steps]) says so in its evidence.
 void note_inferred(const Trace& trace, Finding& f);
+
+// Why the detectors of activations cannot run on `trace`, or empty when they can. `backward`:
+// the detector needs the autograd engine's `backward` scopes, which an imported snapshot never
+// has (diagnose_memory.cpp).
+std::string activations_missing(const Trace& trace, bool backward);
+// Whether graph-retention fires on `device` (Note [The more specific finding] in
+// diagnose_memory.cpp).
+bool graph_retention_on(const Trace& trace, int64_t device);
+
+// Note [Checkpointing estimate] (diagnose_activations.cpp): layers in forward order, each with
+// its activation bytes at the peak and its largest block (the output a segment would keep).
+struct CheckpointLayer {
+  int64_t bytes = 0, largest_block = 0;
+};
+struct CheckpointEstimate {
+  size_t k = 0, segments = 0;        // 0: no segmentation saves anything
+  int64_t before = 0, after = 0;     // activation bytes at the peak without and with it
+  int64_t outputs = 0, largest = 0;  // after = outputs kept + the largest segment
+};
+CheckpointEstimate checkpoint_estimate(const std::vector<CheckpointLayer>& layers);
 
 // diagnose_memory.cpp
 void detect_leak(const Trace& trace, Diagnosis& out);
@@ -86,6 +131,8 @@ void detect_fragmentation(const Trace& trace, Diagnosis& out);
 void detect_oom(const Trace& trace, Diagnosis& out);
 void detect_cache_held(const Trace& trace, Diagnosis& out);
 void detect_pinned_growth(const Trace& trace, Diagnosis& out);
+// diagnose_activations.cpp
+void detect_activation_peak(const Trace& trace, Diagnosis& out);
 }  // namespace detail
 
 }  // namespace tidemark::analysis

@@ -216,7 +216,8 @@ void detect_fragmentation(const Trace& trace, Diagnosis& out) {
 // an imported PyTorch snapshot's) gets a finding that says what a reader of PyTorch's message
 // would have to work out: the request, the device's free and total memory where known,
 // allocated against reserved at that instant, the largest cached free block against the
-// request, and what was live then by the user's site. A request is served from its pool's
+// request, and what was live then by category (when the trace has categories, recorded or
+// inferred) and by the user's site. A request is served from its pool's
 // segments (up to 1 MiB: the small pool), so the largest free block counted is its pool's.
 // The verdict:
 //  * fragmentation, when the cached free memory alone would have held the request but no
@@ -243,6 +244,7 @@ void detect_oom(const Trace& trace, Diagnosis& out) {
     f.id = "oom";
     f.device = device_label(trace, device);
     f.bytes = requested;
+    f.severity = Severity::major;  // the run failed here, whatever the request (Note [Severity])
     f.title = "out of memory at " + trace.time_text(ts) + ": a " + format_bytes(requested) + " request failed; " +
               (fragmented ? format_bytes(cached) + " was cached but no free block held it (fragmentation)"
                           : "the device was " + format_bytes(std::max<int64_t>(short_by, 0)) +
@@ -260,11 +262,28 @@ void detect_oom(const Trace& trace, Diagnosis& out) {
     if (device_total > 0 && device_total - reserved - device_free > kLargeBuffer)
       f.evidence.push_back({"held outside this allocator (other processes, CUDA context)",
                             bytes_text(device_total - reserved - device_free)});
-    const LiveBreakdown live = live_at(trace, device, TimePoint{ts, oom.u64(2)}, GroupBy::site, 3);
+    const TimePoint at{ts, oom.u64(2)};
+    // What was live by category: recorded (tensorlib) or inferred (an imported snapshot, Note
+    // [Inferred categories] in profiler/importers/infer.cpp), said in each line's name.
+    const LiveBreakdown cats = live_at(trace, device, at, GroupBy::category, 0);
+    const bool categorised = std::any_of(cats.groups.begin(), cats.groups.end(),
+                                         [](const Group& g) { return g.key != "unknown"; });
+    const std::string how = trace.categories_inferred().empty() ? "" : " (inferred)";
+    for (const Group& g : categorised ? cats.groups : std::vector<Group>{})
+      f.evidence.push_back({"live at the OOM by category" + how + ": " + g.label,
+                            bytes_text(g.bytes) + " in " + std::to_string(g.count) + " allocations"});
+    const LiveBreakdown live = live_at(trace, device, at, GroupBy::site, 3);
     for (const Group& g : live.groups) f.evidence.push_back({"live at the OOM: " + g.label, bytes_text(g.bytes)});
     f.evidence.push_back({"allocator settings", settings.empty() ? "(defaults)" : settings});
-    f.fix = fragmented
-                ? kFragmentationFix
+    // The words that fit: activations most of what was live call for checkpointing first.
+    const bool activations_most = categorised && cats.groups.front().key == "activation" &&
+                                  2 * cats.groups.front().bytes >= cats.bytes;
+    f.fix = fragmented ? kFragmentationFix
+            : activations_most
+                ? "Hold fewer activations at that moment: they are most of what was live (see "
+                  "activation-peak). Recompute them in backward (activation checkpointing) for the "
+                  "layers that hold them, use a smaller batch or sequence length, or run on a device "
+                  "with more memory."
                 : "Hold less at that moment: the sites live at the OOM above hold the most. Use a smaller "
                   "batch or sequence length, recompute activations in backward (activation "
                   "checkpointing) for the layers that hold them, release tensors kept across steps, "

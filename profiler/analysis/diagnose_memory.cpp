@@ -77,20 +77,6 @@ constexpr const char* kSnapshotNoBackward =
     "the trace is an imported PyTorch snapshot: its categories are inferred (activations "
     "included), but it has no backward scopes to tell a training step from an evaluation";
 
-// Why the activation detectors cannot run on `t`, or empty when they can. `backward`: the
-// detector needs the engine's `backward` scopes, which an imported snapshot never has; without
-// them, a snapshot whose categories were inferred (Note [Inferred categories] in
-// profiler/importers/infer.cpp) is read like a recorded trace.
-std::string activations_missing(const Trace& t, bool backward) {
-  if (t.imported_snapshot() && t.categories_inferred().empty()) return kSnapshotNoCategories;
-  if (t.imported_snapshot() && backward) return kSnapshotNoBackward;
-  if (!any_row(t, "SELECT 1 FROM allocations WHERE category <> 'unknown' LIMIT 1") &&
-      !any_row(t, "SELECT 1 FROM tensors LIMIT 1"))
-    return "the trace has neither memory categories nor tensor records (a program not built on "
-           "tensorlib), so activations saved for backward cannot be recognised";
-  return {};
-}
-
 struct Step {
   int64_t number = 0;
   uint64_t ts = 0, end_ts = kOpen;  // end_ts: the next step's start; kOpen for the last
@@ -208,6 +194,22 @@ std::vector<std::pair<uint64_t, uint64_t>> backward_scopes(const Trace& t, bool 
 }
 
 }  // namespace
+
+// Without the engine's `backward` scopes, a snapshot whose categories were inferred (Note
+// [Inferred categories] in profiler/importers/infer.cpp) is read like a recorded trace.
+std::string activations_missing(const Trace& t, bool backward) {
+  if (t.imported_snapshot() && t.categories_inferred().empty()) return kSnapshotNoCategories;
+  if (t.imported_snapshot() && backward) return kSnapshotNoBackward;
+  if (!any_row(t, "SELECT 1 FROM allocations WHERE category <> 'unknown' LIMIT 1") &&
+      !any_row(t, "SELECT 1 FROM tensors LIMIT 1"))
+    return "the trace has neither memory categories nor tensor records (a program not built on "
+           "tensorlib), so activations saved for backward cannot be recognised";
+  return {};
+}
+
+bool graph_retention_on(const Trace& t, int64_t device) {
+  return graph_retained(t, device, load_steps(t));
+}
 
 // ---- graph-retention -----------------------------------------------------------------------
 

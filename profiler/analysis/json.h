@@ -11,7 +11,9 @@
 
 namespace tidemark::analysis {
 
-inline constexpr int kJsonSchemaVersion = 1;  // of the JSON output, not the trace
+// Of the JSON output, not the trace. 2: `diagnose` gives each finding a severity and a share
+// and leaves minor findings out unless --all (docs/cli.md).
+inline constexpr int kJsonSchemaVersion = 2;
 
 void to_json(nlohmann::json& j, const Group& g);
 void to_json(nlohmann::json& j, const LiveBreakdown& b);

@@ -73,6 +73,8 @@ void detect(const an::Trace& trace, an::Diagnosis& out) {
     f.id = "allocator-settings";
     f.device = p.device.name;
     f.bytes = static_cast<int64_t>(saved);
+    // Averting an out-of-memory error is major whatever the bytes (Note [Severity]).
+    if (averts_oom) f.severity = an::Severity::major;
     const std::string& conf = grid[best].label;
     if (averts_oom)
       f.title = "PYTORCH_CUDA_ALLOC_CONF=" + conf + " serves every request where the recorded settings ran out of memory";

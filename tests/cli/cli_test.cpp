@@ -329,7 +329,7 @@ TEST(CliSummary, ReservedMemoryBySiteOnASegmentsOnlyTrace) {
   Result r = tidemark({"summary", path, "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["json_version"], 1);
+  EXPECT_EQ(j["json_version"], 2);
   EXPECT_TRUE(j["top_at_peak"].is_null());  // no allocations anywhere
   const uint64_t MiB = 1 << 20;
   using J = nlohmann::json;

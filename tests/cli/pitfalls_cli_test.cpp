@@ -139,6 +139,10 @@ TEST_F(PitfallsCli, FragmentationFailsAReservedLimit) {
 
 TEST_F(PitfallsCli, CheckpointingPassesALimitThePlainStepFails) {
   expect_gate({"checkpointing", {"--max-peak-allocated", "32MiB"}, "(checkpointing.cpp:"});
+  // And the diagnosis names it: activations are most of the plain step's peak.
+  expect_gate({"checkpointing",
+               {"--no-findings", "activation-peak"},
+               "activation-peak on cpu at main (checkpointing.cpp:"});
 }
 
 TEST_F(PitfallsCli, TransposeContiguousFailsAPeakLimit) {

@@ -268,6 +268,19 @@ TEST(RealSnapshots, OomIsExplained) {
   EXPECT_EQ(f.site, "update_nodes (models.py:181)");  // the user's line that asked
   EXPECT_NE(f.title.find("short"), std::string::npos) << f.title;
   EXPECT_NE(ev.find("live at the OOM: update_nodes (models.py:174)"), ev.end());
+  // What was live by inferred category adds up to what was allocated, activations first.
+  int64_t by_category = 0;
+  std::vector<std::string> categories;
+  const std::string prefix = "live at the OOM by category (inferred): ";
+  for (const auto& [what, value] : f.evidence)
+    if (what.rfind(prefix, 0) == 0) {
+      categories.push_back(what.substr(prefix.size()));
+      by_category += bytes_of(what);
+    }
+  EXPECT_EQ(by_category, allocated);
+  ASSERT_FALSE(categories.empty());
+  EXPECT_EQ(categories.front(), "activation");
+  EXPECT_EQ(f.severity, an::Severity::major);  // a 6% request, but the run failed there
   im::detail::remove_trace(out);
 }
 

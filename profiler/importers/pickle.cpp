@@ -270,11 +270,14 @@ class Parser {
     pos_ += k;
     return q;
   }
-  uint64_t le(uint64_t k) {
-    static_assert(std::endian::native == std::endian::little);
-    const uint8_t* q = take(k);  // k <= 8
+  // A little-endian integer of K bytes. K is a constant so the copy is one load (a copy of a
+  // run-time length went byte by byte through the stack, a store-forwarding stall per opcode).
+  template <size_t K>
+  uint64_t le() {
+    static_assert(std::endian::native == std::endian::little && K <= 8);
+    const uint8_t* q = take(K);
     uint64_t v = 0;
-    std::memcpy(&v, q, k);
+    std::memcpy(&v, q, K);
     return v;
   }
   // A declared length, which cannot exceed what is left of the input.
@@ -469,7 +472,7 @@ class Parser {
         break;
       }
       case FRAME: {
-        uint64_t size = le(8);
+        uint64_t size = le<8>();
         if (size > n_ - pos_) {
           fail("frame of " + std::to_string(size) + " bytes exceeds the " +
                std::to_string(n_ - pos_) + " bytes left");
@@ -504,12 +507,12 @@ class Parser {
         push(v);
         break;
       }
-      case BININT: push_int(static_cast<int32_t>(static_cast<uint32_t>(le(4)))); break;
-      case BININT1: push_int(static_cast<int64_t>(le(1))); break;
-      case BININT2: push_int(static_cast<int64_t>(le(2))); break;
-      case LONG1: push_long(le(1)); break;
+      case BININT: push_int(static_cast<int32_t>(static_cast<uint32_t>(le<4>()))); break;
+      case BININT1: push_int(static_cast<int64_t>(le<1>())); break;
+      case BININT2: push_int(static_cast<int64_t>(le<2>())); break;
+      case LONG1: push_long(le<1>()); break;
       case LONG4: {
-        int32_t n = static_cast<int32_t>(static_cast<uint32_t>(le(4)));
+        int32_t n = static_cast<int32_t>(static_cast<uint32_t>(le<4>()));
         if (n < 0) fail("negative length " + std::to_string(n));
         push_long(static_cast<uint64_t>(n));
         break;
@@ -524,20 +527,20 @@ class Parser {
         push(v);
         break;
       }
-      case SHORT_BINUNICODE: push_span(Type::string, length(le(1))); break;
-      case BINUNICODE: push_span(Type::string, length(le(4))); break;
-      case BINUNICODE8: push_span(Type::string, length(le(8))); break;
-      case SHORT_BINSTRING: push_span(Type::string, length(le(1))); break;  // Python 2 str
+      case SHORT_BINUNICODE: push_span(Type::string, length(le<1>())); break;
+      case BINUNICODE: push_span(Type::string, length(le<4>())); break;
+      case BINUNICODE8: push_span(Type::string, length(le<8>())); break;
+      case SHORT_BINSTRING: push_span(Type::string, length(le<1>())); break;  // Python 2 str
       case BINSTRING: {
-        int32_t n = static_cast<int32_t>(static_cast<uint32_t>(le(4)));
+        int32_t n = static_cast<int32_t>(static_cast<uint32_t>(le<4>()));
         if (n < 0) fail("negative length " + std::to_string(n));
         push_span(Type::string, length(static_cast<uint64_t>(n)));
         break;
       }
-      case SHORT_BINBYTES: push_span(Type::bytes, length(le(1))); break;
-      case BINBYTES: push_span(Type::bytes, length(le(4))); break;
+      case SHORT_BINBYTES: push_span(Type::bytes, length(le<1>())); break;
+      case BINBYTES: push_span(Type::bytes, length(le<4>())); break;
       case BINBYTES8:
-      case BYTEARRAY8: push_span(Type::bytes, length(le(8))); break;
+      case BYTEARRAY8: push_span(Type::bytes, length(le<8>())); break;
       case EMPTY_LIST: push(new_container(Type::list)); break;
       case EMPTY_DICT: push(new_container(Type::dict)); break;
       case EMPTY_TUPLE: make_tuple(stack_.size()); break;
@@ -568,14 +571,14 @@ class Parser {
         break;
       case BINPUT:
       case LONG_BINPUT: {
-        uint64_t idx = le(op_ == BINPUT ? 1 : 4);
+        uint64_t idx = op_ == BINPUT ? le<1>() : le<4>();
         if (reachable() == 0) fail("stack underflow: nothing to memoize");
         memo_.put(idx, stack_.back());
         break;
       }
       case BINGET:
       case LONG_BINGET: {
-        uint64_t idx = le(op_ == BINGET ? 1 : 4);
+        uint64_t idx = op_ == BINGET ? le<1>() : le<4>();
         const Val* v = memo_.get(idx);
         if (!v) fail("memo entry " + std::to_string(idx) + " is not defined");
         push(*v);

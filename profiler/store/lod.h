@@ -25,7 +25,7 @@ constexpr uint64_t lod_width_ns(int level) {
 inline constexpr int kMaxLodLevel = 24;
 // Rows per chunk of a level (Note [LOD chunks] in lod.cpp): a viewer decodes a few chunks
 // around what it shows.
-inline constexpr size_t kLodChunkRows = 512;
+inline constexpr size_t kLodChunkRows = 2048;
 // The largest curve value (either sign) a trace may hold: 16 blocks of the largest size an
 // event may have (kMaxEventBytes) at once. Finalize refuses a trace whose curves go beyond it
 // as damaged, and a reader a chunk holding one; so no difference of values overflows.

@@ -572,6 +572,37 @@ TEST(StoreFinalize, AddressesTheSymbolizerCannotResolveKeepTheirFrames) {
   remove_trace(path);
 }
 
+// Note [Rows in id order] and Note [Duplicate ids]: tensors released in any order (here the
+// reverse of creation, more than the id window holds) come out one row per id with its own
+// times; an id created again keeps its first record, marked never released, and is counted.
+TEST(StoreFinalize, TensorRowsInAnyReleaseOrderAndDuplicateIds) {
+  std::string path = temp_path("finalize_tensor_order");
+  History h;
+  constexpr uint64_t kTensors = 6000;
+  auto tensor = [&](ev::Kind k, uint64_t ts, uint64_t id) {
+    ev::Event& t = h.add(k, ts, 1);
+    t.tensor = {};
+    t.tensor.tensor_id = id;
+    t.tensor.storage_id = id;
+    t.tensor.dtype = "float32";
+  };
+  for (uint64_t id = 1; id <= kTensors; ++id) tensor(ev::Kind::tensor_create, 1000 + id, id);
+  for (uint64_t id = kTensors; id >= 2; --id) tensor(ev::Kind::tensor_release, 100000 + id, id);
+  tensor(ev::Kind::tensor_create, 200000, 1);  // id 1 again, while its first record is open
+  tensor(ev::Kind::tensor_release, 200001, 1);
+  write(path, h);
+  st::finalize(path);
+  EXPECT_EQ(rows(path, "SELECT count(*), min(tensor_id), max(tensor_id) FROM tensors"),
+            (std::vector<std::string>{"6000|1|6000"}));
+  EXPECT_EQ(rows(path, "SELECT count(*) FROM tensors WHERE release_ts <> 100000 + tensor_id"),
+            (std::vector<std::string>{"0"}));
+  EXPECT_EQ(rows(path, "SELECT create_ts, release_ts FROM tensors WHERE tensor_id = 1"),
+            (std::vector<std::string>{"1001|NULL"}));
+  EXPECT_EQ(rows(path, "SELECT value FROM meta WHERE key = 'duplicate_ids'"),
+            (std::vector<std::string>{"1"}));
+  remove_trace(path);
+}
+
 TEST(StoreFinalize, IsIdempotent) {
   std::string path = temp_path("finalize_twice");
   write(path, small_history());

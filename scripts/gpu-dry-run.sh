@@ -45,6 +45,7 @@ CUDA=$(CUDA_HOME=${CUDA_HOME:-} "$ROOT/tests/gpu/cuda_home.sh") || die "needs a 
 if [[ ! -x $ROOTFS/usr/bin/cmake ]]; then
   command -v mmdebstrap >/dev/null || die "needs mmdebstrap to make the root (apt-get install mmdebstrap)"
   rm -rf "$ROOTFS.tmp"
+  mkdir -p "$(dirname "$ROOTFS")"
   mmdebstrap --variant=minbase --include=g++,make,cmake,ninja-build,python3 bookworm "$ROOTFS.tmp"
   mv "$ROOTFS.tmp" "$ROOTFS"
 fi

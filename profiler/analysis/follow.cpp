@@ -124,46 +124,15 @@ LiveTrace::~LiveTrace() = default;
 
 size_t LiveTrace::poll() {
   State& s = *s_;
-  // New rows, and the latest row of each thread again when it grew: a block is stored at
-  // every commit and grows until it is full (Note [Blocks grow across commits] in
-  // profiler/store/trace_writer.cpp); `seen` events of a row were read before.
-  struct Row {
-    int64_t id;
-    uint64_t thread;
-    uint32_t count, seen;
-    std::vector<uint8_t> data;
-  };
-  std::vector<Row> rows;
-  {
-    Query grown(s.db, "SELECT count, data FROM event_blocks WHERE id = ? AND count > ?");
-    for (const auto& [thread, latest] : s.latest) {
-      grown.reset();
-      grown.bind(1, latest.first).bind(2, static_cast<int64_t>(latest.second));
-      if (grown.step()) {
-        std::span<const uint8_t> b = grown.blob(1);
-        rows.push_back({latest.first, thread, static_cast<uint32_t>(grown.u64(0)), latest.second,
-                        {b.begin(), b.end()}});
-      }
-    }
-    Query fresh_rows(s.db, "SELECT id, thread, count, data FROM event_blocks WHERE id > ? ORDER BY id");
-    fresh_rows.bind(1, s.last_block);
-    while (fresh_rows.step()) {
-      std::span<const uint8_t> b = fresh_rows.blob(3);
-      rows.push_back({fresh_rows.i64(0), fresh_rows.u64(1), static_cast<uint32_t>(fresh_rows.u64(2)),
-                      0, {b.begin(), b.end()}});
-    }
-  }
-  if (rows.empty()) return 0;
   std::vector<std::vector<Change>> fresh(s.devices.size());
   size_t read = 0;
-  for (const Row& row : rows) {
-    s.last_block = std::max(s.last_block, row.id);
-    s.latest[row.thread] = {row.id, row.count};
-    store::decode_block(row.data, row.thread, row.count, s.block,
-                        s.path + ": event block " + std::to_string(row.id));
-    s.block.events.erase(s.block.events.begin(),
-                         s.block.events.begin() + std::min<size_t>(row.seen, s.block.events.size()));
-    for (const store::DecodedEvent& d : s.block.events) {
+  // Reads the events of a block row after the `seen` ones read before.
+  auto consume = [&](int64_t id, uint64_t thread, uint32_t count, std::span<const uint8_t> data, uint32_t seen) {
+    s.last_block = std::max(s.last_block, id);
+    s.latest[thread] = {id, count};
+    store::decode_block(data, thread, count, s.block, s.path + ": event block " + std::to_string(id));
+    for (size_t i = seen; i < s.block.events.size(); ++i) {
+      const store::DecodedEvent& d = s.block.events[i];
       const ev::Event& e = d.event;
       ++read;
       s.first_ts = std::min(s.first_ts, e.ts_ns);
@@ -184,7 +153,21 @@ size_t LiveTrace::poll() {
       if (fresh.size() <= dev) fresh.resize(dev + 1);
       fresh[dev].push_back(c);
     }
+  };
+  // The latest row of each thread again when it grew (a block is stored at every commit and
+  // grows until it is full: Note [Blocks grow across commits] in
+  // profiler/store/trace_writer.cpp), then the rows added since.
+  Query grown(s.db, "SELECT count, data FROM event_blocks WHERE id = ? AND count > ?");
+  for (auto& [thread, latest] : s.latest) {
+    grown.reset();
+    grown.bind(1, latest.first).bind(2, static_cast<int64_t>(latest.second));
+    if (grown.step())
+      consume(latest.first, thread, static_cast<uint32_t>(grown.u64(0)), grown.blob(1), latest.second);
   }
+  Query added(s.db, "SELECT id, thread, count, data FROM event_blocks WHERE id > ? ORDER BY id");
+  added.bind(1, s.last_block);
+  while (added.step())
+    consume(added.i64(0), added.u64(1), static_cast<uint32_t>(added.u64(2)), added.blob(3), 0);
   for (size_t d = 0; d < fresh.size(); ++d)
     if (!fresh[d].empty()) s.merge(d, fresh[d]);
   s.events += read;

@@ -270,14 +270,12 @@ class Parser {
     pos_ += k;
     return q;
   }
-  // A little-endian integer of K bytes. K is a constant so the copy is one load (a copy of a
-  // run-time length went byte by byte through the stack, a store-forwarding stall per opcode).
+  // A little-endian integer of K bytes; a constant K makes the copy one load, not a byte loop.
   template <size_t K>
   uint64_t le() {
     static_assert(std::endian::native == std::endian::little && K <= 8);
-    const uint8_t* q = take(K);
     uint64_t v = 0;
-    std::memcpy(&v, q, K);
+    std::memcpy(&v, take(K), K);
     return v;
   }
   // A declared length, which cannot exceed what is left of the input.

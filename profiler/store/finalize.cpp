@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <sqlite3.h>
@@ -107,13 +108,12 @@ class InIdOrder {
   }
   bool full() const { return heap_.size() > kIdWindow; }
   bool empty() const { return heap_.empty(); }
-  // Removes the smallest pending id (the first added, among equal ids) and calls `write`.
-  template <class Write>
-  void pop(Write&& write) {
+  // Removes the row of the smallest pending id (the first added, among equal ids).
+  std::pair<Row, std::optional<uint64_t>> pop() {
     std::pop_heap(heap_.begin(), heap_.end(), Later{});
     Item item = std::move(heap_.back());
     heap_.pop_back();
-    write(item.row, item.release);
+    return {std::move(item.row), item.release};
   }
 
  private:
@@ -526,24 +526,24 @@ class Finalizer {
   // Note [Rows in id order]: a row waits in its window; `drain_pending_rows` writes the rest.
   void write_storage(const OpenStorage& s, std::optional<uint64_t> release_ts) {
     pending_storages_.add(s.storage_id, s, release_ts);
-    if (pending_storages_.full()) pending_storages_.pop([this](auto& r, auto rel) { insert_storage(r, rel); });
+    if (pending_storages_.full()) insert_storage(pending_storages_.pop());
   }
   void write_tensor(const OpenTensor& t, std::optional<uint64_t> release_ts) {
     pending_tensors_.add(t.tensor_id, t, release_ts);
-    if (pending_tensors_.full()) pending_tensors_.pop([this](auto& r, auto rel) { insert_tensor(r, rel); });
+    if (pending_tensors_.full()) insert_tensor(pending_tensors_.pop());
   }
   void drain_pending_rows() {
-    while (!pending_storages_.empty())
-      pending_storages_.pop([this](auto& r, auto rel) { insert_storage(r, rel); });
-    while (!pending_tensors_.empty())
-      pending_tensors_.pop([this](auto& r, auto rel) { insert_tensor(r, rel); });
+    while (!pending_storages_.empty()) insert_storage(pending_storages_.pop());
+    while (!pending_tensors_.empty()) insert_tensor(pending_tensors_.pop());
   }
-  void insert_storage(const OpenStorage& s, std::optional<uint64_t> release_ts) {
+  void insert_storage(const std::pair<OpenStorage, std::optional<uint64_t>>& row) {
+    const auto& [s, release_ts] = row;
     ins_storage_.bind(1, s.storage_id).bind(2, s.device).bind(3, s.addr).bind(4, s.nbytes)
         .bind(5, s.create_ts).bind(6, release_ts).bind(7, s.thread).bind(8, s.stack).run();
     count_duplicate();
   }
-  void insert_tensor(const OpenTensor& t, std::optional<uint64_t> release_ts) {
+  void insert_tensor(const std::pair<OpenTensor, std::optional<uint64_t>>& row) {
+    const auto& [t, release_ts] = row;
     ins_tensor_.bind(1, t.tensor_id).bind(2, t.storage_id).bind(3, t.base_id).bind(4, t.device)
         .bind(5, t.sizes).bind(6, t.strides).bind(7, t.offset).bind(8, t.dtype).bind(9, t.op)
         .bind(10, t.create_ts).bind(11, release_ts).bind(12, t.thread).bind(13, t.stack).run();

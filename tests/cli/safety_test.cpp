@@ -339,12 +339,13 @@ TEST_F(Safety, FinalizeWithNoRoomSaysWhatToFreeAndKeepsTheTrace) {
 TEST_F(Safety, RecordSaysATraceIsIncompleteAndStrictFailsTheRun) {
   for (bool strict : {false, true}) {
     const std::string out = at(strict ? "strict.db" : "lenient.db");
-    // The program's trace may not grow past 256 KiB: its writer fails part way.
+    // The program's trace may not grow past 256 KiB: its writer fails part way (1000 steps:
+    // with its blocks compressed, 200 steps' trace only just reached the limit).
     std::vector<std::string> args{"record", "-o", out};
     if (strict) args.push_back("--strict");
     args.insert(args.end(), {"--", "/bin/sh", "-c",
                              "ulimit -f 512; trap '' XFSZ; exec " + quote(TIDEMARK_TRAIN_MLP) +
-                                 " 200 >/dev/null"});
+                                 " 1000 >/dev/null"});
     Result r = tidemark(args);
     EXPECT_EQ(r.rc, strict ? 1 : 0) << r.err;
     EXPECT_TRUE(contains(r.err, "trace incomplete: ") && contains(r.err, "events dropped"))

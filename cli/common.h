@@ -12,7 +12,7 @@
 
 namespace tidemark::cli {
 
-// Exit codes (STYLE.md): 0 success, 1 a check failed, 2 bad usage or unreadable input.
+// Exit codes (docs/cli.md): 0 success, 1 a check failed, 2 bad usage or unreadable input.
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitCheckFailed = 1;
 inline constexpr int kExitUsage = 2;

@@ -4,7 +4,7 @@
 
 #ifdef TIDEMARK_WITH_CUDA
 namespace tl::cuda::detail {
-// tensorlib/cuda/hooks.cpp: registers the CUDA allocator factory, returns the hooks.
+// tensorlib/cuda/copy.cpp: registers the CUDA allocator factory, returns the hooks.
 const tl::detail::CudaHooks* init_backend();
 }  // namespace tl::cuda::detail
 #endif

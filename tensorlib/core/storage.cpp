@@ -24,7 +24,7 @@ void emit_storage(ev::Kind kind, const StorageImpl& s) {
 StorageImpl::StorageImpl(size_t nbytes, Device device)
     : nbytes_(nbytes), device_(device.resolved()), id_(g_next_storage_id.fetch_add(1)) {
   if (nbytes > 0) {
-    // CUDA storages come from the current stream's pool (tensorlib/cuda/hooks.cpp).
+    // CUDA storages come from the current stream's pool (tensorlib/core/cuda_hooks.cpp).
     const detail::CudaHooks* hooks = device_.is_cuda() ? detail::cuda_hooks() : nullptr;
     data_ = hooks != nullptr ? hooks->allocate(device_, nbytes)
                              : memory::get_allocator(device_)->allocate(nbytes);

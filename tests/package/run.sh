@@ -1,14 +1,37 @@
 #!/usr/bin/env bash
-# Installs the build tree into a temporary prefix, builds tests/package against it with
-# find_package(Tidemark), and runs the result. Usage: run.sh BUILD_DIR SOURCE_DIR
+# Installs the build tree into a temporary prefix and builds tests/package against it with
+# find_package(Tidemark) twice:
+# * COMPONENTS tensorlib, with SQLite and pkg-config hidden from CMake: a program that uses
+#   tensorlib alone needs none of the recorder's libraries;
+# * COMPONENTS profiler: a program records a trace through the installed Tidemark::record.
+# It also checks that only public headers are installed. Usage: run.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1 src=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
-cmake -S "$src/tests/package" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
-cmake --build "$work/build" | tail -20
-out=$("$work/build/consumer")
+
+for internal in profiler/store/sqlite_db.h tensorlib/cuda/cuda_internal.h tensorlib/cuda/kernel_args.h; do
+  if [ -e "$work/prefix/include/$internal" ]; then
+    echo "an internal header is installed: include/$internal" >&2
+    exit 1
+  fi
+done
+for public in tensorlib/tensorlib.h profiler/events/events.h profiler/record/recorder.h; do
+  [ -e "$work/prefix/include/$public" ] || { echo "a public header is missing: include/$public" >&2; exit 1; }
+done
+
+cmake -S "$src/tests/package" -B "$work/tensorlib" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
+  -DTIDEMARK_COMPONENT=tensorlib -DCMAKE_DISABLE_FIND_PACKAGE_SQLite3=ON \
+  -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON >/dev/null
+cmake --build "$work/tensorlib" | tail -20
+out=$("$work/tensorlib/consumer")
 echo "$out"
 # The softmax rows sum to one: the mean of the row sums printed on the first line is 1.
 echo "$out" | head -1 | grep -Eq '^1 (1|0\.99999|1\.0000)'
+
+cmake -S "$src/tests/package" -B "$work/profiler" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
+  -DTIDEMARK_COMPONENT=profiler >/dev/null
+cmake --build "$work/profiler" | tail -20
+"$work/profiler/recording_consumer" "$work/run.db"
+[ -s "$work/run.db" ] || { echo "recording_consumer wrote no trace" >&2; exit 1; }

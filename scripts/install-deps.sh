@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Tidemark needs to build and test. Idempotent: quiet when
 # everything is present; uses sudo when not root. See docs/dependencies.md for why each.
+# --demo: only what `make demo` builds and runs (no GoogleTest, Google Benchmark, clang for the
+# fuzzer, Xvfb).
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config
-  libgtest-dev libgmock-dev libbenchmark-dev python3
+  build-essential cmake ninja-build ccache pkg-config python3
   libopenblas-openmp-dev libsqlite3-dev libunwind-dev libdw-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libpng-dev zlib1g-dev libzstd-dev
   dataset-fashion-mnist
-  clang-14 libclang-rt-14-dev
-  qt6-base-dev xvfb xauth
+  qt6-base-dev
 )
+case "${1:-}" in
+  --demo) ;;
+  "") packages+=(libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev xvfb xauth) ;;
+  *) echo "usage: install-deps.sh [--demo]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

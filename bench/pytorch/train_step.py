@@ -3,7 +3,8 @@
 samples/fashion_models.h (batch 64, Adam 1e-3, cross entropy), on the CPU with a given thread
 count. A development aid for scripts/compare-pytorch.sh; nothing in the build needs it.
 
-Prints JSON: {"torch": version, "threads": n, "mlp_step_ms": ..., "cnn_step_ms": ...}
+Prints JSON: {"torch": version, "threads": n, "mlp_step_ms": ..., "cnn_step_ms": ...} (with
+--model, only that model's time).
 """
 import argparse
 import json
@@ -54,14 +55,15 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seconds", type=float, default=1.0, help="per repetition")
     p.add_argument("--repetitions", type=int, default=5)
+    p.add_argument("--model", choices=("mlp", "cnn"), action="append",
+                   help="time only this model (repeatable; default both)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
-    print(json.dumps({
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "mlp_step_ms": step_ms(mlp(), a.seconds, a.repetitions),
-        "cnn_step_ms": step_ms(cnn(), a.seconds, a.repetitions),
-    }))
+    out = {"torch": torch.__version__, "threads": torch.get_num_threads()}
+    for name, make in (("mlp", mlp), ("cnn", cnn)):
+        if not a.model or name in a.model:
+            out[f"{name}_step_ms"] = step_ms(make(), a.seconds, a.repetitions)
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

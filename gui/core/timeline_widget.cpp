@@ -2,13 +2,10 @@
 
 #include <QElapsedTimer>
 #include <QFileInfo>
-#include <QHelpEvent>
 #include <QKeyEvent>
 #include <QMouseEvent>
 #include <QPainter>
-#include <QToolTip>
 #include <QWheelEvent>
-#include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -16,6 +13,7 @@
 #include <string>
 
 #include "gui/core/table_models.h"
+#include "gui/core/tooltip.h"
 
 namespace tidemark::gui {
 
@@ -59,34 +57,22 @@ QColor TimelineWidget::reservedColor(size_t d) {
   return d == 0 ? QColor(170, 140, 210) : QColor::fromHsv(int(280 + 67 * d) % 360, 90, 220);
 }
 
-TimelineWidget::TimelineWidget(QWidget* parent) : QWidget(parent) {
+TimelineWidget::TimelineWidget(QueryModePtr mode, QWidget* parent)
+    : QWidget(parent),
+      columns_query_(mode, [this](Columns c) { applyColumns(std::move(c)); }),
+      bands_query_(mode, [this](std::pair<Stacking, BandSet> b) {
+        bands_[int(b.first)] = std::make_shared<const BandSet>(std::move(b.second));
+        if (b.first == stacking_) {
+          requery();
+          emit bandsReady();
+        }
+      }) {
   setMouseTracking(true);
   setFocusPolicy(Qt::StrongFocus);
   setMinimumSize(320, 160);
-  connect(&bands_watcher_, &QFutureWatcher<BandSet>::finished, this, [this] {
-    bands_[int(bands_building_)] = std::make_shared<const BandSet>(bands_watcher_.result());
-    const bool current = bands_building_ == stacking_;
-    bands_building_ = Stacking::none;
-    if (stacking_ != Stacking::none && !bands_[int(stacking_)]) {
-      setStacking(stacking_);  // another stacking was asked for meanwhile
-    } else if (current) {
-      requery();
-      emit bandsReady();
-    }
-  });
-  connect(&watcher_, &QFutureWatcher<Columns>::finished, this, [this] {
-    applyColumns(watcher_.result());
-    if (query_pending_) {
-      query_pending_ = false;
-      requery();
-    }
-  });
 }
 
-TimelineWidget::~TimelineWidget() {
-  watcher_.waitForFinished();
-  bands_watcher_.waitForFinished();
-}
+TimelineWidget::~TimelineWidget() = default;  // the queries wait for nothing
 
 void TimelineWidget::setTraceData(TraceDataPtr data) {
   if (same_trace(data_.get(), data.get())) {
@@ -103,13 +89,12 @@ void TimelineWidget::setTraceData(TraceDataPtr data) {
     update();
     return;
   }
-  watcher_.waitForFinished();
-  bands_watcher_.waitForFinished();
+  columns_query_.cancel();  // of the trace shown before
+  bands_query_.cancel();
   data_ = std::move(data);
   columns_ = {};
   cache_ = std::make_shared<analysis::TimelineCache>();
   for (auto& b : bands_) b.reset();
-  bands_building_ = Stacking::none;
   if (other_) setCompareAlign(align_);  // the offset depends on both traces
   resetView();
   if (stacking_ != Stacking::none) setStacking(stacking_);
@@ -158,6 +143,7 @@ void TimelineWidget::setView(uint64_t from, uint64_t to) {
   view_to_ = from + span;
   requery();
   update();
+  emit viewChanged(view_from_, view_to_);
 }
 void TimelineWidget::resetView() {
   if (!data_) return;
@@ -234,15 +220,7 @@ void TimelineWidget::requery() {
                 view_from_,
                 view_to_,
                 size_t(plotRect().width())};
-  if (synchronous_) {
-    applyColumns(query(q));
-    return;
-  }
-  if (watcher_.isRunning()) {
-    query_pending_ = true;
-    return;
-  }
-  watcher_.setFuture(QtConcurrent::run([q] { return query(q); }));
+  columns_query_.request([q](const auto&) { return query(q); });
 }
 
 void TimelineWidget::applyColumns(Columns c) {
@@ -544,18 +522,13 @@ QString TimelineWidget::syncTooltip(const QPoint& pos) const {
 }
 
 bool TimelineWidget::event(QEvent* e) {
-  if (e->type() == QEvent::ToolTip) {
-    auto* he = static_cast<QHelpEvent*>(e);
-    QString tip = scopeTooltip(he->pos());
-    if (tip.isEmpty()) tip = syncTooltip(he->pos());
-    if (tip.isEmpty()) tip = bandTooltip(he->pos());
-    if (tip.isEmpty())
-      QToolTip::hideText();
-    else
-      QToolTip::showText(he->globalPos(), tip, this);
-    return true;
-  }
-  return QWidget::event(e);
+  auto tip_at = [this](QPoint pos) {
+    QString tip = scopeTooltip(pos);
+    if (tip.isEmpty()) tip = syncTooltip(pos);
+    if (tip.isEmpty()) tip = bandTooltip(pos);
+    return tip;
+  };
+  return answer_tooltip(this, e, tip_at) || QWidget::event(e);
 }
 
 void TimelineWidget::wheelEvent(QWheelEvent* e) {

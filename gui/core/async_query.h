@@ -20,7 +20,9 @@
 //   dropped (the watcher that would deliver it is gone).
 // * Test seam: with the QueryMode's `synchronous` set (tests, screenshots, benchmarks), a
 //   request runs on the calling thread and delivers before it returns; a query still running in
-//   the thread pool from before is dropped as stale. This is the only place that chooses.
+//   the thread pool from before is dropped as stale, but runs on beside it (so a view is made
+//   synchronous before it shows a trace, as TraceView::showOffscreen does). This is the only
+//   place that chooses.
 #pragma once
 
 #include <QFutureWatcher>
@@ -74,7 +76,6 @@ class AsyncQuery {
   }
   // A query runs, or waits, whose result is still wanted.
   bool busy() const { return wanted_ || pending_.has_value(); }
-  const QueryModePtr& mode() const { return mode_; }
 
  private:
   void start(Query query) {

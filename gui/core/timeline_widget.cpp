@@ -59,8 +59,9 @@ QColor TimelineWidget::reservedColor(size_t d) {
 
 TimelineWidget::TimelineWidget(QueryModePtr mode, QWidget* parent)
     : QWidget(parent),
-      columns_query_(mode, [this](Columns c) { applyColumns(std::move(c)); }),
-      bands_query_(mode, [this](std::pair<Stacking, BandSet> b) {
+      mode_(mode ? std::move(mode) : std::make_shared<QueryMode>()),
+      columns_query_(mode_, [this](Columns c) { applyColumns(std::move(c)); }),
+      bands_query_(mode_, [this](std::pair<Stacking, BandSet> b) {
         bands_[int(b.first)] = std::make_shared<const BandSet>(std::move(b.second));
         if (b.first == stacking_) {
           requery();

@@ -33,7 +33,7 @@ class TimelineWidget : public QWidget {
 
   void setTraceData(TraceDataPtr data);
   // Query synchronously from now on (screenshots, tests) instead of in the thread pool.
-  void setSynchronous(bool sync) { columns_query_.mode()->synchronous = sync; }
+  void setSynchronous(bool sync) { mode_->synchronous = sync; }
 
   uint64_t viewFrom() const { return view_from_; }
   uint64_t viewTo() const { return view_to_; }
@@ -165,6 +165,7 @@ class TimelineWidget : public QWidget {
   std::vector<PeakMarker> markers_;
   std::vector<DrawnScope> drawn_scopes_;
   double last_paint_ms_ = 0, last_query_ms_ = 0;
+  QueryModePtr mode_;  // of both queries
   // Last: they go first, before what their answers would touch.
   AsyncQuery<Columns> columns_query_;
   AsyncQuery<std::pair<Stacking, BandSet>> bands_query_;

@@ -1,6 +1,5 @@
 #include "gui/core/trace_view.h"
 
-#include <algorithm>
 #include <fstream>
 
 #include <QComboBox>
@@ -175,7 +174,7 @@ TraceView::TraceView(QWidget* parent)
 
 // Nothing to wait for: the loader stops at its next stage, and what the queries still run
 // is dropped with them (Note [Async queries]). The widgets go first, before the selection
-// they observe and tell (a table's selection model still signals while it is destroyed).
+// they observe and tell, so nothing they signal while they go reaches a selection gone.
 TraceView::~TraceView() {
   qDeleteAll(findChildren<QWidget*>(Qt::FindDirectChildrenOnly));
 }

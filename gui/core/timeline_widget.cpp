@@ -489,8 +489,15 @@ void TimelineWidget::drawScopeLane(QPainter& p) {
 
 QString TimelineWidget::scopeTooltip(const QPoint& pos) const {
   if (!data_) return {};
-  for (auto it = drawn_scopes_.rbegin(); it != drawn_scopes_.rend(); ++it) {
-    if (!it->rect.adjusted(-1, 0, 1, 0).contains(pos)) continue;
+  // The box under the point; else one within a pixel of it (a box narrower than the cursor).
+  auto under = [&](int slack) {
+    return std::find_if(drawn_scopes_.rbegin(), drawn_scopes_.rend(), [&](const DrawnScope& d) {
+      return d.rect.adjusted(-slack, 0, slack, 0).contains(pos);
+    });
+  };
+  auto it = under(0);
+  if (it == drawn_scopes_.rend()) it = under(1);
+  if (it != drawn_scopes_.rend()) {
     const analysis::ScopeSpan& s = data_->scopes[it->index];
     const uint64_t end = s.pop_ts.value_or(data_->end_ns);
     return tr("<b>%1</b><br>from %2 for %3%4<br>thread %5")

@@ -178,7 +178,7 @@ class TimelineTest : public QObject {
     qInfo("scopes drawn: %s", qPrintable(QStringList(drawn.values()).join(", ")));
   }
 
-  // The timeline's zoom is the view's: the selection follows a wheel zoom, and a range set
+  // The timeline's zoom is the view's: the selection follows a zoom, and a range set
   // on the selection is what the timeline shows.
   void theZoomIsSharedWithTheViewsSelection() {
     TraceView view;

@@ -1,12 +1,11 @@
 #include "gui/core/allocator_widget.h"
 
-#include <QHelpEvent>
 #include <QMouseEvent>
 #include <QPainter>
-#include <QToolTip>
 #include <algorithm>
 
 #include "gui/core/table_models.h"
+#include "gui/core/tooltip.h"
 
 namespace tidemark::gui {
 
@@ -147,16 +146,7 @@ QString AllocatorWidget::tooltipAt(const QPointF& pos) const {
 }
 
 bool AllocatorWidget::event(QEvent* e) {
-  if (e->type() == QEvent::ToolTip) {
-    auto* he = static_cast<QHelpEvent*>(e);
-    const QString tip = tooltipAt(he->pos());
-    if (tip.isEmpty())
-      QToolTip::hideText();
-    else
-      QToolTip::showText(he->globalPos(), tip, this);
-    return true;
-  }
-  return QWidget::event(e);
+  return answer_tooltip(this, e, [this](QPoint pos) { return tooltipAt(pos); }) || QWidget::event(e);
 }
 
 }  // namespace tidemark::gui

@@ -2,19 +2,18 @@
 
 #include <QComboBox>
 #include <QHBoxLayout>
-#include <QHelpEvent>
 #include <QKeyEvent>
 #include <QLabel>
 #include <QMouseEvent>
 #include <QPainter>
 #include <QScrollArea>
 #include <QSignalBlocker>
-#include <QToolTip>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cstdint>
 
 #include "gui/core/table_models.h"
+#include "gui/core/tooltip.h"
 
 namespace tidemark::gui {
 
@@ -260,16 +259,11 @@ void FlameWidget::keyPressEvent(QKeyEvent* e) {
 }
 
 bool FlameWidget::event(QEvent* e) {
-  if (e->type() == QEvent::ToolTip) {
-    auto* help = static_cast<QHelpEvent*>(e);
-    auto p = pathAt(help->pos());
-    if (p)
-      QToolTip::showText(help->globalPos(), tooltipFor(*p), this);
-    else
-      QToolTip::hideText();
-    return true;
-  }
-  return QWidget::event(e);
+  auto tip_at = [this](QPoint pos) {
+    const auto p = pathAt(pos);
+    return p ? tooltipFor(*p) : QString();
+  };
+  return answer_tooltip(this, e, tip_at) || QWidget::event(e);
 }
 
 FlamePage::FlamePage(QWidget* parent) : QWidget(parent) {

@@ -3,7 +3,6 @@
 // area and the curves' lines, with a legend and a tooltip naming the band under the cursor.
 #include <QImage>
 #include <QPainter>
-#include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -38,17 +37,9 @@ void TimelineWidget::setStacking(Stacking s) {
     if (data_ && s != Stacking::none) emit bandsReady();
     return;
   }
-  if (synchronous_) {
-    bands_watcher_.waitForFinished();
-    bands_[int(s)] = std::make_shared<const BandSet>(buildBands(*data_, s));
-    requery();
-    emit bandsReady();
-    return;
-  }
-  if (bands_watcher_.isRunning()) return;  // the watcher asks again when it is done
-  bands_building_ = s;
-  bands_watcher_.setFuture(QtConcurrent::run([data = data_, s] { return buildBands(*data, s); }));
-  requery();  // unstacked until the bands arrive
+  // Latest wins: bands of a stacking chosen before and still building are dropped.
+  bands_query_.request([data = data_, s](const auto&) { return std::pair{s, buildBands(*data, s)}; });
+  if (!bands_[int(s)]) requery();  // unstacked until the bands arrive
 }
 
 QColor TimelineWidget::bandColor(Stacking s, size_t band, const std::string& label) {

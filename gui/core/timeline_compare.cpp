@@ -12,8 +12,7 @@ QColor TimelineWidget::compareColor(size_t d) {
 }
 
 void TimelineWidget::setCompare(TraceDataPtr other, Align align) {
-  watcher_.waitForFinished();
-  other_ = std::move(other);
+  other_ = std::move(other);  // a query running meanwhile holds the cache it used
   other_cache_ = std::make_shared<analysis::TimelineCache>();
   columns_.compare.clear();
   setCompareAlign(align);

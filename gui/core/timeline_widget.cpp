@@ -2,13 +2,10 @@
 
 #include <QElapsedTimer>
 #include <QFileInfo>
-#include <QHelpEvent>
 #include <QKeyEvent>
 #include <QMouseEvent>
 #include <QPainter>
-#include <QToolTip>
 #include <QWheelEvent>
-#include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -16,6 +13,7 @@
 #include <string>
 
 #include "gui/core/table_models.h"
+#include "gui/core/tooltip.h"
 
 namespace tidemark::gui {
 
@@ -59,34 +57,23 @@ QColor TimelineWidget::reservedColor(size_t d) {
   return d == 0 ? QColor(170, 140, 210) : QColor::fromHsv(int(280 + 67 * d) % 360, 90, 220);
 }
 
-TimelineWidget::TimelineWidget(QWidget* parent) : QWidget(parent) {
+TimelineWidget::TimelineWidget(QueryModePtr mode, QWidget* parent)
+    : QWidget(parent),
+      mode_(mode ? std::move(mode) : std::make_shared<QueryMode>()),
+      columns_query_(mode_, [this](Columns c) { applyColumns(std::move(c)); }),
+      bands_query_(mode_, [this](std::pair<Stacking, BandSet> b) {
+        bands_[int(b.first)] = std::make_shared<const BandSet>(std::move(b.second));
+        if (b.first == stacking_) {
+          requery();
+          emit bandsReady();
+        }
+      }) {
   setMouseTracking(true);
   setFocusPolicy(Qt::StrongFocus);
   setMinimumSize(320, 160);
-  connect(&bands_watcher_, &QFutureWatcher<BandSet>::finished, this, [this] {
-    bands_[int(bands_building_)] = std::make_shared<const BandSet>(bands_watcher_.result());
-    const bool current = bands_building_ == stacking_;
-    bands_building_ = Stacking::none;
-    if (stacking_ != Stacking::none && !bands_[int(stacking_)]) {
-      setStacking(stacking_);  // another stacking was asked for meanwhile
-    } else if (current) {
-      requery();
-      emit bandsReady();
-    }
-  });
-  connect(&watcher_, &QFutureWatcher<Columns>::finished, this, [this] {
-    applyColumns(watcher_.result());
-    if (query_pending_) {
-      query_pending_ = false;
-      requery();
-    }
-  });
 }
 
-TimelineWidget::~TimelineWidget() {
-  watcher_.waitForFinished();
-  bands_watcher_.waitForFinished();
-}
+TimelineWidget::~TimelineWidget() = default;  // the queries wait for nothing
 
 void TimelineWidget::setTraceData(TraceDataPtr data) {
   if (same_trace(data_.get(), data.get())) {
@@ -103,13 +90,12 @@ void TimelineWidget::setTraceData(TraceDataPtr data) {
     update();
     return;
   }
-  watcher_.waitForFinished();
-  bands_watcher_.waitForFinished();
+  columns_query_.cancel();  // of the trace shown before
+  bands_query_.cancel();
   data_ = std::move(data);
   columns_ = {};
   cache_ = std::make_shared<analysis::TimelineCache>();
   for (auto& b : bands_) b.reset();
-  bands_building_ = Stacking::none;
   if (other_) setCompareAlign(align_);  // the offset depends on both traces
   resetView();
   if (stacking_ != Stacking::none) setStacking(stacking_);
@@ -158,6 +144,7 @@ void TimelineWidget::setView(uint64_t from, uint64_t to) {
   view_to_ = from + span;
   requery();
   update();
+  emit viewChanged(view_from_, view_to_);
 }
 void TimelineWidget::resetView() {
   if (!data_) return;
@@ -234,15 +221,7 @@ void TimelineWidget::requery() {
                 view_from_,
                 view_to_,
                 size_t(plotRect().width())};
-  if (synchronous_) {
-    applyColumns(query(q));
-    return;
-  }
-  if (watcher_.isRunning()) {
-    query_pending_ = true;
-    return;
-  }
-  watcher_.setFuture(QtConcurrent::run([q] { return query(q); }));
+  columns_query_.request([q](const auto&) { return query(q); });
 }
 
 void TimelineWidget::applyColumns(Columns c) {
@@ -510,8 +489,15 @@ void TimelineWidget::drawScopeLane(QPainter& p) {
 
 QString TimelineWidget::scopeTooltip(const QPoint& pos) const {
   if (!data_) return {};
-  for (auto it = drawn_scopes_.rbegin(); it != drawn_scopes_.rend(); ++it) {
-    if (!it->rect.adjusted(-1, 0, 1, 0).contains(pos)) continue;
+  // The box under the point; else one within a pixel of it (a box narrower than the cursor).
+  auto under = [&](int slack) {
+    return std::find_if(drawn_scopes_.rbegin(), drawn_scopes_.rend(), [&](const DrawnScope& d) {
+      return d.rect.adjusted(-slack, 0, slack, 0).contains(pos);
+    });
+  };
+  auto it = under(0);
+  if (it == drawn_scopes_.rend()) it = under(1);
+  if (it != drawn_scopes_.rend()) {
     const analysis::ScopeSpan& s = data_->scopes[it->index];
     const uint64_t end = s.pop_ts.value_or(data_->end_ns);
     return tr("<b>%1</b><br>from %2 for %3%4<br>thread %5")
@@ -544,18 +530,13 @@ QString TimelineWidget::syncTooltip(const QPoint& pos) const {
 }
 
 bool TimelineWidget::event(QEvent* e) {
-  if (e->type() == QEvent::ToolTip) {
-    auto* he = static_cast<QHelpEvent*>(e);
-    QString tip = scopeTooltip(he->pos());
-    if (tip.isEmpty()) tip = syncTooltip(he->pos());
-    if (tip.isEmpty()) tip = bandTooltip(he->pos());
-    if (tip.isEmpty())
-      QToolTip::hideText();
-    else
-      QToolTip::showText(he->globalPos(), tip, this);
-    return true;
-  }
-  return QWidget::event(e);
+  auto tip_at = [this](QPoint pos) {
+    QString tip = scopeTooltip(pos);
+    if (tip.isEmpty()) tip = syncTooltip(pos);
+    if (tip.isEmpty()) tip = bandTooltip(pos);
+    return tip;
+  };
+  return answer_tooltip(this, e, tip_at) || QWidget::event(e);
 }
 
 void TimelineWidget::wheelEvent(QWheelEvent* e) {

@@ -3,16 +3,17 @@
 // per pixel, see docs/gui.md), with the peak marked, step boundaries, the scopes (module
 // paths, NVTX ranges) as a flame chart under the curves (one row per depth), and a lane of syncs.
 // Zoom (wheel, +/-), pan (drag, arrows), select a range (shift+drag), pick a time (click),
-// reset (0). A zoom requeries the visible range in the thread pool; until the answer comes
-// the previous columns are drawn at their own times, so nothing jumps.
+// reset (0). A zoom requeries the visible range in the thread pool (AsyncQuery: the latest
+// view wins); until the answer comes the previous columns are drawn at their own times, so
+// nothing jumps.
 #pragma once
 
-#include <QFutureWatcher>
 #include <QWidget>
 #include <memory>
 #include <optional>
 #include <vector>
 
+#include "gui/core/async_query.h"
 #include "gui/core/trace_loader.h"
 #include "profiler/analysis/bands.h"
 
@@ -26,12 +27,13 @@ class TimelineWidget : public QWidget {
   enum class Stacking { none, category, site };
   using BandSet = std::vector<std::shared_ptr<const analysis::Bands>>;  // per device
 
-  explicit TimelineWidget(QWidget* parent = nullptr);
+  // `mode`: shared with the view's pages (a TraceView's); none: one of its own.
+  explicit TimelineWidget(QueryModePtr mode = nullptr, QWidget* parent = nullptr);
   ~TimelineWidget() override;
 
   void setTraceData(TraceDataPtr data);
   // Query synchronously from now on (screenshots, tests) instead of in the thread pool.
-  void setSynchronous(bool sync) { synchronous_ = sync; }
+  void setSynchronous(bool sync) { mode_->synchronous = sync; }
 
   uint64_t viewFrom() const { return view_from_; }
   uint64_t viewTo() const { return view_to_; }
@@ -100,6 +102,7 @@ class TimelineWidget : public QWidget {
   void rangeSelected(quint64 from, quint64 to);
   void bandsReady();  // the bands of the current stacking were built
   void extended();    // a followed trace grew and the view extended to its new end
+  void viewChanged(quint64 from, quint64 to);  // the visible range (a zoom or a pan)
 
  protected:
   void paintEvent(QPaintEvent*) override;
@@ -120,7 +123,7 @@ class TimelineWidget : public QWidget {
   };
   struct Query {  // what one query needs, copied into the thread pool
     TraceDataPtr data, other;
-    // The rows read by earlier queries (one query at a time uses them: the watcher's).
+    // The rows read by earlier queries (one query at a time uses them: AsyncQuery's rule).
     std::shared_ptr<analysis::TimelineCache> cache, other_cache;
     std::shared_ptr<const BandSet> bands;
     int64_t offset = 0;
@@ -147,17 +150,12 @@ class TimelineWidget : public QWidget {
   uint64_t view_from_ = 0, view_to_ = 1;
   Columns columns_;
   int64_t y_max_ = 1;
-  bool synchronous_ = false;
-  bool query_pending_ = false;
-  QFutureWatcher<Columns> watcher_;
   Stacking stacking_ = Stacking::none;
   TraceDataPtr other_;
   std::shared_ptr<analysis::TimelineCache> cache_, other_cache_;
   Align align_ = Align::start;
   int64_t offset_ = 0;
   std::shared_ptr<const BandSet> bands_[3];  // by Stacking, built on first use
-  QFutureWatcher<BandSet> bands_watcher_;
-  Stacking bands_building_ = Stacking::none;
   std::optional<uint64_t> selected_;
   std::optional<std::pair<uint64_t, uint64_t>> highlight_, range_;
   // Mouse drag state.
@@ -167,6 +165,10 @@ class TimelineWidget : public QWidget {
   std::vector<PeakMarker> markers_;
   std::vector<DrawnScope> drawn_scopes_;
   double last_paint_ms_ = 0, last_query_ms_ = 0;
+  QueryModePtr mode_;  // of both queries
+  // Last: they go first, before what their answers would touch.
+  AsyncQuery<Columns> columns_query_;
+  AsyncQuery<std::pair<Stacking, BandSet>> bands_query_;
 };
 
 }  // namespace tidemark::gui

@@ -26,8 +26,10 @@ TraceLoader::~TraceLoader() {
 }
 
 void TraceLoader::cancel() {
-  if (cancelled_) *cancelled_ = true;
-  watcher_.waitForFinished();
+  if (!link_) return;
+  std::lock_guard<std::mutex> lock(link_->mutex);
+  link_->cancelled = true;
+  link_->loader = nullptr;
 }
 
 TraceDataPtr TraceLoader::load_now(const QString& path, QString* error) {
@@ -44,17 +46,29 @@ TraceDataPtr TraceLoader::load_now(const QString& path, QString* error) {
 
 void TraceLoader::load(const QString& path) {
   cancel();
-  auto cancelled = cancelled_ = std::make_shared<std::atomic<bool>>(false);
-  // `this` outlives the task: the destructor waits for it. Results go back as queued calls in
-  // the order they were made; one queued to a loader that is gone by then is dropped by Qt
-  // (the context object died), and a cancelled load posts nothing more.
-  watcher_.setFuture(QtConcurrent::run([path, this, cancelled] {
-    auto post = [this, cancelled](auto fn) {
-      if (*cancelled) return;
-      QMetaObject::invokeMethod(this, std::move(fn), Qt::QueuedConnection);
+  auto link = link_ = std::make_shared<Link>();
+  link->loader = this;
+  // Nothing waits for the task: it posts each result as a queued call while the loader lives
+  // and this load is not cancelled (checked under the mutex that cancel() and the destructor
+  // take), and a call queued before a cancel() checks again when it runs; a call queued to a
+  // loader that is gone by then is dropped by Qt (the context object died).
+  watcher_.setFuture(QtConcurrent::run([path, link] {
+    auto post = [link](auto fn) {
+      std::lock_guard<std::mutex> lock(link->mutex);
+      if (link->cancelled) return;
+      QMetaObject::invokeMethod(
+          link->loader,
+          [link, fn = std::move(fn)] {
+            if (!link->cancelled) fn(link->loader);
+          },
+          Qt::QueuedConnection);
+    };
+    auto cancelled = [link] {
+      std::lock_guard<std::mutex> lock(link->mutex);
+      return link->cancelled;
     };
     auto report = [&](int percent, const std::string& what) {
-      post([this, percent, w = QString::fromStdString(what)] { emit progress(percent, w); });
+      post([percent, w = QString::fromStdString(what)](TraceLoader* l) { emit l->progress(percent, w); });
     };
     std::shared_ptr<TraceData> data;
     try {
@@ -62,22 +76,22 @@ void TraceLoader::load(const QString& path) {
       report(0, "opening");
       data = open_trace_data(path.toStdString());
     } catch (const std::exception& e) {
-      post([this, m = with_file(path, QString::fromStdString(e.what()))] { emit failed(m); });
+      post([m = with_file(path, QString::fromStdString(e.what()))](TraceLoader* l) { emit l->failed(m); });
       return;
     } catch (...) {
-      post([this, m = with_file(path, "unreadable trace")] { emit failed(m); });
+      post([m = with_file(path, "unreadable trace")](TraceLoader* l) { emit l->failed(m); });
       return;
     }
     TraceDataPtr snapshot = std::make_shared<const TraceData>(*data);
-    post([this, snapshot] { emit opened(snapshot); });
+    post([snapshot](TraceLoader* l) { emit l->opened(snapshot); });
     try {
       // A connection of our own: the timeline's queries use the session's meanwhile.
       analysis::Trace own = analysis::Trace::open(path.toStdString());
-      if (*cancelled) return;
+      if (cancelled()) return;
       compute_tables(*data, own, report);
       snapshot = std::make_shared<const TraceData>(*data);
-      post([this, snapshot] { emit tablesReady(snapshot); });
-      if (*cancelled) return;
+      post([snapshot](TraceLoader* l) { emit l->tablesReady(snapshot); });
+      if (cancelled()) return;
       report(75, "diagnosing");
       compute_findings(*data, own);
     } catch (const std::exception& e) {
@@ -89,7 +103,7 @@ void TraceLoader::load(const QString& path) {
     }
     report(100, "done");
     TraceDataPtr done = std::move(data);
-    post([this, done] { emit finished(done); });
+    post([done](TraceLoader* l) { emit l->finished(done); });
   }));
 }
 

@@ -8,8 +8,8 @@
 #include <QFutureWatcher>
 #include <QObject>
 #include <QString>
-#include <atomic>
 #include <memory>
+#include <mutex>
 
 #include "gui/core/trace_data.h"
 
@@ -26,7 +26,7 @@ class TraceLoader : public QObject {
   // Starts loading `path` in the thread pool; returns at once.
   void load(const QString& path);
   bool is_running() const { return watcher_.isRunning(); }
-  // Stops the work in progress at its next stage (no more signals), and waits for it.
+  // No more signals from the work in progress, which stops at its next stage; returns at once.
   void cancel();
 
   // The same work on the calling thread (screenshots, tests): the result, or empty with
@@ -42,8 +42,15 @@ class TraceLoader : public QObject {
   void failed(const QString& message);                 // the trace could not be opened
 
  private:
+  // What a load shares with the loader: whether it was cancelled, and the loader while it
+  // lives (both under the mutex, so a post never races the loader's destruction).
+  struct Link {
+    std::mutex mutex;
+    TraceLoader* loader = nullptr;
+    bool cancelled = false;
+  };
   QFutureWatcher<void> watcher_;
-  std::shared_ptr<std::atomic<bool>> cancelled_;
+  std::shared_ptr<Link> link_;
 };
 
 }  // namespace tidemark::gui

@@ -1,30 +1,28 @@
 // TraceView: one open trace (one tab of the main window). Until the trace opens it shows
 // progress; a failure shows the loader's message; then the timeline above (as soon as the
-// trace opens) and, below it, the summary, the tables, the flame graphs, the allocator state
-// at the selected time and the details of a selected allocation, each filled as the loader's
-// stages arrive ("computing…" until then). The fixed tabs are in View's order.
+// trace opens) and, below it, the pages (pages.h, one class per tab): the summary, the tables,
+// the flame graphs, the allocator state at the selected time and the details of a selected
+// allocation, each filled as the loader's stages arrive ("computing…" until then). The view
+// owns the ViewSelection its timeline and pages share, the QueryMode of all their queries
+// (Note [Async queries]), and the workflows that are no page: loading, Follow and Export.
 #pragma once
 
-#include <QFutureWatcher>
 #include <QWidget>
 #include <optional>
 
-#include "gui/core/table_models.h"
+#include "gui/core/async_query.h"
+#include "gui/core/compare_page.h"
+#include "gui/core/follower.h"
+#include "gui/core/pages.h"
 #include "gui/core/timeline_widget.h"
-#include "gui/core/flame_widget.h"
 #include "gui/core/trace_loader.h"
+#include "gui/core/view_selection.h"
 
 class QComboBox;
 class QLabel;
 class QProgressBar;
-class QScrollArea;
 class QStackedWidget;
 class QTabWidget;
-class QTextBrowser;
-class QTimer;
-class QSortFilterProxyModel;
-class QTableView;
-class QAbstractItemModel;
 
 namespace tidemark::gui {
 
@@ -62,18 +60,22 @@ class TraceView : public QWidget {
   void showView(View v);
   void setStacking(TimelineWidget::Stacking s);
 
-  TraceDataPtr traceData() const { return data_; }
+  TraceDataPtr traceData() const { return selection_->data(); }
+  ViewSelection* selection() const { return selection_; }
   TimelineWidget* timeline() const { return timeline_; }
-  AllocatorWidget* allocator() const { return allocator_; }
-  FlamePage* flamePage() const { return flame_page_; }
+  AllocatorWidget* allocator() const { return allocator_->allocator(); }
+  FlamePage* flamePage() const { return flame_->flame(); }
   SiteModel* liveModel() const { return live_model_; }
   TensorModel* tensorModel() const { return tensor_model_; }
-  DiffModel* diffModel() const { return diff_model_; }
+  DiffModel* diffModel() const { return compare_->model(); }
   SiteModel* selectionModel() const { return selection_model_; }
   QString errorText() const;
-  QString detailsHtml() const;
-  const std::optional<analysis::AllocationDetails>& details() const { return details_; }
-  const std::optional<analysis::TensorDetails>& tensorDetails() const { return tensor_details_; }
+  QString detailsHtml() const { return details_->html(); }
+  const std::optional<analysis::AllocationDetails>& details() const { return details_->details(); }
+  const std::optional<analysis::TensorDetails>& tensorDetails() const {
+    return details_->tensorDetails();
+  }
+  // The title of v's tab (empty: the timeline, or a tab not made yet).
   QString tabTitle(View v) const;
   // Export (analysis/export.h, docs/export.md): writes this view's trace to `out` in the
   // thread pool, through a temporary file of its own renamed into place (analysis::OutputFile,
@@ -117,71 +119,35 @@ class TraceView : public QWidget {
   bool following() const;
 
  private:
-  QWidget* makeTable(QAbstractItemModel* model, int sort_column);
-  void showAllocator();
-  void showState(StateAtTime state);
-  struct Compared;
-  struct Polled;
-  void showCompared(Compared c);
-  void showPolled(Polled p);
-  void startDiff(TraceDataPtr other);
-  void showDifferences(Compared c);
-  void updateTabTitles();
+  Page* page(View v) const;
+  void addPage(Page* page);  // as a tab, unless it is one
+  void showFailure(const QString& message);
 
+  QueryModePtr mode_ = std::make_shared<QueryMode>();
+  ViewSelection* selection_;
   TraceLoader loader_;
-  TraceDataPtr data_;
   QStackedWidget* stack_;
   QLabel* progress_label_;
   QProgressBar* progress_;
   QLabel* error_;
   TimelineWidget* timeline_;
   QComboBox* stacking_;
-  QTabWidget* tabs_;
-  QTextBrowser* summary_;
-  SiteModel* live_model_;
-  SiteModel* leak_model_;
-  FlamePage* flame_page_;
-  SyncSiteModel* sync_model_;
-  StepModel* step_model_ = nullptr;
-  QWidget* step_page_;
-  QComboBox* device_;
-  AllocatorWidget* allocator_;
-  QScrollArea* allocator_scroll_;
-  uint64_t allocator_ts_ = 0;
-  bool time_selected_ = false;  // a click on the timeline chose allocator_ts_ (not the peak)
-  QFutureWatcher<StateAtTime> allocator_watcher_;
-  TensorModel* tensor_model_;
-  struct Compared {
-    TraceDataPtr data;
-    std::vector<DiffRow> rows;
-    QString error;
-    // Per device of both traces (by name): the differential flame graphs of the peaks.
-    std::vector<FlamePage::Compared> flames;
-  };
-  QFutureWatcher<Compared> compare_open_, compare_diff_;
-  DiffModel* diff_model_;
-  SiteModel* selection_model_;
-  QWidget* selection_page_;
-  QFutureWatcher<std::vector<SiteRow>> selection_watcher_;
-  QFutureWatcher<std::pair<bool, QString>> export_watcher_;
-  std::pair<uint64_t, uint64_t> selection_{0, 0};
-  QWidget* compare_page_;
-  QLabel* compare_label_;
   QComboBox* align_;
-  struct Polled {
-    TraceDataPtr data;  // null: nothing new, or the trace could not be read
-    bool finalized = false;
-    QString error;
-  };
-  QFutureWatcher<Polled> follow_watcher_;
-  QTimer* follow_timer_;
-  QString follow_path_;
-  bool allocator_pending_ = false;
-  bool allocator_started_ = false;
-  bool synchronous_ = false;
-  QTextBrowser* details_view_;
-  std::optional<analysis::AllocationDetails> details_;
-  std::optional<analysis::TensorDetails> tensor_details_;
+  QTabWidget* tabs_;
+  SummaryPage* summary_;
+  TraceTablePage *live_, *leaks_, *syncs_;
+  SiteModel* live_model_;
+  StepsPage* steps_;
+  FlameTab* flame_;
+  AllocatorPage* allocator_;
+  TensorsPage* tensors_;
+  TensorModel* tensor_model_;
+  DetailsPage* details_;
+  ComparePage* compare_;  // a tab once first used, like selection_page_
+  SelectionPage* selection_page_;
+  SiteModel* selection_model_;
+  Follower* follower_;
+  AsyncQuery<std::pair<bool, QString>> export_;
 };
 
 }  // namespace tidemark::gui

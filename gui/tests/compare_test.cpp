@@ -7,6 +7,7 @@
 #include <QImage>
 #include <QProcess>
 #include <QSignalSpy>
+#include <QTabWidget>
 #include <QTest>
 
 #include "gui/core/flame_widget.h"
@@ -33,6 +34,23 @@ class CompareTest : public QObject {
     QString error;
     data_ = TraceLoader::load_now(a_, &error);
     QVERIFY2(data_, qPrintable(error));
+  }
+
+  // Live in selection and Compare become tabs when first used, in either order; each is found
+  // by what it is, not by where it came.
+  void tabsMadeOnFirstUseAreFoundByWhatTheyAre() {
+    TraceView view;
+    view.showOffscreen({1200, 800}, data_);
+    QCOMPARE(view.tabTitle(TraceView::View::compare), QString());  // no tab yet
+    view.selectRange(data_->origin_ns, data_->end_ns);
+    view.compareWith(b_);
+    QVERIFY(view.tabTitle(TraceView::View::selection).startsWith("Live in selection ("));
+    QCOMPARE(view.tabTitle(TraceView::View::compare), QString("Compare"));
+    auto* tabs = view.findChild<QTabWidget*>();
+    view.showView(TraceView::View::compare);
+    QCOMPARE(tabs->tabText(tabs->currentIndex()), QString("Compare"));
+    view.showView(TraceView::View::selection);
+    QVERIFY(tabs->tabText(tabs->currentIndex()).startsWith("Live in selection ("));
   }
 
   void theOtherTraceIsOverlaidAndItsDifferencesListed() {

@@ -2,6 +2,7 @@
 // 32`), whose small views keep each 4 MiB batch's storage alive. The details of a batch's
 // allocation -- opened from the allocator view (a click on its block) and from the Live at
 // peak table (a double-click) -- name the view that kept it alive.
+#include <QComboBox>
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QTableView>
@@ -148,6 +149,23 @@ class DetailsTest : public QObject {
     const QString html = view.detailsHtml();
     for (const char* what : {"strides", "category", "Views of it", "storage", "lifetime"})
       QVERIFY2(html.contains(what), what);
+  }
+
+  // The pages observe the view's selection: a time chosen there (as a click on the timeline
+  // does) reaches the allocator, the Tensors tab and the flame graph of that time.
+  void aTimeSelectedReachesEveryPageThatShowsIt() {
+    TraceView view;
+    view.showOffscreen({1200, 800}, data_);
+    QSignalSpy shown(&view, &TraceView::stateShown);
+    const uint64_t t = data_->origin_ns + (data_->end_ns - data_->origin_ns) / 3;
+    view.selection()->selectTime(t);
+    QCOMPARE(shown.count(), 1);
+    QCOMPARE(view.allocator()->state().ts, t);
+    QCOMPARE(view.tabTitle(TraceView::View::tensors),
+             QString("Tensors (%1 at %2)")
+                 .arg(view.tensorModel()->rowCount())
+                 .arg(QString::fromStdString(data_->time_text(t - data_->origin_ns))));
+    QVERIFY(view.flamePage()->choice()->currentText().contains("the selected time"));
   }
 };
 

@@ -3,6 +3,8 @@
 #include <QSignalSpy>
 #include <QTest>
 #include <QThread>
+#include <chrono>
+#include <thread>
 
 #include "gui/core/summary_html.h"
 #include "gui/core/table_models.h"
@@ -149,6 +151,26 @@ class LoaderTest : public QObject {
     loader.load(path);
     QVERIFY(loader.is_running() || ok.count() == 0);  // load() returned before the work ended
     QVERIFY(ok.wait(120000));
+  }
+
+  // A second load replaces the first at once: the first says nothing more, not even what it
+  // had posted already, so a view never shows the trace it no longer loads.
+  void aNewLoadSilencesTheOneBefore() {
+    const QString path = recorded_trace();
+    TraceLoader loader, reference;
+    QSignalSpy opened(&loader, &TraceLoader::opened), done(&loader, &TraceLoader::finished),
+        failed(&loader, &TraceLoader::failed), reference_done(&reference, &TraceLoader::finished);
+    loader.load(path);
+    reference.load(path);  // the same work: when it is done, so is the first load
+    // The first load posts what it has meanwhile; none of it is delivered before the next load.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    loader.load(test_dir() + "/does-not-exist.db");
+    QVERIFY(failed.wait(10000));
+    QTRY_VERIFY_WITH_TIMEOUT(reference_done.count() == 1, 120000);
+    QTest::qWait(50);
+    QCOMPARE(opened.count(), 0);
+    QCOMPARE(done.count(), 0);
+    QCOMPARE(failed.count(), 1);
   }
 
   void corruptFileFailsNamingIt() {

@@ -178,6 +178,20 @@ class TimelineTest : public QObject {
     qInfo("scopes drawn: %s", qPrintable(QStringList(drawn.values()).join(", ")));
   }
 
+  // The timeline's zoom is the view's: the selection follows a zoom, and a range set
+  // on the selection is what the timeline shows.
+  void theZoomIsSharedWithTheViewsSelection() {
+    TraceView view;
+    view.showOffscreen({1200, 800}, data_);
+    TimelineWidget* t = view.timeline();
+    t->zoomAround(t->viewFrom() + (t->viewTo() - t->viewFrom()) / 2, 0.25);
+    QVERIFY(view.selection()->zoom() == (Span{t->viewFrom(), t->viewTo()}));
+    const Span half{t->viewFrom(), t->viewFrom() + (t->viewTo() - t->viewFrom()) / 2};
+    view.selection()->setZoom(half.first, half.second);
+    QCOMPARE(t->viewFrom(), half.first);
+    QCOMPARE(t->viewTo(), half.second);
+  }
+
   // Shift+drag selects a range; the Live in selection tab lists what was allocated in it, by
   // site: its bytes add up to an independent SQL sum over the allocations table.
   void shiftDragListsWhatWasLiveInTheSelection() {

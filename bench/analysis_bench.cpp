@@ -22,7 +22,8 @@
 
 #include "profiler/analysis/export.h"
 #include "profiler/analysis/memory.h"
-#include "profiler/analysis/sql.h"
+#include "profiler/analysis/trace.h"
+#include "profiler/store/sqlite_db.h"
 #include "profiler/store/trace_writer.h"
 #include "synthetic_trace.h"
 
@@ -150,7 +151,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(s.devices.at(0).alloc_count));
   // Size on disk, finalized, against the raw event blocks it was derived from.
   {
-    an::detail::Query raw(trace.db(), "SELECT TOTAL(length(data)) FROM event_blocks");
+    tidemark::store::detail::Stmt raw(trace.db(), "SELECT TOTAL(length(data)) FROM event_blocks");
     const double raw_bytes = raw.step() ? raw.f64(0) : 0;
     const double events = static_cast<double>(std::max<uint64_t>(s.event_count, 1));
     const auto file = static_cast<double>(std::filesystem::file_size(path));
@@ -162,9 +163,10 @@ int main(int argc, char** argv) {
   const std::string steady = path + ".steady.db";
   generate_steady(steady, std::max<uint64_t>(n / 10, 10000));
   std::ofstream sink("/dev/null", std::ios::binary);
-  double chrome_s = best_of_3([&] { an::export_chrome(steady, sink); });
+  double chrome_s = best_of_3([&] { an::export_chrome(an::Trace::open(steady), sink); });
   an::SnapshotExport exported;
-  double snapshot_s = best_of_3([&] { exported = an::export_snapshot(steady, sink); });
+  double snapshot_s =
+      best_of_3([&] { exported = an::export_snapshot(an::Trace::open(steady), sink); });
   const double snapshot_ratio = snapshot_s / chrome_s;
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(steady + suffix);
   bool summary_ok = summary_s <= kSummaryTargetSeconds;

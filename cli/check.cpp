@@ -170,10 +170,11 @@ int run_check(const CheckArgs& a) {
     Result r{"max-increase", true, ""};
     const double limit = *a.max_increase;
     std::string detail;
-    for (const an::DeviceSummary& d : devices) {
-      const an::DeviceRef* bd = nullptr;
-      for (const an::DeviceRef& x : base.devices())
-        if (x.name == d.device) bd = &x;
+    // t's devices come first, in the order of `devices` (Note [Matching devices]).
+    const std::vector<an::DeviceMatch> matched = an::match_devices(t, base);
+    for (size_t i = 0; i < devices.size(); ++i) {
+      const an::DeviceSummary& d = devices[i];
+      const an::DeviceRef* bd = matched[i].b;
       if (!bd) continue;
       an::DeviceSummary b = an::summarize_device(base, *bd);
       double inc = b.peak_allocated_bytes > 0

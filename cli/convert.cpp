@@ -72,24 +72,22 @@ int run_export(const std::string& file, const std::string& format, const std::st
                bool no_categories) {
   if (no_categories && format != "snapshot")
     throw UsageError("--no-categories: only for --format snapshot");
-  open_trace(file);  // names the problem with an unreadable trace before creating the output
-  std::optional<analysis::OutputFile> f;  // Note [Output files]
-  if (output != "-") f.emplace(output, std::vector<std::string>{file});
-  std::ostream& out = f ? f->stream() : std::cout;
-  std::optional<analysis::SnapshotExport> snapshot;
+  const analysis::Trace trace = open_trace(file);
+  const analysis::ExportOptions options{*analysis::parse_export_format(format),
+                                        {.categories = !no_categories}};
+  analysis::ExportResult result;
   {
     Progress p("exporting " + file);
-    if (format == "chrome")
-      analysis::export_chrome(file, out);
-    else if (format == "csv")
-      analysis::export_csv(file, out);
-    else
-      snapshot = analysis::export_snapshot(file, out, {.categories = !no_categories});
+    if (output == "-") {
+      result = analysis::export_to(trace, std::cout, options);
+      std::cout.flush();
+      if (!std::cout) throw UsageError("-o -: cannot write the file");
+    } else {
+      result = analysis::export_to_file(trace, output, options);  // Note [Output files]
+    }
   }
-  out.flush();
-  if (!out) throw UsageError("-o " + output + ": cannot write the file");
-  if (f) f->commit();
   if (output != "-") fmt::print(stderr, "tidemark: wrote {}\n", output);
+  const std::optional<analysis::SnapshotExport>& snapshot = result.snapshot;
   if (snapshot) {
     // Which device is which in the viewer's device list, and what could not be shown.
     std::string devices;

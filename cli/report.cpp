@@ -5,7 +5,6 @@
 #include <iostream>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 
 #include "cli/commands.h"
@@ -246,15 +245,14 @@ void print_folded(const an::Trace& t, const std::vector<an::Group>& groups) {
 // stack starts with its device.
 void print_folded_diff(const an::Trace& ta, const an::Trace& tb) {
   std::map<std::string, std::pair<int64_t, int64_t>> lines;
-  std::set<std::string> names;
-  for (const an::Trace* t : {&ta, &tb})
-    for (const an::DeviceRef& d : t->devices()) names.insert(d.name);
-  for (const an::Trace* t : {&ta, &tb}) {
-    for (const an::DeviceRef& d : t->devices()) {
-      auto at = an::peak_point(*t, d.id);
+  const std::vector<an::DeviceMatch> devices = an::match_devices(ta, tb);
+  for (const an::DeviceMatch& m : devices) {
+    const std::string root = devices.size() > 1 ? m.name + ";" : std::string();
+    for (const an::Trace* t : {&ta, &tb}) {
+      const an::DeviceRef* d = t == &ta ? m.a : m.b;
+      auto at = d ? an::peak_point(*t, d->id) : std::nullopt;
       if (!at) continue;
-      const std::string root = names.size() > 1 ? d.name + ";" : std::string();
-      for (const an::Group& g : an::live_at(*t, d.id, *at, an::GroupBy::stack, 0).groups) {
+      for (const an::Group& g : an::live_at(*t, d->id, *at, an::GroupBy::stack, 0).groups) {
         auto& [a, b] = lines[root + folded_stack(*t, g)];
         (t == &ta ? a : b) += g.bytes;
       }

@@ -343,10 +343,10 @@ void emit(State& s, std::vector<Parser::Parsed>& events) {
         s.vmm_memory_records.fetch_add(1, std::memory_order_relaxed);
         continue;
       }
-      record::dispatch_with_stack(e, site.thread, seq, site.ips, site.n_ips);
+      ev::dispatch_stamped(e, site.thread, seq, site.stack());
     } else {
       if (correlation != 0) s.without_call_site.fetch_add(1, std::memory_order_relaxed);
-      record::dispatch_with_stack(e, ev::current_thread_id(), record::reserve_seq(1), nullptr, 0);
+      ev::dispatch_stamped(e, ev::current_thread_id(), ev::reserve_seq(1));
     }
   }
 }

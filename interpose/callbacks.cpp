@@ -108,7 +108,7 @@ bool CallSites::find(uint32_t correlation, CallSite* out, uint64_t* seq) noexcep
       return true;
     }
   }
-  *seq = record::reserve_seq(1);  // more events than reserved: after everything so far
+  *seq = ev::reserve_seq(1);  // more events than reserved: after everything so far
   return true;
 }
 
@@ -283,7 +283,7 @@ int drop_cuda_frames(const State& s, uint64_t* ips, int n) {
 }
 
 void emit(ev::Event& e, const CallSite& site, uint64_t seq) {
-  if (ev::enabled()) record::dispatch_with_stack(e, site.thread, seq, site.ips, site.n_ips);
+  if (ev::enabled()) ev::dispatch_stamped(e, site.thread, seq, site.stack());
 }
 
 // At the exit of a successful virtual-memory call, on the calling thread.
@@ -358,7 +358,7 @@ void vmm_exit(State& s, Role role, const CUpti_CallbackData& cb) {
   if (!s.sites.find(cb.correlationId, &site, &seq)) {
     site.thread = ev::current_thread_id();
     site.n_ips = 0;
-    seq = record::reserve_seq(1);
+    seq = ev::reserve_seq(1);
   }
   s.mappings.fetch_add(1, std::memory_order_relaxed);
   emit(e, site, seq);
@@ -384,14 +384,14 @@ void CUPTIAPI on_api(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, 
         site.cbid = cbid;
         site.seq = ++t_runtime.nested < kNestedSlices
                        ? t_runtime.site.seq + t_runtime.nested * kSeqsPerCall
-                       : record::reserve_seq(kSeqsPerCall);
+                       : ev::reserve_seq(kSeqsPerCall);
         s->sites.put(cb.correlationId, site);
         return;
       }
       CallSite local;
       CallSite& site = runtime ? t_runtime.site : local;
       site.thread = ev::current_thread_id();
-      site.seq = record::reserve_seq(runtime ? kSeqsPerCall * kNestedSlices : kSeqsPerCall);
+      site.seq = ev::reserve_seq(runtime ? kSeqsPerCall * kNestedSlices : kSeqsPerCall);
       site.domain = domain;
       site.cbid = cbid;
       site.n_ips = 0;

@@ -8,7 +8,8 @@
 // with the recorder's unwinder (CUDA's and CUPTI's own frames at the top dropped), takes the
 // thread's id and reserves a few sequence numbers, and files them under the call's correlation
 // id. When a record with that correlation id is parsed, its events are emitted with that thread,
-// stack and seq (record::dispatch_with_stack). A runtime call reaches the driver through nested
+// stack and seq (events::dispatch_stamped: Note [Stamped events] in profiler/events/events.h).
+// A runtime call reaches the driver through nested
 // driver calls that have correlation ids of their own; they file the same call site, so a record
 // carrying either id finds it. The table is a fixed ring of the last kCallSites filed calls,
 // in filing order, with an open-addressed index from correlation id to ring slot: every CUDA
@@ -29,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "profiler/record/stacks.h"
@@ -52,6 +54,7 @@ struct CallSite {
   uint32_t cbid = 0;    // CUpti_CallbackId in that domain
   int n_ips = 0;
   uint64_t ips[record::kMaxStackDepth];  // innermost first
+  std::span<const uint64_t> stack() const { return {ips, static_cast<size_t>(n_ips)}; }
 };
 
 // The ring of Note [Call sites]. Thread-safe; fixed memory after construction.

@@ -11,7 +11,7 @@ QString esc(const std::string& s) {
 
 // Tensors as a table, `highlight` (the one that kept a block alive longest) marked.
 template <class Rel>
-QString tensor_table(const std::vector<analysis::SharedTensor>& tensors,
+QString tensor_table(const std::vector<analysis::TensorRecord>& tensors,
                      std::optional<size_t> highlight, const Rel& rel) {
   if (tensors.empty()) return {};
   QString h =
@@ -19,7 +19,7 @@ QString tensor_table(const std::vector<analysis::SharedTensor>& tensors,
       "<th>op</th><th>sizes</th><th>dtype</th><th>created</th><th>released</th>"
       "<th>site</th></tr>";
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const analysis::SharedTensor& t = tensors[i];
+    const analysis::TensorRecord& t = tensors[i];
     h += QString(
              "<tr%1><td>%2</td><td>%3</td><td>%4</td><td>%5</td><td>%6</td><td>%7</td>"
              "<td>%8</td><td>%9</td></tr>")
@@ -186,7 +186,7 @@ QString details_html(const analysis::AllocationDetails& d, uint64_t origin_ns) {
   h += "</ol>";
   h += QString("<h4>Tensors and views sharing its storage (%1)</h4>").arg(d.tensors.size());
   if (d.kept_alive_by) {
-    const analysis::SharedTensor& k = d.tensors[*d.kept_alive_by];
+    const analysis::TensorRecord& k = d.tensors[*d.kept_alive_by];
     h += QString("<p>Kept alive longest by <b>%1 %2</b> %3 %4%5, released %6.</p>")
              .arg(k.is_view() ? "view" : "tensor")
              .arg(k.tensor_id)
@@ -200,7 +200,7 @@ QString details_html(const analysis::AllocationDetails& d, uint64_t origin_ns) {
 }
 
 QString tensor_details_html(const analysis::TensorDetails& d, uint64_t origin_ns) {
-  const analysis::SharedTensor& t = d.tensor;
+  const analysis::TensorRecord& t = d.tensor;
   auto rel = [&](uint64_t ts) { return duration_text(ts >= origin_ns ? ts - origin_ns : 0); };
   QString h = QString("<h3>%1 %2: %3 %4 (%5)</h3><table>")
                   .arg(t.is_view() ? "View" : "Tensor")

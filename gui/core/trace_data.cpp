@@ -225,7 +225,7 @@ std::vector<SiteRow> live_in_selection(const Trace& trace, uint64_t from, uint64
 StateAtTime state_at(const Trace& trace, int64_t device, uint64_t ts) {
   StateAtTime s;
   s.allocator = analysis::allocator_state(trace, device, ts);
-  for (analysis::TensorInfo& t : analysis::tensors_live_at(trace, ts)) {
+  for (analysis::TensorRecord& t : analysis::tensors_live_at(trace, ts)) {
     if (t.device_id != device) continue;
     TensorRow r{std::move(t), {}, 0, ts};
     r.site = trace.site(r.info.stack_id).label;

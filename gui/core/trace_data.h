@@ -155,7 +155,7 @@ std::vector<SiteRow> live_in_selection(const analysis::Trace& trace, uint64_t fr
 
 // A tensor or view live at a time (`at_ts`, absolute), as the Tensors table lists it.
 struct TensorRow {
-  analysis::TensorInfo info;
+  analysis::TensorRecord info;
   std::string site;         // of its creation
   uint64_t created_ns = 0;  // relative to the origin
   uint64_t at_ts = 0;

@@ -43,7 +43,7 @@ class DetailsTest : public QObject {
     QVERIFY(!d.frames.empty());
     QVERIFY(d.tensors.size() >= 2);
     QVERIFY(d.kept_alive_by.has_value());
-    const tidemark::analysis::SharedTensor& keeper = d.tensors[*d.kept_alive_by];
+    const tidemark::analysis::TensorRecord& keeper = d.tensors[*d.kept_alive_by];
     QVERIFY(keeper.is_view());
     // A view (big[0], op "select") of the batch tensor in the same block.
     QCOMPARE(QString::fromStdString(keeper.op), QString("select"));

@@ -1,10 +1,10 @@
 #include "profiler/analysis/allocator_state.h"
 
-#include "profiler/analysis/sql.h"
+#include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis {
 
-using detail::Query;
+using store::detail::Stmt;
 
 uint64_t SegmentState::allocated_bytes() const {
   uint64_t n = 0;
@@ -27,9 +27,9 @@ AllocatorState allocator_state(const Trace& trace, int64_t device, uint64_t ts) 
   if (const DeviceRef* d = trace.device_by_id(device)) st.device = d->name;
   st.device_id = device;
   if (!trace.db().table_exists("segments")) return st;
-  Query q(trace.db(),
-          "SELECT addr, size, pool, kind, stream FROM segments WHERE device = ? AND "
-          "alloc_ts <= ? AND (free_ts IS NULL OR free_ts > ?) ORDER BY addr");
+  Stmt q(trace.db(),
+         "SELECT addr, size, pool, kind, stream FROM segments WHERE device = ? AND "
+         "alloc_ts <= ? AND (free_ts IS NULL OR free_ts > ?) ORDER BY addr");
   q.bind(1, device).bind(2, ts).bind(3, ts);
   while (q.step()) {
     SegmentState s;

@@ -6,13 +6,13 @@
 #include <utility>
 
 #include "profiler/analysis/memory.h"
-#include "profiler/analysis/sql.h"
+#include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis {
 
 namespace {
 
-using detail::Query;
+using store::detail::Stmt;
 
 constexpr size_t kCheckpoint = 128;  // changes between stored snapshots of every band
 constexpr size_t kMaxBands = 255;    // a band index fits the low byte of a change
@@ -110,14 +110,14 @@ Bands allocated_bands(const Trace& trace, int64_t device, BandBy by, size_t top_
   }
   std::vector<Bands::Change>& changes = bands.changes_;
   {
-    Query count(trace.db(), "SELECT COUNT(*) FROM allocations WHERE device = ?");
+    Stmt count(trace.db(), "SELECT COUNT(*) FROM allocations WHERE device = ?");
     count.bind(1, device);
     if (count.step()) changes.reserve(2 * count.u64(0));
   }
   std::vector<bool> used_category(std::size(kCategoryOrder), false);
-  Query q(trace.db(),
-          "SELECT alloc_ts, free_requested_ts, size, category, stack FROM allocations "
-          "WHERE device = ?");
+  Stmt q(trace.db(),
+         "SELECT alloc_ts, free_requested_ts, size, category, stack FROM allocations "
+         "WHERE device = ?");
   q.bind(1, device);
   while (q.step()) {
     int band = 0;

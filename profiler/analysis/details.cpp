@@ -1,40 +1,44 @@
 #include "profiler/analysis/details.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string>
 
-#include "profiler/analysis/sql.h"
+#include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis {
 
-using detail::Query;
+using store::detail::Stmt;
 
-namespace {
-
-// The columns read_tensor() reads, from `tensors t` with dtype and op resolved.
-constexpr const char* kTensorSelect =
-    "SELECT t.tensor_id, t.storage_id, t.base_id, t.sizes, t.strides, t.storage_offset, "
-    "COALESCE(sd.text, ''), COALESCE(so.text, ''), t.create_ts, t.release_ts, t.stack, t.device "
-    "FROM tensors t LEFT JOIN strings sd ON sd.id = t.dtype "
-    "LEFT JOIN strings so ON so.id = t.op ";
-
-SharedTensor read_tensor(const Query& q) {
-  SharedTensor t;
-  t.tensor_id = q.u64(0);
-  t.storage_id = q.u64(1);
-  t.base_id = q.is_null(2) ? 0 : q.u64(2);
-  t.sizes = q.text(3);
-  t.strides = q.text(4);
-  t.storage_offset = q.i64(5);
-  t.dtype = q.text(6);
-  t.op = q.text(7);
-  t.create_ts = q.u64(8);
-  if (!q.is_null(9)) t.release_ts = q.u64(9);
-  t.stack_id = q.is_null(10) ? 0 : q.u64(10);
-  return t;
+std::vector<TensorRecord> tensors_where(const Trace& trace, const std::string& where,
+                                        const std::vector<int64_t>& params) {
+  std::vector<TensorRecord> out;
+  if (!trace.db().table_exists("tensors")) return out;
+  Stmt q(trace.db(),
+         ("SELECT t.tensor_id, t.storage_id, t.base_id, t.sizes, t.strides, t.storage_offset, "
+          "COALESCE(sd.text, ''), COALESCE(so.text, ''), t.create_ts, t.release_ts, t.stack, "
+          "t.device FROM tensors t LEFT JOIN strings sd ON sd.id = t.dtype "
+          "LEFT JOIN strings so ON so.id = t.op " +
+          where)
+             .c_str());
+  for (size_t i = 0; i < params.size(); ++i) q.bind(static_cast<int>(i + 1), params[i]);
+  while (q.step()) {
+    TensorRecord& t = out.emplace_back();
+    t.tensor_id = q.u64(0);
+    t.storage_id = q.u64(1);
+    t.base_id = q.is_null(2) ? 0 : q.u64(2);
+    t.sizes = q.text(3);
+    t.strides = q.text(4);
+    t.storage_offset = q.i64(5);
+    t.dtype = q.text(6);
+    t.op = q.text(7);
+    t.create_ts = q.u64(8);
+    if (!q.is_null(9)) t.release_ts = q.u64(9);
+    t.stack_id = q.is_null(10) ? 0 : q.u64(10);
+    t.device_id = q.i64(11);
+  }
+  return out;
 }
-
-}  // namespace
 
 std::optional<AllocationDetails> allocation_details(const Trace& trace, uint64_t seq) {
   std::vector<store::AllocationRow> rows =
@@ -54,9 +58,9 @@ AllocationDetails allocation_details(const Trace& trace, const store::Allocation
   // Storages created inside the block while it was allocated (a storage is created after the
   // block it lives in is allocated, and before that block is freed).
   const uint64_t until = row.free_requested_ts.value_or(trace.end_ns());
-  Query st(trace.db(),
-           "SELECT storage_id FROM storages WHERE device = ? AND addr >= ? AND addr < ? AND "
-           "create_ts >= ? AND create_ts <= ? ORDER BY create_ts");
+  Stmt st(trace.db(),
+          "SELECT storage_id FROM storages WHERE device = ? AND addr >= ? AND addr < ? AND "
+          "create_ts >= ? AND create_ts <= ? ORDER BY create_ts");
   st.bind(1, row.device)
       .bind(2, row.addr)
       .bind(3, row.addr + row.size)
@@ -64,24 +68,25 @@ AllocationDetails allocation_details(const Trace& trace, const store::Allocation
       .bind(5, until);
   std::vector<uint64_t> storage_ids;
   while (st.step()) storage_ids.push_back(st.u64(0));
-  Query tq(trace.db(), (std::string(kTensorSelect) +
-                        "WHERE t.storage_id = ? AND t.device = ? AND t.create_ts >= ? AND "
-                        "t.create_ts <= ? ORDER BY t.create_ts, t.tensor_id")
-                           .c_str());
   for (uint64_t sid : storage_ids) {
-    tq.reset();
-    tq.bind(1, sid).bind(2, row.device).bind(3, row.alloc_ts).bind(4, until);
-    while (tq.step()) d.tensors.push_back(read_tensor(tq));
+    std::vector<TensorRecord> ts = tensors_where(
+        trace,
+        "WHERE t.storage_id = ?1 AND t.device = ?2 AND t.create_ts >= ?3 AND t.create_ts <= ?4 "
+        "ORDER BY t.create_ts, t.tensor_id",
+        {static_cast<int64_t>(sid), row.device, static_cast<int64_t>(row.alloc_ts),
+         static_cast<int64_t>(until)});
+    d.tensors.insert(d.tensors.end(), std::make_move_iterator(ts.begin()),
+                     std::make_move_iterator(ts.end()));
   }
   std::stable_sort(
       d.tensors.begin(), d.tensors.end(),
-      [](const SharedTensor& a, const SharedTensor& b) { return a.create_ts < b.create_ts; });
+      [](const TensorRecord& a, const TensorRecord& b) { return a.create_ts < b.create_ts; });
   for (size_t i = 0; i < d.tensors.size(); ++i)
     d.tensors[i].site = trace.site(d.tensors[i].stack_id).label;
   // A view holds its base, so a base is released no earlier than its last view: when views
   // shared the storage, the view released last is what kept it alive longest; otherwise the
   // tensor released last.
-  auto later = [](const SharedTensor& a, const SharedTensor& b) {
+  auto later = [](const TensorRecord& a, const TensorRecord& b) {
     return a.release_ts.value_or(UINT64_MAX) > b.release_ts.value_or(UINT64_MAX);
   };
   for (const bool views : {true, false}) {
@@ -95,34 +100,26 @@ AllocationDetails allocation_details(const Trace& trace, const store::Allocation
 }
 
 std::optional<TensorDetails> tensor_details(const Trace& trace, uint64_t tensor_id) {
-  if (!trace.db().table_exists("tensors")) return std::nullopt;
+  std::vector<TensorRecord> first =
+      tensors_where(trace, "WHERE t.tensor_id = ?1 ORDER BY t.create_ts, t.tensor_id LIMIT 1",
+                    {static_cast<int64_t>(tensor_id)});
+  if (first.empty()) return std::nullopt;
   TensorDetails d;
-  {
-    Query q(trace.db(), (std::string(kTensorSelect) +
-                         "WHERE t.tensor_id = ? ORDER BY t.create_ts, t.tensor_id LIMIT 1")
-                            .c_str());
-    q.bind(1, tensor_id);
-    if (!q.step()) return std::nullopt;
-    d.tensor = read_tensor(q);
-    d.device_id = q.i64(11);
-  }
+  d.tensor = std::move(first.front());
+  d.device_id = d.tensor.device_id;
   if (const DeviceRef* dev = trace.device_by_id(d.device_id)) d.device = dev->name;
   d.tensor.site = trace.site(d.tensor.stack_id).label;
   d.frames = trace.stack_frames(d.tensor.stack_id);
   if (d.tensor.release_ts) d.lifetime_ns = *d.tensor.release_ts - d.tensor.create_ts;
-  {
-    Query q(trace.db(), (std::string(kTensorSelect) +
-                         "WHERE t.base_id = ? AND t.tensor_id != ? ORDER BY t.create_ts, t.tensor_id")
-                            .c_str());
-    q.bind(1, tensor_id).bind(2, tensor_id);
-    while (q.step()) d.views.push_back(read_tensor(q));
-    for (SharedTensor& v : d.views) v.site = trace.site(v.stack_id).label;
-  }
+  d.views = tensors_where(
+      trace, "WHERE t.base_id = ?1 AND t.tensor_id != ?1 ORDER BY t.create_ts, t.tensor_id",
+      {static_cast<int64_t>(tensor_id)});
+  for (TensorRecord& v : d.views) v.site = trace.site(v.stack_id).label;
   if (!trace.db().table_exists("storages")) return d;
   // The storage as it was when the tensor was created, then the block holding it then.
-  Query st(trace.db(),
-           "SELECT addr, nbytes, create_ts FROM storages WHERE storage_id = ? AND "
-           "create_ts <= ? ORDER BY create_ts DESC LIMIT 1");
+  Stmt st(trace.db(),
+          "SELECT addr, nbytes, create_ts FROM storages WHERE storage_id = ? AND "
+          "create_ts <= ? ORDER BY create_ts DESC LIMIT 1");
   st.bind(1, d.tensor.storage_id).bind(2, d.tensor.create_ts);
   if (!st.step()) return d;
   d.storage_addr = st.u64(0);
@@ -139,11 +136,11 @@ std::optional<TensorDetails> tensor_details(const Trace& trace, uint64_t tensor_
 std::vector<ScopeSpan> scopes(const Trace& trace, uint64_t from_ts, uint64_t to_ts) {
   std::vector<ScopeSpan> out;
   if (!trace.db().table_exists("scopes")) return out;
-  Query q(trace.db(),
-          "SELECT s.thread, COALESCE(n.text, ''), COALESCE(p.text, ''), s.depth, s.push_ts, "
-          "s.pop_ts FROM scopes s LEFT JOIN strings n ON n.id = s.name "
-          "LEFT JOIN strings p ON p.id = s.path WHERE s.push_ts <= ? AND "
-          "(s.pop_ts IS NULL OR s.pop_ts >= ?) ORDER BY s.push_ts, s.push_seq");
+  Stmt q(trace.db(),
+         "SELECT s.thread, COALESCE(n.text, ''), COALESCE(p.text, ''), s.depth, s.push_ts, "
+         "s.pop_ts FROM scopes s LEFT JOIN strings n ON n.id = s.name "
+         "LEFT JOIN strings p ON p.id = s.path WHERE s.push_ts <= ? AND "
+         "(s.pop_ts IS NULL OR s.pop_ts >= ?) ORDER BY s.push_ts, s.push_seq");
   q.bind(1, to_ts).bind(2, from_ts);
   while (q.step()) {
     ScopeSpan s;

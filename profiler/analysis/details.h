@@ -12,19 +12,6 @@
 
 namespace tidemark::analysis {
 
-// A tensor (or view) whose storage lay in the allocation's block.
-struct SharedTensor {
-  uint64_t tensor_id = 0, storage_id = 0, base_id = 0;  // base_id 0: not a view
-  std::string sizes, strides;                           // JSON arrays
-  int64_t storage_offset = 0;
-  std::string dtype, op;
-  uint64_t create_ts = 0;              // absolute
-  std::optional<uint64_t> release_ts;  // absolute; empty: alive at the end of the trace
-  uint64_t stack_id = 0;
-  std::string site;  // Note [Allocation site] of its creation
-  bool is_view() const { return base_id != 0; }
-};
-
 struct AllocationDetails {
   store::AllocationRow row;  // sizes, times (absolute), stream, pool, scope, category, stack
   std::string device;
@@ -34,7 +21,7 @@ struct AllocationDetails {
   std::optional<uint64_t> lifetime_ns;
   // Tensors and views whose storage was created in the block while it was allocated, by
   // creation time.
-  std::vector<SharedTensor> tensors;
+  std::vector<TensorRecord> tensors;
   // What kept the storage, and so the block, alive longest (index into `tensors`): the view
   // released last when views shared it (a view holds its base, so the base's own release
   // follows its last view's), else the tensor released last; unreleased counts as the end.
@@ -48,7 +35,7 @@ AllocationDetails allocation_details(const Trace& trace, const store::Allocation
 
 // One tensor (or view): its own row, the block its storage lay in, and the views of it.
 struct TensorDetails {
-  SharedTensor tensor;  // sizes, strides, offset, dtype, op, create/release, stack, site
+  TensorRecord tensor;  // sizes, strides, offset, dtype, op, create/release, stack, site
   int64_t device_id = 0;
   std::string device;
   std::vector<std::string> frames;      // the creation stack, symbolized, innermost first
@@ -57,7 +44,7 @@ struct TensorDetails {
   // The allocation whose block held the storage when it was created (its category, scope,
   // stream and the other tensors sharing it); empty when the storage or block is unknown.
   std::optional<AllocationDetails> allocation;
-  std::vector<SharedTensor> views;  // tensors whose base is this one, by creation time
+  std::vector<TensorRecord> views;  // tensors whose base is this one, by creation time
 };
 // The tensor with id `tensor_id` (its first tensor_create); empty when there is none.
 std::optional<TensorDetails> tensor_details(const Trace& trace, uint64_t tensor_id);

@@ -25,8 +25,8 @@ bool has_segments(const Trace& trace) {
 // with its own caching allocator (PyTorch) has its segments only: allocated reads 0 there, so
 // reserved against allocated says nothing about fragmentation or caching.
 bool has_blocks(const Trace& trace, int64_t device = -1) {
-  Query q(trace.db(), device < 0 ? "SELECT 1 FROM allocations LIMIT 1"
-                                 : "SELECT 1 FROM allocations WHERE device = ? LIMIT 1");
+  Stmt q(trace.db(), device < 0 ? "SELECT 1 FROM allocations LIMIT 1"
+                                : "SELECT 1 FROM allocations WHERE device = ? LIMIT 1");
   if (device >= 0) q.bind(1, device);
   return q.step();
 }
@@ -36,7 +36,7 @@ bool has_blocks(const Trace& trace, int64_t device = -1) {
 bool skip_device_without_blocks(const Trace& trace, const DeviceRef& dev, const char* id,
                                 Diagnosis& out) {
   if (has_blocks(trace, dev.id)) return false;
-  Query q(trace.db(), "SELECT 1 FROM segments WHERE device = ? LIMIT 1");
+  Stmt q(trace.db(), "SELECT 1 FROM segments WHERE device = ? LIMIT 1");
   q.bind(1, dev.id);
   if (q.step())
     out.skipped.push_back({id, dev.name + ": reserved memory but no allocated blocks (a "
@@ -77,19 +77,19 @@ struct SegmentsAt {
 SegmentsAt segments_at(const Trace& trace, int64_t device, uint64_t ts, const char* pool = nullptr) {
   std::vector<std::pair<int64_t, int64_t>> ranges;  // [addr, end)
   {
-    Query q(trace.db(), pool ? "SELECT addr, size FROM segments WHERE device = ? AND alloc_ts <= ? "
-                               "AND (free_ts IS NULL OR free_ts > ?) AND pool = ? ORDER BY addr"
-                             : "SELECT addr, size FROM segments WHERE device = ? AND alloc_ts <= ? "
-                               "AND (free_ts IS NULL OR free_ts > ?) ORDER BY addr");
+    Stmt q(trace.db(), pool ? "SELECT addr, size FROM segments WHERE device = ? AND alloc_ts <= ? "
+                              "AND (free_ts IS NULL OR free_ts > ?) AND pool = ? ORDER BY addr"
+                            : "SELECT addr, size FROM segments WHERE device = ? AND alloc_ts <= ? "
+                              "AND (free_ts IS NULL OR free_ts > ?) ORDER BY addr");
     q.bind(1, device).bind(2, ts).bind(3, ts);
     if (pool) q.bind(4, std::string_view(pool));
     while (q.step()) ranges.push_back({q.i64(0), q.i64(0) + q.i64(1)});
   }
   std::vector<std::pair<int64_t, int64_t>> blocks;
   {
-    Query q(trace.db(),
-            "SELECT addr, size FROM allocations WHERE device = ? AND alloc_ts <= ? "
-            "AND (free_completed_ts IS NULL OR free_completed_ts > ?) ORDER BY addr");
+    Stmt q(trace.db(),
+           "SELECT addr, size FROM allocations WHERE device = ? AND alloc_ts <= ? "
+           "AND (free_completed_ts IS NULL OR free_completed_ts > ?) ORDER BY addr");
     q.bind(1, device).bind(2, ts).bind(3, ts);
     while (q.step()) blocks.push_back({q.i64(0), q.i64(0) + q.i64(1)});
   }
@@ -109,7 +109,7 @@ SegmentsAt segments_at(const Trace& trace, int64_t device, uint64_t ts, const ch
 }
 
 std::string allocator_settings(const Trace& trace) {
-  Query q(trace.db(), "SELECT value FROM meta WHERE key = 'allocator_settings'");
+  Stmt q(trace.db(), "SELECT value FROM meta WHERE key = 'allocator_settings'");
   return q.step() && !q.is_null(0) ? q.text(0) : std::string();
 }
 
@@ -151,9 +151,9 @@ void detect_fragmentation(const Trace& trace, Diagnosis& out) {
     const std::string settings = allocator_settings(trace);
 
     // (2) out-of-memory errors with enough cached memory in total.
-    Query oom(trace.db(),
-              "SELECT ts, requested_size, allocated, reserved, stack FROM allocator_events "
-              "WHERE device = ? AND kind = 'oom' ORDER BY ts");
+    Stmt oom(trace.db(),
+             "SELECT ts, requested_size, allocated, reserved, stack FROM allocator_events "
+             "WHERE device = ? AND kind = 'oom' ORDER BY ts");
     oom.bind(1, dev.id);
     bool reported = false;
     while (oom.step() && !reported) {
@@ -226,9 +226,10 @@ void detect_fragmentation(const Trace& trace, Diagnosis& out) {
 //    cache together; the fix is to hold less at that moment, and the sites say what.
 // Bytes at stake: the request. Site: the failed allocation's.
 void detect_oom(const Trace& trace, Diagnosis& out) {
-  Query oom(trace.db(),
-            "SELECT device, ts, seq, requested_size, device_free, device_total, allocated, reserved, stack "
-            "FROM allocator_events WHERE kind = 'oom' ORDER BY ts, seq");
+  Stmt oom(trace.db(),
+           "SELECT device, ts, seq, requested_size, device_free, device_total, allocated, "
+           "reserved, stack "
+           "FROM allocator_events WHERE kind = 'oom' ORDER BY ts, seq");
   const std::string settings = allocator_settings(trace);
   while (oom.step()) {
     const int64_t device = oom.i64(0);
@@ -312,9 +313,9 @@ void detect_cache_held(const Trace& trace, Diagnosis& out) {
   for (const DeviceRef& dev : trace.devices()) {
     if (skip_device_without_blocks(trace, dev, "cache-held", out)) continue;
     // (1)
-    Query ec(trace.db(),
-             "SELECT ts, allocated, reserved, released, stack FROM allocator_events "
-             "WHERE device = ? AND kind = 'empty_cache' ORDER BY ts");
+    Stmt ec(trace.db(),
+            "SELECT ts, allocated, reserved, released, stack FROM allocator_events "
+            "WHERE device = ? AND kind = 'empty_cache' ORDER BY ts");
     ec.bind(1, dev.id);
     bool reported = false;
     while (ec.step() && !reported) {

@@ -9,10 +9,12 @@
 #include <vector>
 
 #include "profiler/analysis/diagnose.h"
-#include "profiler/analysis/sql.h"
 #include "profiler/analysis/units.h"
+#include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis::detail {
+
+using store::detail::Stmt;
 
 // The allocator's own granularity (docs/allocator.md): blocks above kSmallSize come from the
 // large pool, and a large request under 10 MiB gets a kLargeBuffer segment. Cached memory
@@ -55,7 +57,7 @@ inline std::string device_label(const Trace& trace, int64_t device_id) {
 // One integer from a query with no or integer parameters (0 when NULL or no row).
 inline int64_t scalar(const Trace& trace, const char* sql,
                       const std::vector<int64_t>& params = {}) {
-  Query q(trace.db(), sql);
+  Stmt q(trace.db(), sql);
   for (size_t i = 0; i < params.size(); ++i) q.bind(static_cast<int>(i + 1), params[i]);
   return q.step() && !q.is_null(0) ? q.i64(0) : 0;
 }
@@ -63,7 +65,7 @@ inline int64_t scalar(const Trace& trace, const char* sql,
 // The steps' start times (absolute), in order.
 inline std::vector<uint64_t> step_times(const Trace& trace) {
   std::vector<uint64_t> out;
-  Query q(trace.db(), "SELECT ts FROM steps ORDER BY ts");
+  Stmt q(trace.db(), "SELECT ts FROM steps ORDER BY ts");
   while (q.step()) out.push_back(q.u64(0));
   return out;
 }

@@ -26,11 +26,13 @@
 #include <vector>
 
 #include "profiler/analysis/diagnose.h"
-#include "profiler/analysis/sql.h"
 #include "profiler/analysis/steps.h"
 #include "profiler/analysis/units.h"
+#include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis::detail {
+
+using store::detail::Stmt;
 
 namespace {
 
@@ -69,7 +71,7 @@ constexpr const char* kSnapshotNoCategories =
     "backward cannot be recognised";
 
 bool any_row(const Trace& t, const char* sql) {
-  Query q(t.db(), sql);
+  Stmt q(t.db(), sql);
   return q.step();
 }
 
@@ -83,7 +85,7 @@ struct Step {
 };
 std::vector<Step> load_steps(const Trace& t) {
   std::vector<Step> out;
-  Query q(t.db(), "SELECT number, ts, end_ts FROM steps ORDER BY ts, seq");
+  Stmt q(t.db(), "SELECT number, ts, end_ts FROM steps ORDER BY ts, seq");
   while (q.step()) out.push_back({q.i64(0), q.u64(1), q.is_null(2) ? kOpen : q.u64(2)});
   return out;
 }
@@ -100,11 +102,11 @@ struct Block {
 // Allocation rows of a device, in allocation order (`activations_only`: category activation).
 std::vector<Block> load_blocks(const Trace& t, int64_t device, bool activations_only) {
   std::vector<Block> out;
-  Query q(t.db(), activations_only
-                      ? "SELECT size, alloc_ts, free_requested_ts, stack, 1 FROM allocations "
-                        "WHERE device = ? AND category = 'activation' ORDER BY seq"
-                      : "SELECT size, alloc_ts, free_requested_ts, stack, "
-                        "category = 'activation' FROM allocations WHERE device = ? ORDER BY seq");
+  Stmt q(t.db(), activations_only
+                     ? "SELECT size, alloc_ts, free_requested_ts, stack, 1 FROM allocations "
+                       "WHERE device = ? AND category = 'activation' ORDER BY seq"
+                     : "SELECT size, alloc_ts, free_requested_ts, stack, "
+                       "category = 'activation' FROM allocations WHERE device = ? ORDER BY seq");
   q.bind(1, device);
   while (q.step()) {
     const auto bytes = static_cast<int64_t>(store::checked_size(q.u64(0), "an allocation's size", t.path()));
@@ -183,12 +185,12 @@ bool graph_retained(const Trace& t, int64_t device, const std::vector<Step>& ste
 
 std::vector<std::pair<uint64_t, uint64_t>> backward_scopes(const Trace& t, bool retain_only) {
   std::vector<std::pair<uint64_t, uint64_t>> out;
-  Query q(t.db(), retain_only ? "SELECT c.push_ts, c.pop_ts FROM scopes c JOIN strings s ON "
-                                "s.id = c.name WHERE s.text = 'backward(retain_graph)' "
-                                "ORDER BY c.push_ts"
-                              : "SELECT c.push_ts, c.pop_ts FROM scopes c JOIN strings s ON "
-                                "s.id = c.name WHERE s.text IN ('backward', "
-                                "'backward(retain_graph)') ORDER BY c.push_ts");
+  Stmt q(t.db(), retain_only ? "SELECT c.push_ts, c.pop_ts FROM scopes c JOIN strings s ON "
+                               "s.id = c.name WHERE s.text = 'backward(retain_graph)' "
+                               "ORDER BY c.push_ts"
+                             : "SELECT c.push_ts, c.pop_ts FROM scopes c JOIN strings s ON "
+                               "s.id = c.name WHERE s.text IN ('backward', "
+                               "'backward(retain_graph)') ORDER BY c.push_ts");
   while (q.step()) out.emplace_back(q.u64(0), q.is_null(1) ? kOpen : q.u64(1));
   return out;
 }
@@ -545,7 +547,7 @@ void detect_sync_in_loop(const Trace& trace, Diagnosis& out) {
     std::map<int64_t, bool> steps;
   };
   std::map<std::string, PerSite> sites;
-  Query q(trace.db(), "SELECT kind, duration_ns, stack, ts, device FROM syncs ORDER BY ts, seq");
+  Stmt q(trace.db(), "SELECT kind, duration_ns, stack, ts, device FROM syncs ORDER BY ts, seq");
   size_t si = 0;
   while (q.step()) {
     const uint64_t stack = q.u64(2), ts = q.u64(3);

@@ -85,11 +85,11 @@ std::string ints_text(const std::vector<int64_t>& v) {
 
 std::vector<TensorRow> load_tensors(const Trace& trace) {
   std::vector<TensorRow> out;
-  Query q(trace.db(),
-          "SELECT t.tensor_id, t.storage_id, t.base_id, t.device, t.sizes, t.strides, "
-          "t.storage_offset, sd.text, so.text, t.create_ts, t.release_ts, t.thread, t.stack "
-          "FROM tensors t LEFT JOIN strings sd ON sd.id = t.dtype "
-          "LEFT JOIN strings so ON so.id = t.op ORDER BY t.create_ts, t.tensor_id");
+  Stmt q(trace.db(),
+         "SELECT t.tensor_id, t.storage_id, t.base_id, t.device, t.sizes, t.strides, "
+         "t.storage_offset, sd.text, so.text, t.create_ts, t.release_ts, t.thread, t.stack "
+         "FROM tensors t LEFT JOIN strings sd ON sd.id = t.dtype "
+         "LEFT JOIN strings so ON so.id = t.op ORDER BY t.create_ts, t.tensor_id");
   while (q.step()) {
     TensorRow t;
     t.tensor_id = q.u64(0);
@@ -162,7 +162,7 @@ void detect_view_retention(const Trace& trace, Diagnosis& out) {
     uint64_t longest_ns = 0;
   };
   std::map<std::pair<int64_t, std::string>, SiteSum> sites;
-  Query storages(trace.db(), "SELECT storage_id, nbytes, release_ts FROM storages");
+  Stmt storages(trace.db(), "SELECT storage_id, nbytes, release_ts FROM storages");
   while (storages.step()) {
     auto it = by_storage.find(storages.u64(0));
     const int64_t nbytes = storages.i64(1);

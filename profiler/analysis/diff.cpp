@@ -72,24 +72,13 @@ TraceDiff diff(const Trace& a, const Trace& b) {
   TraceDiff d;
   d.a_path = a.path();
   d.b_path = b.path();
-  std::vector<std::string> names;
-  for (const DeviceRef& x : a.devices()) names.push_back(x.name);
-  for (const DeviceRef& x : b.devices())
-    if (std::find(names.begin(), names.end(), x.name) == names.end()) names.push_back(x.name);
-  auto find = [](const Trace& t, const std::string& name) -> const DeviceRef* {
-    for (const DeviceRef& x : t.devices())
-      if (x.name == name) return &x;
-    return nullptr;
-  };
-  for (const std::string& name : names) {
+  for (const DeviceMatch& m : match_devices(a, b)) {  // Note [Matching devices]
     DeviceDiff dd;
-    dd.device = name;
-    const DeviceRef* da = find(a, name);
-    const DeviceRef* db = find(b, name);
-    if (da) dd.a = summarize_device(a, *da);
-    if (db) dd.b = summarize_device(b, *db);
-    auto val = [](const std::optional<DeviceSummary>& s, int64_t DeviceSummary::*m) {
-      return s ? (*s).*m : 0;
+    dd.device = m.name;
+    if (m.a) dd.a = summarize_device(a, *m.a);
+    if (m.b) dd.b = summarize_device(b, *m.b);
+    auto val = [](const std::optional<DeviceSummary>& s, int64_t DeviceSummary::*field) {
+      return s ? (*s).*field : 0;
     };
     dd.peak_allocated_delta = val(dd.b, &DeviceSummary::peak_allocated_bytes) -
                               val(dd.a, &DeviceSummary::peak_allocated_bytes);
@@ -99,8 +88,8 @@ TraceDiff diff(const Trace& a, const Trace& b) {
                                val(dd.a, &DeviceSummary::final_allocated_bytes);
     d.devices.push_back(std::move(dd));
 
-    AtPeak pa = at_peak(a, da), pb = at_peak(b, db);
-    d.sites.push_back(compare_sites(name, pa.sites, pb.sites));
+    AtPeak pa = at_peak(a, m.a), pb = at_peak(b, m.b);
+    d.sites.push_back(compare_sites(m.name, pa.sites, pb.sites));
     // Programs that tag no category have `unknown` only: the peaks' difference again.
     SiteMap& ca = pa.categories;
     SiteMap& cb = pb.categories;
@@ -108,9 +97,9 @@ TraceDiff diff(const Trace& a, const Trace& b) {
       return std::all_of(m.begin(), m.end(), [](const auto& kv) { return kv.first == "unknown"; });
     };
     if (untagged(ca) && untagged(cb)) ca.clear(), cb.clear();
-    d.categories.push_back(compare_sites(name, ca, cb));
+    d.categories.push_back(compare_sites(m.name, ca, cb));
     d.reserved_sites.push_back(
-        compare_sites(name, reserved_sites_at_peak(a, da), reserved_sites_at_peak(b, db)));
+        compare_sites(m.name, reserved_sites_at_peak(a, m.a), reserved_sites_at_peak(b, m.b)));
   }
   return d;
 }

@@ -20,8 +20,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "profiler/analysis/output_file.h"
 #include "profiler/store/meta_keys.h"
-#include "profiler/store/trace_file.h"
+#include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis {
 
@@ -32,54 +33,26 @@ using store::detail::Stmt;
 
 constexpr size_t kFlushBytes = 1 << 16;
 
-// Opens a finalized trace without writing to it (Note [Read-only traces]).
-std::unique_ptr<Db> open_finalized(const std::string& path) {
-  return store::detail::open_trace(path, Db::Mode::read_only, store::detail::Need::finalized);
-}
-
-std::optional<int64_t> meta_int(Db& db, const char* key) {
-  Stmt s(db, "SELECT value FROM meta WHERE key = ?");
-  s.bind(1, key);
-  if (!s.step() || s.is_null(0)) return std::nullopt;
-  return s.i64(0);
-}
-
-std::string meta_text(Db& db, const char* key) {
-  Stmt s(db, "SELECT value FROM meta WHERE key = ?");
-  s.bind(1, key);
-  if (!s.step() || s.is_null(0)) return {};
-  return s.text(0);
-}
-
-// The origin of exported times, as the analysis library has it (Trace::origin_ns): the first
-// event's time, else the recording's start; so times in an export match the CLI's.
+// Exported times are relative to the trace's origin (Trace::origin_ns), so they match the
+// CLI's; slices still open at the end stop at the later of the last event and the recording's
+// end.
 struct TimeFrame {
   uint64_t origin = 0;
-  uint64_t end = 0;  // where slices still open at the end of the trace stop
+  uint64_t end = 0;
 };
 
-TimeFrame time_frame(Db& db) {
-  namespace k = store::meta_keys;
-  TimeFrame f;
-  auto first = meta_int(db, k::kFirstTsNs);
-  auto start = meta_int(db, k::kStartTsNs);
-  f.origin = static_cast<uint64_t>(first ? *first : start.value_or(0));
-  f.end = f.origin;
-  for (const char* key : {k::kEndTsNs, k::kLastTsNs})
-    if (auto v = meta_int(db, key); v && static_cast<uint64_t>(*v) > f.end)
-      f.end = static_cast<uint64_t>(*v);
+TimeFrame time_frame(const Trace& trace) {
+  TimeFrame f{trace.origin_ns(), trace.end_ns()};
+  if (auto end = trace.meta_int(store::meta_keys::kEndTsNs);
+      end && static_cast<uint64_t>(*end) > f.end)
+    f.end = static_cast<uint64_t>(*end);
   return f;
 }
 
 // "cpu", "cuda:0": the short names counters and CSV rows use, by devices.id.
-std::map<int64_t, std::string> device_names(Db& db) {
+std::map<int64_t, std::string> device_names(const Trace& trace) {
   std::map<int64_t, std::string> names;
-  Stmt s(db, "SELECT id, type, idx FROM devices ORDER BY id");
-  while (s.step()) {
-    std::string type = s.text(1);
-    int64_t idx = s.i64(2);
-    names[s.i64(0)] = type == "cpu" && idx == 0 ? type : type + ":" + std::to_string(idx);
-  }
+  for (const DeviceRef& d : trace.devices()) names[d.id] = d.name;
   return names;
 }
 
@@ -366,32 +339,32 @@ void chrome_instants(Db& db, ChromeWriter& cw,
 
 }  // namespace
 
-void export_chrome(const std::string& trace_path, std::ostream& out) {
-  auto db = open_finalized(trace_path);
+void export_chrome(const Trace& trace, std::ostream& out) {
+  Db& db = trace.db();
   namespace k = store::meta_keys;
-  TimeFrame tf = time_frame(*db);
-  auto devices = device_names(*db);
-  int64_t pid = meta_int(*db, k::kPid).value_or(0);
+  TimeFrame tf = time_frame(trace);
+  auto devices = device_names(trace);
+  int64_t pid = trace.meta_int(k::kPid).value_or(0);
   if (pid <= 0) pid = 1;  // Perfetto reserves pid 0 for the kernel's idle task
 
   // Real thread ids: every thread with raw events or scopes. The steps track takes the id
   // after the highest so it never merges with a real thread.
   std::vector<uint64_t> threads;
   {
-    Stmt s(*db, "SELECT thread FROM event_blocks UNION SELECT thread FROM scopes ORDER BY 1");
+    Stmt s(db, "SELECT thread FROM event_blocks UNION SELECT thread FROM scopes ORDER BY 1");
     while (s.step()) threads.push_back(s.u64(0));
   }
   uint64_t steps_tid = threads.empty() ? 1 : threads.back() + 1;
   bool has_steps = false;
   {
-    Stmt s(*db, "SELECT EXISTS (SELECT 1 FROM steps)");
+    Stmt s(db, "SELECT EXISTS (SELECT 1 FROM steps)");
     has_steps = s.step() && s.i64(0) != 0;
   }
 
-  Writer w(out, trace_path);
+  Writer w(out, trace.path());
   ChromeWriter cw(w, pid, tf);
   w.raw("{\"traceEvents\":[");
-  cw.metadata("process_name", 0, "name", program_name(meta_text(*db, k::kCommandLine)));
+  cw.metadata("process_name", 0, "name", program_name(trace.meta_text(k::kCommandLine)));
   for (uint64_t t : threads) {
     cw.metadata("thread_name", t, "name", "thread " + std::to_string(t));
     cw.sort_index(t, static_cast<int64_t>(t));
@@ -400,35 +373,32 @@ void export_chrome(const std::string& trace_path, std::ostream& out) {
     cw.metadata("thread_name", steps_tid, "name", "steps");
     cw.sort_index(steps_tid, -1);
   }
-  chrome_counters(store::TraceReader::open(trace_path, store::TraceReader::Require::finalized),
-                  cw, devices);
-  chrome_scopes(*db, cw, tf);
-  chrome_steps(*db, cw, tf, steps_tid);
-  chrome_instants(*db, cw, devices);
+  chrome_counters(trace.reader(), cw, devices);
+  chrome_scopes(db, cw, tf);
+  chrome_steps(db, cw, tf, steps_tid);
+  chrome_instants(db, cw, devices);
   w.raw("\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"tool\":\"tidemark\"");
-  w.raw(",\"trace\":").json_string(trace_path);
-  w.raw(",\"command_line\":").json_string(meta_text(*db, k::kCommandLine));
-  w.raw(",\"host\":").json_string(meta_text(*db, k::kHost));
-  w.raw(",\"pid\":").i64(meta_int(*db, k::kPid).value_or(0));
-  w.raw(",\"tool_version\":").json_string(meta_text(*db, k::kToolVersion));
-  w.raw(",\"start_unix_ns\":").i64(meta_int(*db, k::kStartUnixNs).value_or(0));
+  w.raw(",\"trace\":").json_string(trace.path());
+  w.raw(",\"command_line\":").json_string(trace.meta_text(k::kCommandLine));
+  w.raw(",\"host\":").json_string(trace.meta_text(k::kHost));
+  w.raw(",\"pid\":").i64(trace.meta_int(k::kPid).value_or(0));
+  w.raw(",\"tool_version\":").json_string(trace.meta_text(k::kToolVersion));
+  w.raw(",\"start_unix_ns\":").i64(trace.meta_int(k::kStartUnixNs).value_or(0));
   w.raw(",\"origin_ts_ns\":").u64(tf.origin);
-  w.raw(",\"dropped_events\":").i64(meta_int(*db, k::kDroppedCount).value_or(0));
+  w.raw(",\"dropped_events\":").i64(trace.meta_int(k::kDroppedCount).value_or(0));
   w.raw("}}\n");
   w.flush();
 }
 
-void export_csv(const std::string& trace_path, std::ostream& out) {
-  auto db = open_finalized(trace_path);
-  TimeFrame tf = time_frame(*db);
-  auto devices = device_names(*db);
+void export_csv(const Trace& trace, std::ostream& out) {
+  TimeFrame tf = time_frame(trace);
+  auto devices = device_names(trace);
   // Sites by Note [Allocation site] (trace.h), the rule `tidemark top --by site` uses.
-  Trace trace = Trace::open(trace_path);
   std::unordered_map<uint64_t, std::optional<store::ResolvedFrame>> sites;
-  Writer w(out, trace_path);
+  Writer w(out, trace.path());
   w.raw("device,addr,size,requested_size,stream,segment,pool,alloc_ns,free_requested_ns,"
         "free_completed_ns,thread,scope,category,stack,site_function,site_file,site_line\n");
-  Stmt s(*db,
+  Stmt s(trace.db(),
          "SELECT a.device, a.addr, a.size, a.requested_size, a.stream, a.segment, a.pool, "
          "a.alloc_ts, a.free_requested_ts, a.free_completed_ts, a.thread, sc.text, a.category, "
          "a.stack FROM allocations a LEFT JOIN strings sc ON sc.id = a.scope ORDER BY a.seq");
@@ -462,6 +432,48 @@ void export_csv(const std::string& trace_path, std::ostream& out) {
     w.raw("\n");
   }
   w.flush();
+}
+
+std::string_view export_format_name(ExportFormat format) {
+  switch (format) {
+    case ExportFormat::chrome:
+      return "chrome";
+    case ExportFormat::csv:
+      return "csv";
+    case ExportFormat::snapshot:
+      return "snapshot";
+  }
+  return "chrome";
+}
+
+std::optional<ExportFormat> parse_export_format(std::string_view name) {
+  for (ExportFormat f : {ExportFormat::chrome, ExportFormat::csv, ExportFormat::snapshot})
+    if (export_format_name(f) == name) return f;
+  return std::nullopt;
+}
+
+ExportResult export_to(const Trace& trace, std::ostream& out, const ExportOptions& options) {
+  ExportResult r;
+  switch (options.format) {
+    case ExportFormat::chrome:
+      export_chrome(trace, out);
+      break;
+    case ExportFormat::csv:
+      export_csv(trace, out);
+      break;
+    case ExportFormat::snapshot:
+      r.snapshot = export_snapshot(trace, out, options.snapshot);
+      break;
+  }
+  return r;
+}
+
+ExportResult export_to_file(const Trace& trace, const std::string& path,
+                            const ExportOptions& options) {
+  OutputFile file(path, {trace.path()});  // Note [Output files]
+  ExportResult r = export_to(trace, file.stream(), options);
+  file.commit();
+  return r;
 }
 
 }  // namespace tidemark::analysis

@@ -40,17 +40,17 @@
 #include <vector>
 
 #include "profiler/analysis/export.h"
-#include "profiler/analysis/sql.h"
 #include "profiler/analysis/trace.h"
 #include "profiler/importers/pickle_writer.h"
+#include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis {
 
 namespace {
 
 namespace ev = events;
-using detail::Query;
 using importers::pickle::PickleWriter;
+using store::detail::Stmt;
 
 constexpr size_t kDrainBytes = 1 << 16;
 constexpr int kBatch = 1000;  // items per APPENDS, as Python's pickler batches them
@@ -111,7 +111,7 @@ class SnapshotWriter {
     store::TraceMeta meta = trace.reader().meta();
     unix_offset_ = meta.start_unix_ns - static_cast<int64_t>(meta.start_ts_ns);
     settings_ = meta.allocator_settings;
-    Query q(trace.db(), "SELECT 1 FROM allocations WHERE category != 'unknown' LIMIT 1");
+    Stmt q(trace.db(), "SELECT 1 FROM allocations WHERE category != 'unknown' LIMIT 1");
     categories_ = options.categories && q.step();
   }
 
@@ -172,7 +172,7 @@ class SnapshotWriter {
     // Where mapped ranges are cut (Note [Snapshot export]): every end of every mapping.
     cuts_.clear();
     {
-      Query q(trace_.db(), "SELECT addr, size FROM segments WHERE device = ?1 AND kind = 'mapped'");
+      Stmt q(trace_.db(), "SELECT addr, size FROM segments WHERE device = ?1 AND kind = 'mapped'");
       q.bind(1, d.row_id);
       while (q.step()) {
         cuts_.insert(q.u64(0));
@@ -181,7 +181,7 @@ class SnapshotWriter {
     }
     // Each block's category: the one the allocations table settled on (the latest `category`
     // event while it was allocated, else the alloc's), read beside the events in seq order.
-    std::optional<Query> cats;
+    std::optional<Stmt> cats;
     if (categories_) {
       cats.emplace(trace_.db(), "SELECT seq, category FROM allocations WHERE device = ?1 ORDER BY seq");
       cats->bind(1, d.row_id);
@@ -562,13 +562,8 @@ class SnapshotWriter {
 
 }  // namespace
 
-SnapshotExport export_snapshot(const std::string& trace_path, std::ostream& out) {
-  return export_snapshot(trace_path, out, {});
-}
-
-SnapshotExport export_snapshot(const std::string& trace_path, std::ostream& out,
+SnapshotExport export_snapshot(const Trace& trace, std::ostream& out,
                                const SnapshotExportOptions& options) {
-  Trace trace = Trace::open(trace_path);
   return SnapshotWriter(trace, out, options).write();
 }
 

@@ -6,13 +6,13 @@
 #include <span>
 #include <vector>
 
-#include "profiler/analysis/sql.h"
 #include "profiler/store/event_codec.h"
+#include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis {
 
 namespace ev = events;
-using detail::Query;
+using store::detail::Stmt;
 
 namespace {
 
@@ -58,9 +58,9 @@ bool memory_change(const ev::Event& e, Change& c) {
 }  // namespace
 
 struct LiveTrace::State {
-  explicit State(const std::string& p) : path(p), db(p) {}
+  explicit State(const std::string& p) : path(p), db(p, store::detail::Db::Mode::read_only) {}
   std::string path;
-  detail::SqlDb db;
+  store::detail::Db db;
   int64_t last_block = 0;
   std::map<uint64_t, std::pair<int64_t, uint32_t>> latest;  // thread -> its latest row, events read
   uint64_t start_ts = 0, first_ts = std::numeric_limits<uint64_t>::max(), last_ts = 0;
@@ -157,14 +157,14 @@ size_t LiveTrace::poll() {
   // The latest row of each thread again when it grew (a block is stored at every commit and
   // grows until it is full: Note [Blocks grow across commits] in
   // profiler/store/trace_writer.cpp), then the rows added since.
-  Query grown(s.db, "SELECT count, data FROM event_blocks WHERE id = ? AND count > ?");
+  Stmt grown(s.db, "SELECT count, data FROM event_blocks WHERE id = ? AND count > ?");
   for (auto& [thread, latest] : s.latest) {
     grown.reset();
     grown.bind(1, latest.first).bind(2, static_cast<int64_t>(latest.second));
     if (grown.step())
       consume(latest.first, thread, static_cast<uint32_t>(grown.u64(0)), grown.blob(1), latest.second);
   }
-  Query added(s.db, "SELECT id, thread, count, data FROM event_blocks WHERE id > ? ORDER BY id");
+  Stmt added(s.db, "SELECT id, thread, count, data FROM event_blocks WHERE id > ? ORDER BY id");
   added.bind(1, s.last_block);
   while (added.step())
     consume(added.i64(0), added.u64(1), static_cast<uint32_t>(added.u64(2)), added.blob(3), 0);
@@ -241,7 +241,7 @@ Growth LiveTrace::step_growth(size_t device, size_t done, size_t window, bool re
 }
 
 bool LiveTrace::finalized() const {
-  Query q(s_->db, "SELECT value FROM meta WHERE key = 'finalized'");
+  Stmt q(s_->db, "SELECT value FROM meta WHERE key = 'finalized'");
   return q.step() && q.i64(0) == 1;
 }
 

@@ -6,12 +6,13 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "profiler/analysis/sql.h"
+#include "profiler/store/meta_keys.h"
+#include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis {
 
 namespace ev = events;
-using detail::Query;
+using store::detail::Stmt;
 
 std::string_view group_by_name(GroupBy g) {
   switch (g) {
@@ -219,7 +220,7 @@ std::optional<TimePoint> peak_point(const Trace& trace, int64_t device) {
 }
 
 TimePoint step_point(const Trace& trace, int64_t number) {
-  Query q(trace.db(), "SELECT ts FROM steps WHERE number = ? ORDER BY ts LIMIT 1");
+  Stmt q(trace.db(), "SELECT ts FROM steps WHERE number = ? ORDER BY ts LIMIT 1");
   q.bind(1, number);
   if (!q.step()) throw std::invalid_argument("no step " + std::to_string(number) + " in the trace");
   return TimePoint{q.u64(0), std::nullopt};
@@ -228,7 +229,7 @@ TimePoint step_point(const Trace& trace, int64_t number) {
 std::vector<std::pair<int64_t, uint64_t>> step_starts(const Trace& trace) {
   std::vector<std::pair<int64_t, uint64_t>> steps;
   if (!trace.db().table_exists("steps")) return steps;
-  Query q(trace.db(), "SELECT number, ts FROM steps ORDER BY ts, seq");
+  Stmt q(trace.db(), "SELECT number, ts FROM steps ORDER BY ts, seq");
   while (q.step()) steps.emplace_back(q.i64(0), q.u64(1));
   return steps;
 }
@@ -272,9 +273,10 @@ DeviceSummary summarize_device(const Trace& trace, const DeviceRef& device) {
     if (trace.imported_snapshot()) {
       // Note [Estimated block sizes]: a snapshot knows the size of the blocks still active at
       // its end (`segments`); every other block's size is estimated from its request.
-      Query q(trace.db(),
-              "SELECT COUNT(*) FROM allocations WHERE device = ? AND alloc_ts <= ? AND "
-              "(free_requested_ts IS NULL OR free_requested_ts > ?) AND free_completed_ts IS NOT NULL");
+      Stmt q(
+          trace.db(),
+          "SELECT COUNT(*) FROM allocations WHERE device = ? AND alloc_ts <= ? AND "
+          "(free_requested_ts IS NULL OR free_requested_ts > ?) AND free_completed_ts IS NOT NULL");
       q.bind(1, id).bind(2, p->ts_ns).bind(3, p->ts_ns);
       if (q.step()) s.peak_allocated_estimated_blocks = q.u64(0);
     }
@@ -289,7 +291,7 @@ DeviceSummary summarize_device(const Trace& trace, const DeviceRef& device) {
     s.final_active_bytes = last->active;
   }
   auto count = [&](const char* sql) {
-    Query q(trace.db(), sql);
+    Stmt q(trace.db(), sql);
     q.bind(1, id);
     return q.step() ? q.u64(0) : 0;
   };
@@ -297,9 +299,9 @@ DeviceSummary summarize_device(const Trace& trace, const DeviceRef& device) {
   s.segment_alloc_count = count("SELECT COUNT(DISTINCT seq) FROM segments WHERE device = ?");
   s.oom_count = count("SELECT COUNT(*) FROM allocator_events WHERE device = ? AND kind = 'oom'");
   s.sync_count = count("SELECT COUNT(*) FROM syncs WHERE device = ?");
-  Query q(trace.db(),
-          "SELECT COUNT(*), TOTAL(size) FROM allocations WHERE device = ? AND "
-          "free_requested_ts IS NULL");
+  Stmt q(trace.db(),
+         "SELECT COUNT(*), TOTAL(size) FROM allocations WHERE device = ? AND "
+         "free_requested_ts IS NULL");
   q.bind(1, id);
   if (q.step()) {
     s.leaked_count = q.u64(0);
@@ -312,8 +314,8 @@ Summary summarize(const Trace& trace, const SummaryOptions& options) {
   const store::TraceReader& r = trace.reader();
   Summary s;
   s.path = trace.path();
-  s.schema_version = store::kSchemaVersion;
-  if (auto v = r.meta_value("schema_version")) s.schema_version = std::atoi(v->c_str());
+  s.schema_version = static_cast<int>(
+      trace.meta_int(store::meta_keys::kSchemaVersion).value_or(store::kSchemaVersion));
   store::TraceMeta meta = r.meta();
   s.tool_version = meta.tool_version;
   s.command_line = meta.command_line;
@@ -328,7 +330,7 @@ Summary summarize(const Trace& trace, const SummaryOptions& options) {
   s.event_count = r.event_count();
   s.dropped_count = r.dropped_count();
   {
-    Query q(trace.db(), "SELECT COUNT(*) FROM steps");
+    Stmt q(trace.db(), "SELECT COUNT(*) FROM steps");
     if (q.step()) s.step_count = q.u64(0);
   }
   for (const DeviceRef& d : trace.devices())
@@ -498,29 +500,11 @@ Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& req
   return once.timeline(trace, device, request);
 }
 
-std::vector<TensorInfo> tensors_live_at(const Trace& trace, uint64_t ts) {
-  Query q(trace.db(),
-          "SELECT tensor_id, storage_id, base_id, device, sizes, strides, storage_offset, dtype, "
-          "op, create_ts, stack FROM tensors WHERE create_ts <= ?1 AND (release_ts IS NULL OR "
-          "release_ts > ?1) ORDER BY create_ts, tensor_id");
-  q.bind(1, ts);
-  std::vector<TensorInfo> out;
-  while (q.step()) {
-    TensorInfo t;
-    t.tensor_id = q.u64(0);
-    t.storage_id = q.u64(1);
-    t.base_id = q.u64(2);
-    t.device_id = q.i64(3);
-    t.sizes = q.text(4);
-    t.strides = q.text(5);
-    t.storage_offset = q.i64(6);
-    t.dtype = trace.reader().string(q.u64(7));
-    t.op = trace.reader().string(q.u64(8));
-    t.create_ts = q.u64(9);
-    t.stack_id = q.u64(10);
-    out.push_back(std::move(t));
-  }
-  return out;
+std::vector<TensorRecord> tensors_live_at(const Trace& trace, uint64_t ts) {
+  return tensors_where(trace,
+                       "WHERE t.create_ts <= ?1 AND (t.release_ts IS NULL OR t.release_ts > ?1) "
+                       "ORDER BY t.create_ts, t.tensor_id",
+                       {static_cast<int64_t>(ts)});
 }
 
 }  // namespace tidemark::analysis

@@ -202,16 +202,7 @@ class TimelineCache {
 // Every step event as (number, absolute ts), by time; empty when the trace has no steps table.
 std::vector<std::pair<int64_t, uint64_t>> step_starts(const Trace& trace);
 
-// Tensors and views alive at `ts` (absolute).
-struct TensorInfo {
-  uint64_t tensor_id = 0, storage_id = 0, base_id = 0;  // base_id 0: not a view
-  int64_t device_id = 0;
-  std::string sizes, strides;  // JSON arrays
-  int64_t storage_offset = 0;
-  std::string dtype, op;
-  uint64_t create_ts = 0;
-  uint64_t stack_id = 0;
-};
-std::vector<TensorInfo> tensors_live_at(const Trace& trace, uint64_t ts);
+// Tensors and views alive at `ts` (absolute), by creation time.
+std::vector<TensorRecord> tensors_live_at(const Trace& trace, uint64_t ts);
 
 }  // namespace tidemark::analysis

@@ -5,16 +5,17 @@
 #include <map>
 #include <optional>
 
-#include "profiler/analysis/sql.h"
+#include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis {
 
-using detail::Query;
+using store::detail::Stmt;
 
 std::optional<std::string> steps_inferred_from(const Trace& trace) {
   constexpr std::string_view kPrefix = "inferred from ";
-  Query q(trace.db(),
-          "SELECT s.text FROM steps JOIN strings s ON s.id = steps.name ORDER BY steps.ts, steps.seq LIMIT 1");
+  Stmt q(trace.db(),
+         "SELECT s.text FROM steps JOIN strings s ON s.id = steps.name ORDER BY steps.ts, "
+         "steps.seq LIMIT 1");
   if (!q.step() || q.is_null(0)) return std::nullopt;
   std::string name = q.text(0);
   if (!name.starts_with(kPrefix)) return std::nullopt;
@@ -23,12 +24,11 @@ std::optional<std::string> steps_inferred_from(const Trace& trace) {
 
 std::vector<StepStats> step_stats(const Trace& trace, int64_t device) {
   std::vector<StepStats> out;
-  Query steps(trace.db(), "SELECT number, ts, end_ts FROM steps ORDER BY ts, seq");
-  Query allocs(trace.db(),
-               "SELECT COUNT(*), TOTAL(size) FROM allocations WHERE device = ? AND alloc_ts >= ? "
-               "AND alloc_ts < ?");
-  Query syncs(trace.db(),
-              "SELECT COUNT(*), TOTAL(duration_ns) FROM syncs WHERE ts >= ? AND ts < ?");
+  Stmt steps(trace.db(), "SELECT number, ts, end_ts FROM steps ORDER BY ts, seq");
+  Stmt allocs(trace.db(),
+              "SELECT COUNT(*), TOTAL(size) FROM allocations WHERE device = ? AND alloc_ts >= ? "
+              "AND alloc_ts < ?");
+  Stmt syncs(trace.db(), "SELECT COUNT(*), TOTAL(duration_ns) FROM syncs WHERE ts >= ? AND ts < ?");
   while (steps.step()) {
     StepStats s;
     s.number = steps.i64(0);
@@ -104,7 +104,7 @@ Growth growth(const Trace& trace, int64_t device) {
 
 SyncReport syncs(const Trace& trace, size_t limit) {
   SyncReport r;
-  Query q(trace.db(), "SELECT kind, duration_ns, stack, ts FROM syncs ORDER BY ts, seq");
+  Stmt q(trace.db(), "SELECT kind, duration_ns, stack, ts FROM syncs ORDER BY ts, seq");
   std::map<std::string, uint64_t> kinds;
   std::map<std::string, SyncSite> sites;
   std::map<std::string, std::map<std::string, uint64_t>> site_kinds;
@@ -144,7 +144,7 @@ SyncReport syncs(const Trace& trace, size_t limit) {
   // whatever the program did after its loop (a final loss read, evaluation, teardown). The
   // busiest step is therefore chosen among complete steps; the last one counts only when it
   // is the only step.
-  Query steps(trace.db(), "SELECT number, ts, end_ts FROM steps ORDER BY ts, seq");
+  Stmt steps(trace.db(), "SELECT number, ts, end_ts FROM steps ORDER BY ts, seq");
   std::optional<std::pair<int64_t, uint64_t>> open;  // the last step: number, syncs
   while (steps.step()) {
     uint64_t t0 = steps.u64(1);
@@ -171,9 +171,9 @@ SyncReport syncs(const Trace& trace, size_t limit) {
 std::vector<SyncEvent> sync_events(const Trace& trace, uint64_t from_ts, uint64_t to_ts) {
   std::vector<SyncEvent> out;
   if (!trace.db().table_exists("syncs")) return out;
-  Query q(trace.db(),
-          "SELECT ts, duration_ns, seq, device, kind, stream, thread, stack FROM syncs "
-          "WHERE ts >= ? AND ts <= ? ORDER BY ts, seq");
+  Stmt q(trace.db(),
+         "SELECT ts, duration_ns, seq, device, kind, stream, thread, stack FROM syncs "
+         "WHERE ts >= ? AND ts <= ? ORDER BY ts, seq");
   q.bind(1, from_ts).bind(2, std::min<uint64_t>(to_ts, INT64_MAX));
   while (q.step()) {
     SyncEvent e;

@@ -13,13 +13,11 @@
 #include <string_view>
 #include <vector>
 
+#include "profiler/analysis/site_rule.h"
+#include "profiler/analysis/units.h"
 #include "profiler/store/trace_reader.h"
 
 namespace tidemark::analysis {
-
-namespace detail {
-class SqlDb;
-}
 
 // A device of the trace: `id` is the `devices.id` the derived tables use; `name` is "cpu" or
 // "cuda:0"; `description` the recorded name ("cuda:0 (NVIDIA H200)").
@@ -53,8 +51,7 @@ struct DeviceRef {
 // the caller (the worker's loop, not std::thread's trampoline), then the outermost that is not
 // the runtime's, then the innermost resolved frame, then the innermost address ("0x..."); no
 // stack gives "(no stack)". With Frames::all (`--frames all`) the site is the innermost resolved
-// frame, library or not.
-enum class Frames : uint8_t { user, all };
+// frame, library or not. site_rule.h holds the rule.
 
 struct Site {
   std::string key;    // "function@file" (no line, so a diff survives edits that move lines)
@@ -78,6 +75,11 @@ class Trace {
   // The last event's time (meta last_ts_ns), else the recording end, else the origin.
   uint64_t end_ns() const { return end_ns_; }
   uint64_t duration_ns() const { return end_ns_ - origin_ns_; }
+
+  // A value of the `meta` table (the keys: store/meta_keys.h): its text ("" when absent), or
+  // its integer (empty when absent or not an integer).
+  std::string meta_text(const char* key) const;
+  std::optional<int64_t> meta_int(const char* key) const;
 
   const std::vector<DeviceRef>& devices() const { return devices_; }
   // "cpu", "cuda:0", "cuda" (cuda:0), or the recorded description. Throws std::invalid_argument
@@ -114,12 +116,13 @@ class Trace {
   // their outer callers. Never in an imported snapshot, whose depth is no capture limit.
   bool stack_truncated(uint64_t stack_id) const;
 
-  const detail::SqlDb& db() const { return *db_; }
+  // The trace's one connection (the reader's), for the analysis library's own queries on the
+  // derived tables (profiler/store/sqlite_db.h; not installed API).
+  store::detail::Db& db() const { return reader_->db(); }
 
  private:
   Trace() = default;
   std::unique_ptr<store::TraceReader> reader_;
-  std::unique_ptr<detail::SqlDb> db_;
   uint64_t origin_ns_ = 0, end_ns_ = 0;
   int stack_depth_ = 0;
   bool imported_ = false;  // an imported PyTorch snapshot (meta command_line pytorch-snapshot:...)
@@ -132,6 +135,35 @@ class Trace {
   const std::vector<store::ResolvedFrame>& frames(uint64_t ip) const;
 };
 
-std::string device_name(events::DeviceId id);
+// A row of the `tensors` table (docs/trace-format.md): a tensor or view, dtype and op resolved.
+// (events::TensorInfo is the event that records one.)
+struct TensorRecord {
+  uint64_t tensor_id = 0, storage_id = 0, base_id = 0;  // base_id 0: not a view
+  int64_t device_id = 0;
+  std::string sizes, strides;  // JSON arrays
+  int64_t storage_offset = 0;
+  std::string dtype, op;
+  uint64_t create_ts = 0;              // absolute
+  std::optional<uint64_t> release_ts;  // absolute; empty: alive at the end of the trace
+  uint64_t stack_id = 0;
+  std::string site;  // Note [Allocation site] of its creation: filled by the details (details.h)
+  bool is_view() const { return base_id != 0; }
+};
+// Rows of `tensors` selected by an SQL tail ("WHERE ... ORDER BY ..." on `tensors t`), its ?1,
+// ?2, ... bound to `params` in order; empty when the trace has no tensors table.
+std::vector<TensorRecord> tensors_where(const Trace& trace, const std::string& where,
+                                        const std::vector<int64_t>& params);
+
+// Note [Matching devices]
+// Two traces (a diff, a baseline check, a comparison) speak of the same device when the devices
+// have the same name ("cpu", "cuda:0"): the recorded description or the `devices.id` may differ
+// between runs of one program.
+struct DeviceMatch {
+  std::string name;
+  const DeviceRef* a = nullptr;  // null: the device is only in `b`
+  const DeviceRef* b = nullptr;  // null: only in `a`
+};
+// The devices of `a`, in its order, then those only in `b`, each with its counterpart.
+std::vector<DeviceMatch> match_devices(const Trace& a, const Trace& b);
 
 }  // namespace tidemark::analysis

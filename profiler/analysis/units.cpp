@@ -108,4 +108,10 @@ std::string format_duration(uint64_t ns) {
   return buf;
 }
 
+std::string device_name(events::DeviceId id) {
+  std::string type = id.type == events::DeviceType::cuda ? "cuda" : "cpu";
+  if (id.type == events::DeviceType::cpu && id.index == 0) return type;
+  return type + ":" + std::to_string(id.index);
+}
+
 }  // namespace tidemark::analysis

@@ -1,10 +1,12 @@
-// Sizes and times as people write them on a command line, and back.
+// Sizes, times and devices as people write and read them.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "profiler/events/events.h"
 
 namespace tidemark::analysis {
 
@@ -22,5 +24,8 @@ std::string format_duration(uint64_t ns);
 // A time since the trace's origin as people read it: "2.053 s"; in a trace whose times are
 // the order of a snapshot's entries (Trace::synthetic_times), "event 5553".
 std::string format_time_point(uint64_t rel_ns, bool synthetic_times, int decimals = 3);
+
+// "cpu" (cpu:0), "cpu:1", "cuda:0": a device as every report and export names it.
+std::string device_name(events::DeviceId id);
 
 }  // namespace tidemark::analysis

@@ -156,13 +156,52 @@ struct NameInfo {
   uint64_t value = 0;  // step number for `step`; domain id for NVTX scopes
 };
 
+// Which member of Event's union a kind fills. Consumers switch on payload_of(e.kind) rather
+// than list the kinds of each payload again.
+enum class Payload : uint8_t { block, allocator, storage, tensor, category, sync, memcpy, name };
+
+constexpr Payload payload_of(Kind k) {
+  switch (k) {
+    case Kind::segment_alloc:
+    case Kind::segment_free:
+    case Kind::segment_map:
+    case Kind::segment_unmap:
+    case Kind::alloc:
+    case Kind::free_requested:
+    case Kind::free_completed:
+      return Payload::block;
+    case Kind::empty_cache:
+    case Kind::alloc_retry:
+    case Kind::oom:
+      return Payload::allocator;
+    case Kind::storage_create:
+    case Kind::storage_release:
+      return Payload::storage;
+    case Kind::tensor_create:
+    case Kind::tensor_release:
+      return Payload::tensor;
+    case Kind::category:
+      return Payload::category;
+    case Kind::sync:
+      return Payload::sync;
+    case Kind::memcpy:
+      return Payload::memcpy;
+    case Kind::scope_push:
+    case Kind::scope_pop:
+    case Kind::step:
+    case Kind::mark:
+      return Payload::name;
+  }
+  return Payload::name;
+}
+
 struct Event {
   Kind kind = Kind::mark;
   uint64_t ts_ns = 0;      // steady clock
   uint64_t thread_id = 0;  // small integer, stable per thread
   uint64_t seq = 0;        // global order of emission
   DeviceId device;
-  union {
+  union {  // the member payload_of(kind) names
     BlockInfo block;
     AllocatorInfo allocator;
     StorageInfo storage;
@@ -175,12 +214,28 @@ struct Event {
   Event() : block() {}
 };
 
+// Note [Stamped events]
+// Some events are emitted away from the call that caused them: interpose parses CUPTI's
+// activity records on a thread of its own, long after the CUDA call they describe. Such a
+// producer takes the events' order at the call (reserve_seq), keeps the calling thread's id and
+// the native stack it captured there, and later hands the event over with dispatch_stamped():
+// stamped with that thread and sequence number, and delivered to Sink::on_stamped_event with
+// that stack, so a sink that records stacks keeps the call's rather than capturing the
+// delivering thread's. Sinks that capture no stacks see it as any other event.
+
 // A consumer of events. on_event may be called concurrently from many threads and must not
 // throw; Note [Event lifetime] says what it may keep.
 class Sink {
  public:
   virtual ~Sink() = default;
   virtual void on_event(const Event& e) noexcept = 0;
+  // An event handed over by dispatch_stamped (Note [Stamped events]) with the native stack
+  // captured at its cause, innermost return address first (empty: none). The stack, like the
+  // event, is valid during the call only.
+  virtual void on_stamped_event(const Event& e, std::span<const uint64_t> stack) noexcept {
+    (void)stack;
+    on_event(e);
+  }
 };
 
 // ---- Dispatch -------------------------------------------------------------------------
@@ -231,11 +286,14 @@ inline bool kernel_uses_tsc() noexcept {
 #endif
 }
 
-// Measures the TSC rate against steady_clock over ~2 ms. Idempotent.
+}  // namespace detail
+
+// Measures the TSC rate against steady_clock over ~2 ms. Idempotent. add_sink() calls it; a
+// sink that stamps a time before it is installed (the recorder's start) calls it first.
 inline void calibrate_clock() noexcept {
 #if defined(__x86_64__)
   static std::atomic<bool> once{false};
-  if (once.exchange(true) || !kernel_uses_tsc()) return;
+  if (once.exchange(true) || !detail::kernel_uses_tsc()) return;
   uint64_t ns_a = steady_ns(), tsc_a = __builtin_ia32_rdtsc();
   uint64_t ns_b = ns_a, tsc_b = tsc_a;
   while (ns_b - ns_a < 2'000'000) {
@@ -243,14 +301,13 @@ inline void calibrate_clock() noexcept {
     tsc_b = __builtin_ia32_rdtsc();
   }
   if (tsc_b <= tsc_a) return;
-  g_tsc.mult = static_cast<uint64_t>((static_cast<unsigned __int128>(ns_b - ns_a) << 32) /
-                                     (tsc_b - tsc_a));
-  g_tsc.tsc0 = tsc_b;
-  g_tsc.ns0 = ns_b;
-  g_tsc.ready.store(true, std::memory_order_release);
+  detail::g_tsc.mult =
+      static_cast<uint64_t>((static_cast<unsigned __int128>(ns_b - ns_a) << 32) / (tsc_b - tsc_a));
+  detail::g_tsc.tsc0 = tsc_b;
+  detail::g_tsc.ns0 = ns_b;
+  detail::g_tsc.ready.store(true, std::memory_order_release);
 #endif
 }
-}  // namespace detail
 
 // Steady-clock nanoseconds (Note [Event clock]).
 inline uint64_t now_ns() noexcept {
@@ -272,7 +329,7 @@ inline bool enabled() noexcept {
 
 // Installs a sink; returns false when all slots are taken. The caller keeps ownership.
 inline bool add_sink(Sink* s) noexcept {
-  detail::calibrate_clock();
+  calibrate_clock();
   for (int i = 0; i < kMaxSinks; ++i) {
     Sink* expected = nullptr;
     if (detail::g_sinks[i].compare_exchange_strong(expected, s)) {
@@ -309,11 +366,12 @@ inline uint64_t current_thread_id() noexcept {
 // events for one decision (free_requested + free_completed) may set ts_ns itself so they
 // share one clock read; 0 means "now".
 namespace detail {
-// Hands a stamped event to every installed sink.
-inline void deliver(const Event& e) noexcept {
+// Calls fn(sink) for every installed sink.
+template <class F>
+inline void for_each_sink(F&& fn) noexcept {
   const int end = g_slot_end.load(std::memory_order_acquire);
   for (int i = 0; i < end; ++i) {
-    if (Sink* s = g_sinks[i].load(std::memory_order_acquire)) s->on_event(e);
+    if (Sink* s = g_sinks[i].load(std::memory_order_acquire)) fn(*s);
   }
 }
 }  // namespace detail
@@ -322,7 +380,24 @@ inline void dispatch(Event& e) noexcept {
   if (e.ts_ns == 0) e.ts_ns = now_ns();
   e.thread_id = current_thread_id();
   e.seq = detail::g_seq.fetch_add(1, std::memory_order_relaxed);
-  detail::deliver(e);
+  detail::for_each_sink([&](Sink& s) { s.on_event(e); });
+}
+
+// Takes n consecutive sequence numbers now and returns the first (Note [Stamped events]).
+inline uint64_t reserve_seq(uint64_t n) noexcept {
+  return detail::g_seq.fetch_add(n, std::memory_order_relaxed);
+}
+
+// Delivers `e` as dispatch() does, but stamped with `thread_id` (the causing thread's
+// current_thread_id()) and `seq` (one reserve_seq gave, each used once), with `stack` to
+// Sink::on_stamped_event (Note [Stamped events]). ts_ns 0 means "now". Call only after
+// checking enabled().
+inline void dispatch_stamped(Event& e, uint64_t thread_id, uint64_t seq,
+                             std::span<const uint64_t> stack = {}) noexcept {
+  if (e.ts_ns == 0) e.ts_ns = now_ns();
+  e.thread_id = thread_id;
+  e.seq = seq;
+  detail::for_each_sink([&](Sink& s) { s.on_stamped_event(e, stack); });
 }
 
 }  // namespace tidemark::events

@@ -38,6 +38,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -150,14 +151,6 @@ struct LastStack {
 };
 thread_local LastStack t_last_stack;
 
-// A stack given by dispatch_with_stack for the event being dispatched on this thread.
-struct GivenStack {
-  bool active = false;
-  int n = 0;
-  const uint64_t* ips = nullptr;
-};
-thread_local GivenStack t_given_stack;
-
 std::string read_cmdline() {
   std::ifstream f("/proc/self/cmdline", std::ios::binary);
   std::string raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -207,7 +200,15 @@ class Recorder final : public ev::Sink {
   void on_event(const ev::Event& e) noexcept override {
     inflight_.fetch_add(1, std::memory_order_seq_cst);
     if (active_.load(std::memory_order_seq_cst) && (opts_.tensors || !is_tensor_event(e.kind)))
-      record(e);
+      record(e, nullptr);
+    inflight_.fetch_sub(1, std::memory_order_release);
+  }
+
+  // Note [Stamped events] (events.h): the stack captured at the event's cause, not here.
+  void on_stamped_event(const ev::Event& e, std::span<const uint64_t> stack) noexcept override {
+    inflight_.fetch_add(1, std::memory_order_seq_cst);
+    if (active_.load(std::memory_order_seq_cst) && (opts_.tensors || !is_tensor_event(e.kind)))
+      record(e, &stack);
     inflight_.fetch_sub(1, std::memory_order_release);
   }
 
@@ -274,16 +275,17 @@ class Recorder final : public ev::Sink {
     return r;
   }
 
-  void record(const ev::Event& e) noexcept {
+  // `given`: the stack of a stamped event (Note [Stamped events]); null: capture one here.
+  void record(const ev::Event& e, const std::span<const uint64_t>* given) noexcept {
     // Note [Shared stacks]: a new tensor is an alloc, then its storage_create, then its
     // tensor_create, back to back on one thread and from one call site, so the three share
     // one captured stack.
     const uint64_t* ips = nullptr;
     int n_ips = 0;
-    if (t_given_stack.active) {
+    if (given) {
       if (opts_.stack_depth > 0 && wants_stack(e.kind)) {
-        ips = t_given_stack.ips;
-        n_ips = std::min(t_given_stack.n, opts_.stack_depth);
+        ips = given->data();
+        n_ips = std::min(static_cast<int>(given->size()), opts_.stack_depth);
       }
       t_last_stack.recorder = nullptr;  // nothing captured here for the next event to share
     } else if (opts_.stack_depth > 0 && wants_stack(e.kind)) {
@@ -296,24 +298,16 @@ class Recorder final : public ev::Sink {
       n_ips = last.n;
     }
     t_last_stack.kind = e.kind;
-    if (!t_given_stack.active) t_last_stack.recorder = this;
+    if (!given) t_last_stack.recorder = this;
     std::string_view s1, s2;
     std::span<const int64_t> sizes, strides;
-    switch (e.kind) {
-      case ev::Kind::tensor_create:
-        s1 = e.tensor.dtype;
-        s2 = e.tensor.op;
-        sizes = e.tensor.sizes;
-        strides = e.tensor.strides;
-        break;
-      case ev::Kind::scope_push:
-      case ev::Kind::scope_pop:
-      case ev::Kind::step:
-      case ev::Kind::mark:
-        s1 = e.name.name;
-        break;
-      default:
-        break;
+    if (e.kind == ev::Kind::tensor_create) {
+      s1 = e.tensor.dtype;
+      s2 = e.tensor.op;
+      sizes = e.tensor.sizes;
+      strides = e.tensor.strides;
+    } else if (ev::payload_of(e.kind) == ev::Payload::name) {
+      s1 = e.name.name;
     }
     s1 = s1.substr(0, kMaxString);
     s2 = s2.substr(0, kMaxString);
@@ -533,13 +527,8 @@ class Recorder final : public ev::Sink {
         e.tensor.dtype = {};
         e.tensor.op = {};
         break;
-      case ev::Kind::scope_push:
-      case ev::Kind::scope_pop:
-      case ev::Kind::step:
-      case ev::Kind::mark:
-        e.name.name = s1;
-        break;
       default:
+        if (ev::payload_of(e.kind) == ev::Payload::name) e.name.name = s1;
         break;
     }
     uint64_t stack_id = 0;
@@ -646,7 +635,7 @@ void start(const Options& options) {
   meta.start_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count();
-  ev::detail::calibrate_clock();
+  ev::calibrate_clock();
   meta.start_ts_ns = ev::now_ns();
   uint64_t ram = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   meta.devices.push_back({ev::DeviceId{ev::DeviceType::cpu, 0}, "cpu", ram});
@@ -691,20 +680,6 @@ RecordingStats stop() {
 void flush(bool commit) {
   std::lock_guard<std::mutex> lock(g_control_mu);
   if (g_current) g_current->flush(commit);
-}
-
-void dispatch_with_stack(ev::Event& e, uint64_t thread_id, uint64_t seq, const uint64_t* ips,
-                         int n_ips) noexcept {
-  if (e.ts_ns == 0) e.ts_ns = ev::now_ns();
-  e.thread_id = thread_id;
-  e.seq = seq;
-  t_given_stack = {true, ips ? std::max(n_ips, 0) : 0, ips};
-  ev::detail::deliver(e);
-  t_given_stack = {};
-}
-
-uint64_t reserve_seq(uint64_t n) noexcept {
-  return ev::detail::g_seq.fetch_add(n, std::memory_order_relaxed);
 }
 
 bool is_recording() {

@@ -43,19 +43,6 @@ bool is_recording();
 // `commit` until it is committed to the file.
 void flush(bool commit = true);
 
-// Events emitted away from the call that caused them (interpose: CUPTI activity records are
-// parsed on a thread of its own, long after the CUDA call they describe).
-//
-// reserve_seq(n) takes n consecutive sequence numbers now (returns the first), at the call;
-// dispatch_with_stack() later delivers `e` to the sinks as events::dispatch() would, but stamped
-// with the calling thread's id (its events::current_thread_id()), one of those numbers (each
-// used once), and the native stack `ips` captured at the call (innermost first, as
-// capture_stack gives them; n_ips may be 0 for none) instead of the emitting thread's. So seq
-// order stays the order of the calls, and the stack is the call's, cut to the recording's depth.
-uint64_t reserve_seq(uint64_t n) noexcept;
-void dispatch_with_stack(events::Event& e, uint64_t thread_id, uint64_t seq, const uint64_t* ips,
-                         int n_ips) noexcept;
-
 // Finalizes a trace written earlier (a crashed run, or one recorded with finalize off),
 // symbolizing its stacks from the module list stored in it; a trace of an older schema that
 // store::finalize upgrades is upgraded. Throws store::StoreError.

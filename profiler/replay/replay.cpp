@@ -21,21 +21,8 @@ namespace ev = tidemark::events;
 namespace mem = tl::memory;
 
 bool is_allocator_event(ev::Kind k) {
-  switch (k) {
-    case ev::Kind::segment_alloc:
-    case ev::Kind::segment_free:
-    case ev::Kind::segment_map:
-    case ev::Kind::segment_unmap:
-    case ev::Kind::alloc:
-    case ev::Kind::free_requested:
-    case ev::Kind::free_completed:
-    case ev::Kind::empty_cache:
-    case ev::Kind::alloc_retry:
-    case ev::Kind::oom:
-      return true;
-    default:
-      return false;
-  }
+  const ev::Payload p = ev::payload_of(k);
+  return p == ev::Payload::block || p == ev::Payload::allocator;
 }
 
 namespace {

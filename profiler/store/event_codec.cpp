@@ -123,14 +123,8 @@ void BlockEncoder::add(const ev::Event& e, uint64_t stack_id, uint64_t str_a, ui
     prev_stack_ = stack_id;
   }
 
-  switch (e.kind) {
-    case ev::Kind::segment_alloc:
-    case ev::Kind::segment_free:
-    case ev::Kind::segment_map:
-    case ev::Kind::segment_unmap:
-    case ev::Kind::alloc:
-    case ev::Kind::free_requested:
-    case ev::Kind::free_completed: {
+  switch (ev::payload_of(e.kind)) {
+    case ev::Payload::block: {
       const ev::BlockInfo& b = e.block;
       p = put(p, delta(b.addr, prev_addr_));
       prev_addr_ = b.addr;
@@ -141,17 +135,14 @@ void BlockEncoder::add(const ev::Event& e, uint64_t stack_id, uint64_t str_a, ui
       *p++ = static_cast<uint8_t>(static_cast<uint8_t>(b.pool) | (static_cast<uint8_t>(b.category) << 1));
       break;
     }
-    case ev::Kind::empty_cache:
-    case ev::Kind::alloc_retry:
-    case ev::Kind::oom: {
+    case ev::Payload::allocator: {
       const ev::AllocatorInfo& a = e.allocator;
       for (uint64_t v : {a.requested_size, a.stream, a.device_free, a.device_total, a.allocated,
                          a.reserved, a.released})
         p = put(p, v);
       break;
     }
-    case ev::Kind::storage_create:
-    case ev::Kind::storage_release: {
+    case ev::Payload::storage: {
       const ev::StorageInfo& s = e.storage;
       p = put(p, delta(s.storage_id, prev_storage_));
       prev_storage_ = s.storage_id;
@@ -160,8 +151,7 @@ void BlockEncoder::add(const ev::Event& e, uint64_t stack_id, uint64_t str_a, ui
       p = put_size(p, s.nbytes);
       break;
     }
-    case ev::Kind::tensor_create:
-    case ev::Kind::tensor_release: {
+    case ev::Payload::tensor: {
       const ev::TensorInfo& t = e.tensor;
       p = put(p, delta(t.tensor_id, prev_tensor_));
       p = put(p, delta(t.storage_id, prev_storage_));
@@ -177,17 +167,17 @@ void BlockEncoder::add(const ev::Event& e, uint64_t stack_id, uint64_t str_a, ui
       p = put(p, str_b);
       break;
     }
-    case ev::Kind::category:
+    case ev::Payload::category:
       p = put(p, delta(e.category.addr, prev_addr_));
       prev_addr_ = e.category.addr;
       *p++ = static_cast<uint8_t>(e.category.category);
       break;
-    case ev::Kind::sync:
+    case ev::Payload::sync:
       *p++ = static_cast<uint8_t>(e.sync.kind);
       p = put(p, e.sync.stream);
       p = put(p, e.sync.duration_ns);
       break;
-    case ev::Kind::memcpy: {
+    case ev::Payload::memcpy: {
       const ev::MemcpyInfo& m = e.memcpy;
       *p++ = static_cast<uint8_t>(static_cast<uint8_t>(m.direction) | (m.pinned ? 4 : 0) |
                                   (m.async ? 8 : 0));
@@ -195,10 +185,7 @@ void BlockEncoder::add(const ev::Event& e, uint64_t stack_id, uint64_t str_a, ui
       p = put(p, m.stream);
       break;
     }
-    case ev::Kind::scope_push:
-    case ev::Kind::scope_pop:
-    case ev::Kind::step:
-    case ev::Kind::mark:
+    case ev::Payload::name:
       p = put(p, str_a);
       p = put(p, e.name.value);
       break;
@@ -263,14 +250,8 @@ void decode_encoded_block(std::span<const uint8_t> data, uint64_t thread, uint32
       prev_stack += static_cast<uint64_t>(r.svar());
       d.stack_id = prev_stack;
     }
-    switch (e.kind) {
-      case ev::Kind::segment_alloc:
-      case ev::Kind::segment_free:
-      case ev::Kind::segment_map:
-      case ev::Kind::segment_unmap:
-      case ev::Kind::alloc:
-      case ev::Kind::free_requested:
-      case ev::Kind::free_completed: {
+    switch (ev::payload_of(e.kind)) {
+      case ev::Payload::block: {
         ev::BlockInfo& b = e.block;
         b.addr = prev_addr += static_cast<uint64_t>(r.svar());
         b.size = r.size();
@@ -283,9 +264,7 @@ void decode_encoded_block(std::span<const uint8_t> data, uint64_t thread, uint32
         b.category = static_cast<ev::Category>(pc >> 1);
         break;
       }
-      case ev::Kind::empty_cache:
-      case ev::Kind::alloc_retry:
-      case ev::Kind::oom: {
+      case ev::Payload::allocator: {
         ev::AllocatorInfo& a = e.allocator;
         e.allocator = {};
         a.requested_size = r.var();
@@ -297,16 +276,14 @@ void decode_encoded_block(std::span<const uint8_t> data, uint64_t thread, uint32
         a.released = r.var();
         break;
       }
-      case ev::Kind::storage_create:
-      case ev::Kind::storage_release: {
+      case ev::Payload::storage: {
         e.storage = {};
         e.storage.storage_id = prev_storage += static_cast<uint64_t>(r.svar());
         e.storage.addr = prev_addr += static_cast<uint64_t>(r.svar());
         e.storage.nbytes = r.size();
         break;
       }
-      case ev::Kind::tensor_create:
-      case ev::Kind::tensor_release: {
+      case ev::Payload::tensor: {
         e.tensor = {};
         ev::TensorInfo& t = e.tensor;
         t.tensor_id = prev_tensor += static_cast<uint64_t>(r.svar());
@@ -330,7 +307,7 @@ void decode_encoded_block(std::span<const uint8_t> data, uint64_t thread, uint32
         d.str_b = r.var();
         break;
       }
-      case ev::Kind::category: {
+      case ev::Payload::category: {
         e.category = {};
         e.category.addr = prev_addr += static_cast<uint64_t>(r.svar());
         uint8_t c = r.byte();
@@ -338,7 +315,7 @@ void decode_encoded_block(std::span<const uint8_t> data, uint64_t thread, uint32
         e.category.category = static_cast<ev::Category>(c);
         break;
       }
-      case ev::Kind::sync: {
+      case ev::Payload::sync: {
         e.sync = {};
         uint8_t k = r.byte();
         if (k > static_cast<uint8_t>(ev::SyncKind::data_dependent)) r.fail("unknown sync kind");
@@ -347,7 +324,7 @@ void decode_encoded_block(std::span<const uint8_t> data, uint64_t thread, uint32
         e.sync.duration_ns = r.var();
         break;
       }
-      case ev::Kind::memcpy: {
+      case ev::Payload::memcpy: {
         e.memcpy = {};
         uint8_t f = r.byte();
         e.memcpy.direction = static_cast<ev::CopyDirection>(f & 3);
@@ -357,10 +334,7 @@ void decode_encoded_block(std::span<const uint8_t> data, uint64_t thread, uint32
         e.memcpy.stream = r.var();
         break;
       }
-      case ev::Kind::scope_push:
-      case ev::Kind::scope_pop:
-      case ev::Kind::step:
-      case ev::Kind::mark:
+      case ev::Payload::name:
         e.name = {};
         d.str_a = r.var();
         e.name.value = r.var();

@@ -16,18 +16,14 @@ using detail::Stmt;
 // ---- RecordedEvent ------------------------------------------------------------------------
 
 void RecordedEvent::repoint() noexcept {
-  switch (event.kind) {
-    case ev::Kind::tensor_create:
-    case ev::Kind::tensor_release:
+  switch (ev::payload_of(event.kind)) {
+    case ev::Payload::tensor:
       event.tensor.sizes = sizes;
       event.tensor.strides = strides;
       event.tensor.dtype = dtype;
       event.tensor.op = op;
       break;
-    case ev::Kind::scope_push:
-    case ev::Kind::scope_pop:
-    case ev::Kind::step:
-    case ev::Kind::mark:
+    case ev::Payload::name:
       event.name.name = name;
       break;
     default:
@@ -221,16 +217,12 @@ void TraceReader::for_each_event(
   while (stream.next()) {
     const DecodedEvent& d = stream.current();
     ev::Event e = d.event;
-    switch (e.kind) {
-      case ev::Kind::tensor_create:
-      case ev::Kind::tensor_release:
+    switch (ev::payload_of(e.kind)) {
+      case ev::Payload::tensor:
         e.tensor.dtype = text(d.str_a);
         e.tensor.op = text(d.str_b);
         break;
-      case ev::Kind::scope_push:
-      case ev::Kind::scope_pop:
-      case ev::Kind::step:
-      case ev::Kind::mark:
+      case ev::Payload::name:
         e.name.name = text(d.str_a);
         break;
       default:
@@ -246,18 +238,14 @@ std::vector<RecordedEvent> TraceReader::events() const {
     RecordedEvent r;
     r.event = e;
     r.stack_id = stack_id;
-    switch (e.kind) {
-      case ev::Kind::tensor_create:
-      case ev::Kind::tensor_release:
+    switch (ev::payload_of(e.kind)) {
+      case ev::Payload::tensor:
         r.sizes.assign(e.tensor.sizes.begin(), e.tensor.sizes.end());
         r.strides.assign(e.tensor.strides.begin(), e.tensor.strides.end());
         r.dtype = e.tensor.dtype;
         r.op = e.tensor.op;
         break;
-      case ev::Kind::scope_push:
-      case ev::Kind::scope_pop:
-      case ev::Kind::step:
-      case ev::Kind::mark:
+      case ev::Payload::name:
         r.name = e.name.name;
         break;
       default:

@@ -190,6 +190,10 @@ class TraceReader {
   // Symbolized frames of a return address, innermost inlined first (empty when unresolved).
   std::vector<ResolvedFrame> frames(uint64_t ip) const;
 
+  // The reader's connection: the analysis library queries the derived tables through it, so an
+  // open trace has one connection (profiler/store/sqlite_db.h; not installed API).
+  detail::Db& db() const { return *db_; }
+
  private:
   TraceReader(std::unique_ptr<detail::Db> db, int schema_version);
   void require_finalized() const;

@@ -124,16 +124,12 @@ class SqliteTraceWriter final : public TraceWriter {
     check_open();
     if (!(e.device == last_device_) || !have_device_) note_device(e.device);
     uint64_t a = 0, b = 0;
-    switch (e.kind) {
-      case ev::Kind::tensor_create:
-      case ev::Kind::tensor_release:
+    switch (ev::payload_of(e.kind)) {
+      case ev::Payload::tensor:
         a = intern(e.tensor.dtype);
         b = intern(e.tensor.op);
         break;
-      case ev::Kind::scope_push:
-      case ev::Kind::scope_pop:
-      case ev::Kind::step:
-      case ev::Kind::mark:
+      case ev::Payload::name:
         a = intern(e.name.name);
         break;
       default:

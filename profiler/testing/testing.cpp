@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "profiler/analysis/site_rule.h"
+#include "profiler/analysis/units.h"
 #include "profiler/record/stacks.h"
 
 namespace tidemark::testing {
@@ -140,69 +142,24 @@ struct BlockKeyHash {
   }
 };
 
-std::string device_name(ev::DeviceId d) {
-  std::string type = d.type == ev::DeviceType::cuda ? "cuda" : "cpu";
-  if (d.type == ev::DeviceType::cpu && d.index == 0) return type;
-  return type + ":" + std::to_string(d.index);
-}
-
-std::string human_bytes(uint64_t bytes) {
-  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, kUnits[u]);
-  return buf;
-}
-
+// "4096 bytes (4.00 KiB)"
 std::string bytes_text(int64_t bytes) {
   std::string s = std::to_string(bytes) + " bytes";
-  if (bytes >= 1024) s += " (" + human_bytes(static_cast<uint64_t>(bytes)) + ")";
+  if (bytes >= 1024) s += " (" + analysis::format_bytes(bytes) + ")";
   return s;
 }
 
 // ---- Allocation sites ---------------------------------------------------------------------
 
-// "void tl::f<int>(int)" -> "tl::f<int>"; "(anonymous namespace)" is part of a name.
-std::string_view qualified_name(std::string_view f) {
-  constexpr std::string_view kAnonymous = "(anonymous namespace)";
-  int depth = 0;
-  size_t start = 0, end = f.size();
-  for (size_t i = 0; i < f.size(); ++i) {
-    char c = f[i];
-    if (f.substr(i).starts_with(kAnonymous)) {
-      i += kAnonymous.size() - 1;
-    } else if (c == '<') {
-      ++depth;
-    } else if (c == '>') {
-      --depth;
-    } else if (c == '(' && depth == 0) {
-      end = i;
-      break;
-    } else if (c == ' ' && depth == 0) {
-      start = i + 1;
-    }
-  }
-  return start < end ? f.substr(start, end - start) : f;
-}
-
-// Frames of Tidemark, tensorlib and the standard library: never a user's allocation site.
-// (Unlike Note [Allocation site] in profiler/analysis, paths are not consulted: a user's
-// tests may well live under a directory named "profiler".)
+// Note [Allocation site]'s test of a frame (profiler/analysis/site_rule.h), by function and
+// module only: a user's tests may well live under a directory named "profiler".
 bool is_internal(const store::ResolvedFrame& f) {
-  std::string_view name = qualified_name(f.function);
-  for (std::string_view p : {"tl::", "tidemark::", "std::", "__gnu_cxx::", "__"})
-    if (name.starts_with(p)) return true;
-  return false;
+  return analysis::is_library_frame(f, /*by_path=*/false);
 }
 
 // GoogleTest's own frames end a printed stack.
 bool is_test_runner(const store::ResolvedFrame& f) {
-  return qualified_name(f.function).starts_with("testing::");
+  return analysis::qualified_name(f.function).starts_with("testing::");
 }
 
 std::string frame_text(const store::ResolvedFrame& f) {
@@ -402,7 +359,8 @@ std::string ExpectNoLeaks::report() const {
       items += (i ? ", " : "") + std::to_string(t.sizes[i]);
     items += "]";
     if (t.base_id != 0) items += " (a view of tensor #" + std::to_string(t.base_id) + ")";
-    items += " from " + (t.op.empty() ? std::string("?") : t.op) + " on " + device_name(t.device);
+    items += " from " + (t.op.empty() ? std::string("?") : t.op) + " on " +
+             analysis::device_name(t.device);
     auto st = storages.find(t.storage_id);
     if (t.base_id != 0) {
       // Its base is listed too when it was created here; either way the block is the base's.
@@ -423,7 +381,7 @@ std::string ExpectNoLeaks::report() const {
     char addr[24];
     std::snprintf(addr, sizeof addr, "0x%llx", static_cast<unsigned long long>(b.addr));
     items += std::string("  block ") + addr + " of " + std::to_string(b.size) + " bytes (" +
-             std::to_string(b.requested) + " requested) on " + device_name(b.device) +
+             std::to_string(b.requested) + " requested) on " + analysis::device_name(b.device) +
              ", allocated at:\n" + namer.describe(b.ips);
   }
 
@@ -503,9 +461,10 @@ ExpectPeakBelow::~ExpectPeakBelow() {
   std::string message;
   for (const auto& [key, d] : state_->devices) {
     if (d.peak <= 0 || static_cast<uint64_t>(d.peak) <= limit_) continue;
-    message += "ExpectPeakBelow: allocated memory on " + device_name(d.id) + " peaked at " +
-               bytes_text(d.peak) + " above its level at the start of the scope, over the limit "
-               "of " + bytes_text(static_cast<int64_t>(limit_)) + " by " +
+    message += "ExpectPeakBelow: allocated memory on " + analysis::device_name(d.id) +
+               " peaked at " + bytes_text(d.peak) +
+               " above its level at the start of the scope, over the limit of " +
+               bytes_text(static_cast<int64_t>(limit_)) + " by " +
                bytes_text(d.peak - static_cast<int64_t>(limit_)) +
                "; the allocation that reached the peak was " +
                bytes_text(static_cast<int64_t>(d.peak_alloc_size)) + "\n";

@@ -31,21 +31,16 @@ using analysis_test::temp_path;
 
 using AnalysisTest = analysis_test::BaseTraceTest;
 
-TEST_F(AnalysisTest, PeakMatchesTheReaderAndWhatWasLiveGroupsBySite) {
+TEST_F(AnalysisTest, PeaksAndWhatWasLiveGroupsBySite) {
   an::Trace t = an::Trace::open(path_);
   ASSERT_EQ(t.devices().size(), 1u);
   const int64_t dev = t.devices()[0].id;
   EXPECT_EQ(t.devices()[0].name, "cpu");
   EXPECT_EQ(t.origin_ns(), 1000u);
-  for (st::Curve c :
-       {st::Curve::allocated, st::Curve::active, st::Curve::reserved, st::Curve::requested}) {
-    auto mine = an::peak(t, dev, c);
-    auto reader = t.reader().peak(dev, c);
-    ASSERT_TRUE(mine && reader);
-    EXPECT_EQ(mine->bytes, reader->bytes);
-    EXPECT_EQ(mine->ts_ns, reader->ts_ns);
-    EXPECT_EQ(mine->seq, reader->seq);
-  }
+  auto reserved = an::peak(t, dev, st::Curve::reserved);  // the store's (TraceReader::peak)
+  ASSERT_TRUE(reserved);
+  EXPECT_EQ(reserved->bytes, 1 << 20);
+  EXPECT_EQ(reserved->ts_ns, 1000u);
   auto p = an::peak(t, dev);
   EXPECT_EQ(p->bytes, 5632);
   EXPECT_EQ(p->ts_ns, 7000u);
@@ -235,6 +230,45 @@ TEST(AnalysisCategories, SummaryAndDiffSplitThePeakByCategory) {
   EXPECT_TRUE(c.vanished.empty());
   nlohmann::json dj = d;
   EXPECT_EQ(dj["categories_at_peak"][0]["changed"][0]["delta_bytes"], 8192);
+  remove_trace(a_path);
+  remove_trace(b_path);
+}
+
+// Note [Matching devices]: by name, whatever their row ids; A's devices first, then B's own.
+TEST(Analysis, DevicesOfTwoTracesMatchByName) {
+  const std::string a_path = temp_path("match_a"), b_path = temp_path("match_b");
+  {
+    Builder a(a_path);
+    a.block(ev::Kind::alloc, 2000, 0x100, 512);  // cpu
+    a.device({ev::DeviceType::cuda, 0});
+    a.block(ev::Kind::alloc, 3000, 0x200, 1024);
+    a.finish(4000);
+  }
+  {
+    Builder b(b_path);
+    b.device({ev::DeviceType::cuda, 1});
+    b.block(ev::Kind::alloc, 2000, 0x300, 256);
+    b.device({ev::DeviceType::cuda, 0});
+    b.block(ev::Kind::alloc, 2500, 0x400, 2048);
+    b.finish(4000);
+  }
+  const an::Trace ta = an::Trace::open(a_path), tb = an::Trace::open(b_path);
+  const std::vector<an::DeviceMatch> m = an::match_devices(ta, tb);
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[0].name, "cpu");
+  EXPECT_EQ(m[0].a, &ta.device("cpu"));
+  EXPECT_EQ(m[0].b, &tb.device("cpu"));
+  EXPECT_EQ(m[1].name, "cuda:0");
+  EXPECT_EQ(m[1].a, &ta.device("cuda:0"));
+  EXPECT_EQ(m[1].b, &tb.device("cuda:0"));
+  EXPECT_NE(m[1].a->id, m[1].b->id);  // matched by name, not by row
+  EXPECT_EQ(m[2].name, "cuda:1");
+  EXPECT_EQ(m[2].a, nullptr);
+  EXPECT_EQ(m[2].b, &tb.device("cuda:1"));
+  const std::vector<an::DeviceMatch> back = an::match_devices(tb, ta);
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_EQ(back[1].name, "cuda:1");
+  EXPECT_EQ(back[1].b, nullptr);
   remove_trace(a_path);
   remove_trace(b_path);
 }

@@ -63,19 +63,19 @@ TEST(Details, AViewThatOutlivesItsBaseKeptTheBlockAlive) {
   EXPECT_FALSE(d->frames.empty());
   ASSERT_GE(d->tensors.size(), 2u);
   size_t views = 0;
-  for (const an::SharedTensor& s : d->tensors) views += s.is_view();
+  for (const an::TensorRecord& s : d->tensors) views += s.is_view();
   EXPECT_GE(views, 1u);
   ASSERT_TRUE(d->kept_alive_by.has_value());
-  const an::SharedTensor& keeper = d->tensors[*d->kept_alive_by];
+  const an::TensorRecord& keeper = d->tensors[*d->kept_alive_by];
   EXPECT_TRUE(keeper.is_view());
-  for (const an::SharedTensor& s : d->tensors) {
+  for (const an::TensorRecord& s : d->tensors) {
     if (s.is_view()) {
       EXPECT_LE(s.release_ts.value_or(UINT64_MAX), keeper.release_ts.value_or(UINT64_MAX));
     }
   }
   // The view's base is the block's other tensor.
   bool base_here = false;
-  for (const an::SharedTensor& s : d->tensors) base_here |= s.tensor_id == keeper.base_id;
+  for (const an::TensorRecord& s : d->tensors) base_here |= s.tensor_id == keeper.base_id;
   EXPECT_TRUE(base_here);
 
   EXPECT_FALSE(an::allocation_details(t, 1u << 30).has_value());
@@ -96,9 +96,9 @@ TEST(Details, AViewThatOutlivesItsBaseKeptTheBlockAlive) {
   EXPECT_TRUE(an::scopes(t, t.end_ns() + 1, t.end_ns() + 2).empty());
 
   // The base tensor's own details: its block is the 256x256 allocation, the row is its view.
-  const an::SharedTensor& base =
+  const an::TensorRecord& base =
       *std::find_if(d->tensors.begin(), d->tensors.end(),
-                    [&](const an::SharedTensor& s) { return s.tensor_id == keeper.base_id; });
+                    [&](const an::TensorRecord& s) { return s.tensor_id == keeper.base_id; });
   auto td = an::tensor_details(t, base.tensor_id);
   ASSERT_TRUE(td.has_value());
   EXPECT_EQ(td->tensor.sizes, "[256,256]");

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "profiler/analysis/export.h"
+#include "profiler/analysis/trace.h"
 #include "profiler/record/recorder.h"
 #include "profiler/store/trace_reader.h"
 #include "profiler/store/trace_writer.h"
@@ -52,7 +53,7 @@ Check export_and_check(const std::string& trace, const std::string& name) {
   Check c;
   {
     std::ofstream out(pickle, std::ios::binary);
-    c.stats = an::export_snapshot(trace, out);
+    c.stats = an::export_snapshot(an::Trace::open(trace), out);
   }
   const std::string script = (fs::path(__FILE__).parent_path() / "snapshot_check.py").string();
   tl_test::Result r = tl_test::run({"python3", script, pickle.string(), "--dump"});
@@ -418,7 +419,7 @@ TEST(ExportSnapshot, LongListsGoOutInBatches) {
 TEST(ExportSnapshot, RefusesAnUnfinalizedTraceNamingIt) {
   std::ostringstream out;
   try {
-    an::export_snapshot("/nonexistent/trace.db", out);
+    an::export_snapshot(an::Trace::open("/nonexistent/trace.db"), out);
     ADD_FAILURE() << "no error";
   } catch (const st::StoreError& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/trace.db"), std::string::npos) << e.what();

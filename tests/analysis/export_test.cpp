@@ -2,6 +2,7 @@
 // and read back (the Chrome JSON parsed, the CSV split), the refusals on bad input, and a real
 // recording of tensorlib exported end to end.
 #include "profiler/analysis/export.h"
+#include "profiler/analysis/trace.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -16,7 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "profiler/analysis/output_file.h"
 #include "profiler/record/recorder.h"
+#include "profiler/store/sqlite_db.h"
 #include "profiler/store/trace_reader.h"
 #include "profiler/store/trace_writer.h"
 #include "temp_trace.h"
@@ -135,7 +138,7 @@ int64_t ns_of(const json& micros) {
 
 std::string chrome_text(const std::string& path) {
   std::ostringstream out;
-  an::export_chrome(path, out);
+  an::export_chrome(an::Trace::open(path), out);
   return out.str();
 }
 
@@ -267,7 +270,7 @@ TEST(ExportCsv, OneRowPerAllocationWithTimesScopeAndSite) {
   TempTrace trace("csv");
   write_history(trace.path());
   std::ostringstream out;
-  an::export_csv(trace.path(), out);
+  an::export_csv(an::Trace::open(trace.path()), out);
   auto rows = parse_csv(out.str());
   ASSERT_EQ(rows.size(), 4u) << out.str();
   const std::vector<std::string> header = {"device",
@@ -309,7 +312,7 @@ TEST(Export, RefusesMissingForeignAndUnfinalizedFilesNamingThem) {
   auto expect_error = [&](const std::string& path, const std::string& what) {
     for (auto* fn : {&an::export_chrome, &an::export_csv}) {
       try {
-        fn(path, out);
+        fn(an::Trace::open(path), out);
         ADD_FAILURE() << "no error for " << path;
       } catch (const st::StoreError& e) {
         EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
@@ -334,8 +337,68 @@ TEST(Export, AFailingOutputStreamThrows) {
   write_history(trace.path());
   std::ostringstream out;
   out.setstate(std::ios::badbit);
-  EXPECT_THROW(an::export_chrome(trace.path(), out), std::runtime_error);
-  EXPECT_THROW(an::export_csv(trace.path(), out), std::runtime_error);
+  const an::Trace t = an::Trace::open(trace.path());
+  EXPECT_THROW(an::export_chrome(t, out), std::runtime_error);
+  EXPECT_THROW(an::export_csv(t, out), std::runtime_error);
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Temporaries export_to_file left beside `path` (Note [Output files]: `PATH.part-...`).
+int temporaries_beside(const std::string& path) {
+  int n = 0;
+  const std::string prefix = std::filesystem::path(path).filename().string() + ".part-";
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::filesystem::path(path).parent_path()))
+    n += e.path().filename().string().starts_with(prefix);
+  return n;
+}
+
+TEST(Export, ToFileWritesTheWholeExportAndRefusesTheTraceItself) {
+  TempTrace trace("tofile");
+  write_history(trace.path());
+  const an::Trace t = an::Trace::open(trace.path());
+  const std::string out = trace.path() + ".json";
+  std::ofstream(out) << "old contents";
+  an::ExportResult r = an::export_to_file(t, out, {an::ExportFormat::chrome, {}});
+  EXPECT_FALSE(r.snapshot);
+  EXPECT_EQ(file_text(out), chrome_text(trace.path()));
+  r = an::export_to_file(t, out, {an::ExportFormat::snapshot, {}});
+  ASSERT_TRUE(r.snapshot);
+  EXPECT_GT(r.snapshot->entries, 0u);
+  EXPECT_EQ(file_text(out).substr(0, 2), "\x80\x04");  // a protocol 4 pickle
+
+  const std::string before = file_text(trace.path());
+  EXPECT_THROW(an::export_to_file(t, trace.path(), {an::ExportFormat::csv, {}}), an::OutputError);
+  EXPECT_EQ(file_text(trace.path()), before);
+  EXPECT_EQ(temporaries_beside(out), 0);
+  std::filesystem::remove(out);
+}
+
+TEST(Export, AFailedExportToFileLeavesTheOutputAsItWas) {
+  TempTrace trace("tofile_damaged");
+  write_history(trace.path());
+  {  // the raw events damaged after finalize: the snapshot export fails halfway
+    st::detail::Db db(trace.path(), st::detail::Db::Mode::read_write);
+    db.exec("UPDATE event_blocks SET data = x'0102030405'");
+  }
+  const an::Trace t = an::Trace::open(trace.path());
+  const std::string out = trace.path() + ".pickle";
+  std::ofstream(out) << "old contents";
+  EXPECT_THROW(an::export_to_file(t, out, {an::ExportFormat::snapshot, {}}), st::StoreError);
+  EXPECT_EQ(file_text(out), "old contents");
+  EXPECT_EQ(temporaries_beside(out), 0);
+  std::filesystem::remove(out);
+}
+
+TEST(Export, FormatNamesRoundTrip) {
+  for (an::ExportFormat f :
+       {an::ExportFormat::chrome, an::ExportFormat::csv, an::ExportFormat::snapshot})
+    EXPECT_EQ(an::parse_export_format(an::export_format_name(f)), f);
+  EXPECT_FALSE(an::parse_export_format("json"));
 }
 
 [[gnu::noinline]] tl::Tensor export_test_allocate(int64_t n) {
@@ -378,7 +441,7 @@ TEST(Export, ARecordingOfTensorlibExportsItsPeakAndSites) {
   EXPECT_TRUE(mark_seen);
 
   std::ostringstream csv;
-  an::export_csv(trace.path(), csv);
+  an::export_csv(an::Trace::open(trace.path()), csv);
   auto rows = parse_csv(csv.str());
   ASSERT_GE(rows.size(), 3u) << csv.str();
   size_t in_scope = 0, at_site = 0;

@@ -229,6 +229,34 @@ TEST(Recorder, StacksResolveToTheAllocatingFunctionAndLine) {
   EXPECT_TRUE(found) << "expected allocate_here at recorder_test.cpp:" << line << " in\n" << seen;
 }
 
+// Note [Stamped events]: the stack handed over with the event is recorded, not the delivering
+// thread's, cut to the recording's depth.
+TEST(Recorder, AStampedEventIsRecordedWithItsGivenStack) {
+  TempTrace trace("stamped");
+  tidemark::record::start(options(trace.path(), 2));
+  const uint64_t thread = ev::current_thread_id();
+  const uint64_t seq = ev::reserve_seq(1);
+  const uint64_t ips[] = {0x1111, 0x2222, 0x3333};
+  std::thread([&] {
+    ev::Event e;
+    e.kind = ev::Kind::mark;
+    e.name = {"stamped", 0};
+    ev::dispatch_stamped(e, thread, seq, ips);
+  }).join();
+  tidemark::record::stop();
+
+  TraceReader reader = TraceReader::open(trace.path(), TraceReader::Require::finalized);
+  bool found = false;
+  for (const auto& r : reader.events()) {
+    if (r.event.kind != ev::Kind::mark || r.event.name.name != "stamped") continue;
+    found = true;
+    EXPECT_EQ(r.event.thread_id, thread);
+    EXPECT_EQ(r.event.seq, seq);
+    EXPECT_EQ(reader.stack(r.stack_id), (std::vector<uint64_t>{0x1111, 0x2222}));
+  }
+  EXPECT_TRUE(found);
+}
+
 TEST(Recorder, AllocationsAreAttributedToTheOpenScopes) {
   TempTrace trace("scopes");
   tidemark::record::start(options(trace.path()));

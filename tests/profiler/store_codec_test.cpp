@@ -118,14 +118,8 @@ void expect_same(const ev::Event& a, const ev::Event& b) {
   EXPECT_EQ(a.ts_ns, b.ts_ns);
   EXPECT_EQ(a.thread_id, b.thread_id);
   EXPECT_TRUE(a.device == b.device);
-  switch (a.kind) {
-    case ev::Kind::segment_alloc:
-    case ev::Kind::segment_free:
-    case ev::Kind::segment_map:
-    case ev::Kind::segment_unmap:
-    case ev::Kind::alloc:
-    case ev::Kind::free_requested:
-    case ev::Kind::free_completed:
+  switch (ev::payload_of(a.kind)) {
+    case ev::Payload::block:
       EXPECT_EQ(a.block.addr, b.block.addr);
       EXPECT_EQ(a.block.size, b.block.size);
       EXPECT_EQ(a.block.requested_size, b.block.requested_size);
@@ -134,9 +128,7 @@ void expect_same(const ev::Event& a, const ev::Event& b) {
       EXPECT_EQ(a.block.pool, b.block.pool);
       EXPECT_EQ(a.block.category, b.block.category);
       break;
-    case ev::Kind::empty_cache:
-    case ev::Kind::alloc_retry:
-    case ev::Kind::oom:
+    case ev::Payload::allocator:
       EXPECT_EQ(a.allocator.requested_size, b.allocator.requested_size);
       EXPECT_EQ(a.allocator.stream, b.allocator.stream);
       EXPECT_EQ(a.allocator.device_free, b.allocator.device_free);
@@ -145,14 +137,12 @@ void expect_same(const ev::Event& a, const ev::Event& b) {
       EXPECT_EQ(a.allocator.reserved, b.allocator.reserved);
       EXPECT_EQ(a.allocator.released, b.allocator.released);
       break;
-    case ev::Kind::storage_create:
-    case ev::Kind::storage_release:
+    case ev::Payload::storage:
       EXPECT_EQ(a.storage.storage_id, b.storage.storage_id);
       EXPECT_EQ(a.storage.addr, b.storage.addr);
       EXPECT_EQ(a.storage.nbytes, b.storage.nbytes);
       break;
-    case ev::Kind::tensor_create:
-    case ev::Kind::tensor_release:
+    case ev::Payload::tensor:
       EXPECT_EQ(a.tensor.tensor_id, b.tensor.tensor_id);
       EXPECT_EQ(a.tensor.storage_id, b.tensor.storage_id);
       EXPECT_EQ(a.tensor.base_id, b.tensor.base_id);
@@ -164,26 +154,23 @@ void expect_same(const ev::Event& a, const ev::Event& b) {
       EXPECT_EQ(a.tensor.dtype, b.tensor.dtype);
       EXPECT_EQ(a.tensor.op, b.tensor.op);
       break;
-    case ev::Kind::category:
+    case ev::Payload::category:
       EXPECT_EQ(a.category.addr, b.category.addr);
       EXPECT_EQ(a.category.category, b.category.category);
       break;
-    case ev::Kind::sync:
+    case ev::Payload::sync:
       EXPECT_EQ(a.sync.kind, b.sync.kind);
       EXPECT_EQ(a.sync.stream, b.sync.stream);
       EXPECT_EQ(a.sync.duration_ns, b.sync.duration_ns);
       break;
-    case ev::Kind::memcpy:
+    case ev::Payload::memcpy:
       EXPECT_EQ(a.memcpy.direction, b.memcpy.direction);
       EXPECT_EQ(a.memcpy.bytes, b.memcpy.bytes);
       EXPECT_EQ(a.memcpy.stream, b.memcpy.stream);
       EXPECT_EQ(a.memcpy.pinned, b.memcpy.pinned);
       EXPECT_EQ(a.memcpy.async, b.memcpy.async);
       break;
-    case ev::Kind::scope_push:
-    case ev::Kind::scope_pop:
-    case ev::Kind::step:
-    case ev::Kind::mark:
+    case ev::Payload::name:
       EXPECT_EQ(a.name.name, b.name.name);
       EXPECT_EQ(a.name.value, b.name.value);
       break;

@@ -51,13 +51,12 @@ void ComparePage::showOpened(Compared c) {
     try {
       const analysis::Trace ta = analysis::Trace::open(a), tb = analysis::Trace::open(b);
       Compared c{nullptr, diff_rows(analysis::diff(ta, tb)), {}, {}};
-      for (const analysis::DeviceRef& da : ta.devices())
-        for (const analysis::DeviceRef& db : tb.devices())
-          if (da.name == db.name) {
-            const analysis::FlameNode fa = analysis::flame_at_peak(ta, da.id),
-                                      fb = analysis::flame_at_peak(tb, db.id);
-            c.flames.push_back({da.name, analysis::flame_diff(fa, fb), analysis::flame_diff(fb, fa)});
-          }
+      for (const analysis::DeviceMatch& m : analysis::match_devices(ta, tb))
+        if (m.a && m.b) {
+          const analysis::FlameNode fa = analysis::flame_at_peak(ta, m.a->id),
+                                    fb = analysis::flame_at_peak(tb, m.b->id);
+          c.flames.push_back({m.name, analysis::flame_diff(fa, fb), analysis::flame_diff(fb, fa)});
+        }
       return c;
     } catch (const std::exception& e) {
       return {nullptr, {}, QString::fromStdString(e.what()), {}};

@@ -268,7 +268,7 @@ void DetailsPage::show(Found f) {
     tensor_details_ = std::move(f.tensor);
     text_->setHtml(tensor_details_ ? tensor_details_html(*tensor_details_, f.origin_ns) : f.missing);
     if (tensor_details_) {
-      const analysis::SharedTensor& t = tensor_details_->tensor;
+      const analysis::TensorRecord& t = tensor_details_->tensor;
       selection_->highlight(t.create_ts, t.release_ts.value_or(f.end_ns));
     }
   } else {

@@ -198,11 +198,11 @@ TimelineWidget::Columns TimelineWidget::query(const Query& q) {
     const uint64_t from = uint64_t(std::max<int64_t>(0, int64_t(q.from) + q.offset));
     const uint64_t to = uint64_t(std::max<int64_t>(int64_t(from) + 1, int64_t(q.to) + q.offset));
     q.other->session->with([&](const analysis::Trace& trace) {
-      for (const analysis::DeviceRef& d : q.data->devices) {
+      // One entry per device of this trace, in its order (match_devices lists them first).
+      for (const analysis::DeviceMatch& m : analysis::match_devices(q.data->devices, q.other->devices)) {
+        if (!m.a) break;
         c.compare.emplace_back();
-        for (const analysis::DeviceRef& o : q.other->devices)
-          if (o.name == d.name)
-            c.compare.back() = q.other_cache->timeline(trace, o.id, {from, to, q.width, true});
+        if (m.b) c.compare.back() = q.other_cache->timeline(trace, m.b->id, {from, to, q.width, true});
       }
     });
   }

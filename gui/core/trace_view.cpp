@@ -323,35 +323,23 @@ void TraceView::exportTo(const QString& out, ExportFormat format) {
     emit exported(false, tr("Export: an export is already running"));
     return;
   }
+  // The one export path the CLI takes too (analysis::export_to_file, Note [Output files]):
+  // never the trace itself, written to a temporary renamed into place. A Trace is used by one
+  // thread at a time, so the worker opens its own.
   const std::string trace = data->path;
-  // Note [Output files]: never the trace itself; written to a temporary renamed into place.
-  std::shared_ptr<analysis::OutputFile> file;
-  try {
-    file =
-        std::make_shared<analysis::OutputFile>(out.toStdString(), std::vector<std::string>{trace});
-  } catch (const analysis::OutputError&) {
-    emit exported(false, tr("Export: %1 is the trace itself").arg(out));
-    return;
-  }
-  export_.request([trace, out, format, file](const auto&) -> std::pair<bool, QString> {
+  export_.request([trace, out, format](const auto&) -> std::pair<bool, QString> {
     try {
-      std::ofstream& f = file->stream();
+      const analysis::Trace t = analysis::Trace::open(trace);
+      const analysis::ExportResult r = analysis::export_to_file(t, out.toStdString(), {format, {}});
       QString what;
-      if (format == ExportFormat::chrome) {
-        analysis::export_chrome(trace, f);
-      } else if (format == ExportFormat::csv) {
-        analysis::export_csv(trace, f);
-      } else {
-        analysis::SnapshotExport s = analysis::export_snapshot(trace, f);
+      if (r.snapshot) {
         QStringList devices;
-        for (const auto& d : s.devices)
+        for (const auto& d : r.snapshot->devices)
           devices << tr("%1 is device %2").arg(QString::fromStdString(d.name)).arg(d.index);
-        what = tr(" (%1 entries; %2)").arg(s.entries).arg(devices.join(", "));
+        what = tr(" (%1 entries; %2)").arg(r.snapshot->entries).arg(devices.join(", "));
       }
-      file->commit();
       return {true, tr("Exported %1%2").arg(out, what)};
     } catch (const std::exception& e) {
-      // The temporary goes with `file`: the lambda's copy is the last one.
       return {false, tr("Export to %1 failed: %2").arg(out, QString::fromUtf8(e.what()))};
     }
   });

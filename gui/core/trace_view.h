@@ -17,6 +17,7 @@
 #include "gui/core/timeline_widget.h"
 #include "gui/core/trace_loader.h"
 #include "gui/core/view_selection.h"
+#include "profiler/analysis/export.h"
 
 class QComboBox;
 class QLabel;
@@ -81,7 +82,7 @@ class TraceView : public QWidget {
   // thread pool, through a temporary file of its own renamed into place (analysis::OutputFile,
   // Note [Output files]), so a failed export leaves `out` as it was; then emits exported() with
   // a line for the status bar. Not while following, nor onto the trace itself.
-  enum class ExportFormat { chrome, csv, snapshot };
+  using ExportFormat = analysis::ExportFormat;
   void exportTo(const QString& out, ExportFormat format);
 
  signals:

@@ -113,7 +113,7 @@ class ExportTest : public QObject {
     // Nor does an export replace the trace it is of.
     auto [ok3, message3] = exportTo(trace_, TraceView::ExportFormat::snapshot);
     QVERIFY(!ok3);
-    QVERIFY2(message3.contains("the trace itself"), qPrintable(message3));
+    QVERIFY2(message3.contains("the output is the input itself"), qPrintable(message3));
     QVERIFY(TraceLoader::load_now(trace_, &error));
   }
 };

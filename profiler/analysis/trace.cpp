@@ -10,18 +10,23 @@
 
 namespace tidemark::analysis {
 
-std::vector<DeviceMatch> match_devices(const Trace& a, const Trace& b) {
+std::vector<DeviceMatch> match_devices(const std::vector<DeviceRef>& a,
+                                       const std::vector<DeviceRef>& b) {
   // Note [Matching devices]
-  auto named = [](const Trace& t, const std::string& name) -> const DeviceRef* {
-    for (const DeviceRef& d : t.devices())
+  auto named = [](const std::vector<DeviceRef>& devices, const std::string& name) -> const DeviceRef* {
+    for (const DeviceRef& d : devices)
       if (d.name == name) return &d;
     return nullptr;
   };
   std::vector<DeviceMatch> out;
-  for (const DeviceRef& d : a.devices()) out.push_back({d.name, &d, named(b, d.name)});
-  for (const DeviceRef& d : b.devices())
+  for (const DeviceRef& d : a) out.push_back({d.name, &d, named(b, d.name)});
+  for (const DeviceRef& d : b)
     if (!named(a, d.name)) out.push_back({d.name, nullptr, &d});
   return out;
+}
+
+std::vector<DeviceMatch> match_devices(const Trace& a, const Trace& b) {
+  return match_devices(a.devices(), b.devices());
 }
 
 Trace::~Trace() = default;

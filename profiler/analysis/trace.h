@@ -165,5 +165,8 @@ struct DeviceMatch {
 };
 // The devices of `a`, in its order, then those only in `b`, each with its counterpart.
 std::vector<DeviceMatch> match_devices(const Trace& a, const Trace& b);
+// The same over two device lists (the GUI keeps a trace's list beside it).
+std::vector<DeviceMatch> match_devices(const std::vector<DeviceRef>& a,
+                                       const std::vector<DeviceRef>& b);
 
 }  // namespace tidemark::analysis

@@ -40,11 +40,27 @@ __device__ __forceinline__ void atomic_add_byte(unsigned char* p, unsigned char 
   } while (assumed != old);
 }
 
+// int16 adds the same way through the aligned word holding its two bytes.
+__device__ __forceinline__ void atomic_add_short(unsigned short* p, unsigned short v) {
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+  unsigned int* word = reinterpret_cast<unsigned int*>(addr & ~uintptr_t{3});
+  const unsigned int shift = static_cast<unsigned int>(addr & 2) * 8;
+  unsigned int old = *word, assumed;
+  do {
+    assumed = old;
+    const unsigned int sum = ((assumed >> shift) + v) & 0xffffu;
+    old = atomicCAS(word, assumed, (assumed & ~(0xffffu << shift)) | (sum << shift));
+  } while (assumed != old);
+}
+
 template <typename T>
 __device__ __forceinline__ void atomic_add(T* p, T v) {
-  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t>) {
+  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t> ||
+                std::is_same_v<T, int8_t>) {  // int8 wraps as uint8 does, in two's complement
     atomic_add_byte(reinterpret_cast<unsigned char*>(p), static_cast<unsigned char>(v),
                     std::is_same_v<T, bool>);
+  } else if constexpr (std::is_same_v<T, int16_t>) {
+    atomic_add_short(reinterpret_cast<unsigned short*>(p), static_cast<unsigned short>(v));
   } else if constexpr (std::is_same_v<T, int64_t>) {
     atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
   } else {

@@ -339,65 +339,60 @@ Tensor Tensor::div(const Scalar& o) const { return tl::div(*this, o); }
 Tensor Tensor::pow(const Tensor& e) const { return tl::pow(*this, e); }
 Tensor Tensor::pow(const Scalar& e) const { return tl::pow(*this, e); }
 
+namespace {
+// An in-place binary op: through autograd when self or the other tensor needs grad (Note
+// [In-place and autograd]), else the op written into self (its operand made only then).
+template <typename MakeOperand, typename OutOfPlace>
+Tensor& binary_in_place(Tensor& self, const Tensor* other, BinaryOp op, const Scalar& alpha,
+                        MakeOperand operand, OutOfPlace out_of_place) {
+  if (other != nullptr ? autograd::needs_grad({&self, other}) : autograd::needs_grad({&self})) {
+    const std::string name = std::string(math::name(op)) + "_";
+    return inplace_with_grad(self, name.c_str(), out_of_place);
+  }
+  binary(op, tensor_op(self), operand(), alpha, &self);
+  return self;
+}
+}  // namespace
+
 Tensor& Tensor::add_(const Tensor& o, const Scalar& alpha) {
-  if (autograd::needs_grad({this, &o}))
-    return inplace_with_grad(*this, "add_", [&](const Tensor& s) { return tl::add(s, o, alpha); });
-  binary(BinaryOp::add, tensor_op(*this), tensor_op(o), alpha, this);
-  return *this;
+  return binary_in_place(*this, &o, BinaryOp::add, alpha, [&] { return tensor_op(o); },
+                         [&](const Tensor& s) { return tl::add(s, o, alpha); });
 }
 Tensor& Tensor::add_(const Scalar& o, const Scalar& alpha) {
-  if (autograd::needs_grad({this}))
-    return inplace_with_grad(*this, "add_", [&](const Tensor& s) { return tl::add(s, o, alpha); });
-  binary(BinaryOp::add, tensor_op(*this), wrap(o), alpha, this);
-  return *this;
+  return binary_in_place(*this, nullptr, BinaryOp::add, alpha, [&] { return wrap(o); },
+                         [&](const Tensor& s) { return tl::add(s, o, alpha); });
 }
 Tensor& Tensor::sub_(const Tensor& o, const Scalar& alpha) {
-  if (autograd::needs_grad({this, &o}))
-    return inplace_with_grad(*this, "sub_", [&](const Tensor& s) { return tl::sub(s, o, alpha); });
-  binary(BinaryOp::sub, tensor_op(*this), tensor_op(o), alpha, this);
-  return *this;
+  return binary_in_place(*this, &o, BinaryOp::sub, alpha, [&] { return tensor_op(o); },
+                         [&](const Tensor& s) { return tl::sub(s, o, alpha); });
 }
 Tensor& Tensor::sub_(const Scalar& o, const Scalar& alpha) {
-  if (autograd::needs_grad({this}))
-    return inplace_with_grad(*this, "sub_", [&](const Tensor& s) { return tl::sub(s, o, alpha); });
-  binary(BinaryOp::sub, tensor_op(*this), wrap(o), alpha, this);
-  return *this;
+  return binary_in_place(*this, nullptr, BinaryOp::sub, alpha, [&] { return wrap(o); },
+                         [&](const Tensor& s) { return tl::sub(s, o, alpha); });
 }
 Tensor& Tensor::mul_(const Tensor& o) {
-  if (autograd::needs_grad({this, &o}))
-    return inplace_with_grad(*this, "mul_", [&](const Tensor& s) { return tl::mul(s, o); });
-  binary(BinaryOp::mul, tensor_op(*this), tensor_op(o), 1, this);
-  return *this;
+  return binary_in_place(*this, &o, BinaryOp::mul, 1, [&] { return tensor_op(o); },
+                         [&](const Tensor& s) { return tl::mul(s, o); });
 }
 Tensor& Tensor::mul_(const Scalar& o) {
-  if (autograd::needs_grad({this}))
-    return inplace_with_grad(*this, "mul_", [&](const Tensor& s) { return tl::mul(s, o); });
-  binary(BinaryOp::mul, tensor_op(*this), wrap(o), 1, this);
-  return *this;
+  return binary_in_place(*this, nullptr, BinaryOp::mul, 1, [&] { return wrap(o); },
+                         [&](const Tensor& s) { return tl::mul(s, o); });
 }
 Tensor& Tensor::div_(const Tensor& o) {
-  if (autograd::needs_grad({this, &o}))
-    return inplace_with_grad(*this, "div_", [&](const Tensor& s) { return tl::div(s, o); });
-  binary(BinaryOp::div, tensor_op(*this), tensor_op(o), 1, this);
-  return *this;
+  return binary_in_place(*this, &o, BinaryOp::div, 1, [&] { return tensor_op(o); },
+                         [&](const Tensor& s) { return tl::div(s, o); });
 }
 Tensor& Tensor::div_(const Scalar& o) {
-  if (autograd::needs_grad({this}))
-    return inplace_with_grad(*this, "div_", [&](const Tensor& s) { return tl::div(s, o); });
-  binary(BinaryOp::div, tensor_op(*this), wrap(o), 1, this);
-  return *this;
+  return binary_in_place(*this, nullptr, BinaryOp::div, 1, [&] { return wrap(o); },
+                         [&](const Tensor& s) { return tl::div(s, o); });
 }
 Tensor& Tensor::pow_(const Tensor& e) {
-  if (autograd::needs_grad({this, &e}))
-    return inplace_with_grad(*this, "pow_", [&](const Tensor& s) { return tl::pow(s, e); });
-  binary(BinaryOp::pow, tensor_op(*this), tensor_op(e), 1, this);
-  return *this;
+  return binary_in_place(*this, &e, BinaryOp::pow, 1, [&] { return tensor_op(e); },
+                         [&](const Tensor& s) { return tl::pow(s, e); });
 }
 Tensor& Tensor::pow_(const Scalar& e) {
-  if (autograd::needs_grad({this}))
-    return inplace_with_grad(*this, "pow_", [&](const Tensor& s) { return tl::pow(s, e); });
-  binary(BinaryOp::pow, tensor_op(*this), wrap(e), 1, this);
-  return *this;
+  return binary_in_place(*this, nullptr, BinaryOp::pow, 1, [&] { return wrap(e); },
+                         [&](const Tensor& s) { return tl::pow(s, e); });
 }
 
 #define TL_DEFINE_COMPARE(NAME)                                                   \

@@ -31,6 +31,12 @@ TEST(SmallIntegers, SizesAndNames) {
   EXPECT_EQ(tl::kShort, tl::kInt16);
 }
 
+TEST(SmallIntegers, PrintAsNumbers) {
+  // int8_t is a char to iostreams: the elements must still print as numbers.
+  EXPECT_EQ(tl::tensor({-3, 65}, tl::kInt8).toString(), "tensor([-3, 65], dtype=tl.int8)");
+  EXPECT_EQ(tl::tensor({-300, 7}, tl::kInt16).toString(), "tensor([-300,    7], dtype=tl.int16)");
+}
+
 TEST(SmallIntegers, PromoteTypesAsPyTorch) {
   using tl::promote_types;
   // torch.promote_types

@@ -1,7 +1,5 @@
 #include "tensorlib/core/cuda_hooks.h"
 
-#include "tensorlib/core/cuda_kernels.h"
-
 #ifdef TIDEMARK_WITH_CUDA
 namespace tl::cuda::detail {
 // tensorlib/cuda/copy.cpp: registers the CUDA allocator factory, returns the hooks.
@@ -18,11 +16,6 @@ const CudaHooks* cuda_hooks() {
 #else
   return nullptr;
 #endif
-}
-
-const CudaKernels* cuda_kernels() {
-  const CudaHooks* hooks = cuda_hooks();
-  return hooks != nullptr ? hooks->kernels() : nullptr;
 }
 
 }  // namespace tl::detail

@@ -1,6 +1,7 @@
 #include "tensorlib/core/dtype.h"
 
 #include <atomic>
+#include <iterator>
 
 #include "tensorlib/core/error.h"
 
@@ -9,7 +10,9 @@ namespace tl {
 size_t element_size(ScalarType t) {
   switch (t) {
     case ScalarType::Bool:
-    case ScalarType::UInt8: return 1;
+    case ScalarType::UInt8:
+    case ScalarType::Int8: return 1;
+    case ScalarType::Int16:
     case ScalarType::Float16:
     case ScalarType::BFloat16: return 2;
     case ScalarType::Int32:
@@ -22,16 +25,19 @@ size_t element_size(ScalarType t) {
 }
 
 std::string_view dtype_name(ScalarType t) {
-  constexpr std::string_view names[] = {"bool",    "uint8",    "int32",   "int64",
-                                        "float16", "bfloat16", "float32", "float64"};
+  constexpr std::string_view names[] = {"bool",    "uint8",   "int8",     "int16",
+                                        "int32",   "int64",   "float16",  "bfloat16",
+                                        "float32", "float64"};
+  static_assert(std::size(names) == kNumScalarTypes);
   return names[static_cast<int>(t)];
 }
 
 std::ostream& operator<<(std::ostream& os, ScalarType t) { return os << dtype_name(t); }
 
 // PyTorch's promote_types restricted to tensorlib's dtypes: bool promotes to anything;
-// integers to the wider integer (uint8 < int32 < int64); any float beats any integer;
-// float16 with bfloat16 meets at float32; otherwise the wider float.
+// integers to the wider integer (int8 < int16 < int32 < int64, uint8 < int16), uint8 with int8
+// meeting at int16; any float beats any integer; float16 with bfloat16 meets at float32;
+// otherwise the wider float.
 ScalarType promote_types(ScalarType a, ScalarType b) {
   if (a == b) return a;
   if (a == ScalarType::Bool) return b;
@@ -43,7 +49,9 @@ ScalarType promote_types(ScalarType a, ScalarType b) {
     if (lo == ScalarType::Float16 && hi == ScalarType::BFloat16) return ScalarType::Float32;
     return hi;
   }
-  return std::max(a, b);
+  auto lo = std::min(a, b), hi = std::max(a, b);
+  if (lo == ScalarType::UInt8 && hi == ScalarType::Int8) return ScalarType::Int16;
+  return hi;
 }
 
 namespace {

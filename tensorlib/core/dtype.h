@@ -13,6 +13,8 @@ namespace tl {
 enum class ScalarType : int8_t {
   Bool = 0,
   UInt8,
+  Int8,
+  Int16,
   Int32,
   Int64,
   Float16,
@@ -20,11 +22,15 @@ enum class ScalarType : int8_t {
   Float32,
   Float64,
 };
-inline constexpr int kNumScalarTypes = 8;
+inline constexpr int kNumScalarTypes = 10;
 
 inline constexpr ScalarType kBool = ScalarType::Bool;
 inline constexpr ScalarType kUInt8 = ScalarType::UInt8;
 inline constexpr ScalarType kByte = ScalarType::UInt8;
+inline constexpr ScalarType kInt8 = ScalarType::Int8;
+inline constexpr ScalarType kChar = ScalarType::Int8;
+inline constexpr ScalarType kInt16 = ScalarType::Int16;
+inline constexpr ScalarType kShort = ScalarType::Int16;
 inline constexpr ScalarType kInt32 = ScalarType::Int32;
 inline constexpr ScalarType kInt = ScalarType::Int32;
 inline constexpr ScalarType kInt64 = ScalarType::Int64;
@@ -82,6 +88,8 @@ std::ostream& operator<<(std::ostream& os, ScalarType t);
 template <ScalarType S> struct CppTypeOf;
 template <> struct CppTypeOf<ScalarType::Bool> { using type = bool; };
 template <> struct CppTypeOf<ScalarType::UInt8> { using type = uint8_t; };
+template <> struct CppTypeOf<ScalarType::Int8> { using type = int8_t; };
+template <> struct CppTypeOf<ScalarType::Int16> { using type = int16_t; };
 template <> struct CppTypeOf<ScalarType::Int32> { using type = int32_t; };
 template <> struct CppTypeOf<ScalarType::Int64> { using type = int64_t; };
 template <> struct CppTypeOf<ScalarType::Float16> { using type = Half; };
@@ -92,6 +100,8 @@ template <> struct CppTypeOf<ScalarType::Float64> { using type = double; };
 template <typename T> constexpr ScalarType scalar_type_of();
 template <> constexpr ScalarType scalar_type_of<bool>() { return ScalarType::Bool; }
 template <> constexpr ScalarType scalar_type_of<uint8_t>() { return ScalarType::UInt8; }
+template <> constexpr ScalarType scalar_type_of<int8_t>() { return ScalarType::Int8; }
+template <> constexpr ScalarType scalar_type_of<int16_t>() { return ScalarType::Int16; }
 template <> constexpr ScalarType scalar_type_of<int32_t>() { return ScalarType::Int32; }
 template <> constexpr ScalarType scalar_type_of<int64_t>() { return ScalarType::Int64; }
 template <> constexpr ScalarType scalar_type_of<Half>() { return ScalarType::Float16; }
@@ -130,6 +140,8 @@ void set_default_dtype(ScalarType t);
     switch (DTYPE) {                                                         \
       TL_DISPATCH_CASE(Bool, __VA_ARGS__)                                    \
       TL_DISPATCH_CASE(UInt8, __VA_ARGS__)                                   \
+      TL_DISPATCH_CASE(Int8, __VA_ARGS__)                                    \
+      TL_DISPATCH_CASE(Int16, __VA_ARGS__)                                   \
       TL_DISPATCH_CASE(Int32, __VA_ARGS__)                                   \
       TL_DISPATCH_CASE(Int64, __VA_ARGS__)                                   \
       TL_DISPATCH_CASE(Float16, __VA_ARGS__)                                 \

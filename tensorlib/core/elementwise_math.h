@@ -42,6 +42,18 @@ enum class BinaryOp : uint8_t {
 };
 inline constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq && op <= BinaryOp::ge; }
 
+/// The ops' names as PyTorch spells them, for messages.
+inline const char* name(UnaryOp op) {
+  constexpr const char* names[] = {"neg", "abs",  "relu", "exp",     "log",  "sqrt",      "rsqrt",
+                                   "sin", "cos",  "tanh", "sigmoid", "gelu", "reciprocal"};
+  return names[static_cast<int>(op)];
+}
+inline const char* name(BinaryOp op) {
+  constexpr const char* names[] = {"add", "sub", "mul", "div", "pow", "eq",
+                                   "ne",  "lt",  "le",  "gt",  "ge",  "gelu_backward"};
+  return names[static_cast<int>(op)];
+}
+
 #if defined(__CUDA_ARCH__)
 #define TL_MATH_FN(NAME)                                                      \
   TL_HOST_DEVICE inline float NAME##_(float x) { return ::NAME##f(x); }       \

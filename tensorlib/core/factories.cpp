@@ -5,7 +5,7 @@
 #include <memory>
 #include <mutex>
 
-#include "tensorlib/core/cuda_kernels.h"
+#include "tensorlib/core/kernels.h"
 #include "tensorlib/core/generator.h"
 #include "tensorlib/core/make_tensor.h"
 #include "tensorlib/core/shape_util.h"
@@ -69,38 +69,8 @@ ScalarType dtype_for(const TensorOptions& o, const Scalar& s) {
   return get_default_dtype();
 }
 
-// The CPU loop of Note [Counter-based random tensors] (core/philox.h): element i from counter
-// first + i / per_counter, with the formulas the CUDA kernel shares.
-template <typename T>
-void random_fill_cpu(T* p, int64_t n, const detail::RandomFill& f) {
-  using random::philox_block;
-  if (f.dist == detail::RandomDist::integer) {
-    for (int64_t i = 0; i < n; i += 2) {
-      const random::Words4 r = philox_block(f.seed, f.offset + static_cast<uint64_t>(i / 2));
-      for (int64_t k = 0; k < 2 && i + k < n; ++k)
-        p[i + k] = cpu::convert<T>(random::uniform_int(r.w[2 * k], r.w[2 * k + 1], f.low, f.range));
-    }
-    return;
-  }
-  if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, Half> ||
-                std::is_same_v<T, BFloat16>) {
-    const int bits = random::uniform_bits_for(sizeof(T), std::is_same_v<T, BFloat16>);
-    for (int64_t i = 0; i < n; i += 4) {
-      const random::Words4 r = philox_block(f.seed, f.offset + static_cast<uint64_t>(i / 4));
-      double z[4];
-      if (f.dist == detail::RandomDist::uniform) {
-        for (int k = 0; k < 4; ++k) z[k] = random::uniform_bits<double>(r.w[k], bits);
-      } else {
-        random::box_muller<double>(r.w[0], r.w[1], z[0], z[1]);
-        random::box_muller<double>(r.w[2], r.w[3], z[2], z[3]);
-      }
-      for (int64_t k = 0; k < 4 && i + k < n; ++k) p[i + k] = cpu::convert<T>(z[k]);
-    }
-  }
-}
-
 // rand/randn/randint: counters reserved from the generator of the result's device, then the
-// CPU loop or the CUDA kernel (which draw the same numbers).
+// backend's kernel (the CPU loop and the CUDA kernel draw the same numbers).
 Tensor random_tensor(IntArrayRef sizes, const TensorOptions& options, ScalarType dtype,
                      const char* op, detail::RandomDist dist, int64_t low = 0, uint64_t range = 1) {
   Tensor out = make_tensor(sizes, dtype, options.device(), op);
@@ -111,13 +81,7 @@ Tensor random_tensor(IntArrayRef sizes, const TensorOptions& options, ScalarType
                                 gen.reserve(static_cast<uint64_t>((n + per_counter - 1) / per_counter)),
                                 low, range};
   if (n == 0) return out;
-  if (out.is_cuda()) {
-    const detail::CudaKernels* k = detail::cuda_kernels();
-    TL_INTERNAL_ASSERT(k != nullptr);  // a CUDA tensor exists only in a build with the backend
-    k->random(out, fill);
-  } else {
-    TL_DISPATCH_ALL(dtype, op, [&]<typename T>() { random_fill_cpu(out.data_ptr<T>(), n, fill); });
-  }
+  detail::kernels_for(out.device()).random(out, fill);
   return out;
 }
 
@@ -145,7 +109,7 @@ namespace {
 Tensor filled(IntArrayRef sizes, const Scalar& value, ScalarType dtype, Device device,
               const char* op) {
   Tensor out = make_tensor(sizes, dtype, device, op);
-  out.fill_(value);
+  detail::fill(out, value);  // a new tensor: version 0 (Note [Version counter])
   return out;
 }
 }  // namespace
@@ -168,7 +132,7 @@ Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> o) { return full
 Tensor ones_like(const Tensor& t, std::optional<TensorOptions> o) { return full_like(t, 1, o); }
 Tensor full_like(const Tensor& t, const Scalar& value, std::optional<TensorOptions> o) {
   Tensor out = empty_like(t, o);
-  out.fill_(value);
+  detail::fill(out, value);
   return out;
 }
 

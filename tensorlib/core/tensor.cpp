@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "tensorlib/core/cuda_hooks.h"
-#include "tensorlib/core/cuda_kernels.h"
+#include "tensorlib/core/kernels.h"
 #include "tensorlib/core/shape_util.h"
 #include "tensorlib/autograd/grad_mode.h"
 #include "tensorlib/autograd/node.h"
@@ -150,30 +150,6 @@ std::string Tensor::toString() const {
   os << *this;
   return os.str();
 }
-
-namespace detail {
-Device check_device(const char* op, std::initializer_list<const Tensor*> tensors,
-                    bool allow_cpu_scalars) {
-  std::optional<Device> device;
-  for (const Tensor* t : tensors) {
-    TL_CHECK(t->defined(), op, ": expected a defined tensor");
-    if (allow_cpu_scalars && t->is_cpu() && t->dim() == 0) continue;
-    const Device d = t->device().resolved();
-    if (!device) {
-      device = d;
-    } else {
-      TL_CHECK(*device == d, "Expected all tensors to be on the same device, but found at least "
-               "two devices, ", *device, " and ", d, "! (in ", op, ")");
-    }
-  }
-  if (!device) return Device(kCPU);  // only CPU scalars
-  if (device->is_cuda()) {
-    TL_CHECK(cuda_kernels() != nullptr, op, ": expected CPU tensors, got a tensor on ", *device,
-             " (the CUDA backend is not available in this build)");
-  }
-  return *device;
-}
-}  // namespace detail
 
 namespace cpu {
 void check_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {

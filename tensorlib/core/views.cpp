@@ -77,9 +77,8 @@ Tensor Tensor::reshape(IntArrayRef sizes) const {
     out = make_view(*this, std::move(shape), std::move(*st), storage_offset(), "reshape");
   } else {
     // Not expressible as a view: copy, as PyTorch does.
-    NoGradGuard no_grad;
     out = detail::make_tensor(shape, dtype(), device(), "reshape");
-    out.view(this->sizes()).copy_(*this);
+    detail::copy(out.view(this->sizes()), *this);
   }
   record_reshape_like(out, *this, "Reshape");
   return out;
@@ -409,10 +408,7 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor Tensor::clone() const {
   Tensor out = detail::make_tensor(sizes(), dtype(), device(), "clone");
-  {
-    NoGradGuard no_grad;
-    out.copy_(*this);
-  }
+  detail::copy(out, *this);  // a new tensor: version 0 (Note [Version counter])
   record(out, "Clone", {this}, {}, [](const variable_list& g, const variable_list&) {
     return variable_list{g[0]};
   });

@@ -228,7 +228,5 @@ inline To convert(From v) {
 
 // Checks that all tensors are on the CPU; names the op and the device otherwise.
 void check_cpu(const char* op, std::initializer_list<const Tensor*> tensors);
-// Refuses to write through a tensor whose elements alias each other (an expanded tensor).
-void check_no_internal_overlap(const char* op, const Tensor& out);
 
 }  // namespace tl::cpu

@@ -1,4 +1,4 @@
-// Matrix products on CUDA tensors through cuBLAS (matmul_into's device path, cpu/linalg.cpp).
+// Matrix products on CUDA tensors through cuBLAS (the CUDA kernel table's matmul; front-ends in ops/linalg.cpp).
 //
 // Note [cuBLAS layouts]
 // cuBLAS is column-major; tensorlib's matrices are row-major views with strides (rs, cs). A

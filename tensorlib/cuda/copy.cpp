@@ -1,5 +1,6 @@
-// The CUDA backend's side of the core: copies, fills, item(), storage allocation, pinned
-// memory and the allocator registration (tensorlib/core/cuda_hooks.h).
+// The CUDA backend's side of the core: item(), storage allocation, pinned memory and the
+// allocator registration (tensorlib/core/cuda_hooks.h), and the copy and fill entries of its
+// kernel table (core/kernels.h).
 //
 // Note [CUDA copies]
 // Contiguous copies of one dtype are one cudaMemcpyAsync on the current stream of the CUDA
@@ -7,7 +8,7 @@
 // on one device are a kernel (launch_copy, elementwise.cu); host to device, the host side is
 // made contiguous, uploaded, and the kernel scatters and converts on the device. Device to
 // host and across two devices stage through the host: the span of storage the CUDA tensor
-// covers is copied whole and the CPU copy_ does the strided or converting part.
+// covers is copied whole and the CPU copy does the strided or converting part.
 // A copy is blocking unless tl::cuda::copy_/to asked for non_blocking and the host side is
 // pinned. Each transfer emits `memcpy` (direction, bytes, stream, pinned, async); a blocking
 // copy to the host also emits `sync` (copy_to_host) with the time the host waited. item()
@@ -17,6 +18,7 @@
 
 #include "tensorlib/autograd/grad_mode.h"
 #include "tensorlib/core/cuda_hooks.h"
+#include "tensorlib/core/make_tensor.h"
 #include "tensorlib/cuda/cuda.h"
 #include "tensorlib/cuda/cuda_device.h"
 #include "tensorlib/cuda/cuda_internal.h"
@@ -50,7 +52,7 @@ enum class HostWait { none, copy_to_host, data_dependent };
 // kernels.cpp
 void copy_on_device(const Tensor& dst, const Tensor& src);
 void fill_on_device(const Tensor& t, const Scalar& value);
-const tl::detail::CudaKernels* op_kernels();
+const tl::detail::Kernels* op_kernels();
 
 namespace {
 
@@ -126,7 +128,9 @@ Tensor download(const Tensor& t) {
   return tl::as_strided(h, t.sizes(), t.strides(), t.storage_offset() - lo);
 }
 
-void copy_impl(const Tensor& dst, const Tensor& src) {
+}  // namespace
+
+void copy_tensors(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   NoGradGuard no_grad;
   const bool same = dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous();
@@ -172,7 +176,7 @@ void copy_impl(const Tensor& dst, const Tensor& src) {
   NonBlockingScope blocking(false);
   Tensor h = src.is_cuda() ? download(src) : src;
   if (dst.is_cpu()) {
-    const_cast<Tensor&>(dst).copy_(h);
+    tl::detail::copy(dst, h);
     return;
   }
   const int index = dst.device().resolved().index();
@@ -183,13 +187,15 @@ void copy_impl(const Tensor& dst, const Tensor& src) {
     return;
   }
   Tensor staged = download(dst);  // the destination's span, written in place on the host
-  staged.copy_(h);
+  tl::detail::copy(staged, h);
   auto [lo, hi] = span(dst);
   const auto es = static_cast<int64_t>(dst.element_size());
   const char* from = storage_base(staged);  // the span's copy starts its storage
   transfer(storage_base(dst) + lo * es, from, static_cast<size_t>((hi - lo + 1) * es),
            ev::CopyDirection::host_to_device, index, staged.storage()->data(), HostWait::none);
 }
+
+namespace {
 
 bool is_zero(const Scalar& v) {
   if (v.is_floating_point()) {
@@ -199,21 +205,24 @@ bool is_zero(const Scalar& v) {
   return v.to<double>() == 0.0;
 }
 
+}  // namespace
+
+void fill_tensor(const Tensor& t, const Scalar& value) {
+  if (t.numel() == 0) return;
+  if (t.is_contiguous() && is_zero(value)) {
+    const int index = t.device().resolved().index();
+    DeviceGuard guard(index);
+    TL_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(),
+                                  reinterpret_cast<cudaStream_t>(current_stream_id(index))));
+    return;
+  }
+  fill_on_device(t, value);
+}
+
+namespace {
+
 class Hooks final : public tl::detail::CudaHooks {
  public:
-  void copy(const Tensor& dst, const Tensor& src) const override { copy_impl(dst, src); }
-
-  void fill(const Tensor& t, const Scalar& value) const override {
-    if (t.numel() == 0) return;
-    if (t.is_contiguous() && is_zero(value)) {
-      const int index = t.device().resolved().index();
-      DeviceGuard guard(index);
-      TL_CUDA_CHECK(cudaMemsetAsync(t.data_ptr(), 0, t.nbytes(),
-                                    reinterpret_cast<cudaStream_t>(current_stream_id(index))));
-      return;
-    }
-    fill_on_device(t, value);
-  }
 
   void read_scalar(const Tensor& t, void* out) const override {
     transfer(out, t.data_ptr(), t.element_size(), ev::CopyDirection::device_to_host,
@@ -230,8 +239,7 @@ class Hooks final : public tl::detail::CudaHooks {
     void* p = pinned_alloc(t.nbytes());
     Tensor out = tl::from_blob(
         p, t.sizes(), [](void* q) { pinned_free(q); }, TensorOptions().dtype(t.dtype()));
-    NoGradGuard no_grad;
-    out.copy_(t);
+    tl::detail::copy(out, t);  // a new tensor: version 0 (Note [Version counter])
     return out;
   }
 
@@ -239,7 +247,7 @@ class Hooks final : public tl::detail::CudaHooks {
 
   bool is_available() const override { return tl::cuda::is_available(); }
 
-  const tl::detail::CudaKernels* kernels() const override { return op_kernels(); }
+  const tl::detail::Kernels* kernels() const override { return op_kernels(); }
 };
 
 memory::Allocator* make_cuda_allocator(Device::Index index) {

@@ -18,6 +18,8 @@ namespace tl::cuda::kernels {
 template <ScalarType S> struct DevType;
 template <> struct DevType<ScalarType::Bool> { using type = bool; };
 template <> struct DevType<ScalarType::UInt8> { using type = uint8_t; };
+template <> struct DevType<ScalarType::Int8> { using type = int8_t; };
+template <> struct DevType<ScalarType::Int16> { using type = int16_t; };
 template <> struct DevType<ScalarType::Int32> { using type = int32_t; };
 template <> struct DevType<ScalarType::Int64> { using type = int64_t; };
 template <> struct DevType<ScalarType::Float16> { using type = __half; };
@@ -70,6 +72,8 @@ void dispatch_all(ScalarType dtype, F&& f) {
   switch (dtype) {
     case ScalarType::Bool: return f.template operator()<bool>();
     case ScalarType::UInt8: return f.template operator()<uint8_t>();
+    case ScalarType::Int8: return f.template operator()<int8_t>();
+    case ScalarType::Int16: return f.template operator()<int16_t>();
     case ScalarType::Int32: return f.template operator()<int32_t>();
     case ScalarType::Int64: return f.template operator()<int64_t>();
     case ScalarType::Float16: return f.template operator()<__half>();

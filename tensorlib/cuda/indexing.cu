@@ -20,11 +20,13 @@ __device__ __forceinline__ int64_t checked_index(int64_t i, int64_t size, const 
   return i;
 }
 
-// Single bytes have no atomic add: they go through their aligned 32-bit word (which the
-// caching allocator's 512-byte granularity keeps inside the allocation), as ATen's
-// AtomicAddIntegerImpl<uint8_t, 1>. uint8 adds by compare-and-swap and wraps as on the CPU;
-// bool ORs (the CPU computes bool + bool in int and converts back: a || b).
-__device__ __forceinline__ void atomic_add_byte(unsigned char* p, unsigned char v, bool is_bool) {
+// Bytes and 16-bit integers have no atomic add: they go through their aligned 32-bit word
+// (which the caching allocator's 512-byte granularity keeps inside the allocation), as ATen's
+// AtomicAddIntegerImpl<uint8_t, 1>: added by compare-and-swap, wrapping as on the CPU (int8 and
+// int16 in two's complement). bool ORs instead (the CPU computes bool + bool in int and converts
+// back: a || b).
+template <typename U>  // unsigned char or unsigned short
+__device__ __forceinline__ void atomic_add_narrow(U* p, U v, bool is_bool = false) {
   const uintptr_t addr = reinterpret_cast<uintptr_t>(p);
   unsigned int* word = reinterpret_cast<unsigned int*>(addr & ~uintptr_t{3});
   const unsigned int shift = static_cast<unsigned int>(addr & 3) * 8;
@@ -32,19 +34,23 @@ __device__ __forceinline__ void atomic_add_byte(unsigned char* p, unsigned char 
     if (v != 0) atomicOr(word, 1u << shift);
     return;
   }
+  constexpr unsigned int mask = (1u << (8 * sizeof(U))) - 1;
   unsigned int old = *word, assumed;
   do {
     assumed = old;
-    const unsigned int sum = ((assumed >> shift) + v) & 0xffu;
-    old = atomicCAS(word, assumed, (assumed & ~(0xffu << shift)) | (sum << shift));
+    const unsigned int sum = ((assumed >> shift) + v) & mask;
+    old = atomicCAS(word, assumed, (assumed & ~(mask << shift)) | (sum << shift));
   } while (assumed != old);
 }
 
 template <typename T>
 __device__ __forceinline__ void atomic_add(T* p, T v) {
-  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t>) {
-    atomic_add_byte(reinterpret_cast<unsigned char*>(p), static_cast<unsigned char>(v),
-                    std::is_same_v<T, bool>);
+  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t> ||
+                std::is_same_v<T, int8_t>) {
+    atomic_add_narrow(reinterpret_cast<unsigned char*>(p), static_cast<unsigned char>(v),
+                      std::is_same_v<T, bool>);
+  } else if constexpr (std::is_same_v<T, int16_t>) {
+    atomic_add_narrow(reinterpret_cast<unsigned short*>(p), static_cast<unsigned short>(v));
   } else if constexpr (std::is_same_v<T, int64_t>) {
     atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
   } else {

@@ -58,6 +58,8 @@ cudaError_t launch_int_gemm(const IntGemm& g, ScalarType dtype, cudaStream_t str
                   grid_dim(g.batches, 65535));
   switch (dtype) {
     case ScalarType::UInt8: int_gemm_kernel<uint8_t><<<grid, block, 0, stream>>>(g); break;
+    case ScalarType::Int8: int_gemm_kernel<int8_t><<<grid, block, 0, stream>>>(g); break;
+    case ScalarType::Int16: int_gemm_kernel<int16_t><<<grid, block, 0, stream>>>(g); break;
     case ScalarType::Int32: int_gemm_kernel<int32_t><<<grid, block, 0, stream>>>(g); break;
     case ScalarType::Int64: int_gemm_kernel<int64_t><<<grid, block, 0, stream>>>(g); break;
     default: return cudaErrorInvalidValue;

@@ -1,7 +1,7 @@
-// The CUDA backend's op kernels as the core calls them (core/cuda_kernels.h): operands turned
+// The CUDA backend's kernel table (core/kernels.h, Note [Device dispatch]): operands turned
 // into the kernels' plain arguments, launched on the device's current stream, launch errors
 // turned into tl::Error naming the op. matmul lives in blas.cpp.
-#include "tensorlib/core/cuda_kernels.h"
+#include "tensorlib/core/kernels.h"
 
 #include <algorithm>
 #include <vector>
@@ -12,6 +12,8 @@
 namespace tl::cuda::detail {
 
 // copy.cpp
+void copy_tensors(const Tensor& dst, const Tensor& src);
+void fill_tensor(const Tensor& t, const Scalar& value);
 void read_data_dependent(void* host, const void* dev, size_t bytes, int index);
 
 // blas.cpp
@@ -21,13 +23,6 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& a
 namespace {
 
 using kernels::RowOp;
-
-const char* unary_name(math::UnaryOp op) {
-  constexpr const char* names[] = {"neg",  "abs", "relu",    "exp",  "log",
-                                   "sqrt", "rsqrt", "sin",   "cos",  "tanh",
-                                   "sigmoid", "gelu", "reciprocal"};
-  return names[static_cast<int>(op)];
-}
 
 RowOp row_op(tl::detail::ReduceOp op) {
   return static_cast<RowOp>(static_cast<uint8_t>(op));  // same order (static_asserts below)
@@ -44,10 +39,16 @@ kernels::Window window_of(const tl::detail::Window2d& w) {
           w.ph,    w.pw,       w.dh,     w.dw,    w.out_h, w.out_w};
 }
 
-class Kernels final : public tl::detail::CudaKernels {
+class Kernels final : public tl::detail::Kernels {
  public:
+  DeviceType device_type() const override { return kCUDA; }
+
+  void copy(const Tensor& dst, const Tensor& src) const override { copy_tensors(dst, src); }
+
+  void fill(const Tensor& t, const Scalar& value) const override { fill_tensor(t, value); }
+
   void unary(math::UnaryOp op, const Tensor& out, const Tensor& in) const override {
-    Launch l(unary_name(op), out.device());
+    Launch l(math::name(op), out.device());
     l.check(kernels::launch_unary(op, make_strided<2>(out.sizes(), {&out, &in}), out.dtype(),
                                   l.stream()));
   }
@@ -80,6 +81,16 @@ class Kernels final : public tl::detail::CudaKernels {
     Launch l("masked_fill_", self.device());
     l.check(kernels::launch_masked_fill(make_strided<2>(self.sizes(), {&self, &mask}),
                                         self.dtype(), number_of(value), l.stream()));
+  }
+
+  // A gather with the index expanded along the other dims.
+  void index_select(const Tensor& out, const Tensor& self, int64_t dim,
+                    const Tensor& index) const override {
+    const Tensor src = self.dim() == 0 ? self.view({1}) : self;
+    const Tensor dst = out.dim() == 0 ? out.view({1}) : out;
+    std::vector<int64_t> shape(src.dim(), 1);
+    shape[dim] = index.numel();
+    gather(dst, src, dim, index.reshape(shape).expand(dst.sizes()));
   }
 
   void gather(const Tensor& out, const Tensor& self, int64_t dim,
@@ -194,7 +205,7 @@ class Kernels final : public tl::detail::CudaKernels {
 
 }  // namespace
 
-const tl::detail::CudaKernels* op_kernels() {
+const tl::detail::Kernels* op_kernels() {
   static const Kernels kernels;
   return &kernels;
 }

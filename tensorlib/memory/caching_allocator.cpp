@@ -39,7 +39,6 @@
 #include "tensorlib/memory/caching_allocator.h"
 
 #include <algorithm>
-#include <bit>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -713,25 +712,6 @@ CachingAllocator::CachingAllocator(std::unique_ptr<DeviceInterface> device, Allo
 }
 
 CachingAllocator::~CachingAllocator() = default;
-
-size_t CachingAllocator::round_size(size_t nbytes, const AllocatorConfig& config) {
-  if (nbytes < kMinBlockSize) return kMinBlockSize;
-  size_t divisions = config.divisions_for(nbytes);
-  if (divisions > 1 && nbytes > kMinBlockSize * divisions) {
-    // nbytes > 512 x divisions, so each step (floor power of two / divisions) is a power of
-    // two of at least 512 bytes and blocks stay multiples of kMinBlockSize.
-    size_t floor = std::bit_floor(nbytes);
-    if (floor == nbytes) return nbytes;
-    return align_up(nbytes, floor / divisions);
-  }
-  return align_up(nbytes, kMinBlockSize);
-}
-
-size_t CachingAllocator::allocation_size(size_t rounded) {
-  if (rounded <= kSmallSize) return kSmallBuffer;
-  if (rounded < kMinLargeAlloc) return kLargeBuffer;
-  return align_up(rounded, kRoundLarge);
-}
 
 DataPtr CachingAllocator::allocate(size_t nbytes) { return allocate(nbytes, 0); }
 

@@ -304,7 +304,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
            w + 2 * padding.w, ") of input shape ", input.sizes());
   const int64_t oh = (h + 2 * padding.h - eff_kh) / stride.h + 1;
   const int64_t ow = (w + 2 * padding.w - eff_kw) / stride.w + 1;
-  if (input.is_cuda()) {
+  if (!detail::direct_image_loops(input)) {
     return detail::conv2d_unfolded(input, weight, bias,
                                    {n, c_in, h, w, kh, kw, stride.h, stride.w, padding.h,
                                     padding.w, dilation.h, dilation.w, oh, ow},
@@ -352,7 +352,7 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
   TL_CHECK(kh > 0 && kw > 0 && oh > 0 && ow > 0, "conv_transpose2d: output size (", oh, " x ", ow,
            ") is too small for input shape ", input.sizes(), ", kernel (", kh, " x ", kw,
            "), stride ", stride, ", padding ", padding, " and dilation ", dilation);
-  if (input.is_cuda()) {
+  if (!detail::direct_image_loops(input)) {
     return detail::conv_transpose2d_folded(input, weight, bias,
                                            {n, c_out, oh, ow, kh, kw, stride.h, stride.w,
                                             padding.h, padding.w, dilation.h, dilation.w, h, w},

@@ -6,7 +6,7 @@
 #include "tensorlib/autograd/grad_mode.h"
 #include "tensorlib/core/error.h"
 #include "tensorlib/core/tensor.h"
-#include "tensorlib/core/cuda_kernels.h"
+#include "tensorlib/core/kernels.h"
 #include "tensorlib/cpu/loops.h"
 
 namespace tl::nn::detail {
@@ -19,6 +19,12 @@ void dispatch_floating(ScalarType dt, F&& f) {
   } else {
     f.template operator()<double>();
   }
+}
+
+// Whether `input`'s backend runs the direct loops of the image ops, or they are composed
+// (core/kernels.h).
+inline bool direct_image_loops(const Tensor& input) {
+  return tl::detail::kernels_for(input.device()).direct_image_loops();
 }
 
 // A CPU (or, with `cuda_ok`, CUDA) float32/float64 tensor of 3 (unbatched [C, H, W]) or 4

@@ -277,11 +277,11 @@ PlaneShape pooled_shape(const char* op, const Tensor& x, IntPair kernel, IntPair
   return p;
 }
 
-// Max pooling on CUDA: the windows unfolded with -inf padding, the maximum of each (the first
+// Max pooling composed (on CUDA): the windows unfolded with -inf padding, the maximum of each (the first
 // on ties, NaN first, as the CPU kernel), and its position turned into the flat index into the
 // input plane that PyTorch returns. The gradient flows through max and unfold (col2im).
-std::tuple<Tensor, Tensor> max_pool2d_cuda(const Tensor& input, const PlaneShape& p, IntPair k,
-                                           IntPair s, IntPair pad, IntPair d) {
+std::tuple<Tensor, Tensor> max_pool2d_composed(const Tensor& input, const PlaneShape& p, IntPair k,
+                                               IntPair s, IntPair pad, IntPair d) {
   const int64_t n = input.size(0), c = input.size(1);
   const tl::detail::Window2d win{n * c, 1, p.in_h, p.in_w, k.h, k.w, s.h, s.w,
                                  pad.h, pad.w, d.h, d.w, p.out_h, p.out_w};
@@ -351,7 +351,8 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, IntPair 
     return {out.squeeze(0), ix.squeeze(0)};
   }
   const PlaneShape p = pooled_shape(kOp, input, kernel_size, stride, padding, dilation, ceil_mode);
-  if (input.is_cuda()) return max_pool2d_cuda(input, p, kernel_size, stride, padding, dilation);
+  if (!detail::direct_image_loops(input))
+    return max_pool2d_composed(input, p, kernel_size, stride, padding, dilation);
   const PoolWindow k{kernel_size.h, kernel_size.w, stride.h,   stride.w,
                      padding.h,     padding.w,     dilation.h, dilation.w};
   const Tensor x = input.contiguous();
@@ -396,7 +397,7 @@ Tensor avg_pool2d(const Tensor& input, IntPair kernel_size, std::optional<IntPai
         .squeeze(0);
   const PlaneShape p = pooled_shape(kOp, input, kernel_size, stride, padding, 1, ceil_mode);
   const PoolWindow k{kernel_size.h, kernel_size.w, stride.h, stride.w, padding.h, padding.w, 1, 1};
-  if (input.is_cuda())
+  if (!detail::direct_image_loops(input))
     return detail::resample2d(
         input,
         detail::avg_pool_axis(p.out_h, p.in_h, k.kh, k.sh, k.ph, count_include_pad, divisor_override, false),
@@ -433,7 +434,7 @@ Tensor adaptive_avg_pool2d(const Tensor& input, IntPair output_size) {
            input.sizes());
   p.out_h = output_size.h;
   p.out_w = output_size.w;
-  if (input.is_cuda())
+  if (!detail::direct_image_loops(input))
     return detail::resample2d(input, detail::adaptive_pool_axis(p.out_h, p.in_h),
                               detail::adaptive_pool_axis(p.out_w, p.in_w));
   const Tensor x = input.contiguous();

@@ -48,6 +48,10 @@ const char* dtype_code(ScalarType t) {
       return "I64";
     case kInt32:
       return "I32";
+    case kInt16:
+      return "I16";
+    case kInt8:
+      return "I8";
     case kUInt8:
       return "U8";
     case kBool:
@@ -65,7 +69,7 @@ bool parse_dtype(const std::string& code, FileDtype& out) {
   static const std::map<std::string, FileDtype> kCodes = {
       {"F64", {kFloat64, 8}},   {"F32", {kFloat32, 4}}, {"F16", {kFloat16, 2}},
       {"BF16", {kBFloat16, 2}}, {"I64", {kInt64, 8}},   {"I32", {kInt32, 4}},
-      {"I16", {kInt32, 2}},     {"I8", {kInt32, 1}},    {"U8", {kUInt8, 1}},
+      {"I16", {kInt16, 2}},     {"I8", {kInt8, 1}},     {"U8", {kUInt8, 1}},
       {"BOOL", {kBool, 1}}};
   auto it = kCodes.find(code);
   if (it == kCodes.end()) return false;

@@ -4,40 +4,19 @@
 
 #include "tensorlib/autograd/function.h"
 #include "tensorlib/autograd/grad_mode.h"
-#include "tensorlib/nn/im2col.h"
 #include "tensorlib/nn/image_util.h"
 
 namespace tl::nn::detail {
 
 namespace {
 
-// im2col / col2im between contiguous tensors: the CUDA kernels, or on the CPU (where the
-// composed ops run only in tests, Note [Separable resampling]) the CPU's, one image at a time
-// (a one-image CPU column buffer has the CUDA layout [C*kh*kw, L]); the CPU pads with 0 only.
-WindowGeometry geometry_of(const tl::detail::Window2d& w) {
-  return {w.channels, w.height, w.width, w.kh, w.kw, w.sh, w.sw,
-          w.ph,       w.pw,     w.dh,    w.dw, w.out_h, w.out_w};
-}
-
+// im2col / col2im between contiguous tensors: the kernels of the tensors' backend.
 void im2col_any(const Tensor& cols, const Tensor& img, const tl::detail::Window2d& w, double pad) {
-  if (img.is_cuda()) return tl::detail::cuda_kernels()->im2col(cols, img, w, pad);
-  TL_INTERNAL_ASSERT(pad == 0.0);
-  const WindowGeometry g = geometry_of(w);
-  dispatch_floating(img.dtype(), [&]<typename T>() {
-    const int64_t image = w.channels * w.height * w.width, col = g.rows() * g.positions();
-    for (int64_t n = 0; n < w.batch; ++n)
-      im2col<T>(img.data_ptr<T>() + n * image, 1, g, cols.data_ptr<T>() + n * col);
-  });
+  tl::detail::kernels_for(img.device()).im2col(cols, img, w, pad);
 }
 
 void col2im_any(const Tensor& img, const Tensor& cols, const tl::detail::Window2d& w) {
-  if (img.is_cuda()) return tl::detail::cuda_kernels()->col2im(img, cols, w);
-  const WindowGeometry g = geometry_of(w);
-  dispatch_floating(img.dtype(), [&]<typename T>() {
-    const int64_t image = w.channels * w.height * w.width, col = g.rows() * g.positions();
-    for (int64_t n = 0; n < w.batch; ++n)
-      col2im<T>(cols.data_ptr<T>() + n * col, 1, g, img.data_ptr<T>() + n * image);
-  });
+  tl::detail::kernels_for(img.device()).col2im(img, cols, w);
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include <optional>
 #include <vector>
 
-#include "tensorlib/core/cuda_kernels.h"
+#include "tensorlib/core/kernels.h"
 #include "tensorlib/core/tensor.h"
 #include "tensorlib/nn/im2col.h"
 

@@ -244,7 +244,7 @@ Tensor interpolate(const Tensor& input, const InterpolateOptions& o) {
            ") sizes should be greater than 0; input shape ", input.sizes());
   const AxisScale ah{p.in_h, p.out_h, sh}, aw{p.in_w, p.out_w, sw};
   const bool align = o.align_corners_.value_or(false);
-  if (input.is_cuda()) {
+  if (!detail::direct_image_loops(input)) {
     if (nearest)
       return detail::resample2d(input, detail::nearest_axis(p.in_h, p.out_h, sh),
                                 detail::nearest_axis(p.in_w, p.out_w, sw));

@@ -1,5 +1,5 @@
-// Indexing and joining (tensorlib/cpu/indexing.cpp) on small hand-computed examples, most of
-// them from PyTorch's documentation.
+// Indexing and joining (tensorlib/ops/indexing.cpp, the CPU loops in tensorlib/cpu/indexing.cpp)
+// on small hand-computed examples, most of them from PyTorch's documentation.
 #include <gtest/gtest.h>
 
 #include <functional>

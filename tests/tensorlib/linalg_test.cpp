@@ -1,5 +1,5 @@
-// Matrix products (tensorlib/cpu/linalg.cpp) against a naive triple loop in double that spells
-// out PyTorch's matmul shape rules independently.
+// Matrix products (tensorlib/ops/linalg.cpp, the CPU loops in cpu/linalg.cpp) against a naive
+// triple loop in double that spells out PyTorch's matmul shape rules independently.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
-// Reductions (tensorlib/cpu/reduce.cpp) against naive float64 references computed here with
-// explicit loops over the input's elements, read through data_ptr and strides.
+// Reductions (tensorlib/ops/reduce.cpp, the CPU loops in cpu/reduce.cpp) against naive float64
+// references computed here with explicit loops over the input's elements, read through data_ptr
+// and strides.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -82,10 +82,10 @@ TEST_F(Serialize, LoadsAFileWrittenByTheReferenceImplementation) {
   EXPECT_TRUE(tl::equal(
       t["i64"], tl::tensor({{-(int64_t(1) << 62), int64_t(7)}, {int64_t(0), int64_t(1) << 40}})));
   EXPECT_TRUE(tl::equal(t["i32"], tl::tensor({-5, 2147483647}, tl::kInt32)));
-  // int16 and int8 have no tensorlib dtype: widened to int32.
-  EXPECT_EQ(t["i16"].dtype(), tl::kInt32);
-  EXPECT_TRUE(tl::equal(t["i16"], tl::tensor({-32768, 1234}, tl::kInt32)));
-  EXPECT_TRUE(tl::equal(t["i8"], tl::tensor({-128, 127, 3}, tl::kInt32)));
+  EXPECT_EQ(t["i16"].dtype(), tl::kInt16);
+  EXPECT_TRUE(tl::equal(t["i16"], tl::tensor({-32768, 1234}, tl::kInt16)));
+  EXPECT_EQ(t["i8"].dtype(), tl::kInt8);
+  EXPECT_TRUE(tl::equal(t["i8"], tl::tensor({-128, 127, 3}, tl::kInt8)));
   EXPECT_TRUE(tl::equal(t["u8"], tl::tensor({0, 255}, tl::kUInt8)));
   EXPECT_TRUE(tl::equal(t["bool"], tl::tensor({true, false, true})));
   EXPECT_EQ(t["scalar"].dim(), 0);

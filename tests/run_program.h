@@ -1,12 +1,15 @@
-// Running a real program from a test: argv quoted for /bin/sh (no interpretation of the
-// arguments), stdout and stderr captured, the exit status decoded. Shared by the CLI and
-// sample tests.
+// Running a real program from a test: spawned directly (no shell, so no interpretation of the
+// arguments), stdout and stderr captured, the exit status decoded. Shared by every test tree
+// that runs programs: the CLI, sample, analysis and interpose tests.
 #pragma once
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,13 +18,16 @@
 #include <string>
 #include <vector>
 
+extern char** environ;
+
 namespace tl_test {
 
 struct Result {
-  int rc = -1;  // the exit status, or 128 + the signal that killed it
+  int rc = -1;  // the exit status, or 128 + the signal that killed it (-1: could not start)
   std::string out, err;
 };
 
+// `s` quoted for /bin/sh (a test that does want a shell: ulimit, redirections).
 inline std::string quote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -43,20 +49,46 @@ inline std::filesystem::path temp_dir(const std::string& tag = "tidemark_cli") {
   return d;
 }
 
-// Runs argv[0] with the rest as its arguments, with `env` ("NAME=value") added to the
-// environment, stdin from /dev/null.
-inline Result run(const std::vector<std::string>& argv, const std::vector<std::string>& env = {}) {
-  std::string cmd;
-  for (const std::string& e : env) cmd += "export " + quote(e) + "; ";
-  for (size_t i = 0; i < argv.size(); ++i) cmd += (i ? " " : "") + quote(argv[i]);
+// Runs argv[0] (a path, or a name looked up in PATH) with the rest as its arguments, stdin
+// from /dev/null, in this process's environment with `env` ("NAME=value") set over it and the
+// variables named in `removed` taken out.
+inline Result run(const std::vector<std::string>& argv, const std::vector<std::string>& env = {},
+                  const std::vector<std::string>& removed = {}) {
+  std::vector<std::string> environment;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    bool drop = false;
+    for (const std::string& name : removed) drop = drop || kv.rfind(name + "=", 0) == 0;
+    for (const std::string& o : env) drop = drop || kv.rfind(o.substr(0, o.find('=') + 1), 0) == 0;
+    if (!drop) environment.push_back(kv);
+  }
+  environment.insert(environment.end(), env.begin(), env.end());
+  std::vector<char*> cargv, cenv;
+  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (const std::string& e : environment) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+
   const std::filesystem::path dir = temp_dir("tidemark_run");
   const std::string out = (dir / "stdout").string(), err = (dir / "stderr").string();
-  cmd += " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
-  int status = std::system(cmd.c_str());
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   Result r;
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
+  pid_t pid = 0;
+  if (posix_spawnp(&pid, cargv[0], &actions, nullptr, cargv.data(), cenv.data()) == 0) {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = slurp(out);
+    r.err = slurp(err);
+  } else {
+    r.err = "cannot start " + argv[0];
+  }
+  posix_spawn_file_actions_destroy(&actions);
   return r;
 }
 

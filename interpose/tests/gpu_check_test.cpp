@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "interpose/callbacks.h"
-#include "interpose/tests/run_program.h"
+#include "tests/run_program.h"
 #include "interpose/tests/synthetic_cupti.h"
 #include "profiler/events/annotate.h"
 #include "profiler/record/recorder.h"
@@ -112,19 +112,19 @@ std::string write(const std::string& path, const std::string& text) {
   return path;
 }
 
-RunResult check(const std::vector<std::string>& args) {
+tl_test::Result check(const std::vector<std::string>& args) {
   // The targets are enforced here whatever the environment says (a first GPU run's
   // TIDEMARK_GPU_FIRST_RUN=1 only reports them).
   std::vector<std::string> argv = {"/usr/bin/env", "-u", "TIDEMARK_GPU_FIRST_RUN", "python3",
                                    TIDEMARK_GPU_CHECK_PY};
   argv.insert(argv.end(), args.begin(), args.end());
-  return run_program(argv, {});
+  return tl_test::run(argv, {});
 }
 
 class GpuCheckPy : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (run_program({"/usr/bin/env", "python3", "-c", "import sqlite3"}, {}).status != 0)
+    if (tl_test::run({"/usr/bin/env", "python3", "-c", "import sqlite3"}, {}).rc != 0)
       GTEST_SKIP() << "no python3 with sqlite3: gpu_check.py not checked";
     fs::create_directories(dir_);
   }
@@ -137,8 +137,8 @@ TEST_F(GpuCheckPy, TorchChecksPassOnAGoodTraceAndNameWhatFails) {
   record_training(file("torch.db"), false);
   const std::string run = R"({"max_reserved": 23068672, "loop_s": 1.05, "steps": 20})";
   const std::string plain = write(file("plain.json"), R"({"loop_s": 1.0})");
-  RunResult r = check({"torch", file("torch.db"), write(file("run.json"), run), plain});
-  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  tl_test::Result r = check({"torch", file("torch.db"), write(file("run.json"), run), plain});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("ok   reserved peak vs torch.cuda.max_memory_reserved(): recorded "
                                "23068672 B, torch 23068672 B, difference +0 B"));
   EXPECT_THAT(r.out, HasSubstr("ok   syncs on the training thread"));
@@ -150,7 +150,7 @@ TEST_F(GpuCheckPy, TorchChecksPassOnAGoodTraceAndNameWhatFails) {
   // PyTorch saw 64 MiB more, and the recorded run was 20% slower: two checks fail.
   const std::string bad = R"({"max_reserved": 90177536, "loop_s": 1.2, "steps": 20})";
   r = check({"torch", file("torch.db"), write(file("bad.json"), bad), plain});
-  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("FAIL reserved peak vs torch.cuda.max_memory_reserved(): recorded "
                                "23068672 B, torch 90177536 B, difference -67108864 B"));
   EXPECT_THAT(r.out, HasSubstr("FAIL recording overhead"));
@@ -159,8 +159,8 @@ TEST_F(GpuCheckPy, TorchChecksPassOnAGoodTraceAndNameWhatFails) {
 TEST_F(GpuCheckPy, ExpandableSegmentsAreSeenFromTheMappings) {
   record_training(file("exp.db"), true);
   const std::string run = R"({"max_reserved": 23068672, "loop_s": 1.0, "steps": 20})";
-  RunResult r = check({"expandable", file("exp.db"), write(file("run.json"), run)});
-  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  tl_test::Result r = check({"expandable", file("exp.db"), write(file("run.json"), run)});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_THAT(r.out, HasSubstr("info expandable segments seen: 2 mapped ranges (cuMemMap), 0 "
                                "whole segments (cudaMalloc)"));
   EXPECT_THAT(r.out, HasSubstr("ok   expandable: reserved peak"));

@@ -7,10 +7,9 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "interpose/tests/run_program.h"
+#include "tests/run_program.h"
 #include "profiler/store/trace_reader.h"
 
-using namespace tidemark::interpose::testing;
 using ::testing::MatchesRegex;
 
 namespace {
@@ -26,9 +25,9 @@ TEST(InterposeInit, WithoutDriverPrintsOneLineAndKeepsExitStatus) {
   const std::string trace = (std::filesystem::temp_directory_path() /
                              ("tidemark_init_" + std::to_string(getpid()) + ".db"))
                                 .string();
-  RunResult r =
-      run_program({TIDEMARK_INIT_PROBE}, {"TIDEMARK_OUTPUT=" + trace}, {"TIDEMARK_ROOT_PID"});
-  EXPECT_EQ(r.status, 3);
+  tl_test::Result r =
+      tl_test::run({TIDEMARK_INIT_PROBE}, {"TIDEMARK_OUTPUT=" + trace}, {"TIDEMARK_ROOT_PID"});
+  EXPECT_EQ(r.rc, 3);
   EXPECT_EQ(r.out, "InitializeInjection: 1 1\n");
   // Exactly one line, naming the call that failed and why.
   EXPECT_THAT(r.err,
@@ -42,10 +41,10 @@ TEST(InterposeInit, UnusableCuptiIsOneLineToo) {
   const std::string trace = (std::filesystem::temp_directory_path() /
                              ("tidemark_init2_" + std::to_string(getpid()) + ".db"))
                                 .string();
-  RunResult r = run_program({TIDEMARK_INIT_PROBE},
+  tl_test::Result r = tl_test::run({TIDEMARK_INIT_PROBE},
                             {"TIDEMARK_OUTPUT=" + trace, "TIDEMARK_CUPTI_PATH=libm.so.6"},
                             {"TIDEMARK_ROOT_PID"});
-  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.rc, 3);
   EXPECT_EQ(r.out, "InitializeInjection: 1 1\n");
   EXPECT_EQ(r.err,
             "tidemark: CUDA memory not recorded, the program runs on: libm.so.6 is not a usable "
@@ -58,12 +57,12 @@ TEST(InterposeInit, AnotherCuptiToolIsOneLineAndKeepsExitStatus) {
   const std::string trace = (std::filesystem::temp_directory_path() /
                              ("tidemark_init3_" + std::to_string(getpid()) + ".db"))
                                 .string();
-  RunResult r =
-      run_program({TIDEMARK_INIT_PROBE},
+  tl_test::Result r =
+      tl_test::run({TIDEMARK_INIT_PROBE},
                   {"TIDEMARK_OUTPUT=" + trace,
                    std::string("TIDEMARK_CUPTI_PATH=") + TIDEMARK_FAKE_CUPTI, "FAKE_CUPTI_BUSY=1"},
                   {"TIDEMARK_ROOT_PID"});
-  EXPECT_EQ(r.status, 3);
+  EXPECT_EQ(r.rc, 3);
   EXPECT_EQ(r.out, "InitializeInjection: 1 1\n");
   EXPECT_EQ(r.err,
             "tidemark: CUDA memory not recorded, the program runs on: cuptiSubscribe failed: "
@@ -80,11 +79,11 @@ TEST(InterposeInit, CallSitesEndToEndThroughAStandInCupti) {
   const std::string trace = (std::filesystem::temp_directory_path() /
                              ("tidemark_init4_" + std::to_string(getpid()) + ".db"))
                                 .string();
-  RunResult r = run_program({TIDEMARK_CUPTI_PROBE},
+  tl_test::Result r = tl_test::run({TIDEMARK_CUPTI_PROBE},
                             {"TIDEMARK_OUTPUT=" + trace, "TIDEMARK_STACKS=8",
                              std::string("TIDEMARK_CUPTI_PATH=") + TIDEMARK_FAKE_CUPTI},
                             {"TIDEMARK_ROOT_PID", "FAKE_CUPTI_BUSY"});
-  EXPECT_EQ(r.status, 3) << r.out << r.err;
+  EXPECT_EQ(r.rc, 3) << r.out << r.err;
   EXPECT_EQ(r.out, "InitializeInjection: 1\n");
   EXPECT_EQ(r.err, "");
   // One segment, whose innermost frame is the program's: CUPTI's (the stand-in's) frames and

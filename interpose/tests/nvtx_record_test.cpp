@@ -7,7 +7,7 @@
 
 #include <filesystem>
 
-#include "interpose/tests/run_program.h"
+#include "tests/run_program.h"
 #include "interpose/tests/trace_rows.h"
 
 using namespace tidemark::interpose::testing;
@@ -45,10 +45,10 @@ void expect_nvtx_rows(const std::string& path) {
 TEST(InterposeNvtx, RecordedEndToEndWithChildProcess) {
   const auto dir = temp_dir();
   const std::string trace = (dir / "nvtx.db").string();
-  RunResult r = run_program(
+  tl_test::Result r = tl_test::run(
       {TIDEMARK_CLI, "record", "--no-stacks", "-o", trace, "--", TIDEMARK_NVTX_SAMPLE, "spawn"}, {},
       {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"});
-  EXPECT_EQ(r.status, 5) << r.err;
+  EXPECT_EQ(r.rc, 5) << r.err;
   EXPECT_THAT(r.err, HasSubstr("tidemark: recorded ")) << r.err;
   int child = 0, child_status = 0;
   ASSERT_EQ(std::sscanf(r.out.c_str(), "%d %d", &child, &child_status), 2) << r.out;
@@ -69,8 +69,8 @@ TEST(InterposeNvtx, StepRangesBecomeSteps) {
     std::vector<std::string> argv{TIDEMARK_CLI, "record", "--no-stacks", "-o", trace};
     argv.insert(argv.end(), options.begin(), options.end());
     argv.insert(argv.end(), {"--", TIDEMARK_NVTX_SAMPLE, "steps"});
-    RunResult r = run_program(argv, {}, {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"});
-    EXPECT_EQ(r.status, 0) << r.err;
+    tl_test::Result r = tl_test::run(argv, {}, {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"});
+    EXPECT_EQ(r.rc, 0) << r.err;
     return rows(trace,
                 "SELECT s.number, n.text, s.end_ts IS NOT NULL FROM steps s "
                 "JOIN strings n ON n.id = s.name ORDER BY s.ts, s.seq");
@@ -84,10 +84,10 @@ TEST(InterposeNvtx, StepRangesBecomeSteps) {
 TEST(InterposeNvtx, NoCudaTurnsInjectionOff) {
   const auto dir = temp_dir();
   const std::string trace = (dir / "off.db").string();
-  RunResult r =
-      run_program({TIDEMARK_CLI, "record", "--no-cuda", "-o", trace, "--", TIDEMARK_NVTX_SAMPLE},
+  tl_test::Result r =
+      tl_test::run({TIDEMARK_CLI, "record", "--no-cuda", "-o", trace, "--", TIDEMARK_NVTX_SAMPLE},
                   {}, {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"});
-  EXPECT_EQ(r.status, 5) << r.err;
+  EXPECT_EQ(r.rc, 5) << r.err;
   EXPECT_THAT(r.err, HasSubstr("wrote no trace"));
   EXPECT_FALSE(std::filesystem::exists(trace));
   std::filesystem::remove_all(dir);

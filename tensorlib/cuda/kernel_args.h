@@ -65,7 +65,7 @@ cudaError_t launch_select_flagged(void* temp, size_t* temp_bytes, const bool* fl
 cudaError_t launch_unravel(const int64_t* flat, int64_t n, const int64_t* sizes, int nd,
                            int64_t* out, cudaStream_t stream);
 
-/// A window over [batch, channels, height, width] images (core/cuda_kernels.h's Window2d).
+/// A window over [batch, channels, height, width] images (core/kernels.h's Window2d).
 struct Window {
   int64_t batch, channels, height, width;
   int64_t kh, kw, sh, sw, ph, pw, dh, dw;

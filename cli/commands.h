@@ -14,15 +14,6 @@
 
 #include "profiler/analysis/diagnose.h"
 
-// import and export come from libraries developed beside the CLI; the commands exist when
-// their headers do.
-#if __has_include("profiler/importers/pytorch_snapshot.h")
-#define TIDEMARK_CLI_IMPORT 1
-#endif
-#if __has_include("profiler/analysis/export.h")
-#define TIDEMARK_CLI_EXPORT 1
-#endif
-
 namespace tidemark::cli {
 
 struct RecordArgs {

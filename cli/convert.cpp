@@ -10,17 +10,12 @@
 #include "profiler/analysis/output_file.h"
 #include "profiler/store/trace_writer.h"
 
-#ifdef TIDEMARK_CLI_IMPORT
 #include "profiler/importers/lineup.h"
 #include "profiler/importers/pytorch_snapshot.h"
-#endif
-#ifdef TIDEMARK_CLI_EXPORT
 #include "profiler/analysis/export.h"
-#endif
 
 namespace tidemark::cli {
 
-#ifdef TIDEMARK_CLI_IMPORT
 int run_import(const std::string& snapshot, const std::string& output, const std::string& onto,
                uint64_t max_events) {
   std::vector<std::string> inputs{snapshot};
@@ -65,9 +60,7 @@ int run_import(const std::string& snapshot, const std::string& output, const std
     fmt::print("  the snapshot has no times (PyTorch before 2.1): events are numbered in order\n");
   return kExitOk;
 }
-#endif
 
-#ifdef TIDEMARK_CLI_EXPORT
 int run_export(const std::string& file, const std::string& format, const std::string& output,
                bool no_categories) {
   if (no_categories && format != "snapshot")
@@ -109,6 +102,5 @@ int run_export(const std::string& file, const std::string& format, const std::st
   }
   return kExitOk;
 }
-#endif
 
 }  // namespace tidemark::cli

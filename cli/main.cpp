@@ -309,7 +309,6 @@ int main(int argc, char** argv) {
              "lines (STACK A_BYTES B_BYTES) for flamegraph.pl's differential flame graphs",
              {diff_json, diff_limit});
 
-#ifdef TIDEMARK_CLI_IMPORT
   std::string imp_in, imp_out, imp_onto;
   uint64_t imp_max_events = 0;
   CLI::App* import = command(app, "import",
@@ -325,8 +324,6 @@ int main(int argc, char** argv) {
                      "Most trace entries and blocks the snapshot may expand to (default: one per "
                      "16 bytes of the file, at least 1,000,000)")
       ->check(kCount);
-#endif
-#ifdef TIDEMARK_CLI_EXPORT
   std::string exp_in, exp_format, exp_out;
   CLI::App* exp =
       command(app, "export",
@@ -341,7 +338,6 @@ int main(int argc, char** argv) {
   bool exp_no_categories = false;
   exp->add_flag("--no-categories", exp_no_categories,
                 "snapshot: leave out the blocks' categories, as PyTorch's own snapshots do");
-#endif
 
   std::vector<std::string> args(argv + 1, argv + argc);
   std::optional<std::vector<std::string>> command_after_dashes;
@@ -391,12 +387,8 @@ int main(int argc, char** argv) {
     if (*diff) return tc::run_diff(dif);
     if (*diagnose) return tc::run_diagnose(dia);
     if (*replay) return tc::run_replay(rpl);
-#ifdef TIDEMARK_CLI_IMPORT
     if (*import) return tc::run_import(imp_in, imp_out, imp_onto, imp_max_events);
-#endif
-#ifdef TIDEMARK_CLI_EXPORT
     if (*exp) return tc::run_export(exp_in, exp_format, exp_out, exp_no_categories);
-#endif
   } catch (const tc::UsageError& e) {
     return fail(e.what());
   } catch (const tidemark::store::StoreError& e) {

@@ -26,7 +26,8 @@ namespace ev = tidemark::events;
 using im::pickle::PickleWriter;
 
 inline const fs::path kData = fs::path(__FILE__).parent_path() / "data";
-inline const fs::path kSnapshot = fs::path(TIDEMARK_TEST_DATA) / "pytorch/snapshot_small_gpu.pickle";
+inline const fs::path kSnapshot =
+    fs::path(TIDEMARK_TEST_DATA) / "pytorch/snapshot_small_gpu.pickle";
 
 class TempDir {
  public:
@@ -119,7 +120,13 @@ class SnapshotBuilder {
     }
     w_.appends();
     w_.str("allocator_settings");
-    w_.empty_dict().mark().str("expandable_segments").boolean(false).str("max_split_size").integer(-1).setitems();
+    w_.empty_dict()
+        .mark()
+        .str("expandable_segments")
+        .boolean(false)
+        .str("max_split_size")
+        .integer(-1)
+        .setitems();
     w_.setitems();
     return w_.finish();
   }
@@ -152,11 +159,11 @@ class SnapshotBuilder {
       uint32_t m = w_.memoize();
       w_.mark();
       key("name");
-    w_.str(f.name);
+      w_.str(f.name);
       key("filename");
-    w_.str(f.file);
+      w_.str(f.file);
       key("line");
-    w_.integer(f.line);
+      w_.integer(f.line);
       w_.setitems();
       frames_[id] = m;
     }
@@ -191,13 +198,13 @@ class SnapshotBuilder {
         w_.memoize();
         w_.mark();
         key("address");
-    w_.integer(static_cast<int64_t>(b.addr));
+        w_.integer(static_cast<int64_t>(b.addr));
         key("size");
-    w_.integer(static_cast<int64_t>(b.size));
+        w_.integer(static_cast<int64_t>(b.size));
         key("requested_size");
-    w_.integer(static_cast<int64_t>(b.requested));
+        w_.integer(static_cast<int64_t>(b.requested));
         key("state");
-    w_.str(b.state);
+        w_.str(b.state);
         frames(b.frames);
         w_.setitems();
       }
@@ -213,10 +220,10 @@ class SnapshotBuilder {
     w_.str(e.action);
     if (e.device_free) {
       key("device_free");
-    w_.integer(static_cast<int64_t>(*e.device_free));
+      w_.integer(static_cast<int64_t>(*e.device_free));
     } else {
       key("addr");
-    w_.integer(static_cast<int64_t>(e.addr));
+      w_.integer(static_cast<int64_t>(e.addr));
     }
     key("size");
     w_.integer(static_cast<int64_t>(e.size));
@@ -239,6 +246,5 @@ inline std::string write(const TempDir& dir, const std::string& name, const std:
   std::ofstream(path, std::ios::binary) << bytes;
   return path;
 }
-
 
 }  // namespace snapshot_test

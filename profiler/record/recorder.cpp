@@ -142,7 +142,16 @@ struct ThreadExit {
 };
 thread_local ThreadExit t_exit;
 
-// The stack captured last on this thread (Note [Shared stacks]).
+// Note [Shared stacks]
+// ~~~~~~~~~~~~~~~~~~~~
+// A new tensor is an alloc, then its storage_create, then its tensor_create, emitted back to
+// back on one thread from one call site, so the three share one captured stack: the recorder
+// keeps the stack it captured last on this thread (LastStack) and gives it to the next event
+// when that event follows in this order in the same recording, instead of unwinding again. A
+// stamped event (its stack given, Note [Stamped events]) leaves nothing to share. The writer
+// sees the repeated stack and skips the prefix-tree walk for it.
+//
+// The stack captured last on this thread.
 struct LastStack {
   const void* recorder = nullptr;
   ev::Kind kind = ev::Kind::mark;
@@ -277,9 +286,7 @@ class Recorder final : public ev::Sink {
 
   // `given`: the stack of a stamped event (Note [Stamped events]); null: capture one here.
   void record(const ev::Event& e, const std::span<const uint64_t>* given) noexcept {
-    // Note [Shared stacks]: a new tensor is an alloc, then its storage_create, then its
-    // tensor_create, back to back on one thread and from one call site, so the three share
-    // one captured stack.
+    // The three events of a new tensor share one stack (Note [Shared stacks]).
     const uint64_t* ips = nullptr;
     int n_ips = 0;
     if (given) {

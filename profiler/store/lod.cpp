@@ -81,7 +81,12 @@ uint8_t* put_value(uint8_t* p, int64_t d) {
 int64_t read_value(VarintReader& r) {
   const uint64_t c = r.var();
   if (c == kEscape) return r.svar();
-  return c & 1 ? unzigzag(c >> 1) : unzigzag(c >> 1) * 512;
+  const int64_t v = unzigzag(c >> 1);
+  if (c & 1) return v;
+  // put_value writes a multiple of 512 this way only below kShortLimit: a larger one is damage
+  // (and its product would overflow).
+  if (v >= kShortLimit / 512 || v <= -kShortLimit / 512) r.fail("a value beyond its encoding");
+  return v * 512;
 }
 
 }  // namespace

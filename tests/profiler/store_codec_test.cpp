@@ -12,6 +12,8 @@
 
 #include "profiler/store/compress.h"
 #include "profiler/store/event_codec.h"
+#include "profiler/store/lod.h"
+#include "profiler/store/varint.h"
 #include "profiler/store/trace_reader.h"
 #include "profiler/store/trace_writer.h"
 
@@ -294,6 +296,40 @@ TEST(StoreCodec, DamagedFramesThrowNamingTheBlock) {
       EXPECT_EQ(e.rfind("f.db: event block 4: corrupt event block", 0), 0u) << e;
     }
   }
+}
+
+// A curve chunk is finalize's own encoding: a stored multiple of 512 beyond what the encoder
+// writes that way (its product with 512 would overflow int64) is damage, refused by name.
+TEST(StoreCodec, LodChunkWithAnOverflowingValueThrows) {
+  std::vector<uint8_t> raw(64);
+  uint8_t* p = raw.data();
+  p = st::detail::put_varint(p, st::detail::zigzag(0));  // t
+  p = st::detail::put_varint(p, st::detail::zigzag(0));  // seq
+  // The first curve in the short form (an even code): 2^60 units of 512 bytes.
+  p = st::detail::put_varint(p, st::detail::zigzag(int64_t{1} << 60) << 1);
+  for (int c = 1; c < 4; ++c) p = st::detail::put_varint(p, 0);
+  raw.resize(static_cast<size_t>(p - raw.data()));
+  const std::vector<uint8_t> stored = st::detail::compress(raw);
+  std::vector<st::LodRow> out;
+  try {
+    st::detail::decode_lod_chunk(0, stored, 1, out, "memory_lod row 7");
+    FAIL() << "decoded a value whose product overflows";
+  } catch (const st::StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find("memory_lod row 7"), std::string::npos) << e.what();
+  }
+
+  // The largest value the short form may carry still decodes.
+  raw.assign(64, 0);
+  p = raw.data();
+  p = st::detail::put_varint(p, 0);
+  p = st::detail::put_varint(p, 0);
+  p = st::detail::put_varint(p, st::detail::zigzag(1000) << 1);  // 512000 bytes
+  for (int c = 1; c < 4; ++c) p = st::detail::put_varint(p, 0);
+  raw.resize(static_cast<size_t>(p - raw.data()));
+  out.clear();
+  st::detail::decode_lod_chunk(0, st::detail::compress(raw), 1, out, "memory_lod row 8");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].allocated, 512000);
 }
 
 TEST(StoreCodec, AllocatorEventsAreCompact) {

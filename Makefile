@@ -32,13 +32,19 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# OpenBLAS falls back to its slowest kernels on CPUs it does not know (scripts/openblas-coretype.sh);
+# the demo's programs then run with the newest kernel set the CPU allows.
+OPENBLAS_CORE = $(shell scripts/openblas-coretype.sh)
+BLAS_ENV = $(if $(OPENBLAS_CORE),OPENBLAS_CORETYPE=$(OPENBLAS_CORE))
+
 demo: build-demo
+	@if [ -n "$(OPENBLAS_CORE)" ]; then echo "== OpenBLAS does not know this CPU: its $(OPENBLAS_CORE) kernels instead of the slowest (OPENBLAS_CORETYPE)"; fi
 	@echo "== the memory tour: tensors, views and the caching allocator (a second)"
-	@$(BUILD)/samples/memory_tour
+	@$(BLAS_ENV) $(BUILD)/samples/memory_tour
 	@echo
 	@echo "== tidemark record -- samples/train_fashion_mnist --model mlp --epochs 1 (seconds on a quiet machine)"
 	@rm -f $(BUILD)/fashion_mnist.db $(BUILD)/fashion_mnist.db-wal $(BUILD)/fashion_mnist.db-shm
-	@$(BUILD)/cli/tidemark record -o $(BUILD)/fashion_mnist.db -- \
+	@$(BLAS_ENV) $(BUILD)/cli/tidemark record -o $(BUILD)/fashion_mnist.db -- \
 	  $(BUILD)/samples/train_fashion_mnist --model mlp --epochs 1
 	@echo
 	@$(BUILD)/cli/tidemark summary $(BUILD)/fashion_mnist.db
@@ -48,7 +54,7 @@ demo: build-demo
 	@echo
 	@echo "== a memory pitfall: summing loss tensors keeps every graph alive"
 	@rm -f $(BUILD)/pitfall.db $(BUILD)/pitfall.db-wal $(BUILD)/pitfall.db-shm
-	@$(BUILD)/cli/tidemark record -o $(BUILD)/pitfall.db -- \
+	@$(BLAS_ENV) $(BUILD)/cli/tidemark record -o $(BUILD)/pitfall.db -- \
 	  $(BUILD)/samples/pitfall_accumulated_loss --steps 10 >/dev/null
 	@$(BUILD)/cli/tidemark diagnose $(BUILD)/pitfall.db
 	@echo

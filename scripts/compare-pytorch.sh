@@ -19,5 +19,11 @@ if ! "$python" -c 'import torch' 2>/dev/null; then
 fi
 bench="$build/bench/train_step_bench"
 [ -x "$bench" ] || { echo "compare-pytorch: $bench not built (make build)" >&2; exit 2; }
+# OpenBLAS's slowest kernels on a CPU it does not know would skew every ratio against BLAS.
+coretype=$("$(dirname "$0")/openblas-coretype.sh" || true)
+if [ -n "$coretype" ]; then
+  export OPENBLAS_CORETYPE=$coretype
+  echo "OpenBLAS does not know this CPU: OPENBLAS_CORETYPE=$coretype" >&2
+fi
 command -v taskset >/dev/null || { echo "compare-pytorch: taskset (util-linux) not found" >&2; exit 2; }
 exec python3 "$here/bench/pytorch/compare.py" --bench "$bench" --python "$python" "$@"

@@ -4,6 +4,12 @@
 set -uo pipefail
 build=${1:-build}
 shift || true
+# OpenBLAS's slowest kernels on a CPU it does not know would skew every ratio against BLAS.
+coretype=$("$(dirname "$0")/openblas-coretype.sh" || true)
+if [ -n "$coretype" ]; then
+  export OPENBLAS_CORETYPE=$coretype
+  echo "OpenBLAS does not know this CPU: OPENBLAS_CORETYPE=$coretype" >&2
+fi
 status=0
 for b in "$build"/bench/*_bench; do
   echo "== $(basename "$b")"

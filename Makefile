@@ -34,7 +34,8 @@ build: configure
 
 # OpenBLAS falls back to its slowest kernels on CPUs it does not know (scripts/openblas-coretype.sh);
 # the demo's programs then run with the newest kernel set the CPU allows.
-OPENBLAS_CORE = $(shell scripts/openblas-coretype.sh)
+# Asked once, when the demo first needs it (after its packages are installed), then kept.
+OPENBLAS_CORE = $(eval OPENBLAS_CORE := $$(shell scripts/openblas-coretype.sh))$(OPENBLAS_CORE)
 BLAS_ENV = $(if $(OPENBLAS_CORE),OPENBLAS_CORETYPE=$(OPENBLAS_CORE))
 
 demo: build-demo

@@ -66,8 +66,9 @@ int run_export(const std::string& file, const std::string& format, const std::st
   if (no_categories && format != "snapshot")
     throw UsageError("--no-categories: only for --format snapshot");
   const analysis::Trace trace = open_trace(file);
-  const analysis::ExportOptions options{*analysis::parse_export_format(format),
-                                        {.categories = !no_categories}};
+  const std::optional<analysis::ExportFormat> parsed = analysis::parse_export_format(format);
+  if (!parsed) throw UsageError("--format " + format + ": expected chrome, csv or snapshot");
+  const analysis::ExportOptions options{*parsed, {.categories = !no_categories}};
   analysis::ExportResult result;
   {
     Progress p("exporting " + file);

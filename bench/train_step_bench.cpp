@@ -6,6 +6,8 @@
 // PyTorch on the same models, batch and threads is scripts/compare-pytorch.sh.
 #include <cblas.h>
 
+#include <chrono>
+
 #include <tensorlib/nn/loss.h>
 #include <tensorlib/optim/optimizer.h>
 #include <tensorlib/tensorlib.h>
@@ -40,6 +42,45 @@ void BM_CnnStep(benchmark::State& state) {
   step_loop(state, samples::make_cnn());
 }
 BENCHMARK(BM_CnnStep)->Unit(benchmark::kMillisecond)->Repetitions(3)->ReportAggregatesOnly(true);
+
+// Where a step's time goes: whole steps, each phase timed on its own and reported as a counter
+// (ms per step), so the four add up to the step. PyTorch's figures for the same phases come
+// from bench/pytorch/train_step.py --phases (docs/performance.md). The argument is Adam's
+// `fused` (Note [Fused Adam]): 0 composes the update from ops.
+void phases_loop(benchmark::State& state, const std::shared_ptr<tl::nn::Sequential>& model) {
+  using clock = std::chrono::steady_clock;
+  tl::manual_seed(0);
+  tl::optim::Adam opt(model->parameters(), {.lr = 1e-3, .fused = state.range(0) != 0});
+  tl::Tensor x = tl::randn({kBatch, 1, 28, 28});
+  tl::Tensor y = tl::randint(0, 10, {kBatch});
+  double sums[4] = {0, 0, 0, 0};
+  for (auto _ : state) {
+    const clock::time_point t0 = clock::now();
+    opt.zero_grad();
+    const clock::time_point t1 = clock::now();
+    tl::Tensor loss = tl::nn::functional::cross_entropy((*model)(x), y);
+    const clock::time_point t2 = clock::now();
+    loss.backward();
+    const clock::time_point t3 = clock::now();
+    opt.step();
+    const clock::time_point t4 = clock::now();
+    const clock::time_point marks[] = {t0, t1, t2, t3, t4};
+    for (int i = 0; i < 4; ++i) sums[i] += std::chrono::duration<double, std::milli>(marks[i + 1] - marks[i]).count();
+  }
+  const char* names[] = {"zero_grad_ms", "forward_ms", "backward_ms", "optimizer_ms"};
+  for (int i = 0; i < 4; ++i)
+    state.counters[names[i]] = benchmark::Counter(sums[i] / static_cast<double>(state.iterations()));
+}
+
+void BM_MlpPhases(benchmark::State& state) {
+  phases_loop(state, samples::make_mlp());
+}
+BENCHMARK(BM_MlpPhases)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Repetitions(3)->ReportAggregatesOnly(true);
+
+void BM_CnnPhases(benchmark::State& state) {
+  phases_loop(state, samples::make_cnn());
+}
+BENCHMARK(BM_CnnPhases)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Repetitions(3)->ReportAggregatesOnly(true);
 
 // The MLP step's matrix products alone: forward x W1^T, h W2^T; backward dW2, dH, dW1.
 void BM_MlpGemms(benchmark::State& state) {

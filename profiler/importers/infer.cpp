@@ -70,7 +70,11 @@
 //      saved); else `unknown`.
 // 4. Steps, when the importer has none from annotations (Note [Inferred steps] in
 //    pytorch_snapshot.cpp): one at the end of each optimizer run, named "inferred from
-//    optimizer frames". An optimizer that allocates nothing (plain SGD) leaves no run.
+//    optimizer frames". An optimizer that allocates nothing (plain SGD) leaves no run, and
+//    one with a fused update (tensorlib's Adam, PyTorch's `fused=True`) one run, its states
+//    on the first step: with at most one optimizer run and more than one backward run, a
+//    step ends at the end of each backward run instead ("inferred from backward frames"; a
+//    loop that accumulates gradients over several backwards then shows each as a step).
 //
 // What the rules cannot see: a parameter allocated inside the loop (lazy modules), gradients
 // made outside backward (`p.grad = ...`), a cache a forward fills, what a custom autograd
@@ -320,8 +324,14 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
     const size_t j = next_of[static_cast<size_t>(ph)][first_after(p)];
     return j < n ? &runs[j] : nullptr;
   };
+  // Rule 4: the optimizer's runs end the steps; when it has at most one (an optimizer that
+  // allocates only its states, on its first step: fused kernels) but backward ran more than
+  // once, each backward run ends one instead.
+  const bool by_backward = out.runs[static_cast<size_t>(Phase::optimizer)] <= 1 &&
+                           out.runs[static_cast<size_t>(Phase::backward)] > 1;
+  out.step_basis = by_backward ? Phase::backward : Phase::optimizer;
   for (const Run& r : runs)
-    if (r.phase == Phase::optimizer) out.step_ends.push_back(events[r.last - 1].ts);
+    if (r.phase == out.step_basis) out.step_ends.push_back(events[r.last - 1].ts);
 
   // A block a forward (beginning after position p) kept until pf_pos, not freed by a backward:
   // an activation when no backward began before its free (a graph that never ran backward)

@@ -84,9 +84,10 @@ struct Result {
   std::vector<events::Category> categories;  // one per block, in the order given
   // Runs of one phase (consecutive classified events of that phase), by phase.
   uint64_t runs[kPhases] = {};
-  // Step boundaries inferred from the optimizer's runs: the end of each (Note [Inferred
-  // categories]); empty when the trace has no optimizer run.
+  // Step boundaries inferred from the optimizer's runs, or the backward's when the optimizer
+  // left at most one (`step_basis`): the end of each (Note [Inferred categories], rule 4).
   std::vector<uint64_t> step_ends;
+  Phase step_basis = Phase::optimizer;
 };
 
 // The categories of `blocks` on one device, whose allocs and frees are `events`.

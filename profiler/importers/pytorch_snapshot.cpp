@@ -566,7 +566,9 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
     if (next_frame_step < frame_steps.size() &&
         (!c || frame_steps[next_frame_step].first < (*c->entries)[c->next].time_ns)) {
       auto [ts, d] = frame_steps[next_frame_step++];
-      out.step(devices[d], ts, ++steps, "inferred from optimizer frames");
+      out.step(devices[d], ts, ++steps,
+               inferred[d].step_basis == infer::Phase::backward ? "inferred from backward frames"
+                                                                 : "inferred from optimizer frames");
       continue;
     }
     if (next_annotation < annotations.size()) {
@@ -629,6 +631,9 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   stats.annotations = annotations.size();
   stats.inferred_steps = frame_steps.empty() ? steps : 0;
   stats.frame_steps = frame_steps.empty() ? 0 : steps;
+  for (const auto& [d, i] : inferred)
+    if (!i.step_ends.empty())
+      stats.frame_steps_from = i.step_basis == infer::Phase::backward ? "backward" : "optimizer";
   stats.categories_inferred = meta.categories_inferred;
   stats.synthetic_times = reader.synthetic_times_;
   stats.notes = reader.notes_.lines();

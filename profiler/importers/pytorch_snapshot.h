@@ -28,9 +28,11 @@ struct ImportStats {
   int devices = 0;        // devices in the trace (cuda:N with segments or trace entries)
   uint64_t annotations = 0;      // external_annotations written as scopes
   uint64_t inferred_steps = 0;   // step events inferred from them (Note [Inferred steps])
-  // Step events inferred from the optimizer's frames instead, when no annotation gave any
-  // (Note [Inferred categories]).
+  // Step events inferred from the optimizer's frames instead, or the backward's when the
+  // optimizer left none to go by (`frame_steps_from`: "optimizer", "backward"), when no
+  // annotation gave any (Note [Inferred categories], rule 4).
   uint64_t frame_steps = 0;
+  std::string frame_steps_from;
   bool synthetic_times = false;  // the snapshot had no times: events are in entry order
   // What the allocations' categories were inferred from (meta `categories_inferred`, Note
   // [Inferred categories]); empty when the snapshot named them or nothing was inferred.

@@ -132,6 +132,7 @@ DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Ent
       out.entries[entry_of[k]] = c;
   }
   out.step_ends = std::move(r.step_ends);
+  out.step_basis = r.step_basis;
   for (size_t k = 0; k < out.runs.size(); ++k) out.runs[k] = r.runs[k];
   return out;
 }

@@ -24,6 +24,7 @@ struct DeviceInference {
   std::vector<ev::Category> entries;  // per trace entry (an alloc's category; unknown for others)
   std::vector<ev::Category> start;    // per StartBlock
   std::vector<uint64_t> step_ends;    // Note [Inferred categories], rule 4
+  infer::Phase step_basis = infer::Phase::optimizer;  // whose runs end the steps
   std::array<uint64_t, infer::kPhases> runs{};     // runs per phase (infer::Phase)
   bool annotations_used = false;      // an annotation gave an event its phase
   bool any = false;                   // some block got a category other than unknown

@@ -121,6 +121,9 @@ void Kernels::reduce_rows(ReduceOp, const Tensor&, const Tensor&, const Tensor&,
 Tensor Kernels::sum_leading(const Tensor&, const std::vector<bool>&, bool, ScalarType) const {
   return Tensor();  // no fast path: the caller reduces rows
 }
+bool Kernels::adam_step(const AdamStep&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) const {
+  return false;  // no fused path: the optimizer composes the update
+}
 void Kernels::softmax(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, bool) const {
   missing("softmax");
 }

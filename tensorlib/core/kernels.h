@@ -53,6 +53,18 @@ struct RandomFill {
   uint64_t range = 1;
 };
 
+/// One Adam/AdamW update of a parameter (Note [Fused Adam] in optim/optimizer.cpp): the
+/// optimizer's scalars as PyTorch's single-tensor Adam uses them.
+struct AdamStep {
+  double beta1, beta2;
+  double step_size;         // lr / (1 - beta1^t)
+  double bias_correction2;  // sqrt(1 - beta2^t)
+  double eps;
+  double weight_decay;  // 0: none
+  bool decoupled;       // AdamW: p *= 1 - lr * weight_decay first; Adam: g += weight_decay * p
+  double lr;
+};
+
 class Kernels {
  public:
   virtual ~Kernels() = default;
@@ -114,6 +126,12 @@ class Kernels {
   /// such path for this layout and dtype (the default), and the caller reduces rows.
   virtual Tensor sum_leading(const Tensor& x, const std::vector<bool>& reduced, bool keepdim,
                              ScalarType out_dtype) const;
+  /// Optional: Adam's update of parameter p from its gradient g and its states m and v in one
+  /// pass (all contiguous, of one floating dtype, on this device), giving what the composed
+  /// update gives element for element; false where the backend has no such path (the default),
+  /// and the caller composes the update from ops.
+  virtual bool adam_step(const AdamStep& step, const Tensor& p, const Tensor& g, const Tensor& m,
+                         const Tensor& v) const;
   /// Softmax or log-softmax of a contiguous input viewed as [outer, len, inner] along len.
   virtual void softmax(const Tensor& out, const Tensor& in, int64_t outer, int64_t len,
                        int64_t inner, bool log) const;

@@ -39,6 +39,9 @@ class Kernels final : public detail::Kernels {
                      ScalarType out_dtype) const override;
   void softmax(const Tensor& out, const Tensor& in, int64_t outer, int64_t len, int64_t inner,
                bool log) const override;
+  // optim.cpp
+  bool adam_step(const detail::AdamStep& step, const Tensor& p, const Tensor& g, const Tensor& m,
+                 const Tensor& v) const override;
   // linalg.cpp
   void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha,
               const Scalar& beta, bool use_beta) const override;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "tensorlib/autograd/grad_mode.h"
+#include "tensorlib/core/kernels.h"
 #include "tensorlib/core/memory_category.h"
 
 namespace tl::optim {
@@ -63,6 +64,17 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions o, bool decoupled)
 // PyTorch's Adam/AdamW: (AdamW) p *= 1 - lr * wd; (Adam) g += wd * p;
 // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
 // p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+//
+// Note [Fused Adam]
+// ~~~~~~~~~~~~~~~~~
+// Composed from ops, the update makes ten passes over each parameter and four temporaries; on
+// the CPU it was half of the MLP's training step (docs/performance.md). A backend with a fused
+// kernel (Kernels::adam_step, the CPU's in tensorlib/cpu/optim.cpp) makes one pass, reading p, g, m and v
+// once, with the same arithmetic in the same order and precision, so the result is the composed
+// update's to the bit (a test holds the two paths equal). The composed ops remain for what the
+// kernel declines (half and bfloat16 parameters, non-contiguous or overlapping tensors, a
+// backend without one). Either way p, m and v each count one in-place write (their version
+// counters).
 void Adam::step() {
   NoGradGuard no_grad;
   ++t_;
@@ -72,13 +84,22 @@ void Adam::step() {
     Tensor& p = params_[i];
     if (!p.grad().defined()) continue;
     Tensor g = p.grad();
-    if (o_.weight_decay != 0) {
-      if (decoupled_) p.mul_(1 - lr_ * o_.weight_decay);
-      else g = g + p * o_.weight_decay;
-    }
     if (!m_[i].defined()) {
       m_[i] = new_state(p);
       v_[i] = new_state(p);
+    }
+    const detail::AdamStep fused{o_.beta1,           o_.beta2, lr_ / bc1, std::sqrt(bc2), o_.eps,
+                                 o_.weight_decay,    decoupled_, lr_};
+    if (o_.fused && detail::check_device("adam", {&p, &g, &m_[i], &v_[i]}) == p.device() &&
+        detail::kernels_for(p.device()).adam_step(fused, p, g, m_[i], v_[i])) {
+      p.bump_version();
+      m_[i].bump_version();
+      v_[i].bump_version();
+      continue;
+    }
+    if (o_.weight_decay != 0) {
+      if (decoupled_) p.mul_(1 - lr_ * o_.weight_decay);
+      else g = g + p * o_.weight_decay;
     }
     m_[i].mul_(o_.beta1).add_(g, 1 - o_.beta1);
     v_[i].mul_(o_.beta2).add_(g * g, 1 - o_.beta2);

@@ -50,6 +50,9 @@ struct AdamOptions {
   double beta1 = 0.9, beta2 = 0.999;
   double eps = 1e-8;
   double weight_decay = 0;  // Adam: L2 added to the gradient; AdamW: decoupled (default 1e-2)
+  // One pass per parameter through the backend's fused kernel where it has one (Note [Fused
+  // Adam]: the same result to the bit); false composes the update from ops.
+  bool fused = true;
 };
 
 class Adam : public Optimizer {

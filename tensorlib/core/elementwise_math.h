@@ -39,6 +39,7 @@ enum class BinaryOp : uint8_t {
   add, sub, mul, div, pow,   // result in the common dtype (add/sub take alpha)
   eq, ne, lt, le, gt, ge,    // result bool
   gelu_backward,             // (grad, x) -> grad * d/dx gelu(x); floating only
+  relu_backward,             // (grad, relu's result y) -> y > 0 ? grad : 0 (threshold_backward)
 };
 inline constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq && op <= BinaryOp::ge; }
 
@@ -50,7 +51,8 @@ inline const char* name(UnaryOp op) {
 }
 inline const char* name(BinaryOp op) {
   constexpr const char* names[] = {"add", "sub", "mul", "div", "pow", "eq",
-                                   "ne",  "lt",  "le",  "gt",  "ge",  "gelu_backward"};
+                                   "ne",  "lt",  "le",  "gt",  "ge",  "gelu_backward",
+                                   "threshold_backward"};
   return names[static_cast<int>(op)];
 }
 
@@ -170,6 +172,8 @@ TL_HOST_DEVICE inline M binary(M x, M y, M alpha) {
     return x / y;
   } else if constexpr (Op == BinaryOp::pow) {
     return int_pow(x, y);
+  } else if constexpr (Op == BinaryOp::relu_backward) {
+    return y > M(0) ? x : M(0);  // where(y > 0, grad, 0), in one pass
   } else if constexpr (Op == BinaryOp::gelu_backward) {
     if constexpr (std::is_floating_point_v<M>) {
       // d/dx x*Phi(x) = Phi(x) + x*phi(x)

@@ -44,6 +44,7 @@ void run_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b
       TL_ARITHMETIC(div)
       TL_ARITHMETIC(pow)
       TL_ARITHMETIC(gelu_backward)
+      TL_ARITHMETIC(relu_backward)
 #undef TL_ARITHMETIC
 #define TL_COMPARE(NAME)                                                                     \
   case BinaryOp::NAME:                                                                       \

@@ -169,6 +169,7 @@ struct BinaryFn {
       TL_ARITH_CASE(div)
       TL_ARITH_CASE(pow)
       TL_ARITH_CASE(gelu_backward)
+      TL_ARITH_CASE(relu_backward)
 #undef TL_ARITH_CASE
       default: break;
     }

@@ -554,7 +554,14 @@ Tensor Tensor::abs() const {
 Tensor Tensor::relu() const {
   Tensor out = forward([&] { return unary_same<UnaryOp::relu>("relu", *this); });
   record(out, "Relu", {this}, {out}, [](const variable_list& g, const variable_list& s) {
-    return variable_list{tl::where(s[0] > 0, g[0], 0)};
+    // One pass (PyTorch's threshold_backward); composed from differentiable ops when the
+    // backward itself is recorded (create_graph).
+    if (autograd::is_grad_enabled()) return variable_list{tl::where(s[0] > 0, g[0], 0)};
+    const Tensor gy = g[0].to(s[0].dtype());
+    const Device device = detail::check_device("relu_backward", {&gy, &s[0]});
+    Tensor gx = detail::make_tensor(s[0].sizes(), s[0].dtype(), device, "threshold_backward");
+    run_binary_on(device, BinaryOp::relu_backward, gx, gy, s[0], 1);
+    return variable_list{gx};
   });
   return out;
 }

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "profiler/importers/pickle_writer.h"
@@ -69,6 +70,8 @@ inline int64_t device_row(const st::TraceReader& r, int index) {
 struct Frame {
   std::string name, file;
   int line = 0;
+  // What torch.compile's snapshots add to a frame of generated code (written when not empty).
+  std::string fx_node_op, fx_node_name, fx_node_target, fx_original_trace;
 };
 struct Blk {
   uint64_t addr = 0, size = 0, requested = 0;
@@ -149,7 +152,8 @@ class SnapshotBuilder {
     if (fs.empty()) return;
     w_.mark();
     for (const Frame& f : fs) {
-      std::string id = f.name + "\n" + f.file + "\n" + std::to_string(f.line);
+      std::string id = f.name + "\n" + f.file + "\n" + std::to_string(f.line) + "\n" + f.fx_node_name + "\n" +
+                       f.fx_original_trace;
       auto it = frames_.find(id);
       if (it != frames_.end()) {
         w_.get(it->second);
@@ -164,6 +168,11 @@ class SnapshotBuilder {
       w_.str(f.file);
       key("line");
       w_.integer(f.line);
+      for (const auto& [k, v] : {std::pair<const char*, const std::string&>{"fx_node_op", f.fx_node_op},
+                                 {"fx_node_name", f.fx_node_name},
+                                 {"fx_node_target", f.fx_node_target},
+                                 {"fx_original_trace", f.fx_original_trace}})
+        if (!v.empty()) key(k), w_.str(v);
       w_.setitems();
       frames_[id] = m;
     }

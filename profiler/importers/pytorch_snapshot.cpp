@@ -319,7 +319,7 @@ class Emitter {
     x.allocator = {};
     x.allocator.requested_size = e.size;
     x.allocator.stream = e.stream;
-    x.allocator.device_free = e.device_free;
+    x.allocator.device_free = e.device_free();
     x.allocator.allocated = static_cast<uint64_t>(std::max<int64_t>(d.allocated, 0));
     x.allocator.reserved = static_cast<uint64_t>(std::max<int64_t>(d.reserved, 0));
     append(x, ts, stack);
@@ -381,6 +381,81 @@ class Emitter {
   store::TraceWriter& writer_;
   const std::string& name_;
   uint64_t seq_ = 0;
+};
+
+// Note [Entry contexts]
+// ~~~~~~~~~~~~~~~~~~~~~
+// PyTorch 2.5+ writes two strings on every trace entry: `compile_context`, the torch.compile
+// region the allocator was called from ("Torch-Compiled Region: 0/0"; "N/A" outside one, when
+// `_record_memory_history(compile_context=True)` is off or no region is running), and
+// `user_metadata`, what `torch.cuda.memory._set_memory_metadata(str)` last set ("" when
+// nothing is). Both are kept as scopes, the way annotations are, so `top --by scope`,
+// `summary` and the GUI group allocations by them: a maximal run of entries with the same
+// value is one scope, named `compile: <value>` or `metadata: <value>`. They live on thread 1
+// with the allocations and the annotations, and are kept innermost so scopes nest:
+//   * a compile scope holds the metadata scope inside it (the compile region is the larger);
+//   * an annotation opening or closing inside a run closes the run's scopes first, and the
+//     next entry of the run opens them again inside (so one run may be several scope rows of
+//     one name, each inside one record_function range);
+//   * a run ends at the first entry whose value differs (its scope closes at that entry's
+//     time) or at the last entry; runs are taken in the merged order of the devices' entries,
+//     which on one device is that device's order.
+// A value that is not a str is counted in the notes and read as none. Names are cut to 200
+// bytes and control characters read as spaces, so a scope path stays one line.
+class Contexts {
+ public:
+  Contexts(Emitter& out, const SnapshotReader& reader) : out_(out), reader_(reader) {}
+
+  // Before an entry of device `d` at `ts` with these contexts.
+  void enter(Emitter::Device& d, uint64_t ts, ContextId compile, ContextId metadata) {
+    if (open_[0] != compile)
+      close(ts, 1), close(ts, 0);
+    else if (open_[1] != metadata)
+      close(ts, 1);
+    if (!open_[0] && compile) open(d, ts, 0, compile);
+    if (!open_[1] && metadata) open(d, ts, 1, metadata);
+  }
+  // Before an annotation's scope event, and at the end.
+  void leave(uint64_t ts) { close(ts, 1), close(ts, 0); }
+  uint64_t scopes() const { return scopes_; }
+
+ private:
+  const std::string& name(int level, ContextId id) {
+    auto [it, fresh] = names_.try_emplace(uint64_t{id} << 1 | static_cast<uint64_t>(level));
+    if (fresh) {
+      std::string_view v = reader_.context_text(id);
+      if (v.size() > kMaxName) {
+        size_t cut = kMaxName;  // not inside a UTF-8 sequence
+        while (cut > 0 && (static_cast<unsigned char>(v[cut]) & 0xc0) == 0x80) --cut;
+        it->second = std::string(v.substr(0, cut)) + "...";
+      } else {
+        it->second = v;
+      }
+      for (char& c : it->second)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+      it->second.insert(0, level == 0 ? "compile: " : "metadata: ");
+    }
+    return it->second;
+  }
+  void open(Emitter::Device& d, uint64_t ts, int level, ContextId id) {
+    out_.scope(d, ts, true, name(level, id));
+    open_[level] = id;
+    device_[level] = &d;
+    ++scopes_;
+  }
+  void close(uint64_t ts, int level) {
+    if (!open_[level]) return;
+    out_.scope(*device_[level], ts, false, name(level, open_[level]));
+    open_[level] = 0;
+  }
+
+  static constexpr size_t kMaxName = 200;
+  Emitter& out_;
+  const SnapshotReader& reader_;
+  ContextId open_[2] = {0, 0};  // compile, metadata
+  Emitter::Device* device_[2] = {nullptr, nullptr};
+  std::unordered_map<uint64_t, std::string> names_;
+  uint64_t scopes_ = 0;
 };
 
 }  // namespace
@@ -559,6 +634,8 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
       for (uint64_t ts : i.step_ends) frame_steps.emplace_back(ts, d);
   std::sort(frame_steps.begin(), frame_steps.end());
   size_t next_frame_step = 0;
+  Contexts contexts(out, reader);
+  uint64_t last_ts = t0;
   for (;;) {
     Cursor* c = nullptr;
     for (Cursor& k : cursors)
@@ -574,6 +651,7 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
       if (!c || a.time_ns < (*c->entries)[c->next].time_ns ||
           (a.start && a.time_ns == (*c->entries)[c->next].time_ns)) {
         if (a.start) maybe_step(a);
+        contexts.leave(a.time_ns);  // Note [Entry contexts]: they stay innermost
         out.scope(devices[a.device], a.time_ns, a.start, a.name);
         if (!a.start) maybe_step(a);
         ++next_annotation;
@@ -587,6 +665,8 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
     const DeviceState& state = states[c->device];
     uint64_t stack = stacks.stack(e.frames);
     const uint64_t ts = e.time_ns;
+    contexts.enter(dev, ts, e.compile_context, e.user_metadata);
+    last_ts = std::max(last_ts, ts);
     switch (e.action) {
       case Action::alloc: {
         auto exact = state.exact_size.find(i);
@@ -619,6 +699,7 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
       case Action::other: break;
     }
   }
+  contexts.leave(last_ts);
 
   phase("emitted");
   ImportStats stats;
@@ -627,6 +708,7 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   stats.frames = stacks.frame_count();
   stats.devices = static_cast<int>(states.size());
   stats.annotations = annotations.size();
+  stats.context_scopes = contexts.scopes();
   stats.inferred_steps = frame_steps.empty() ? steps : 0;
   stats.frame_steps = frame_steps.empty() ? 0 : steps;
   stats.categories_inferred = meta.categories_inferred;

@@ -27,6 +27,9 @@ struct ImportStats {
   uint64_t frames = 0;    // distinct source frames (function, file, line)
   int devices = 0;        // devices in the trace (cuda:N with segments or trace entries)
   uint64_t annotations = 0;      // external_annotations written as scopes
+  // Scopes from the entries' compile_context and user_metadata (Note [Entry contexts]): one per
+  // run of entries with one value, more where annotations cut a run.
+  uint64_t context_scopes = 0;
   uint64_t inferred_steps = 0;   // step events inferred from them (Note [Inferred steps])
   // Step events inferred from the optimizer's frames instead, when no annotation gave any
   // (Note [Inferred categories]).

@@ -18,9 +18,11 @@
 // `address` on blocks means they tile their segment; no `frames`, none.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -88,6 +90,11 @@ inline Action parse_action(std::string_view a) {
 // as they are read.
 using FrameRun = uint32_t;
 
+// An entry's `compile_context` or `user_metadata` text, interned: 0 is none (Note [Entry
+// contexts] in pytorch_snapshot.cpp). A snapshot has few distinct values and millions of
+// entries, so an entry holds the number, not the text.
+using ContextId = uint32_t;
+
 struct Entry {  // 48 bytes: a 1 GB snapshot has millions
   Action action;
   bool timed = false;  // had a `time_us`
@@ -95,8 +102,13 @@ struct Entry {  // 48 bytes: a 1 GB snapshot has millions
   // it; Tidemark's snapshot export writes its categories there); unknown without one.
   ev::Category category = ev::Category::unknown;
   FrameRun frames = 0;
-  uint64_t addr = 0, size = 0, stream = 0, time_ns = 0, device_free = 0;
+  // `addr`; for an `oom`, which has no address, its `device_free` (device_free() says so).
+  uint64_t addr = 0;
+  uint64_t size = 0, stream = 0, time_ns = 0;
+  ContextId compile_context = 0, user_metadata = 0;
+  uint64_t device_free() const { return addr; }
 };
+static_assert(sizeof(Entry) == 48);
 
 enum class BlockState : uint8_t { inactive, allocated, pending };  // pending: active_pending_free
 
@@ -462,8 +474,8 @@ class SnapshotReader : public pickle::AppendHook {
 
   // A trace entry's fields read without a note or an error; false when one would be needed
   // (read_trace then reads the entry and says what is wrong).
-  bool convert_entry(const std::optional<Ref> (&f)[8], Entry& entry) {
-    static_assert(kEntryFields == 8);
+  bool convert_entry(const std::optional<Ref> (&f)[10], Entry& entry) {
+    static_assert(kEntryFields == 10);
     auto a = f[kAction]->as_string();
     if (!a) return false;
     entry.action = parse_action(*a);
@@ -497,7 +509,7 @@ class SnapshotReader : public pickle::AppendHook {
       if (f[kDeviceFree]) {
         auto df = clean_bytes(f[kDeviceFree]);
         if (!df) return false;
-        entry.device_free = *df;
+        entry.addr = *df;
       }
     } else if (entry.action != Action::snapshot) {
       auto addr = clean_bytes(f[kAddr]);
@@ -513,8 +525,35 @@ class SnapshotReader : public pickle::AppendHook {
       if (f[kFrames]->type() != Type::list && f[kFrames]->type() != Type::tuple) return false;
       entry.frames = run_of(*f[kFrames]);
     }
+    auto compile = context_of(f[kCompileContext], true), metadata = context_of(f[kUserMetadata], false);
+    if (!compile || !metadata) return false;
+    entry.compile_context = *compile;
+    entry.user_metadata = *metadata;
     return true;
   }
+
+  // Note [Entry contexts] (pytorch_snapshot.cpp): an entry's `compile_context` or
+  // `user_metadata`, interned. None for an absent key, None, "" and PyTorch's "N/A" (the
+  // compile_context of an entry outside any compiled region); nullopt for a value that is not
+  // a str. The same value is usually one memoized string, so the last one is remembered.
+  std::optional<ContextId> context_of(const std::optional<Ref>& v, bool compile) {
+    if (!v || v->is_none()) return ContextId{0};
+    if (v->type() != Type::string) return std::nullopt;
+    ContextCache& cache = context_cache_[compile ? 0 : 1];
+    const uint32_t index = v->val().index;
+    if (cache.valid && cache.index == index) return cache.id;
+    const std::string_view text = *v->as_string();
+    ContextId id = 0;
+    if (!text.empty() && !(compile && text == "N/A")) {
+      auto [it, fresh] = context_ids_.try_emplace(text, static_cast<ContextId>(contexts_.size()));
+      if (fresh) contexts_.push_back(text);
+      id = it->second;
+    }
+    cache = {true, index, id};
+    return id;
+  }
+  // The text of an interned context ("" for none).
+  std::string_view context_text(ContextId id) const { return id < contexts_.size() ? contexts_[id] : ""; }
 
   void read_trace(int device, Ref trace) {
     Where tw{"device_traces", device};
@@ -584,7 +623,7 @@ class SnapshotReader : public pickle::AppendHook {
       if (f[kStream] && !f[kStream]->is_none())
         entry.stream = static_cast<uint64_t>(integer(*f[kStream], "stream", w));
       if (entry.action == Action::oom) {
-        if (f[kDeviceFree]) entry.device_free = bytes(*f[kDeviceFree], "device_free", w);
+        if (f[kDeviceFree]) entry.addr = bytes(*f[kDeviceFree], "device_free", w);
       } else if (entry.action != Action::snapshot) {
         entry.addr = bytes(need(kAddr), "addr", w);
       }
@@ -594,15 +633,26 @@ class SnapshotReader : public pickle::AppendHook {
             if (*c == ev::category_name(static_cast<ev::Category>(k)))
               entry.category = static_cast<ev::Category>(k);
       entry.frames = frames_of(f[kFrames]);
+      for (bool compile : {true, false}) {
+        const std::optional<ContextId> c = context_of(f[compile ? kCompileContext : kUserMetadata], compile);
+        if (!c)
+          notes_.add(std::string("trace entries whose '") + (compile ? "compile_context" : "user_metadata") +
+                     "' is not a str (read as none)");
+        (compile ? entry.compile_context : entry.user_metadata) = c.value_or(0);
+      }
       out.push_back(entry);
     }
   }
 
   // Fields of a trace entry. Keys are memoized strings, so the same few string values recur:
   // they are recognised by their index after the first comparison.
-  enum EntryField { kAction, kAddr, kSize, kStream, kTimeUs, kFrames, kDeviceFree, kCategory, kEntryFields };
+  enum EntryField {
+    kAction, kAddr, kSize, kStream, kTimeUs, kFrames, kDeviceFree, kCategory, kCompileContext, kUserMetadata,
+    kEntryFields
+  };
   static constexpr const char* kEntryFieldNames[kEntryFields] = {
-      "action", "addr", "size", "stream", "time_us", "frames", "device_free", "category"};
+      "action", "addr", "size", "stream", "time_us", "frames", "device_free", "category", "compile_context",
+      "user_metadata"};
   int entry_field(Ref key) {
     if (key.type() != Type::string) return -1;
     const uint32_t idx = key.val().index;
@@ -657,6 +707,15 @@ class SnapshotReader : public pickle::AppendHook {
   std::map<int, std::vector<Entry>> traces_;
   std::string allocator_settings_;
   std::vector<Annotation> annotations_;  // by time
+  // Interned compile_context and user_metadata texts: contexts_[id], id 0 none.
+  std::vector<std::string_view> contexts_{std::string_view()};
+  std::unordered_map<std::string_view, ContextId> context_ids_;
+  struct ContextCache {
+    bool valid = false;
+    uint32_t index = 0;  // the str value last seen (its document index)
+    ContextId id = 0;
+  };
+  ContextCache context_cache_[2];  // compile_context, user_metadata
   Notes notes_;
   uint64_t untimed_ = 0;  // entries without `time_us`
   bool synthetic_times_ = false;

@@ -92,11 +92,25 @@ struct Ent {
   uint64_t stream = 0;
   std::vector<Frame> frames;
   std::optional<uint64_t> device_free;
+  // PyTorch 2.5+ (written when set): "N/A" and "" are what it writes for none.
+  std::optional<std::string> compile_context, user_metadata;
+};
+// An external_annotations entry (a record_function range opening or closing).
+struct Ann {
+  std::string stage;  // "START", "END"
+  std::string name;
+  int device = 0;
+  int64_t time_us = 0;
 };
 
 class SnapshotBuilder {
  public:
   explicit SnapshotBuilder(int protocol = 4) : w_(protocol) {}
+
+  SnapshotBuilder& annotations(std::vector<Ann> a) {
+    annotations_ = std::move(a);
+    return *this;
+  }
 
   std::string build(const std::vector<Seg>& segs, const std::vector<std::vector<Ent>>& traces) {
     w_.empty_dict();
@@ -122,6 +136,25 @@ class SnapshotBuilder {
       }
     }
     w_.appends();
+    if (!annotations_.empty()) {
+      w_.str("external_annotations");
+      w_.empty_list();
+      w_.memoize();
+      w_.mark();
+      for (const Ann& a : annotations_) {
+        w_.empty_dict().mark();
+        key("stage");
+        w_.str(a.stage);
+        key("name");
+        w_.str(a.name);
+        key("device");
+        w_.integer(a.device);
+        key("time_us");
+        w_.integer(a.time_us);
+        w_.setitems();
+      }
+      w_.appends();
+    }
     w_.str("allocator_settings");
     w_.empty_dict()
         .mark()
@@ -241,11 +274,14 @@ class SnapshotBuilder {
     key("time_us");
     w_.integer(e.time_us);
     frames(e.frames);
+    if (e.compile_context) key("compile_context"), w_.str(*e.compile_context);
+    if (e.user_metadata) key("user_metadata"), w_.str(*e.user_metadata);
     w_.setitems();
   }
 
   PickleWriter w_;
   std::map<std::string, uint32_t> keys_, frames_;
+  std::vector<Ann> annotations_;
 };
 
 inline constexpr uint64_t MiB = 1 << 20;

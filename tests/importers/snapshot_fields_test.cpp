@@ -1,12 +1,14 @@
 // What newer PyTorch writes into a memory snapshot, kept by the importer: the FX fields of
-// frames of compiled code (Note [FX frames]). Each test builds a snapshot with the field and
-// checks what a user sees; the expected figures are worked out by hand beside them.
+// frames of compiled code (Note [FX frames]) and the entries' compile_context and
+// user_metadata as scopes (Note [Entry contexts]). Each test builds a snapshot with the field
+// and checks what a user sees; the expected figures are worked out by hand beside them.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 #include <vector>
 
+#include "profiler/analysis/details.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/trace.h"
 #include "snapshot_builder.h"
@@ -15,6 +17,8 @@ namespace {
 
 using namespace snapshot_test;
 namespace an = tidemark::analysis;
+
+constexpr uint64_t KiB = 1024;
 
 // ---- FX frames --------------------------------------------------------------------------------
 
@@ -82,6 +86,125 @@ TEST(SnapshotFields, FxFramesNameTheUsersSource) {
       {0x600000, {op_line, "forward <eval_with_key>.3:11", dynamo_line, loop_line}},
   };
   EXPECT_EQ(stacks, want_stacks);
+}
+
+// ---- compile_context and user_metadata ---------------------------------------------------------
+
+const std::string kRegion = "Torch-Compiled Region: 0/0";
+
+// Bytes by scope path of the allocations still live at the end (what `tidemark summary` lists
+// as live at the end of the snapshot, and `top --by scope` groups by).
+std::map<std::string, int64_t> live_by_scope(const an::Trace& t, const std::string& device) {
+  std::map<std::string, int64_t> out;
+  for (const an::Group& g : an::leaks(t, t.device(device).id, an::GroupBy::scope, 0).groups) out[g.label] = g.bytes;
+  return out;
+}
+
+Ent alloc(uint64_t addr, uint64_t size, int64_t t, std::optional<std::string> compile,
+          std::optional<std::string> metadata) {
+  Ent e{"alloc", addr, size, t, 0, {}};
+  e.compile_context = std::move(compile);
+  e.user_metadata = std::move(metadata);
+  return e;
+}
+
+TEST(SnapshotFields, ContextsBecomeScopes) {
+  TempDir dir;
+  // PyTorch writes both keys on every entry: "N/A" and "" when there is none.
+  const std::vector<Ent> trace = {
+      alloc(0x100000, 1 * MiB, 20, kRegion, ""),            // A: in the region
+      alloc(0x200000, 2 * MiB, 30, kRegion, "phase=fwd"),   // B: in the region, metadata set
+      alloc(0x400000, 512 * KiB, 40, "N/A", "phase=fwd"),   // C: region left, metadata kept
+      alloc(0x480000, 256 * KiB, 50, "N/A", ""),            // D: neither
+      alloc(0x4c0000, 128 * KiB, 60, kRegion, ""),          // E: the region again
+  };
+  const std::string out = dir.file("ctx.db");
+  const im::ImportStats stats = im::import_pytorch_snapshot(write(dir, "ctx.pickle", SnapshotBuilder().build({}, {trace})), out);
+  EXPECT_TRUE(stats.notes.empty());
+  // Runs: the region over A-B and E, the metadata over B (inside the region) and C (outside).
+  EXPECT_EQ(stats.context_scopes, 4u);
+
+  an::Trace t = an::Trace::open(out);
+  const std::string region = "compile: " + kRegion, meta = "metadata: phase=fwd";
+  const std::map<std::string, int64_t> want = {
+      {region, int64_t{1 * MiB + 128 * KiB}},  // A and E: one name, two runs
+      {region + "/" + meta, int64_t{2 * MiB}},  // B
+      {meta, int64_t{512 * KiB}},               // C
+      {"(no scope)", int64_t{256 * KiB}},       // D
+  };
+  EXPECT_EQ(live_by_scope(t, "cuda:0"), want);
+
+  // The spans: a run closes at the first entry outside it (the metadata closes with the
+  // region at 40 us and opens again outside it), the last at the last entry.
+  std::vector<std::tuple<std::string, uint64_t, uint64_t>> spans;
+  for (const an::ScopeSpan& s : an::scopes(t, 0, INT64_MAX)) spans.emplace_back(s.path, s.push_ts / 1000, s.pop_ts.value_or(0) / 1000);
+  const std::vector<std::tuple<std::string, uint64_t, uint64_t>> want_spans = {
+      {region, 20, 40}, {region + "/" + meta, 30, 40}, {meta, 40, 50}, {region, 60, 60}};
+  EXPECT_EQ(spans, want_spans);
+}
+
+// An annotation (record_function range) opening inside a run closes the run's scopes, which
+// open again inside it: scopes nest, and the annotation's range stays whole.
+TEST(SnapshotFields, ContextsNestInsideAnnotations) {
+  TempDir dir;
+  const std::vector<Ent> trace = {
+      alloc(0x100000, 1 * MiB, 20, kRegion, ""),            // A: the region, before the range
+      alloc(0x200000, 2 * MiB, 30, kRegion, "phase=fwd"),   // B: inside Optimizer.step (25-45)
+      alloc(0x400000, 512 * KiB, 40, "N/A", "phase=fwd"),   // C: inside it too
+      alloc(0x480000, 256 * KiB, 50, "N/A", "phase=fwd"),   // D: after it
+  };
+  const std::string step = "Optimizer.step#SGD.step";
+  SnapshotBuilder b;
+  b.annotations({{"START", step, 0, 25}, {"END", step, 0, 45}});
+  const std::string out = dir.file("nest.db");
+  const im::ImportStats stats = im::import_pytorch_snapshot(write(dir, "nest.pickle", b.build({}, {trace})), out);
+  EXPECT_EQ(stats.annotations, 2u);
+  // The region at 20 (closed at 25 by the range), again at 30 with the metadata, the metadata
+  // alone at 40 (closed at 45 by the range's end) and again at 50.
+  EXPECT_EQ(stats.context_scopes, 5u);
+
+  an::Trace t = an::Trace::open(out);
+  const std::string region = "compile: " + kRegion, meta = "metadata: phase=fwd";
+  const std::map<std::string, int64_t> want = {
+      {region, int64_t{1 * MiB}},
+      {step + "/" + region + "/" + meta, int64_t{2 * MiB}},
+      {step + "/" + meta, int64_t{512 * KiB}},
+      {meta, int64_t{256 * KiB}},
+  };
+  EXPECT_EQ(live_by_scope(t, "cuda:0"), want);
+  for (const an::ScopeSpan& s : an::scopes(t, 0, INT64_MAX))
+    if (s.name == step) {
+      EXPECT_EQ(s.push_ts, 25'000u);
+      EXPECT_EQ(s.pop_ts.value_or(0), 45'000u);
+      EXPECT_EQ(s.depth, 0);
+    }
+}
+
+// A compile_context or user_metadata that is not a str is counted and read as none.
+TEST(SnapshotFields, OddContextsAreNotes) {
+  TempDir dir;
+  PickleWriter w(4);
+  w.empty_dict().mark().str("segments").empty_list().str("device_traces").empty_list().mark();
+  w.empty_list().mark();
+  for (int i = 0; i < 2; ++i) {
+    w.empty_dict().mark().str("action").str("alloc").str("addr").integer(0x1000 + i * 0x1000);
+    w.str("size").integer(512).str("time_us").integer(i + 1);
+    w.str("compile_context").integer(7).str("user_metadata");
+    if (i == 0)
+      w.none();  // None: no metadata, nothing odd
+    else
+      w.empty_list();
+    w.setitems();
+  }
+  w.appends().appends().setitems();
+  const std::string out = dir.file("odd.db");
+  const im::ImportStats stats = im::import_pytorch_snapshot(write(dir, "odd.pickle", w.finish()), out);
+  const std::vector<std::string> want = {"2 trace entries whose 'compile_context' is not a str (read as none)",
+                                         "1 trace entries whose 'user_metadata' is not a str (read as none)"};
+  EXPECT_EQ(stats.notes, want);
+  EXPECT_EQ(stats.context_scopes, 0u);
+  an::Trace t = an::Trace::open(out);
+  EXPECT_EQ(live_by_scope(t, "cuda:0"), (std::map<std::string, int64_t>{{"(no scope)", 1024}}));
 }
 
 }  // namespace

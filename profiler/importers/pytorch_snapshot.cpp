@@ -458,6 +458,12 @@ class Contexts {
   uint64_t scopes_ = 0;
 };
 
+// A device of the reader (a CUDA index, or kPinnedHost) as the trace names it.
+ev::DeviceId device_id(int d) {
+  if (d == kPinnedHost) return {ev::DeviceType::cpu, 1};
+  return {ev::DeviceType::cuda, static_cast<int8_t>(d)};
+}
+
 }  // namespace
 
 namespace detail {
@@ -545,8 +551,8 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   meta.allocator_settings = reader.allocator_settings_;
   for (auto& [d, state] : states) {
     store::DeviceInfo info;
-    info.id = {ev::DeviceType::cuda, static_cast<int8_t>(d)};
-    info.name = "cuda:" + std::to_string(d);
+    info.id = device_id(d);
+    info.name = d == kPinnedHost ? "pinned host" : "cuda:" + std::to_string(d);
     meta.devices.push_back(info);
   }
   // stack_depth: the deepest frames list (a cheap pass; lists are shared between entries).
@@ -566,7 +572,7 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   std::map<int, Emitter::Device> devices;
   for (auto& [d, state] : states) {
     Emitter::Device& dev = devices[d];
-    dev.id = {ev::DeviceType::cuda, static_cast<int8_t>(d)};
+    dev.id = device_id(d);
     uint64_t synthetic = state.segments.size() + state.blocks.size();
     for (const InitialBlock& b : state.blocks) synthetic += b.state == BlockState::pending;
     out.mark(dev, t0, kStartMark, synthetic);
@@ -631,7 +637,8 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   std::vector<std::pair<uint64_t, int>> frame_steps;
   if (rule == StepRule::none)
     for (auto& [d, i] : inferred)
-      for (uint64_t ts : i.step_ends) frame_steps.emplace_back(ts, d);
+      for (uint64_t ts : i.step_ends)
+        if (d != kPinnedHost) frame_steps.emplace_back(ts, d);  // the GPUs' steps: the same iterations
   std::sort(frame_steps.begin(), frame_steps.end());
   size_t next_frame_step = 0;
   Contexts contexts(out, reader);

@@ -23,9 +23,11 @@ namespace tidemark::importers {
 
 struct ImportStats {
   uint64_t events = 0;    // events written to the trace (synthetic start state and marks included)
-  uint64_t segments = 0;  // segments in the snapshot's final `segments`
+  uint64_t segments = 0;  // segments in the snapshot's final `segments` (and `host_segments`)
   uint64_t frames = 0;    // distinct source frames (function, file, line)
-  int devices = 0;        // devices in the trace (cuda:N with segments or trace entries)
+  // Devices in the trace: cuda:N with segments or trace entries, and cpu:1 ("pinned host")
+  // with host_segments or host_traces.
+  int devices = 0;
   uint64_t annotations = 0;      // external_annotations written as scopes
   // Scopes from the entries' compile_context and user_metadata (Note [Entry contexts]): one per
   // run of entries with one value, more where annotations cut a run.

@@ -28,6 +28,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "profiler/events/events.h"
@@ -50,6 +51,10 @@ constexpr uint64_t kMaxBytes = store::kMaxEventBytes;
 constexpr int64_t kMaxLive = int64_t{1} << 62;
 constexpr const char* kStartMark = store::kSnapshotStartMark;
 constexpr const char* kSnapshotMark = "snapshot";
+// The device the reader gives pinned host memory (`host_segments`, `host_traces`): past every
+// CUDA index (0 to 127), so it sorts after them. Its events are device cpu:1, "pinned host"
+// (docs/importers.md).
+constexpr int kPinnedHost = 128;
 
 // The block size PyTorch's allocator gives a request with its default rounding.
 inline uint64_t round_block(uint64_t n) {
@@ -311,10 +316,13 @@ class SnapshotReader : public pickle::AppendHook {
   }
 
   void read(Ref root) {
-    Ref segments = root, traces{doc_, {}};
+    Ref segments = root, traces{doc_, {}}, host_segments{doc_, {}}, host_traces{doc_, {}};
     if (root.type() == Type::dict) {
       segments = required(root, "segments", {"snapshot"});
       if (auto t = root.get("device_traces")) traces = *t;
+      // The pinned host allocator's, with `_record_memory_history(record_pinned_host_memory=True)`.
+      if (auto h = root.get("host_segments")) host_segments = *h;
+      if (auto h = root.get("host_traces")) host_traces = *h;
       if (auto s = root.get("allocator_settings")) allocator_settings_ = render_settings(*s, 0);
       if (auto a = root.get("external_annotations")) read_annotations(*a);
     } else if (root.type() != Type::list) {
@@ -338,6 +346,7 @@ class SnapshotReader : public pickle::AppendHook {
     } else if (!traces.is_none()) {
       fail({"device_traces"}, "is " + std::string(pickle::type_name(traces.type())) + ", expected a list");
     }
+    read_host(host_segments, host_traces);
     if (untimed_ > 0) {
       // Note [Synthetic times]: without times, every entry's time is its place in its trace.
       for (auto& [d, entries] : traces_)
@@ -412,14 +421,47 @@ class SnapshotReader : public pickle::AppendHook {
     return static_cast<int>(d);
   }
 
-  void read_segments(Ref segments) {
-    segments_.reserve(segments.size());
+  // Pinned host memory: `host_segments` as `segments` and `host_traces` as `device_traces`, all
+  // on the one kPinnedHost device (their `device` fields are not read). host_traces may be a
+  // list of traces, one trace (a list of entries) or a dict of traces; several are merged by
+  // time.
+  void read_host(Ref segments, Ref traces) {
+    if (!segments.is_none()) {
+      if (segments.type() != Type::list)
+        fail({"host_segments"}, "is " + std::string(pickle::type_name(segments.type())) + ", expected a list");
+      read_segments(segments, "host_segments", true);
+    }
+    if (traces.is_none()) return;
+    std::vector<std::pair<int64_t, Ref>> lists;
+    if (traces.type() == Type::list && traces.size() > 0 && traces[0].type() == Type::dict) {
+      lists.emplace_back(-1, traces);  // one trace
+    } else if (traces.type() == Type::list) {
+      for (size_t i = 0; i < traces.size(); ++i) lists.emplace_back(static_cast<int64_t>(i), traces[i]);
+    } else if (traces.type() == Type::dict) {
+      for (size_t i = 0; i < traces.size(); ++i) lists.emplace_back(static_cast<int64_t>(i), traces.value(i));
+    } else {
+      fail({"host_traces"}, "is " + std::string(pickle::type_name(traces.type())) + ", expected a list");
+    }
+    size_t read = 0;
+    for (const auto& [i, list] : lists) {
+      read += list.size() > 0;
+      read_trace(kPinnedHost, list, true, i);
+    }
+    if (read > 1) {
+      std::vector<Entry>& t = traces_[kPinnedHost];
+      std::stable_sort(t.begin(), t.end(), [](const Entry& a, const Entry& b) { return a.time_ns < b.time_ns; });
+    }
+  }
+
+  // `segments`, or (host) `host_segments`, whose segments are all on kPinnedHost.
+  void read_segments(Ref segments, const char* what = "segments", bool host = false) {
+    segments_.reserve(segments_.size() + segments.size());
     for (size_t i = 0; i < segments.size(); ++i) {
-      Where w{"segments", static_cast<int64_t>(i)};
+      Where w{what, static_cast<int64_t>(i)};
       Ref s = segments[i];
       if (s.type() != Type::dict) fail(w, "is " + std::string(pickle::type_name(s.type())) + ", expected a dict");
       Segment seg;
-      seg.device = device_index(integer(required(s, "device", w), "device", w), w);
+      seg.device = host ? kPinnedHost : device_index(integer(required(s, "device", w), "device", w), w);
       seg.addr = unsigned_field(s, "address", w);
       seg.size = unsigned_field(s, "total_size", w);
       seg.stream = stream_field(s, w);
@@ -438,7 +480,7 @@ class SnapshotReader : public pickle::AppendHook {
       count_records(blocks.size(), w);
       uint64_t next = seg.addr;  // PyTorch < 2.1 blocks have no address: they tile the segment
       for (size_t j = 0; j < blocks.size(); ++j) {
-        Where bw{"segments", static_cast<int64_t>(i), -1, "blocks", static_cast<int64_t>(j)};
+        Where bw{what, static_cast<int64_t>(i), -1, "blocks", static_cast<int64_t>(j)};
         Ref b = blocks[j];
         if (b.type() != Type::dict) fail(bw, "is not a dict");
         Block blk;
@@ -555,11 +597,18 @@ class SnapshotReader : public pickle::AppendHook {
   // The text of an interned context ("" for none).
   std::string_view context_text(ContextId id) const { return id < contexts_.size() ? contexts_[id] : ""; }
 
-  void read_trace(int device, Ref trace) {
-    Where tw{"device_traces", device};
+  // Device `device`'s trace (device_traces[device]), or a trace of pinned host memory
+  // (host_traces[index], on kPinnedHost).
+  void read_trace(int device, Ref trace, bool host = false, int64_t index = 0) {
+    const char* what = host ? "host_traces" : "device_traces";
+    if (!host) index = device;
+    Where tw{what, index};
     if (trace.type() != Type::list) fail(tw, "is not a list");
     if (trace.size() == 0) return;
-    device_index(device, tw);
+    if (host)
+      device = kPinnedHost;
+    else
+      device_index(device, tw);
     count_records(trace.size(), tw);
     std::vector<Entry>& out = traces_[device];
     // The usual case: the trace is exactly the entries read while parsing, in order (each dict
@@ -576,16 +625,17 @@ class SnapshotReader : public pickle::AppendHook {
         untimed_ += untimed;
         out = std::move(early_);
         early_.clear();
+        early_home_ = &out;  // another trace naming the same dicts (memo-shared) reads them there
         return;
       }
     }
     out.reserve(out.size() + trace.size());
     for (size_t i = 0; i < trace.size(); ++i) {
-      Where w{"device_traces", device, static_cast<int64_t>(i)};
+      Where w{what, index, static_cast<int64_t>(i)};
       Ref e = trace[i];
       if (e.type() == Type::dict && e.val().index < entry_of_dict_.size() &&
-          entry_of_dict_[e.val().index] < kNotEarly) {
-        const Entry& early = early_[entry_of_dict_[e.val().index]];
+          entry_of_dict_[e.val().index] < early_home_->size()) {
+        const Entry early = (*early_home_)[entry_of_dict_[e.val().index]];  // a copy: `out` may be its home
         untimed_ += !early.timed;
         out.push_back(early);
         continue;
@@ -702,6 +752,7 @@ class SnapshotReader : public pickle::AppendHook {
   std::vector<uint32_t> run_of_list_;  // list identity -> run (kNoRun: not read yet)
   // Entries read while parsing (dict_appended), by dict identity.
   std::vector<Entry> early_;
+  std::vector<Entry>* early_home_ = &early_;  // where they are: a trace took them without a copy
   std::vector<uint32_t> entry_of_dict_;
   std::vector<Segment> segments_;
   std::map<int, std::vector<Entry>> traces_;

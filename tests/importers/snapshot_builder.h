@@ -102,6 +102,13 @@ struct Ann {
   int device = 0;
   int64_t time_us = 0;
 };
+// host_segments and host_traces (the pinned host allocator's); `flat`: host_traces as one
+// list of entries instead of a list of traces.
+struct Host {
+  std::vector<Seg> segments;
+  std::vector<std::vector<Ent>> traces;
+  bool flat = false;
+};
 
 class SnapshotBuilder {
  public:
@@ -109,6 +116,10 @@ class SnapshotBuilder {
 
   SnapshotBuilder& annotations(std::vector<Ann> a) {
     annotations_ = std::move(a);
+    return *this;
+  }
+  SnapshotBuilder& host(Host h) {
+    host_ = std::move(h);
     return *this;
   }
 
@@ -136,6 +147,30 @@ class SnapshotBuilder {
       }
     }
     w_.appends();
+    if (host_) {
+      w_.str("host_segments");
+      w_.empty_list();
+      w_.memoize();
+      if (!host_->segments.empty()) {
+        w_.mark();
+        for (const Seg& s : host_->segments) segment(s);
+        w_.appends();
+      }
+      w_.str("host_traces");
+      w_.empty_list();
+      w_.memoize();
+      w_.mark();
+      for (const auto& t : host_->traces) {
+        if (!host_->flat) {
+          w_.empty_list();
+          w_.memoize();
+          w_.mark();
+        }
+        for (const Ent& e : t) entry(e);
+        if (!host_->flat) w_.appends();
+      }
+      w_.appends();
+    }
     if (!annotations_.empty()) {
       w_.str("external_annotations");
       w_.empty_list();
@@ -282,6 +317,7 @@ class SnapshotBuilder {
   PickleWriter w_;
   std::map<std::string, uint32_t> keys_, frames_;
   std::vector<Ann> annotations_;
+  std::optional<Host> host_;
 };
 
 inline constexpr uint64_t MiB = 1 << 20;

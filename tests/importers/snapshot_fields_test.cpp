@@ -1,7 +1,8 @@
 // What newer PyTorch writes into a memory snapshot, kept by the importer: the FX fields of
-// frames of compiled code (Note [FX frames]) and the entries' compile_context and
-// user_metadata as scopes (Note [Entry contexts]). Each test builds a snapshot with the field
-// and checks what a user sees; the expected figures are worked out by hand beside them.
+// frames of compiled code (Note [FX frames]), the entries' compile_context and user_metadata
+// as scopes (Note [Entry contexts]), and the pinned host allocator's host_segments and
+// host_traces as a device of their own. Each test builds a snapshot with the field and checks
+// what a user sees; the expected figures are worked out by hand beside them.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -205,6 +206,65 @@ TEST(SnapshotFields, OddContextsAreNotes) {
   EXPECT_EQ(stats.context_scopes, 0u);
   an::Trace t = an::Trace::open(out);
   EXPECT_EQ(live_by_scope(t, "cuda:0"), (std::map<std::string, int64_t>{{"(no scope)", 1024}}));
+}
+
+// ---- pinned host memory -------------------------------------------------------------------------
+
+TEST(SnapshotFields, PinnedHostMemoryIsADeviceOfItsOwn) {
+  TempDir dir;
+  const uint64_t H = 0x7f0000000000;
+  // The pinned host allocator: a 4 MiB segment; 1 MiB and 2 MiB blocks (peak 3 MiB at 30 us),
+  // the first freed, then 512 KiB. Its `device` (-1 here) is not a CUDA index and is not read.
+  Host host;
+  host.segments = {{-1, H, 4 * MiB, 0, "large", false,
+                    {{H + 1 * MiB, 2 * MiB, 2 * MiB}, {H + 3 * MiB, 512 * KiB, 512 * KiB}}}};
+  host.traces = {{{"segment_alloc", H, 4 * MiB, 10, 0, {}},
+                  {"alloc", H, 1 * MiB, 20, 0, {}},
+                  {"alloc", H + 1 * MiB, 2 * MiB, 30, 0, {}},
+                  {"free_requested", H, 1 * MiB, 40, 0, {}},
+                  {"free_completed", H, 1 * MiB, 40, 0, {}},
+                  {"alloc", H + 3 * MiB, 512 * KiB, 50, 0, {}}}};
+  // The GPU beside it: one 2 MiB segment holding a 1 MiB block.
+  const std::vector<Seg> segs = {{0, 0x200000, 2 * MiB, 0, "large", false, {{0x200000, 1 * MiB, 1 * MiB}}}};
+  const std::vector<std::vector<Ent>> traces = {
+      {{"segment_alloc", 0x200000, 2 * MiB, 15, 0, {}}, {"alloc", 0x200000, 1 * MiB, 25, 0, {}}}};
+  for (bool flat : {false, true}) {
+    SCOPED_TRACE(flat ? "host_traces as one list of entries" : "host_traces as a list of traces");
+    host.flat = flat;
+    SnapshotBuilder b;
+    b.host(host);
+    const std::string out = dir.file(flat ? "flat.db" : "pinned.db");
+    const im::ImportStats stats = im::import_pytorch_snapshot(write(dir, "pinned.pickle", b.build(segs, traces)), out);
+    EXPECT_TRUE(stats.notes.empty()) << stats.notes.front();
+    EXPECT_EQ(stats.devices, 2);
+
+    an::Trace t = an::Trace::open(out);
+    const an::DeviceRef& pinned = t.device("pinned host");
+    EXPECT_EQ(pinned.name, "cpu:1");
+    const an::DeviceSummary p = an::summarize_device(t, pinned);
+    EXPECT_EQ(p.peak_allocated_bytes, int64_t{3 * MiB});
+    EXPECT_EQ(p.peak_allocated_time_ns, 30'000u - 10'000u);  // from the first entry
+    EXPECT_EQ(p.peak_reserved_bytes, int64_t{4 * MiB});
+    EXPECT_EQ(p.final_allocated_bytes, int64_t{2 * MiB + 512 * KiB});
+    EXPECT_EQ(p.alloc_count, 3u);
+    // The GPU's figures hold only its own memory.
+    const an::DeviceSummary g = an::summarize_device(t, t.device("cuda:0"));
+    EXPECT_EQ(g.peak_allocated_bytes, int64_t{1 * MiB});
+    EXPECT_EQ(g.peak_reserved_bytes, int64_t{2 * MiB});
+  }
+  // What the curves are made of is checked there as in device_traces, named by its place.
+  host.flat = false;
+  host.traces[0][2].size = uint64_t{1} << 60;
+  SnapshotBuilder b;
+  b.host(host);
+  const std::string bad = write(dir, "bad.pickle", b.build(segs, traces));
+  try {
+    im::import_pytorch_snapshot(bad, dir.file("bad.db"));
+    ADD_FAILURE() << "imported";
+  } catch (const im::ImportError& e) {
+    EXPECT_EQ(std::string(e.what()), bad + ": not a PyTorch memory snapshot: host_traces[0][2]: 'size' "
+                                           "1152921504606846976 is out of range (more than 2^56)");
+  }
 }
 
 }  // namespace

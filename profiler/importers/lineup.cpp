@@ -231,6 +231,7 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
     meta.stack_depth = std::max(meta.stack_depth, snap.meta.stack_depth);
     // The snapshot's blocks bring the categories inferred for them (Note [Inferred categories]).
     if (meta.categories_inferred.empty()) meta.categories_inferred = snap.meta.categories_inferred;
+    meta.private_pools = snap.meta.private_pools;  // Note [Private pools]: the snapshot's
     for (const store::DeviceInfo& d : snap.meta.devices) {
       bool known = false;
       for (const store::DeviceInfo& m : meta.devices) known = known || m.id == d.id;

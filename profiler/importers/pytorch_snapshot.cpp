@@ -464,6 +464,46 @@ ev::DeviceId device_id(int d) {
   return {ev::DeviceType::cuda, static_cast<int8_t>(d)};
 }
 
+// Note [Private pools]
+// ~~~~~~~~~~~~~~~~~~~~
+// A segment's `segment_pool_id` is (0, 0) in the caching allocator's default pool and another
+// pair in a private one: a CUDA graph's (torch.cuda.graph, the CUDA graph trees of
+// torch.compile's reduce-overhead mode) or a torch.cuda.MemPool's, whose blocks serve only
+// that pool's requests. The event contract has no pool identity (events.h `Pool` is the small
+// or large pool), and the curves stay as memory_stats() counts them (a private pool's
+// segments in reserved, its blocks in allocated), so the import keeps its events as they are
+// and records, per device and private pool, the segments and reserved bytes of the snapshot's
+// `segments` (the state when it was taken) in the optional meta key `private_pools`:
+//   [{"device": "cuda:0", "pool": [0, 1], "segments": 44, "reserved_bytes": 4194304}, ...]
+// by device, then pool; absent when every segment is in the default pool. Trace entries name
+// no pool, so a private pool's segments freed before the snapshot are not counted. `tidemark
+// summary` lists them per device; `tidemark replay` still treats them as the default pool's.
+std::vector<PrivatePool> private_pools(const std::vector<Segment>& segments) {
+  std::map<std::pair<int, std::pair<int64_t, int64_t>>, PrivatePool> by_pool;
+  for (const Segment& s : segments) {
+    if (s.pool_id == std::pair<int64_t, int64_t>{0, 0}) continue;
+    PrivatePool& p = by_pool[{s.device, s.pool_id}];
+    p.device = s.device == kPinnedHost ? "cpu:1" : "cuda:" + std::to_string(s.device);
+    p.pool = s.pool_id;
+    ++p.segments;
+    p.reserved_bytes += s.size;
+  }
+  std::vector<PrivatePool> out;
+  for (auto& [k, p] : by_pool) out.push_back(std::move(p));
+  return out;
+}
+
+std::string private_pools_json(const std::vector<PrivatePool>& pools) {
+  if (pools.empty()) return {};
+  std::string j = "[";
+  for (const PrivatePool& p : pools)
+    j += (j.size() > 1 ? ", " : "") + std::string("{\"device\": \"") + p.device + "\", \"pool\": [" +
+         std::to_string(p.pool.first) + ", " + std::to_string(p.pool.second) +
+         "], \"segments\": " + std::to_string(p.segments) +
+         ", \"reserved_bytes\": " + std::to_string(p.reserved_bytes) + "}";
+  return j + "]";
+}
+
 }  // namespace
 
 namespace detail {
@@ -555,6 +595,8 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
     info.name = d == kPinnedHost ? "pinned host" : "cuda:" + std::to_string(d);
     meta.devices.push_back(info);
   }
+  std::vector<PrivatePool> pools = private_pools(reader.segments_);
+  meta.private_pools = private_pools_json(pools);
   // stack_depth: the deepest frames list (a cheap pass; lists are shared between entries).
   {
     size_t depth = 0;
@@ -721,6 +763,7 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   stats.categories_inferred = meta.categories_inferred;
   stats.synthetic_times = reader.synthetic_times_;
   stats.notes = reader.notes_.lines();
+  stats.private_pools = std::move(pools);
   if (end_ts_ns) *end_ts_ns = t_end;
   if (symbolize) {
     auto frames = std::make_shared<std::vector<store::ResolvedFrame>>(stacks.take_frames());

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "profiler/importers/import_error.h"
@@ -20,6 +21,14 @@ class TraceWriter;
 }
 
 namespace tidemark::importers {
+
+// A private memory pool of an imported snapshot (Note [Private pools] in pytorch_snapshot.cpp):
+// its segments and their bytes when the snapshot was taken.
+struct PrivatePool {
+  std::string device;                      // "cuda:0"
+  std::pair<int64_t, int64_t> pool{0, 0};  // segment_pool_id
+  uint64_t segments = 0, reserved_bytes = 0;
+};
 
 struct ImportStats {
   uint64_t events = 0;    // events written to the trace (synthetic start state and marks included)
@@ -43,6 +52,9 @@ struct ImportStats {
   // What the importer tolerated, one line per kind ("3 frames whose 'line' is not a line
   // number (read as unknown)"): the CLI prints them on stderr (Note [Lenient fields]).
   std::vector<std::string> notes;
+  // The snapshot's private pools (CUDA graphs, torch.cuda.MemPool), by device then pool; also
+  // in meta `private_pools`.
+  std::vector<PrivatePool> private_pools;
 };
 
 struct ImportOptions {

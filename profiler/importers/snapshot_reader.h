@@ -128,6 +128,9 @@ struct Segment {
   uint64_t addr = 0, size = 0, stream = 0;
   ev::Pool pool = ev::Pool::large;
   bool expandable = false;
+  // `segment_pool_id`: (0, 0) the default pool, any other a private one (Note [Private pools]
+  // in pytorch_snapshot.cpp).
+  std::pair<int64_t, int64_t> pool_id{0, 0};
   FrameRun frames = 0;
   std::vector<Block> blocks;
 };
@@ -475,6 +478,15 @@ class SnapshotReader : public pickle::AppendHook {
           notes_.add("segments of an unknown 'segment_type' (pool taken from the size)");
       }
       if (auto e = s.get("is_expandable")) seg.expandable = e->as_bool().value_or(false);
+      if (auto p = s.get("segment_pool_id"); p && !p->is_none()) {  // Note [Private pools]
+        const bool pair = (p->type() == Type::tuple || p->type() == Type::list) && p->size() == 2;
+        const std::optional<int64_t> a = pair ? (*p)[0].as_int() : std::nullopt,
+                                     b = pair ? (*p)[1].as_int() : std::nullopt;
+        if (a && b)
+          seg.pool_id = {*a, *b};
+        else
+          notes_.add("segments whose 'segment_pool_id' is not a pair of ints (read as the default pool)");
+      }
       Ref blocks = required(s, "blocks", w);
       if (blocks.type() != Type::list) fail(w, "'blocks' is not a list");
       count_records(blocks.size(), w);

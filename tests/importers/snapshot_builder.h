@@ -84,6 +84,7 @@ struct Seg {
   std::string type = "large";
   bool expandable = false;
   std::vector<Blk> blocks;
+  std::pair<int64_t, int64_t> pool_id{0, 0};  // segment_pool_id
 };
 struct Ent {
   std::string action;
@@ -261,7 +262,7 @@ class SnapshotBuilder {
     key("segment_type");
     w_.str(s.type);
     key("segment_pool_id");
-    w_.integer(0).integer(0).tuple_n(2);
+    w_.integer(s.pool_id.first).integer(s.pool_id.second).tuple_n(2);
     key("is_expandable");
     w_.boolean(s.expandable);
     frames({});

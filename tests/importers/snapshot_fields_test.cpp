@@ -1,15 +1,18 @@
 // What newer PyTorch writes into a memory snapshot, kept by the importer: the FX fields of
 // frames of compiled code (Note [FX frames]), the entries' compile_context and user_metadata
-// as scopes (Note [Entry contexts]), and the pinned host allocator's host_segments and
-// host_traces as a device of their own. Each test builds a snapshot with the field and checks
-// what a user sees; the expected figures are worked out by hand beside them.
+// as scopes (Note [Entry contexts]), the pinned host allocator's host_segments and host_traces
+// as a device of their own, and each segment's segment_pool_id (Note [Private pools]). Each
+// test builds a snapshot with the field and checks what a user sees; the expected figures are
+// worked out by hand beside them.
 #include <gtest/gtest.h>
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "profiler/analysis/details.h"
+#include "profiler/analysis/json.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/trace.h"
 #include "snapshot_builder.h"
@@ -265,6 +268,64 @@ TEST(SnapshotFields, PinnedHostMemoryIsADeviceOfItsOwn) {
     EXPECT_EQ(std::string(e.what()), bad + ": not a PyTorch memory snapshot: host_traces[0][2]: 'size' "
                                            "1152921504606846976 is out of range (more than 2^56)");
   }
+}
+
+// ---- private pools ------------------------------------------------------------------------------
+
+TEST(SnapshotFields, PrivatePoolsAreCountedPerPool) {
+  TempDir dir;
+  // cuda:0: 2 MiB in the default pool, pool (0, 1) with 20 + 2 MiB, pool (0, 2) with 4 MiB;
+  // cuda:1: pool (0, 3) with 8 MiB.
+  std::vector<Seg> segs = {
+      {0, 0x10000000, 2 * MiB, 0, "small", false, {}},
+      {0, 0x20000000, 20 * MiB, 0, "large", false, {}, {0, 1}},
+      {0, 0x30000000, 2 * MiB, 0, "small", false, {}, {0, 1}},
+      {0, 0x40000000, 4 * MiB, 0, "large", false, {}, {0, 2}},
+      {1, 0x10000000, 8 * MiB, 0, "large", false, {}, {0, 3}},
+  };
+  const std::string out = dir.file("pools.db");
+  const im::ImportStats stats = im::import_pytorch_snapshot(write(dir, "pools.pickle", SnapshotBuilder().build(segs, {})), out);
+  ASSERT_EQ(stats.private_pools.size(), 3u);
+  EXPECT_EQ(stats.private_pools[0].device, "cuda:0");
+  EXPECT_EQ(stats.private_pools[0].pool, (std::pair<int64_t, int64_t>{0, 1}));
+  EXPECT_EQ(stats.private_pools[0].segments, 2u);
+  EXPECT_EQ(stats.private_pools[0].reserved_bytes, 22 * MiB);
+
+  an::Trace t = an::Trace::open(out);
+  const an::DeviceSummary d0 = an::summarize_device(t, t.device("cuda:0")),
+                          d1 = an::summarize_device(t, t.device("cuda:1"));
+  EXPECT_EQ(d0.final_reserved_bytes, int64_t{28 * MiB});  // every pool counts in reserved
+  ASSERT_EQ(d0.private_pools.size(), 2u);
+  EXPECT_EQ(d0.private_pools[0].pool_b, 1);
+  EXPECT_EQ(d0.private_pools[0].segments, 2u);
+  EXPECT_EQ(d0.private_pools[0].reserved_bytes, int64_t{22 * MiB});
+  EXPECT_EQ(d0.private_pools[1].pool_b, 2);
+  EXPECT_EQ(d0.private_pools[1].reserved_bytes, int64_t{4 * MiB});
+  ASSERT_EQ(d1.private_pools.size(), 1u);
+  EXPECT_EQ(d1.private_pools[0].reserved_bytes, int64_t{8 * MiB});
+  // summary --json: per device.
+  const nlohmann::json j = an::summarize(t, {});
+  EXPECT_EQ(j["devices"][0]["private_pools"],
+            nlohmann::json::parse(R"([{"pool": [0, 1], "segments": 2, "reserved_bytes": 23068672},
+                                      {"pool": [0, 2], "segments": 1, "reserved_bytes": 4194304}])"));
+  EXPECT_EQ(j["devices"][1]["private_pools"][0]["reserved_bytes"], 8 * MiB);
+  // The meta key, for whoever reads the trace by SQL.
+  EXPECT_EQ(nlohmann::json::parse(t.meta_text("private_pools")).size(), 3u);
+
+  // No private pool: no key, and an odd pool id is a note, read as the default pool.
+  PickleWriter w(4);
+  w.empty_dict().mark().str("segments").empty_list().mark().empty_dict().mark();
+  w.str("device").integer(0).str("address").integer(4096).str("total_size").integer(2 * MiB);
+  w.str("segment_pool_id").str("graph").str("blocks").empty_list();
+  w.setitems().appends().setitems();
+  const std::string plain = dir.file("plain.db");
+  const im::ImportStats ps = im::import_pytorch_snapshot(write(dir, "plain.pickle", w.finish()), plain);
+  EXPECT_EQ(ps.notes,
+            std::vector<std::string>{"1 segments whose 'segment_pool_id' is not a pair of ints (read as the default pool)"});
+  EXPECT_TRUE(ps.private_pools.empty());
+  an::Trace pt = an::Trace::open(plain);
+  EXPECT_EQ(pt.meta_text("private_pools"), "");
+  EXPECT_TRUE(an::summarize_device(pt, pt.device("cuda:0")).private_pools.empty());
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "profiler/importers/lineup.h"
 #include "profiler/importers/pytorch_snapshot.h"
 #include "profiler/analysis/export.h"
+#include "profiler/analysis/units.h"
 
 namespace tidemark::cli {
 
@@ -56,6 +57,10 @@ int run_import(const std::string& snapshot, const std::string& output, const std
   if (s.frame_steps) fmt::print("  {} steps inferred from the {}'s frames\n", s.frame_steps, s.frame_steps_from);
   if (!s.categories_inferred.empty())
     fmt::print("  allocation categories inferred from {}\n", s.categories_inferred);
+  for (const importers::PrivatePool& p : s.private_pools)  // Note [Private pools]
+    fmt::print("  private pool ({}, {}) on {}: {} reserved in {} segments at the end\n", p.pool.first,
+               p.pool.second, p.device, analysis::format_bytes(static_cast<int64_t>(p.reserved_bytes)),
+               p.segments);
   if (s.synthetic_times)
     fmt::print("  the snapshot has no times (PyTorch before 2.1): events are numbered in order\n");
   return kExitOk;

@@ -105,6 +105,16 @@ int run_summary(const SummaryArgs& a) {
                an::format_bytes(d.final_allocated_bytes), an::format_bytes(d.final_reserved_bytes));
     fmt::print("  {} allocations, {} segments, {} OOMs, {} syncs\n", d.alloc_count,
                d.segment_alloc_count, d.oom_count, d.sync_count);
+    if (!d.private_pools.empty()) {  // Note [Private pools]: part of reserved, at the snapshot
+      int64_t total = 0;
+      for (const an::PrivatePoolSummary& p : d.private_pools) total += p.reserved_bytes;
+      fmt::print("  private pools  {:>12} reserved at the end of the snapshot, in {} pools "
+                 "(CUDA graphs, MemPool):\n",
+                 an::format_bytes(total), d.private_pools.size());
+      for (const an::PrivatePoolSummary& p : d.private_pools)
+        fmt::print("    pool ({}, {}) {:>12} in {} segments\n", p.pool_a, p.pool_b,
+                   an::format_bytes(p.reserved_bytes), p.segments);
+    }
   }
   if (s.top_at_peak)
     print_breakdown("live at the allocated peak", *s.top_at_peak, "allocations", s.synthetic_times);

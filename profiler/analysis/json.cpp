@@ -46,6 +46,10 @@ void to_json(json& j, const DeviceSummary& s) {
            {"sync_count", s.sync_count},
            {"leaked_count", s.leaked_count},
            {"leaked_bytes", s.leaked_bytes}};
+  json pools = json::array();
+  for (const PrivatePoolSummary& p : s.private_pools)
+    pools.push_back({{"pool", {p.pool_a, p.pool_b}}, {"segments", p.segments}, {"reserved_bytes", p.reserved_bytes}});
+  j["private_pools"] = pools;
 }
 
 void to_json(json& j, const Summary& s) {

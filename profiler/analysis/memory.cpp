@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <stdexcept>
+#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "profiler/store/meta_keys.h"
@@ -295,6 +296,20 @@ DeviceSummary summarize_device(const Trace& trace, const DeviceRef& device) {
     q.bind(1, id);
     return q.step() ? q.u64(0) : 0;
   };
+  // Note [Private pools] (importers): meta private_pools, a JSON list over the devices; a
+  // value this reader cannot read is left out (the key is optional).
+  if (const std::string pools = trace.meta_text(store::meta_keys::kPrivatePools); !pools.empty()) {
+    const nlohmann::json j = nlohmann::json::parse(pools, nullptr, false);
+    if (j.is_array())
+      for (const nlohmann::json& p : j) {
+        if (!p.is_object() || p.value("device", std::string()) != device.name) continue;
+        const nlohmann::json pool = p.value("pool", nlohmann::json());
+        if (!pool.is_array() || pool.size() != 2 || !pool[0].is_number_integer() || !pool[1].is_number_integer())
+          continue;
+        s.private_pools.push_back({pool[0].get<int64_t>(), pool[1].get<int64_t>(),
+                                   p.value("segments", uint64_t{0}), p.value("reserved_bytes", int64_t{0})});
+      }
+  }
   s.alloc_count = count("SELECT COUNT(*) FROM allocations WHERE device = ?");
   s.segment_alloc_count = count("SELECT COUNT(DISTINCT seq) FROM segments WHERE device = ?");
   s.oom_count = count("SELECT COUNT(*) FROM allocator_events WHERE device = ? AND kind = 'oom'");

@@ -98,6 +98,15 @@ struct LeakReport {
 // All devices when `device` is empty.
 LeakReport leaks(const Trace& trace, std::optional<int64_t> device, GroupBy by, size_t limit);
 
+// A private memory pool (a CUDA graph's, a torch.cuda.MemPool's) of an imported snapshot: its
+// segments and reserved bytes when the snapshot was taken (meta `private_pools`; Note [Private
+// pools] in profiler/importers/pytorch_snapshot.cpp).
+struct PrivatePoolSummary {
+  int64_t pool_a = 0, pool_b = 0;  // segment_pool_id
+  uint64_t segments = 0;
+  int64_t reserved_bytes = 0;
+};
+
 struct DeviceSummary {
   int64_t device_id = 0;
   std::string device;       // "cpu", "cuda:0"
@@ -117,6 +126,9 @@ struct DeviceSummary {
   uint64_t sync_count = 0;
   uint64_t leaked_count = 0;
   int64_t leaked_bytes = 0;
+  // Reserved memory of private pools (an imported snapshot's; empty otherwise), by pool. Part
+  // of the reserved bytes above, which count every pool.
+  std::vector<PrivatePoolSummary> private_pools;
 };
 
 struct Summary {

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -23,14 +25,22 @@ namespace {
 // the recording's return addresses (user-space addresses are below 2^47).
 constexpr uint64_t kSnapshotIp = uint64_t{1} << 62;
 
-// The snapshot's events, kept in memory instead of written (their strings are static marks).
+// The snapshot's events, kept in memory instead of written. A name (a mark, a scope, a step)
+// is valid only during append (Note [Event lifetime]): the conversion builds some and frees
+// its document when it returns, so the names are kept here.
 class Collect final : public store::TraceWriter {
  public:
   struct Item {
     ev::Event event;
     uint64_t stack;
   };
-  void append(const ev::Event& e, uint64_t stack_id) override { events.push_back({e, stack_id}); }
+  void append(const ev::Event& e, uint64_t stack_id) override {
+    events.push_back({e, stack_id});
+    if (ev::payload_of(e.kind) == ev::Payload::name) {
+      auto it = names_.emplace(e.name.name).first;  // node-based: the views stay valid
+      events.back().event.name.name = *it;
+    }
+  }
   void add_stack_node(uint64_t id, uint64_t parent, uint64_t ip) override {
     nodes.push_back({id, parent, ip});
   }
@@ -41,6 +51,9 @@ class Collect final : public store::TraceWriter {
   std::vector<Item> events;
   std::vector<store::StackNode> nodes;
   store::TraceMeta meta;
+
+ private:
+  std::set<std::string, std::less<>> names_;
 };
 
 bool is_segment(ev::Kind k) {
@@ -218,6 +231,7 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
     meta.stack_depth = std::max(meta.stack_depth, snap.meta.stack_depth);
     // The snapshot's blocks bring the categories inferred for them (Note [Inferred categories]).
     if (meta.categories_inferred.empty()) meta.categories_inferred = snap.meta.categories_inferred;
+    meta.private_pools = snap.meta.private_pools;  // Note [Private pools]: the snapshot's
     for (const store::DeviceInfo& d : snap.meta.devices) {
       bool known = false;
       for (const store::DeviceInfo& m : meta.devices) known = known || m.id == d.id;

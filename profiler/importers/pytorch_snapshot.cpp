@@ -319,7 +319,7 @@ class Emitter {
     x.allocator = {};
     x.allocator.requested_size = e.size;
     x.allocator.stream = e.stream;
-    x.allocator.device_free = e.device_free;
+    x.allocator.device_free = e.device_free();
     x.allocator.allocated = static_cast<uint64_t>(std::max<int64_t>(d.allocated, 0));
     x.allocator.reserved = static_cast<uint64_t>(std::max<int64_t>(d.reserved, 0));
     append(x, ts, stack);
@@ -382,6 +382,127 @@ class Emitter {
   const std::string& name_;
   uint64_t seq_ = 0;
 };
+
+// Note [Entry contexts]
+// ~~~~~~~~~~~~~~~~~~~~~
+// PyTorch 2.5+ writes two strings on every trace entry: `compile_context`, the torch.compile
+// region the allocator was called from ("Torch-Compiled Region: 0/0"; "N/A" outside one, when
+// `_record_memory_history(compile_context=True)` is off or no region is running), and
+// `user_metadata`, what `torch.cuda.memory._set_memory_metadata(str)` last set ("" when
+// nothing is). Both are kept as scopes, the way annotations are, so `top --by scope`,
+// `summary` and the GUI group allocations by them: a maximal run of entries with the same
+// value is one scope, named `compile: <value>` or `metadata: <value>`. They live on thread 1
+// with the allocations and the annotations, and are kept innermost so scopes nest:
+//   * a compile scope holds the metadata scope inside it (the compile region is the larger);
+//   * an annotation opening or closing inside a run closes the run's scopes first, and the
+//     next entry of the run opens them again inside (so one run may be several scope rows of
+//     one name, each inside one record_function range);
+//   * a run ends at the first entry whose value differs (its scope closes at that entry's
+//     time) or at the last entry; runs are taken in the merged order of the devices' entries,
+//     which on one device is that device's order.
+// A value that is not a str is counted in the notes and read as none. Names are cut to 200
+// bytes and control characters read as spaces, so a scope path stays one line.
+class Contexts {
+ public:
+  Contexts(Emitter& out, const SnapshotReader& reader) : out_(out), reader_(reader) {}
+
+  // Before an entry of device `d` at `ts` with these contexts.
+  void enter(Emitter::Device& d, uint64_t ts, ContextId compile, ContextId metadata) {
+    if (open_[0] != compile)
+      close(ts, 1), close(ts, 0);
+    else if (open_[1] != metadata)
+      close(ts, 1);
+    if (!open_[0] && compile) open(d, ts, 0, compile);
+    if (!open_[1] && metadata) open(d, ts, 1, metadata);
+  }
+  // Before an annotation's scope event, and at the end.
+  void leave(uint64_t ts) { close(ts, 1), close(ts, 0); }
+  uint64_t scopes() const { return scopes_; }
+
+ private:
+  const std::string& name(int level, ContextId id) {
+    auto [it, fresh] = names_.try_emplace(uint64_t{id} << 1 | static_cast<uint64_t>(level));
+    if (fresh) {
+      std::string_view v = reader_.context_text(id);
+      if (v.size() > kMaxName) {
+        size_t cut = kMaxName;  // not inside a UTF-8 sequence
+        while (cut > 0 && (static_cast<unsigned char>(v[cut]) & 0xc0) == 0x80) --cut;
+        it->second = std::string(v.substr(0, cut)) + "...";
+      } else {
+        it->second = v;
+      }
+      for (char& c : it->second)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+      it->second.insert(0, level == 0 ? "compile: " : "metadata: ");
+    }
+    return it->second;
+  }
+  void open(Emitter::Device& d, uint64_t ts, int level, ContextId id) {
+    out_.scope(d, ts, true, name(level, id));
+    open_[level] = id;
+    device_[level] = &d;
+    ++scopes_;
+  }
+  void close(uint64_t ts, int level) {
+    if (!open_[level]) return;
+    out_.scope(*device_[level], ts, false, name(level, open_[level]));
+    open_[level] = 0;
+  }
+
+  static constexpr size_t kMaxName = 200;
+  Emitter& out_;
+  const SnapshotReader& reader_;
+  ContextId open_[2] = {0, 0};  // compile, metadata
+  Emitter::Device* device_[2] = {nullptr, nullptr};
+  std::unordered_map<uint64_t, std::string> names_;
+  uint64_t scopes_ = 0;
+};
+
+// A device of the reader (a CUDA index, or kPinnedHost) as the trace names it.
+ev::DeviceId device_id(int d) {
+  if (d == kPinnedHost) return {ev::DeviceType::cpu, 1};
+  return {ev::DeviceType::cuda, static_cast<int8_t>(d)};
+}
+
+// Note [Private pools]
+// ~~~~~~~~~~~~~~~~~~~~
+// A segment's `segment_pool_id` is (0, 0) in the caching allocator's default pool and another
+// pair in a private one: a CUDA graph's (torch.cuda.graph, the CUDA graph trees of
+// torch.compile's reduce-overhead mode) or a torch.cuda.MemPool's, whose blocks serve only
+// that pool's requests. The event contract has no pool identity (events.h `Pool` is the small
+// or large pool), and the curves stay as memory_stats() counts them (a private pool's
+// segments in reserved, its blocks in allocated), so the import keeps its events as they are
+// and records, per device and private pool, the segments and reserved bytes of the snapshot's
+// `segments` (the state when it was taken) in the optional meta key `private_pools`:
+//   [{"device": "cuda:0", "pool": [0, 1], "segments": 44, "reserved_bytes": 4194304}, ...]
+// by device, then pool; absent when every segment is in the default pool. Trace entries name
+// no pool, so a private pool's segments freed before the snapshot are not counted. `tidemark
+// summary` lists them per device; `tidemark replay` still treats them as the default pool's.
+std::vector<PrivatePool> private_pools(const std::vector<Segment>& segments) {
+  std::map<std::pair<int, std::pair<int64_t, int64_t>>, PrivatePool> by_pool;
+  for (const Segment& s : segments) {
+    if (s.pool_id == std::pair<int64_t, int64_t>{0, 0}) continue;
+    PrivatePool& p = by_pool[{s.device, s.pool_id}];
+    p.device = s.device == kPinnedHost ? "cpu:1" : "cuda:" + std::to_string(s.device);
+    p.pool = s.pool_id;
+    ++p.segments;
+    p.reserved_bytes += s.size;
+  }
+  std::vector<PrivatePool> out;
+  for (auto& [k, p] : by_pool) out.push_back(std::move(p));
+  return out;
+}
+
+std::string private_pools_json(const std::vector<PrivatePool>& pools) {
+  if (pools.empty()) return {};
+  std::string j = "[";
+  for (const PrivatePool& p : pools)
+    j += (j.size() > 1 ? ", " : "") + std::string("{\"device\": \"") + p.device + "\", \"pool\": [" +
+         std::to_string(p.pool.first) + ", " + std::to_string(p.pool.second) +
+         "], \"segments\": " + std::to_string(p.segments) +
+         ", \"reserved_bytes\": " + std::to_string(p.reserved_bytes) + "}";
+  return j + "]";
+}
 
 }  // namespace
 
@@ -470,10 +591,12 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   meta.allocator_settings = reader.allocator_settings_;
   for (auto& [d, state] : states) {
     store::DeviceInfo info;
-    info.id = {ev::DeviceType::cuda, static_cast<int8_t>(d)};
-    info.name = "cuda:" + std::to_string(d);
+    info.id = device_id(d);
+    info.name = d == kPinnedHost ? "pinned host" : "cuda:" + std::to_string(d);
     meta.devices.push_back(info);
   }
+  std::vector<PrivatePool> pools = private_pools(reader.segments_);
+  meta.private_pools = private_pools_json(pools);
   // stack_depth: the deepest frames list (a cheap pass; lists are shared between entries).
   {
     size_t depth = 0;
@@ -491,7 +614,7 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   std::map<int, Emitter::Device> devices;
   for (auto& [d, state] : states) {
     Emitter::Device& dev = devices[d];
-    dev.id = {ev::DeviceType::cuda, static_cast<int8_t>(d)};
+    dev.id = device_id(d);
     uint64_t synthetic = state.segments.size() + state.blocks.size();
     for (const InitialBlock& b : state.blocks) synthetic += b.state == BlockState::pending;
     out.mark(dev, t0, kStartMark, synthetic);
@@ -556,9 +679,12 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   std::vector<std::pair<uint64_t, int>> frame_steps;
   if (rule == StepRule::none)
     for (auto& [d, i] : inferred)
-      for (uint64_t ts : i.step_ends) frame_steps.emplace_back(ts, d);
+      for (uint64_t ts : i.step_ends)
+        if (d != kPinnedHost) frame_steps.emplace_back(ts, d);  // the GPUs' steps: the same iterations
   std::sort(frame_steps.begin(), frame_steps.end());
   size_t next_frame_step = 0;
+  Contexts contexts(out, reader);
+  uint64_t last_ts = t0;
   for (;;) {
     Cursor* c = nullptr;
     for (Cursor& k : cursors)
@@ -576,6 +702,7 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
       if (!c || a.time_ns < (*c->entries)[c->next].time_ns ||
           (a.start && a.time_ns == (*c->entries)[c->next].time_ns)) {
         if (a.start) maybe_step(a);
+        contexts.leave(a.time_ns);  // Note [Entry contexts]: they stay innermost
         out.scope(devices[a.device], a.time_ns, a.start, a.name);
         if (!a.start) maybe_step(a);
         ++next_annotation;
@@ -589,6 +716,8 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
     const DeviceState& state = states[c->device];
     uint64_t stack = stacks.stack(e.frames);
     const uint64_t ts = e.time_ns;
+    contexts.enter(dev, ts, e.compile_context, e.user_metadata);
+    last_ts = std::max(last_ts, ts);
     switch (e.action) {
       case Action::alloc: {
         auto exact = state.exact_size.find(i);
@@ -621,6 +750,7 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
       case Action::other: break;
     }
   }
+  contexts.leave(last_ts);
 
   phase("emitted");
   ImportStats stats;
@@ -629,6 +759,7 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   stats.frames = stacks.frame_count();
   stats.devices = static_cast<int>(states.size());
   stats.annotations = annotations.size();
+  stats.context_scopes = contexts.scopes();
   stats.inferred_steps = frame_steps.empty() ? steps : 0;
   stats.frame_steps = frame_steps.empty() ? 0 : steps;
   for (const auto& [d, i] : inferred)
@@ -637,6 +768,7 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   stats.categories_inferred = meta.categories_inferred;
   stats.synthetic_times = reader.synthetic_times_;
   stats.notes = reader.notes_.lines();
+  stats.private_pools = std::move(pools);
   if (end_ts_ns) *end_ts_ns = t_end;
   if (symbolize) {
     auto frames = std::make_shared<std::vector<store::ResolvedFrame>>(stacks.take_frames());

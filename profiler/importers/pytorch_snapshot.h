@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "profiler/importers/import_error.h"
@@ -21,12 +22,25 @@ class TraceWriter;
 
 namespace tidemark::importers {
 
+// A private memory pool of an imported snapshot (Note [Private pools] in pytorch_snapshot.cpp):
+// its segments and their bytes when the snapshot was taken.
+struct PrivatePool {
+  std::string device;                      // "cuda:0"
+  std::pair<int64_t, int64_t> pool{0, 0};  // segment_pool_id
+  uint64_t segments = 0, reserved_bytes = 0;
+};
+
 struct ImportStats {
   uint64_t events = 0;    // events written to the trace (synthetic start state and marks included)
-  uint64_t segments = 0;  // segments in the snapshot's final `segments`
+  uint64_t segments = 0;  // segments in the snapshot's final `segments` (and `host_segments`)
   uint64_t frames = 0;    // distinct source frames (function, file, line)
-  int devices = 0;        // devices in the trace (cuda:N with segments or trace entries)
+  // Devices in the trace: cuda:N with segments or trace entries, and cpu:1 ("pinned host")
+  // with host_segments or host_traces.
+  int devices = 0;
   uint64_t annotations = 0;      // external_annotations written as scopes
+  // Scopes from the entries' compile_context and user_metadata (Note [Entry contexts]): one per
+  // run of entries with one value, more where annotations cut a run.
+  uint64_t context_scopes = 0;
   uint64_t inferred_steps = 0;   // step events inferred from them (Note [Inferred steps])
   // Step events inferred from the optimizer's frames instead, or the backward's when the
   // optimizer left none to go by (`frame_steps_from`: "optimizer", "backward"), when no
@@ -40,6 +54,9 @@ struct ImportStats {
   // What the importer tolerated, one line per kind ("3 frames whose 'line' is not a line
   // number (read as unknown)"): the CLI prints them on stderr (Note [Lenient fields]).
   std::vector<std::string> notes;
+  // The snapshot's private pools (CUDA graphs, torch.cuda.MemPool), by device then pool; also
+  // in meta `private_pools`.
+  std::vector<PrivatePool> private_pools;
 };
 
 struct ImportOptions {

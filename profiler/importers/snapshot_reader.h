@@ -18,14 +18,17 @@
 // `address` on blocks means they tile their segment; no `frames`, none.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "profiler/events/events.h"
@@ -48,6 +51,10 @@ constexpr uint64_t kMaxBytes = store::kMaxEventBytes;
 constexpr int64_t kMaxLive = int64_t{1} << 62;
 constexpr const char* kStartMark = store::kSnapshotStartMark;
 constexpr const char* kSnapshotMark = "snapshot";
+// The device the reader gives pinned host memory (`host_segments`, `host_traces`): past every
+// CUDA index (0 to 127), so it sorts after them. Its events are device cpu:1, "pinned host"
+// (docs/importers.md).
+constexpr int kPinnedHost = 128;
 
 // The block size PyTorch's allocator gives a request with its default rounding.
 inline uint64_t round_block(uint64_t n) {
@@ -88,6 +95,11 @@ inline Action parse_action(std::string_view a) {
 // as they are read.
 using FrameRun = uint32_t;
 
+// An entry's `compile_context` or `user_metadata` text, interned: 0 is none (Note [Entry
+// contexts] in pytorch_snapshot.cpp). A snapshot has few distinct values and millions of
+// entries, so an entry holds the number, not the text.
+using ContextId = uint32_t;
+
 struct Entry {  // 48 bytes: a 1 GB snapshot has millions
   Action action;
   bool timed = false;  // had a `time_us`
@@ -95,8 +107,13 @@ struct Entry {  // 48 bytes: a 1 GB snapshot has millions
   // it; Tidemark's snapshot export writes its categories there); unknown without one.
   ev::Category category = ev::Category::unknown;
   FrameRun frames = 0;
-  uint64_t addr = 0, size = 0, stream = 0, time_ns = 0, device_free = 0;
+  // `addr`; for an `oom`, which has no address, its `device_free` (device_free() says so).
+  uint64_t addr = 0;
+  uint64_t size = 0, stream = 0, time_ns = 0;
+  ContextId compile_context = 0, user_metadata = 0;
+  uint64_t device_free() const { return addr; }
 };
+static_assert(sizeof(Entry) == 48);
 
 enum class BlockState : uint8_t { inactive, allocated, pending };  // pending: active_pending_free
 
@@ -111,6 +128,9 @@ struct Segment {
   uint64_t addr = 0, size = 0, stream = 0;
   ev::Pool pool = ev::Pool::large;
   bool expandable = false;
+  // `segment_pool_id`: (0, 0) the default pool, any other a private one (Note [Private pools]
+  // in pytorch_snapshot.cpp).
+  std::pair<int64_t, int64_t> pool_id{0, 0};
   FrameRun frames = 0;
   std::vector<Block> blocks;
 };
@@ -299,10 +319,13 @@ class SnapshotReader : public pickle::AppendHook {
   }
 
   void read(Ref root) {
-    Ref segments = root, traces{doc_, {}};
+    Ref segments = root, traces{doc_, {}}, host_segments{doc_, {}}, host_traces{doc_, {}};
     if (root.type() == Type::dict) {
       segments = required(root, "segments", {"snapshot"});
       if (auto t = root.get("device_traces")) traces = *t;
+      // The pinned host allocator's, with `_record_memory_history(record_pinned_host_memory=True)`.
+      if (auto h = root.get("host_segments")) host_segments = *h;
+      if (auto h = root.get("host_traces")) host_traces = *h;
       if (auto s = root.get("allocator_settings")) allocator_settings_ = render_settings(*s, 0);
       if (auto a = root.get("external_annotations")) read_annotations(*a);
     } else if (root.type() != Type::list) {
@@ -326,6 +349,7 @@ class SnapshotReader : public pickle::AppendHook {
     } else if (!traces.is_none()) {
       fail({"device_traces"}, "is " + std::string(pickle::type_name(traces.type())) + ", expected a list");
     }
+    read_host(host_segments, host_traces);
     if (untimed_ > 0) {
       // Note [Synthetic times]: without times, every entry's time is its place in its trace.
       for (auto& [d, entries] : traces_)
@@ -400,14 +424,47 @@ class SnapshotReader : public pickle::AppendHook {
     return static_cast<int>(d);
   }
 
-  void read_segments(Ref segments) {
-    segments_.reserve(segments.size());
+  // Pinned host memory: `host_segments` as `segments` and `host_traces` as `device_traces`, all
+  // on the one kPinnedHost device (their `device` fields are not read). host_traces may be a
+  // list of traces, one trace (a list of entries) or a dict of traces; several are merged by
+  // time.
+  void read_host(Ref segments, Ref traces) {
+    if (!segments.is_none()) {
+      if (segments.type() != Type::list)
+        fail({"host_segments"}, "is " + std::string(pickle::type_name(segments.type())) + ", expected a list");
+      read_segments(segments, "host_segments", true);
+    }
+    if (traces.is_none()) return;
+    std::vector<std::pair<int64_t, Ref>> lists;
+    if (traces.type() == Type::list && traces.size() > 0 && traces[0].type() == Type::dict) {
+      lists.emplace_back(-1, traces);  // one trace
+    } else if (traces.type() == Type::list) {
+      for (size_t i = 0; i < traces.size(); ++i) lists.emplace_back(static_cast<int64_t>(i), traces[i]);
+    } else if (traces.type() == Type::dict) {
+      for (size_t i = 0; i < traces.size(); ++i) lists.emplace_back(static_cast<int64_t>(i), traces.value(i));
+    } else {
+      fail({"host_traces"}, "is " + std::string(pickle::type_name(traces.type())) + ", expected a list");
+    }
+    size_t read = 0;
+    for (const auto& [i, list] : lists) {
+      read += list.size() > 0;
+      read_trace(kPinnedHost, list, true, i);
+    }
+    if (read > 1) {
+      std::vector<Entry>& t = traces_[kPinnedHost];
+      std::stable_sort(t.begin(), t.end(), [](const Entry& a, const Entry& b) { return a.time_ns < b.time_ns; });
+    }
+  }
+
+  // `segments`, or (host) `host_segments`, whose segments are all on kPinnedHost.
+  void read_segments(Ref segments, const char* what = "segments", bool host = false) {
+    segments_.reserve(segments_.size() + segments.size());
     for (size_t i = 0; i < segments.size(); ++i) {
-      Where w{"segments", static_cast<int64_t>(i)};
+      Where w{what, static_cast<int64_t>(i)};
       Ref s = segments[i];
       if (s.type() != Type::dict) fail(w, "is " + std::string(pickle::type_name(s.type())) + ", expected a dict");
       Segment seg;
-      seg.device = device_index(integer(required(s, "device", w), "device", w), w);
+      seg.device = host ? kPinnedHost : device_index(integer(required(s, "device", w), "device", w), w);
       seg.addr = unsigned_field(s, "address", w);
       seg.size = unsigned_field(s, "total_size", w);
       seg.stream = stream_field(s, w);
@@ -421,12 +478,21 @@ class SnapshotReader : public pickle::AppendHook {
           notes_.add("segments of an unknown 'segment_type' (pool taken from the size)");
       }
       if (auto e = s.get("is_expandable")) seg.expandable = e->as_bool().value_or(false);
+      if (auto p = s.get("segment_pool_id"); p && !p->is_none()) {  // Note [Private pools]
+        const bool pair = (p->type() == Type::tuple || p->type() == Type::list) && p->size() == 2;
+        const std::optional<int64_t> a = pair ? (*p)[0].as_int() : std::nullopt,
+                                     b = pair ? (*p)[1].as_int() : std::nullopt;
+        if (a && b)
+          seg.pool_id = {*a, *b};
+        else
+          notes_.add("segments whose 'segment_pool_id' is not a pair of ints (read as the default pool)");
+      }
       Ref blocks = required(s, "blocks", w);
       if (blocks.type() != Type::list) fail(w, "'blocks' is not a list");
       count_records(blocks.size(), w);
       uint64_t next = seg.addr;  // PyTorch < 2.1 blocks have no address: they tile the segment
       for (size_t j = 0; j < blocks.size(); ++j) {
-        Where bw{"segments", static_cast<int64_t>(i), -1, "blocks", static_cast<int64_t>(j)};
+        Where bw{what, static_cast<int64_t>(i), -1, "blocks", static_cast<int64_t>(j)};
         Ref b = blocks[j];
         if (b.type() != Type::dict) fail(bw, "is not a dict");
         Block blk;
@@ -462,8 +528,8 @@ class SnapshotReader : public pickle::AppendHook {
 
   // A trace entry's fields read without a note or an error; false when one would be needed
   // (read_trace then reads the entry and says what is wrong).
-  bool convert_entry(const std::optional<Ref> (&f)[8], Entry& entry) {
-    static_assert(kEntryFields == 8);
+  bool convert_entry(const std::optional<Ref> (&f)[10], Entry& entry) {
+    static_assert(kEntryFields == 10);
     auto a = f[kAction]->as_string();
     if (!a) return false;
     entry.action = parse_action(*a);
@@ -497,7 +563,7 @@ class SnapshotReader : public pickle::AppendHook {
       if (f[kDeviceFree]) {
         auto df = clean_bytes(f[kDeviceFree]);
         if (!df) return false;
-        entry.device_free = *df;
+        entry.addr = *df;
       }
     } else if (entry.action != Action::snapshot) {
       auto addr = clean_bytes(f[kAddr]);
@@ -513,14 +579,48 @@ class SnapshotReader : public pickle::AppendHook {
       if (f[kFrames]->type() != Type::list && f[kFrames]->type() != Type::tuple) return false;
       entry.frames = run_of(*f[kFrames]);
     }
+    auto compile = context_of(f[kCompileContext], true), metadata = context_of(f[kUserMetadata], false);
+    if (!compile || !metadata) return false;
+    entry.compile_context = *compile;
+    entry.user_metadata = *metadata;
     return true;
   }
 
-  void read_trace(int device, Ref trace) {
-    Where tw{"device_traces", device};
+  // Note [Entry contexts] (pytorch_snapshot.cpp): an entry's `compile_context` or
+  // `user_metadata`, interned. None for an absent key, None, "" and PyTorch's "N/A" (the
+  // compile_context of an entry outside any compiled region); nullopt for a value that is not
+  // a str. The same value is usually one memoized string, so the last one is remembered.
+  std::optional<ContextId> context_of(const std::optional<Ref>& v, bool compile) {
+    if (!v || v->is_none()) return ContextId{0};
+    if (v->type() != Type::string) return std::nullopt;
+    ContextCache& cache = context_cache_[compile ? 0 : 1];
+    const uint32_t index = v->val().index;
+    if (cache.valid && cache.index == index) return cache.id;
+    const std::string_view text = *v->as_string();
+    ContextId id = 0;
+    if (!text.empty() && !(compile && text == "N/A")) {
+      auto [it, fresh] = context_ids_.try_emplace(text, static_cast<ContextId>(contexts_.size()));
+      if (fresh) contexts_.push_back(text);
+      id = it->second;
+    }
+    cache = {true, index, id};
+    return id;
+  }
+  // The text of an interned context ("" for none).
+  std::string_view context_text(ContextId id) const { return id < contexts_.size() ? contexts_[id] : ""; }
+
+  // Device `device`'s trace (device_traces[device]), or a trace of pinned host memory
+  // (host_traces[index], on kPinnedHost).
+  void read_trace(int device, Ref trace, bool host = false, int64_t index = 0) {
+    const char* what = host ? "host_traces" : "device_traces";
+    if (!host) index = device;
+    Where tw{what, index};
     if (trace.type() != Type::list) fail(tw, "is not a list");
     if (trace.size() == 0) return;
-    device_index(device, tw);
+    if (host)
+      device = kPinnedHost;
+    else
+      device_index(device, tw);
     count_records(trace.size(), tw);
     std::vector<Entry>& out = traces_[device];
     // The usual case: the trace is exactly the entries read while parsing, in order (each dict
@@ -537,16 +637,17 @@ class SnapshotReader : public pickle::AppendHook {
         untimed_ += untimed;
         out = std::move(early_);
         early_.clear();
+        early_home_ = &out;  // another trace naming the same dicts (memo-shared) reads them there
         return;
       }
     }
     out.reserve(out.size() + trace.size());
     for (size_t i = 0; i < trace.size(); ++i) {
-      Where w{"device_traces", device, static_cast<int64_t>(i)};
+      Where w{what, index, static_cast<int64_t>(i)};
       Ref e = trace[i];
       if (e.type() == Type::dict && e.val().index < entry_of_dict_.size() &&
-          entry_of_dict_[e.val().index] < kNotEarly) {
-        const Entry& early = early_[entry_of_dict_[e.val().index]];
+          entry_of_dict_[e.val().index] < early_home_->size()) {
+        const Entry early = (*early_home_)[entry_of_dict_[e.val().index]];  // a copy: `out` may be its home
         untimed_ += !early.timed;
         out.push_back(early);
         continue;
@@ -584,7 +685,7 @@ class SnapshotReader : public pickle::AppendHook {
       if (f[kStream] && !f[kStream]->is_none())
         entry.stream = static_cast<uint64_t>(integer(*f[kStream], "stream", w));
       if (entry.action == Action::oom) {
-        if (f[kDeviceFree]) entry.device_free = bytes(*f[kDeviceFree], "device_free", w);
+        if (f[kDeviceFree]) entry.addr = bytes(*f[kDeviceFree], "device_free", w);
       } else if (entry.action != Action::snapshot) {
         entry.addr = bytes(need(kAddr), "addr", w);
       }
@@ -594,15 +695,26 @@ class SnapshotReader : public pickle::AppendHook {
             if (*c == ev::category_name(static_cast<ev::Category>(k)))
               entry.category = static_cast<ev::Category>(k);
       entry.frames = frames_of(f[kFrames]);
+      for (bool compile : {true, false}) {
+        const std::optional<ContextId> c = context_of(f[compile ? kCompileContext : kUserMetadata], compile);
+        if (!c)
+          notes_.add(std::string("trace entries whose '") + (compile ? "compile_context" : "user_metadata") +
+                     "' is not a str (read as none)");
+        (compile ? entry.compile_context : entry.user_metadata) = c.value_or(0);
+      }
       out.push_back(entry);
     }
   }
 
   // Fields of a trace entry. Keys are memoized strings, so the same few string values recur:
   // they are recognised by their index after the first comparison.
-  enum EntryField { kAction, kAddr, kSize, kStream, kTimeUs, kFrames, kDeviceFree, kCategory, kEntryFields };
+  enum EntryField {
+    kAction, kAddr, kSize, kStream, kTimeUs, kFrames, kDeviceFree, kCategory, kCompileContext, kUserMetadata,
+    kEntryFields
+  };
   static constexpr const char* kEntryFieldNames[kEntryFields] = {
-      "action", "addr", "size", "stream", "time_us", "frames", "device_free", "category"};
+      "action", "addr", "size", "stream", "time_us", "frames", "device_free", "category", "compile_context",
+      "user_metadata"};
   int entry_field(Ref key) {
     if (key.type() != Type::string) return -1;
     const uint32_t idx = key.val().index;
@@ -652,11 +764,21 @@ class SnapshotReader : public pickle::AppendHook {
   std::vector<uint32_t> run_of_list_;  // list identity -> run (kNoRun: not read yet)
   // Entries read while parsing (dict_appended), by dict identity.
   std::vector<Entry> early_;
+  std::vector<Entry>* early_home_ = &early_;  // where they are: a trace took them without a copy
   std::vector<uint32_t> entry_of_dict_;
   std::vector<Segment> segments_;
   std::map<int, std::vector<Entry>> traces_;
   std::string allocator_settings_;
   std::vector<Annotation> annotations_;  // by time
+  // Interned compile_context and user_metadata texts: contexts_[id], id 0 none.
+  std::vector<std::string_view> contexts_{std::string_view()};
+  std::unordered_map<std::string_view, ContextId> context_ids_;
+  struct ContextCache {
+    bool valid = false;
+    uint32_t index = 0;  // the str value last seen (its document index)
+    ContextId id = 0;
+  };
+  ContextCache context_cache_[2];  // compile_context, user_metadata
   Notes notes_;
   uint64_t untimed_ = 0;  // entries without `time_us`
   bool synthetic_times_ = false;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -50,15 +51,24 @@ class Stacks {
   size_t frame_count() const { return frames_.size(); }
 
  private:
-  // Note [Lenient fields]: a frame that is not a dict, or a field of an odd type, is unknown.
-  uint64_t frame(Ref f);
+  // Appends the ips of a frame to `out`: one, or for a frame of FX-generated code with the
+  // user's source lines, those lines (Note [FX frames]). Note [Lenient fields]: a frame that
+  // is not a dict, or a field of an odd type, is unknown.
+  void frame(Ref f, std::vector<uint64_t>& out);
+  uint64_t intern(const FrameKey& key);
+  // The user's lines of an FX frame's `fx_original_trace`, outermost first; false when it
+  // names none (it is then counted in the notes and the frame kept).
+  bool fx_frames(Ref f, std::string_view trace, std::vector<uint64_t>& out);
 
   const SnapshotReader& reader_;
   const pickle::Document& doc_;
   Notes& notes_;
   store::TraceWriter* writer_ = nullptr;
-  // Frame dict (container identity) -> ip: a map, as frame dicts are few among the containers.
-  std::unordered_map<uint32_t, uint64_t> frame_of_;
+  // Frame dict (container identity) -> its ips, [first, first + count) of frame_ips_: a map, as
+  // frame dicts are few among the containers.
+  std::unordered_map<uint32_t, std::pair<uint32_t, uint32_t>> frame_of_;
+  std::vector<uint64_t> frame_ips_;
+  std::deque<std::string> names_;  // function names made here (an FX frame's), for FrameKey
   std::vector<uint64_t> stack_of_;  // frame run -> stack id
   std::unordered_map<FrameKey, uint64_t, FrameKeyHash> by_content_;
   std::unordered_map<NodeKey, uint64_t, NodeKeyHash> nodes_;

@@ -26,6 +26,7 @@ inline constexpr const char* kFirstTsNs = "first_ts_ns";
 inline constexpr const char* kLastTsNs = "last_ts_ns";
 inline constexpr const char* kWriterError = "writer_error";
 inline constexpr const char* kCategoriesInferred = "categories_inferred";
+inline constexpr const char* kPrivatePools = "private_pools";
 inline constexpr const char* kDuplicateIds = "duplicate_ids";
 
 }  // namespace tidemark::store::meta_keys

@@ -77,6 +77,10 @@ struct TraceMeta {
   // What the allocations' categories were inferred from, when an importer inferred them (meta
   // `categories_inferred`, optional: absent when recorded or unknown; docs/trace-format.md).
   std::string categories_inferred;
+  // The reserved bytes of each private memory pool (CUDA graphs, torch.cuda.MemPool) of an
+  // imported snapshot, as JSON (meta `private_pools`, optional: absent when there are none;
+  // docs/trace-format.md).
+  std::string private_pools;
 };
 
 // One source-level frame of a return address. An address inside inlined code gives several:

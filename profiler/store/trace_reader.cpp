@@ -114,6 +114,7 @@ TraceMeta TraceReader::meta() const {
   m.stack_depth = static_cast<int>(to_i64(meta_value(k::kStackDepth)));
   m.synthetic_times = to_i64(meta_value(k::kSyntheticTimes)) != 0;  // absent before schema v3
   m.categories_inferred = meta_value(k::kCategoriesInferred).value_or("");
+  m.private_pools = meta_value(k::kPrivatePools).value_or("");
   for (DeviceRow& d : devices()) m.devices.push_back(std::move(d.info));
   return m;
 }

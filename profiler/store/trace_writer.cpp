@@ -83,6 +83,7 @@ class SqliteTraceWriter final : public TraceWriter {
       put_meta(k::kStackDepth, int64_t{meta.stack_depth});
       put_meta(k::kSyntheticTimes, int64_t{meta.synthetic_times});
       if (!meta.categories_inferred.empty()) put_meta(k::kCategoriesInferred, meta.categories_inferred);
+      if (!meta.private_pools.empty()) put_meta(k::kPrivatePools, meta.private_pools);
       put_meta(k::kCleanEnd, int64_t{0});
       put_meta(k::kEventCount, int64_t{0});
       put_meta(k::kDroppedCount, int64_t{0});

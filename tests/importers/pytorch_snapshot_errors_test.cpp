@@ -193,4 +193,26 @@ TEST(PytorchSnapshotErrors, MemoSharedTracesCannotExpandWithoutBound) {
   EXPECT_EQ(im::import_pytorch_snapshot(bomb, out, o).devices, 100);
 }
 
+// Two devices naming one trace of distinct entries through the memo: the first takes the
+// entries read while parsing without a copy, the second reads them where they went.
+TEST(PytorchSnapshotErrors, MemoSharedTraceOfDistinctEntries) {
+  TempDir dir;
+  PickleWriter w(4);
+  w.empty_dict().mark().str("segments").empty_list().str("device_traces").empty_list().mark();
+  w.empty_list();
+  const uint32_t list = w.memoize();
+  w.mark();
+  for (int i = 0; i < 3; ++i)
+    w.empty_dict().mark().str("action").str("alloc").str("addr").integer(0x1000 * (i + 1)).str("size")
+        .integer(1024).str("time_us").integer(i + 1).setitems();
+  w.appends();
+  w.get(list);
+  w.appends().setitems();
+  const std::string out = dir.file("out.db");
+  const im::ImportStats s = im::import_pytorch_snapshot(write(dir, "shared.pickle", w.finish()), out);
+  EXPECT_EQ(s.devices, 2);
+  st::TraceReader r = st::TraceReader::open(out, st::TraceReader::Require::finalized);
+  for (int d : {0, 1}) EXPECT_EQ(final_values(r, device_row(r, d)).allocated, 3 * 1024);
+}
+
 }  // namespace

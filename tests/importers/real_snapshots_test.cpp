@@ -90,6 +90,14 @@ TEST(RealSnapshots, CurvesEqualAnIndependentReplay) {
       EXPECT_EQ(s.final_allocated_bytes, d["final_allocated"].get<int64_t>());
       // Every alloc entry is an allocation, and so is every block from before the history.
       EXPECT_GE(s.alloc_count, d["actions"].value("alloc", uint64_t{0}));
+      // Note [Private pools]: the segments of each pool other than (0, 0), and their bytes
+      // (verl's vLLM KV cache and its other private pool).
+      std::map<std::string, std::pair<uint64_t, int64_t>> pools, want;
+      for (const an::PrivatePoolSummary& p : s.private_pools)
+        pools[std::to_string(p.pool_a) + "," + std::to_string(p.pool_b)] = {p.segments, p.reserved_bytes};
+      for (const auto& [pool, v] : d["private_pools"].items())
+        want[pool] = {v["segments"].get<uint64_t>(), v["reserved_bytes"].get<int64_t>()};
+      EXPECT_EQ(pools, want);
     }
     im::detail::remove_trace(out);
   }

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "profiler/importers/pickle_writer.h"
@@ -69,6 +70,8 @@ inline int64_t device_row(const st::TraceReader& r, int index) {
 struct Frame {
   std::string name, file;
   int line = 0;
+  // What torch.compile's snapshots add to a frame of generated code (written when not empty).
+  std::string fx_node_op, fx_node_name, fx_node_target, fx_original_trace;
 };
 struct Blk {
   uint64_t addr = 0, size = 0, requested = 0;
@@ -81,6 +84,7 @@ struct Seg {
   std::string type = "large";
   bool expandable = false;
   std::vector<Blk> blocks;
+  std::pair<int64_t, int64_t> pool_id{0, 0};  // segment_pool_id
 };
 struct Ent {
   std::string action;
@@ -89,11 +93,36 @@ struct Ent {
   uint64_t stream = 0;
   std::vector<Frame> frames;
   std::optional<uint64_t> device_free;
+  // PyTorch 2.5+ (written when set): "N/A" and "" are what it writes for none.
+  std::optional<std::string> compile_context, user_metadata;
+};
+// An external_annotations entry (a record_function range opening or closing).
+struct Ann {
+  std::string stage;  // "START", "END"
+  std::string name;
+  int device = 0;
+  int64_t time_us = 0;
+};
+// host_segments and host_traces (the pinned host allocator's); `flat`: host_traces as one
+// list of entries instead of a list of traces.
+struct Host {
+  std::vector<Seg> segments;
+  std::vector<std::vector<Ent>> traces;
+  bool flat = false;
 };
 
 class SnapshotBuilder {
  public:
   explicit SnapshotBuilder(int protocol = 4) : w_(protocol) {}
+
+  SnapshotBuilder& annotations(std::vector<Ann> a) {
+    annotations_ = std::move(a);
+    return *this;
+  }
+  SnapshotBuilder& host(Host h) {
+    host_ = std::move(h);
+    return *this;
+  }
 
   std::string build(const std::vector<Seg>& segs, const std::vector<std::vector<Ent>>& traces) {
     w_.empty_dict();
@@ -119,6 +148,49 @@ class SnapshotBuilder {
       }
     }
     w_.appends();
+    if (host_) {
+      w_.str("host_segments");
+      w_.empty_list();
+      w_.memoize();
+      if (!host_->segments.empty()) {
+        w_.mark();
+        for (const Seg& s : host_->segments) segment(s);
+        w_.appends();
+      }
+      w_.str("host_traces");
+      w_.empty_list();
+      w_.memoize();
+      w_.mark();
+      for (const auto& t : host_->traces) {
+        if (!host_->flat) {
+          w_.empty_list();
+          w_.memoize();
+          w_.mark();
+        }
+        for (const Ent& e : t) entry(e);
+        if (!host_->flat) w_.appends();
+      }
+      w_.appends();
+    }
+    if (!annotations_.empty()) {
+      w_.str("external_annotations");
+      w_.empty_list();
+      w_.memoize();
+      w_.mark();
+      for (const Ann& a : annotations_) {
+        w_.empty_dict().mark();
+        key("stage");
+        w_.str(a.stage);
+        key("name");
+        w_.str(a.name);
+        key("device");
+        w_.integer(a.device);
+        key("time_us");
+        w_.integer(a.time_us);
+        w_.setitems();
+      }
+      w_.appends();
+    }
     w_.str("allocator_settings");
     w_.empty_dict()
         .mark()
@@ -149,7 +221,8 @@ class SnapshotBuilder {
     if (fs.empty()) return;
     w_.mark();
     for (const Frame& f : fs) {
-      std::string id = f.name + "\n" + f.file + "\n" + std::to_string(f.line);
+      std::string id = f.name + "\n" + f.file + "\n" + std::to_string(f.line) + "\n" + f.fx_node_name + "\n" +
+                       f.fx_original_trace;
       auto it = frames_.find(id);
       if (it != frames_.end()) {
         w_.get(it->second);
@@ -164,6 +237,11 @@ class SnapshotBuilder {
       w_.str(f.file);
       key("line");
       w_.integer(f.line);
+      for (const auto& [k, v] : {std::pair<const char*, const std::string&>{"fx_node_op", f.fx_node_op},
+                                 {"fx_node_name", f.fx_node_name},
+                                 {"fx_node_target", f.fx_node_target},
+                                 {"fx_original_trace", f.fx_original_trace}})
+        if (!v.empty()) key(k), w_.str(v);
       w_.setitems();
       frames_[id] = m;
     }
@@ -184,7 +262,7 @@ class SnapshotBuilder {
     key("segment_type");
     w_.str(s.type);
     key("segment_pool_id");
-    w_.integer(0).integer(0).tuple_n(2);
+    w_.integer(s.pool_id.first).integer(s.pool_id.second).tuple_n(2);
     key("is_expandable");
     w_.boolean(s.expandable);
     frames({});
@@ -232,11 +310,15 @@ class SnapshotBuilder {
     key("time_us");
     w_.integer(e.time_us);
     frames(e.frames);
+    if (e.compile_context) key("compile_context"), w_.str(*e.compile_context);
+    if (e.user_metadata) key("user_metadata"), w_.str(*e.user_metadata);
     w_.setitems();
   }
 
   PickleWriter w_;
   std::map<std::string, uint32_t> keys_, frames_;
+  std::vector<Ann> annotations_;
+  std::optional<Host> host_;
 };
 
 inline constexpr uint64_t MiB = 1 << 20;

@@ -24,6 +24,8 @@ Each snapshot is loaded with Python's own `pickle`. Per device it computes:
   estimated block was live at the (first) peak.
 * the counts the importer must agree with: entries by action, annotations (well-formed
   `external_annotations` on a device with memory) and whether the snapshot has times.
+* `private_pools`: the segments and reserved bytes of each pool of `segments` whose
+  `segment_pool_id` is not (0, 0) (CUDA graphs, torch.cuda.MemPool), as "a,b" -> counts.
 """
 import json
 import os
@@ -149,6 +151,18 @@ def allocated_peak(trace, segments, dev, exact_sizes):
     return peak, peak_exact
 
 
+def private_pools(segments, dev):
+    pools = {}
+    for s in segments:
+        pool = tuple(s.get("segment_pool_id", (0, 0)))
+        if s["device"] != dev or pool == (0, 0):
+            continue
+        p = pools.setdefault(f"{pool[0]},{pool[1]}", {"segments": 0, "reserved_bytes": 0})
+        p["segments"] += 1
+        p["reserved_bytes"] += s["total_size"]
+    return dict(sorted(pools.items()))
+
+
 def analyse(path):
     with open(path, "rb") as f:
         snap = pickle.load(f)
@@ -197,6 +211,7 @@ def analyse(path):
             "final_reserved": res_end,
             "final_allocated": sum(size for st, size, req in final_blocks(segments, dev).values()
                                    if st == "active_allocated"),
+            "private_pools": private_pools(segments, dev),
         })
     return out
 

@@ -293,7 +293,9 @@ void FlamePage::setData(const TraceDataPtr& data) {
     compared_.clear();
     shown_.reset();
   }
-  if (had) return;  // a later stage of the same trace: the same graphs, zoom kept
+  // A later stage of the same trace: the same graphs, zoom kept (a reload under another rule
+  // for sites says so with a first snapshot at Stage::opened that still holds them).
+  if (had) return;
   if (!data_ || data_->stage == Stage::opened || data_->live) {  // no graphs yet
     if (!same) {
       choices_.clear();
@@ -304,7 +306,10 @@ void FlamePage::setData(const TraceDataPtr& data) {
                                         : tr("computing…"));
     return;
   }
-  rebuildChoices(std::nullopt);
+  // The graphs of the same trace again (TraceLoader::reload): the graph shown stays chosen,
+  // with its new tree.
+  rebuilt_graph_ = same && shown_;
+  rebuildChoices(same ? shown_ : std::nullopt);
 }
 
 void FlamePage::setSelectedTime(size_t device, uint64_t time_ns, analysis::FlameNode tree) {

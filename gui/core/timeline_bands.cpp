@@ -18,7 +18,8 @@ TimelineWidget::BandSet TimelineWidget::buildBands(const TraceData& data, Stacki
   BandSet set;
   if (s == Stacking::none) return set;
   try {
-    const analysis::Trace trace = analysis::Trace::open(data.path);
+    analysis::Trace trace = analysis::Trace::open(data.path);
+    trace.set_frames(data.frames);  // the sites of the site bands: Note [Frames in the GUI]
     for (const analysis::DeviceRef& d : data.devices)
       set.push_back(std::make_shared<const analysis::Bands>(analysis::allocated_bands(
           trace, d.id,

@@ -81,10 +81,16 @@ void TimelineWidget::setTraceData(TraceDataPtr data) {
     // read: keep the view and the columns; a view that showed the end extends to the new end.
     const int rows = scopeRows();
     const uint64_t old_end = endTs();
+    const bool refolded = data->frames != data_->frames;
     data_ = std::move(data);
     if (endTs() > old_end && view_to_ > old_end) {
       setView(view_from_, endTs() + 1);
       emit extended();
+    }
+    if (refolded) {           // another rule for sites (Note [Frames in the GUI]): other top sites
+      bands_query_.cancel();  // one still building may be the site bands of the rule before
+      bands_[int(Stacking::site)].reset();
+      if (stacking_ != Stacking::none) setStacking(stacking_);
     }
     if (scopeRows() != rows) requery();  // the plot's height changed
     update();

@@ -404,6 +404,19 @@ void TimelineWidget::drawCurves(QPainter& p, const QRect& plot) {
   }
   p.setPen(QColor(205, 205, 205));
   p.drawLines(lines.data(), int(lines.size()));
+  // An imported snapshot's steps are the importer's guesses: the plot says so.
+  if (const QString note = inferredStepsNote(); !note.isEmpty() && !lines.empty()) {
+    p.setPen(QColor(90, 90, 90));
+    p.drawText(QRect(plot.left() + plot.width() / 3, plot.top() + 4, plot.width() * 2 / 3 - 8,
+                     fm.height()),
+               Qt::AlignRight | Qt::AlignVCenter,
+               fm.elidedText(note, Qt::ElideMiddle, plot.width() * 2 / 3 - 8));
+  }
+}
+
+QString TimelineWidget::inferredStepsNote() const {
+  if (!data_ || data_->steps.empty() || data_->steps_inferred.empty()) return {};
+  return tr("steps inferred from %1").arg(QString::fromStdString(data_->steps_inferred));
 }
 
 void TimelineWidget::drawMarkers(QPainter& p, const QRect& plot) {

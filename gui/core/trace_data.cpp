@@ -67,6 +67,8 @@ std::shared_ptr<TraceData> open_trace_data(const std::string& path) {
     for (const analysis::DeviceRef& d : data->devices)
       data->peaks.push_back(analysis::peak(trace, d.id));
     data->steps = analysis::step_starts(trace);  // read once: zoom queries ask for curves only
+    data->categories_inferred = trace.categories_inferred();
+    data->steps_inferred = analysis::steps_inferred_from(trace).value_or("");
   });
   return data;
 }

@@ -118,6 +118,10 @@ struct TraceData {
   // Per device (same order as `devices`): the allocated peak, if the device has memory events.
   std::vector<std::optional<store::Peak>> peaks;
   std::vector<std::pair<int64_t, uint64_t>> steps;  // (number, absolute ts), by ts; Stage::opened
+  // An imported snapshot's (Note [Inferred categories] in the importer): what its categories
+  // and its steps were inferred from (Trace::categories_inferred, steps_inferred_from); empty
+  // when recorded. Stage::opened, so the timeline says so from its first paint.
+  std::string categories_inferred, steps_inferred;
   // Following: per device, the growth of live bytes at the start of the last ten ended steps
   // (of reserved bytes on a device without blocks, an injected run: live_growth_reserved).
   std::vector<analysis::Growth> live_growth;

@@ -5,6 +5,8 @@
 //   tidemark-gui --screenshot OUT.png [--view timeline|allocator|summary|flame|compare]
 //                (--view flame with --compare A B: A's peak coloured by its change in B)
 //                [--stack category|site] FILE  (or --compare A B)
+//   --frames user|all                      which frames name a site, as the CLI's --frames
+//                                          (user: library frames folded in flame graphs)
 // The screenshot mode renders offscreen and exits: 0, or 2 with one line naming the file
 // and the problem (as the CLI's exit codes).
 #include <QApplication>
@@ -33,7 +35,7 @@ int fail(const QString& message) {
 }
 
 int screenshot(const QString& out, const QString& view_name, const QString& stack,
-               const QString& path, const QString& other) {
+               tidemark::analysis::Frames frames, const QString& path, const QString& other) {
   using tidemark::gui::TimelineWidget;
   using tidemark::gui::TraceView;
   // Never over a trace it shows; through a temporary renamed into place (Note [Output files]).
@@ -67,9 +69,10 @@ int screenshot(const QString& out, const QString& view_name, const QString& stac
   else if (!stack.isEmpty() && stack != "none")
     return fail("--stack must be none, category or site, got '" + stack + "'");
   QString error;
-  tidemark::gui::TraceDataPtr data = tidemark::gui::TraceLoader::load_now(path, &error);
+  tidemark::gui::TraceDataPtr data = tidemark::gui::TraceLoader::load_now(path, &error, frames);
   if (!data) return fail(error);
   TraceView w;
+  w.setFrames(frames);  // before the data: nothing to compute again
   w.showOffscreen({1280, 860}, data);
   w.setStacking(stacking);
   if (!other.isEmpty()) {
@@ -123,7 +126,12 @@ int main(int argc, char** argv) {
   QCommandLineOption stack("stack", "Stack the rendered timeline: none, category or site.", "BY");
   QCommandLineOption compare("compare", "Open A with B overlaid and their differences listed.");
   QCommandLineOption follow("follow", "Follow FILE while it is being recorded.");
+  QCommandLineOption frames("frames",
+                            "Which frames name a site: user (the default; library frames folded "
+                            "in flame graphs) or all.",
+                            "user|all", "user");
   parser.addOption(shot);
+  parser.addOption(frames);
   parser.addOption(view);
   parser.addOption(stack);
   parser.addOption(compare);
@@ -133,15 +141,20 @@ int main(int argc, char** argv) {
   if (parser.isSet("help")) parser.showHelp(0);
   const QStringList files = parser.positionalArguments();
   if (parser.isSet(compare) && files.size() != 2) return fail("--compare needs two files, A and B");
+  using tidemark::analysis::Frames;
+  if (parser.value(frames) != "user" && parser.value(frames) != "all")
+    return fail("--frames must be user or all, got '" + parser.value(frames) + "'");
+  const Frames rule = parser.value(frames) == "all" ? Frames::all : Frames::user;
   if (parser.isSet(shot)) {
     if (parser.isSet(compare))
       return screenshot(parser.value(shot), parser.isSet(view) ? parser.value(view) : "compare",
-                        parser.value(stack), files[0], files[1]);
+                        parser.value(stack), rule, files[0], files[1]);
     if (files.size() != 1) return fail("--screenshot needs exactly one FILE");
-    return screenshot(parser.value(shot), parser.value(view), parser.value(stack), files.front(),
-                      {});
+    return screenshot(parser.value(shot), parser.value(view), parser.value(stack), rule,
+                      files.front(), {});
   }
   tidemark::gui::MainWindow w;
+  w.setStartFrames(rule);
   if (parser.isSet(compare))
     w.openCompare(files[0], files[1]);
   else

@@ -86,10 +86,18 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(follow_, &QAction::toggled, this, [this](bool on) {
     if (auto* v = currentView()) v->setFollow(on);
   });
+  // The current view's rule for sites (Note [Frames in the GUI]), as its toggle.
+  all_frames_ = view->addAction(tr("&All frames (sites may be library code; nothing folded)"));
+  all_frames_->setCheckable(true);
+  all_frames_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_L));
+  connect(all_frames_, &QAction::toggled, this, [this](bool on) {
+    if (auto* v = currentView()) v->setFrames(on ? analysis::Frames::all : analysis::Frames::user);
+  });
   connect(tabs_, &QTabWidget::currentChanged, this, [this] {
     const QSignalBlocker block(follow_);
     auto* v = currentView();
     follow_->setChecked(v && v->following());
+    showFrames();
   });
   QMenu* tools = menuBar()->addMenu(tr("&Tools"));
   QAction* what_if = tools->addAction(tr("&What-if replay..."), this, &MainWindow::whatIfDialog);
@@ -198,8 +206,18 @@ void MainWindow::compareDialog() {
   if (!b.isEmpty()) openCompare(a, b);
 }
 
+void MainWindow::showFrames() {
+  const QSignalBlocker block(all_frames_);
+  auto* v = currentView();
+  all_frames_->setChecked(v && v->selection()->frames() == analysis::Frames::all);
+}
+
 void MainWindow::openFile(const QString& path, bool follow) {
   auto* view = new TraceView;
+  view->setFrames(start_frames_);
+  connect(view->selection(), &ViewSelection::framesChanged, this, [this, view] {
+    if (view == currentView()) showFrames();
+  });
   const int i = tabs_->addTab(view, QFileInfo(path).fileName());
   tabs_->setTabToolTip(i, path);
   tabs_->setCurrentIndex(i);

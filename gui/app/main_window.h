@@ -1,11 +1,13 @@
 // The main window: one TraceView tab per open trace; File > Open (Ctrl+O), recent files
 // (QSettings), drag and drop of trace files, File > Export (Ctrl+E) of the current trace,
 // Tools > What-if replay (Ctrl+R): the current trace replayed under other allocator settings,
-// opened in Compare with it.
+// opened in Compare with it; View > All frames (Ctrl+L): the current view's rule for sites.
 #pragma once
 
 #include <QMainWindow>
 #include <memory>
+
+#include "profiler/analysis/site_rule.h"
 
 class QMenu;
 class QTabWidget;
@@ -24,6 +26,8 @@ class MainWindow : public QMainWindow {
   void openFile(const QString& path, bool follow = false);
   // A tab for `a` with `b` overlaid and their differences listed.
   void openCompare(const QString& a, const QString& b);
+  // The rule for sites that tabs opened from now on start with (the command line's --frames).
+  void setStartFrames(analysis::Frames frames) { start_frames_ = frames; }
 
  protected:
   void dragEnterEvent(QDragEnterEvent*) override;
@@ -37,10 +41,13 @@ class MainWindow : public QMainWindow {
   TraceView* currentView() const;
   void rememberRecent(const QString& path);
   void rebuildRecentMenu();
+  void showFrames();  // the View menu's toggle says the current view's rule for sites
 
   QTabWidget* tabs_;
   QMenu* recent_;
   QAction* follow_;
+  QAction* all_frames_;
+  analysis::Frames start_frames_ = analysis::Frames::user;
   std::unique_ptr<QTemporaryDir> replays_;  // What-if replays, removed with the window
   int replay_count_ = 0;
 };

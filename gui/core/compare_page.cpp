@@ -17,6 +17,10 @@ ComparePage::ComparePage(ViewSelection* selection, QueryModePtr mode)
   l->addWidget(label_);
   model_ = make_diff_model(this);
   l->addWidget(new TablePage(QString(), model_, 5, selection));
+  // The sites of the differences and the flame graphs, under the new rule.
+  connect(selection, &ViewSelection::framesChanged, this, [this] {
+    if (other_) differ();
+  });
 }
 
 void ComparePage::compareWith(const QString& path) {
@@ -42,14 +46,21 @@ void ComparePage::showOpened(Compared c) {
   }
   other_ = c.data;
   emit opened(other_);
-  // analysis::diff on connections of its own (A's path, B's path), off the GUI thread.
+  differ();
+}
+
+void ComparePage::differ() {
+  // analysis::diff on connections of its own (A's path, B's path), off the GUI thread, both
+  // naming sites under the view's rule (Note [Frames in the GUI]).
   const TraceDataPtr& mine = selection_->data();
   const std::string a = mine ? mine->path : std::string(), b = other_->path;
   label_->setText(
       tr("Comparing with %1: computing the differences…").arg(QString::fromStdString(b)));
-  diff_.request([a, b](const auto&) -> Compared {
+  diff_.request([a, b, frames = selection_->frames()](const auto&) -> Compared {
     try {
-      const analysis::Trace ta = analysis::Trace::open(a), tb = analysis::Trace::open(b);
+      analysis::Trace ta = analysis::Trace::open(a), tb = analysis::Trace::open(b);
+      ta.set_frames(frames);
+      tb.set_frames(frames);
       Compared c{nullptr, diff_rows(analysis::diff(ta, tb)), {}, {}};
       for (const analysis::DeviceMatch& m : analysis::match_devices(ta, tb))
         if (m.a && m.b) {

@@ -31,6 +31,7 @@ class ComparePage : public Page {
     std::vector<FlamePage::Compared> flames;
   };
   void showOpened(Compared c);
+  void differ();  // the differences with other_, and its flame graphs
   void showDifferences(Compared c);
 
   QLabel* label_;

@@ -35,6 +35,10 @@ QColor frame_color(const std::string& frame) {
 }
 
 const QColor kCallerColor(200, 208, 220);  // "all" and the callers of the zoomed frame
+// Library frames: a fold of them, and the frames of a fold expanded (Note [Folded library
+// frames]), so both read as the library's, not the user's.
+const QColor kFoldColor(168, 184, 214);
+const QColor kUnfoldedColor(212, 221, 238);
 
 // A frame of a differential graph: red as it grew (by the share of its bytes that is new),
 // blue as it shrank (by the share of its base that went), near white when unchanged.
@@ -63,7 +67,8 @@ FlameWidget::FlameWidget(QWidget* parent) : QWidget(parent) {
 }
 
 QColor FlameWidget::nodeColor(const analysis::FlameNode& n) const {
-  if (n.base_bytes < 0) return frame_color(n.frame);
+  if (n.base_bytes < 0)
+    return !n.folded.empty() ? kFoldColor : n.unfolded > 0 ? kUnfoldedColor : frame_color(n.frame);
   auto [before, after] = before_after(n, negated_);
   return diff_color(before, after);
 }
@@ -84,6 +89,47 @@ const analysis::FlameNode* FlameWidget::node(const Path& p) const {
     n = &n->children[i];
   }
   return n;
+}
+
+analysis::FlameNode* FlameWidget::mutableNode(const Path& p) {
+  return const_cast<analysis::FlameNode*>(node(p));
+}
+
+bool FlameWidget::toggleFold(const Path& p) {
+  analysis::FlameNode* n = mutableNode(p);
+  if (!n) return false;
+  const Path before = zoom_;
+  const bool below = zoom_.size() > p.size() && is_prefix(p, zoom_);
+  if (!n->folded.empty()) {
+    // The fold's children now hang under its frames: a path below it passes them all.
+    const size_t levels = n->folded.size() - 1;
+    *n = analysis::unfold(*n);
+    if (below) zoom_.insert(zoom_.begin() + static_cast<long>(p.size()), levels, 0);
+  } else if (n->unfolded > 0) {
+    // The run's outermost frame: up while the caller is the run's frame before this one.
+    Path q = p;
+    while (!q.empty()) {
+      const Path up(q.begin(), q.end() - 1);
+      if (node(up)->unfolded != node(q)->unfolded + 1) break;
+      q = up;
+    }
+    analysis::FlameNode* outermost = mutableNode(q);
+    const size_t levels = outermost->unfolded - 1;
+    *outermost = analysis::refold(*outermost);
+    if (zoom_.size() > q.size() && is_prefix(q, zoom_)) {
+      if (zoom_.size() - q.size() <= levels)  // zoomed on one of the run's frames: the fold
+        zoom_.resize(q.size());
+      else
+        zoom_.erase(zoom_.begin() + static_cast<long>(q.size()),
+                    zoom_.begin() + static_cast<long>(q.size() + levels));
+    }
+  } else {
+    return false;
+  }
+  relayout();
+  if (zoom_ != before) emit zoomChanged();
+  emit foldToggled();
+  return true;
 }
 
 void FlameWidget::zoomTo(Path p) {
@@ -189,6 +235,16 @@ QString FlameWidget::tooltipFor(const Path& p) const {
   if (p.size() == 1 && n->frame.rfind("(stacks cut at ", 0) == 0)
     text += tr("\nThese stacks were deeper than the recording kept, so their callers are "
                "unknown: record with --stacks 64 (or more) to see them");
+  if (!n->folded.empty()) {
+    text += tr("\nLibrary frames, outermost first:");
+    constexpr size_t kListed = 8;
+    for (size_t i = 0; i < n->folded.size() && i < kListed; ++i)
+      text += "\n  " + QString::fromStdString(n->folded[i].frame);
+    if (n->folded.size() > kListed) text += tr("\n  … %1 more").arg(n->folded.size() - kListed);
+    return text + tr("\nClick to expand them");
+  }
+  if (n->unfolded > 0)
+    return text + tr("\nA library frame of an expanded fold: click to fold it again");
   if (p.size() > zoom_.size())
     text += tr("\nClick to zoom in");
   else if (p != zoom_)
@@ -245,7 +301,7 @@ void FlameWidget::paintEvent(QPaintEvent*) {
 
 void FlameWidget::mousePressEvent(QMouseEvent* e) {
   if (e->button() != Qt::LeftButton) return;
-  if (auto p = pathAt(e->position())) zoomTo(*p);
+  if (auto p = pathAt(e->position()); p && !toggleFold(*p)) zoomTo(*p);
 }
 
 void FlameWidget::keyPressEvent(QKeyEvent* e) {
@@ -293,7 +349,9 @@ void FlamePage::setData(const TraceDataPtr& data) {
     compared_.clear();
     shown_.reset();
   }
-  if (had) return;  // a later stage of the same trace: the same graphs, zoom kept
+  // A later stage of the same trace: the same graphs, zoom kept (a reload under another rule
+  // for sites says so with a first snapshot at Stage::opened that still holds them).
+  if (had) return;
   if (!data_ || data_->stage == Stage::opened || data_->live) {  // no graphs yet
     if (!same) {
       choices_.clear();
@@ -304,7 +362,10 @@ void FlamePage::setData(const TraceDataPtr& data) {
                                         : tr("computing…"));
     return;
   }
-  rebuildChoices(std::nullopt);
+  // The graphs of the same trace again (TraceLoader::reload): the graph shown stays chosen,
+  // with its new tree.
+  rebuilt_graph_ = same && shown_;
+  rebuildChoices(same ? shown_ : std::nullopt);
 }
 
 void FlamePage::setSelectedTime(size_t device, uint64_t time_ns, analysis::FlameNode tree) {
@@ -365,7 +426,8 @@ void FlamePage::rebuildChoices(std::optional<std::pair<size_t, Graph>> show) {
   hint_->setText(choices_.empty()
                      ? tr("No allocations to draw.")
                      : tr("Click a frame to zoom in; click a caller above it, or press Escape, "
-                          "to zoom out."));
+                          "to zoom out. Click a grey-blue box of library frames to expand it, "
+                          "and one of its frames to fold them again."));
   int index = choices_.empty() ? -1 : 0;
   for (size_t i = 0; show && i < choices_.size(); ++i)
     if (choices_[i] == *show) index = static_cast<int>(i);

@@ -2,7 +2,9 @@
 // at the top, each frame below its caller, widths proportional to bytes, so the widest
 // towers are where the memory comes from. Hovering a frame shows its bytes, its share and its
 // allocations; clicking one zooms in on it (it fills the width, its callers stay above it as
-// full-width bars); clicking a caller, or Escape, zooms back out.
+// full-width bars); clicking a caller, or Escape, zooms back out. A fold of library frames
+// (Note [Folded library frames]: "… 12 library frames (c10::foo …)", drawn grey-blue) expands
+// into its frames on a click instead, and a click on one of those frames folds them again.
 //
 // FlamePage: the Flame graph tab, the widget in a scroll area under a choice of graph: per
 // device, the stacks live at the allocated peak, those of the segments reserved at the
@@ -39,6 +41,11 @@ class FlameWidget : public QWidget {
   const analysis::FlameNode* node(const Path& p) const;  // null when `p` leads nowhere
   const Path& zoomed() const { return zoom_; }
   void zoomTo(Path p);  // the longest prefix of `p` that leads to a node
+  // Expands the fold at `p` into its frames, or folds again the expanded run that the frame at
+  // `p` belongs to (what a click on either does); false, and nothing changes, for any other
+  // node. The zoom follows: a path through the run gains or loses its frames' levels, and a
+  // zoom inside a run folded again is on the fold.
+  bool toggleFold(const Path& p);
   std::optional<Path> pathAt(const QPointF& pos) const;
   QRectF rectOf(const Path& p) const;  // where the node is drawn; empty when it is not
   QString tooltipFor(const Path& p) const;
@@ -47,6 +54,7 @@ class FlameWidget : public QWidget {
 
  signals:
   void zoomChanged();
+  void foldToggled();  // a fold was expanded, or a run folded again
 
  protected:
   void paintEvent(QPaintEvent*) override;
@@ -58,6 +66,7 @@ class FlameWidget : public QWidget {
   int rows() const;
   void relayout();
   QColor nodeColor(const analysis::FlameNode& n) const;
+  analysis::FlameNode* mutableNode(const Path& p);
   analysis::FlameNode root_;
   QString what_;
   bool negated_ = false;

@@ -169,6 +169,10 @@ AllocatorPage::AllocatorPage(ViewSelection* selection, QueryModePtr mode)
     ts_ = ts;
     query();
   });
+  // The blocks' and tensors' sites and the flame graph of the time: under the new rule.
+  connect(selection, &ViewSelection::framesChanged, this, [this] {
+    if (started_) query();
+  });
 }
 
 void AllocatorPage::onData(const TraceDataPtr& data, bool same) {
@@ -201,8 +205,9 @@ void AllocatorPage::query() {
   const TraceDataPtr& data = selection_->data();
   if (!data || !data->session || data->devices.empty()) return;
   const int64_t dev = data->devices[size_t(std::max(0, device_->currentIndex()))].id;
-  query_.request([data, dev, ts = ts_](const auto&) {
-    return data->session->with([&](const analysis::Trace& trace) { return state_at(trace, dev, ts); });
+  query_.request([data, dev, ts = ts_, frames = selection_->frames()](const auto&) {
+    return with_frames(*data->session, frames,
+                       [&](const analysis::Trace& trace) { return state_at(trace, dev, ts); });
   });
 }
 
@@ -235,27 +240,45 @@ DetailsPage::DetailsPage(ViewSelection* selection, QueryModePtr mode)
          "Leaks (its largest allocation) or of Tensors, to see its details here.</i></p>"));
   connect(selection, &ViewSelection::allocationChosen, this,
           [this](qint64 device, quint64 addr, quint64 alloc_ts) {
-            const TraceDataPtr& data = selection_->data();
-            if (!data || !data->session) return;
-            query_.request([data, device, addr, alloc_ts](const auto&) {
-              Found f{{}, {}, false, {}, data->origin_ns, data->end_ns};
-              f.allocation = data->session->with([&](const analysis::Trace& trace) {
-                return find_allocation_details(trace, device, addr, alloc_ts);
-              });
-              if (!f.allocation) f.missing = tr("<p>No allocation at 0x%1.</p>").arg(addr, 0, 16);
-              return f;
-            });
+            ask_ = [this, device, addr, alloc_ts] {
+              const TraceDataPtr& data = selection_->data();
+              if (!data || !data->session) return;
+              query_.request(
+                  [data, device, addr, alloc_ts, frames = selection_->frames()](const auto&) {
+                    Found f{{}, {}, false, {}, data->origin_ns, data->end_ns};
+                    f.allocation =
+                        with_frames(*data->session, frames, [&](const analysis::Trace& trace) {
+                          return find_allocation_details(trace, device, addr, alloc_ts);
+                        });
+                    if (!f.allocation)
+                      f.missing = tr("<p>No allocation at 0x%1.</p>").arg(addr, 0, 16);
+                    return f;
+                  });
+            };
+            ask_();
           });
   connect(selection, &ViewSelection::tensorChosen, this, [this](quint64 tensor_id) {
-    const TraceDataPtr& data = selection_->data();
-    if (!data || !data->session) return;
-    query_.request([data, tensor_id](const auto&) {
-      Found f{{}, {}, true, {}, data->origin_ns, data->end_ns};
-      f.tensor = data->session->with(
-          [&](const analysis::Trace& trace) { return analysis::tensor_details(trace, tensor_id); });
-      if (!f.tensor) f.missing = tr("<p>No tensor %1 in the trace.</p>").arg(tensor_id);
-      return f;
-    });
+    ask_ = [this, tensor_id] {
+      const TraceDataPtr& data = selection_->data();
+      if (!data || !data->session) return;
+      query_.request([data, tensor_id, frames = selection_->frames()](const auto&) {
+        Found f{{}, {}, true, {}, data->origin_ns, data->end_ns};
+        f.tensor = with_frames(*data->session, frames, [&](const analysis::Trace& trace) {
+          return analysis::tensor_details(trace, tensor_id);
+        });
+        if (!f.tensor) f.missing = tr("<p>No tensor %1 in the trace.</p>").arg(tensor_id);
+        return f;
+      });
+    };
+    ask_();
+  });
+  // The same allocation or tensor, its site named under the new rule; nothing of a trace
+  // shown before.
+  connect(selection, &ViewSelection::framesChanged, this, [this] {
+    if (ask_) ask_();
+  });
+  connect(selection, &ViewSelection::dataChanged, this, [this](const TraceDataPtr&, bool same) {
+    if (!same) ask_ = nullptr;
   });
 }
 
@@ -292,9 +315,21 @@ SelectionPage::SelectionPage(SiteModel* model, ViewSelection* selection, QueryMo
                  .arg(QString::fromStdString(data->time_text(from - data->origin_ns)),
                       QString::fromStdString(data->time_text(to - data->origin_ns))));
     emit showMe();
-    query_.request([data, from, to](const auto&) {
-      return data->session->with(
-          [&](const analysis::Trace& trace) { return live_in_selection(trace, from, to); });
+    query(from, to);
+  });
+  // The same range, its sites named under the new rule.
+  connect(selection, &ViewSelection::framesChanged, this, [this] {
+    if (const std::optional<Span> r = selection_->range(); r && r->second > r->first)
+      query(r->first, r->second);
+  });
+}
+
+void SelectionPage::query(uint64_t from, uint64_t to) {
+  const TraceDataPtr& data = selection_->data();
+  if (!data || !data->session) return;
+  query_.request([data, from, to, frames = selection_->frames()](const auto&) {
+    return with_frames(*data->session, frames, [&](const analysis::Trace& trace) {
+      return live_in_selection(trace, from, to);
     });
   });
 }

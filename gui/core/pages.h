@@ -151,6 +151,7 @@ class DetailsPage : public Page {
   QTextBrowser* text_;
   std::optional<analysis::AllocationDetails> details_;
   std::optional<analysis::TensorDetails> tensor_details_;
+  std::function<void()> ask_;  // asks for what is shown (again, under another rule for sites)
   AsyncQuery<Found> query_;
 };
 
@@ -165,6 +166,7 @@ class SelectionPage : public TablePage {
   void listed();  // the rows of the latest range are shown
 
  private:
+  void query(uint64_t from, uint64_t to);
   AsyncQuery<std::vector<SiteRow>> query_;
 };
 

@@ -73,7 +73,10 @@ QString summary_html(const TraceData& data) {
   h += "</table>";
   // The sites of a peak, as `tidemark summary` lists them.
   auto sites = [&](const QString& title, const analysis::LiveBreakdown& b, const QString& unit) {
-    h += QString("<h3>%1 (%2, by site)</h3><ol>").arg(title, bytes_text(b.bytes));
+    // Note [Frames in the GUI]: under All frames a site may be a library's innermost frame.
+    h += QString("<h3>%1 (%2, by site%3)</h3><ol>")
+             .arg(title, bytes_text(b.bytes),
+                  data.frames == analysis::Frames::all ? ", the innermost of all frames" : "");
     for (const analysis::Group& g : b.groups)
       h += QString("<li>%1 in %2 %3 &mdash; %4</li>")
                .arg(bytes_text(g.bytes))

@@ -18,7 +18,8 @@ TimelineWidget::BandSet TimelineWidget::buildBands(const TraceData& data, Stacki
   BandSet set;
   if (s == Stacking::none) return set;
   try {
-    const analysis::Trace trace = analysis::Trace::open(data.path);
+    analysis::Trace trace = analysis::Trace::open(data.path);
+    trace.set_frames(data.frames);  // the sites of the site bands: Note [Frames in the GUI]
     for (const analysis::DeviceRef& d : data.devices)
       set.push_back(std::make_shared<const analysis::Bands>(analysis::allocated_bands(
           trace, d.id,
@@ -103,20 +104,39 @@ void TimelineWidget::drawBands(QPainter& p, size_t device) {
   p.drawImage(plot.topLeft(), img);
 }
 
+QString TimelineWidget::inferredCategoriesNote() const {
+  if (!data_ || stacking_ != Stacking::category || data_->categories_inferred.empty()) return {};
+  return tr("categories inferred, not recorded");
+}
+
 void TimelineWidget::drawBandLegend(QPainter& p, const QRect& plot) {
   const auto set = bands_[int(stacking_)];
   if (columns_.bands.empty() || !set || set->empty()) return;
   const analysis::Bands& bands = *set->front();  // the first device's bands name the colours
   const QFontMetrics fm = p.fontMetrics();
   const int row = fm.height() + 2;
-  int w = 0;
+  // An imported snapshot's categories are the importer's guesses: the legend says so first.
+  const QString title = inferredCategoriesNote();
+  const int title_rows = title.isEmpty() ? 0 : 1;
+  QFont italic = p.font();
+  italic.setItalic(true);
+  // The title starts where the swatches do, the labels 14 px right of it.
+  int w = title.isEmpty() ? 0 : QFontMetrics(italic).horizontalAdvance(title) - 12;
   for (const std::string& l : bands.labels())
     w = std::max(
         w, fm.horizontalAdvance(fm.elidedText(QString::fromStdString(l), Qt::ElideMiddle, 260)));
-  const QRect box(plot.left() + 6, plot.top() + 6, w + 24, row * int(bands.size()) + 6);
+  const QRect box(plot.left() + 6, plot.top() + 6, w + 24,
+                  row * int(bands.size() + title_rows) + 6);
   p.fillRect(box, QColor(255, 255, 255, 215));
+  if (title_rows) {
+    p.save();
+    p.setFont(italic);
+    p.setPen(QColor(60, 60, 60));
+    p.drawText(box.left() + 4, box.top() + 3 + fm.ascent() + 1, title);
+    p.restore();
+  }
   for (size_t b = 0; b < bands.size(); ++b) {
-    const int y = box.top() + 3 + row * int(b);
+    const int y = box.top() + 3 + row * int(b + title_rows);
     p.fillRect(box.left() + 4, y + 2, 10, row - 4, bandColor(stacking_, b, bands.labels()[b]));
     p.setPen(Qt::black);
     p.drawText(box.left() + 18, y + fm.ascent() + 1,
@@ -136,10 +156,16 @@ QString TimelineWidget::bandTooltip(const QPoint& pos) const {
   int64_t below = 0;
   for (size_t b = 0; b < bc.values.size(); ++b) {
     const int64_t v = bc.values[b][col];
-    if (v > 0 && pos.y() <= valueToY(below) && pos.y() >= valueToY(below + v))
-      return tr("<b>%1</b>: %2 at %3")
-          .arg(QString::fromStdString(bands.labels()[b]).toHtmlEscaped(), bytes_text(v),
-               duration_text(ts - data_->origin_ns));
+    if (v > 0 && pos.y() <= valueToY(below) && pos.y() >= valueToY(below + v)) {
+      QString tip =
+          tr("<b>%1</b>: %2 at %3")
+              .arg(QString::fromStdString(bands.labels()[b]).toHtmlEscaped(), bytes_text(v),
+                   QString::fromStdString(data_->time_text(ts - data_->origin_ns)));
+      if (!inferredCategoriesNote().isEmpty())
+        tip += tr("<br><i>inferred, not recorded: from %1</i>")
+                   .arg(QString::fromStdString(data_->categories_inferred).toHtmlEscaped());
+      return tip;
+    }
     below += v;
   }
   return {};

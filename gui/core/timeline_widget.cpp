@@ -81,10 +81,16 @@ void TimelineWidget::setTraceData(TraceDataPtr data) {
     // read: keep the view and the columns; a view that showed the end extends to the new end.
     const int rows = scopeRows();
     const uint64_t old_end = endTs();
+    const bool refolded = data->frames != data_->frames;
     data_ = std::move(data);
     if (endTs() > old_end && view_to_ > old_end) {
       setView(view_from_, endTs() + 1);
       emit extended();
+    }
+    if (refolded) {           // another rule for sites (Note [Frames in the GUI]): other top sites
+      bands_query_.cancel();  // one still building may be the site bands of the rule before
+      bands_[int(Stacking::site)].reset();
+      if (stacking_ != Stacking::none) setStacking(stacking_);
     }
     if (scopeRows() != rows) requery();  // the plot's height changed
     update();
@@ -398,6 +404,19 @@ void TimelineWidget::drawCurves(QPainter& p, const QRect& plot) {
   }
   p.setPen(QColor(205, 205, 205));
   p.drawLines(lines.data(), int(lines.size()));
+  // An imported snapshot's steps are the importer's guesses: the plot says so.
+  if (const QString note = inferredStepsNote(); !note.isEmpty() && !lines.empty()) {
+    p.setPen(QColor(90, 90, 90));
+    p.drawText(QRect(plot.left() + plot.width() / 3, plot.top() + 4, plot.width() * 2 / 3 - 8,
+                     fm.height()),
+               Qt::AlignRight | Qt::AlignVCenter,
+               fm.elidedText(note, Qt::ElideMiddle, plot.width() * 2 / 3 - 8));
+  }
+}
+
+QString TimelineWidget::inferredStepsNote() const {
+  if (!data_ || data_->steps.empty() || data_->steps_inferred.empty()) return {};
+  return tr("steps inferred from %1").arg(QString::fromStdString(data_->steps_inferred));
 }
 
 void TimelineWidget::drawMarkers(QPainter& p, const QRect& plot) {

@@ -63,6 +63,11 @@ class TimelineWidget : public QWidget {
   const std::vector<analysis::BandColumns>& bandColumns() const { return columns_.bands; }
   std::shared_ptr<const BandSet> bands() const { return bands_[int(stacking_)]; }
   static QColor bandColor(Stacking s, size_t band, const std::string& label);
+  // What the plot says was inferred rather than recorded (an imported PyTorch snapshot: Note
+  // [Inferred categories] in the importer): the band legend's title when stacked by category,
+  // and the note beside the step lines; empty when what they show was recorded.
+  QString inferredCategoriesNote() const;
+  QString inferredStepsNote() const;
   std::optional<uint64_t> selectedTime() const { return selected_; }
 
   // Geometry, for tests and tools.

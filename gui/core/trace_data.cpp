@@ -67,6 +67,8 @@ std::shared_ptr<TraceData> open_trace_data(const std::string& path) {
     for (const analysis::DeviceRef& d : data->devices)
       data->peaks.push_back(analysis::peak(trace, d.id));
     data->steps = analysis::step_starts(trace);  // read once: zoom queries ask for curves only
+    data->categories_inferred = trace.categories_inferred();
+    data->steps_inferred = analysis::steps_inferred_from(trace).value_or("");
   });
   return data;
 }
@@ -123,19 +125,25 @@ void compute_tables(TraceData& data, const Trace& trace,
   auto report = [&](int percent, const char* what) {
     if (progress) progress(percent, what);
   };
+  // What a run under another rule filled is replaced (TraceLoader::reload).
+  data.frames = trace.frames_mode();
+  data.live_at_peak.clear();
+  data.leaks.clear();
+  data.sync_sites.clear();
+  data.step_rows.clear();
   report(10, "summarizing");
   data.summary = analysis::summarize(trace);
   report(30, "live at the peak");
   auto flame = [&](const std::vector<AllocationRow>& rows) {
     return analysis::flame_tree(
-        analysis::group_allocations(trace, rows, analysis::GroupBy::stack, 0), &trace);
+        analysis::group_allocations(trace, rows, analysis::GroupBy::stack, 0), &trace, data.frames);
   };
   data.flame_peak.assign(data.devices.size(), {});
   data.flame_leaks.assign(data.devices.size(), {});
   data.flame_reserved.assign(data.devices.size(), {});
   for (size_t i = 0; i < data.devices.size(); ++i)
     if (auto r = analysis::reserved_at_peak(trace, data.devices[i].id, 0, analysis::GroupBy::stack))
-      data.flame_reserved[i] = analysis::flame_tree(r->groups, &trace);
+      data.flame_reserved[i] = analysis::flame_tree(r->groups, &trace, data.frames);
   for (size_t i = 0; i < data.devices.size(); ++i) {
     const analysis::DeviceRef& d = data.devices[i];
     if (i >= data.peaks.size() || !data.peaks[i]) continue;
@@ -189,10 +197,11 @@ void compute_findings(TraceData& data, const Trace& trace) {
 }
 
 std::shared_ptr<const TraceData> load_trace_data(
-    const std::string& path, const std::function<void(int, const std::string&)>& progress) {
+    const std::string& path, const std::function<void(int, const std::string&)>& progress,
+    analysis::Frames frames) {
   if (progress) progress(0, "opening");
   std::shared_ptr<TraceData> data = open_trace_data(path);
-  data->session->with([&](const Trace& trace) {
+  with_frames(*data->session, frames, [&](const Trace& trace) {
     compute_tables(*data, trace, progress);
     if (progress) progress(75, "diagnosing");
     compute_findings(*data, trace);
@@ -235,7 +244,7 @@ StateAtTime state_at(const Trace& trace, int64_t device, uint64_t ts) {
   s.flame = analysis::flame_tree(
       analysis::group_allocations(trace, analysis::live_allocations(trace, device, {ts, {}}),
                                   analysis::GroupBy::stack, 0),
-      &trace);
+      &trace, trace.frames_mode());
   return s;
 }
 

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "profiler/analysis/allocator_state.h"
@@ -50,6 +51,17 @@ class Guarded {
 using TraceSession = Guarded<analysis::Trace>;
 using LiveSession = Guarded<analysis::LiveTrace>;  // Follow: a trace still being recorded
 
+// f(trace) on the session's trace with `frames` its rule for sites, under the session's lock:
+// the rule of the query that asks, whichever rule the one before it asked for (Note [Frames
+// in the GUI], view_selection.h).
+template <class F>
+auto with_frames(TraceSession& session, analysis::Frames frames, F&& f) {
+  return session.with_mutable([&](analysis::Trace& trace) {
+    trace.set_frames(frames);
+    return f(std::as_const(trace));
+  });
+}
+
 // A group of allocations (by site) with the time span its allocations cover, so selecting
 // it in a table can highlight that span on the timeline. Times are absolute.
 struct SiteRow {
@@ -85,6 +97,9 @@ enum class Stage {
 
 struct TraceData {
   Stage stage = Stage::opened;
+  // The rule the sites of the tables and findings, and the flame graphs, were computed under
+  // (Note [Frames in the GUI]).
+  analysis::Frames frames = analysis::Frames::user;
   std::string late_error;  // a failure after the trace opened (tables or findings)
   std::string path;
   std::shared_ptr<TraceSession> session;  // a finalized trace: every view
@@ -103,6 +118,10 @@ struct TraceData {
   // Per device (same order as `devices`): the allocated peak, if the device has memory events.
   std::vector<std::optional<store::Peak>> peaks;
   std::vector<std::pair<int64_t, uint64_t>> steps;  // (number, absolute ts), by ts; Stage::opened
+  // An imported snapshot's (Note [Inferred categories] in the importer): what its categories
+  // and its steps were inferred from (Trace::categories_inferred, steps_inferred_from); empty
+  // when recorded. Stage::opened, so the timeline says so from its first paint.
+  std::string categories_inferred, steps_inferred;
   // Following: per device, the growth of live bytes at the start of the last ten ended steps
   // (of reserved bytes on a device without blocks, an injected run: live_growth_reserved).
   std::vector<analysis::Growth> live_growth;
@@ -133,16 +152,20 @@ std::shared_ptr<const TraceData> poll_trace_data(const TraceData& previous);
 
 // The stages, each on its own: open_trace_data() opens the trace (the session the timeline's
 // queries use); compute_tables() and compute_findings() read through `trace`, a second
-// connection of the loader's own, so the timeline's zoom queries never wait behind them.
+// connection of the loader's own, so the timeline's zoom queries never wait behind them. They
+// name sites under `trace`'s rule (Trace::frames_mode, which compute_tables() records in
+// TraceData::frames) and replace what an earlier run under another rule computed.
 std::shared_ptr<TraceData> open_trace_data(const std::string& path);
 void compute_tables(TraceData& data, const analysis::Trace& trace,
                     const std::function<void(int, const std::string&)>& progress = {});
 void compute_findings(TraceData& data, const analysis::Trace& trace);
 
-// Reads everything the views need (all stages). `progress(percent, what)` is called between stages.
-// Throws (store::StoreError, std::exception) on an unreadable trace.
+// Reads everything the views need (all stages), sites named under `frames`. `progress(percent,
+// what)` is called between stages. Throws (store::StoreError, std::exception) on an unreadable
+// trace.
 std::shared_ptr<const TraceData> load_trace_data(
-    const std::string& path, const std::function<void(int, const std::string&)>& progress = {});
+    const std::string& path, const std::function<void(int, const std::string&)>& progress = {},
+    analysis::Frames frames = analysis::Frames::user);
 
 // The allocator's state at a time on one device (analysis::allocator_state).
 using analysis::AllocatorState;
@@ -167,6 +190,7 @@ struct StateAtTime {
   std::vector<TensorRow> tensors;  // by creation time
   analysis::FlameNode flame;       // the stacks of the allocations live then
 };
+// Under `trace`'s rule for sites (with_frames()).
 StateAtTime state_at(const analysis::Trace& trace, int64_t device, uint64_t ts);
 
 // One difference between two traces (analysis::diff), as the Compare table lists it: a

@@ -32,10 +32,10 @@ void TraceLoader::cancel() {
   link_->loader = nullptr;
 }
 
-TraceDataPtr TraceLoader::load_now(const QString& path, QString* error) {
+TraceDataPtr TraceLoader::load_now(const QString& path, QString* error, analysis::Frames frames) {
   try {
     if (!QFileInfo::exists(path)) throw std::runtime_error("no such file");
-    return load_trace_data(path.toStdString());
+    return load_trace_data(path.toStdString(), {}, frames);
   } catch (const std::exception& e) {
     if (error) *error = with_file(path, QString::fromStdString(e.what()));
   } catch (...) {
@@ -44,7 +44,16 @@ TraceDataPtr TraceLoader::load_now(const QString& path, QString* error) {
   return nullptr;
 }
 
-void TraceLoader::load(const QString& path) {
+void TraceLoader::load(const QString& path, analysis::Frames frames) {
+  start(path, nullptr, frames);
+}
+
+void TraceLoader::reload(TraceDataPtr data, analysis::Frames frames) {
+  const QString path = QString::fromStdString(data->path);
+  start(path, std::move(data), frames);
+}
+
+void TraceLoader::start(const QString& path, TraceDataPtr from, analysis::Frames frames) {
   cancel();
   auto link = link_ = std::make_shared<Link>();
   link->loader = this;
@@ -52,7 +61,7 @@ void TraceLoader::load(const QString& path) {
   // and this load is not cancelled (checked under the mutex that cancel() and the destructor
   // take), and a call queued before a cancel() checks again when it runs; a call queued to a
   // loader that is gone by then is dropped by Qt (the context object died).
-  watcher_.setFuture(QtConcurrent::run([path, link] {
+  watcher_.setFuture(QtConcurrent::run([path, from, frames, link] {
     auto post = [link](auto fn) {
       std::lock_guard<std::mutex> lock(link->mutex);
       if (link->cancelled) return;
@@ -72,9 +81,19 @@ void TraceLoader::load(const QString& path) {
     };
     std::shared_ptr<TraceData> data;
     try {
-      if (!QFileInfo::exists(path)) throw std::runtime_error("no such file");
-      report(0, "opening");
-      data = open_trace_data(path.toStdString());
+      if (from) {
+        // The trace shown, its tables to compute again: a copy (made here, off the GUI
+        // thread), which says they are coming and under which rule.
+        data = std::make_shared<TraceData>(*from);
+        data->stage = Stage::opened;
+        data->frames = frames;
+        data->late_error.clear();
+      } else {
+        if (!QFileInfo::exists(path)) throw std::runtime_error("no such file");
+        report(0, "opening");
+        data = open_trace_data(path.toStdString());
+        data->frames = frames;
+      }
     } catch (const std::exception& e) {
       post([m = with_file(path, QString::fromStdString(e.what()))](TraceLoader* l) { emit l->failed(m); });
       return;
@@ -87,6 +106,7 @@ void TraceLoader::load(const QString& path) {
     try {
       // A connection of our own: the timeline's queries use the session's meanwhile.
       analysis::Trace own = analysis::Trace::open(path.toStdString());
+      own.set_frames(frames);
       if (cancelled()) return;
       compute_tables(*data, own, report);
       snapshot = std::make_shared<const TraceData>(*data);

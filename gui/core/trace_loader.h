@@ -23,15 +23,22 @@ class TraceLoader : public QObject {
   explicit TraceLoader(QObject* parent = nullptr);
   ~TraceLoader() override;
 
-  // Starts loading `path` in the thread pool; returns at once.
-  void load(const QString& path);
+  // Starts loading `path` in the thread pool, sites named under `frames`; returns at once.
+  void load(const QString& path, analysis::Frames frames = analysis::Frames::user);
+  // The tables and findings of `data`'s trace (opened already) again, under `frames` (Note
+  // [Frames in the GUI]): opened() with a copy of `data` marked Stage::opened and `frames`
+  // (the views say "computing…" over what they show), then tablesReady() and finished() as a
+  // load gives them. The session stays, so the timeline's view and the selections do. Replaces
+  // any load or reload in progress.
+  void reload(TraceDataPtr data, analysis::Frames frames);
   bool is_running() const { return watcher_.isRunning(); }
   // No more signals from the work in progress, which stops at its next stage; returns at once.
   void cancel();
 
   // The same work on the calling thread (screenshots, tests): the result, or empty with
   // `error` set.
-  static TraceDataPtr load_now(const QString& path, QString* error);
+  static TraceDataPtr load_now(const QString& path, QString* error,
+                               analysis::Frames frames = analysis::Frames::user);
 
  signals:
   void progress(int percent, const QString& what);
@@ -49,6 +56,8 @@ class TraceLoader : public QObject {
     TraceLoader* loader = nullptr;
     bool cancelled = false;
   };
+  // A load (`from` null) or a reload of `from`.
+  void start(const QString& path, TraceDataPtr from, analysis::Frames frames);
   QFutureWatcher<void> watcher_;
   std::shared_ptr<Link> link_;
 };

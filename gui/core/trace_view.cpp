@@ -6,6 +6,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QProgressBar>
+#include <QSignalBlocker>
 #include <QSplitter>
 #include <QStackedWidget>
 #include <QTabWidget>
@@ -54,6 +55,13 @@ TraceView::TraceView(QWidget* parent)
   stacking_->setToolTip(tr("What fills the allocated area (View > Stack: Ctrl+1, Ctrl+2, Ctrl+3)"));
   bar->addWidget(new QLabel(tr("Timeline:")));
   bar->addWidget(stacking_);
+  frames_ = new QComboBox;
+  frames_->addItems({tr("User frames"), tr("All frames")});  // in analysis::Frames' order
+  frames_->setToolTip(
+      tr("Which frame of a stack names its site, in every table, flame graph and finding: the "
+         "innermost of your own code, library frames folded in the flame graphs, or the "
+         "innermost of any (tidemark --frames user|all)"));
+  bar->addWidget(frames_);
   align_ = new QComboBox;
   align_->addItems({tr("aligned at the start"), tr("aligned at the first step")});
   align_->setToolTip(tr("How the compared trace's time lines up with this one's"));
@@ -122,6 +130,7 @@ TraceView::TraceView(QWidget* parent)
   connect(&loader_, &TraceLoader::tablesReady, this, &TraceView::setTraceData);
   connect(&loader_, &TraceLoader::finished, this, &TraceView::setTraceData);
   connect(&loader_, &TraceLoader::failed, this, [this](const QString& message) {
+    loading_.clear();
     showFailure(message.contains("not finalized")
                     ? message + tr("\n\nA trace still being recorded: View > Follow (Ctrl+F) "
                                    "shows it growing.")
@@ -155,6 +164,23 @@ TraceView::TraceView(QWidget* parent)
           [this](int i) { timeline_->setCompareAlign(TimelineWidget::Align(i)); });
   connect(stacking_, &QComboBox::currentIndexChanged, this,
           [this](int i) { timeline_->setStacking(TimelineWidget::Stacking(i)); });
+  // Note [Frames in the GUI]: the toggle sets the selection's rule; the tables and findings
+  // are computed again under it (the pages with queries of their own ask again themselves).
+  connect(frames_, &QComboBox::currentIndexChanged, this,
+          [this](int i) { selection_->setFrames(analysis::Frames(i)); });
+  connect(selection_, &ViewSelection::framesChanged, this, [this] {
+    const analysis::Frames frames = selection_->frames();
+    {
+      const QSignalBlocker block(frames_);
+      frames_->setCurrentIndex(int(frames));
+    }
+    const TraceDataPtr& data = selection_->data();
+    if (!loading_.isEmpty())  // a trace still opening: open it again, under the new rule
+      loader_.load(loading_, frames);
+    else if (data && data->session)
+      loader_.reload(data, frames);
+    // A followed recording has no sites yet: it loads under the rule once finalized.
+  });
 
   follower_ = new Follower(selection_, mode_, this);
   connect(follower_, &Follower::read, this, [this](const TraceDataPtr& data) {
@@ -208,6 +234,7 @@ void TraceView::showFailure(const QString& message) {
 
 void TraceView::follow(const QString& path, int interval_ms) {
   loader_.cancel();
+  loading_.clear();
   progress_->setValue(0);
   progress_label_->setText(tr("Following %1").arg(path));
   stack_->setCurrentIndex(0);
@@ -243,6 +270,10 @@ void TraceView::compareWith(const QString& path) {
 
 void TraceView::setStacking(TimelineWidget::Stacking s) {
   stacking_->setCurrentIndex(int(s));  // the combo box tells the timeline
+}
+
+void TraceView::setFrames(analysis::Frames frames) {
+  selection_->setFrames(frames);  // the selection tells the combo box
 }
 
 void TraceView::showOffscreen(QSize size, TraceDataPtr data) {
@@ -287,7 +318,8 @@ void TraceView::load(const QString& path) {
   progress_->setValue(0);
   progress_label_->setText(tr("Loading %1").arg(path));
   stack_->setCurrentIndex(0);
-  loader_.load(path);
+  loading_ = path;
+  loader_.load(path, selection_->frames());
 }
 
 void TraceView::setTraceData(TraceDataPtr data) {
@@ -295,6 +327,7 @@ void TraceView::setTraceData(TraceDataPtr data) {
   const bool same = same_trace(before.get(), data.get());
   const bool had_tables = same && before->stage != Stage::opened;
   const Stage stage = data->stage;
+  if (!same) loading_.clear();           // opened (or shown without a load)
   selection_->setData(std::move(data));  // the timeline and the pages show it
   if (!same) stack_->setCurrentIndex(2);
   switch (stage) {

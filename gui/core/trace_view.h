@@ -60,6 +60,9 @@ class TraceView : public QWidget {
   void showOffscreen(QSize size, TraceDataPtr data = nullptr);
   void showView(View v);
   void setStacking(TimelineWidget::Stacking s);
+  // Which frames name a site, in every page (Note [Frames in the GUI]): the user's (the
+  // default; flame graphs fold library frames) or any. The toggle above the timeline.
+  void setFrames(analysis::Frames frames);
 
   TraceDataPtr traceData() const { return selection_->data(); }
   ViewSelection* selection() const { return selection_; }
@@ -133,7 +136,9 @@ class TraceView : public QWidget {
   QLabel* error_;
   TimelineWidget* timeline_;
   QComboBox* stacking_;
+  QComboBox* frames_;
   QComboBox* align_;
+  QString loading_;  // the path of a load() whose trace has not opened yet
   QTabWidget* tabs_;
   SummaryPage* summary_;
   TraceTablePage *live_, *leaks_, *syncs_;

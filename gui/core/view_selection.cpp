@@ -47,4 +47,10 @@ void ViewSelection::showTensor(uint64_t tensor_id) {
   emit tensorChosen(tensor_id);
 }
 
+void ViewSelection::setFrames(analysis::Frames frames) {
+  if (frames == frames_) return;
+  frames_ = frames;
+  emit framesChanged();
+}
+
 }  // namespace tidemark::gui

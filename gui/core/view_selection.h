@@ -6,7 +6,24 @@
 //   state of the allocator at the time the allocator page shows (its query's answer);
 // * the selected range (shift+drag), the highlighted span (a table row, a block's lifetime)
 //   and the timeline's visible range (its zoom);
-// * what the Details page is asked to show: an allocation or a tensor.
+// * what the Details page is asked to show: an allocation or a tensor;
+// * which frames name a site: the user's or any (Note [Frames in the GUI]).
+//
+// Note [Frames in the GUI]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// The rule that names a site (analysis::Frames, Note [Allocation site]: the user's own frame,
+// or the innermost of any; the CLI's `--frames user|all`) is one choice per view, held here
+// and kept when the view opens another trace; the flame graphs fold runs of library frames
+// under Frames::user (Note [Folded library frames]). Every answer that names a site or draws
+// a flame graph is computed under it:
+// * the loader's tables and findings (TraceData::frames says under which rule): a change runs
+//   those stages again on the same session (TraceLoader::reload), so the timeline, its zoom
+//   and the selections stay while the pages say "computing…";
+// * every query of a page or the timeline that names sites captures frames() when it is asked
+//   and runs through with_frames() (trace_data.h), which sets the rule on the trace it reads
+//   under the session's lock. Those pages ask again on framesChanged(): the allocator state
+//   (the Tensors' sites, the flame graph of the selected time), the Details, Live in
+//   selection, Compare's differences and flame graphs, the timeline's bands by top site.
 #pragma once
 
 #include <QObject>
@@ -31,6 +48,7 @@ class ViewSelection : public QObject {
   std::shared_ptr<const StateAtTime> state() const { return state_; }
   std::optional<Span> range() const { return range_; }
   std::optional<Span> zoom() const { return zoom_; }
+  analysis::Frames frames() const { return frames_; }
 
   // Each setter, then the signal it emits (Q_SIGNAL: the pairs stay together).
   // A new trace clears the selections; a later stage of the same trace keeps them. `same`: a
@@ -51,12 +69,15 @@ class ViewSelection : public QObject {
   Q_SIGNAL void allocationChosen(qint64 device, quint64 addr, quint64 alloc_ts);
   void showTensor(uint64_t tensor_id);
   Q_SIGNAL void tensorChosen(quint64 tensor_id);
+  void setFrames(analysis::Frames frames);  // no signal when it is the rule already
+  Q_SIGNAL void framesChanged();
 
  private:
   TraceDataPtr data_;
   std::optional<uint64_t> time_;
   std::shared_ptr<const StateAtTime> state_;
   std::optional<Span> range_, zoom_;
+  analysis::Frames frames_ = analysis::Frames::user;
 };
 
 }  // namespace tidemark::gui

@@ -2,9 +2,14 @@
 // samples/pitfalls/accumulated_loss (activations kept alive by the summed loss): the bands
 // of every column add up to analysis::timeline()'s allocated value there, and each band's
 // height is what an independent SQL query over the allocations table gives for its category.
+// On a real PyTorch snapshot, imported: the same of its inferred categories, with its inferred
+// steps marked, both labelled as inferred.
 #include <sqlite3.h>
 
+#include <QFile>
+#include <QFileInfo>
 #include <QImage>
+#include <QProcess>
 #include <QSignalSpy>
 #include <QTest>
 #include <algorithm>
@@ -154,6 +159,93 @@ class BandsTest : public QObject {
     const int y = (w.valueToY(below) + w.valueToY(below + v)) / 2;
     const QColor c = img.pixelColor(int(w.tsToX(bc.from_ts + col * bc.column_ns)), y);
     QVERIFY2(c != QColor(Qt::white), qPrintable(c.name()));
+  }
+
+  // A real PyTorch snapshot (tests/data/pytorch: a Transformer trained for 3 iterations),
+  // imported: the importer infers its categories and steps (Note [Inferred categories]); the
+  // timeline stacks the allocated curve by those categories, each band what SQL gives for it,
+  // marks the 3 steps, and says both were inferred. A recorded trace says neither.
+  void anImportedSnapshotStacksByItsInferredCategories() {
+    const QString pickle =
+        QFileInfo(QString(__FILE__)).absolutePath() +
+        "/../../tests/data/pytorch/niu_forward_and_backward_memory_snapshot_200.pickle";
+    QVERIFY2(QFileInfo::exists(pickle), qPrintable(pickle));
+    const QString imported = test_dir() + "/niu.imported.db";
+    for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(imported + suffix);
+    QProcess p;
+    p.setProcessChannelMode(QProcess::MergedChannels);
+    p.start(TIDEMARK_CLI, {"import", pickle, "-o", imported});
+    QVERIFY(p.waitForFinished(120000));
+    QVERIFY2(p.exitCode() == 0, p.readAll().constData());
+    QString error;
+    TraceDataPtr data = TraceLoader::load_now(imported, &error);
+    QVERIFY2(data, qPrintable(error));
+    QVERIFY(data->imported);
+    QVERIFY2(!data->categories_inferred.empty(), "the importer inferred the categories");
+    QVERIFY2(!data->steps_inferred.empty(), "and the steps");
+    QCOMPARE(data->steps.size(), size_t(3));
+
+    TimelineWidget w;
+    w.setSynchronous(true);
+    w.resize(1000, 420);
+    w.setTraceData(data);
+    QVERIFY(w.inferredCategoriesNote().isEmpty());  // unstacked: no categories shown
+    QCOMPARE(w.inferredStepsNote(),
+             "steps inferred from " + QString::fromStdString(data->steps_inferred));
+    w.setStacking(TimelineWidget::Stacking::category);
+    QCOMPARE(w.inferredCategoriesNote(), QString("categories inferred, not recorded"));
+    QImage img(w.size(), QImage::Format_RGB32);
+    w.render(&img);
+    // Several devices may have been snapshotted; the one with the highest peak.
+    size_t d = 0;
+    for (size_t i = 0; i < data->devices.size(); ++i)
+      if (data->peaks[i] && (!data->peaks[d] || data->peaks[i]->bytes > data->peaks[d]->bytes))
+        d = i;
+    QVERIFY(d < w.bandColumns().size());
+    const an::BandColumns& bc = w.bandColumns()[d];
+    const an::Bands& bands = *w.bands()->at(d);
+    std::vector<std::string> labels = bands.labels();
+    for (const std::string& l : labels)
+      QVERIFY2(l == "parameter" || l == "gradient" || l == "optimizer_state" || l == "activation" ||
+                   l == "input" || l == "temporary" || l == "unknown",
+               l.c_str());
+    for (const char* inferred : {"parameter", "gradient", "optimizer_state", "activation"})
+      QVERIFY2(std::find(labels.begin(), labels.end(), inferred) != labels.end(), inferred);
+    const int64_t dev = data->devices[d].id;
+    an::Timeline tl = data->session->with([&](const an::Trace& trace) {
+      return an::timeline(trace, dev, {bc.from_ts, bc.to_ts, bc.width()});
+    });
+    QCOMPARE(tl.width(), bc.width());
+    for (size_t col = 0; col < bc.width(); ++col) {
+      int64_t sum = 0;
+      for (size_t b = 0; b < bands.size(); ++b) sum += bc.values[b][col];
+      QCOMPARE(sum, tl.allocated.last[col]);
+    }
+    for (size_t col = 0; col < bc.width(); col += bc.width() / 13) {
+      uint64_t end = col + 1 == bc.width() ? bc.to_ts : bc.from_ts + (col + 1) * bc.column_ns;
+      const uint64_t lw = tl.level_width_ns;
+      if (lw > 1) end = (end - 1) / lw * lw + lw;
+      const auto expected = bytes_by_category(imported, dev, end);
+      for (size_t b = 0; b < bands.size(); ++b) {
+        auto it = expected.find(bands.labels()[b]);
+        QCOMPARE(bc.values[b][col], it == expected.end() ? 0 : it->second);
+      }
+    }
+    // The steps are marked where the trace has them.
+    for (const auto& [number, ts] : data->steps) {
+      QVERIFY(ts >= w.viewFrom() && ts <= w.viewTo());
+      QVERIFY(w.plotRect().contains(int(w.tsToX(ts)), w.plotRect().center().y()));
+    }
+
+    // A recorded trace's categories and steps are what the program said: no such label.
+    TimelineWidget recorded;
+    recorded.setSynchronous(true);
+    recorded.resize(900, 400);
+    recorded.setTraceData(data_);
+    recorded.setStacking(TimelineWidget::Stacking::category);
+    QVERIFY(!data_->steps.empty());
+    QVERIFY(recorded.inferredCategoriesNote().isEmpty());
+    QVERIFY(recorded.inferredStepsNote().isEmpty());
   }
 
   void siteBandsAreTheTopSitesAtThePeak() {

@@ -1,14 +1,18 @@
 // The Flame graph tab: the geometry, hit testing and zoom of FlameWidget on a tree whose
-// widths are worked out by hand; and on a recording of samples/pitfalls/accumulated_loss, that
-// the graph of the allocated peak holds exactly the peak's bytes, that every frame holds the
-// sum of its callees and its own, and that the sample's own code is in it.
+// widths are worked out by hand; folds of library frames expanding and folding again on a
+// click (Note [Folded library frames]); and on a recording of samples/pitfalls/accumulated_loss,
+// that the graph of the allocated peak holds exactly the peak's bytes, that every frame holds
+// the sum of its callees and its own, that the sample's own code is in it, and that its folds
+// hide nothing: unfolded, they are the All frames graph.
 #include <QComboBox>
 #include <QFile>
 #include <QProcess>
-#include <cmath>
 #include <QSignalSpy>
 #include <QTest>
+#include <cmath>
 #include <functional>
+#include <map>
+#include <string>
 
 #include "gui/core/flame_widget.h"
 #include "gui/core/trace_view.h"
@@ -55,6 +59,47 @@ int check_sums(const FlameNode& n) {
     if (c.bytes > n.bytes) return -1000000;
   }
   return bytes == n.bytes ? seen : -1000000;
+}
+
+// The graph of stacks with known runs of library frames, under User frames (innermost first):
+//   100 B in 2: main > step > L1 L2 L3 L4 L5 > hook > La Lb
+//    50 B in 1: main > step > L1 L2 L3 L4 L5 > hook2
+// all > main > step > "… 5 library frames (L1 …)" (150 B) > hook (100 B) > "… 2 library
+// frames (La …)", and > hook2 (50 B).
+FlameNode folded_tree(tidemark::analysis::Frames frames = tidemark::analysis::Frames::user) {
+  auto stack = [](std::vector<std::string> innermost, int64_t bytes, uint64_t count) {
+    tidemark::analysis::Group g;
+    for (const char* f :
+         {"L5 (l.cpp:5)", "L4 (l.cpp:4)", "L3 (l.cpp:3)", "L2 (l.cpp:2)", "L1 (l.cpp:1)"})
+      innermost.push_back(f);
+    innermost.insert(innermost.end(), {"step (t.py:7)", "main (t.py:1)"});
+    for (const std::string& f : innermost) g.library.push_back(f[0] == 'L');
+    g.frames = std::move(innermost);
+    g.bytes = bytes;
+    g.count = count;
+    return g;
+  };
+  return tidemark::analysis::flame_tree(
+      {stack({"Lb (b.cpp:9)", "La (a.cpp:3)", "hook (t.py:20)"}, 100, 2),
+       stack({"hook2 (t.py:30)"}, 50, 1)},
+      nullptr, frames);
+}
+
+// The stacks a graph draws, each as its frames from the root ('>' between them), with the
+// bytes that end there (self bytes); folds expanded first, so a graph with folds and the one
+// without give the same map.
+void flat_stacks(const FlameNode& in, const std::string& path,
+                 std::map<std::string, int64_t>& out) {
+  const FlameNode n = tidemark::analysis::unfold(in);
+  const std::string here = path + ">" + n.frame;
+  if (n.self_bytes) out[here] += n.self_bytes;
+  for (const FlameNode& c : n.children) flat_stacks(c, here, out);
+}
+
+int folds(const FlameNode& n) {
+  int found = n.folded.empty() ? 0 : 1;
+  for (const FlameNode& c : n.children) found += folds(c);
+  return found;
 }
 
 bool contains_frame(const FlameNode& n, const QString& needle) {
@@ -225,6 +270,119 @@ class FlameTest : public QObject {
     QCOMPARE(w.zoomed(), Path{});
     w.zoomTo({0, 7, 3});  // no such callee: as far as the path leads
     QCOMPARE(w.zoomed(), Path{0});
+  }
+
+  // A click on a fold expands it into exactly its frames, as wide as it was; a click on one of
+  // them folds them again; the zoom follows the levels the run adds and removes.
+  void clickExpandsAFoldAndFoldsItAgain() {
+    FlameWidget w;
+    w.resize(300, 300);
+    w.setTree(folded_tree(), "x");
+    const Path fold{0, 0, 0};  // all > main > step > the fold
+    QCOMPARE(QString::fromStdString(w.node(fold)->frame), QString("… 5 library frames (L1 …)"));
+    QCOMPARE(w.node(fold)->bytes, int64_t{150});
+    QCOMPARE(w.node(fold)->folded.size(), size_t(5));
+    const QRectF fold_rect = w.rectOf(fold);
+    QCOMPARE(fold_rect, QRectF(0, 3 * FlameWidget::kRowHeight, 300, FlameWidget::kRowHeight));
+    const QString tip = w.tooltipFor(fold);
+    QVERIFY2(tip.contains("L1 (l.cpp)\n  L2 (l.cpp)") && tip.contains("L5 (l.cpp)") &&
+                 tip.contains("Click to expand") && !tip.contains("zoom"),
+             qPrintable(tip));
+    QCOMPARE(w.sizeHint().height(), 6 * FlameWidget::kRowHeight);  // all main step fold hook fold
+
+    QSignalSpy toggled(&w, &FlameWidget::foldToggled);
+    QTest::mouseClick(&w, Qt::LeftButton, {}, fold_rect.center().toPoint());
+    QCOMPARE(toggled.count(), 1);
+    QCOMPARE(w.zoomed(), Path{});  // a click on a fold expands it, never zooms
+    Path p = fold;
+    for (int k = 1; k <= 5; ++k) {  // the run's frames, outermost first, each as wide as the fold
+      const FlameNode* n = w.node(p);
+      QVERIFY(n);
+      QCOMPARE(QString::fromStdString(n->frame), QString("L%1 (l.cpp)").arg(k));
+      QCOMPARE(n->bytes, int64_t{150});
+      QCOMPARE(n->count, uint64_t{3});
+      QVERIFY(n->folded.empty());
+      QCOMPARE(w.rectOf(p),
+               QRectF(0, double(p.size()) * FlameWidget::kRowHeight, 300, FlameWidget::kRowHeight));
+      QCOMPARE(n->children.size(), size_t(k < 5 ? 1 : 2));
+      if (k < 5) p.push_back(0);
+    }
+    QCOMPARE(QString::fromStdString(w.node(p)->children[0].frame), QString("hook (t.py)"));
+    QCOMPARE(QString::fromStdString(w.node(p)->children[1].frame), QString("hook2 (t.py)"));
+    QCOMPARE(w.sizeHint().height(), 10 * FlameWidget::kRowHeight);
+    QVERIFY(w.tooltipFor({0, 0, 0, 0, 0}).contains("fold it again"));
+
+    // A click on any of them (L3 here) folds the run again.
+    QTest::mouseClick(&w, Qt::LeftButton, {}, w.rectOf({0, 0, 0, 0, 0}).center().toPoint());
+    QCOMPARE(toggled.count(), 2);
+    QCOMPARE(QString::fromStdString(w.node(fold)->frame), QString("… 5 library frames (L1 …)"));
+    QCOMPARE(w.node(fold)->folded.size(), size_t(5));
+    QCOMPARE(w.node(fold)->bytes, int64_t{150});
+    QCOMPARE(w.node(fold)->children.size(), size_t(2));
+    QCOMPARE(w.sizeHint().height(), 6 * FlameWidget::kRowHeight);
+
+    // Zoomed on hook, below the fold: expanding the fold (a caller now) keeps hook zoomed.
+    w.zoomTo({0, 0, 0, 0});
+    QCOMPARE(QString::fromStdString(w.node(w.zoomed())->frame), QString("hook (t.py)"));
+    QVERIFY(w.toggleFold(fold));
+    QCOMPARE(w.zoomed(), (Path{0, 0, 0, 0, 0, 0, 0, 0}));
+    QCOMPARE(QString::fromStdString(w.node(w.zoomed())->frame), QString("hook (t.py)"));
+    // Zoomed on L3, then folded again: the zoom is on the fold.
+    w.zoomTo({0, 0, 0, 0, 0});
+    QVERIFY(w.toggleFold({0, 0, 0, 0, 0, 0}));  // L4
+    QCOMPARE(w.zoomed(), fold);
+    QVERIFY(!w.toggleFold({0, 0}));  // step: neither a fold nor of one
+    QCOMPARE(toggled.count(), 4);
+    // The innermost run, a leaf: expanded it is its two frames.
+    w.zoomTo({});
+    QVERIFY(w.toggleFold({0, 0, 0, 0, 0}));
+    QCOMPARE(QString::fromStdString(w.node({0, 0, 0, 0, 0})->frame), QString("La (a.cpp)"));
+    QCOMPARE(QString::fromStdString(w.node({0, 0, 0, 0, 0, 0})->frame), QString("Lb (b.cpp)"));
+    QCOMPARE(w.node({0, 0, 0, 0, 0, 0})->self_bytes, int64_t{100});
+
+    // All frames: nothing folded, nothing a click folds.
+    w.setTree(folded_tree(tidemark::analysis::Frames::all), "x");
+    QCOMPARE(folds(w.tree()), 0);
+    QCOMPARE(QString::fromStdString(w.node(fold)->frame), QString("L1 (l.cpp)"));
+    QVERIFY(!w.toggleFold(fold));
+    QTest::mouseClick(&w, Qt::LeftButton, {}, w.rectOf(fold).center().toPoint());
+    QCOMPARE(w.zoomed(), fold);  // an ordinary frame: the click zooms
+  }
+
+  // On a recording: User frames fold (accumulated_loss's stacks run through tensorlib and the
+  // C++ standard library), and the folds hide nothing: expanded, the graph of the peak is the
+  // All frames one, stack for stack and byte for byte.
+  void foldsOfARecordingHideNothing() {
+    const QString path = cli_recorded_trace("loss.db", TIDEMARK_ACCUMULATED_LOSS, {"--steps", "8"});
+    QVERIFY(!path.isEmpty());
+    QString error;
+    TraceDataPtr user = TraceLoader::load_now(path, &error, tidemark::analysis::Frames::user);
+    QVERIFY2(user, qPrintable(error));
+    TraceDataPtr all = TraceLoader::load_now(path, &error, tidemark::analysis::Frames::all);
+    QVERIFY2(all, qPrintable(error));
+    QVERIFY(user->frames == tidemark::analysis::Frames::user);
+    QVERIFY(all->frames == tidemark::analysis::Frames::all);
+    const FlameNode& u = user->flame_peak.at(0);
+    const FlameNode& a = all->flame_peak.at(0);
+    QVERIFY(folds(u) > 0);
+    QCOMPARE(folds(a), 0);
+    QCOMPARE(u.bytes, a.bytes);
+    QVERIFY(check_sums(u) > 1);
+    QVERIFY(u.depth() < a.depth());
+    std::map<std::string, int64_t> su, sa;
+    flat_stacks(u, "", su);
+    flat_stacks(a, "", sa);
+    QVERIFY(sa.size() > 1);
+    QVERIFY(su == sa);
+    // Every folded frame is library code by the trace's own classification.
+    std::function<void(const FlameNode&)> check = [&](const FlameNode& n) {
+      if (!n.folded.empty()) {
+        QVERIFY(n.library && n.folded.size() >= tidemark::analysis::kFoldedRunMin);
+        for (const FlameNode& f : n.folded) QVERIFY(f.library);
+      }
+      for (const FlameNode& c : n.children) check(c);
+    };
+    check(u);
   }
 
   void peakOfARecording() {

@@ -19,17 +19,20 @@ inline QString test_dir() {
 
 // samples/train_mlp 20, recorded and finalized, once per test process (a file left by an
 // earlier build may have another schema or come from other code). Empty on failure (the test
-// then fails, after printing the sample's output).
-inline QString recorded_trace() {
-  const QString path = test_dir() + "/train_mlp.db";
-  static bool recorded = false;
-  if (recorded && QFile::exists(path)) return path;
+// then fails, after printing the sample's output). `stacks`: native frames per stack
+// (TIDEMARK_STACKS; 0, the default, records none), in a file of its own.
+inline QString recorded_trace(int stacks = 0) {
+  const QString path = test_dir() + (stacks ? QString("/train_mlp_stacks%1.db").arg(stacks)
+                                            : QString("/train_mlp.db"));
+  static QList<int> recorded;
+  if (recorded.contains(stacks) && QFile::exists(path)) return path;
   for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(path + suffix);
-  recorded = true;
+  recorded.append(stacks);
   QProcess p;
   p.setProcessChannelMode(QProcess::MergedChannels);
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.insert("TIDEMARK_OUTPUT", path);
+  if (stacks) env.insert("TIDEMARK_STACKS", QString::number(stacks));
   p.setProcessEnvironment(env);
   p.start(TIDEMARK_TRAIN_MLP, {"20"});
   if (!p.waitForFinished(300000) || p.exitCode() != 0 || !QFile::exists(path)) {

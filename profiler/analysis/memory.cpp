@@ -109,6 +109,7 @@ std::vector<Group> group_members(const Trace& trace, const std::vector<Member>& 
       g.label = label;
       if (by == GroupBy::stack) {
         g.frames = trace.stack_frames(m.stack_id);
+        g.library = trace.library_frames(m.stack_id);
         g.label = m.stack_id == 0    ? "(no stack)"
                   : g.frames.empty() ? "stack " + key
                                      : g.frames.front();

@@ -24,6 +24,7 @@ struct Group {
   int64_t requested_bytes = 0;
   uint64_t count = 0;
   std::vector<std::string> frames;  // GroupBy::stack only: the stack, innermost first
+  std::vector<bool> library;        // ... and per frame, whether it is library code
 };
 
 // A point in time: every allocation with alloc seq <= `seq` (when set) or alloc_ts <= `ts`,

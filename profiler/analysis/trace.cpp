@@ -165,4 +165,16 @@ std::vector<std::string> Trace::stack_frames(uint64_t stack_id) const {
   return out;
 }
 
+std::vector<bool> Trace::library_frames(uint64_t stack_id) const {
+  std::vector<bool> out;
+  if (stack_id == 0) return out;
+  for (uint64_t ip : reader_->stack(stack_id)) {
+    const auto& fs = frames(ip);
+    if (fs.empty()) out.push_back(true);  // unresolved: never a site either
+    for (const store::ResolvedFrame& f : fs)
+      out.push_back(f.function.empty() || is_library_frame(f));
+  }
+  return out;
+}
+
 }  // namespace tidemark::analysis

@@ -96,6 +96,9 @@ class Trace {
   // The frames of a stack, innermost first, as "function (file:line)" ("0x..." unresolved,
   // "??" for a frame with neither function nor file).
   std::vector<std::string> stack_frames(uint64_t stack_id) const;
+  // Per frame of stack_frames(stack_id), whether it is library code (is_library_frame: Note
+  // [Allocation site]); an unresolved address counts as library, as the site rule skips it.
+  std::vector<bool> library_frames(uint64_t stack_id) const;
   // An imported PyTorch snapshot (meta command_line `pytorch-snapshot:...`): no tensor records,
   // steps or syncs, and a stack_depth that is its deepest stack, not a capture limit.
   bool imported_snapshot() const { return imported_; }

@@ -763,7 +763,7 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   stats.inferred_steps = frame_steps.empty() ? steps : 0;
   stats.frame_steps = frame_steps.empty() ? 0 : steps;
   for (const auto& [d, i] : inferred)
-    if (!i.step_ends.empty())
+    if (!i.step_ends.empty() && d != kPinnedHost)
       stats.frame_steps_from = i.step_basis == infer::Phase::backward ? "backward" : "optimizer";
   stats.categories_inferred = meta.categories_inferred;
   stats.synthetic_times = reader.synthetic_times_;

@@ -14,10 +14,9 @@ import json
 import time
 
 import torch
-from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from train_step import cnn, mlp
+from train_step import cnn, mlp, training_step
 
 # aten operator -> kind (by name; the first matching prefix wins).
 KINDS = [
@@ -44,15 +43,7 @@ def kind_of(name):
 
 
 def breakdown(model, steps):
-    torch.manual_seed(0)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x = torch.randn(64, 1, 28, 28)
-    y = torch.randint(0, 10, (64,))
-
-    def step():
-        opt.zero_grad()
-        nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
+    step, _, _, _ = training_step(model)
 
     for _ in range(5):
         step()

@@ -29,7 +29,9 @@ def cnn():
         nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
-def step_ms(model, seconds, repetitions):
+def training_step(model):
+    """The step every script here times: zero_grad, forward, cross entropy, backward, Adam, on
+    a fixed synthetic batch of the dataset's shape (as bench/train_step_bench does)."""
     torch.manual_seed(0)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x = torch.randn(64, 1, 28, 28)
@@ -41,6 +43,11 @@ def step_ms(model, seconds, repetitions):
         loss.backward()
         opt.step()
 
+    return step, opt, x, y
+
+
+def step_ms(model, seconds, repetitions):
+    step, _, _, _ = training_step(model)
     for _ in range(5):
         step()
     results = []
@@ -57,10 +64,7 @@ PHASES = ("zero_grad", "forward", "backward", "optimizer")
 
 
 def phases_ms(model, seconds, repetitions):
-    torch.manual_seed(0)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x = torch.randn(64, 1, 28, 28)
-    y = torch.randint(0, 10, (64,))
+    _, opt, x, y = training_step(model)
     clock = time.perf_counter
     runs = {p: [] for p in PHASES}
     for rep in range(repetitions + 1):  # the first is a warm-up

@@ -6,6 +6,14 @@
 
 namespace tidemark::importers::snapshot {
 
+std::string_view Stacks::text_field(Ref f, const char* key) {
+  std::optional<Ref> v = f.get(key);
+  if (!v || v->is_none()) return {};
+  auto s = v->as_string();
+  if (!s) notes_.add("frames whose '" + std::string(key) + "' is not a str (read as unknown)");
+  return s.value_or(std::string_view());
+}
+
 uint64_t Stacks::stack(FrameRun run) {
   if (run == 0) return 0;
   if (run >= stack_of_.size()) stack_of_.resize(run + 1, 0);
@@ -38,13 +46,7 @@ void Stacks::frame(Ref f, std::vector<uint64_t>& out) {
                  frame_ips_.begin() + it->second.first + it->second.second);
       return;
     }
-  auto text = [&](const char* key) -> std::string_view {
-    std::optional<Ref> v = f.get(key);
-    if (!v || v->is_none()) return {};
-    auto s = v->as_string();
-    if (!s) notes_.add("frames whose '" + std::string(key) + "' is not a str (read as unknown)");
-    return s.value_or(std::string_view());
-  };
+  auto text = [&](const char* key) { return text_field(f, key); };
   if (f.type() != Type::dict) notes_.add("frames that are not dicts (read as unknown)");
   FrameKey key{text("name"), text("filename"), 0};
   if (auto line = f.get("line"); line && !line->is_none()) {
@@ -122,13 +124,7 @@ bool Stacks::fx_frames(Ref f, std::string_view trace, std::vector<uint64_t>& out
     notes_.add("frames whose 'fx_original_trace' is not a Python traceback (kept as they are)");
     return false;
   }
-  auto text = [&](const char* key) -> std::string_view {
-    std::optional<Ref> v = f.get(key);
-    if (!v || v->is_none()) return {};
-    auto s = v->as_string();
-    if (!s) notes_.add("frames whose '" + std::string(key) + "' is not a str (read as unknown)");
-    return s.value_or(std::string_view());
-  };
+  auto text = [&](const char* key) { return text_field(f, key); };
   const std::string_view node = text("fx_node_name"), target = text("fx_node_target");
   if (!node.empty() || !target.empty()) {
     std::string label = std::string(lines.back().name) + " [fx " + std::string(node) +

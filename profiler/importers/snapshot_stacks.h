@@ -56,6 +56,8 @@ class Stacks {
   // is not a dict, or a field of an odd type, is unknown.
   void frame(Ref f, std::vector<uint64_t>& out);
   uint64_t intern(const FrameKey& key);
+  // A frame's string field; empty when absent or None, and when of another type (a note).
+  std::string_view text_field(Ref f, const char* key);
   // The user's lines of an FX frame's `fx_original_trace`, outermost first; false when it
   // names none (it is then counted in the notes and the frame kept).
   bool fx_frames(Ref f, std::string_view trace, std::vector<uint64_t>& out);

@@ -167,8 +167,11 @@ void TimelineWidget::panByFraction(double f) {
   setView(uint64_t(from), uint64_t(from) + (view_to_ - view_from_));
 }
 void TimelineWidget::setHighlight(uint64_t from, uint64_t to) {
+  // The same range again (its details shown again under another frames rule) keeps the zoom
+  // the user chose since; a new one out of view is brought into view, with some context.
+  const bool again = highlight_ == std::pair<uint64_t, uint64_t>{from, to};
   highlight_ = {from, to};
-  if (to < view_from_ || from > view_to_) {  // bring it into view, with some context
+  if (!again && (to < view_from_ || from > view_to_)) {
     const uint64_t span = std::max<uint64_t>(to - from, (view_to_ - view_from_) / 4);
     setView(from > span ? from - span : 0, to + span);
   }

@@ -12,13 +12,11 @@ QColor TimelineWidget::compareColor(size_t d) {
 }
 
 void TimelineWidget::setCompare(TraceDataPtr other, Align align) {
-  // The same trace again (its tables computed under another frames rule) keeps the zoom.
-  const bool refresh = other_ && other && other_->path == other->path;
   other_ = std::move(other);  // a query running meanwhile holds the cache it used
   other_cache_ = std::make_shared<analysis::TimelineCache>();
   columns_.compare.clear();
   setCompareAlign(align);
-  if (!refresh) resetView();  // the range now covers the longer of the two
+  resetView();  // the range now covers the longer of the two
 }
 
 void TimelineWidget::setCompareAlign(Align align) {

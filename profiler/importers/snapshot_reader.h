@@ -586,7 +586,7 @@ class SnapshotReader : public pickle::AppendHook {
     return true;
   }
 
-  // Note [Entry contexts] (pytorch_snapshot.cpp): an entry's `compile_context` or
+  // Note [Entry contexts] (snapshot_emitter.h): an entry's `compile_context` or
   // `user_metadata`, interned. None for an absent key, None, "" and PyTorch's "N/A" (the
   // compile_context of an entry outside any compiled region); nullopt for a value that is not
   // a str. The same value is usually one memoized string, so the last one is remembered.

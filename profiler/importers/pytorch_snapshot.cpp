@@ -572,7 +572,7 @@ ImportStats import_input(detail::Input input, const std::string& trace_path, con
         std::move(input), source_name,
         [&](const store::TraceMeta& meta) -> store::TraceWriter& {
           writing = true;
-          writer = store::TraceWriter::create(trace_path, meta);
+          writer = store::TraceWriter::create(trace_path, meta, store::Journal::none);
           return *writer;
         },
         &symbolize, &end_ts, options);
@@ -580,6 +580,7 @@ ImportStats import_input(detail::Input input, const std::string& trace_path, con
     writer.reset();
     phase("closed");
     store::FinalizeOptions options;
+    options.journal = store::Journal::none;  // Note [Part files]
     options.symbolize = symbolize;
     store::finalize(trace_path, options);
     phase("finalized");

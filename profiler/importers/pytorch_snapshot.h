@@ -67,6 +67,9 @@ struct ImportOptions {
 
 // Reads `pickle_path`, writes a finalized trace to `trace_path` (created or truncated). Throws
 // ImportError, naming the file and the problem; a partly written `trace_path` is removed.
+// `trace_path` is written without a journal (Note [Part files] in store/trace_writer.cpp):
+// give it a part file to rename into place, as `tidemark import` does, where a killed import
+// must not leave a broken file behind.
 ImportStats import_pytorch_snapshot(const std::string& pickle_path, const std::string& trace_path,
                                     const ImportOptions& options = {});
 

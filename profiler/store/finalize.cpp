@@ -675,6 +675,7 @@ void compress_event_blocks(Db& db) {
 void finalize(const std::string& path, const FinalizeOptions& options) {
   int version = 0;
   auto db = detail::open_trace(path, Db::Mode::read_write, detail::Need::upgradable, &version);
+  if (options.journal == Journal::none) detail::write_without_journal(*db);
   try {
     detail::Transaction tx(*db);
     if (version < 5) compress_event_blocks(*db);
@@ -701,7 +702,8 @@ void finalize(const std::string& path, const FinalizeOptions& options) {
   // checkpoint that fails (no room for the main file to grow) leaves the -wal whole; the next
   // writer, or reader that can, folds it in.
   try {
-    db->exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    if (options.journal == Journal::none) db->exec("PRAGMA journal_mode = WAL");
+    else db->exec("PRAGMA wal_checkpoint(TRUNCATE)");
   } catch (const StoreError&) {
   }
 }

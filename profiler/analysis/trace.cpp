@@ -126,11 +126,30 @@ std::string frame_label(const store::ResolvedFrame& f) {
 
 }  // namespace
 
+template <class F>
+void Trace::for_each_frame(uint64_t stack_id, F&& f) const {
+  if (stack_id == 0) return;
+  bool innermost = true;  // still among the recorder's own frames
+  for (uint64_t ip : reader_->stack(stack_id)) {
+    const auto& fs = frames(ip);
+    if (fs.empty()) {
+      innermost = false;
+      f(ip, nullptr);
+    }
+    for (const store::ResolvedFrame& r : fs) {
+      if (innermost && is_recorder_frame(r)) continue;
+      innermost = false;
+      f(ip, &r);
+    }
+  }
+}
+
 std::optional<store::ResolvedFrame> Trace::site_frame(uint64_t stack_id) const {
-  if (stack_id == 0) return std::nullopt;
   std::vector<const store::ResolvedFrame*> fs;
-  for (uint64_t ip : reader_->stack(stack_id))
-    for (const store::ResolvedFrame& f : frames(ip)) fs.push_back(&f);
+  for_each_frame(stack_id, [&](uint64_t, const store::ResolvedFrame* r) {
+    if (r) fs.push_back(r);
+  });
+  if (fs.empty()) return std::nullopt;
   return pick_site(fs, frames_mode_);
 }
 
@@ -156,24 +175,17 @@ const Site& Trace::site(uint64_t stack_id) const {
 
 std::vector<std::string> Trace::stack_frames(uint64_t stack_id) const {
   std::vector<std::string> out;
-  if (stack_id == 0) return out;
-  for (uint64_t ip : reader_->stack(stack_id)) {
-    const auto& fs = frames(ip);
-    if (fs.empty()) out.push_back(hex(ip));
-    for (const store::ResolvedFrame& f : fs) out.push_back(frame_label(f));
-  }
+  for_each_frame(stack_id, [&](uint64_t ip, const store::ResolvedFrame* r) {
+    out.push_back(r ? frame_label(*r) : hex(ip));
+  });
   return out;
 }
 
 std::vector<bool> Trace::library_frames(uint64_t stack_id) const {
   std::vector<bool> out;
-  if (stack_id == 0) return out;
-  for (uint64_t ip : reader_->stack(stack_id)) {
-    const auto& fs = frames(ip);
-    if (fs.empty()) out.push_back(true);  // unresolved: never a site either
-    for (const store::ResolvedFrame& f : fs)
-      out.push_back(f.function.empty() || is_library_frame(f));
-  }
+  for_each_frame(stack_id, [&](uint64_t, const store::ResolvedFrame* r) {
+    out.push_back(!r || r->function.empty() || is_library_frame(*r));  // unresolved: never a site
+  });
   return out;
 }
 

@@ -136,6 +136,11 @@ class Trace {
   mutable std::map<uint64_t, Site> sites_;
   mutable std::map<uint64_t, std::vector<store::ResolvedFrame>> frames_;
   const std::vector<store::ResolvedFrame>& frames(uint64_t ip) const;
+  // Calls f(ip, frame) for each frame of a stack, innermost first, inlined frames expanded;
+  // `frame` is null for an address without resolved frames. Without the recorder's own
+  // innermost frames (Note [The recorder's own frames] in site_rule.h).
+  template <class F>
+  void for_each_frame(uint64_t stack_id, F&& f) const;
 };
 
 // A row of the `tensors` table (docs/trace-format.md): a tensor or view, dtype and op resolved.

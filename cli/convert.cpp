@@ -54,7 +54,10 @@ int run_import(const std::string& snapshot, const std::string& output, const std
              s.segments, s.devices, output);
   if (s.annotations) fmt::print("  {} annotations (record_function ranges) as scopes\n", s.annotations);
   if (s.inferred_steps) fmt::print("  {} steps inferred from the annotations\n", s.inferred_steps);
-  if (s.frame_steps) fmt::print("  {} steps inferred from the {}'s frames\n", s.frame_steps, s.frame_steps_from);
+  if (s.frame_steps)
+    fmt::print("  {} steps inferred from {}\n", s.frame_steps,
+               s.frame_steps_from == "repetition" ? std::string("the repeated allocations of a loop")
+                                                  : "the " + s.frame_steps_from + "'s frames");
   if (!s.categories_inferred.empty())
     fmt::print("  allocation categories inferred from {}\n", s.categories_inferred);
   for (const importers::PrivatePool& p : s.private_pools)  // Note [Private pools]

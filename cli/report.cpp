@@ -438,9 +438,11 @@ int run_steps(const SimpleArgs& a) {
   }
   fmt::print("{}: {} steps on {}{}\n", a.file, steps.size(), d.name,
              !inferred ? std::string()
-             // Note [Inferred categories] names frame steps "inferred from optimizer frames".
-             : inferred->ends_with("frames") ? " (inferred from the " + *inferred + ")"
-                                             : " (inferred from the " + *inferred + " annotations)");
+             // Note [Inferred categories] names frame steps "inferred from optimizer frames" and
+             // repetition's "inferred from repeated allocations".
+             : inferred->ends_with("frames") || inferred->ends_with("allocations")
+                 ? " (inferred from the " + *inferred + ")"
+                 : " (inferred from the " + *inferred + " annotations)");
   fmt::print("  {:>6} {:>10} {:>12} {:>12} {:>12} {:>8} {:>6}\n", "step", "start", "duration",
              "live at start", "peak alloc", "allocs", "syncs");
   for (const an::StepStats& s : steps)

@@ -43,8 +43,9 @@ struct ImportStats {
   uint64_t context_scopes = 0;
   uint64_t inferred_steps = 0;   // step events inferred from them (Note [Inferred steps])
   // Step events inferred from the optimizer's frames instead, or the backward's when the
-  // optimizer left none to go by (`frame_steps_from`: "optimizer", "backward"), when no
-  // annotation gave any (Note [Inferred categories], rule 4).
+  // optimizer left none to go by, or else from the repeated allocations of a loop
+  // (`frame_steps_from`: "optimizer", "backward", "repetition"), when no annotation gave any
+  // (Note [Inferred categories], rules 4 and 5).
   uint64_t frame_steps = 0;
   std::string frame_steps_from;
   bool synthetic_times = false;  // the snapshot had no times: events are in entry order

@@ -678,6 +678,7 @@ void finalize(const std::string& path, const FinalizeOptions& options) {
   try {
     detail::Transaction tx(*db);
     if (version < 5) compress_event_blocks(*db);
+    if (version < 6) db->exec(detail::kDevicesV6);
     Finalizer(*db, options).run();
     tx.commit();
   } catch (const StoreError& e) {

@@ -138,8 +138,10 @@ int run_timeline(const TimelineArgs& a);
 
 // `onto`: a finalized trace recorded from the same run by libtidemark_inject.so ("": none);
 // the snapshot's blocks are lined up with its segments (profiler/importers/lineup.h).
-int run_import(const std::string& snapshot, const std::string& output, const std::string& onto,
-               uint64_t max_events);
+// Several snapshots: one per rank (the number in each name), merged into one trace.
+// `rank`: the rank of a single snapshot (meta `rank`).
+int run_import(const std::vector<std::string>& snapshots, const std::string& output,
+               const std::string& onto, uint64_t max_events, std::optional<int64_t> rank);
 // Several ranks' traces (cli/ranks.cpp, Note [Several ranks]).
 struct RankedFile {
   int64_t rank = 0;

@@ -309,13 +309,19 @@ int main(int argc, char** argv) {
              "lines (STACK A_BYTES B_BYTES) for flamegraph.pl's differential flame graphs",
              {diff_json, diff_limit});
 
-  std::string imp_in, imp_out, imp_onto;
+  std::vector<std::string> imp_in;
+  std::string imp_out, imp_onto;
+  std::optional<int64_t> imp_rank;
   uint64_t imp_max_events = 0;
   CLI::App* import = command(app, "import",
                              "Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) "
                              "into a trace",
                              "tidemark import snapshot.pickle -o run.db");
-  import->add_option("snapshot", imp_in, "The snapshot pickle")->required();
+  import->add_option("snapshot", imp_in,
+                     "The snapshot pickle (several: one per rank, the rank a number in each name)")
+      ->required();
+  import->add_option("--rank", imp_rank, "The rank of the process that took the snapshot")
+      ->check(kCount);
   import->add_option("-o,--output", imp_out, "Trace file to write")->required();
   import->add_option("--onto", imp_onto,
                      "A trace recorded from the same run with `tidemark record` (CUDA injection): "
@@ -408,7 +414,7 @@ int main(int argc, char** argv) {
     }
     if (*merge) return tc::run_merge(merge_in, merge_out, merge_json);
     if (*replay) return tc::run_replay(rpl);
-    if (*import) return tc::run_import(imp_in, imp_out, imp_onto, imp_max_events);
+    if (*import) return tc::run_import(imp_in, imp_out, imp_onto, imp_max_events, imp_rank);
     if (*exp) return tc::run_export(exp_in, exp_format, exp_out, exp_no_categories);
   } catch (const tc::UsageError& e) {
     return fail(e.what());

@@ -36,29 +36,31 @@ struct Source {
 };
 
 // Opens each input and reads its rank and world size.
-std::vector<Source> open_sources(const std::vector<std::string>& inputs) {
+std::vector<Source> open_sources(const std::vector<std::string>& inputs,
+                                 const std::vector<std::string>& names) {
   if (inputs.empty()) throw MergeError("merge: no traces given");
   std::vector<Source> out;
-  for (const std::string& path : inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string& path = inputs[i];
     Source s;
-    s.info.path = path;
+    s.info.path = i < names.size() ? names[i] : path;
     s.reader = std::make_unique<store::TraceReader>(
         store::TraceReader::open(path, store::TraceReader::Require::raw));
     s.meta = s.reader->meta();
     if (!s.meta.merged_ranks.empty())
-      throw MergeError(path + ": is a merged trace already; merge the ranks' own traces");
+      throw MergeError(s.info.path + ": is a merged trace already; merge the ranks' own traces");
     if (s.meta.rank) {
       s.info.rank = *s.meta.rank;
       s.info.rank_from = "meta";
-    } else if (std::optional<int64_t> r = rank_from_file_name(path)) {
+    } else if (std::optional<int64_t> r = rank_from_file_name(s.info.path)) {
       s.info.rank = *r;
       s.info.rank_from = "file name";
     } else {
-      throw MergeError(path + ": has no rank (not recorded under mpirun or torchrun, and no number "
+      throw MergeError(s.info.path + ": has no rank (not recorded under mpirun or torchrun, and no number "
                               "in its name); record with -o run-%r.db or name it rank-N.db");
     }
     if (s.info.rank >= kMaxRanks)
-      throw MergeError(path + ": rank " + std::to_string(s.info.rank) + " is beyond the " +
+      throw MergeError(s.info.path + ": rank " + std::to_string(s.info.rank) + " is beyond the " +
                        std::to_string(kMaxRanks) + " ranks a merged trace holds");
     s.world_size = s.meta.world_size;
     s.info.complete = s.reader->finalized() && s.reader->clean_end();
@@ -265,9 +267,10 @@ std::optional<int64_t> rank_from_file_name(std::string_view path) {
   return std::stoll(pick[0]);
 }
 
-MergeResult merge_ranks(const std::vector<std::string>& inputs, const std::string& output) {
+MergeResult merge_ranks(const std::vector<std::string>& inputs, const std::string& output,
+                        const std::vector<std::string>& names) {
   MergeResult result;
-  std::vector<Source> sources = open_sources(inputs);
+  std::vector<Source> sources = open_sources(inputs, names);
   result.world_size = check_one_run(sources, result.warnings);
 
   // The clock of the rank that started first (Note [Merged devices]).

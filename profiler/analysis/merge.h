@@ -66,6 +66,9 @@ std::optional<int64_t> rank_from_file_name(std::string_view path);
 // meta `rank`, else rank_from_file_name. Refuses, with a MergeError naming the files, traces
 // that are not of one run: a rank given twice, different world sizes, a rank beyond the world
 // size, a trace without a rank, a trace that is itself merged, clock and synthetic times mixed.
-MergeResult merge_ranks(const std::vector<std::string>& inputs, const std::string& output);
+// `names`, when given (one per input), stand for the inputs in messages and in the merged
+// trace's meta (`tidemark import` merges temporary traces of the snapshots it names).
+MergeResult merge_ranks(const std::vector<std::string>& inputs, const std::string& output,
+                        const std::vector<std::string>& names = {});
 
 }  // namespace tidemark::analysis

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/trace_builder.h"
+#include "profiler/store/trace_reader.h"
 #include "run_program.h"
 
 namespace {
@@ -119,6 +120,38 @@ TEST_F(RanksCliTest, BadInputIsOneLineAndExit2) {
   }
   Result w = tidemark({"merge", at("run-0.db"), at("other-1.db"), "-o", at("x.db")});
   EXPECT_NE(w.err.find("not of one run (world size 2 and 4)"), std::string::npos) << w.err;
+  EXPECT_FALSE(fs::exists(at("x.db")));
+}
+
+TEST_F(RanksCliTest, ImportTakesSeveralRanksSnapshots) {
+  const std::string tiny = std::string(TIDEMARK_TEST_DATA) + "/../importers/data/snapshot_tiny_p5.pkl";
+  fs::copy_file(tiny, at("snapshot_rank0.pickle"));
+  fs::copy_file(tiny, at("rank-1.pickle"));
+  fs::copy_file(tiny, at("run-2024-3.pickle"));
+  ASSERT_EQ(tidemark({"import", tiny, "-o", at("one.db")}).rc, 0);
+  Result r = tidemark({"import", at("rank-1.pickle"), at("snapshot_rank0.pickle"), "-o", at("all.db")});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto one = st::TraceReader::open(at("one.db"), st::TraceReader::Require::finalized);
+  auto all = st::TraceReader::open(at("all.db"), st::TraceReader::Require::finalized);
+  ASSERT_EQ(all.devices().size(), 2u);
+  const auto own = one.devices()[0];
+  for (int rank : {0, 1}) {
+    const st::DeviceRow d = all.devices()[rank];
+    EXPECT_EQ(d.info.rank, rank);
+    EXPECT_EQ(d.info.rank_id, own.info.id);
+    for (st::Curve c : {st::Curve::allocated, st::Curve::reserved})
+      EXPECT_EQ(all.peak(d.id, c)->bytes, one.peak(own.id, c)->bytes);
+  }
+  Result s = tidemark({"summary", at("all.db"), "--json"});
+  EXPECT_EQ(nlohmann::json::parse(s.out)["devices"][1]["device"], "rank1/cuda:0");
+  // --rank for a single snapshot goes to the meta.
+  ASSERT_EQ(tidemark({"import", tiny, "--rank", "3", "-o", at("three.db")}).rc, 0);
+  EXPECT_EQ(st::TraceReader::open(at("three.db")).meta().rank, 3);
+  Result bad = tidemark({"import", at("run-2024-3.pickle"), at("rank-1.pickle"), "-o", at("x.db")});
+  EXPECT_EQ(bad.rc, 2);
+  EXPECT_EQ(bad.err, "tidemark: " + at("run-2024-3.pickle") +
+                         ": its name has several numbers (2024, 3), so which is the rank is "
+                         "ambiguous; name it rank-N or give --rank\n");
   EXPECT_FALSE(fs::exists(at("x.db")));
 }
 

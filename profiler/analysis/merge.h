@@ -22,7 +22,7 @@ namespace tidemark::analysis {
 // trace; both NULL in a trace that is not merged, schema version 6). Readers name such a
 // device `rank1/cuda:0` (analysis::DeviceRef::name). An index mapping alone, with the rank only
 // in the device's recorded name, would read as "cuda:2" to every reader that did not parse the
-// name: the columns make it a fact of the file. A type holds at most 127 devices, so a merge
+// name: the columns make it a fact of the file. A type holds at most 128 devices, so a merge
 // of more ranks than that (of CPUs) is refused.
 //
 // Everything else of a rank is kept apart too: its threads (thread | rank << 32), its tensor

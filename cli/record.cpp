@@ -241,13 +241,21 @@ int run_record(const RecordArgs& a) {
   // tidemark record -o run-%r.db -- prog`); none when this command starts mpirun (`tidemark
   // record -o run-%r.db -- mpirun -np 2 prog`): then each rank names its own file, found below.
   const record::RankEnv ranks = record::rank_from_env();
-  if (std::string problem = record::shared_file_problem(a.output, ranks); !problem.empty())
+  if (std::string problem = record::shared_file_problem(a.output, ranks);
+      !a.output.empty() && !problem.empty())
     throw UsageError("-o " + problem);
   const bool ranks_name_files = record::has_pattern(a.output, 'r') && !ranks.rank;
+  // The default name is the program's by its pid, expanded here (the program's own children,
+  // `sh -c 'prog'`, record into it too); a rank's also names the rank, which its recorder
+  // expands (Note [Output patterns]: a name without %r under several ranks is refused).
+  auto pattern_of = [&](pid_t child) {
+    if (!a.output.empty()) return a.output;
+    std::string name;
+    for (char c : program_name(a.command[0])) name += c == '%' ? "%%" : std::string(1, c);
+    return "tidemark-" + name + (ranks.rank ? "-rank%r-" : "-") + std::to_string(child) + ".db";
+  };
   auto output_of = [&](pid_t child) {
-    return a.output.empty() ? "tidemark-" + program_name(a.command[0]) + "-" +
-                                  std::to_string(child) + ".db"
-                            : record::expand_output_path(a.output, child, ranks).path;
+    return record::expand_output_path(pattern_of(child), child, ranks).path;
   };
 
   // A named output (without `%p`, and with a known rank for `%r`) is checked and locked before
@@ -287,8 +295,7 @@ int run_record(const RecordArgs& a) {
   if (pid == 0) {
     ::close(fds[0]);
     // The pattern itself: the recorder expands it in each process that records (each rank).
-    std::string out = a.output.empty() ? output_of(::getpid()) : a.output;
-    ::setenv("TIDEMARK_OUTPUT", out.c_str(), 1);
+    ::setenv("TIDEMARK_OUTPUT", pattern_of(::getpid()).c_str(), 1);
     ::setenv("TIDEMARK_STACKS", std::to_string(stacks).c_str(), 1);
     ::setenv("TIDEMARK_TENSORS", a.no_tensors ? "0" : "1", 1);
     ::setenv("TIDEMARK_FINALIZE", "0", 1);

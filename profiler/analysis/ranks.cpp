@@ -167,6 +167,9 @@ std::vector<Finding> rank_imbalance(const std::vector<RankDevice>& devices) {
 void detail::detect_rank_imbalance(const Trace& trace, Diagnosis& out) {
   std::vector<RankDevice> devices = rank_devices(trace);
   if (devices.empty()) {
+    // A trace of no distributed run has no ranks to compare: nothing to say. One rank's trace
+    // needs the others.
+    if (!trace.meta_int(store::meta_keys::kRank)) return;
     out.skipped.push_back({"rank-imbalance",
                            "one rank's trace: give the traces of every rank (`tidemark diagnose "
                            "run-*.db`) or a merged one (`tidemark merge`)"});

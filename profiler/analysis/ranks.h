@@ -70,7 +70,8 @@ inline constexpr int64_t kImbalanceMinBytes = int64_t{1} << 20;
 std::vector<Finding> rank_imbalance(const std::vector<RankDevice>& devices);
 
 namespace detail {
-// The registered detector: on a merged trace; skipped on one rank's trace.
+// The registered detector: on a merged trace; skipped on one rank's trace (meta `rank`); silent
+// on a trace of no distributed run.
 void detect_rank_imbalance(const Trace& trace, Diagnosis& out);
 }  // namespace detail
 

@@ -46,8 +46,12 @@ Trace Trace::open(const std::string& path, store::TraceReader::Require require) 
   t.origin_ns_ = first ? *first : start.value_or(0);
   auto end = last ? last : t.reader_->end_ts();
   t.end_ns_ = end && *end >= t.origin_ns_ ? *end : t.origin_ns_;
-  for (const store::DeviceRow& row : t.reader_->devices())
-    t.devices_.push_back({row.id, device_name(row.info.id), row.info.name, row.info.capacity});
+  for (const store::DeviceRow& row : t.reader_->devices()) {
+    DeviceRef d{row.id, device_name(row.info.id), row.info.name, row.info.capacity, row.info.rank,
+                device_name(row.info.rank ? row.info.rank_id : row.info.id)};
+    if (d.rank) d.name = "rank" + std::to_string(*d.rank) + "/" + d.local_name;
+    t.devices_.push_back(std::move(d));
+  }
   t.stack_depth_ = static_cast<int>(meta_u64(k::kStackDepth).value_or(0));
   t.imported_ = t.meta_text(k::kCommandLine).rfind("pytorch-snapshot:", 0) == 0;
   t.synthetic_times_ = meta_u64(k::kSyntheticTimes).value_or(0) != 0;
@@ -89,8 +93,9 @@ bool Trace::stack_truncated(uint64_t stack_id) const {
 
 const DeviceRef& Trace::device(std::string_view spec) const {
   std::string want(spec);
-  if (want == "cuda") want = "cuda:0";
-  if (want == "cpu:0") want = "cpu";
+  const size_t slash = want.find('/') + 1;  // a merged trace's "rank1/cuda" is rank1's cuda:0
+  if (want.substr(slash) == "cuda") want += ":0";
+  if (want.substr(slash) == "cpu:0") want.resize(want.size() - 2);
   for (const DeviceRef& d : devices_)
     if (d.name == want || d.description == spec) return d;
   std::string known;

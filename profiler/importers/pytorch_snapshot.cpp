@@ -340,6 +340,8 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   meta.start_ts_ns = t0;
   meta.synthetic_times = reader.synthetic_times_;
   meta.allocator_settings = reader.allocator_settings_;
+  meta.rank = options.rank;
+  meta.world_size = options.world_size;
   for (auto& [d, state] : states) {
     store::DeviceInfo info;
     info.id = device_id(d);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,6 +65,9 @@ struct ImportOptions {
   // Most trace entries and blocks a snapshot may expand to; 0: one per 16 bytes of pickle, at
   // least a million (Note [Expansion bound]). `tidemark import --max-events`.
   uint64_t max_events = 0;
+  // The rank of the process that took the snapshot (meta `rank`; `tidemark import --rank`, or
+  // the number in the file's name when several ranks' snapshots are imported together).
+  std::optional<int64_t> rank, world_size;
 };
 
 // Reads `pickle_path`, writes a finalized trace to `trace_path` (created or truncated). Throws

@@ -670,6 +670,11 @@ void compress_event_blocks(Db& db) {
     write.bind_blob(1, stored).bind(2, id).run();
   }
 }
+bool has_column(Db& db, const char* table, const char* column) {
+  for (Stmt s(db, ("PRAGMA table_info(" + std::string(table) + ")").c_str()); s.step();)
+    if (s.text(1) == column) return true;
+  return false;
+}
 }  // namespace
 
 void finalize(const std::string& path, const FinalizeOptions& options) {
@@ -679,6 +684,7 @@ void finalize(const std::string& path, const FinalizeOptions& options) {
   try {
     detail::Transaction tx(*db);
     if (version < 5) compress_event_blocks(*db);
+    if (version < 6 && !has_column(*db, "devices", "rank")) db->exec(detail::kDevicesV6);
     Finalizer(*db, options).run();
     tx.commit();
   } catch (const StoreError& e) {

@@ -88,11 +88,15 @@ class SqliteTraceWriter final : public TraceWriter {
       put_meta(k::kSyntheticTimes, int64_t{meta.synthetic_times});
       if (!meta.categories_inferred.empty()) put_meta(k::kCategoriesInferred, meta.categories_inferred);
       if (!meta.private_pools.empty()) put_meta(k::kPrivatePools, meta.private_pools);
+      if (meta.rank) put_meta(k::kRank, *meta.rank);
+      if (meta.world_size) put_meta(k::kWorldSize, *meta.world_size);
+      if (!meta.merged_ranks.empty()) put_meta(k::kMergedRanks, meta.merged_ranks);
       put_meta(k::kCleanEnd, int64_t{0});
       put_meta(k::kEventCount, int64_t{0});
       put_meta(k::kDroppedCount, int64_t{0});
       put_meta(k::kFinalized, int64_t{0});
-      add_device_ = Stmt(db_, "INSERT INTO devices (type, idx, name, capacity) VALUES (?, ?, ?, ?)");
+      add_device_ = Stmt(db_, "INSERT INTO devices (type, idx, name, capacity, rank, rank_idx) "
+                               "VALUES (?, ?, ?, ?, ?, ?)");
       for (const DeviceInfo& d : meta.devices) add_device(d);
       tx.commit();
     }
@@ -230,8 +234,10 @@ class SqliteTraceWriter final : public TraceWriter {
     add_device_.bind(1, d.id.type == ev::DeviceType::cuda ? "cuda" : "cpu")
         .bind(2, int{d.id.index})
         .bind(3, d.name)
-        .bind(4, d.capacity)
-        .run();
+        .bind(4, d.capacity);
+    if (d.rank) add_device_.bind(5, *d.rank).bind(6, int64_t{d.rank_id.index});
+    else add_device_.bind_null(5).bind_null(6);
+    add_device_.run();
     devices_.push_back(d.id);
   }
 

@@ -93,22 +93,22 @@ TEST(StoreReader, RefusesAnotherApplicationsSqliteFile) {
 }
 
 TEST(StoreReader, RefusesNewerAndOlderSchemaVersions) {
-  static_assert(st::kSchemaVersion == 5, "update the messages below");
+  static_assert(st::kSchemaVersion == 6, "update the messages below");
   std::string path = temp_path("version");
   st::TraceWriter::create(path, {})->close(0);
-  sql(path, "PRAGMA user_version = 6");
+  sql(path, "PRAGMA user_version = 7");
   EXPECT_EQ(open_error(path), path +
-                                  ": trace schema version 6 is newer than this build of Tidemark "
-                                  "reads (version 5); use a newer Tidemark");
+                                  ": trace schema version 7 is newer than this build of Tidemark "
+                                  "reads (version 6); use a newer Tidemark");
   EXPECT_THROW(st::finalize(path), st::StoreError);
   sql(path, "PRAGMA user_version = 0");
   EXPECT_EQ(open_error(path), path +
                                   ": trace schema version 0 is older than this build of Tidemark "
-                                  "reads (version 5); record it again");
+                                  "reads (version 6); record it again");
   // Too old to upgrade: finalize() refuses it too.
   EXPECT_EQ(open_error(path, st::TraceReader::Require::upgradable),
             path + ": trace schema version 0 is older than this build of Tidemark reads "
-                   "(version 5); record it again");
+                   "(version 6); record it again");
   EXPECT_THROW(st::finalize(path), st::StoreError);
   remove_trace(path);
 }
@@ -148,7 +148,7 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion1Trace) {
 
   const std::string refused = path +
                               ": trace schema version 1 is older than this build of Tidemark "
-                              "reads (version 5); `tidemark finalize " +
+                              "reads (version 6); `tidemark finalize " +
                               path + "` upgrades it";
   EXPECT_EQ(open_error(path), refused);
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized), refused);
@@ -163,7 +163,7 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion1Trace) {
   st::finalize(path);
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized), "(no error)");
   auto r = st::TraceReader::open(path, st::TraceReader::Require::finalized);
-  EXPECT_EQ(r.schema_version(), 5);
+  EXPECT_EQ(r.schema_version(), 6);
   EXPECT_EQ(r.meta_value("schema_version"), std::to_string(st::kSchemaVersion));
   std::vector<st::SegmentRow> segs = r.segments_where("ORDER BY addr", {});
   ASSERT_EQ(segs.size(), 2u);
@@ -221,9 +221,9 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion3Trace) {
   ASSERT_EQ(tl_test::make_schema_v3(path), "");
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
             path + ": trace schema version 3 is older than this build of Tidemark reads "
-                   "(version 5); `tidemark finalize " + path + "` upgrades it");
+                   "(version 6); `tidemark finalize " + path + "` upgrades it");
   st::finalize(path);
-  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), 5);
+  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), 6);
   EXPECT_EQ(dump(), before);
   remove_trace(path);
 }
@@ -271,14 +271,54 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion4Trace) {
   ASSERT_EQ(tl_test::make_schema_v4(path), "");
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
             path + ": trace schema version 4 is older than this build of Tidemark reads "
-                   "(version 5); `tidemark finalize " + path + "` upgrades it");
+                   "(version 6); `tidemark finalize " + path + "` upgrades it");
   st::finalize(path);
-  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), 5);
+  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), 6);
   EXPECT_EQ(dump(), before);
   EXPECT_EQ(rows(path, "SELECT * FROM tensors ORDER BY tensor_id"), tensors);
   // Every block is a zstd frame again (its magic number, little-endian).
   EXPECT_EQ(rows(path, "SELECT count(*) FROM event_blocks WHERE substr(data, 1, 4) <> x'28b52ffd'"),
             (std::vector<std::string>{"0"}));
+  remove_trace(path);
+}
+
+// Version 6 gave `devices` the columns `rank` and `rank_idx` (a merged trace's devices); a
+// version-5 file has neither: it is refused naming the upgrade, its raw tables still read, and
+// finalize() adds them (NULL: a device of no rank).
+TEST(StoreReader, FinalizeUpgradesASchemaVersion5Trace) {
+  std::string path = temp_path("v5");
+  {
+    st::TraceMeta meta;
+    meta.devices.push_back({ev::DeviceId{ev::DeviceType::cuda, 0}, "cuda:0 (X)", 80});
+    auto w = st::TraceWriter::create(path, meta);
+    ev::Event e;
+    e.kind = ev::Kind::alloc;
+    e.seq = 1;
+    e.ts_ns = 1000;
+    e.device = {ev::DeviceType::cuda, 0};
+    e.block.addr = 0x100000;
+    e.block.size = e.block.requested_size = 4096;
+    w->append(e, 0);
+    w->close(2000);
+  }
+  st::finalize(path);
+  sql(path, "ALTER TABLE devices DROP COLUMN rank; ALTER TABLE devices DROP COLUMN rank_idx; "
+            "PRAGMA user_version = 5");
+  EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
+            path + ": trace schema version 5 is older than this build of Tidemark reads "
+                   "(version 6); `tidemark finalize " + path + "` upgrades it");
+  {
+    auto r = st::TraceReader::open(path, st::TraceReader::Require::upgradable);
+    ASSERT_EQ(r.devices().size(), 1u);
+    EXPECT_FALSE(r.devices()[0].info.rank);
+  }
+  st::finalize(path);
+  auto r = st::TraceReader::open(path, st::TraceReader::Require::finalized);
+  EXPECT_EQ(r.schema_version(), 6);
+  ASSERT_EQ(r.devices().size(), 1u);
+  EXPECT_EQ(r.devices()[0].info.name, "cuda:0 (X)");
+  EXPECT_FALSE(r.devices()[0].info.rank);
+  EXPECT_EQ(r.peak(r.devices()[0].id, st::Curve::allocated)->bytes, 4096);
   remove_trace(path);
 }
 

@@ -87,7 +87,8 @@
 //    at least 4), and among them the loop covering the most allocations (iterations x G),
 //    which must be at least half of the device's allocations with frames and repeat: from the
 //    third iteration on, at least 90% of its allocations are from the call path of the one G
-//    before. An iteration begins
+//    before (data loading's allocations left out: a DataLoader's workers interleave them
+//    differently every iteration). An iteration begins
 //    where in the body the most frees come between two allocations (the last iteration's
 //    memory dies as the next begins; the anchor on a tie): a step ends before each
 //    iteration's first allocation after the first, and after the last iteration ("inferred
@@ -267,10 +268,13 @@ struct Run {
 }  // namespace
 
 std::vector<uint64_t> repetition_step_ends(const std::vector<PhaseEvent>& events) {
-  // The allocations with frames, in order: their positions in `events` and call paths.
+  // The allocations with frames, in order: their positions in `events` and call paths. Data
+  // loading's are left out: a DataLoader's workers interleave them with the loop's in a
+  // different order every iteration.
   std::vector<uint64_t> at, path;
   for (uint64_t i = 0; i < events.size(); ++i)
-    if (events[i].alloc && events[i].stack != 0) at.push_back(i), path.push_back(events[i].stack);
+    if (events[i].alloc && events[i].stack != 0 && events[i].phase != Phase::data)
+      at.push_back(i), path.push_back(events[i].stack);
   const size_t n = at.size();
   std::unordered_map<uint64_t, std::vector<uint32_t>> seen;  // call path -> its allocations
   for (size_t k = 0; k < n; ++k) seen[path[k]].push_back(static_cast<uint32_t>(k));
@@ -297,7 +301,9 @@ std::vector<uint64_t> repetition_step_ends(const std::vector<PhaseEvent>& events
   // Where in the body an iteration begins: r allocations before the anchor, where the frees
   // between two allocations are most (what the last iteration made dies as the next begins);
   // the anchor itself on a tie.
-  auto frees_before = [&](size_t k) { return k == 0 ? 0 : at[k] - at[k - 1] - 1; };
+  std::vector<uint32_t> frees(events.size() + 1, 0);  // frees among events[0, i)
+  for (size_t i = 0; i < events.size(); ++i) frees[i + 1] = frees[i] + (events[i].alloc ? 0 : 1);
+  auto frees_before = [&](size_t k) { return k == 0 ? 0 : frees[at[k]] - frees[at[k - 1] + 1]; };
   size_t r = 0, most = 0;
   for (size_t c = 0; c < g && c < ks[1]; ++c) {
     size_t f = 0;

@@ -91,8 +91,9 @@
 //    differently every iteration). An iteration begins
 //    where in the body the most frees come between two allocations (the last iteration's
 //    memory dies as the next begins; the anchor on a tie): a step ends before each
-//    iteration's first allocation after the first, and after the last iteration ("inferred
-//    from repeated allocations"). Loops inside an iteration (the layers of a model) recur at
+//    iteration's first allocation after the first, and after the last iteration, as many events
+//    after its last allocation as the one before had (not the teardown after the loop:
+//    "inferred from repeated allocations"). Loops inside an iteration (the layers of a model) recur at
 //    uneven distances and cannot be mistaken for it; a model built in a loop before training
 //    covers too little. A loop whose iterations allocate differently (a growing sequence
 //    length, data-dependent branches) gets no steps: none is invented.
@@ -319,8 +320,12 @@ std::vector<uint64_t> repetition_step_ends(const std::vector<PhaseEvent>& events
   if (10 * same < 9 * compared) return {};
   std::vector<uint64_t> ends;
   for (size_t j = 1; j < ks.size(); ++j) ends.push_back(at[ks[j] - r]);
-  // The last iteration ends before the first allocation after it, or with the trace.
-  ends.push_back(last < n ? at[last] : events.size());
+  // The last iteration ends as the one before it did, as many events after its last allocation
+  // (its own frees), not with what the program frees after the loop; at the latest before the
+  // first allocation after it.
+  const uint64_t tail = at[ks.back() - r] - at[ks.back() - r - 1] - 1;
+  const uint64_t after = last < n ? at[last] : events.size();
+  ends.push_back(std::min<uint64_t>(at[std::min(n, last) - 1] + 1 + tail, after));
   return ends;
 }
 

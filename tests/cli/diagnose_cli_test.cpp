@@ -118,6 +118,45 @@ TEST_F(DiagnoseCli, GraphRetentionNamesTheForwardOfTheAccumulatedLoss) {
   EXPECT_EQ(ids(d), std::set<std::string>{"grad-in-eval"}) << d.dump(2);
 }
 
+// The same pitfall as a PyTorch user brings it: a snapshot with frames and nothing else (no
+// categories, steps or scopes: `export --no-categories`). The importer infers the categories
+// and, from the loop's repeated allocations, the 20 steps (Note [Inferred categories], rule
+// 5), so graph-retention finds the same growth as on the recording, and says what it rests on.
+TEST_F(DiagnoseCli, GraphRetentionOnTheAccumulatedLossAsASnapshot) {
+  auto as_snapshot = [&](bool fixed) {
+    const std::string name = std::string("accumulated_loss") + (fixed ? "_fixed" : "");
+    const std::string pickle = (dir() / (name + ".pickle")).string(), db = (dir() / (name + "_imported.db")).string();
+    Result r = tidemark({"export", pitfall("accumulated_loss", fixed), "--format", "snapshot", "--no-categories",
+                         "-o", pickle});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    r = tidemark({"import", pickle, "-o", db});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.out.find("20 steps inferred from the repeated allocations"), std::string::npos) << r.out;
+    return db;
+  };
+  const json recorded = finding(diagnose(pitfall("accumulated_loss", false)), "graph-retention");
+  ASSERT_FALSE(recorded.is_null());
+  json d = diagnose(as_snapshot(false), kMemoryDetectors);
+  json f = finding(d, "graph-retention");
+  ASSERT_FALSE(f.is_null()) << d.dump(2);
+  // The growth per step within 1% (the fit's boundaries are where each iteration ends rather
+  // than where the program's step call began it).
+  auto growth = [](const json& g) {
+    const std::string text = g["evidence"][0][1];  // "2.26 MiB (2,374,647 bytes)"
+    std::string digits;
+    for (char c : text.substr(text.find('('))) if (c >= '0' && c <= '9') digits += c;
+    return std::stod(digits);
+  };
+  EXPECT_EQ(f["evidence"][0][0], "growth per step");
+  EXPECT_NEAR(growth(f), growth(recorded), 0.01 * growth(recorded));
+  EXPECT_EQ(f["site"], recorded["site"]);
+  bool inferred = false;
+  for (const json& e : f["evidence"])
+    inferred |= e[0] == "steps" && e[1].get<std::string>().find("repeated allocations") != std::string::npos;
+  EXPECT_TRUE(inferred) << f.dump(2);
+  EXPECT_EQ(ids(diagnose(as_snapshot(true), kMemoryDetectors)).count("graph-retention"), 0u);
+}
+
 TEST_F(DiagnoseCli, RetainedGraphNamesTheForwardWhoseActivationsOverlapTheNextStep) {
   json d = diagnose(pitfall("retain_graph", false), kMemoryDetectors);
   EXPECT_EQ(ids(d), std::set<std::string>{"retained-graph"}) << d.dump(2);

@@ -135,6 +135,12 @@ TEST(InferSteps, NoneIsInventedWhereNothingRepeats) {
   EXPECT_TRUE(repetition_step_ends(events("---")).empty());
 }
 
+TEST(InferSteps, TheLastIterationEndsBeforeTheTeardown) {
+  // After the loop the program frees what it kept (the accumulated graphs): the last step ends
+  // as the others, one free after its last allocation (position 12), not after the teardown.
+  EXPECT_EQ(repetition_step_ends(events("xa-xa-xa-xa-----")), (std::vector<uint64_t>{3, 6, 9, 12}));
+}
+
 TEST(InferSteps, OneAllocationPerIteration) {
   // A loop whose body allocates once (a batch kept in a list): every allocation is a step.
   EXPECT_EQ(repetition_step_ends(events("xxxx")), (std::vector<uint64_t>{1, 2, 3, 4}));

@@ -93,22 +93,22 @@ TEST(StoreReader, RefusesAnotherApplicationsSqliteFile) {
 }
 
 TEST(StoreReader, RefusesNewerAndOlderSchemaVersions) {
-  static_assert(st::kSchemaVersion == 5, "update the messages below");
+  static_assert(st::kSchemaVersion == 6, "update the messages below");
   std::string path = temp_path("version");
   st::TraceWriter::create(path, {})->close(0);
-  sql(path, "PRAGMA user_version = 6");
+  sql(path, "PRAGMA user_version = 7");
   EXPECT_EQ(open_error(path), path +
-                                  ": trace schema version 6 is newer than this build of Tidemark "
-                                  "reads (version 5); use a newer Tidemark");
+                                  ": trace schema version 7 is newer than this build of Tidemark "
+                                  "reads (version 6); use a newer Tidemark");
   EXPECT_THROW(st::finalize(path), st::StoreError);
   sql(path, "PRAGMA user_version = 0");
   EXPECT_EQ(open_error(path), path +
                                   ": trace schema version 0 is older than this build of Tidemark "
-                                  "reads (version 5); record it again");
+                                  "reads (version 6); record it again");
   // Too old to upgrade: finalize() refuses it too.
   EXPECT_EQ(open_error(path, st::TraceReader::Require::upgradable),
             path + ": trace schema version 0 is older than this build of Tidemark reads "
-                   "(version 5); record it again");
+                   "(version 6); record it again");
   EXPECT_THROW(st::finalize(path), st::StoreError);
   remove_trace(path);
 }
@@ -148,7 +148,7 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion1Trace) {
 
   const std::string refused = path +
                               ": trace schema version 1 is older than this build of Tidemark "
-                              "reads (version 5); `tidemark finalize " +
+                              "reads (version 6); `tidemark finalize " +
                               path + "` upgrades it";
   EXPECT_EQ(open_error(path), refused);
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized), refused);
@@ -221,7 +221,7 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion3Trace) {
   ASSERT_EQ(tl_test::make_schema_v3(path), "");
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
             path + ": trace schema version 3 is older than this build of Tidemark reads "
-                   "(version 5); `tidemark finalize " + path + "` upgrades it");
+                   "(version 6); `tidemark finalize " + path + "` upgrades it");
   st::finalize(path);
   EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), 5);
   EXPECT_EQ(dump(), before);
@@ -271,7 +271,7 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion4Trace) {
   ASSERT_EQ(tl_test::make_schema_v4(path), "");
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
             path + ": trace schema version 4 is older than this build of Tidemark reads "
-                   "(version 5); `tidemark finalize " + path + "` upgrades it");
+                   "(version 6); `tidemark finalize " + path + "` upgrades it");
   st::finalize(path);
   EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), 5);
   EXPECT_EQ(dump(), before);

@@ -163,7 +163,7 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion1Trace) {
   st::finalize(path);
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized), "(no error)");
   auto r = st::TraceReader::open(path, st::TraceReader::Require::finalized);
-  EXPECT_EQ(r.schema_version(), 5);
+  EXPECT_EQ(r.schema_version(), st::kSchemaVersion);
   EXPECT_EQ(r.meta_value("schema_version"), std::to_string(st::kSchemaVersion));
   std::vector<st::SegmentRow> segs = r.segments_where("ORDER BY addr", {});
   ASSERT_EQ(segs.size(), 2u);
@@ -223,7 +223,7 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion3Trace) {
             path + ": trace schema version 3 is older than this build of Tidemark reads "
                    "(version 6); `tidemark finalize " + path + "` upgrades it");
   st::finalize(path);
-  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), 5);
+  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), st::kSchemaVersion);
   EXPECT_EQ(dump(), before);
   remove_trace(path);
 }
@@ -273,12 +273,39 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion4Trace) {
             path + ": trace schema version 4 is older than this build of Tidemark reads "
                    "(version 6); `tidemark finalize " + path + "` upgrades it");
   st::finalize(path);
-  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), 5);
+  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), st::kSchemaVersion);
   EXPECT_EQ(dump(), before);
   EXPECT_EQ(rows(path, "SELECT * FROM tensors ORDER BY tensor_id"), tensors);
   // Every block is a zstd frame again (its magic number, little-endian).
   EXPECT_EQ(rows(path, "SELECT count(*) FROM event_blocks WHERE substr(data, 1, 4) <> x'28b52ffd'"),
             (std::vector<std::string>{"0"}));
+  remove_trace(path);
+}
+
+// Version 6 added the `collectives` table (derived): finalize upgrades a version 5 trace.
+TEST(StoreReader, FinalizeUpgradesASchemaVersion5Trace) {
+  std::string path = temp_path("v5");
+  {
+    auto w = st::TraceWriter::create(path, {});
+    ev::Event e;
+    e.kind = ev::Kind::sync;
+    e.seq = 1;
+    e.ts_ns = 100;
+    e.sync = {ev::SyncKind::item, 0, 5};
+    w->append(e, 0);
+    w->close(200);
+  }
+  st::finalize(path);
+  // What a version 5 file is: no collectives table.
+  sql(path, "DROP TABLE collectives; UPDATE meta SET value = 5 WHERE key = 'schema_version'; "
+            "PRAGMA user_version = 5");
+  EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
+            path + ": trace schema version 5 is older than this build of Tidemark reads "
+                   "(version 6); `tidemark finalize " + path + "` upgrades it");
+  st::finalize(path);
+  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), 6);
+  EXPECT_EQ(rows(path, "SELECT count(*) FROM collectives"), (std::vector<std::string>{"0"}));
+  EXPECT_EQ(rows(path, "SELECT kind, duration_ns FROM syncs"), (std::vector<std::string>{"item|5"}));
   remove_trace(path);
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include <fstream>
+#include <functional>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -80,33 +81,12 @@ void write_junit(analysis::OutputFile& out, const std::string& trace,
   out.commit();
 }
 
-}  // namespace
-
-int run_check(const CheckArgs& a) {
-  if (!a.max_peak_allocated && !a.max_peak_reserved && !a.max_leaked && !a.max_syncs_per_step &&
-      a.baseline.empty() && !a.no_findings)
-    throw UsageError(
-        "check: give at least one limit (--max-peak-allocated, --max-peak-reserved, "
-        "--max-leaked, --max-syncs-per-step, --baseline with --max-increase, "
-        "--no-findings)");
-  // Parse every limit before reading anything, so bad flags fail fast.
-  std::optional<uint64_t> max_alloc, max_reserved, max_leaked;
-  if (a.max_peak_allocated)
-    max_alloc = parse_size_option("--max-peak-allocated", *a.max_peak_allocated);
-  if (a.max_peak_reserved)
-    max_reserved = parse_size_option("--max-peak-reserved", *a.max_peak_reserved);
-  if (a.max_leaked) max_leaked = parse_size_option("--max-leaked", *a.max_leaked);
-  std::set<std::string> finding_ids;
-  if (a.no_findings) finding_ids = parse_finding_ids("--no-findings", *a.no_findings);
-  // Refused before anything is read when it is an input (Note [Output files]).
-  std::optional<analysis::OutputFile> junit;
-  if (!a.junit.empty()) {
-    std::vector<std::string> inputs{a.file};
-    if (!a.baseline.empty()) inputs.push_back(a.baseline);
-    junit.emplace(a.junit, inputs);
-  }
-
-  an::Trace t = open_trace(a.file);
+// The checks of one trace (`file`), limits parsed.
+std::vector<Result> checks_of(const CheckArgs& a, const std::string& file,
+                              std::optional<uint64_t> max_alloc, std::optional<uint64_t> max_reserved,
+                              std::optional<uint64_t> max_leaked,
+                              const std::set<std::string>& finding_ids) {
+  an::Trace t = open_trace(file);
   std::vector<Result> results;
   std::vector<an::DeviceSummary> devices;
   for (const an::DeviceRef& d : t.devices()) devices.push_back(an::summarize_device(t, d));
@@ -232,6 +212,91 @@ int run_check(const CheckArgs& a) {
     results.push_back(r);
   }
 
+  return results;
+}
+
+// Note [Several ranks] (cli/ranks.cpp): every rank's trace checked against the same limits; the
+// run fails when any rank fails, and says which.
+int check_ranks(const CheckArgs& a,
+                const std::function<std::vector<Result>(const std::string&)>& checks_of_file,
+                analysis::OutputFile* junit) {
+  const std::vector<RankedFile> ranks = ranked_files(a.files);
+  std::vector<Result> all;
+  std::vector<std::string> failed;
+  nlohmann::json arr = nlohmann::json::array(), failed_ranks = nlohmann::json::array();
+  for (const RankedFile& rank : ranks) {
+    const std::vector<Result> results = checks_of_file(rank.path);
+    bool ok = true;
+    nlohmann::json checks = nlohmann::json::array();
+    for (const Result& r : results) {
+      ok = ok && r.passed;
+      checks.push_back({{"check", r.name}, {"passed", r.passed}, {"message", r.message}});
+      all.push_back({fmt::format("rank{}.{}", rank.rank, r.name), r.passed, r.message});
+    }
+    if (!ok) {
+      failed.push_back(fmt::format("rank {} ({})", rank.rank, rank.path));
+      failed_ranks.push_back(rank.rank);
+    }
+    arr.push_back({{"rank", rank.rank}, {"path", rank.path}, {"passed", ok}, {"checks", checks}});
+    if (a.json) continue;
+    fmt::print("rank {} ({}):\n", rank.rank, rank.path);
+    for (const Result& r : results) {
+      std::string msg = r.message;
+      for (size_t pos = 0; (pos = msg.find('\n', pos)) != std::string::npos; pos += 8)
+        msg.replace(pos, 1, "\n        ");
+      fmt::print("  {} {}\n", r.passed ? "ok  " : "FAIL", msg);
+    }
+  }
+  std::string paths;
+  for (const RankedFile& rank : ranks) paths += (paths.empty() ? "" : ",") + rank.path;
+  if (junit) write_junit(*junit, paths, all);
+  if (a.json) {
+    std::cout << json_text(nlohmann::json{{"paths", a.files},
+                                          {"passed", failed.empty()},
+                                          {"failed_ranks", failed_ranks},
+                                          {"ranks", arr}})
+              << '\n';
+  } else {
+    std::string which;
+    for (const std::string& f : failed) which += (which.empty() ? "" : ", ") + f;
+    fmt::print("{} ranks: {}\n", ranks.size(),
+               failed.empty() ? std::string("all checks passed on every rank")
+                              : "check failed on " + which);
+  }
+  return failed.empty() ? kExitOk : kExitCheckFailed;
+}
+
+}  // namespace
+
+int run_check(const CheckArgs& a) {
+  if (!a.max_peak_allocated && !a.max_peak_reserved && !a.max_leaked && !a.max_syncs_per_step &&
+      a.baseline.empty() && !a.no_findings)
+    throw UsageError(
+        "check: give at least one limit (--max-peak-allocated, --max-peak-reserved, "
+        "--max-leaked, --max-syncs-per-step, --baseline with --max-increase, "
+        "--no-findings)");
+  // Parse every limit before reading anything, so bad flags fail fast.
+  std::optional<uint64_t> max_alloc, max_reserved, max_leaked;
+  if (a.max_peak_allocated)
+    max_alloc = parse_size_option("--max-peak-allocated", *a.max_peak_allocated);
+  if (a.max_peak_reserved)
+    max_reserved = parse_size_option("--max-peak-reserved", *a.max_peak_reserved);
+  if (a.max_leaked) max_leaked = parse_size_option("--max-leaked", *a.max_leaked);
+  std::set<std::string> finding_ids;
+  if (a.no_findings) finding_ids = parse_finding_ids("--no-findings", *a.no_findings);
+  // Refused before anything is read when it is an input (Note [Output files]).
+  std::optional<analysis::OutputFile> junit;
+  if (!a.junit.empty()) {
+    std::vector<std::string> inputs = a.files.empty() ? std::vector<std::string>{a.file} : a.files;
+    if (!a.baseline.empty()) inputs.push_back(a.baseline);
+    junit.emplace(a.junit, inputs);
+  }
+
+  if (a.files.size() > 1)  // Note [Several ranks] in cli/ranks.cpp
+    return check_ranks(a, [&](const std::string& file) {
+      return checks_of(a, file, max_alloc, max_reserved, max_leaked, finding_ids);
+    }, junit ? &*junit : nullptr);
+  std::vector<Result> results = checks_of(a, a.file, max_alloc, max_reserved, max_leaked, finding_ids);
   bool ok = true;
   for (const Result& r : results) ok = ok && r.passed;
   if (junit) write_junit(*junit, a.file, results);

@@ -33,6 +33,7 @@ int run_record(const RecordArgs& a);
 
 struct SummaryArgs {
   std::string file, device;
+  std::vector<std::string> files;  // several: one trace per rank (Note [Several ranks])
   bool json = false;
   size_t limit = 10;
 };
@@ -90,6 +91,7 @@ int run_diff(const DiffArgs& a);
 
 struct CheckArgs {
   std::string file;
+  std::vector<std::string> files;  // several: one trace per rank (Note [Several ranks])
   std::optional<std::string> max_peak_allocated, max_peak_reserved, max_leaked;
   std::optional<uint64_t> max_syncs_per_step;
   std::string baseline;
@@ -105,6 +107,7 @@ int run_check(const CheckArgs& a);
 
 struct DiagnoseArgs {
   std::string file;
+  std::vector<std::string> files;  // several: one trace per rank (Note [Several ranks])
   std::string only;  // comma-separated detector ids; empty: all
   bool json = false;
   bool all = false;  // minor findings too (Note [Severity])
@@ -135,8 +138,22 @@ int run_timeline(const TimelineArgs& a);
 
 // `onto`: a finalized trace recorded from the same run by libtidemark_inject.so ("": none);
 // the snapshot's blocks are lined up with its segments (profiler/importers/lineup.h).
-int run_import(const std::string& snapshot, const std::string& output, const std::string& onto,
-               uint64_t max_events);
+// Several snapshots: one per rank (the number in each name), merged into one trace.
+// `rank`: the rank of a single snapshot (meta `rank`).
+int run_import(const std::vector<std::string>& snapshots, const std::string& output,
+               const std::string& onto, uint64_t max_events, std::optional<int64_t> rank);
+// Several ranks' traces (cli/ranks.cpp, Note [Several ranks]).
+struct RankedFile {
+  int64_t rank = 0;
+  std::string path;
+};
+// The files' ranks (meta `rank`, else the number in the name), in rank order; throws
+// UsageError when they are not of one run (a rank twice, different world sizes, no rank).
+std::vector<RankedFile> ranked_files(const std::vector<std::string>& files);
+int run_summary_ranks(const SummaryArgs& a);
+int run_diagnose_ranks(const DiagnoseArgs& a);
+int run_merge(const std::vector<std::string>& inputs, const std::string& output, bool json);
+
 int run_export(const std::string& file, const std::string& format, const std::string& output,
                bool no_categories);
 

@@ -1,6 +1,7 @@
 // tidemark import and export: thin wrappers over profiler/importers and analysis/export.
 #include <fmt/core.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -13,18 +14,93 @@
 #include "profiler/importers/lineup.h"
 #include "profiler/importers/pytorch_snapshot.h"
 #include "profiler/analysis/export.h"
+#include "profiler/analysis/merge.h"
 #include "profiler/analysis/units.h"
 
 namespace tidemark::cli {
 
-int run_import(const std::string& snapshot, const std::string& output, const std::string& onto,
-               uint64_t max_events) {
+namespace {
+
+// Several ranks' snapshots (Note [Several ranks] in cli/ranks.cpp): each imported on its own
+// with its rank (the number in its name), then merged as `tidemark merge` merges traces.
+int import_ranks(const std::vector<std::string>& snapshots, const std::string& output,
+                 uint64_t max_events) {
+  std::vector<std::pair<int64_t, std::string>> ranked;
+  for (const std::string& s : snapshots) {
+    std::optional<int64_t> rank;
+    try {
+      rank = analysis::rank_from_file_name(s);
+    } catch (const analysis::MergeError& e) {
+      throw UsageError(e.what());
+    }
+    if (!rank)
+      throw UsageError(s + ": no rank in its name (snapshot_rank3.pickle, rank-1.pickle); import "
+                           "it alone with --rank N");
+    for (const auto& [r, other] : ranked)
+      if (r == *rank)
+        throw UsageError(other + " and " + s + ": both are rank " + std::to_string(r) +
+                         " by their names; give each rank's snapshot once");
+    ranked.emplace_back(*rank, s);
+  }
+  analysis::OutputFile out(output, snapshots);  // Note [Output files]
+  std::vector<std::string> temps, names;
+  struct Cleanup {
+    std::vector<std::string>* paths;
+    ~Cleanup() {
+      for (const std::string& p : *paths) {
+        std::error_code ec;
+        for (const char* side : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(p + side, ec);
+      }
+    }
+  } cleanup{&temps};
+  analysis::MergeResult merged;
+  try {
+    for (const auto& [rank, snapshot] : ranked) {
+      Progress p("importing " + snapshot);
+      importers::ImportOptions options;
+      options.max_events = max_events;
+      options.rank = rank;
+      temps.push_back(out.part_path() + ".rank" + std::to_string(rank));
+      names.push_back(snapshot);
+      importers::ImportStats s = importers::import_pytorch_snapshot(snapshot, temps.back(), options);
+      fmt::print("{}: rank {}: imported {} events, {} segments, {} devices\n", snapshot, rank, s.events,
+                 s.segments, s.devices);
+    }
+    Progress p("merging " + std::to_string(temps.size()) + " ranks");
+    merged = analysis::merge_ranks(temps, out.part_path(), names);
+  } catch (const importers::ImportError& e) {
+    throw UsageError(e.what());
+  } catch (const analysis::MergeError& e) {
+    throw UsageError(e.what());
+  }
+  store::remove_trace_sidecars(output);
+  out.commit();
+  for (const std::string& w : merged.warnings) fmt::print(stderr, "tidemark: warning: {}\n", w);
+  std::string devices;
+  for (const analysis::MergedRank& r : merged.ranks)
+    for (const std::string& d : r.devices) devices += (devices.empty() ? "" : ", ") + d;
+  fmt::print("merged {} ranks ({} events) into {}: {}\n", merged.ranks.size(), merged.events, output,
+             devices);
+  return kExitOk;
+}
+
+}  // namespace
+
+int run_import(const std::vector<std::string>& snapshots, const std::string& output,
+               const std::string& onto, uint64_t max_events, std::optional<int64_t> rank) {
+  if (snapshots.size() > 1) {
+    if (!onto.empty()) throw UsageError("--onto: takes one snapshot; import the ranks' one by one");
+    if (rank) throw UsageError("--rank: for one snapshot; several take their ranks from their names");
+    return import_ranks(snapshots, output, max_events);
+  }
+  const std::string& snapshot = snapshots.front();
   std::vector<std::string> inputs{snapshot};
   if (!onto.empty()) inputs.push_back(onto);
   analysis::OutputFile out(output, inputs);  // Note [Output files]
   importers::ImportStats s;
   importers::ImportOptions options;
   options.max_events = max_events;
+  options.rank = rank;
   try {
     Progress p("importing " + snapshot);
     if (!onto.empty()) {
@@ -54,7 +130,10 @@ int run_import(const std::string& snapshot, const std::string& output, const std
              s.segments, s.devices, output);
   if (s.annotations) fmt::print("  {} annotations (record_function ranges) as scopes\n", s.annotations);
   if (s.inferred_steps) fmt::print("  {} steps inferred from the annotations\n", s.inferred_steps);
-  if (s.frame_steps) fmt::print("  {} steps inferred from the {}'s frames\n", s.frame_steps, s.frame_steps_from);
+  if (s.frame_steps)
+    fmt::print("  {} steps inferred from {}\n", s.frame_steps,
+               s.frame_steps_from == "repetition" ? std::string("the repeated allocations of a loop")
+                                                  : "the " + s.frame_steps_from + "'s frames");
   if (!s.categories_inferred.empty())
     fmt::print("  allocation categories inferred from {}\n", s.categories_inferred);
   for (const importers::PrivatePool& p : s.private_pools)  // Note [Private pools]

@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
       command(app, "summary",
               "Peaks per device, top allocation sites at the peak, reserved memory by site, leaks",
               "tidemark summary run.db --device cuda:0 --json");
-  summary->add_option("file", sum.file, "Trace file")->required();
+  summary->add_option("file", sum.files, "Trace file (several: one per rank of a run)")->required();
   summary->add_option("--device", sum.device, "Only this device (cpu, cuda:0)");
   summary->add_option("--limit", sum.limit, "Sites listed")->check(kCount);
   summary->add_flag("--json", sum.json, "Print JSON (docs/cli.md)");
@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
   CLI::App* check = command(app, "check", "Fail (exit 1) when the trace breaks a limit: a CI gate",
                             "tidemark check run.db --max-peak-allocated 2GiB --max-leaked 0 "
                             "--junit check.xml");
-  check->add_option("file", chk.file, "Trace file")->required();
+  check->add_option("file", chk.files, "Trace file (several: one per rank of a run)")->required();
   check->add_option("--max-peak-allocated", chk.max_peak_allocated,
                     "Limit on the allocated peak of any device (512MiB, 2GiB, 1e9, bytes)");
   check->add_option("--max-peak-reserved", chk.max_peak_reserved,
@@ -262,7 +262,7 @@ int main(int argc, char** argv) {
   CLI::App* diagnose =
       command(app, "diagnose", "Name the memory pitfalls in a trace: evidence, code site, fix",
               "tidemark diagnose run.db --only graph-retention,sync-in-loop");
-  diagnose->add_option("file", dia.file, "Trace file")->required();
+  diagnose->add_option("file", dia.files, "Trace file (several: one per rank of a run)")->required();
   diagnose->add_option("--only", dia.only, "Only these detectors (comma-separated ids)");
   diagnose->add_flag("--all", dia.all,
                      "Also show minor findings (little at stake against the run's peak or "
@@ -309,13 +309,19 @@ int main(int argc, char** argv) {
              "lines (STACK A_BYTES B_BYTES) for flamegraph.pl's differential flame graphs",
              {diff_json, diff_limit});
 
-  std::string imp_in, imp_out, imp_onto;
+  std::vector<std::string> imp_in;
+  std::string imp_out, imp_onto;
+  std::optional<int64_t> imp_rank;
   uint64_t imp_max_events = 0;
   CLI::App* import = command(app, "import",
                              "Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) "
                              "into a trace",
                              "tidemark import snapshot.pickle -o run.db");
-  import->add_option("snapshot", imp_in, "The snapshot pickle")->required();
+  import->add_option("snapshot", imp_in,
+                     "The snapshot pickle (several: one per rank, the rank a number in each name)")
+      ->required();
+  import->add_option("--rank", imp_rank, "The rank of the process that took the snapshot")
+      ->check(kCount);
   import->add_option("-o,--output", imp_out, "Trace file to write")->required();
   import->add_option("--onto", imp_onto,
                      "A trace recorded from the same run with `tidemark record` (CUDA injection): "
@@ -324,6 +330,17 @@ int main(int argc, char** argv) {
                      "Most trace entries and blocks the snapshot may expand to (default: one per "
                      "16 bytes of the file, at least 1,000,000)")
       ->check(kCount);
+  std::vector<std::string> merge_in;
+  std::string merge_out;
+  bool merge_json = false;
+  CLI::App* merge = command(app, "merge",
+                            "Merge the traces of a run's ranks into one trace, a device per rank "
+                            "(rank1/cuda:0)",
+                            "tidemark merge run-*.db -o all.db");
+  merge->add_option("files", merge_in, "One trace per rank")->required();
+  merge->add_option("-o,--output", merge_out, "Trace file to write")->required();
+  merge->add_flag("--json", merge_json, "Print JSON (docs/cli.md)");
+
   std::string exp_in, exp_format, exp_out;
   CLI::App* exp =
       command(app, "export",
@@ -374,7 +391,10 @@ int main(int argc, char** argv) {
         return fail("record: no command given; usage: tidemark record [-o FILE] -- CMD [ARGS...]");
       return tc::run_record(rec);
     }
-    if (*summary) return tc::run_summary(sum);
+    if (*summary) {
+      sum.file = sum.files.front();
+      return sum.files.size() > 1 ? tc::run_summary_ranks(sum) : tc::run_summary(sum);
+    }
     if (*info) return tc::run_info(info_file, info_json);
     if (*finalize) return tc::run_finalize(fin_file, fin_force);
     if (*timeline) return tc::run_timeline(tla);
@@ -383,11 +403,18 @@ int main(int argc, char** argv) {
     if (*syncs) return tc::run_syncs(sync_args);
     if (*steps) return tc::run_steps(step_args);
     if (*watch) return tc::run_watch(wat);
-    if (*check) return tc::run_check(chk);
+    if (*check) {
+      chk.file = chk.files.front();
+      return tc::run_check(chk);
+    }
     if (*diff) return tc::run_diff(dif);
-    if (*diagnose) return tc::run_diagnose(dia);
+    if (*diagnose) {
+      dia.file = dia.files.front();
+      return dia.files.size() > 1 ? tc::run_diagnose_ranks(dia) : tc::run_diagnose(dia);
+    }
+    if (*merge) return tc::run_merge(merge_in, merge_out, merge_json);
     if (*replay) return tc::run_replay(rpl);
-    if (*import) return tc::run_import(imp_in, imp_out, imp_onto, imp_max_events);
+    if (*import) return tc::run_import(imp_in, imp_out, imp_onto, imp_max_events, imp_rank);
     if (*exp) return tc::run_export(exp_in, exp_format, exp_out, exp_no_categories);
   } catch (const tc::UsageError& e) {
     return fail(e.what());

@@ -12,12 +12,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <thread>
@@ -27,6 +29,7 @@
 #include "cli/common.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/units.h"
+#include "profiler/record/output_path.h"
 #include "profiler/record/recorder.h"
 #include "profiler/store/meta_keys.h"
 #include "profiler/store/trace_reader.h"
@@ -157,138 +160,10 @@ std::string inject_library() {
   return {};
 }
 
-}  // namespace
-
-int run_record(const RecordArgs& a) {
-  if (a.command.empty()) throw UsageError("record: no command given (tidemark record -- CMD ...)");
-  const int stacks = a.no_stacks ? 0 : a.stacks;
-
-  // A named output (without `%p`) is checked and locked before the program starts.
-  std::optional<RecordingLock> lock;
-  if (!a.output.empty() && a.output.find("%p") == std::string::npos) {
-    lock.emplace(a.output);  // Note [Recording lock]
-    struct stat st {};
-    if (::stat(a.output.c_str(), &st) == 0 && (!S_ISREG(st.st_mode) || st.st_size > 0)) {
-      if (store::is_trace_file(a.output)) {
-        fmt::print(stderr, "tidemark: {} holds an earlier trace: the recording replaces it\n",
-                   a.output);
-      } else if (!a.force) {
-        throw UsageError("-o " + a.output +
-                         ": the file exists and is not a Tidemark trace; recording would "
-                         "replace it (--force to do so)");
-      }
-    }
-  }
-
-  const std::string inject = a.no_cuda ? std::string() : inject_library();
-
-  // The exec result travels back through a close-on-exec pipe: empty on success, errno else.
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0)
-    throw UsageError(std::string("record: pipe: ") + std::strerror(errno));
-
-  // Resolve the output path before forking only when given; the default needs the child pid.
-  const pid_t self = ::getpid();  // the finalizer (getppid() in the child could already be 1)
-  // A trace whose recording started before this is not this run's (a file an earlier run left).
-  const int64_t started_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                      std::chrono::system_clock::now().time_since_epoch())
-                                      .count();
-  pid_t pid = ::fork();
-  if (pid < 0) throw UsageError(std::string("record: fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    ::close(fds[0]);
-    std::string out = a.output.empty() ? "tidemark-" + program_name(a.command[0]) + "-" +
-                                             std::to_string(::getpid()) + ".db"
-                                       : a.output;
-    ::setenv("TIDEMARK_OUTPUT", out.c_str(), 1);
-    ::setenv("TIDEMARK_STACKS", std::to_string(stacks).c_str(), 1);
-    ::setenv("TIDEMARK_TENSORS", a.no_tensors ? "0" : "1", 1);
-    ::setenv("TIDEMARK_FINALIZE", "0", 1);
-    ::setenv("TIDEMARK_FINALIZER_PID", std::to_string(self).c_str(), 1);  // this tidemark
-    // Processes the program starts write their own <stem>-<pid> files (docs/interpose.md).
-    ::setenv("TIDEMARK_ROOT_PID", std::to_string(::getpid()).c_str(), 1);
-    if (a.step_range) ::setenv("TIDEMARK_STEP_RANGE", a.step_range->c_str(), 1);
-    if (!inject.empty()) {
-      ::setenv("CUDA_INJECTION64_PATH", inject.c_str(), 1);
-      ::setenv("NVTX_INJECTION64_PATH", inject.c_str(), 1);
-    }
-    std::vector<char*> argv;
-    for (const std::string& s : a.command) argv.push_back(const_cast<char*>(s.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    int err = errno;
-    ssize_t ignored = ::write(fds[1], &err, sizeof err);
-    (void)ignored;
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  g_child = pid;
-  struct sigaction sa {};
-  sa.sa_handler = forward_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  struct sigaction old[std::size(kForwarded)] = {};
-  for (size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &sa, &old[i]);
-
-  int exec_errno = 0;
-  ssize_t n;
-  do n = ::read(fds[0], &exec_errno, sizeof exec_errno);
-  while (n < 0 && errno == EINTR);
-  ::close(fds[0]);
-
-  // The program's file: `%p` in -o is its pid (docs/recording.md), as the recorder expands it.
-  std::string path = a.output.empty() ? "tidemark-" + program_name(a.command[0]) + "-" +
-                                            std::to_string(pid) + ".db"
-                                      : a.output;
-  for (size_t at; (at = path.find("%p")) != std::string::npos;)
-    path.replace(at, 2, std::to_string(pid));
-  // --watch: `tidemark watch`'s lines on stderr while the program runs, until the trace is
-  // finalized below (or will not be: the program wrote none, or finalize failed).
-  struct WatchThread {
-    std::atomic<bool> over{false};
-    std::thread thread;
-    void end() {
-      over = true;
-      if (thread.joinable()) thread.join();
-    }
-    ~WatchThread() { end(); }
-  } watcher;
-  if (a.watch && n == 0) {
-    WatchArgs w;
-    w.file = path;
-    w.out = stderr;
-    w.stop = &watcher.over;  // also: wait for the file as long as the program runs
-    w.not_before_unix_ns = started_unix_ns;  // a file an earlier run left is not this one's
-    // The forwarded signals stay with this thread, which forwards them to the program.
-    sigset_t block, old_mask;
-    sigemptyset(&block);
-    for (int sig : kForwarded) sigaddset(&block, sig);
-    ::pthread_sigmask(SIG_BLOCK, &block, &old_mask);
-    watcher.thread = std::thread([w] {
-      try {
-        run_watch(w);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "tidemark: watch: %s\n", e.what());
-      }
-    });
-    ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-  }
-  auto end_watch = [&] { watcher.end(); };
-
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  g_child = 0;
-  for (size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &old[i], nullptr);
-
-  if (n == static_cast<ssize_t>(sizeof exec_errno))
-    throw UsageError("record: cannot run " + a.command[0] + ": " + std::strerror(exec_errno));
-
-  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (WIFSIGNALED(status))
-    fmt::print(stderr, "tidemark: {} was killed by signal {} ({})\n", a.command[0],
-               WTERMSIG(status), strsignal(WTERMSIG(status)));
-
+// Finalizes the program's trace at `path` and prints its summary; returns the exit status
+// (the program's `code`, unless the trace is unusable or --strict fails it).
+int finish_trace(const RecordArgs& a, const std::string& path, int code, int64_t started_unix_ns,
+                 const std::function<void()>& end_watch) {
   struct stat st {};
   // A recording that started before the program (an earlier run's file, left in place) is not
   // this run's: the program wrote none, and the old file is left as it was. (The program's
@@ -327,6 +202,202 @@ int run_record(const RecordArgs& a) {
     return code != 0 ? code : kExitUsage;
   }
   return code;
+}
+
+// The traces a run's ranks wrote for `pattern` (a name with %r, expanded by each rank) since
+// `started_unix_ns`, in rank order.
+std::vector<std::string> rank_files(const std::string& pattern, int64_t started_unix_ns) {
+  const std::filesystem::path p(pattern);
+  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
+  const std::string name = p.filename().string();
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string file = entry.path().filename().string();
+    if (!record::matches_output_pattern(name, file)) continue;
+    const std::string full = p.has_parent_path() ? (dir / file).string() : file;
+    if (!store::is_trace_file(full)) continue;
+    try {
+      const auto meta = store::TraceReader::open(full, store::TraceReader::Require::upgradable).meta();
+      if (meta.start_unix_ns < started_unix_ns) continue;  // an earlier run's
+    } catch (const std::exception&) {
+      // unreadable: finalize says what is wrong with it
+    }
+    out.push_back(full);
+  }
+  std::sort(out.begin(), out.end(), [](const std::string& x, const std::string& y) {
+    return std::make_pair(x.size(), x) < std::make_pair(y.size(), y);  // run-2 before run-10
+  });
+  return out;
+}
+
+}  // namespace
+
+int run_record(const RecordArgs& a) {
+  if (a.command.empty()) throw UsageError("record: no command given (tidemark record -- CMD ...)");
+  const int stacks = a.no_stacks ? 0 : a.stacks;
+
+  // Note [Output patterns]: the rank of this process, when mpirun started it (`mpirun -np 2
+  // tidemark record -o run-%r.db -- prog`); none when this command starts mpirun (`tidemark
+  // record -o run-%r.db -- mpirun -np 2 prog`): then each rank names its own file, found below.
+  const record::RankEnv ranks = record::rank_from_env();
+  if (std::string problem = record::shared_file_problem(a.output, ranks);
+      !a.output.empty() && !problem.empty())
+    throw UsageError("-o " + problem);
+  const bool ranks_name_files = record::has_pattern(a.output, 'r') && !ranks.rank;
+  // The default name is the program's by its pid, expanded here (the program's own children,
+  // `sh -c 'prog'`, record into it too); a rank's also names the rank, which its recorder
+  // expands (Note [Output patterns]: a name without %r under several ranks is refused).
+  auto pattern_of = [&](pid_t child) {
+    if (!a.output.empty()) return a.output;
+    std::string name;
+    for (char c : program_name(a.command[0])) name += c == '%' ? "%%" : std::string(1, c);
+    return "tidemark-" + name + (ranks.rank ? "-rank%r-" : "-") + std::to_string(child) + ".db";
+  };
+  auto output_of = [&](pid_t child) {
+    return record::expand_output_path(pattern_of(child), child, ranks).path;
+  };
+
+  // A named output (without `%p`, and with a known rank for `%r`) is checked and locked before
+  // the program starts.
+  std::optional<RecordingLock> lock;
+  if (!a.output.empty() && !record::has_pattern(a.output, 'p') && !ranks_name_files) {
+    const std::string fixed = output_of(0);
+    lock.emplace(fixed);  // Note [Recording lock]
+    struct stat st {};
+    if (::stat(fixed.c_str(), &st) == 0 && (!S_ISREG(st.st_mode) || st.st_size > 0)) {
+      if (store::is_trace_file(fixed)) {
+        fmt::print(stderr, "tidemark: {} holds an earlier trace: the recording replaces it\n",
+                   fixed);
+      } else if (!a.force) {
+        throw UsageError("-o " + fixed +
+                         ": the file exists and is not a Tidemark trace; recording would "
+                         "replace it (--force to do so)");
+      }
+    }
+  }
+
+  const std::string inject = a.no_cuda ? std::string() : inject_library();
+
+  // The exec result travels back through a close-on-exec pipe: empty on success, errno else.
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw UsageError(std::string("record: pipe: ") + std::strerror(errno));
+
+  // Resolve the output path before forking only when given; the default needs the child pid.
+  const pid_t self = ::getpid();  // the finalizer (getppid() in the child could already be 1)
+  // A trace whose recording started before this is not this run's (a file an earlier run left).
+  const int64_t started_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count();
+  pid_t pid = ::fork();
+  if (pid < 0) throw UsageError(std::string("record: fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::close(fds[0]);
+    // The pattern itself: the recorder expands it in each process that records (each rank).
+    ::setenv("TIDEMARK_OUTPUT", pattern_of(::getpid()).c_str(), 1);
+    ::setenv("TIDEMARK_STACKS", std::to_string(stacks).c_str(), 1);
+    ::setenv("TIDEMARK_TENSORS", a.no_tensors ? "0" : "1", 1);
+    ::setenv("TIDEMARK_FINALIZE", "0", 1);
+    ::setenv("TIDEMARK_FINALIZER_PID", std::to_string(self).c_str(), 1);  // this tidemark
+    // Processes the program starts write their own <stem>-<pid> files (docs/interpose.md).
+    ::setenv("TIDEMARK_ROOT_PID", std::to_string(::getpid()).c_str(), 1);
+    if (a.step_range) ::setenv("TIDEMARK_STEP_RANGE", a.step_range->c_str(), 1);
+    if (!inject.empty()) {
+      ::setenv("CUDA_INJECTION64_PATH", inject.c_str(), 1);
+      ::setenv("NVTX_INJECTION64_PATH", inject.c_str(), 1);
+    }
+    std::vector<char*> argv;
+    for (const std::string& s : a.command) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    int err = errno;
+    ssize_t ignored = ::write(fds[1], &err, sizeof err);
+    (void)ignored;
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  g_child = pid;
+  struct sigaction sa {};
+  sa.sa_handler = forward_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  struct sigaction old[std::size(kForwarded)] = {};
+  for (size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &sa, &old[i]);
+
+  int exec_errno = 0;
+  ssize_t n;
+  do n = ::read(fds[0], &exec_errno, sizeof exec_errno);
+  while (n < 0 && errno == EINTR);
+  ::close(fds[0]);
+
+  // The program's file: `%p` in -o is its pid (docs/recording.md), as the recorder expands it.
+  const std::string path = output_of(pid);
+  // --watch: `tidemark watch`'s lines on stderr while the program runs, until the trace is
+  // finalized below (or will not be: the program wrote none, or finalize failed).
+  struct WatchThread {
+    std::atomic<bool> over{false};
+    std::thread thread;
+    void end() {
+      over = true;
+      if (thread.joinable()) thread.join();
+    }
+    ~WatchThread() { end(); }
+  } watcher;
+  if (a.watch && n == 0 && ranks_name_files)
+    fmt::print(stderr, "tidemark: --watch: each rank names its own file ({}); watch one with "
+                       "`tidemark watch FILE`\n", a.output);
+  if (a.watch && n == 0 && !ranks_name_files) {
+    WatchArgs w;
+    w.file = path;
+    w.out = stderr;
+    w.stop = &watcher.over;  // also: wait for the file as long as the program runs
+    w.not_before_unix_ns = started_unix_ns;  // a file an earlier run left is not this one's
+    // The forwarded signals stay with this thread, which forwards them to the program.
+    sigset_t block, old_mask;
+    sigemptyset(&block);
+    for (int sig : kForwarded) sigaddset(&block, sig);
+    ::pthread_sigmask(SIG_BLOCK, &block, &old_mask);
+    watcher.thread = std::thread([w] {
+      try {
+        run_watch(w);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "tidemark: watch: %s\n", e.what());
+      }
+    });
+    ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  }
+  auto end_watch = [&] { watcher.end(); };
+
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
+  for (size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &old[i], nullptr);
+
+  if (n == static_cast<ssize_t>(sizeof exec_errno))
+    throw UsageError("record: cannot run " + a.command[0] + ": " + std::strerror(exec_errno));
+
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (WIFSIGNALED(status))
+    fmt::print(stderr, "tidemark: {} was killed by signal {} ({})\n", a.command[0],
+               WTERMSIG(status), strsignal(WTERMSIG(status)));
+
+  if (!ranks_name_files) return finish_trace(a, path, code, started_unix_ns, end_watch);
+  end_watch();
+  // The ranks' files, which only they could name (Note [Output patterns]).
+  const std::vector<std::string> found = rank_files(a.output, started_unix_ns);
+  if (found.empty()) {
+    fmt::print(stderr, "tidemark: {} wrote no trace named like {} (is it linked with "
+                       "Tidemark::autostart?)\n", a.command[0], a.output);
+    return code;
+  }
+  int result = code;
+  for (const std::string& f : found) {
+    const int c = finish_trace(a, f, code, started_unix_ns, [] {});
+    if (c != code) result = c;
+  }
+  return result;
 }
 
 }  // namespace tidemark::cli

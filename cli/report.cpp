@@ -234,16 +234,34 @@ namespace {
 // per stack, its frames outermost first joined by ';' (without the C runtime's start-up
 // frames: analysis::startup_frames), a space, then its bytes. A ';' inside a
 // frame would split it, so it becomes ','; an allocation without a stack is "(no stack)".
+// With user frames (the default) each run of library frames is one frame, as in the GUI's
+// flame graph (Note [Folded library frames]); `--frames all` keeps every frame.
 std::string folded_stack(const an::Trace& t, const an::Group& g) {
+  if (g.frames.empty()) return g.label;
   // A stack cut short by the capture depth lacks its outer callers: it hangs from one frame
   // that says so, rather than passing its outermost recorded frame off as a root.
   std::string line = an::group_truncated(t, g) ? an::cut_stack_frame(t.stack_depth()) + ";" : "";
-  const auto outermost = g.frames.rbegin() + static_cast<long>(an::startup_frames(g.frames));
-  for (auto it = outermost; it != g.frames.rend(); ++it) {
-    if (it != outermost) line += ';';
-    for (char c : *it) line += c == ';' ? ',' : c;
+  const size_t n = g.frames.size() - an::startup_frames(g.frames);
+  auto frame = [&](size_t k) -> const std::string& { return g.frames[n - 1 - k]; };  // outermost first
+  std::vector<bool> library;
+  for (size_t k = 0; k < n; ++k) library.push_back(n - 1 - k < g.library.size() && g.library[n - 1 - k]);
+  const auto runs = t.frames_mode() == an::Frames::user ? an::library_runs(library)
+                                                         : std::vector<std::pair<size_t, size_t>>{};
+  auto put = [&](std::string_view f, bool first) {
+    if (!first) line += ';';
+    for (char c : f) line += c == ';' ? ',' : c;
+  };
+  auto run = runs.begin();
+  for (size_t k = 0; k < n;) {
+    if (run != runs.end() && run->first == k) {
+      put(an::folded_frame_label(run->second - run->first, frame(k)), k == 0);
+      k = run++->second;
+    } else {
+      put(frame(k), k == 0);
+      ++k;
+    }
   }
-  return g.frames.empty() ? g.label : line;
+  return line;
 }
 
 void print_folded(const an::Trace& t, const std::vector<an::Group>& groups) {
@@ -420,9 +438,11 @@ int run_steps(const SimpleArgs& a) {
   }
   fmt::print("{}: {} steps on {}{}\n", a.file, steps.size(), d.name,
              !inferred ? std::string()
-             // Note [Inferred categories] names frame steps "inferred from optimizer frames".
-             : inferred->ends_with("frames") ? " (inferred from the " + *inferred + ")"
-                                             : " (inferred from the " + *inferred + " annotations)");
+             // Note [Inferred categories] names frame steps "inferred from optimizer frames" and
+             // repetition's "inferred from repeated allocations".
+             : inferred->ends_with("frames") || inferred->ends_with("allocations")
+                 ? " (inferred from the " + *inferred + ")"
+                 : " (inferred from the " + *inferred + " annotations)");
   fmt::print("  {:>6} {:>10} {:>12} {:>12} {:>12} {:>8} {:>6}\n", "step", "start", "duration",
              "live at start", "peak alloc", "allocs", "syncs");
   for (const an::StepStats& s : steps)

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "profiler/record/output_path.h"
 #include "profiler/record/recorder.h"
 
 namespace tidemark::interpose {
@@ -37,17 +38,20 @@ bool open_in_this_process(const std::string& path) {
   return false;
 }
 
-std::string choose_path() {
+// The file name as a pattern, which record::start expands (Note [Output patterns] in
+// profiler/record/output_path.h).
+std::string choose_pattern() {
   const char* out = std::getenv("TIDEMARK_OUTPUT");
   std::string path = out && *out ? out : "tidemark-%p.db";
   const char* root = std::getenv("TIDEMARK_ROOT_PID");
   const std::string pid = std::to_string(getpid());
-  if (root && *root && pid != root && path.find("%p") == std::string::npos) {
-    // A child of the recorded program: its own file, next to the parent's.
+  if (root && *root && pid != root && !record::has_pattern(path, 'p') &&
+      !record::has_pattern(path, 'r')) {
+    // A child of the recorded program: its own file, next to the parent's. (A name with %p or
+    // %r is each process's own already: the ranks of an MPI run started by the program.)
     std::filesystem::path p(path);
     path = (p.parent_path() / (p.stem().string() + "-" + pid + p.extension().string())).string();
   }
-  for (size_t pos; (pos = path.find("%p")) != std::string::npos;) path.replace(pos, 2, pid);
   return path;
 }
 
@@ -74,16 +78,18 @@ bool ensure_recording() noexcept {
     if (g_tried) return g_running;
     g_tried = true;
     record::Options options = record::options_from_env();
-    options.path = choose_path();
+    options.path = choose_pattern();
+    const std::string path =
+        record::expand_output_path(options.path, getpid(), record::rank_from_env()).path;
     const char* root = std::getenv("TIDEMARK_ROOT_PID");
     if (root && *root && std::to_string(getpid()) != root) options.finalize = true;
-    if (open_in_this_process(options.path)) {
-      warn("injection off: " + options.path +
+    if (open_in_this_process(path)) {
+      warn("injection off: " + path +
            " is already being recorded by the program itself (Tidemark::autostart)");
       return false;
     }
     record::start(options);
-    g_path = options.path;
+    g_path = path;
     g_stack_depth.store(options.stack_depth);
     g_running = true;
     std::atexit(stop_at_exit);

@@ -8,8 +8,9 @@
 namespace tidemark::interpose {
 
 // Starts the recorder (idempotent, thread-safe, never throws). The trace is TIDEMARK_OUTPUT
-// ("%p": the pid), default tidemark-<pid>.db. A process other than the one `tidemark record`
-// started (TIDEMARK_ROOT_PID) writes <stem>-<pid><ext> and finalizes it itself. Returns false,
+// ("%p": the pid, "%r": the rank; Note [Output patterns]), default tidemark-<pid>.db. A process
+// other than the one `tidemark record` started (TIDEMARK_ROOT_PID) writes <stem>-<pid><ext>
+// (unless the name has %p or %r) and finalizes it itself. Returns false,
 // having printed one line saying why, when recording is off.
 bool ensure_recording() noexcept;
 

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "profiler/analysis/memory.h"
+#include "profiler/analysis/ranks.h"
 #include "profiler/analysis/steps.h"
 #include "profiler/analysis/trace.h"
 
@@ -49,6 +50,9 @@ std::vector<Entry>& registry() {
        detail::detect_copy_instead_of_view},
       {{"pinned-growth", "pinned host memory or prefetched input growing with DataLoader workers"},
        detail::detect_pinned_growth},
+      {{"rank-imbalance",
+        "one rank of a distributed run peaking well above the others (Note [Rank imbalance])"},
+       detail::detect_rank_imbalance},
   };
   return entries;
 }

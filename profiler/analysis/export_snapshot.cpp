@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "profiler/analysis/export.h"
+#include "profiler/analysis/site_rule.h"
 #include "profiler/analysis/trace.h"
 #include "profiler/importers/pickle_writer.h"
 #include "profiler/store/sqlite_db.h"
@@ -464,20 +465,37 @@ class SnapshotWriter {
       return;
     }
     Batched list(w_);
-    if (stack_id != 0)
-      for (uint64_t ip : trace_.reader().stack(stack_id)) frames_of(ip, list);
+    if (stack_id != 0) {
+      // Note [The recorder's own frames]: addresses wholly the recorder's (an unoptimised
+      // build's), then the inlined ones of the first address left.
+      const std::vector<uint64_t> ips = trace_.reader().stack(stack_id);
+      size_t first = 0;
+      auto own = [&](uint64_t ip) {
+        const std::vector<store::ResolvedFrame> fs = trace_.reader().frames(ip);
+        return !fs.empty() && std::all_of(fs.begin(), fs.end(), is_recorder_frame);
+      };
+      while (first < ips.size() && own(ips[first])) ++first;
+      for (size_t i = first; i < ips.size(); ++i) frames_of(ips[i], list, i == first);
+    }
     list.finish();
     stacks_.emplace(stack_id, w_.memoize());
   }
 
-  // The frames of one return address (inlined ones first), each frame dict memoized.
-  void frames_of(uint64_t ip, Batched& list) {
-    auto it = ips_.find(ip);
-    if (it != ips_.end()) {
+  // The frames of one return address (inlined ones first), each frame dict memoized; a
+  // stack's innermost without the recorder's own (Note [The recorder's own frames]).
+  void frames_of(uint64_t ip, Batched& list, bool innermost) {
+    auto& ips = innermost ? innermost_ips_ : ips_;
+    auto it = ips.find(ip);
+    if (it != ips.end()) {
       for (uint32_t idx : it->second) list.item(), w_.get(idx);
       return;
     }
     std::vector<store::ResolvedFrame> fs = trace_.reader().frames(ip);
+    if (innermost) {
+      size_t own = 0;
+      while (own < fs.size() && is_recorder_frame(fs[own])) ++own;
+      if (own < fs.size()) fs.erase(fs.begin(), fs.begin() + static_cast<long>(own));
+    }
     if (fs.empty()) fs.push_back({});
     std::vector<uint32_t> memo;  // not consecutive: strings met on the way are memoized too
     for (const store::ResolvedFrame& f : fs) {
@@ -491,7 +509,7 @@ class SnapshotWriter {
       w_.setitems();
       memo.push_back(w_.memoize());
     }
-    ips_.emplace(ip, std::move(memo));
+    ips.emplace(ip, std::move(memo));
   }
 
   // TL_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF text, `key:value,key:value`, as a dict; a value in
@@ -558,6 +576,7 @@ class SnapshotWriter {
   std::unordered_map<std::string, uint32_t, StringHash, std::equal_to<>> strings_;
   std::unordered_map<uint64_t, uint32_t> stacks_;
   std::unordered_map<uint64_t, std::vector<uint32_t>> ips_;  // ip -> its frame dicts' memo
+  std::unordered_map<uint64_t, std::vector<uint32_t>> innermost_ips_;  // ... as a stack's innermost
 };
 
 }  // namespace

@@ -86,6 +86,11 @@ bool is_autograd_engine(const store::ResolvedFrame& f) {
 }  // namespace
 
 // Note [Allocation site] in trace.h.
+bool is_recorder_frame(const store::ResolvedFrame& f) {
+  const std::string_view name = qualified_name(f.function);
+  return name.starts_with("tidemark::events::") || name.starts_with("tidemark::record::");
+}
+
 bool is_library_frame(const store::ResolvedFrame& f, bool by_path) {
   if (is_runtime(f)) return true;
   std::string_view name = qualified_name(f.function);

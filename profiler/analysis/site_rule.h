@@ -29,6 +29,18 @@ std::string file_basename(const std::string& path);
 // `profiler/`).
 bool is_library_frame(const store::ResolvedFrame& f, bool by_path = true);
 
+// Note [The recorder's own frames]
+// The recorder captures a stack in its sink, which the producer called through
+// events::dispatch. The capture skips the recorder's own frames, but the call into the sink is
+// inlined in the producer's function (the allocator's `deliver`), so the innermost return
+// address resolves to dispatch's inlined frames -- `tidemark::events::dispatch`, its loop over
+// the sinks and its lambda -- above the producer's own (in an unoptimised build they are frames
+// of their own, and so are the recorder's `tidemark::record::` ones). They are the profiler's,
+// not the program's: Trace drops them from the innermost end of every stack, with either
+// Frames mode, as folded stacks and flame graphs drop the C runtime's start-up frames from the
+// outermost end.
+bool is_recorder_frame(const store::ResolvedFrame& f);
+
 // The frame Note [Allocation site] picks among a stack's frames (innermost first, inlined
 // frames expanded; unresolved ones have an empty function); empty when none is resolved.
 std::optional<store::ResolvedFrame> pick_site(std::span<const store::ResolvedFrame* const> frames,

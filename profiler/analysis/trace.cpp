@@ -46,8 +46,12 @@ Trace Trace::open(const std::string& path, store::TraceReader::Require require) 
   t.origin_ns_ = first ? *first : start.value_or(0);
   auto end = last ? last : t.reader_->end_ts();
   t.end_ns_ = end && *end >= t.origin_ns_ ? *end : t.origin_ns_;
-  for (const store::DeviceRow& row : t.reader_->devices())
-    t.devices_.push_back({row.id, device_name(row.info.id), row.info.name, row.info.capacity});
+  for (const store::DeviceRow& row : t.reader_->devices()) {
+    DeviceRef d{row.id, device_name(row.info.id), row.info.name, row.info.capacity, row.info.rank,
+                device_name(row.info.rank ? row.info.rank_id : row.info.id)};
+    if (d.rank) d.name = "rank" + std::to_string(*d.rank) + "/" + d.local_name;
+    t.devices_.push_back(std::move(d));
+  }
   t.stack_depth_ = static_cast<int>(meta_u64(k::kStackDepth).value_or(0));
   t.imported_ = t.meta_text(k::kCommandLine).rfind("pytorch-snapshot:", 0) == 0;
   t.synthetic_times_ = meta_u64(k::kSyntheticTimes).value_or(0) != 0;
@@ -89,8 +93,9 @@ bool Trace::stack_truncated(uint64_t stack_id) const {
 
 const DeviceRef& Trace::device(std::string_view spec) const {
   std::string want(spec);
-  if (want == "cuda") want = "cuda:0";
-  if (want == "cpu:0") want = "cpu";
+  const size_t slash = want.find('/') + 1;  // a merged trace's "rank1/cuda" is rank1's cuda:0
+  if (want.substr(slash) == "cuda") want += ":0";
+  if (want.substr(slash) == "cpu:0") want.resize(want.size() - 2);
   for (const DeviceRef& d : devices_)
     if (d.name == want || d.description == spec) return d;
   std::string known;
@@ -126,11 +131,30 @@ std::string frame_label(const store::ResolvedFrame& f) {
 
 }  // namespace
 
+template <class F>
+void Trace::for_each_frame(uint64_t stack_id, F&& f) const {
+  if (stack_id == 0) return;
+  bool innermost = true;  // still among the recorder's own frames
+  for (uint64_t ip : reader_->stack(stack_id)) {
+    const auto& fs = frames(ip);
+    if (fs.empty()) {
+      innermost = false;
+      f(ip, nullptr);
+    }
+    for (const store::ResolvedFrame& r : fs) {
+      if (innermost && is_recorder_frame(r)) continue;
+      innermost = false;
+      f(ip, &r);
+    }
+  }
+}
+
 std::optional<store::ResolvedFrame> Trace::site_frame(uint64_t stack_id) const {
-  if (stack_id == 0) return std::nullopt;
   std::vector<const store::ResolvedFrame*> fs;
-  for (uint64_t ip : reader_->stack(stack_id))
-    for (const store::ResolvedFrame& f : frames(ip)) fs.push_back(&f);
+  for_each_frame(stack_id, [&](uint64_t, const store::ResolvedFrame* r) {
+    if (r) fs.push_back(r);
+  });
+  if (fs.empty()) return std::nullopt;
   return pick_site(fs, frames_mode_);
 }
 
@@ -156,24 +180,17 @@ const Site& Trace::site(uint64_t stack_id) const {
 
 std::vector<std::string> Trace::stack_frames(uint64_t stack_id) const {
   std::vector<std::string> out;
-  if (stack_id == 0) return out;
-  for (uint64_t ip : reader_->stack(stack_id)) {
-    const auto& fs = frames(ip);
-    if (fs.empty()) out.push_back(hex(ip));
-    for (const store::ResolvedFrame& f : fs) out.push_back(frame_label(f));
-  }
+  for_each_frame(stack_id, [&](uint64_t ip, const store::ResolvedFrame* r) {
+    out.push_back(r ? frame_label(*r) : hex(ip));
+  });
   return out;
 }
 
 std::vector<bool> Trace::library_frames(uint64_t stack_id) const {
   std::vector<bool> out;
-  if (stack_id == 0) return out;
-  for (uint64_t ip : reader_->stack(stack_id)) {
-    const auto& fs = frames(ip);
-    if (fs.empty()) out.push_back(true);  // unresolved: never a site either
-    for (const store::ResolvedFrame& f : fs)
-      out.push_back(f.function.empty() || is_library_frame(f));
-  }
+  for_each_frame(stack_id, [&](uint64_t, const store::ResolvedFrame* r) {
+    out.push_back(!r || r->function.empty() || is_library_frame(*r));  // unresolved: never a site
+  });
   return out;
 }
 

@@ -20,12 +20,15 @@
 namespace tidemark::analysis {
 
 // A device of the trace: `id` is the `devices.id` the derived tables use; `name` is "cpu" or
-// "cuda:0"; `description` the recorded name ("cuda:0 (NVIDIA H200)").
+// "cuda:0" ("rank1/cuda:0" in a merged trace: Note [Merged devices] in merge.h);
+// `description` the recorded name ("cuda:0 (NVIDIA H200)").
 struct DeviceRef {
   int64_t id = 0;
   std::string name;
   std::string description;
   uint64_t capacity = 0;
+  std::optional<int64_t> rank;  // a merged trace's: the rank the device belongs to
+  std::string local_name;       // its name in that rank's trace ("cuda:0"); else `name`
 };
 
 // Where an allocation (or sync) came from. Note [Allocation site]: the innermost frame of its
@@ -136,6 +139,11 @@ class Trace {
   mutable std::map<uint64_t, Site> sites_;
   mutable std::map<uint64_t, std::vector<store::ResolvedFrame>> frames_;
   const std::vector<store::ResolvedFrame>& frames(uint64_t ip) const;
+  // Calls f(ip, frame) for each frame of a stack, innermost first, inlined frames expanded;
+  // `frame` is null for an address without resolved frames. Without the recorder's own
+  // innermost frames (Note [The recorder's own frames] in site_rule.h).
+  template <class F>
+  void for_each_frame(uint64_t stack_id, F&& f) const;
 };
 
 // A row of the `tensors` table (docs/trace-format.md): a tensor or view, dtype and op resolved.

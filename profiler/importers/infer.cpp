@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_map>
 
 // Note [Inferred categories]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -74,7 +75,26 @@
 //    one with a fused update (tensorlib's Adam, PyTorch's `fused=True`) one run, its states
 //    on the first step: with at most one optimizer run and more than one backward run, a
 //    step ends at the end of each backward run instead ("inferred from backward frames"; a
-//    loop that accumulates gradients over several backwards then shows each as a step).
+//    loop that accumulates gradients over several backwards then shows each as a step). A
+//    backward that checkpointing interrupts with recomputes is one backward run.
+// 5. Steps, when rule 4 finds none (no optimizer that allocates, no repeated backward: an
+//    evaluation loop, plain SGD, a loop the frames do not name): from repetition. A loop's
+//    body makes the same allocations from the same call paths in the same order every
+//    iteration, so a call path that allocates once per iteration recurs at a fixed distance
+//    (in allocations) G: its occurrences mark where the iterations begin. The rule takes the
+//    call paths that allocate at least 3 times, each time G allocations after the last (the
+//    first gap may be longer: a first iteration that also makes lazy state, when there are
+//    at least 4), and among them the loop covering the most allocations (iterations x G),
+//    which must be at least half of the device's allocations with frames and repeat: from the
+//    third iteration on, at least 90% of its allocations are from the call path of the one G
+//    before. An iteration begins
+//    where in the body the most frees come between two allocations (the last iteration's
+//    memory dies as the next begins; the anchor on a tie): a step ends before each
+//    iteration's first allocation after the first, and after the last iteration ("inferred
+//    from repeated allocations"). Loops inside an iteration (the layers of a model) recur at
+//    uneven distances and cannot be mistaken for it; a model built in a loop before training
+//    covers too little. A loop whose iterations allocate differently (a growing sequence
+//    length, data-dependent branches) gets no steps: none is invented.
 //
 // What the rules cannot see: a parameter allocated inside the loop (lazy modules), gradients
 // made outside backward (`p.grad = ...`), a cache a forward fills, what a custom autograd
@@ -246,6 +266,58 @@ struct Run {
 
 }  // namespace
 
+std::vector<uint64_t> repetition_step_ends(const std::vector<PhaseEvent>& events) {
+  // The allocations with frames, in order: their positions in `events` and call paths.
+  std::vector<uint64_t> at, path;
+  for (uint64_t i = 0; i < events.size(); ++i)
+    if (events[i].alloc && events[i].stack != 0) at.push_back(i), path.push_back(events[i].stack);
+  const size_t n = at.size();
+  std::unordered_map<uint64_t, std::vector<uint32_t>> seen;  // call path -> its allocations
+  for (size_t k = 0; k < n; ++k) seen[path[k]].push_back(static_cast<uint32_t>(k));
+  // The best loop: its anchor's occurrences (iteration starts) and its length G.
+  const std::vector<uint32_t>* best = nullptr;
+  size_t best_g = 0;
+  auto better = [&](const std::vector<uint32_t>& ks, size_t g) {
+    if (!best) return true;
+    const size_t cover = ks.size() * g, best_cover = best->size() * best_g;
+    if (cover != best_cover) return cover > best_cover;
+    if (ks.size() != best->size()) return ks.size() > best->size();
+    return ks.front() < best->front();  // the earliest call path of a loop begins its iterations
+  };
+  for (const auto& [p, ks] : seen) {
+    if (ks.size() < 3) continue;
+    const size_t g = ks.back() - ks[ks.size() - 2];
+    bool regular = ks[1] - ks[0] >= g && (ks.size() >= 4 || ks[1] - ks[0] == g);
+    for (size_t j = 2; j < ks.size() && regular; ++j) regular = ks[j] - ks[j - 1] == g;
+    if (regular && better(ks, g)) best = &ks, best_g = g;
+  }
+  if (!best || 2 * best->size() * best_g < n) return {};
+  const std::vector<uint32_t>& ks = *best;
+  const size_t g = best_g;
+  // Where in the body an iteration begins: r allocations before the anchor, where the frees
+  // between two allocations are most (what the last iteration made dies as the next begins);
+  // the anchor itself on a tie.
+  auto frees_before = [&](size_t k) { return k == 0 ? 0 : at[k] - at[k - 1] - 1; };
+  size_t r = 0, most = 0;
+  for (size_t c = 0; c < g && c < ks[1]; ++c) {
+    size_t f = 0;
+    for (size_t j = 1; j < ks.size(); ++j) f += frees_before(ks[j] - c);
+    if (f > most) most = f, r = c;
+  }
+  // The body repeats, not only its anchor: each allocation from the third iteration on against
+  // the one an iteration before (the first may differ: it makes lazy state).
+  const size_t from = ks[1] - r + g;
+  const size_t last = ks.back() - r + g;  // the first allocation after the last iteration
+  size_t same = 0, compared = 0;
+  for (size_t k = from; k < std::min(n, last); ++k, ++compared) same += path[k] == path[k - g];
+  if (10 * same < 9 * compared) return {};
+  std::vector<uint64_t> ends;
+  for (size_t j = 1; j < ks.size(); ++j) ends.push_back(at[ks[j] - r]);
+  // The last iteration ends before the first allocation after it, or with the trace.
+  ends.push_back(last < n ? at[last] : events.size());
+  return ends;
+}
+
 Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& events) {
   using C = events::Category;
   Result out;
@@ -327,11 +399,26 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
   // Rule 4: the optimizer's runs end the steps; when it has at most one (an optimizer that
   // allocates only its states, on its first step: fused kernels) but backward ran more than
   // once, each backward run ends one instead.
-  const bool by_backward = out.runs[static_cast<size_t>(Phase::optimizer)] <= 1 &&
-                           out.runs[static_cast<size_t>(Phase::backward)] > 1;
-  out.step_basis = by_backward ? Phase::backward : Phase::optimizer;
-  for (const Run& r : runs)
-    if (r.phase == out.step_basis) out.step_ends.push_back(events[r.last - 1].ts);
+  // A backward that checkpointing interrupts with recomputes is one backward: its runs and
+  // the recomputes between them end one step, after the last.
+  std::vector<uint64_t> optimizer_ends, backward_ends;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto in_backward = [&](size_t j) {
+      return j < runs.size() && (runs[j].phase == Phase::backward || runs[j].phase == Phase::recompute);
+    };
+    if (runs[i].phase == Phase::optimizer) optimizer_ends.push_back(runs[i].last);
+    if (runs[i].phase == Phase::backward && !in_backward(i + 1)) backward_ends.push_back(runs[i].last);
+    if (runs[i].phase == Phase::recompute && !in_backward(i + 1) && i > 0 && in_backward(i - 1))
+      backward_ends.push_back(runs[i].last);
+  }
+  const bool by_backward = optimizer_ends.size() <= 1 && backward_ends.size() > 1;
+  out.step_ends = by_backward ? backward_ends : optimizer_ends;  // a run's last position: after it
+  if (!out.step_ends.empty()) {
+    out.step_basis = by_backward ? StepBasis::backward : StepBasis::optimizer;
+  } else {
+    out.step_ends = repetition_step_ends(events);  // rule 5
+    if (!out.step_ends.empty()) out.step_basis = StepBasis::repetition;
+  }
 
   // A block a forward (beginning after position p) kept until pf_pos, not freed by a backward:
   // an activation when no backward began before its free (a graph that never ran backward)

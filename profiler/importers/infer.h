@@ -78,17 +78,27 @@ struct PhaseEvent {
   uint64_t ts = 0;
   Phase phase = Phase::none;
   bool alloc = false;
+  uint64_t stack = 0;  // an alloc's call path (any id its frames share; 0: no frames)
 };
+
+// What the inferred step boundaries come from (Note [Inferred categories], rules 4 and 5).
+enum class StepBasis : uint8_t { none, optimizer, backward, repetition };
 
 struct Result {
   std::vector<events::Category> categories;  // one per block, in the order given
   // Runs of one phase (consecutive classified events of that phase), by phase.
   uint64_t runs[kPhases] = {};
-  // Step boundaries inferred from the optimizer's runs, or the backward's when the optimizer
-  // left at most one (`step_basis`): the end of each (Note [Inferred categories], rule 4).
+  // Step boundaries, as positions in `events` (a step comes just before events[p]; p ==
+  // events.size(): after the last): the end of each optimizer run, or backward run when the
+  // optimizer left at most one, or else of each repetition of the allocations (`step_basis`:
+  // Note [Inferred categories], rules 4 and 5).
   std::vector<uint64_t> step_ends;
-  Phase step_basis = Phase::optimizer;
+  StepBasis step_basis = StepBasis::none;
 };
+
+// Rule 5: the ends of the iterations of a loop that makes the same allocations, in the same
+// order, every time (positions in `events`, as Result::step_ends), or none.
+std::vector<uint64_t> repetition_step_ends(const std::vector<PhaseEvent>& events);
 
 // The categories of `blocks` on one device, whose allocs and frees are `events`.
 Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& events);

@@ -238,7 +238,7 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
       if (!known) meta.devices.push_back(d);
     }
     writing = true;
-    writer = store::TraceWriter::create(trace_path, meta);
+    writer = store::TraceWriter::create(trace_path, meta, store::Journal::none);
     writer->add_modules(recorded.modules());
     for (const auto& n : rec_nodes) writer->add_stack_node(n.id, n.parent, n.ip);
     for (const auto& n : snap.nodes)
@@ -261,6 +261,7 @@ LineupStats import_pytorch_snapshot_onto(const std::string& pickle_path,
     for (const auto& n : rec_nodes)
       if (!native->count(n.ip)) (*native)[n.ip] = recorded.frames(n.ip);
     store::FinalizeOptions options;
+    options.journal = store::Journal::none;  // Note [Part files]
     options.symbolize = [native,
                          snapshot_frames](uint64_t ip) -> std::vector<store::ResolvedFrame> {
       if (ip & kSnapshotIp)

@@ -340,6 +340,8 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   meta.start_ts_ns = t0;
   meta.synthetic_times = reader.synthetic_times_;
   meta.allocator_settings = reader.allocator_settings_;
+  meta.rank = options.rank;
+  meta.world_size = options.world_size;
   for (auto& [d, state] : states) {
     store::DeviceInfo info;
     info.id = device_id(d);
@@ -426,28 +428,60 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   for (auto& [d, t] : reader.traces_) cursors.push_back({d, &t, 0});
   size_t next_annotation = 0;
   // Steps from the optimizer's frames when no annotation gave any (Note [Inferred categories],
-  // rule 4), each after the entries at its time.
-  std::vector<std::pair<uint64_t, int>> frame_steps;
-  if (rule == StepRule::none)
+  // rule 4); from the repeated allocations (rule 5) only when no device's frames gave any, and
+  // then from the one device with the most iterations (the same loop drives every GPU: their
+  // repetitions would be the same steps again). Each comes between two entries of its device
+  // (by order, not time: a fast loop's entries share microseconds). Per device, the entries a
+  // step comes just before (entries.size(): after the last).
+  std::map<int, std::vector<uint64_t>> frame_steps;
+  infer::StepBasis step_basis = infer::StepBasis::none;
+  if (rule == StepRule::none) {
     for (auto& [d, i] : inferred)
-      for (uint64_t ts : i.step_ends)
-        if (d != kPinnedHost) frame_steps.emplace_back(ts, d);  // the GPUs' steps: the same iterations
-  std::sort(frame_steps.begin(), frame_steps.end());
-  size_t next_frame_step = 0;
+      if (d != kPinnedHost && !i.step_ends.empty() &&
+          (i.step_basis == infer::StepBasis::optimizer || i.step_basis == infer::StepBasis::backward)) {
+        frame_steps[d] = i.step_ends;  // the GPUs' steps: the same iterations
+        step_basis = i.step_basis;
+      }
+    if (frame_steps.empty()) {
+      const snapshot::DeviceInference* most = nullptr;
+      int most_device = 0;
+      for (auto& [d, i] : inferred)
+        if (d != kPinnedHost && i.step_basis == infer::StepBasis::repetition &&
+            (!most || i.step_ends.size() > most->step_ends.size()))
+          most = &i, most_device = d;
+      if (most) {
+        frame_steps[most_device] = most->step_ends;
+        step_basis = infer::StepBasis::repetition;
+      }
+    }
+  }
+  const char* step_name = step_basis == infer::StepBasis::backward     ? "inferred from backward frames"
+                          : step_basis == infer::StepBasis::repetition ? "inferred from repeated allocations"
+                                                                       : "inferred from optimizer frames";
+  std::map<int, size_t> next_frame_step;
+  // The next frame step due on a device whose entries before it are all written, if any; its
+  // time is the last entry's (a step sits between entries of one time by its order).
+  auto due_frame_step = [&]() -> bool {
+    for (Cursor& k : cursors) {
+      auto it = frame_steps.find(k.device);
+      if (it == frame_steps.end()) continue;
+      size_t& next = next_frame_step[k.device];
+      if (next == it->second.size() || it->second[next] > k.next) continue;
+      ++next;
+      const uint64_t ts = k.next > 0 ? (*k.entries)[k.next - 1].time_ns
+                                     : k.next < k.entries->size() ? (*k.entries)[k.next].time_ns : t0;
+      out.step(devices[k.device], ts, ++steps, step_name);
+      return true;
+    }
+    return false;
+  };
   Contexts contexts(out, reader);
   uint64_t last_ts = t0;
   for (;;) {
     Cursor* c = nullptr;
     for (Cursor& k : cursors)
       if (k.next < k.entries->size() && (!c || (*k.entries)[k.next].time_ns < (*c->entries)[c->next].time_ns)) c = &k;
-    if (next_frame_step < frame_steps.size() &&
-        (!c || frame_steps[next_frame_step].first < (*c->entries)[c->next].time_ns)) {
-      auto [ts, d] = frame_steps[next_frame_step++];
-      out.step(devices[d], ts, ++steps,
-               inferred[d].step_basis == infer::Phase::backward ? "inferred from backward frames"
-                                                                 : "inferred from optimizer frames");
-      continue;
-    }
+    if (due_frame_step()) continue;
     if (next_annotation < annotations.size()) {
       const Annotation& a = annotations[next_annotation];
       if (!c || a.time_ns < (*c->entries)[c->next].time_ns ||
@@ -513,9 +547,10 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   stats.context_scopes = contexts.scopes();
   stats.inferred_steps = frame_steps.empty() ? steps : 0;
   stats.frame_steps = frame_steps.empty() ? 0 : steps;
-  for (const auto& [d, i] : inferred)
-    if (!i.step_ends.empty() && d != kPinnedHost)
-      stats.frame_steps_from = i.step_basis == infer::Phase::backward ? "backward" : "optimizer";
+  if (!frame_steps.empty())
+    stats.frame_steps_from = step_basis == infer::StepBasis::backward     ? "backward"
+                             : step_basis == infer::StepBasis::repetition ? "repetition"
+                                                                          : "optimizer";
   stats.categories_inferred = meta.categories_inferred;
   stats.synthetic_times = reader.synthetic_times_;
   stats.notes = reader.notes_.lines();
@@ -572,7 +607,7 @@ ImportStats import_input(detail::Input input, const std::string& trace_path, con
         std::move(input), source_name,
         [&](const store::TraceMeta& meta) -> store::TraceWriter& {
           writing = true;
-          writer = store::TraceWriter::create(trace_path, meta);
+          writer = store::TraceWriter::create(trace_path, meta, store::Journal::none);
           return *writer;
         },
         &symbolize, &end_ts, options);
@@ -580,6 +615,7 @@ ImportStats import_input(detail::Input input, const std::string& trace_path, con
     writer.reset();
     phase("closed");
     store::FinalizeOptions options;
+    options.journal = store::Journal::none;  // Note [Part files]
     options.symbolize = symbolize;
     store::finalize(trace_path, options);
     phase("finalized");

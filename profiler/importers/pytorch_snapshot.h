@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,8 +44,9 @@ struct ImportStats {
   uint64_t context_scopes = 0;
   uint64_t inferred_steps = 0;   // step events inferred from them (Note [Inferred steps])
   // Step events inferred from the optimizer's frames instead, or the backward's when the
-  // optimizer left none to go by (`frame_steps_from`: "optimizer", "backward"), when no
-  // annotation gave any (Note [Inferred categories], rule 4).
+  // optimizer left none to go by, or else from the repeated allocations of a loop
+  // (`frame_steps_from`: "optimizer", "backward", "repetition"), when no annotation gave any
+  // (Note [Inferred categories], rules 4 and 5).
   uint64_t frame_steps = 0;
   std::string frame_steps_from;
   bool synthetic_times = false;  // the snapshot had no times: events are in entry order
@@ -63,10 +65,16 @@ struct ImportOptions {
   // Most trace entries and blocks a snapshot may expand to; 0: one per 16 bytes of pickle, at
   // least a million (Note [Expansion bound]). `tidemark import --max-events`.
   uint64_t max_events = 0;
+  // The rank of the process that took the snapshot (meta `rank`; `tidemark import --rank`, or
+  // the number in the file's name when several ranks' snapshots are imported together).
+  std::optional<int64_t> rank, world_size;
 };
 
 // Reads `pickle_path`, writes a finalized trace to `trace_path` (created or truncated). Throws
 // ImportError, naming the file and the problem; a partly written `trace_path` is removed.
+// `trace_path` is written without a journal (Note [Part files] in store/trace_writer.cpp):
+// give it a part file to rename into place, as `tidemark import` does, where a killed import
+// must not leave a broken file behind.
 ImportStats import_pytorch_snapshot(const std::string& pickle_path, const std::string& trace_path,
                                     const ImportOptions& options = {});
 

@@ -65,6 +65,7 @@ DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Ent
   std::unordered_map<uint64_t, size_t> open;  // addr -> index in blocks
   // Block index -> entry index (SIZE_MAX: a start block).
   std::vector<size_t> entry_of;
+  std::vector<size_t> entry_of_event;  // event position -> entry index
   for (const StartBlock& s : start) {
     infer::Block b;
     b.before_trace = true;
@@ -102,7 +103,8 @@ DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Ent
       out.annotations_used = true;
     }
     const uint64_t position = events.size();
-    events.push_back({e.time_ns, rp.phase, alloc});
+    entry_of_event.push_back(i);
+    events.push_back({e.time_ns, rp.phase, alloc, alloc ? static_cast<uint64_t>(e.frames) : 0});
     if (alloc) {
       infer::Block b;
       b.alloc_event = position;
@@ -131,7 +133,10 @@ DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Ent
     else
       out.entries[entry_of[k]] = c;
   }
-  out.step_ends = std::move(r.step_ends);
+  // A step before event p comes before its entry; after the last event, after its entry.
+  for (uint64_t p : r.step_ends)
+    out.step_ends.push_back(p < entry_of_event.size() ? entry_of_event[p]
+                                                      : (entry_of_event.empty() ? 0 : entry_of_event.back() + 1));
   out.step_basis = r.step_basis;
   for (size_t k = 0; k < out.runs.size(); ++k) out.runs[k] = r.runs[k];
   return out;

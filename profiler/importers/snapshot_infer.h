@@ -23,8 +23,10 @@ struct StartBlock {
 struct DeviceInference {
   std::vector<ev::Category> entries;  // per trace entry (an alloc's category; unknown for others)
   std::vector<ev::Category> start;    // per StartBlock
-  std::vector<uint64_t> step_ends;    // Note [Inferred categories], rule 4
-  infer::Phase step_basis = infer::Phase::optimizer;  // whose runs end the steps
+  // Note [Inferred categories], rules 4 and 5: a step comes just before each of these
+  // entries (entries.size(): after the last).
+  std::vector<uint64_t> step_ends;
+  infer::StepBasis step_basis = infer::StepBasis::none;  // what ends the steps
   std::array<uint64_t, infer::kPhases> runs{};     // runs per phase (infer::Phase)
   bool annotations_used = false;      // an annotation gave an event its phase
   bool any = false;                   // some block got a category other than unknown

@@ -43,6 +43,7 @@
 #include <thread>
 #include <vector>
 
+#include "profiler/record/output_path.h"
 #include "profiler/record/stacks.h"
 #include "profiler/store/trace_writer.h"
 
@@ -167,12 +168,6 @@ std::string read_cmdline() {
     if (c == '\0') c = ' ';
   while (!raw.empty() && raw.back() == ' ') raw.pop_back();
   return raw;
-}
-
-std::string expand_path(std::string path) {
-  for (size_t pos; (pos = path.find("%p")) != std::string::npos;)
-    path.replace(pos, 2, std::to_string(getpid()));
-  return path;
 }
 
 bool wants_stack(ev::Kind k) {
@@ -622,7 +617,17 @@ void start(const Options& options) {
   if (g_current) throw std::runtime_error("tidemark: already recording to " + g_current->options().path);
   Options o = options;
   if (o.path.empty()) throw std::runtime_error("tidemark: no output path given");
-  o.path = expand_path(o.path);
+  // Note [Output patterns]: %p, %r and %% expanded here, in the recorded process.
+  const RankEnv ranks = rank_from_env();
+  if (std::string problem = shared_file_problem(o.path, ranks); !problem.empty())
+    throw std::runtime_error("tidemark: cannot record to " + problem);
+  const ExpandedPath expanded = expand_output_path(o.path, getpid(), ranks);
+  if (expanded.rank_missing)
+    std::fprintf(stderr,
+                 "tidemark: %s: no rank in the environment (OMPI_COMM_WORLD_RANK, PMI_RANK, "
+                 "RANK), so %%r is 0: recording to %s\n",
+                 o.path.c_str(), expanded.path.c_str());
+  o.path = expanded.path;
   if (o.stack_depth < 0 || o.stack_depth > kMaxStackDepth)
     throw std::runtime_error("tidemark: stack depth must be 0-64, got " + std::to_string(o.stack_depth));
   o.ring_bytes = std::bit_ceil(std::max<size_t>(o.ring_bytes, 64 << 10));
@@ -635,6 +640,8 @@ void start(const Options& options) {
   gethostname(host, sizeof host - 1);
   meta.host = host;
   meta.pid = getpid();
+  meta.rank = ranks.rank;
+  meta.world_size = ranks.rank ? ranks.world_size : std::nullopt;
   // `tidemark record` finalizes after the program exits (TIDEMARK_FINALIZE=0): its pid tells a
   // follower (`tidemark watch`) that a finalize is still coming. Not for a process that
   // finalizes its own file (the program's children, which inherit the variable).

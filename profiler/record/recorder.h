@@ -12,7 +12,7 @@
 namespace tidemark::record {
 
 struct Options {
-  std::string path;             // the trace file ("%p" is replaced by the pid)
+  std::string path;  // the trace file: %p the pid, %r the rank, %% a % (Note [Output patterns])
   int stack_depth = 0;          // native frames per stack: 0 (off) to 64
   bool tensors = true;          // record storage and tensor births and deaths
   bool finalize = true;         // build the derived tables when recording stops

@@ -682,14 +682,21 @@ void compress_event_blocks(Db& db) {
     write.bind_blob(1, stored).bind(2, id).run();
   }
 }
+bool has_column(Db& db, const char* table, const char* column) {
+  for (Stmt s(db, ("PRAGMA table_info(" + std::string(table) + ")").c_str()); s.step();)
+    if (s.text(1) == column) return true;
+  return false;
+}
 }  // namespace
 
 void finalize(const std::string& path, const FinalizeOptions& options) {
   int version = 0;
   auto db = detail::open_trace(path, Db::Mode::read_write, detail::Need::upgradable, &version);
+  if (options.journal == Journal::none) detail::write_without_journal(*db);
   try {
     detail::Transaction tx(*db);
     if (version < 5) compress_event_blocks(*db);
+    if (version < 6 && !has_column(*db, "devices", "rank")) db->exec(detail::kDevicesV6);
     Finalizer(*db, options).run();
     tx.commit();
   } catch (const StoreError& e) {
@@ -713,7 +720,8 @@ void finalize(const std::string& path, const FinalizeOptions& options) {
   // checkpoint that fails (no room for the main file to grow) leaves the -wal whole; the next
   // writer, or reader that can, folds it in.
   try {
-    db->exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    if (options.journal == Journal::none) db->exec("PRAGMA journal_mode = WAL");
+    else db->exec("PRAGMA wal_checkpoint(TRUNCATE)");
   } catch (const StoreError&) {
   }
 }

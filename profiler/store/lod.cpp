@@ -170,8 +170,34 @@ void decode_lod_chunk(int level, std::span<const uint8_t> stored, int64_t rows,
   if (!r.done()) r.fail("bytes after the last row");
 }
 
+// Note [LOD builder memory]
+// A trace of millions of changes keeps them (48 bytes each) until finalize writes the levels.
+// A growing vector would copy them at every doubling and the kernel zero twice the pages it
+// ends with (a fifth of a 1 GB import's finalize was page clearing in those copies), so they
+// go in fixed blocks. The levels above 0 are not built as whole vectors either: `add` counts
+// each level's buckets as the changes arrive (a change opens a bucket at level L exactly when
+// it opens one at every level below, so the count stops at the first level it does not), which
+// is all Note [LOD levels]' storing rule needs; `write` then decides the stored levels and
+// builds them in one pass, each level holding its open bucket and handing a closed one to the
+// level above and, when stored, to a chunk of at most kLodChunkRows rows.
+
+void LodBuilder::add(uint64_t ts, uint64_t seq, const Curves& after) {
+  if (blocks_.empty() || blocks_.back().size() == kBlockPoints) {
+    blocks_.emplace_back();
+    blocks_.back().reserve(kBlockPoints);
+  }
+  blocks_.back().push_back({ts, seq, after});
+  for (int l = 1; l <= kMaxLodLevel; ++l) {
+    const uint64_t w = lod_width_ns(l), t = ts / w * w;
+    if (size_ > 0 && bucket_[l] == t) break;
+    bucket_[l] = t;
+    ++buckets_[l];
+  }
+  ++size_;
+}
+
 void LodBuilder::write(Db& db, int64_t device) {
-  if (points_.empty()) return;
+  if (size_ == 0) return;
   Stmt chunk_row(db,
                  "INSERT INTO memory_lod (device, level, chunk, min_t, max_t, first_seq, last_seq, "
                  "rows, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
@@ -209,55 +235,84 @@ void LodBuilder::write(Db& db, int64_t device) {
     return r;
   };
 
-  // Level 0 goes out chunk by chunk and level 1 is built straight from the changes, so no
-  // level-0 row is held beyond its chunk (the changes are 48 bytes each, a row 128).
+  // Level 0: every change, chunk by chunk.
   std::vector<LodRow> part;
   part.reserve(kLodChunkRows);
   int64_t chunk = 0;
-  for (size_t i = 0; i < points_.size(); i += kLodChunkRows) {
+  auto flush0 = [&] {
+    if (!part.empty()) put_chunk(0, chunk++, part);
     part.clear();
-    for (size_t j = i; j < std::min(points_.size(), i + kLodChunkRows); ++j) part.push_back(row_of(points_[j]));
-    put_chunk(0, chunk++, part);
+  };
+  for (const auto& block : blocks_)
+    for (const Point& p : block) {
+      part.push_back(row_of(p));
+      if (part.size() == kLodChunkRows) flush0();
+    }
+  flush0();
+  put_level(0, 0, size_);
+  if (size_ == 1) {
+    blocks_.clear();
+    return;
   }
-  put_level(0, 0, points_.size());
-  size_t stored_rows = points_.size();
-  std::vector<LodRow> level;
-  for (const Point& p : points_) {
-    LodRow r = row_of(p);
-    r.seq.reset();
-    r.t = p.ts / lod_width_ns(1) * lod_width_ns(1);
-    if (level.empty() || level.back().t != r.t) level.push_back(r);
-    else merge_into(level.back(), r);
-  }
-  const bool single_change = points_.size() == 1;
-  points_.clear();
-  points_.shrink_to_fit();
-  if (single_change) return;
 
+  // Which levels Note [LOD levels] stores, from their sizes alone; building stops at the
+  // first level with a single bucket.
+  bool stored[kMaxLodLevel + 1] = {};
+  int top = 0;
+  size_t stored_rows = size_;
   for (int l = 1; l <= kMaxLodLevel; ++l) {
-    const uint64_t w = lod_width_ns(l);
-    if (l > 1) {
-      if (level.size() <= 1) break;
-      std::vector<LodRow> next;
-      for (const LodRow& b : level) {
-        uint64_t t = b.t / w * w;
-        if (next.empty() || next.back().t != t) {
-          LodRow nb = b;
-          nb.t = t;
-          next.push_back(nb);
-        } else {
-          merge_into(next.back(), b);
-        }
+    if (l > 1 && buckets_[l - 1] <= 1) break;
+    top = l;
+    if (buckets_[l] * 4 <= stored_rows || buckets_[l] == 1) {
+      stored[l] = true;
+      stored_rows = buckets_[l];
+    }
+  }
+
+  // One pass: each level's open bucket; a closed one goes up a level and, if stored, out.
+  struct Level {
+    LodRow open;
+    bool has = false;
+    std::vector<LodRow> rows;  // the chunk being filled
+    int64_t chunk = 0;
+  };
+  std::vector<Level> levels(static_cast<size_t>(top) + 1);
+  auto flush = [&](int l) {
+    Level& lv = levels[static_cast<size_t>(l)];
+    if (!lv.rows.empty()) put_chunk(l, lv.chunk++, lv.rows);
+    lv.rows.clear();
+  };
+  // Hands `row` (a change at level 0, a closed bucket above) to level l.
+  auto feed = [&](auto& self, int l, const LodRow& row) -> void {
+    Level& lv = levels[static_cast<size_t>(l)];
+    const uint64_t w = lod_width_ns(l), t = row.t / w * w;
+    if (lv.has && lv.open.t == t) {
+      merge_into(lv.open, row);
+      return;
+    }
+    if (lv.has) {
+      const LodRow closed = lv.open;
+      if (stored[l]) {
+        lv.rows.push_back(closed);
+        if (lv.rows.size() == kLodChunkRows) flush(l);
       }
-      level = std::move(next);
+      if (l < top) self(self, l + 1, closed);
     }
-    if (level.size() * 4 <= stored_rows || level.size() == 1) {
-      int64_t c = 0;
-      for (size_t i = 0; i < level.size(); i += kLodChunkRows, ++c)
-        put_chunk(l, c, {level.data() + i, std::min(kLodChunkRows, level.size() - i)});
-      put_level(l, w, level.size());
-      stored_rows = level.size();
-    }
+    lv.open = row;
+    lv.open.seq.reset();
+    lv.open.t = t;
+    lv.has = true;
+  };
+  for (const auto& block : blocks_)
+    for (const Point& p : block) feed(feed, 1, row_of(p));
+  blocks_.clear();
+  // The last open buckets close, from the bottom up.
+  for (int l = 1; l <= top; ++l) {
+    Level& lv = levels[static_cast<size_t>(l)];
+    if (stored[l]) lv.rows.push_back(lv.open);
+    if (l < top) feed(feed, l + 1, lv.open);
+    flush(l);
+    if (stored[l]) put_level(l, lod_width_ns(l), buckets_[l]);
   }
 }
 

@@ -34,8 +34,8 @@ inline constexpr int64_t kMaxLodValue = int64_t{1} << 60;
 // Collects the changes of one device's curves in event order, then writes every level.
 class LodBuilder {
  public:
-  void add(uint64_t ts, uint64_t seq, const Curves& after) { points_.push_back({ts, seq, after}); }
-  bool empty() const { return points_.empty(); }
+  void add(uint64_t ts, uint64_t seq, const Curves& after);
+  bool empty() const { return size_ == 0; }
   // Writes level 0 and the coarser levels worth storing (Note [LOD levels] in lod.cpp), in
   // chunks, and their lod_levels rows. Throws StoreError when a value is beyond kMaxLodValue.
   void write(Db& db, int64_t device);
@@ -45,7 +45,13 @@ class LodBuilder {
     uint64_t ts, seq;
     Curves v;
   };
-  std::vector<Point> points_;
+  // Note [LOD builder memory]: the changes in blocks that never move, and per level only the
+  // bucket count and the last bucket's start.
+  static constexpr size_t kBlockPoints = size_t{1} << 16;
+  std::vector<std::vector<Point>> blocks_;
+  size_t size_ = 0;
+  uint64_t bucket_[kMaxLodLevel + 1] = {};  // level L's last bucket start (L >= 1)
+  size_t buckets_[kMaxLodLevel + 1] = {};   // level L's bucket count so far
 };
 
 // A curve's value after a row's last change, and its largest in the row.

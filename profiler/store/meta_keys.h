@@ -28,5 +28,8 @@ inline constexpr const char* kWriterError = "writer_error";
 inline constexpr const char* kCategoriesInferred = "categories_inferred";
 inline constexpr const char* kPrivatePools = "private_pools";
 inline constexpr const char* kDuplicateIds = "duplicate_ids";
+inline constexpr const char* kRank = "rank";
+inline constexpr const char* kWorldSize = "world_size";
+inline constexpr const char* kMergedRanks = "merged_ranks";
 
 }  // namespace tidemark::store::meta_keys

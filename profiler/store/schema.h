@@ -8,7 +8,8 @@ namespace tidemark::store::detail {
 inline constexpr const char* kRawSchema = R"sql(
 CREATE TABLE meta (key TEXT PRIMARY KEY, value) WITHOUT ROWID;
 CREATE TABLE devices (id INTEGER PRIMARY KEY, type TEXT NOT NULL, idx INTEGER NOT NULL,
-  name TEXT NOT NULL, capacity INTEGER NOT NULL, UNIQUE (type, idx));
+  name TEXT NOT NULL, capacity INTEGER NOT NULL, rank INTEGER, rank_idx INTEGER,
+  UNIQUE (type, idx));
 CREATE TABLE strings (id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE);
 CREATE TABLE modules (id INTEGER PRIMARY KEY, path TEXT NOT NULL, start INTEGER NOT NULL,
   "end" INTEGER NOT NULL, file_offset INTEGER NOT NULL);
@@ -19,6 +20,11 @@ CREATE TABLE event_blocks (id INTEGER PRIMARY KEY, thread INTEGER NOT NULL,
 CREATE INDEX event_blocks_by_seq ON event_blocks (first_seq);
 CREATE TABLE dropped (ts INTEGER NOT NULL, count INTEGER NOT NULL);
 )sql";
+
+// What finalize adds to the raw tables of a file older than version 6 (the devices of a merged
+// trace: Note [Merged devices] in profiler/analysis/merge.h).
+inline constexpr const char* kDevicesV6 =
+    "ALTER TABLE devices ADD COLUMN rank INTEGER; ALTER TABLE devices ADD COLUMN rank_idx INTEGER;";
 
 // Tables finalize() builds; dropped and recreated by every finalize.
 inline constexpr const char* kDerivedTables[] = {

@@ -58,6 +58,11 @@ bool finalized(sqlite3* db) {
   return yes;
 }
 
+void write_without_journal(Db& db) {
+  db.exec("PRAGMA journal_mode = OFF");
+  db.exec("PRAGMA synchronous = OFF");
+}
+
 sqlite3* open_read_only(const std::string& path) {
   const int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX;
   const std::string immutable = file_uri(path) + "?immutable=1";

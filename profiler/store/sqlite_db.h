@@ -56,6 +56,9 @@ class Db {
   sqlite3* db_ = nullptr;
 };
 
+// A part file's writes (Note [Part files] in trace_writer.cpp): no journal, no syncs.
+void write_without_journal(Db& db);
+
 class Stmt {
  public:
   Stmt() = default;

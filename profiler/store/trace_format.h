@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -47,6 +48,10 @@ struct DeviceInfo {
   events::DeviceId id;
   std::string name;        // "cpu", "cuda:0 (NVIDIA H200)"
   uint64_t capacity = 0;   // bytes; 0 when unknown
+  // In a merged trace (Note [Merged devices] in profiler/analysis/merge.h): the rank the
+  // device belongs to and its id in that rank's own trace (`id` is the merged trace's).
+  std::optional<int64_t> rank;
+  events::DeviceId rank_id;
 };
 
 // One executable mapping of the recorded process (from /proc/<pid>/maps), so return addresses
@@ -81,6 +86,13 @@ struct TraceMeta {
   // imported snapshot, as JSON (meta `private_pools`, optional: absent when there are none;
   // docs/trace-format.md).
   std::string private_pools;
+  // The process's rank in a distributed run and the run's world size, from its environment
+  // (meta `rank`, `world_size`, optional: absent outside one; Note [Output patterns] in
+  // profiler/record/output_path.h). A merged trace has the world size and no rank.
+  std::optional<int64_t> rank, world_size;
+  // A merged trace's sources, as JSON (meta `merged_ranks`, optional: absent otherwise;
+  // docs/trace-format.md, "Merged traces").
+  std::string merged_ranks;
 };
 
 // One source-level frame of a return address. An address inside inlined code gives several:

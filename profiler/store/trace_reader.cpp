@@ -115,6 +115,9 @@ TraceMeta TraceReader::meta() const {
   m.synthetic_times = to_i64(meta_value(k::kSyntheticTimes)) != 0;  // absent before schema v3
   m.categories_inferred = meta_value(k::kCategoriesInferred).value_or("");
   m.private_pools = meta_value(k::kPrivatePools).value_or("");
+  if (auto v = meta_value(k::kRank)) m.rank = std::stoll(*v);
+  if (auto v = meta_value(k::kWorldSize)) m.world_size = std::stoll(*v);
+  m.merged_ranks = meta_value(k::kMergedRanks).value_or("");
   for (DeviceRow& d : devices()) m.devices.push_back(std::move(d.info));
   return m;
 }
@@ -135,7 +138,10 @@ std::optional<uint64_t> TraceReader::end_ts() const {
 
 std::vector<DeviceRow> TraceReader::devices() const {
   std::vector<DeviceRow> out;
-  Stmt s(*db_, "SELECT id, type, idx, name, capacity FROM devices ORDER BY id");
+  // rank and rank_idx: since version 6 (an older file opened to be upgraded has neither).
+  Stmt s(*db_, schema_version_ >= 6
+                   ? "SELECT id, type, idx, name, capacity, rank, rank_idx FROM devices ORDER BY id"
+                   : "SELECT id, type, idx, name, capacity, NULL, NULL FROM devices ORDER BY id");
   while (s.step()) {
     DeviceRow d;
     d.id = s.i64(0);
@@ -143,6 +149,10 @@ std::vector<DeviceRow> TraceReader::devices() const {
     d.info.id.index = static_cast<int8_t>(s.i64(2));
     d.info.name = s.text(3);
     d.info.capacity = s.u64(4);
+    if (!s.is_null(5)) {
+      d.info.rank = s.i64(5);
+      d.info.rank_id = {d.info.id.type, static_cast<int8_t>(s.i64(6))};
+    }
     out.push_back(std::move(d));
   }
   return out;

@@ -57,13 +57,17 @@ int64_t unix_now_ns() {
 
 class SqliteTraceWriter final : public TraceWriter {
  public:
-  SqliteTraceWriter(const std::string& path, const TraceMeta& meta)
+  SqliteTraceWriter(const std::string& path, const TraceMeta& meta, Journal journal)
       : db_(path, Db::Mode::create) {
     sqlite3_busy_timeout(db_.handle(), kBusyTimeoutMs);
-    db_.exec("PRAGMA journal_mode = WAL");
-    // NORMAL in WAL mode: a commit is durable against a killed process (the WAL is in the OS
-    // cache), only a power loss can lose the last transactions.
-    db_.exec("PRAGMA synchronous = NORMAL");
+    if (journal == Journal::none) {
+      detail::write_without_journal(db_);
+    } else {
+      db_.exec("PRAGMA journal_mode = WAL");
+      // NORMAL in WAL mode: a commit is durable against a killed process (the WAL is in the OS
+      // cache), only a power loss can lose the last transactions.
+      db_.exec("PRAGMA synchronous = NORMAL");
+    }
     db_.exec(("PRAGMA application_id = " + std::to_string(kApplicationId)).c_str());
     {
       detail::Transaction tx(db_);
@@ -84,11 +88,15 @@ class SqliteTraceWriter final : public TraceWriter {
       put_meta(k::kSyntheticTimes, int64_t{meta.synthetic_times});
       if (!meta.categories_inferred.empty()) put_meta(k::kCategoriesInferred, meta.categories_inferred);
       if (!meta.private_pools.empty()) put_meta(k::kPrivatePools, meta.private_pools);
+      if (meta.rank) put_meta(k::kRank, *meta.rank);
+      if (meta.world_size) put_meta(k::kWorldSize, *meta.world_size);
+      if (!meta.merged_ranks.empty()) put_meta(k::kMergedRanks, meta.merged_ranks);
       put_meta(k::kCleanEnd, int64_t{0});
       put_meta(k::kEventCount, int64_t{0});
       put_meta(k::kDroppedCount, int64_t{0});
       put_meta(k::kFinalized, int64_t{0});
-      add_device_ = Stmt(db_, "INSERT INTO devices (type, idx, name, capacity) VALUES (?, ?, ?, ?)");
+      add_device_ = Stmt(db_, "INSERT INTO devices (type, idx, name, capacity, rank, rank_idx) "
+                               "VALUES (?, ?, ?, ?, ?, ?)");
       for (const DeviceInfo& d : meta.devices) add_device(d);
       tx.commit();
     }
@@ -226,8 +234,10 @@ class SqliteTraceWriter final : public TraceWriter {
     add_device_.bind(1, d.id.type == ev::DeviceType::cuda ? "cuda" : "cpu")
         .bind(2, int{d.id.index})
         .bind(3, d.name)
-        .bind(4, d.capacity)
-        .run();
+        .bind(4, d.capacity);
+    if (d.rank) add_device_.bind(5, *d.rank).bind(6, int64_t{d.rank_id.index});
+    else add_device_.bind_null(5).bind_null(6);
+    add_device_.run();
     devices_.push_back(d.id);
   }
 
@@ -344,11 +354,20 @@ void remove_trace_sidecars(const std::string& path) {
   for (const char* suffix : {"-wal", "-shm", "-journal"}) remove_file(path + suffix);
 }
 
-std::unique_ptr<TraceWriter> TraceWriter::create(const std::string& path, const TraceMeta& meta) {
+// Note [Part files]
+// A recording is written in WAL mode so that a killed process keeps every committed event and
+// readers can follow it live. An import (and any writer whose file is a part file, renamed
+// into place only once finalized) needs neither: until the rename no one reads the file, and a
+// failure removes it. It is written with no journal at all: SQLite's WAL would take every page
+// twice (into the log, then the checkpoint into the file), a third of a 1 GB import's writes
+// and the stalls of the disk's writeback behind them. Finalize then turns the finished file to
+// WAL mode (persistent, in its header), so it is the same file a recording would be.
+std::unique_ptr<TraceWriter> TraceWriter::create(const std::string& path, const TraceMeta& meta,
+                                                 Journal journal) {
   // Truncate: a previous trace (and its WAL) at this path is replaced.
   remove_file(path);
   remove_trace_sidecars(path);
-  return std::make_unique<SqliteTraceWriter>(path, meta);
+  return std::make_unique<SqliteTraceWriter>(path, meta, journal);
 }
 
 }  // namespace tidemark::store

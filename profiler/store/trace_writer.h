@@ -11,10 +11,18 @@
 
 namespace tidemark::store {
 
+// How a trace file is written (Note [Part files] in trace_writer.cpp).
+enum class Journal {
+  wal,   // a recording others may read while it grows, kept by a killed process
+  none,  // a part file no one reads until it is renamed into place, complete (an import)
+};
+
 class TraceWriter {
  public:
-  // Creates (or truncates) `path`, writes the schema and `meta`, in WAL mode. Throws StoreError.
-  static std::unique_ptr<TraceWriter> create(const std::string& path, const TraceMeta& meta);
+  // Creates (or truncates) `path`, writes the schema and `meta`, in WAL mode (with
+  // Journal::none, without a journal until finalize makes it WAL). Throws StoreError.
+  static std::unique_ptr<TraceWriter> create(const std::string& path, const TraceMeta& meta,
+                                             Journal journal = Journal::wal);
   virtual ~TraceWriter() = default;
 
   // Appends one event. `stack_id` is a node added by add_stack_node (0: no stack). Spans and
@@ -47,6 +55,9 @@ void remove_trace_sidecars(const std::string& path);
 
 struct FinalizeOptions {
   SymbolizeFn symbolize;  // null: frames keep only their addresses
+  // Journal::none: the file is a part file its writer made with Journal::none; finalize
+  // writes it without a journal too and leaves it in WAL mode, as every finished trace is.
+  Journal journal = Journal::wal;
 };
 
 // Builds the derived tables (allocations, segments, tensors, syncs, scopes, steps, the

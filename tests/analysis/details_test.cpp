@@ -125,4 +125,38 @@ TEST(Details, AViewThatOutlivesItsBaseKeptTheBlockAlive) {
   EXPECT_FALSE(an::tensor_details(t, 1u << 30).has_value());
 }
 
+// Note [The recorder's own frames]: a recording's stacks start at the producer (the
+// allocator's `deliver`), never at the event delivery inlined into it, with either Frames
+// mode; with user frames the site is the test's own function.
+TEST(Details, StacksStartBelowTheRecordersOwnFrames) {
+  TempTrace trace("own_frames");
+  tidemark::record::Options o;
+  o.path = trace.path();
+  o.stack_depth = 32;
+  tidemark::record::start(o);
+  { tl::Tensor big = details_test_big(); }
+  tidemark::record::stop();
+
+  an::Trace t = an::Trace::open(trace.path());
+  const tidemark::store::AllocationRow* big = nullptr;
+  const auto rows = t.reader().allocations(t.device("cpu").id);
+  for (const auto& r : rows)
+    if (r.requested_size == 256 * 256 * 4) big = &r;
+  ASSERT_NE(big, nullptr);
+  const std::vector<std::string> frames = t.stack_frames(big->stack_id);
+  ASSERT_FALSE(frames.empty());
+  for (const std::string& f : frames) {
+    EXPECT_EQ(f.find("tidemark::events::dispatch"), std::string::npos) << f;
+    EXPECT_EQ(f.find("for_each_sink"), std::string::npos) << f;
+    EXPECT_EQ(f.find("tidemark::record::"), std::string::npos) << f;
+  }
+  EXPECT_EQ(frames.front().rfind("tl::memory::", 0), 0u) << frames.front();
+  EXPECT_EQ(t.library_frames(big->stack_id).size(), frames.size());
+  t.set_frames(an::Frames::all);
+  EXPECT_EQ(t.site(big->stack_id).label, frames.front());
+  t.set_frames(an::Frames::user);
+  EXPECT_NE(t.site(big->stack_id).label.find("details_test_big()"), std::string::npos)
+      << t.site(big->stack_id).label;
+}
+
 }  // namespace

@@ -307,6 +307,14 @@ TEST(ExportSnapshot, ARecordingOfTensorlibReplaysToItsOwnCurves) {
       for (const json& f : e["frames"])
         named = named || f["name"].get<std::string>().find("snapshot_test_allocate") != std::string::npos;
   EXPECT_TRUE(named);
+  // Every stack starts at the allocator, below the recorder's own frames (Note [The recorder's
+  // own frames]): as memory_viz shows them, as the importer reads them back.
+  for (const json& e : c.result["snapshot"]["device_traces"][0]) {
+    if (e["action"] != "alloc" || e["frames"].empty()) continue;
+    const std::string innermost = e["frames"][0]["name"];
+    EXPECT_EQ(innermost.find("tidemark::events::dispatch"), std::string::npos) << innermost;
+    EXPECT_EQ(innermost.rfind("tl::memory::", 0), 0u) << innermost;
+  }
 }
 
 // A recording started once memory is already reserved: blocks in those segments (and their

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,10 +32,17 @@ inline void remove_trace(const std::string& path) {
 
 class Builder {
  public:
-  explicit Builder(const std::string& path, const std::string& command_line = "") : path_(path) {
+  // `rank`, `world_size`: meta keys of one rank's trace of a distributed run.
+  explicit Builder(const std::string& path, const std::string& command_line = "",
+                   std::optional<int64_t> rank = std::nullopt,
+                   std::optional<int64_t> world_size = std::nullopt, int64_t start_unix_ns = 0)
+      : path_(path) {
     remove_trace(path);
     st::TraceMeta meta;
     meta.command_line = command_line;
+    meta.rank = rank;
+    meta.world_size = world_size;
+    meta.start_unix_ns = start_unix_ns;
     meta.start_ts_ns = 1000;
     meta.devices.push_back({ev::DeviceId{ev::DeviceType::cpu, 0}, "cpu", 0});
     w_ = st::TraceWriter::create(path, meta);

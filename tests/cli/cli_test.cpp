@@ -136,6 +136,56 @@ Folded parse_folded(const std::string& out) {
   return f;
 }
 
+// Folded stacks of a real PyTorch snapshot with user frames (the default): each run of two or
+// more library frames is one frame "… N library frames (f …)", as in the GUI's flame graph;
+// with --frames all every frame is there. Both add up to the same bytes in as many lines, and
+// a fold stands for exactly the frames it replaces: counting a fold as its N frames, the user
+// lines hold as many frames as the --frames all lines.
+TEST_F(CliTest, FoldedStacksFoldRunsOfLibraryFramesUnlessFramesAll) {
+  const std::string snapshot =
+      std::string(TIDEMARK_TEST_DATA) + "/pytorch/niu_forward_and_backward_memory_snapshot_200.pickle";
+  const std::string db = (temp_dir() / "folded-library.db").string();
+  ASSERT_EQ(tidemark({"import", snapshot, "-o", db}).rc, 0);
+  Result user = tidemark({"top", db, "--folded"});
+  Result all = tidemark({"top", db, "--folded", "--frames", "all"});
+  ASSERT_EQ(user.rc, 0) << user.err;
+  ASSERT_EQ(all.rc, 0) << all.err;
+  const Folded u = parse_folded(user.out), a = parse_folded(all.out);
+  EXPECT_TRUE(u.well_formed && a.well_formed);
+  EXPECT_EQ(u.bytes, a.bytes);
+  EXPECT_EQ(u.lines, a.lines);
+  // Frames per output, a fold counted as the frames it holds.
+  auto frames = [](const std::string& out, size_t* folds) {
+    size_t n = 0;
+    std::istringstream in(out);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream parts(line.substr(0, line.rfind(' ')));
+      std::string frame;
+      while (std::getline(parts, frame, ';')) {
+        const std::string fold = "\u2026 ";
+        if (frame.rfind(fold, 0) == 0 && frame.find(" library frames (") != std::string::npos) {
+          const size_t k = std::stoul(frame.substr(fold.size()));
+          EXPECT_GE(k, 2u) << frame;
+          n += k;
+          ++*folds;
+        } else {
+          ++n;
+        }
+      }
+    }
+    return n;
+  };
+  size_t user_folds = 0, all_folds = 0;
+  const size_t user_frames = frames(user.out, &user_folds), all_frames = frames(all.out, &all_folds);
+  EXPECT_GT(user_folds, 0u) << user.out.substr(0, 2000);
+  EXPECT_EQ(all_folds, 0u);
+  EXPECT_EQ(user_frames, all_frames);
+  EXPECT_LT(user.out.size(), all.out.size());
+  // PyTorch's own unwinder, innermost in every stack of this file, is a library frame.
+  EXPECT_NE(all.out.find("torch::unwind::unwind()"), std::string::npos);
+}
+
 TEST_F(CliTest, FoldedStacksAddUpToThePeakAndTheLeaks) {
   Result top = tidemark({"top", trace_, "--folded"});
   ASSERT_EQ(top.rc, 0) << top.err;

@@ -4,6 +4,9 @@
 // measured end to end in tests/cli/infer_categories_test.cpp.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "profiler/importers/infer.h"
 
 namespace {
@@ -76,3 +79,65 @@ TEST(InferPhases, AStackTakesItsStrongestPhase) {
 }
 
 }  // namespace
+
+// Rule 5 of Note [Inferred categories]: steps from a loop's repeated allocations, on event
+// lists built by hand. Each event is an alloc from a call path (a letter), or a free ('-'); a
+// step end is the position of the event the step comes just before (the next iteration's
+// first allocation), or the list's length for one after the last event.
+namespace repetition {
+
+using tidemark::importers::infer::PhaseEvent;
+using tidemark::importers::infer::repetition_step_ends;
+
+std::vector<PhaseEvent> events(const std::string& calls) {
+  std::vector<PhaseEvent> out;
+  for (char c : calls) {
+    PhaseEvent e;
+    e.ts = out.size();
+    e.alloc = c != '-';
+    e.stack = c == '-' ? 0 : static_cast<uint64_t>(c);
+    out.push_back(e);
+  }
+  return out;
+}
+
+TEST(InferSteps, EachIterationOfARepeatingLoopEnds) {
+  // Setup (P Q), five iterations of x y (model: L R L R) loss, frees between them, then a
+  // report (Z) after the loop.
+  //                      0 2       10       19       28       37       46 48
+  const std::string s = "PQxyLRLRl--xyLRLRl--xyLRLRl--xyLRLRl--xyLRLRl--Z";
+  // Before each x after the first (positions 11, 20, 29, 38), and before Z (47).
+  EXPECT_EQ(repetition_step_ends(events(s)), (std::vector<uint64_t>{11, 20, 29, 38, 47}));
+  // Without the trailing report, the last iteration ends with the trace (after event 46).
+  EXPECT_EQ(repetition_step_ends(events(s.substr(0, 47))), (std::vector<uint64_t>{11, 20, 29, 38, 47}));
+}
+
+TEST(InferSteps, AFirstIterationMayMakeLazyStateOnce) {
+  // The first iteration also makes S (an optimizer's state, say), once.
+  const std::string s = "xaSb-xab-xab-xab-";
+  EXPECT_EQ(repetition_step_ends(events(s)), (std::vector<uint64_t>{5, 9, 13, 17}));
+  // With three, x's one regular gap is not enough, but b recurs regularly: the iterations
+  // still begin at x, after the free.
+  EXPECT_EQ(repetition_step_ends(events("xaSb-xab-xab-")), (std::vector<uint64_t>{5, 9, 13}));
+  // And a report after the loop (Z) is not an iteration.
+  EXPECT_EQ(repetition_step_ends(events("xaSb-xab-xab-Z")), (std::vector<uint64_t>{5, 9, 13}));
+}
+
+TEST(InferSteps, NoneIsInventedWhereNothingRepeats) {
+  // A model built in a loop (w b, five times) before work that repeats nothing: the loop
+  // covers 10 of 30 allocations.
+  EXPECT_TRUE(repetition_step_ends(events("wbwbwbwbwbABCDEFGHIJKLMNOPQRST")).empty());
+  // An anchor at a fixed distance whose iterations allocate differently.
+  EXPECT_TRUE(repetition_step_ends(events("xABCxDEFxGHIxJKLxMNO")).empty());
+  // Too few repetitions, and no allocations at all.
+  EXPECT_TRUE(repetition_step_ends(events("xabxab")).empty());
+  EXPECT_TRUE(repetition_step_ends(events("")).empty());
+  EXPECT_TRUE(repetition_step_ends(events("---")).empty());
+}
+
+TEST(InferSteps, OneAllocationPerIteration) {
+  // A loop whose body allocates once (a batch kept in a list): every allocation is a step.
+  EXPECT_EQ(repetition_step_ends(events("xxxx")), (std::vector<uint64_t>{1, 2, 3, 4}));
+}
+
+}  // namespace repetition

@@ -148,8 +148,9 @@ History small_history() {
   return h;
 }
 
-void write(const std::string& path, const History& h, bool close = true) {
-  auto w = st::TraceWriter::create(path, {});
+void write(const std::string& path, const History& h, bool close = true,
+           st::Journal journal = st::Journal::wal) {
+  auto w = st::TraceWriter::create(path, {}, journal);
   w->add_stack_node(1, 0, 0x1000);
   w->add_stack_node(2, 1, 0x2000);
   w->add_stack_node(3, 1, 0x3000);
@@ -643,6 +644,34 @@ TEST(StoreFinalize, IsIdempotent) {
   EXPECT_EQ(rows(path, "SELECT value FROM meta WHERE key = 'finalized'"),
             (std::vector<std::string>{"1"}));
   remove_trace(path);
+}
+
+// Note [Part files]: an import's file, written and finalized without a journal, ends as the
+// same tables as a recording's and in WAL mode like it; no log is ever written beside it.
+TEST(StoreFinalize, APartFileWrittenWithoutAJournalEndsAsAWalTrace) {
+  const std::string wal = temp_path("finalize_wal"), part = temp_path("finalize_part");
+  History h = random_history(5'000, 11);
+  write(wal, h);
+  st::finalize(wal);
+  write(part, h, true, st::Journal::none);
+  EXPECT_FALSE(std::filesystem::exists(part + "-wal"));
+  EXPECT_FALSE(std::filesystem::exists(part + "-journal"));
+  EXPECT_EQ(rows(part, "PRAGMA journal_mode"), (std::vector<std::string>{"delete"}));
+  st::FinalizeOptions options;
+  options.journal = st::Journal::none;
+  st::finalize(part, options);
+  EXPECT_FALSE(std::filesystem::exists(part + "-journal"));
+  EXPECT_EQ(rows(part, "PRAGMA journal_mode"), (std::vector<std::string>{"wal"}));
+  for (const char* q : {"SELECT * FROM allocations ORDER BY id",
+                        "SELECT device, level, chunk, min_t, max_t, first_seq, last_seq, rows, "
+                        "hex(data) FROM memory_lod ORDER BY device, level, chunk",
+                        "SELECT * FROM lod_levels", "SELECT * FROM segments ORDER BY id",
+                        "SELECT key, value FROM meta WHERE key NOT LIKE '%unix_ns' ORDER BY key"})
+    EXPECT_EQ(rows(part, q), rows(wal, q)) << q;
+  auto r = st::TraceReader::open(part, st::TraceReader::Require::finalized);
+  EXPECT_EQ(r.event_count(), h.events.size());
+  remove_trace(wal);
+  remove_trace(part);
 }
 
 TEST(StoreFinalize, AKilledWritersFileOpensAndFinalizes) {

@@ -282,30 +282,45 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion4Trace) {
   remove_trace(path);
 }
 
-// Version 6 added the `collectives` table (derived): finalize upgrades a version 5 trace.
+// Version 6 gave `devices` the columns `rank` and `rank_idx` (a merged trace's devices) and
+// added the derived table `collectives`; a version-5 file has neither: it is refused naming
+// the upgrade, its raw tables still read, and finalize() adds them (NULL: a device of no rank).
 TEST(StoreReader, FinalizeUpgradesASchemaVersion5Trace) {
   std::string path = temp_path("v5");
   {
-    auto w = st::TraceWriter::create(path, {});
+    st::TraceMeta meta;
+    meta.devices.push_back({ev::DeviceId{ev::DeviceType::cuda, 0}, "cuda:0 (X)", 80});
+    auto w = st::TraceWriter::create(path, meta);
     ev::Event e;
-    e.kind = ev::Kind::sync;
+    e.kind = ev::Kind::alloc;
     e.seq = 1;
-    e.ts_ns = 100;
-    e.sync = {ev::SyncKind::item, 0, 5};
+    e.ts_ns = 1000;
+    e.device = {ev::DeviceType::cuda, 0};
+    e.block.addr = 0x100000;
+    e.block.size = e.block.requested_size = 4096;
     w->append(e, 0);
-    w->close(200);
+    w->close(2000);
   }
   st::finalize(path);
-  // What a version 5 file is: no collectives table.
-  sql(path, "DROP TABLE collectives; UPDATE meta SET value = 5 WHERE key = 'schema_version'; "
+  sql(path, "ALTER TABLE devices DROP COLUMN rank; ALTER TABLE devices DROP COLUMN rank_idx; "
+            "DROP TABLE collectives; "
             "PRAGMA user_version = 5");
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
             path + ": trace schema version 5 is older than this build of Tidemark reads "
                    "(version 6); `tidemark finalize " + path + "` upgrades it");
+  {
+    auto r = st::TraceReader::open(path, st::TraceReader::Require::upgradable);
+    ASSERT_EQ(r.devices().size(), 1u);
+    EXPECT_FALSE(r.devices()[0].info.rank);
+  }
   st::finalize(path);
-  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), 6);
+  auto r = st::TraceReader::open(path, st::TraceReader::Require::finalized);
+  EXPECT_EQ(r.schema_version(), 6);
+  ASSERT_EQ(r.devices().size(), 1u);
+  EXPECT_EQ(r.devices()[0].info.name, "cuda:0 (X)");
+  EXPECT_FALSE(r.devices()[0].info.rank);
+  EXPECT_EQ(r.peak(r.devices()[0].id, st::Curve::allocated)->bytes, 4096);
   EXPECT_EQ(rows(path, "SELECT count(*) FROM collectives"), (std::vector<std::string>{"0"}));
-  EXPECT_EQ(rows(path, "SELECT kind, duration_ns FROM syncs"), (std::vector<std::string>{"item|5"}));
   remove_trace(path);
 }
 

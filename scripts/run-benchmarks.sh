@@ -13,6 +13,13 @@ fi
 status=0
 for b in "$build"/bench/*_bench; do
   echo "== $(basename "$b")"
+  if [ "$(basename "$b")" = ddp_bench ]; then
+    # A plain program run as both ranks of mpirun (docs/performance.md, "Distributed training").
+    if ! command -v mpirun >/dev/null; then echo "skipped: mpirun not found"; continue; fi
+    root=(); [ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
+    OMP_NUM_THREADS=1 mpirun -np 2 --oversubscribe "${root[@]}" "$b" || status=1
+    continue
+  fi
   "$b" --benchmark_min_time=0.5 "$@" || status=1
 done
 exit $status

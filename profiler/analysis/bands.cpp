@@ -20,6 +20,7 @@ constexpr size_t kMaxBands = 255;    // a band index fits the low byte of a chan
 constexpr events::Category kCategoryOrder[] = {
     events::Category::parameter,  events::Category::gradient, events::Category::optimizer_state,
     events::Category::activation, events::Category::input,    events::Category::temporary,
+    events::Category::comm_buffer,
     events::Category::unknown};
 
 int band_of(int64_t change) {

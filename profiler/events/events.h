@@ -39,8 +39,9 @@ enum class Kind : uint8_t {
   scope_pop,         // ... and closes
   step,              // iteration boundary
   mark,              // user annotation
+  collective,        // a collective operation between processes ended (Note [Collectives])
 };
-inline constexpr int kNumKinds = static_cast<int>(Kind::mark) + 1;
+inline constexpr int kNumKinds = static_cast<int>(Kind::collective) + 1;
 
 constexpr std::string_view kind_name(Kind k) {
   constexpr std::string_view names[] = {
@@ -48,7 +49,7 @@ constexpr std::string_view kind_name(Kind k) {
       "free_requested", "free_completed", "empty_cache",   "alloc_retry",     "oom",
       "storage_create", "storage_release", "tensor_create", "tensor_release", "category",
       "sync",           "memcpy",          "scope_push",    "scope_pop",       "step",
-      "mark"};
+      "mark",           "collective"};
   return names[static_cast<int>(k)];
 }
 
@@ -61,12 +62,14 @@ enum class Category : uint8_t {
   activation,  // saved for backward
   input,
   temporary,
+  comm_buffer,  // staging memory of collectives (DDP's gradient buckets)
 };
+inline constexpr int kNumCategories = static_cast<int>(Category::comm_buffer) + 1;
 
 constexpr std::string_view category_name(Category c) {
   constexpr std::string_view names[] = {"unknown",         "parameter",  "gradient",
                                         "optimizer_state", "activation", "input",
-                                        "temporary"};
+                                        "temporary",       "comm_buffer"};
   return names[static_cast<int>(c)];
 }
 
@@ -80,12 +83,25 @@ struct DeviceId {
 
 enum class Pool : uint8_t { small, large };
 
-enum class SyncKind : uint8_t { device, stream, event, item, copy_to_host, data_dependent };
+// `collective`: the host waited for a collective operation to complete (Note [Collectives]).
+enum class SyncKind : uint8_t {
+  device, stream, event, item, copy_to_host, data_dependent, collective
+};
+inline constexpr int kNumSyncKinds = static_cast<int>(SyncKind::collective) + 1;
 
 constexpr std::string_view sync_kind_name(SyncKind k) {
-  constexpr std::string_view names[] = {"device", "stream",       "event",
-                                        "item",   "copy_to_host", "data_dependent"};
+  constexpr std::string_view names[] = {"device", "stream",       "event",          "item",
+                                        "copy_to_host", "data_dependent", "collective"};
   return names[static_cast<int>(k)];
+}
+
+enum class CollectiveOp : uint8_t { all_reduce, broadcast, all_gather, reduce_scatter, barrier };
+inline constexpr int kNumCollectiveOps = static_cast<int>(CollectiveOp::barrier) + 1;
+
+constexpr std::string_view collective_op_name(CollectiveOp op) {
+  constexpr std::string_view names[] = {"all_reduce", "broadcast", "all_gather",
+                                        "reduce_scatter", "barrier"};
+  return names[static_cast<int>(op)];
 }
 
 enum class CopyDirection : uint8_t { host_to_device, device_to_host, device_to_device, host_to_host };
@@ -150,6 +166,25 @@ struct MemcpyInfo {
   bool async = false;
 };
 
+// Note [Collectives]
+// A collective (all_reduce, broadcast, ...) of a process group is one `collective` event,
+// emitted by the rank when the operation returns: ts_ns is its end, duration_ns how long the
+// call took (it began at ts_ns - duration_ns). `bytes` is this rank's input (the tensor reduced
+// or broadcast, the shard gathered, the whole input of a reduce_scatter; 0 for a barrier).
+// `group` tells groups apart within a process (0: the default group of all processes).
+// When the call blocked the host until the operation completed (the MPI backend, a barrier),
+// the same wait is also a `sync` of kind `collective` with the same duration, stamped just
+// before the collective, so analyses of host waits (`tidemark syncs`) see it as any other; a
+// collective only queued on a device stream (NCCL) blocks nothing and has no sync.
+struct CollectiveInfo {
+  CollectiveOp op = CollectiveOp::all_reduce;
+  uint64_t bytes = 0;
+  uint32_t group_size = 1;  // processes in the group
+  uint32_t rank = 0;        // this process's rank in the group
+  uint64_t group = 0;       // 0: the default (world) group
+  uint64_t duration_ns = 0;
+};
+
 // scope_push / scope_pop / step / mark. `name` is the module path, range or mark text.
 struct NameInfo {
   std::string_view name;
@@ -158,7 +193,9 @@ struct NameInfo {
 
 // Which member of Event's union a kind fills. Consumers switch on payload_of(e.kind) rather
 // than list the kinds of each payload again.
-enum class Payload : uint8_t { block, allocator, storage, tensor, category, sync, memcpy, name };
+enum class Payload : uint8_t {
+  block, allocator, storage, tensor, category, sync, memcpy, name, collective
+};
 
 constexpr Payload payload_of(Kind k) {
   switch (k) {
@@ -191,6 +228,8 @@ constexpr Payload payload_of(Kind k) {
     case Kind::step:
     case Kind::mark:
       return Payload::name;
+    case Kind::collective:
+      return Payload::collective;
   }
   return Payload::name;
 }
@@ -210,6 +249,7 @@ struct Event {
     SyncInfo sync;
     MemcpyInfo memcpy;
     NameInfo name;
+    CollectiveInfo collective;
   };
   Event() : block() {}
 };

@@ -181,6 +181,7 @@ bool wants_stack(ev::Kind k) {
     case ev::Kind::sync:
     case ev::Kind::memcpy:
     case ev::Kind::mark:
+    case ev::Kind::collective:
       return true;
     default:
       return false;

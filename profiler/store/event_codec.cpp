@@ -1,5 +1,6 @@
 #include "profiler/store/event_codec.h"
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -189,6 +190,13 @@ void BlockEncoder::add(const ev::Event& e, uint64_t stack_id, uint64_t str_a, ui
       p = put(p, str_a);
       p = put(p, e.name.value);
       break;
+    case ev::Payload::collective: {
+      const ev::CollectiveInfo& c = e.collective;
+      *p++ = static_cast<uint8_t>(c.op);
+      for (uint64_t v : {c.bytes, uint64_t{c.group_size}, uint64_t{c.rank}, c.group, c.duration_ns})
+        p = put(p, v);
+      break;
+    }
   }
   size_ += static_cast<size_t>(p - start);
 
@@ -259,7 +267,7 @@ void decode_encoded_block(std::span<const uint8_t> data, uint64_t thread, uint32
         b.stream = r.var();
         b.segment = r.segment(b.addr);
         uint8_t pc = r.byte();
-        if ((pc >> 1) > static_cast<uint8_t>(ev::Category::temporary)) r.fail("unknown category");
+        if ((pc >> 1) >= ev::kNumCategories) r.fail("unknown category");
         b.pool = static_cast<ev::Pool>(pc & 1);
         b.category = static_cast<ev::Category>(pc >> 1);
         break;
@@ -311,14 +319,14 @@ void decode_encoded_block(std::span<const uint8_t> data, uint64_t thread, uint32
         e.category = {};
         e.category.addr = prev_addr += static_cast<uint64_t>(r.svar());
         uint8_t c = r.byte();
-        if (c > static_cast<uint8_t>(ev::Category::temporary)) r.fail("unknown category");
+        if (c >= ev::kNumCategories) r.fail("unknown category");
         e.category.category = static_cast<ev::Category>(c);
         break;
       }
       case ev::Payload::sync: {
         e.sync = {};
         uint8_t k = r.byte();
-        if (k > static_cast<uint8_t>(ev::SyncKind::data_dependent)) r.fail("unknown sync kind");
+        if (k >= ev::kNumSyncKinds) r.fail("unknown sync kind");
         e.sync.kind = static_cast<ev::SyncKind>(k);
         e.sync.stream = r.var();
         e.sync.duration_ns = r.var();
@@ -339,6 +347,21 @@ void decode_encoded_block(std::span<const uint8_t> data, uint64_t thread, uint32
         d.str_a = r.var();
         e.name.value = r.var();
         break;
+      case ev::Payload::collective: {
+        e.collective = {};
+        ev::CollectiveInfo& c = e.collective;
+        uint8_t op = r.byte();
+        if (op >= ev::kNumCollectiveOps) r.fail("unknown collective");
+        c.op = static_cast<ev::CollectiveOp>(op);
+        c.bytes = r.var();
+        uint64_t size = r.var(), rank = r.var();
+        if (size > UINT32_MAX || rank >= size) r.fail("bad collective rank");
+        c.group_size = static_cast<uint32_t>(size);
+        c.rank = static_cast<uint32_t>(rank);
+        c.group = r.var();
+        c.duration_ns = r.var();
+        break;
+      }
     }
     prev_seq = e.seq;
     prev_ts = e.ts_ns;

@@ -265,6 +265,10 @@ class Finalizer {
     ins_mark_ = Stmt(db_,
                      "INSERT INTO marks (ts, seq, device, name, value, thread, stack) "
                      "VALUES (?, ?, ?, ?, ?, ?, ?)");
+    ins_collective_ = Stmt(db_,
+                           "INSERT INTO collectives (ts, seq, device, op, bytes, group_size, rank, "
+                           "group_id, duration_ns, thread, stack) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     ins_allocator_ = Stmt(db_,
                           "INSERT INTO allocator_events (ts, seq, device, kind, requested_size, "
                           "stream, device_free, device_total, allocated, reserved, released, "
@@ -345,6 +349,14 @@ class Finalizer {
             .bind(5, e.sync.duration_ns).bind(6, e.sync.stream).bind(7, e.thread_id)
             .bind(8, d.stack_id).run();
         break;
+      case ev::Kind::collective: {
+        const ev::CollectiveInfo& c = e.collective;
+        ins_collective_.bind(1, e.ts_ns).bind(2, e.seq).bind(3, device_id(e.device))
+            .bind(4, std::string(ev::collective_op_name(c.op))).bind(5, c.bytes)
+            .bind(6, int64_t{c.group_size}).bind(7, int64_t{c.rank}).bind(8, c.group)
+            .bind(9, c.duration_ns).bind(10, e.thread_id).bind(11, d.stack_id).run();
+        break;
+      }
       case ev::Kind::memcpy:
         ins_memcpy_.bind(1, e.ts_ns).bind(2, e.seq).bind(3, device_id(e.device))
             .bind(4, direction_name(e.memcpy.direction)).bind(5, e.memcpy.bytes)
@@ -631,7 +643,7 @@ class Finalizer {
   std::pair<int, int> last_device_key_{-1, -1};
   int64_t last_device_ = 0;
   Stmt ins_alloc_, ins_segment_, ins_storage_, ins_tensor_, ins_sync_, ins_memcpy_, ins_scope_,
-      ins_step_, ins_mark_, ins_allocator_;
+      ins_step_, ins_mark_, ins_allocator_, ins_collective_;
 
   std::unordered_map<Key, OpenAlloc, KeyHash> allocs_;
   std::unordered_map<Key, OpenSegment, KeyHash> segments_;

@@ -29,7 +29,7 @@ inline constexpr const char* kDevicesV6 =
 // Tables finalize() builds; dropped and recreated by every finalize.
 inline constexpr const char* kDerivedTables[] = {
     "frames", "allocations", "segments", "storages", "tensors", "syncs", "memcpys", "scopes",
-    "steps", "marks", "allocator_events", "memory_lod", "lod_levels"};
+    "steps", "marks", "allocator_events", "collectives", "memory_lod", "lod_levels"};
 
 inline constexpr const char* kDerivedSchema = R"sql(
 CREATE TABLE frames (ip INTEGER NOT NULL, depth INTEGER NOT NULL, function TEXT NOT NULL,
@@ -72,6 +72,10 @@ CREATE TABLE allocator_events (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, seq 
   stream INTEGER NOT NULL, device_free INTEGER NOT NULL, device_total INTEGER NOT NULL,
   allocated INTEGER NOT NULL, reserved INTEGER NOT NULL, released INTEGER NOT NULL,
   thread INTEGER NOT NULL, stack INTEGER NOT NULL);
+CREATE TABLE collectives (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, seq INTEGER NOT NULL,
+  device INTEGER NOT NULL, op TEXT NOT NULL, bytes INTEGER NOT NULL,
+  group_size INTEGER NOT NULL, rank INTEGER NOT NULL, group_id INTEGER NOT NULL,
+  duration_ns INTEGER NOT NULL, thread INTEGER NOT NULL, stack INTEGER NOT NULL);
 CREATE TABLE memory_lod (id INTEGER PRIMARY KEY, device INTEGER NOT NULL,
   level INTEGER NOT NULL, chunk INTEGER NOT NULL, min_t INTEGER NOT NULL, max_t INTEGER NOT NULL,
   first_seq INTEGER, last_seq INTEGER, rows INTEGER NOT NULL, data BLOB NOT NULL);
@@ -90,6 +94,7 @@ CREATE INDEX memcpys_by_ts ON memcpys (ts);
 CREATE INDEX scopes_by_push_ts ON scopes (thread, push_ts);
 CREATE INDEX steps_by_ts ON steps (ts);
 CREATE INDEX marks_by_ts ON marks (ts);
+CREATE INDEX collectives_by_ts ON collectives (ts);
 CREATE INDEX memory_lod_by_chunk ON memory_lod (device, level, chunk, min_t, max_t, first_seq,
   last_seq, rows);
 )sql";

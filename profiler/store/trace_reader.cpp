@@ -318,7 +318,7 @@ AllocationRow allocation_row(const Stmt& s, const TraceReader& r) {
   a.stack_id = s.u64(12);
   if (!s.is_null(13)) a.scope = r.string(s.u64(13));
   std::string cat = s.text(14);
-  for (int c = 0; c <= static_cast<int>(ev::Category::temporary); ++c)
+  for (int c = 0; c < ev::kNumCategories; ++c)
     if (ev::category_name(static_cast<ev::Category>(c)) == cat) a.category = static_cast<ev::Category>(c);
   return a;
 }

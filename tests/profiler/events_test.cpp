@@ -146,7 +146,8 @@ TEST(Events, EachKindNamesItsPayload) {
                                                {Kind::scope_push, Payload::name},
                                                {Kind::scope_pop, Payload::name},
                                                {Kind::step, Payload::name},
-                                               {Kind::mark, Payload::name}};
+                                               {Kind::mark, Payload::name},
+                                               {Kind::collective, Payload::collective}};
   ASSERT_EQ(std::size(expected), static_cast<size_t>(ev::kNumKinds));
   for (auto [kind, payload] : expected)
     EXPECT_EQ(ev::payload_of(kind), payload) << ev::kind_name(kind);
@@ -157,6 +158,10 @@ TEST(Events, NamesCoverTheVocabulary) {
   EXPECT_EQ(ev::kind_name(ev::Kind::mark), "mark");
   EXPECT_EQ(ev::category_name(ev::Category::optimizer_state), "optimizer_state");
   EXPECT_EQ(ev::sync_kind_name(ev::SyncKind::copy_to_host), "copy_to_host");
+  EXPECT_EQ(ev::kind_name(ev::Kind::collective), "collective");
+  EXPECT_EQ(ev::category_name(ev::Category::comm_buffer), "comm_buffer");
+  EXPECT_EQ(ev::sync_kind_name(ev::SyncKind::collective), "collective");
+  EXPECT_EQ(ev::collective_op_name(ev::CollectiveOp::reduce_scatter), "reduce_scatter");
 }
 
 }  // namespace

@@ -253,6 +253,31 @@ TEST(StoreFinalize, DerivedTablesOfASmallHistory) {
   remove_trace(path);
 }
 
+// Note [Collectives] in events.h: a blocking collective is a sync of kind `collective` and a
+// `collective` event; each becomes its row.
+TEST(StoreFinalize, CollectivesAndTheirHostWaits) {
+  History h;
+  h.add(ev::Kind::sync, 1000, 1, 2).sync = {ev::SyncKind::collective, 0, 400};
+  h.add(ev::Kind::collective, 1000, 1, 2).collective = {ev::CollectiveOp::all_reduce, 4 * MiB, 2,
+                                                        1, 0, 400};
+  {
+    ev::Event& e = h.add(ev::Kind::collective, 1500, 1);
+    e.device = {ev::DeviceType::cuda, 1};
+    e.collective = {ev::CollectiveOp::all_gather, 512, 8, 7, 3, 20};
+  }
+  const std::string path = temp_path("collectives");
+  write(path, h);
+  st::finalize(path);
+  EXPECT_EQ(rows(path, "SELECT ts, kind, duration_ns, stack FROM syncs"),
+            (std::vector<std::string>{"1000|collective|400|2"}));
+  EXPECT_EQ(rows(path, "SELECT c.ts, d.name, c.op, c.bytes, c.group_size, c.rank, c.group_id, "
+                       "c.duration_ns, c.thread, c.stack FROM collectives c "
+                       "JOIN devices d ON d.id = c.device ORDER BY c.ts"),
+            (std::vector<std::string>{"1000|cpu|all_reduce|4194304|2|1|0|400|1|2",
+                                      "1500|cuda:1|all_gather|512|8|7|3|20|1|0"}));
+  remove_trace(path);
+}
+
 // Running statistics after every memory event, computed here from the events alone.
 struct Running {
   uint64_t ts, seq;

@@ -163,7 +163,7 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion1Trace) {
   st::finalize(path);
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized), "(no error)");
   auto r = st::TraceReader::open(path, st::TraceReader::Require::finalized);
-  EXPECT_EQ(r.schema_version(), 6);
+  EXPECT_EQ(r.schema_version(), st::kSchemaVersion);
   EXPECT_EQ(r.meta_value("schema_version"), std::to_string(st::kSchemaVersion));
   std::vector<st::SegmentRow> segs = r.segments_where("ORDER BY addr", {});
   ASSERT_EQ(segs.size(), 2u);
@@ -223,7 +223,7 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion3Trace) {
             path + ": trace schema version 3 is older than this build of Tidemark reads "
                    "(version 6); `tidemark finalize " + path + "` upgrades it");
   st::finalize(path);
-  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), 6);
+  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), st::kSchemaVersion);
   EXPECT_EQ(dump(), before);
   remove_trace(path);
 }
@@ -273,7 +273,7 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion4Trace) {
             path + ": trace schema version 4 is older than this build of Tidemark reads "
                    "(version 6); `tidemark finalize " + path + "` upgrades it");
   st::finalize(path);
-  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), 6);
+  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), st::kSchemaVersion);
   EXPECT_EQ(dump(), before);
   EXPECT_EQ(rows(path, "SELECT * FROM tensors ORDER BY tensor_id"), tensors);
   // Every block is a zstd frame again (its magic number, little-endian).
@@ -282,9 +282,9 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion4Trace) {
   remove_trace(path);
 }
 
-// Version 6 gave `devices` the columns `rank` and `rank_idx` (a merged trace's devices); a
-// version-5 file has neither: it is refused naming the upgrade, its raw tables still read, and
-// finalize() adds them (NULL: a device of no rank).
+// Version 6 gave `devices` the columns `rank` and `rank_idx` (a merged trace's devices) and
+// added the derived table `collectives`; a version-5 file has neither: it is refused naming
+// the upgrade, its raw tables still read, and finalize() adds them (NULL: a device of no rank).
 TEST(StoreReader, FinalizeUpgradesASchemaVersion5Trace) {
   std::string path = temp_path("v5");
   {
@@ -303,6 +303,7 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion5Trace) {
   }
   st::finalize(path);
   sql(path, "ALTER TABLE devices DROP COLUMN rank; ALTER TABLE devices DROP COLUMN rank_idx; "
+            "DROP TABLE collectives; "
             "PRAGMA user_version = 5");
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
             path + ": trace schema version 5 is older than this build of Tidemark reads "
@@ -319,6 +320,7 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion5Trace) {
   EXPECT_EQ(r.devices()[0].info.name, "cuda:0 (X)");
   EXPECT_FALSE(r.devices()[0].info.rank);
   EXPECT_EQ(r.peak(r.devices()[0].id, st::Curve::allocated)->bytes, 4096);
+  EXPECT_EQ(rows(path, "SELECT count(*) FROM collectives"), (std::vector<std::string>{"0"}));
   remove_trace(path);
 }
 

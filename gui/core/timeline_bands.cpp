@@ -51,7 +51,8 @@ QColor TimelineWidget::bandColor(Stacking s, size_t band, const std::string& lab
         {"optimizer_state", QColor(148, 103, 189)},
         {"activation", QColor(23, 190, 207)},
         {"input", QColor(188, 189, 34)},
-        {"temporary", QColor(227, 119, 194)}};
+        {"temporary", QColor(227, 119, 194)},
+        {"comm_buffer", QColor(44, 160, 44)}};  // DistributedDataParallel's gradient buckets
     for (const auto& [name, color] : kColors)
       if (label == name) return color;
     return QColor(170, 170, 170);  // unknown

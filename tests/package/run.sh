@@ -3,7 +3,9 @@
 # find_package(Tidemark) twice:
 # * COMPONENTS tensorlib, with SQLite and pkg-config hidden from CMake: a program that uses
 #   tensorlib alone needs none of the recorder's libraries;
-# * COMPONENTS profiler: a program records a trace through the installed Tidemark::record.
+# * COMPONENTS profiler: a program records a trace through the installed Tidemark::record;
+# * COMPONENTS distributed (when Tidemark was built with MPI): a program all-reduces across
+#   the two ranks of `mpirun -np 2` (built only, when mpirun is missing).
 # It also checks that only public headers are installed. Usage: run.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1 src=$2
@@ -35,3 +37,16 @@ cmake -S "$src/tests/package" -B "$work/profiler" -G Ninja -DCMAKE_PREFIX_PATH="
 cmake --build "$work/profiler" | tail -20
 "$work/profiler/recording_consumer" "$work/run.db"
 [ -s "$work/run.db" ] || { echo "recording_consumer wrote no trace" >&2; exit 1; }
+
+if [ -n "$(find "$work/prefix" -name TidemarkDistributedTargets.cmake)" ]; then
+  cmake -S "$src/tests/package" -B "$work/distributed" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
+    -DTIDEMARK_COMPONENT=distributed >/dev/null
+  cmake --build "$work/distributed" | tail -20
+  if command -v mpirun >/dev/null; then
+    out=$(mpirun -np 2 --allow-run-as-root --oversubscribe "$work/distributed/distributed_consumer")
+    echo "$out"
+    echo "$out" | grep -qx "sum 3 of 2 ranks"
+  else
+    echo "mpirun not found: the distributed consumer is built, not run"
+  fi
+fi

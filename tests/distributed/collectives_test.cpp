@@ -12,7 +12,11 @@
 
 #include "mpi_test_main.h"
 
+#include "tensorlib/expect_error.h"
+
 namespace {
+
+using tl_test::error_of;
 
 namespace dist = tl::distributed;
 namespace ev = tidemark::events;
@@ -147,17 +151,6 @@ TEST(Collectives, BarrierWaitsForTheLastRank) {
   if (dist::get_rank() == 0) {
     EXPECT_GE(waited, 0.2) << "rank 0 left the barrier before rank 1 came";
   }
-}
-
-// The message of the tl::Error `fn` throws ("" when none).
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const tl::Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(CollectiveErrors, LocalBadInput) {

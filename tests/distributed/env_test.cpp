@@ -9,7 +9,11 @@
 #include <tensorlib/nn/module.h>
 #include <tensorlib/tensorlib.h>
 
+#include "tensorlib/expect_error.h"
+
 namespace {
+
+using tl_test::error_of;
 
 namespace dist = tl::distributed;
 
@@ -27,16 +31,6 @@ class Env {
       "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK",
       "PMI_SIZE", "MPI_LOCALRANKID", "RANK", "WORLD_SIZE", "LOCAL_RANK"};
 };
-
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const tl::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(LaunchEnv, ReadsEachLauncherInOrder) {
   {

@@ -75,6 +75,7 @@ void TimelineWidget::drawBands(QPainter& p, size_t device) {
   const analysis::BandColumns& bc = columns_.bands[device];
   const analysis::Bands& bands = *(*set)[device];
   const QRect plot = plotRect();
+  const int lane = laneOf(device);  // Note [Rank lanes]
   QImage img(plot.size(), QImage::Format_ARGB32_Premultiplied);
   img.fill(Qt::transparent);
   std::vector<QRgb> colors;
@@ -93,8 +94,8 @@ void TimelineWidget::drawBands(QPainter& p, size_t device) {
     int64_t below = 0;
     for (size_t b = 0; b < bc.values.size() && b < colors.size(); ++b) {
       const int64_t v = bc.values[b][i];
-      const int y0 = std::clamp(valueToY(below + v) - plot.top(), 0, h);
-      const int y1 = std::clamp(valueToY(below) - plot.top(), 0, h);
+      const int y0 = std::clamp(valueToY(below + v, lane) - plot.top(), 0, h);
+      const int y1 = std::clamp(valueToY(below, lane) - plot.top(), 0, h);
       below += v;
       for (int y = y0; y < y1; ++y) {
         QRgb* line = reinterpret_cast<QRgb*>(img.scanLine(y));
@@ -149,15 +150,24 @@ void TimelineWidget::drawBandLegend(QPainter& p, const QRect& plot) {
 QString TimelineWidget::bandTooltip(const QPoint& pos) const {
   const auto set = bands_[int(stacking_)];
   if (!data_ || !set || columns_.bands.empty() || !plotRect().contains(pos)) return {};
-  const analysis::BandColumns& bc = columns_.bands.front();
-  const analysis::Bands& bands = *set->front();
+  // The first device of the lane under the cursor (Note [Rank lanes]).
+  size_t device = 0;
+  for (size_t d = 0; d < columns_.bands.size(); ++d)
+    if (laneRect(laneOf(d)).contains(pos)) {
+      device = d;
+      break;
+    }
+  if (device >= set->size()) return {};
+  const int lane = laneOf(device);
+  const analysis::BandColumns& bc = columns_.bands[device];
+  const analysis::Bands& bands = *(*set)[device];
   const uint64_t ts = xToTs(pos.x());
   if (ts < bc.from_ts || bc.width() == 0) return {};
   const size_t col = std::min<size_t>(bc.width() - 1, (ts - bc.from_ts) / bc.column_ns);
   int64_t below = 0;
   for (size_t b = 0; b < bc.values.size(); ++b) {
     const int64_t v = bc.values[b][col];
-    if (v > 0 && pos.y() <= valueToY(below) && pos.y() >= valueToY(below + v)) {
+    if (v > 0 && pos.y() <= valueToY(below, lane) && pos.y() >= valueToY(below + v, lane)) {
       QString tip =
           tr("<b>%1</b>: %2 at %3")
               .arg(QString::fromStdString(bands.labels()[b]).toHtmlEscaped(), bytes_text(v),

@@ -51,6 +51,7 @@ void TimelineWidget::drawCompare(QPainter& p, const QRect& plot) {
     const analysis::Timeline& t = columns_.compare[d];
     const size_t n = t.width();
     if (n == 0) continue;
+    const int lane = laneOf(d);  // this trace's device d's (Note [Rank lanes])
     const std::pair<const analysis::CurveColumns*, QPen> curves[] = {
         {&t.reserved, QPen(compareColor(d).lighter(150), 1, Qt::DotLine)},
         {&t.allocated, QPen(compareColor(d), 1.5, Qt::DashLine)}};
@@ -61,8 +62,8 @@ void TimelineWidget::drawCompare(QPainter& p, const QRect& plot) {
         const int64_t mine = int64_t(t.from_ts + i * t.column_ns) - offset_;
         const double x = std::floor(tsToX(uint64_t(std::max<int64_t>(0, mine))));
         if (x < plot.left() - 1 || x > plot.right() + 1) continue;
-        line << QPointF(x, valueToY(c->min[i])) << QPointF(x, valueToY(c->max[i]))
-             << QPointF(x, valueToY(c->last[i]));
+        line << QPointF(x, valueToY(c->min[i], lane)) << QPointF(x, valueToY(c->max[i], lane))
+             << QPointF(x, valueToY(c->last[i], lane));
       }
       p.setPen(pen);
       p.drawPolyline(line);

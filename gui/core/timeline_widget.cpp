@@ -83,6 +83,7 @@ void TimelineWidget::setTraceData(TraceDataPtr data) {
     const uint64_t old_end = endTs();
     const bool refolded = data->frames != data_->frames;
     data_ = std::move(data);
+    setLanes();
     if (endTs() > old_end && view_to_ > old_end) {
       setView(view_from_, endTs() + 1);
       emit extended();
@@ -99,6 +100,7 @@ void TimelineWidget::setTraceData(TraceDataPtr data) {
   columns_query_.cancel();  // of the trace shown before
   bands_query_.cancel();
   data_ = std::move(data);
+  setLanes();
   columns_ = {};
   cache_ = std::make_shared<analysis::TimelineCache>();
   for (auto& b : bands_) b.reset();
@@ -126,8 +128,48 @@ QRect TimelineWidget::syncLaneRect() const {
   return QRect(p.left(), top, p.width(), kLaneHeight);
 }
 
-int TimelineWidget::valueToY(int64_t bytes) const {
+// Note [Rank lanes]
+// A merged trace (`tidemark merge`: a device per rank, DeviceRef::rank) shows each rank in a
+// lane of its own, stacked top to bottom in rank order inside the plot, 6 px apart: every lane
+// has the whole time axis, so a step of rank 0 lines up with rank 1's, and all lanes share one
+// byte scale (the largest value of any device), so a rank that holds more reaches higher in its
+// lane than the others in theirs -- the imbalance `rank-imbalance` reports is seen at a glance.
+// A rank's devices (its CPU, its GPUs) share its lane, coloured by device as before. Step lines,
+// the selection, the highlight and the selected time cross every lane; everything drawn by
+// value (curves, bands, compare overlays, peak markers) goes to its device's lane. Any other
+// trace is one lane, the whole plot.
+void TimelineWidget::setLanes() {
+  lane_ranks_.clear();
+  if (!data_) return;
+  for (const analysis::DeviceRef& d : data_->devices)
+    if (d.rank && std::find(lane_ranks_.begin(), lane_ranks_.end(), *d.rank) == lane_ranks_.end())
+      lane_ranks_.push_back(*d.rank);
+  std::sort(lane_ranks_.begin(), lane_ranks_.end());
+}
+
+int TimelineWidget::laneOf(size_t device) const {
+  if (laneCount() == 1 || !data_ || device >= data_->devices.size() || !data_->devices[device].rank)
+    return 0;
+  const auto it = std::find(lane_ranks_.begin(), lane_ranks_.end(), *data_->devices[device].rank);
+  return int(it - lane_ranks_.begin());
+}
+
+QRect TimelineWidget::laneRect(int lane) const {
   const QRect p = plotRect();
+  const int n = laneCount();
+  if (n == 1) return p;
+  constexpr int kGap = 6;
+  const int h = std::max(1, (p.height() - kGap * (n - 1)) / n);
+  return QRect(p.left(), p.top() + std::clamp(lane, 0, n - 1) * (h + kGap), p.width(), h);
+}
+
+QString TimelineWidget::laneLabel(int lane) const {
+  if (laneCount() == 1) return {};
+  return tr("rank %1").arg(lane_ranks_[size_t(std::clamp(lane, 0, laneCount() - 1))]);
+}
+
+int TimelineWidget::valueToY(int64_t bytes, int lane) const {
+  const QRect p = laneRect(lane);
   const double f = double(bytes) / double(std::max<int64_t>(1, y_max_));
   return p.bottom() - int(std::lround(f * (p.height() - 1)));
 }
@@ -292,15 +334,25 @@ void TimelineWidget::drawAxes(QPainter& p, const QRect& plot) {
   p.setPen(QColor(120, 120, 120));
   p.drawRect(plot.adjusted(0, 0, -1, -1));
   const QFontMetrics fm = p.fontMetrics();
-  // Bytes.
-  const double ystep = nice_byte_step(double(y_max_), std::max(2, plot.height() / 40));
-  for (double v = 0; v <= double(y_max_); v += ystep) {
-    const int y = valueToY(int64_t(v));
-    p.setPen(QColor(235, 235, 235));
-    p.drawLine(plot.left() + 1, y, plot.right() - 1, y);
-    p.setPen(Qt::black);
-    p.drawText(QRect(0, y - fm.height() / 2, kLeftMargin - 6, fm.height()),
-               Qt::AlignRight | Qt::AlignVCenter, bytes_text(int64_t(v)));
+  // Bytes, in each lane (Note [Rank lanes]), and the lanes' names and borders.
+  for (int lane = 0; lane < laneCount(); ++lane) {
+    const QRect r = laneRect(lane);
+    const double ystep = nice_byte_step(double(y_max_), std::max(2, r.height() / 40));
+    for (double v = 0; v <= double(y_max_); v += ystep) {
+      const int y = valueToY(int64_t(v), lane);
+      p.setPen(QColor(235, 235, 235));
+      p.drawLine(r.left() + 1, y, r.right() - 1, y);
+      p.setPen(Qt::black);
+      p.drawText(QRect(0, y - fm.height() / 2, kLeftMargin - 6, fm.height()),
+                 Qt::AlignRight | Qt::AlignVCenter, bytes_text(int64_t(v)));
+    }
+    if (laneCount() > 1) {
+      p.setPen(QColor(120, 120, 120));
+      p.drawRect(r.adjusted(0, 0, -1, -1));
+      p.setPen(QColor(60, 60, 60));
+      p.drawText(QRect(r.right() - 120, r.top() + 2, 114, fm.height()), Qt::AlignRight | Qt::AlignTop,
+                 laneLabel(lane));
+    }
   }
   // Time, relative to the trace origin.
   const double span = double(view_to_ - view_from_);
@@ -349,6 +401,8 @@ void TimelineWidget::drawCurves(QPainter& p, const QRect& plot) {
   for (size_t d = 0; d < columns_.devices.size(); ++d) {
     const analysis::Timeline& t = columns_.devices[d];
     const size_t n = t.width();
+    const int lane = laneOf(d);
+    const int bottom = laneRect(lane).bottom();
     struct Curve {
       const analysis::CurveColumns* c;
       QColor color;
@@ -363,13 +417,13 @@ void TimelineWidget::drawCurves(QPainter& p, const QRect& plot) {
       for (size_t i = 0; i < n; ++i) {
         const double x = std::floor(tsToX(t.from_ts + i * t.column_ns));
         if (x < plot.left() - 1 || x > plot.right() + 1) continue;
-        line << QPointF(x, valueToY(c.c->min[i])) << QPointF(x, valueToY(c.c->max[i]))
-             << QPointF(x, valueToY(c.c->last[i]));
+        line << QPointF(x, valueToY(c.c->min[i], lane)) << QPointF(x, valueToY(c.c->max[i], lane))
+             << QPointF(x, valueToY(c.c->last[i], lane));
       }
       if (line.isEmpty()) continue;
       if (c.fill) {
         QPolygonF area = line;
-        area << QPointF(line.back().x(), plot.bottom()) << QPointF(line.front().x(), plot.bottom());
+        area << QPointF(line.back().x(), bottom) << QPointF(line.front().x(), bottom);
         QColor f = c.color;
         f.setAlpha(60);
         p.setPen(Qt::NoPen);
@@ -429,7 +483,7 @@ void TimelineWidget::drawMarkers(QPainter& p, const QRect& plot) {
     const auto& peak = data_->peaks[d];
     if (!peak || peak->ts_ns < view_from_ || peak->ts_ns >= view_to_) continue;
     const int x = int(std::floor(tsToX(peak->ts_ns)));
-    const int y = valueToY(peak->bytes);
+    const int y = valueToY(peak->bytes, laneOf(d));
     markers_.push_back({data_->devices[d].name, peak->ts_ns, peak->bytes, QPoint(x, y)});
     // Above the point, so the curve's own pixel stays visible.
     QPolygonF tri;
@@ -442,7 +496,7 @@ void TimelineWidget::drawMarkers(QPainter& p, const QRect& plot) {
     const QString label = tr("peak %1").arg(bytes_text(peak->bytes));
     const int w = p.fontMetrics().horizontalAdvance(label);
     const int lx = std::clamp(x + 7, plot.left() + 2, plot.right() - w - 2);
-    p.drawText(QPoint(lx, std::max(plot.top() + 12, y - 4)), label);
+    p.drawText(QPoint(lx, std::max(laneRect(laneOf(d)).top() + 12, y - 4)), label);
   }
   p.setRenderHint(QPainter::Antialiasing, false);
 }

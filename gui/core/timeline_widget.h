@@ -2,6 +2,8 @@
 // QPainter from analysis::timeline() at the plot's pixel width (one level-of-detail column
 // per pixel, see docs/gui.md), with the peak marked, step boundaries, the scopes (module
 // paths, NVTX ranges) as a flame chart under the curves (one row per depth), and a lane of syncs.
+// A merged trace of several ranks (`tidemark merge`) is drawn in lanes, one per rank, on one
+// time axis and one byte scale (Note [Rank lanes] in timeline_widget.cpp).
 // Zoom (wheel, +/-), pan (drag, arrows), select a range (shift+drag), pick a time (click),
 // reset (0). A zoom requeries the visible range in the thread pool (AsyncQuery: the latest
 // view wins); until the answer comes the previous columns are drawn at their own times, so
@@ -72,10 +74,16 @@ class TimelineWidget : public QWidget {
 
   // Geometry, for tests and tools.
   QRect plotRect() const;
+  // Note [Rank lanes]: 1 lane but for a merged trace of several ranks; the lane of a device
+  // (an index into TraceData::devices) and the part of plotRect() a lane takes.
+  int laneCount() const { return int(lane_ranks_.size()) > 1 ? int(lane_ranks_.size()) : 1; }
+  int laneOf(size_t device) const;
+  QRect laneRect(int lane) const;
+  QString laneLabel(int lane) const;  // "rank 1"; empty for a single lane
   QRect syncLaneRect() const;
   QRect scopeLaneRect() const;  // empty height when the trace has no scopes (yet)
   int scopeRows() const;
-  int valueToY(int64_t bytes) const;
+  int valueToY(int64_t bytes, int lane = 0) const;
   double tsToX(uint64_t ts) const;
   uint64_t xToTs(double x) const;
   int64_t yMaxBytes() const { return y_max_; }
@@ -141,6 +149,7 @@ class TimelineWidget : public QWidget {
   void drawCompare(QPainter& p, const QRect& plot);
   static BandSet buildBands(const TraceData& data, Stacking s);
   void drawBands(QPainter& p, size_t device);
+  void setLanes();
   void drawBandLegend(QPainter& p, const QRect& plot);
   QString bandTooltip(const QPoint& pos) const;
   void applyColumns(Columns c);
@@ -152,6 +161,7 @@ class TimelineWidget : public QWidget {
   QString syncTooltip(const QPoint& pos) const;
 
   TraceDataPtr data_;
+  std::vector<int64_t> lane_ranks_;  // the ranks of a merged trace, in order; else empty
   uint64_t view_from_ = 0, view_to_ = 1;
   Columns columns_;
   int64_t y_max_ = 1;

@@ -15,6 +15,7 @@
 #include "gui/core/trace_view.h"
 #include "gui/tests/test_traces.h"
 #include "profiler/analysis/memory.h"
+#include "profiler/analysis/merge.h"
 
 using namespace tidemark::gui;
 using namespace tidemark::gui::testing;
@@ -252,6 +253,73 @@ class TimelineTest : public QObject {
     w.setState(st);
     const QImage img = render(w);
     QVERIFY(topmost(img, img.rect(), AllocatorWidget::allocatedColor()) >= 0);
+  }
+
+  // Note [Rank lanes]: a merged trace of two ranks (train_mlp recorded as ranks 0 and 1 of a
+  // job, 20 and 5 steps, then `merge`d) is drawn in two lanes, rank 0 above rank 1, on one
+  // byte scale: each rank's peak marker and highest allocated pixel are at its own peak's
+  // value in its own lane.
+  void mergedRanksAreDrawnInLanes() {
+    QStringList ranks;
+    for (int r = 0; r < 2; ++r) {
+      const QString path = test_dir() + QString("/ranked_%1.db").arg(r);
+      for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(path + suffix);
+      QProcess p;
+      p.setProcessChannelMode(QProcess::MergedChannels);
+      QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+      env.insert("TIDEMARK_OUTPUT", test_dir() + "/ranked_%r.db");
+      env.insert("OMPI_COMM_WORLD_RANK", QString::number(r));
+      env.insert("OMPI_COMM_WORLD_SIZE", "2");
+      p.setProcessEnvironment(env);
+      p.start(TIDEMARK_TRAIN_MLP, {r == 0 ? "20" : "5"});
+      QVERIFY2(p.waitForFinished(300000) && p.exitCode() == 0 && QFile::exists(path), p.readAll().constData());
+      ranks << path;
+    }
+    const QString merged = test_dir() + "/ranked_merged.db";
+    QFile::remove(merged);
+    tidemark::analysis::merge_ranks({ranks[0].toStdString(), ranks[1].toStdString()}, merged.toStdString());
+    QString error;
+    TraceDataPtr data = TraceLoader::load_now(merged, &error);
+    QVERIFY2(data, qPrintable(error));
+    QCOMPARE(int(data->devices.size()), 2);
+
+    TimelineWidget w;
+    w.setSynchronous(true);
+    w.resize(1000, 500);
+    w.setTraceData(data);
+    const QImage img = render(w);
+    QCOMPARE(w.laneCount(), 2);
+    QVERIFY(w.laneRect(0).bottom() < w.laneRect(1).top());
+    QVERIFY(w.plotRect().contains(w.laneRect(0)) && w.plotRect().contains(w.laneRect(1)));
+    QCOMPARE(w.laneLabel(1), QString("rank 1"));
+    auto trace = tidemark::analysis::Trace::open(merged.toStdString());
+    QCOMPARE(int(w.peakMarkers().size()), 2);
+    for (size_t d = 0; d < 2; ++d) {
+      const int lane = w.laneOf(d);
+      QCOMPARE(lane, int(*data->devices[d].rank));
+      const auto peak = tidemark::analysis::peak(trace, data->devices[d].id);
+      QVERIFY(peak);
+      const TimelineWidget::PeakMarker& m = w.peakMarkers()[d];
+      QCOMPARE(m.device, data->devices[d].name);
+      QVERIFY(w.laneRect(lane).contains(m.pos));
+      QCOMPARE(m.pos.y(), w.valueToY(peak->bytes, lane));
+      // By RGB value: the other devices' colours are given as HSV (QColor's == compares specs).
+      int y = -1;
+      const QRect r = w.laneRect(lane);
+      const QRgb want = TimelineWidget::allocatedColor(d).rgb();
+      for (int yy = r.top(); yy <= r.bottom() && y < 0; ++yy)
+        for (int x = r.left(); x <= r.right(); ++x)
+          if (img.pixel(x, yy) == want) {
+            y = yy;
+            break;
+          }
+      QVERIFY2(std::abs(y - w.valueToY(peak->bytes, lane)) <= 1,
+               qPrintable(QString("lane %1: drawn %2, peak at %3").arg(lane).arg(y).arg(w.valueToY(peak->bytes, lane))));
+    }
+    // Any other trace is one lane, the whole plot.
+    w.setTraceData(data_);
+    QCOMPARE(w.laneCount(), 1);
+    QCOMPARE(w.laneRect(0), w.plotRect());
   }
 };
 

@@ -88,7 +88,8 @@
 //    which must be at least half of the device's allocations with frames and repeat: from the
 //    third iteration on, at least 90% of its allocations are from the call path of the one G
 //    before (data loading's allocations left out: a DataLoader's workers interleave them
-//    differently every iteration). An iteration begins
+//    differently every iteration; the data loading just before an iteration's first allocation,
+//    a batch it waited for, is its own). An iteration begins
 //    where in the body the most frees come between two allocations (the last iteration's
 //    memory dies as the next begins; the anchor on a tie): a step ends before each
 //    iteration's first allocation after the first, and after the last iteration, as many events
@@ -318,8 +319,14 @@ std::vector<uint64_t> repetition_step_ends(const std::vector<PhaseEvent>& events
   size_t same = 0, compared = 0;
   for (size_t k = from; k < std::min(n, last); ++k, ++compared) same += path[k] == path[k - g];
   if (10 * same < 9 * compared) return {};
+  // An iteration that waited for its batch begins with the loader's allocations for it (a
+  // worker late under load): the step ends before them, not between them and the iteration.
+  auto begin_of = [&](uint64_t p) {
+    while (p > 0 && events[p - 1].phase == Phase::data) --p;
+    return p;
+  };
   std::vector<uint64_t> ends;
-  for (size_t j = 1; j < ks.size(); ++j) ends.push_back(at[ks[j] - r]);
+  for (size_t j = 1; j < ks.size(); ++j) ends.push_back(begin_of(at[ks[j] - r]));
   // The last iteration ends as the one before it did, as many events after its last allocation
   // (its own frees), not with what the program frees after the loop; at the latest before the
   // first allocation after it.

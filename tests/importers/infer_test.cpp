@@ -96,6 +96,7 @@ std::vector<PhaseEvent> events(const std::string& calls) {
     e.ts = out.size();
     e.alloc = c != '-';
     e.stack = c == '-' ? 0 : static_cast<uint64_t>(c);
+    if (c == 'D') e.phase = tidemark::importers::infer::Phase::data;  // the loader's
     out.push_back(e);
   }
   return out;
@@ -139,6 +140,13 @@ TEST(InferSteps, TheLastIterationEndsBeforeTheTeardown) {
   // After the loop the program frees what it kept (the accumulated graphs): the last step ends
   // as the others, one free after its last allocation (position 12), not after the teardown.
   EXPECT_EQ(repetition_step_ends(events("xa-xa-xa-xa-----")), (std::vector<uint64_t>{3, 6, 9, 12}));
+}
+
+TEST(InferSteps, ABatchTheIterationWaitedForIsItsOwn) {
+  // The loader's allocations (D, data loading) are left out of the repetition; one that comes
+  // right before an iteration's first allocation (a worker late with the batch the iteration
+  // waits for) begins that iteration: its step ends before D (6), not between D and x (7).
+  EXPECT_EQ(repetition_step_ends(events("xa-xa-Dxa-xa-")), (std::vector<uint64_t>{3, 6, 10, 13}));
 }
 
 TEST(InferSteps, OneAllocationPerIteration) {

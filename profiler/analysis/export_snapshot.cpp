@@ -470,9 +470,13 @@ class SnapshotWriter {
       // build's), then the inlined ones of the first address left.
       const std::vector<uint64_t> ips = trace_.reader().stack(stack_id);
       size_t first = 0;
-      auto own = [&](uint64_t ip) {
-        const std::vector<store::ResolvedFrame> fs = trace_.reader().frames(ip);
-        return !fs.empty() && std::all_of(fs.begin(), fs.end(), is_recorder_frame);
+      auto own = [&](uint64_t ip) {  // read once per address: most stacks start at a few
+        auto [it, fresh] = recorder_ips_.try_emplace(ip, false);
+        if (fresh) {
+          const std::vector<store::ResolvedFrame> fs = trace_.reader().frames(ip);
+          it->second = !fs.empty() && std::all_of(fs.begin(), fs.end(), is_recorder_frame);
+        }
+        return it->second;
       };
       while (first < ips.size() && own(ips[first])) ++first;
       for (size_t i = first; i < ips.size(); ++i) frames_of(ips[i], list, i == first);
@@ -577,6 +581,7 @@ class SnapshotWriter {
   std::unordered_map<uint64_t, uint32_t> stacks_;
   std::unordered_map<uint64_t, std::vector<uint32_t>> ips_;  // ip -> its frame dicts' memo
   std::unordered_map<uint64_t, std::vector<uint32_t>> innermost_ips_;  // ... as a stack's innermost
+  std::unordered_map<uint64_t, bool> recorder_ips_;  // ip -> wholly the recorder's frames
 };
 
 }  // namespace

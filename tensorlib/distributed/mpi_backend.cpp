@@ -73,11 +73,7 @@ class ProcessGroupMPI final : public ProcessGroup {
  public:
   ProcessGroupMPI(MPI_Comm comm, int rank, int size, uint64_t id)
       : ProcessGroup(rank, size, "mpi", id), comm_(comm) {}
-  ~ProcessGroupMPI() override {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized && comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
-  }
+  ~ProcessGroupMPI() override { free_comm(comm_); }
 
  protected:
   void agree(const int64_t (&signature)[4], std::string_view what) override {
@@ -144,6 +140,12 @@ void finalize_mpi_if_ours() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (g_we_initialised && !finalized) MPI_Finalize();
+}
+
+void free_comm(MPI_Comm& comm) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm != MPI_COMM_WORLD) MPI_Comm_free(&comm);
 }
 
 void mpi_agree(MPI_Comm comm, const int64_t (&sig)[4], std::string_view what) {

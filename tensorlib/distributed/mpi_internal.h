@@ -30,6 +30,10 @@ void finalize_mpi_if_ours();
 // on every rank when they differ.
 void mpi_agree(MPI_Comm comm, const int64_t (&signature)[4], std::string_view what);
 
+// Frees a group's communicator (a split's), never MPI_COMM_WORLD, and not once MPI is
+// finalized (a group destroyed at exit after MPI).
+void free_comm(MPI_Comm& comm);
+
 // A group over `comm`, which it owns (and frees) unless it is MPI_COMM_WORLD.
 std::shared_ptr<ProcessGroup> make_mpi_group(MPI_Comm comm, uint64_t id);
 // A NCCL group over the processes of `comm` (which it owns likewise), its communicator set up

@@ -57,9 +57,7 @@ class ProcessGroupNCCL final : public ProcessGroup {
   }
   ~ProcessGroupNCCL() override {
     ncclCommDestroy(comm_);
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized && mpi_ != MPI_COMM_WORLD) MPI_Comm_free(&mpi_);
+    free_comm(mpi_);
   }
 
  protected:

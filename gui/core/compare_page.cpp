@@ -45,7 +45,7 @@ void ComparePage::showOpened(Compared c) {
     return;
   }
   other_ = c.data;
-  emit opened(other_);
+  selection_->setCompared(other_);
   differ();
 }
 
@@ -87,7 +87,7 @@ void ComparePage::showDifferences(Compared c) {
          "peak, B - A (as <tt>tidemark diff</tt>).")
           .arg(QString::fromStdString(mine ? mine->path : std::string()).toHtmlEscaped(),
                QString::fromStdString(other_ ? other_->path : std::string()).toHtmlEscaped()));
-  emit differences(c.flames);
+  selection_->setFlameDiffs(std::move(c.flames));
 }
 
 }  // namespace tidemark::gui

@@ -1,7 +1,8 @@
 // ComparePage: the Compare tab, and the workflow behind it. compareWith() opens another trace
-// in the thread pool (opened(): the timeline overlays its curves, the flame page gets nothing
-// yet), then lists the differences (analysis::diff, this trace as A) with the differential
-// flame graphs of the peaks (differences()). A tab once first used.
+// in the thread pool and publishes it (ViewSelection::setCompared: the timeline overlays its
+// curves), then lists the differences (analysis::diff, this trace as A) and publishes the
+// differential flame graphs of the peaks (ViewSelection::setFlameDiffs: the flame page offers
+// them). A tab once first used.
 #pragma once
 
 #include <QLabel>
@@ -18,17 +19,14 @@ class ComparePage : public Page {
   DiffModel* model() const { return model_; }
 
  signals:
-  void opened(const tidemark::gui::TraceDataPtr& other);  // its curves can be overlaid
-  void failed(const QString& message);                     // it could not be opened
-  // Per device of both traces (by name): the differential flame graphs of the peaks.
-  void differences(const std::vector<tidemark::gui::FlamePage::Compared>& flames);
+  void failed(const QString& message);  // it could not be opened
 
  private:
   struct Compared {
     TraceDataPtr data;
     std::vector<DiffRow> rows;
     QString error;
-    std::vector<FlamePage::Compared> flames;
+    std::vector<FlameDiff> flames;
   };
   void showOpened(Compared c);
   void differ();  // the differences with other_, and its flame graphs

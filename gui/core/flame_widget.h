@@ -82,13 +82,9 @@ class FlamePage : public QWidget {
   // Offers, and shows, the graph of what was live at a time selected on the timeline (on
   // device `device` of the data, `time_ns` after the origin), replacing an earlier one.
   void setSelectedTime(size_t device, uint64_t time_ns, analysis::FlameNode tree);
-  // Offers the differential graphs of Compare, replacing earlier ones: per device name, the
-  // compared trace's peak stacks with this trace's as the base (what grew), and this trace's
-  // with the compared one's as the base (what shrank: drawn negated).
-  struct Compared {
-    std::string device;
-    analysis::FlameNode grown, shrunk;
-  };
+  // Offers the differential graphs of Compare (FlameDiff, trace_data.h), replacing earlier
+  // ones; what shrank is drawn negated.
+  using Compared = FlameDiff;
   void setCompared(std::vector<Compared> flames);
   FlameWidget* flame() const { return flame_; }
   QComboBox* choice() const { return choice_; }

@@ -149,6 +149,9 @@ FlameTab::FlameTab(ViewSelection* selection) : Page(selection) {
       if (data->devices[i].id == state->allocator.device_id)
         flame_->setSelectedTime(i, state->allocator.time_ns, state->flame);
   });
+  // Compare's differential graphs.
+  connect(selection, &ViewSelection::flameDiffsChanged, this,
+          [this] { flame_->setCompared(selection_->flameDiffs()); });
 }
 
 AllocatorPage::AllocatorPage(ViewSelection* selection, QueryModePtr mode)

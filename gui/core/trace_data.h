@@ -205,6 +205,14 @@ struct DiffRow {
 };
 std::vector<DiffRow> diff_rows(const analysis::TraceDiff& diff);
 
+// Compare's differential flame graphs of one device (by name) of both traces: the compared
+// trace's peak stacks with this trace's as the base (what grew), and this trace's with the
+// compared one's as the base (what shrank).
+struct FlameDiff {
+  std::string device;
+  analysis::FlameNode grown, shrunk;
+};
+
 // The details of the allocation at `addr` on `device` allocated at `alloc_ts` (absolute).
 std::optional<analysis::AllocationDetails> find_allocation_details(const analysis::Trace& trace,
                                                                    int64_t device, uint64_t addr,

@@ -149,17 +149,15 @@ TraceView::TraceView(QWidget* parent)
   connect(selection_, &ViewSelection::stateChanged, this, &TraceView::stateShown);
   connect(selection_page_, &SelectionPage::listed, this, &TraceView::selectionShown);
 
-  connect(compare_, &ComparePage::opened, this, [this](const TraceDataPtr& other) {
+  // Compare publishes its results in the selection: the compared trace's curves go on the
+  // timeline (the flame tab takes the differential graphs itself).
+  connect(selection_, &ViewSelection::comparedChanged, this, [this](const TraceDataPtr& other) {
     timeline_->setCompare(other, TimelineWidget::Align(align_->currentIndex()));
     align_->setVisible(true);
     emit compareShown();
   });
+  connect(selection_, &ViewSelection::flameDiffsChanged, this, &TraceView::differencesShown);
   connect(compare_, &ComparePage::failed, this, &TraceView::compareFailed);
-  connect(compare_, &ComparePage::differences, this,
-          [this](const std::vector<FlamePage::Compared>& flames) {
-            flame_->flame()->setCompared(flames);
-            emit differencesShown();
-          });
   connect(align_, &QComboBox::currentIndexChanged, this,
           [this](int i) { timeline_->setCompareAlign(TimelineWidget::Align(i)); });
   connect(stacking_, &QComboBox::currentIndexChanged, this,

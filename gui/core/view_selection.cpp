@@ -53,4 +53,14 @@ void ViewSelection::setFrames(analysis::Frames frames) {
   emit framesChanged();
 }
 
+void ViewSelection::setCompared(TraceDataPtr other) {
+  compared_ = std::move(other);
+  emit comparedChanged(compared_);
+}
+
+void ViewSelection::setFlameDiffs(std::vector<FlameDiff> diffs) {
+  flame_diffs_ = std::move(diffs);
+  emit flameDiffsChanged();
+}
+
 }  // namespace tidemark::gui

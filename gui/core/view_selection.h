@@ -7,7 +7,9 @@
 // * the selected range (shift+drag), the highlighted span (a table row, a block's lifetime)
 //   and the timeline's visible range (its zoom);
 // * what the Details page is asked to show: an allocation or a tensor;
-// * which frames name a site: the user's or any (Note [Frames in the GUI]).
+// * which frames name a site: the user's or any (Note [Frames in the GUI]);
+// * Compare's results: the trace compared with this one (the timeline overlays its curves)
+//   and the differential flame graphs of the two (the flame page offers them).
 //
 // Note [Frames in the GUI]
 // ~~~~~~~~~~~~~~~~~~~~~~~~
@@ -30,6 +32,7 @@
 #include <memory>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "gui/core/trace_loader.h"
 
@@ -49,6 +52,8 @@ class ViewSelection : public QObject {
   std::optional<Span> range() const { return range_; }
   std::optional<Span> zoom() const { return zoom_; }
   analysis::Frames frames() const { return frames_; }
+  const TraceDataPtr& compared() const { return compared_; }
+  const std::vector<FlameDiff>& flameDiffs() const { return flame_diffs_; }
 
   // Each setter, then the signal it emits (Q_SIGNAL: the pairs stay together).
   // A new trace clears the selections; a later stage of the same trace keeps them. `same`: a
@@ -71,6 +76,11 @@ class ViewSelection : public QObject {
   Q_SIGNAL void tensorChosen(quint64 tensor_id);
   void setFrames(analysis::Frames frames);  // no signal when it is the rule already
   Q_SIGNAL void framesChanged();
+  // A trace opened to compare with this one; its differences with it come later.
+  void setCompared(TraceDataPtr other);
+  Q_SIGNAL void comparedChanged(const tidemark::gui::TraceDataPtr& other);
+  void setFlameDiffs(std::vector<FlameDiff> diffs);
+  Q_SIGNAL void flameDiffsChanged();  // flameDiffs() holds the new ones
 
  private:
   TraceDataPtr data_;
@@ -78,6 +88,8 @@ class ViewSelection : public QObject {
   std::shared_ptr<const StateAtTime> state_;
   std::optional<Span> range_, zoom_;
   analysis::Frames frames_ = analysis::Frames::user;
+  TraceDataPtr compared_;
+  std::vector<FlameDiff> flame_diffs_;
 };
 
 }  // namespace tidemark::gui

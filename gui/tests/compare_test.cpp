@@ -65,6 +65,10 @@ class CompareTest : public QObject {
     QCOMPARE(view.flamePage()->flame()->zoomed(), FlameWidget::Path{0});
     QCOMPARE(shown.count(), 1);
     QCOMPARE(listed.count(), 1);
+    // Compare's results are the view's, in its selection: the compared trace and one pair of
+    // differential graphs per device of both.
+    QVERIFY(view.selection()->compared());
+    QCOMPARE(QString::fromStdString(view.selection()->compared()->path), b_);
 
     const an::Trace ta = an::Trace::open(a_.toStdString()), tb = an::Trace::open(b_.toStdString());
     const an::TraceDiff diff = an::diff(ta, tb);
@@ -76,6 +80,10 @@ class CompareTest : public QObject {
     const int64_t dev_a = ta.devices()[0].id, dev_b = tb.device(ta.devices()[0].name).id;
     QCOMPARE(peak.a, an::peak(ta, dev_a)->bytes);
     QCOMPARE(peak.b, an::peak(tb, dev_b)->bytes);
+    size_t matched = 0;
+    for (const an::DeviceMatch& m : an::match_devices(ta, tb)) matched += m.a && m.b;
+    QCOMPARE(view.selection()->flameDiffs().size(), matched);
+    QCOMPARE(view.selection()->flameDiffs().front().device, ta.devices()[0].name);
     QVERIFY2(peak.delta() < 0, "the fixed run should peak lower");
     // The site holding the graphs shrank or vanished.
     bool site_shrank = false;

@@ -134,5 +134,44 @@ void Kernels::matmul(const Tensor&, const Tensor&, const Tensor&, const Scalar&,
   missing("matmul");
 }
 
+// The image ops (Note [Image kernels]): no kernel, so the front-ends compose them; a backward
+// entry is reached only through its forward's result.
+Tensor Kernels::conv2d(const Tensor&, const Tensor&, const Tensor&, const Window2d&, int64_t) const {
+  return Tensor();
+}
+void Kernels::conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Window2d&, int64_t) const {
+  missing("conv2d_backward");
+}
+Tensor Kernels::conv_transpose2d(const Tensor&, const Tensor&, const Tensor&, const Window2d&, int64_t) const {
+  return Tensor();
+}
+void Kernels::conv_transpose2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Window2d&, int64_t) const {
+  missing("conv_transpose2d_backward");
+}
+Tensor Kernels::max_pool2d(const Tensor&, const Window2d&, Tensor&) const {
+  return Tensor();
+}
+void Kernels::max_pool2d_backward(const Tensor&, const Tensor&, const Tensor&, const Window2d&) const {
+  missing("max_pool2d_backward");
+}
+Tensor Kernels::avg_pool2d(const Tensor&, const Window2d&, const AvgPool2d&) const {
+  return Tensor();
+}
+void Kernels::avg_pool2d_backward(const Tensor&, const Tensor&, const Window2d&, const AvgPool2d&) const {
+  missing("avg_pool2d_backward");
+}
+Tensor Kernels::adaptive_avg_pool2d(const Tensor&, const Window2d&) const {
+  return Tensor();
+}
+void Kernels::adaptive_avg_pool2d_backward(const Tensor&, const Tensor&, const Window2d&) const {
+  missing("adaptive_avg_pool2d_backward");
+}
+Tensor Kernels::upsample2d(const Tensor&, const Window2d&, const Resize2d&) const {
+  return Tensor();
+}
+void Kernels::upsample2d_backward(const Tensor&, const Tensor&, const Window2d&, const Resize2d&) const {
+  missing("upsample2d_backward");
+}
+
 }  // namespace detail
 }  // namespace tl

@@ -42,6 +42,20 @@ struct Window2d {
   int64_t out_h, out_w;
 };
 
+/// Average pooling's divisor (torch's count_include_pad and divisor_override).
+struct AvgPool2d {
+  bool count_include_pad;
+  std::optional<int64_t> divisor_override;
+};
+
+/// An interpolation: nearest or bilinear, and the scale factors passed on per axis (ATen's
+/// `scales`; none: out / in).
+struct Resize2d {
+  bool bilinear;
+  bool align_corners;
+  std::optional<double> scale_h, scale_w;
+};
+
 /// The random factories' distributions (Note [Counter-based random tensors], core/philox.h).
 enum class RandomDist : uint8_t { uniform, normal, integer };
 
@@ -70,11 +84,6 @@ class Kernels {
   virtual ~Kernels() = default;
   /// The backend's device type, for messages.
   virtual DeviceType device_type() const = 0;
-  /// Whether the image ops of tensorlib/nn (conv2d, conv_transpose2d, max/avg/adaptive pooling,
-  /// interpolate) run the direct loops of nn/ on this backend's memory; a backend without them
-  /// (the default, and CUDA) gets each op composed from unfold/fold, matmul and reductions, whose
-  /// autograd is the composition's (Note [Separable resampling] in nn/unfold.cpp).
-  virtual bool direct_image_loops() const { return false; }
   /// dst <- src, same sizes (src already expanded), any dtypes; called on the table of the
   /// device that is not the CPU when one is. On CUDA blocking: returns once the data can be
   /// read (on the host) or used (on the device) (Note [CUDA copies]).
@@ -138,6 +147,55 @@ class Kernels {
   /// Fills contiguous `out` with the draws of `fill` (uniform and normal: floating dtypes),
   /// element i from counter fill.offset + i / (4, or 2 for integers), as the CPU loops do.
   virtual void random(const Tensor& out, const RandomFill& fill) const;
+
+  // Note [Image kernels]
+  // The image ops of tensorlib/nn (conv2d, conv_transpose2d, max, average and adaptive
+  // pooling, interpolate). Each forward entry is optional: it returns a new contiguous result,
+  // or an undefined tensor where the backend has no kernel for the op (the default), and the
+  // front-end composes the op from unfold/fold, matmul and reductions (nn/unfold.h), whose
+  // autograd is the composition's. A backward entry is called only after its forward gave a
+  // result; it writes into contiguous gradients the caller allocated. Operands may have any
+  // strides. Window2d describes the input: g.batch x g.channels planes of g.height x g.width,
+  // windows at g.out_h x g.out_w positions (conv_transpose2d: the output, windows at the
+  // input's pixels). Every floating dtype the backend stores may come.
+
+  /// conv2d of x [N, C, H, W] with weight [C_out, C / groups, kh, kw] and bias [C_out] (or
+  /// undefined): [N, C_out, out_h, out_w].
+  virtual Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const Window2d& g, int64_t groups) const;
+  /// conv2d's gradients from grad_out; gx, gw, gb each undefined where not needed (overwritten).
+  virtual void conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
+                               const Tensor& gx, const Tensor& gw, const Tensor& gb,
+                               const Window2d& g, int64_t groups) const;
+  /// conv_transpose2d of x [N, C_in, out_h, out_w] with weight [C_in, C_out / groups, kh, kw]:
+  /// [N, C_out, H, W] (g.channels = C_out).
+  virtual Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                  const Window2d& g, int64_t groups) const;
+  virtual void conv_transpose2d_backward(const Tensor& grad_out, const Tensor& x,
+                                         const Tensor& weight, const Tensor& gx, const Tensor& gw,
+                                         const Tensor& gb, const Window2d& g,
+                                         int64_t groups) const;
+  /// The maximum of each window (padding counts as -inf; the first maximum in scan order, a NaN
+  /// counts as one) and, in `indices` (int64, set here), its position h * W + w in its plane.
+  virtual Tensor max_pool2d(const Tensor& x, const Window2d& g, Tensor& indices) const;
+  /// grad_in = 0, then each grad_out element added at its index.
+  virtual void max_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out,
+                                   const Tensor& indices, const Window2d& g) const;
+  /// The mean of each window (dilation 1) clipped to the input, divided as `a` says (the
+  /// window's span in the padded input: avg_span in core/image_windows.h).
+  virtual Tensor avg_pool2d(const Tensor& x, const Window2d& g, const AvgPool2d& a) const;
+  virtual void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out,
+                                   const Window2d& g, const AvgPool2d& a) const;
+  /// The mean over adaptive_start..adaptive_end along each axis (the kernel fields unused).
+  virtual Tensor adaptive_avg_pool2d(const Tensor& x, const Window2d& g) const;
+  virtual void adaptive_avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out,
+                                            const Window2d& g) const;
+  /// interpolate to out_h x out_w (the kernel fields unused), with the indices and taps of
+  /// core/image_windows.h.
+  virtual Tensor upsample2d(const Tensor& x, const Window2d& g, const Resize2d& r) const;
+  virtual void upsample2d_backward(const Tensor& grad_in, const Tensor& grad_out,
+                                   const Window2d& g, const Resize2d& r) const;
+
   /// out[b] = alpha * a[b] @ b[b] + beta * out[b] (out not read when !use_beta) over the
   /// leading batch dims (a and b broadcast by stride 0); float32 and float64 through cuBLAS.
   virtual void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha,

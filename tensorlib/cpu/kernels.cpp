@@ -1,12 +1,9 @@
-// The CPU backend's kernel table (Note [Device dispatch]), and the entries of ops whose CPU
-// loops are small: random fills, im2col/col2im.
+// The CPU backend's kernel table (Note [Device dispatch]), and the entry of random fills.
 #include "tensorlib/cpu/kernels.h"
 
 #include "tensorlib/core/philox.h"
 #include "tensorlib/core/tensor.h"
 #include "tensorlib/cpu/loops.h"
-#include "tensorlib/nn/im2col.h"
-#include "tensorlib/nn/image_util.h"
 
 namespace tl::cpu {
 
@@ -47,39 +44,11 @@ void random_fill(T* p, int64_t n, const detail::RandomFill& f) {
   }
 }
 
-nn::detail::WindowGeometry geometry_of(const detail::Window2d& w) {
-  return {w.channels, w.height, w.width, w.kh, w.kw, w.sh, w.sw,
-          w.ph,       w.pw,     w.dh,    w.dw, w.out_h, w.out_w};
-}
-
 }  // namespace
 
 void Kernels::random(const Tensor& out, const detail::RandomFill& fill) const {
   TL_DISPATCH_ALL(out.dtype(), "random", [&]<typename T>() {
     random_fill(out.data_ptr<T>(), out.numel(), fill);
-  });
-}
-
-// One image at a time (a one-image CPU column buffer has the CUDA layout [C*kh*kw, L]); the
-// CPU pads with 0 only (the composed image ops run here only in tests, Note [Separable
-// resampling]).
-void Kernels::im2col(const Tensor& cols, const Tensor& img, const detail::Window2d& w,
-                     double pad) const {
-  TL_INTERNAL_ASSERT(pad == 0.0);
-  const nn::detail::WindowGeometry g = geometry_of(w);
-  nn::detail::dispatch_floating(img.dtype(), [&]<typename T>() {
-    const int64_t image = w.channels * w.height * w.width, col = g.rows() * g.positions();
-    for (int64_t n = 0; n < w.batch; ++n)
-      nn::detail::im2col<T>(img.data_ptr<T>() + n * image, 1, g, cols.data_ptr<T>() + n * col);
-  });
-}
-
-void Kernels::col2im(const Tensor& img, const Tensor& cols, const detail::Window2d& w) const {
-  const nn::detail::WindowGeometry g = geometry_of(w);
-  nn::detail::dispatch_floating(img.dtype(), [&]<typename T>() {
-    const int64_t image = w.channels * w.height * w.width, col = g.rows() * g.positions();
-    for (int64_t n = 0; n < w.batch; ++n)
-      nn::detail::col2im<T>(cols.data_ptr<T>() + n * col, 1, g, img.data_ptr<T>() + n * image);
   });
 }
 

@@ -9,7 +9,6 @@ namespace tl::cpu {
 class Kernels final : public detail::Kernels {
  public:
   DeviceType device_type() const override { return kCPU; }
-  bool direct_image_loops() const override { return true; }
   // elementwise.cpp
   void unary(math::UnaryOp op, const Tensor& out, const Tensor& in) const override;
   void binary(math::BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b,
@@ -46,10 +45,37 @@ class Kernels final : public detail::Kernels {
   void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha,
               const Scalar& beta, bool use_beta) const override;
   // kernels.cpp
+  void random(const Tensor& out, const detail::RandomFill& fill) const override;
+  // conv.cpp
   void im2col(const Tensor& cols, const Tensor& img, const detail::Window2d& w,
               double pad) const override;
   void col2im(const Tensor& img, const Tensor& cols, const detail::Window2d& w) const override;
-  void random(const Tensor& out, const detail::RandomFill& fill) const override;
+  Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                const detail::Window2d& g, int64_t groups) const override;
+  void conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
+                       const Tensor& gx, const Tensor& gw, const Tensor& gb,
+                       const detail::Window2d& g, int64_t groups) const override;
+  Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                          const detail::Window2d& g, int64_t groups) const override;
+  void conv_transpose2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
+                                 const Tensor& gx, const Tensor& gw, const Tensor& gb,
+                                 const detail::Window2d& g, int64_t groups) const override;
+  // pooling.cpp
+  Tensor max_pool2d(const Tensor& x, const detail::Window2d& g, Tensor& indices) const override;
+  void max_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& indices,
+                           const detail::Window2d& g) const override;
+  Tensor avg_pool2d(const Tensor& x, const detail::Window2d& g,
+                    const detail::AvgPool2d& a) const override;
+  void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out,
+                           const detail::Window2d& g, const detail::AvgPool2d& a) const override;
+  Tensor adaptive_avg_pool2d(const Tensor& x, const detail::Window2d& g) const override;
+  void adaptive_avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out,
+                                    const detail::Window2d& g) const override;
+  // upsample.cpp
+  Tensor upsample2d(const Tensor& x, const detail::Window2d& g,
+                    const detail::Resize2d& r) const override;
+  void upsample2d_backward(const Tensor& grad_in, const Tensor& grad_out,
+                           const detail::Window2d& g, const detail::Resize2d& r) const override;
 };
 
 /// The CPU backend's table.

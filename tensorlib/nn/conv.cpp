@@ -1,19 +1,14 @@
-// conv2d and conv_transpose2d on the CPU: im2col + one BLAS product per group over chunks of
-// images (Note [Convolution as one GEMM per group] in im2col.h), and their modules.
-//
-// conv_transpose2d is conv2d's backward-to-input run forward, so the two share every kernel:
-// conv2d forward is im2col -> gemm -> NCHW, conv_transpose2d forward is channel-major ->
-// gemm^T -> col2im, and each one's backward is the other's forward (plus the weight product).
-// Backward recomputes the columns from the saved input instead of keeping them, so the saved
-// activations are the input and weight only, as in PyTorch.
+// conv2d and conv_transpose2d, device-neutral, and their modules: the arguments checked as
+// PyTorch checks them, then the backend's kernel (cpu/conv.cpp) or, where it has none, the
+// composition of nn/unfold.h (Note [Image kernels] in core/kernels.h).
 #include "tensorlib/nn/conv.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "tensorlib/autograd/function.h"
-#include "tensorlib/cpu/loops.h"
-#include "tensorlib/nn/im2col.h"
+#include "tensorlib/autograd/grad_mode.h"
+#include "tensorlib/core/kernels.h"
 #include "tensorlib/nn/image_util.h"
 #include "tensorlib/nn/unfold.h"
 
@@ -22,18 +17,15 @@ namespace {
 
 using autograd::variable_list;
 using detail::check_no_double_backward;
-using detail::dispatch_floating;
-using detail::images_per_chunk;
-using detail::WindowGeometry;
 
-// What both ops check: CPU, float32/float64 throughout, a 4-D weight, sane hyper-parameters.
+// What both ops check: one device, one floating dtype throughout, a 4-D weight, sane
+// hyper-parameters.
 void check_common(const char* op, const char* weight_layout, const Tensor& input,
                   const Tensor& weight, const Tensor& bias, IntPair stride, IntPair padding,
                   IntPair dilation, int64_t groups) {
   TL_CHECK(input.defined() && weight.defined(), op, ": input and weight must be defined");
   tl::detail::check_device(op, {&input, &weight});
-  TL_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64, op,
-           ": expected a float32 or float64 input, got ", input.dtype());
+  detail::check_image_dtype(op, input);
   TL_CHECK(weight.dtype() == input.dtype(), op, ": expected weight with the input's dtype ",
            input.dtype(), ", got ", weight.dtype());
   TL_CHECK(input.dim() == 3 || input.dim() == 4, op,
@@ -58,222 +50,37 @@ void check_bias(const char* op, const Tensor& bias, int64_t out_channels) {
            bias.sizes());
 }
 
-// ---- conv2d -----------------------------------------------------------------------------
-
-struct ConvShape {
-  int64_t batch, in_channels, out_channels, groups;
-  WindowGeometry g;  // conv2d: the input image; conv_transpose2d: the output image
-};
-
-template <typename T>
-void conv2d_forward_kernel(const T* x, const T* w, const T* b, T* y, const ConvShape& s) {
-  const WindowGeometry& g = s.g;
-  const int64_t L = g.positions(), rows_g = g.rows() / s.groups, out_g = s.out_channels / s.groups;
-  const int64_t image = s.in_channels * g.height * g.width;
-  const int64_t nb = images_per_chunk(s.batch, g.rows() * L * int64_t(sizeof(T)));
-  Tensor col = empty({g.rows() * nb * L}, scalar_type_of<T>());
-  Tensor out_cm = nb > 1 ? empty({s.out_channels * nb * L}, scalar_type_of<T>()) : Tensor();
-  for (int64_t n0 = 0; n0 < s.batch; n0 += nb) {
-    const int64_t cnt = std::min(nb, s.batch - n0);
-    const int64_t cols = cnt * L;
-    T* c = col.data_ptr<T>();
-    // One image: the channel-major product is already NCHW, so it goes straight to y.
-    T* dst = cnt == 1 ? y + n0 * s.out_channels * L : out_cm.data_ptr<T>();
-    detail::im2col(x + n0 * image, cnt, g, c);
-    for (int64_t grp = 0; grp < s.groups; ++grp)
-      detail::gemm<T>(false, false, out_g, cols, rows_g, 1, w + grp * out_g * rows_g, rows_g,
-                      c + grp * rows_g * cols, cols, 0, dst + grp * out_g * cols, cols);
-    if (cnt == 1) {
-      if (b)
-        for (int64_t o = 0; o < s.out_channels; ++o)
-          for (int64_t k = 0; k < L; ++k) dst[o * L + k] += b[o];
-    } else {
-      detail::from_channel_major(dst, cnt, s.out_channels, L, b, y + n0 * s.out_channels * L);
-    }
+// The kernel's result, with one autograd node that saves only the input and the weight
+// (backward recomputes the columns, as PyTorch's); undefined where the backend has no kernel
+// (Note [Image kernels] in core/kernels.h) and the caller composes the op.
+Tensor run_conv(const char* op, bool transposed, const Tensor& input, const Tensor& weight,
+                const Tensor& bias, const tl::detail::Window2d& win, int64_t groups) {
+  const tl::detail::Kernels& kernels = tl::detail::kernels_for(input.device());
+  Tensor out;
+  {
+    const NoGradGuard no_grad;
+    out = transposed ? kernels.conv_transpose2d(input, weight, bias, win, groups)
+                     : kernels.conv2d(input, weight, bias, win, groups);
   }
-}
-
-// gx, gw, gb may be null (not needed); gw and gb are overwritten.
-template <typename T>
-void conv2d_backward_kernel(const T* gy, const T* x, const T* w, T* gx, T* gw, T* gb,
-                            const ConvShape& s) {
-  const WindowGeometry& g = s.g;
-  const int64_t L = g.positions(), rows_g = g.rows() / s.groups, out_g = s.out_channels / s.groups;
-  const int64_t image = s.in_channels * g.height * g.width;
-  const int64_t nb = images_per_chunk(s.batch, g.rows() * L * int64_t(sizeof(T)));
-  Tensor col = gx || gw ? empty({g.rows() * nb * L}, scalar_type_of<T>()) : Tensor();
-  Tensor gy_cm = nb > 1 ? empty({s.out_channels * nb * L}, scalar_type_of<T>()) : Tensor();
-  if (gb) std::fill(gb, gb + s.out_channels, T(0));
-  for (int64_t n0 = 0; n0 < s.batch; n0 += nb) {
-    const int64_t cnt = std::min(nb, s.batch - n0);
-    const int64_t cols = cnt * L;
-    const T* gyc = gy + n0 * s.out_channels * L;
-    if (cnt > 1) {
-      detail::to_channel_major(gyc, cnt, s.out_channels, L, gy_cm.data_ptr<T>());
-      gyc = gy_cm.data_ptr<T>();
-    }
-    if (gb) detail::add_row_sums(gyc, s.out_channels, cols, gb);
-    if (gw) {
-      T* c = col.data_ptr<T>();
-      detail::im2col(x + n0 * image, cnt, g, c);
-      for (int64_t grp = 0; grp < s.groups; ++grp)
-        detail::gemm<T>(false, true, out_g, rows_g, cols, 1, gyc + grp * out_g * cols, cols,
-                        c + grp * rows_g * cols, cols, n0 == 0 ? 0 : 1, gw + grp * out_g * rows_g,
-                        rows_g);
-    }
-    if (gx) {
-      T* c = col.data_ptr<T>();
-      for (int64_t grp = 0; grp < s.groups; ++grp)
-        detail::gemm<T>(true, false, rows_g, cols, out_g, 1, w + grp * out_g * rows_g, rows_g,
-                        gyc + grp * out_g * cols, cols, 0, c + grp * rows_g * cols, cols);
-      detail::col2im(c, cnt, g, gx + n0 * image);
-    }
-  }
-}
-
-// ---- conv_transpose2d ---------------------------------------------------------------------
-// Here g describes the *output* image (channels = out_channels) and its positions are the
-// input's pixels; the weight is [in, out / groups, kH, kW], i.e. per group the transpose of
-// conv2d's [out', rows'] matrix with out' = in / groups.
-
-template <typename T>
-void add_bias_planes(T* y, const T* b, int64_t batch, int64_t channels, int64_t spatial) {
-  detail::parallel_items(batch * channels, batch * channels * spatial, [&](int64_t item) {
-    const T v = b[item % channels];
-    T* p = y + item * spatial;
-    for (int64_t k = 0; k < spatial; ++k) p[k] += v;
-  });
-}
-
-template <typename T>
-void conv_transpose2d_forward_kernel(const T* x, const T* w, const T* b, T* y, const ConvShape& s) {
-  const WindowGeometry& g = s.g;
-  const int64_t L = g.positions(), rows_g = g.rows() / s.groups, in_g = s.in_channels / s.groups;
-  const int64_t out_image = s.out_channels * g.height * g.width;
-  const int64_t nb = images_per_chunk(s.batch, g.rows() * L * int64_t(sizeof(T)));
-  Tensor col = empty({g.rows() * nb * L}, scalar_type_of<T>());
-  Tensor x_cm = nb > 1 ? empty({s.in_channels * nb * L}, scalar_type_of<T>()) : Tensor();
-  for (int64_t n0 = 0; n0 < s.batch; n0 += nb) {
-    const int64_t cnt = std::min(nb, s.batch - n0);
-    const int64_t cols = cnt * L;
-    const T* xc = x + n0 * s.in_channels * L;
-    if (cnt > 1) {
-      detail::to_channel_major(xc, cnt, s.in_channels, L, x_cm.data_ptr<T>());
-      xc = x_cm.data_ptr<T>();
-    }
-    T* c = col.data_ptr<T>();
-    for (int64_t grp = 0; grp < s.groups; ++grp)
-      detail::gemm<T>(true, false, rows_g, cols, in_g, 1, w + grp * in_g * rows_g, rows_g,
-                      xc + grp * in_g * cols, cols, 0, c + grp * rows_g * cols, cols);
-    detail::col2im(c, cnt, g, y + n0 * out_image);
-  }
-  if (b) add_bias_planes(y, b, s.batch, s.out_channels, g.height * g.width);
-}
-
-template <typename T>
-void conv_transpose2d_backward_kernel(const T* gy, const T* x, const T* w, T* gx, T* gw, T* gb,
-                                      const ConvShape& s) {
-  const WindowGeometry& g = s.g;
-  const int64_t L = g.positions(), rows_g = g.rows() / s.groups, in_g = s.in_channels / s.groups;
-  const int64_t out_image = s.out_channels * g.height * g.width;
-  const int64_t nb = images_per_chunk(s.batch, g.rows() * L * int64_t(sizeof(T)));
-  Tensor col = gx || gw ? empty({g.rows() * nb * L}, scalar_type_of<T>()) : Tensor();
-  Tensor cm = nb > 1 ? empty({s.in_channels * nb * L}, scalar_type_of<T>()) : Tensor();
-  if (gb) {
-    std::fill(gb, gb + s.out_channels, T(0));
-    for (int64_t n = 0; n < s.batch; ++n)
-      detail::add_row_sums(gy + n * out_image, s.out_channels, g.height * g.width, gb);
-  }
-  for (int64_t n0 = 0; n0 < s.batch && (gx || gw); n0 += nb) {
-    const int64_t cnt = std::min(nb, s.batch - n0);
-    const int64_t cols = cnt * L;
-    T* c = col.data_ptr<T>();
-    detail::im2col(gy + n0 * out_image, cnt, g, c);
-    if (gx) {
-      T* dst = cnt == 1 ? gx + n0 * s.in_channels * L : cm.data_ptr<T>();
-      for (int64_t grp = 0; grp < s.groups; ++grp)
-        detail::gemm<T>(false, false, in_g, cols, rows_g, 1, w + grp * in_g * rows_g, rows_g,
-                        c + grp * rows_g * cols, cols, 0, dst + grp * in_g * cols, cols);
-      if (cnt > 1)
-        detail::from_channel_major<T>(dst, cnt, s.in_channels, L, nullptr,
-                                      gx + n0 * s.in_channels * L);
-    }
-    if (gw) {
-      const T* xc = x + n0 * s.in_channels * L;
-      if (cnt > 1) {
-        detail::to_channel_major(xc, cnt, s.in_channels, L, cm.data_ptr<T>());
-        xc = cm.data_ptr<T>();
-      }
-      for (int64_t grp = 0; grp < s.groups; ++grp)
-        detail::gemm<T>(false, true, in_g, rows_g, cols, 1, xc + grp * in_g * cols, cols,
-                        c + grp * rows_g * cols, cols, n0 == 0 ? 0 : 1, gw + grp * in_g * rows_g,
-                        rows_g);
-    }
-  }
-}
-
-template <typename T>
-const T* ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data_ptr<T>() : nullptr;
-}
-template <typename T>
-T* mutable_ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data_ptr<T>() : nullptr;
-}
-
-// Runs `backward(gy, x, w, gx, gw, gb, shape)` for the gradients that are needed.
-template <typename Kernel>
-variable_list conv_backward(const char* op, const Tensor& grad, const Tensor& x, const Tensor& w,
-                            const ConvShape& s, bool need_x, bool need_w, bool need_b,
-                            Kernel kernel) {
-  check_no_double_backward(op);
-  const Tensor gy = grad.contiguous();
-  Tensor gx = need_x ? empty(x.sizes(), x.dtype()) : Tensor();
-  Tensor gw = need_w ? empty(w.sizes(), w.dtype()) : Tensor();
-  Tensor gb = need_b ? empty({s.out_channels}, w.dtype()) : Tensor();
-  dispatch_floating(x.dtype(), [&]<typename T>() {
-    kernel.template operator()<T>(gy.data_ptr<T>(), x.data_ptr<T>(), w.data_ptr<T>(),
-                                  mutable_ptr_or_null<T>(gx), mutable_ptr_or_null<T>(gw),
-                                  mutable_ptr_or_null<T>(gb), s);
-  });
-  return {gx, gw, gb};
-}
-
-struct Conv2dBackward {
-  template <typename T>
-  void operator()(const T* gy, const T* x, const T* w, T* gx, T* gw, T* gb,
-                  const ConvShape& s) const {
-    conv2d_backward_kernel<T>(gy, x, w, gx, gw, gb, s);
-  }
-};
-struct ConvTranspose2dBackward {
-  template <typename T>
-  void operator()(const T* gy, const T* x, const T* w, T* gx, T* gw, T* gb,
-                  const ConvShape& s) const {
-    conv_transpose2d_backward_kernel<T>(gy, x, w, gx, gw, gb, s);
-  }
-};
-
-// What conv2d and conv_transpose2d share once their shapes are checked: contiguous operands,
-// `forward` into a new [batch, out_channels, oh, ow] output, and one autograd node that saves
-// only the input and the weight (backward recomputes the columns).
-template <typename Forward, typename Backward>
-Tensor run_conv(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                const ConvShape& s, int64_t oh, int64_t ow, Forward forward, Backward backward) {
-  const Tensor x = input.contiguous(), wt = weight.contiguous();
-  const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
-  Tensor out = empty({s.batch, s.out_channels, oh, ow}, input.dtype());
-  if (out.numel() > 0) {
-    dispatch_floating(input.dtype(), [&]<typename T>() {
-      forward(x.data_ptr<T>(), wt.data_ptr<T>(), ptr_or_null<T>(b), out.data_ptr<T>(), s);
-    });
-  }
+  if (!out.defined()) return out;
   const bool need_x = input.requires_grad(), need_w = weight.requires_grad();
   const bool need_b = bias.defined() && bias.requires_grad();
+  const int64_t out_channels = out.size(1);
   autograd::record(
-      out, "Convolution", {&input, &weight, &bias}, {x, wt},
-      [op, s, need_x, need_w, need_b, backward](const variable_list& g, const variable_list& sv) {
-        return conv_backward(op, g[0], sv[0], sv[1], s, need_x, need_w, need_b, backward);
+      out, "Convolution", {&input, &weight, &bias}, {input, weight},
+      [=](const variable_list& g, const variable_list& saved) {
+        check_no_double_backward(op);
+        const Tensor &x = saved[0], &w = saved[1];
+        Tensor gx = need_x ? empty(x.sizes(), x.options()) : Tensor();
+        Tensor gw = need_w ? empty(w.sizes(), w.options()) : Tensor();
+        Tensor gb = need_b ? empty({out_channels}, w.options()) : Tensor();
+        const tl::detail::Kernels& k = tl::detail::kernels_for(x.device());
+        if (transposed) {
+          k.conv_transpose2d_backward(g[0], x, w, gx, gw, gb, win, groups);
+        } else {
+          k.conv2d_backward(g[0], x, w, gx, gw, gb, win, groups);
+        }
+        return variable_list{gx, gw, gb};
       });
   return out;
 }
@@ -304,21 +111,13 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
            w + 2 * padding.w, ") of input shape ", input.sizes());
   const int64_t oh = (h + 2 * padding.h - eff_kh) / stride.h + 1;
   const int64_t ow = (w + 2 * padding.w - eff_kw) / stride.w + 1;
-  if (!detail::direct_image_loops(input)) {
-    return detail::conv2d_unfolded(input, weight, bias,
-                                   {n, c_in, h, w, kh, kw, stride.h, stride.w, padding.h,
-                                    padding.w, dilation.h, dilation.w, oh, ow},
-                                   groups);
-  }
-  ConvShape s{n, c_in, c_out, groups,
-              WindowGeometry{c_in, h, w, kh, kw, stride.h, stride.w, padding.h, padding.w,
-                             dilation.h, dilation.w, oh, ow}};
-  return run_conv(
-      "conv2d", input, weight, bias, s, oh, ow,
-      []<typename T>(const T* x, const T* w, const T* b, T* y, const ConvShape& shape) {
-        conv2d_forward_kernel<T>(x, w, b, y, shape);
-      },
-      Conv2dBackward{});
+  const tl::detail::Window2d win{n,          c_in,       h,          w,         kh, kw, stride.h,
+                                 stride.w,   padding.h,  padding.w,  dilation.h, dilation.w,
+                                 oh,         ow};
+  if (Tensor out = run_conv("conv2d", false, input, weight, bias, win, groups); out.defined())
+    return out;
+  detail::check_composable("conv2d", input);
+  return detail::conv2d_unfolded(input, weight, bias, win, groups);
 }
 
 Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -352,21 +151,15 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
   TL_CHECK(kh > 0 && kw > 0 && oh > 0 && ow > 0, "conv_transpose2d: output size (", oh, " x ", ow,
            ") is too small for input shape ", input.sizes(), ", kernel (", kh, " x ", kw,
            "), stride ", stride, ", padding ", padding, " and dilation ", dilation);
-  if (!detail::direct_image_loops(input)) {
-    return detail::conv_transpose2d_folded(input, weight, bias,
-                                           {n, c_out, oh, ow, kh, kw, stride.h, stride.w,
-                                            padding.h, padding.w, dilation.h, dilation.w, h, w},
-                                           groups);
-  }
-  ConvShape s{n, c_in, c_out, groups,
-              WindowGeometry{c_out, oh, ow, kh, kw, stride.h, stride.w, padding.h, padding.w,
-                             dilation.h, dilation.w, h, w}};
-  return run_conv(
-      "conv_transpose2d", input, weight, bias, s, oh, ow,
-      []<typename T>(const T* x, const T* w, const T* b, T* y, const ConvShape& shape) {
-        conv_transpose2d_forward_kernel<T>(x, w, b, y, shape);
-      },
-      ConvTranspose2dBackward{});
+  // The output's geometry, windows at the input's pixels.
+  const tl::detail::Window2d win{n,          c_out,      oh,         ow,        kh, kw, stride.h,
+                                 stride.w,   padding.h,  padding.w,  dilation.h, dilation.w,
+                                 h,          w};
+  if (Tensor out = run_conv("conv_transpose2d", true, input, weight, bias, win, groups);
+      out.defined())
+    return out;
+  detail::check_composable("conv_transpose2d", input);
+  return detail::conv_transpose2d_folded(input, weight, bias, win, groups);
 }
 
 }  // namespace functional

@@ -1,5 +1,6 @@
-// 2-D convolution and transposed convolution (NCHW, float32/float64), as torch.nn.functional
-// and torch.nn: same argument order, defaults, output shapes, initialisation and gradients.
+// 2-D convolution and transposed convolution (NCHW; float32, float64, and on the CPU float16
+// and bfloat16), as torch.nn.functional and torch.nn: same argument order, defaults, output
+// shapes, initialisation and gradients.
 // A 3-D input [C, H, W] is an unbatched image, as in PyTorch.
 #pragma once
 

@@ -1,5 +1,6 @@
-// 2-D pooling (NCHW or unbatched CHW, float32/float64) as torch.nn.functional and torch.nn:
-// same arguments, defaults, output sizes (ceil_mode included), tie-breaking and gradients.
+// 2-D pooling (NCHW or unbatched CHW; float32, float64, and on the CPU float16 and bfloat16)
+// as torch.nn.functional and torch.nn: same arguments, defaults, output sizes (ceil_mode
+// included), tie-breaking and gradients.
 #pragma once
 
 #include <cstdint>

@@ -85,7 +85,7 @@ struct Chunks {
 
   Chunks(const tl::detail::Window2d& w, int64_t column_rows, ScalarType dtype, int64_t budget)
       : win(w),
-        per_chunk(images_per_chunk(w.batch,
+        per_chunk(tl::detail::images_per_chunk(w.batch,
                                    column_rows * w.out_h * w.out_w *
                                        static_cast<int64_t>(element_size(dtype)),
                                    budget)) {}

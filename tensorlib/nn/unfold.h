@@ -1,15 +1,16 @@
-// The differentiable building blocks of the composed CUDA image ops (internal to tensorlib/nn;
-// the CPU keeps its fused kernels, Note [Convolution as one GEMM per group]): unfold (im2col)
-// and fold (col2im) behind convolution, transposed convolution and max pooling, and the
-// separable resampling behind average pooling and upsampling (Note [Separable resampling]).
+// The differentiable building blocks of the composed image ops (internal to tensorlib/nn): what
+// runs on a backend without image kernels (Note [Image kernels] in core/kernels.h; CUDA today,
+// while the CPU has its own): unfold (im2col) and fold (col2im) behind convolution, transposed
+// convolution and max pooling, and the separable resampling behind average pooling and
+// upsampling (Note [Separable resampling]).
 #pragma once
 
 #include <optional>
 #include <vector>
 
+#include "tensorlib/core/image_windows.h"
 #include "tensorlib/core/kernels.h"
 #include "tensorlib/core/tensor.h"
-#include "tensorlib/nn/im2col.h"
 
 namespace tl::nn::detail {
 
@@ -39,16 +40,16 @@ Tensor resample2d(const Tensor& input, const AxisWeights& rows, const AxisWeight
 /// conv2d and conv_transpose2d as the CUDA backend composes them: unfold + one batched
 /// product per group + bias, and products + fold + bias. `win` is conv2d's input geometry,
 /// conv_transpose2d's output geometry (windows at the input's positions). The CUDA path of
-/// nn/conv.cpp; on the CPU (im2col/col2im kernels of nn/im2col.h) the tests check the
+/// nn/conv.cpp; on the CPU (im2col/col2im kernels of cpu/im2col.h) the tests check the
 /// composition against the fused CPU kernels.
 /// Both work in chunks of images whose columns fit `col_budget_bytes`, and both recompute a
 /// chunk's columns in backward (Note [Chunked convolution columns]).
 Tensor conv2d_unfolded(const Tensor& input, const Tensor& weight, const Tensor& bias,
                        const tl::detail::Window2d& win, int64_t groups,
-                       int64_t col_budget_bytes = kColBudgetBytes);
+                       int64_t col_budget_bytes = tl::detail::kColBudgetBytes);
 Tensor conv_transpose2d_folded(const Tensor& input, const Tensor& weight, const Tensor& bias,
                                const tl::detail::Window2d& win, int64_t groups,
-                               int64_t col_budget_bytes = kColBudgetBytes);
+                               int64_t col_budget_bytes = tl::detail::kColBudgetBytes);
 
 /// The per-axis weights of the separable ops (Note [Separable resampling]), built with the CPU
 /// kernels' own window and tap formulas. avg_pool: 1 / the axis's divisor factor over each

@@ -1,5 +1,6 @@
-// Resizing images (NCHW, float32/float64) as torch.nn.functional.interpolate and
-// torch.nn.Upsample, modes "nearest" and "bilinear", with PyTorch's index formulas.
+// Resizing images (NCHW; float32, float64, and on the CPU float16 and bfloat16) as
+// torch.nn.functional.interpolate and torch.nn.Upsample, modes "nearest" and "bilinear", with
+// PyTorch's index formulas.
 #pragma once
 
 #include <optional>

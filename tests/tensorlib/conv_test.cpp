@@ -40,16 +40,47 @@ void expect_values(const Tensor& got, const std::vector<double>& want, double to
     ASSERT_NEAR(p[i], want[i], tol * std::max(1.0, std::fabs(want[i]))) << what << " element " << i;
 }
 
-Tensor run_case(const conv_reference::Case& c, tl::ScalarType dtype) {
-  Tensor x = pattern(c.input, 1, dtype), w = pattern(c.weight, 2, dtype);
+// The case's inputs in `dtype`.
+std::vector<Tensor> case_inputs(const conv_reference::Case& c, tl::ScalarType dtype) {
   const int64_t out_channels = c.transposed ? c.weight[1] * c.groups : c.weight[0];
-  Tensor b = c.bias ? pattern({out_channels}, 3, dtype) : Tensor();
+  return {pattern(c.input, 1, dtype), pattern(c.weight, 2, dtype),
+          c.bias ? pattern({out_channels}, 3, dtype) : Tensor()};
+}
+
+// The case's op on x, w, b.
+Tensor run_case_on(const conv_reference::Case& c, const Tensor& x, const Tensor& w,
+                   const Tensor& b) {
   IntPair stride{c.stride[0], c.stride[1]}, padding{c.padding[0], c.padding[1]};
   IntPair dilation{c.dilation[0], c.dilation[1]};
   if (c.transposed)
     return F::conv_transpose2d(x, w, b, stride, padding, {c.output_padding[0], c.output_padding[1]},
                                c.groups, dilation);
   return F::conv2d(x, w, b, stride, padding, dilation, c.groups);
+}
+
+Tensor run_case(const conv_reference::Case& c, tl::ScalarType dtype) {
+  const std::vector<Tensor> in = case_inputs(c, dtype);
+  return run_case_on(c, in[0], in[1], in[2]);
+}
+
+// The 16-bit floats' relative rounding bound with float accumulation on top: one unit in the
+// last place (half of it is the rounding itself).
+double ulp_bound(tl::ScalarType dt) {
+  return dt == tl::kFloat16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
+}
+
+Tensor as_f64(const Tensor& t) { return t.defined() ? t.to(tl::kFloat64) : t; }
+
+// |got - want| within the dtype's rounding of want (+ float32 accumulation's error).
+void expect_rounded_once(const Tensor& got, const Tensor& want, tl::ScalarType dt,
+                         const std::string& what) {
+  ASSERT_EQ(got.dtype(), dt) << what;
+  ASSERT_EQ(got.sizes().vec(), want.sizes().vec()) << what;
+  const Tensor err = (got.to(tl::kFloat64) - want).abs();
+  const Tensor bound = want.abs() * ulp_bound(dt) + 1e-5;
+  EXPECT_LE((err - bound).max().item<double>(), 0.0)
+      << what << ": max error " << err.max().item<double>() << ", max |want| "
+      << want.abs().max().item<double>();
 }
 
 TEST(Conv, ForwardMatchesPyTorch) {
@@ -61,6 +92,49 @@ TEST(Conv, ForwardMatchesPyTorch) {
     Tensor y32 = run_case(c, tl::kFloat32);
     EXPECT_EQ(y32.dtype(), tl::kFloat32);
     expect_values(y32, c.out, 1e-5, std::string(c.name) + " float32");
+  }
+}
+
+// float16 and bfloat16 convolutions on the CPU compute in float32 and round once (Note
+// [Reduced-precision image kernels]), as PyTorch's CPU kernels do: every output is the float64
+// convolution of the same (rounded) values, rounded to the dtype. The float64 path is the one
+// checked against PyTorch above.
+TEST(Conv, HalfAndBFloat16ComputeInFloatAndRoundOnce) {
+  for (tl::ScalarType dt : {tl::kFloat16, tl::kBFloat16}) {
+    for (const auto& c : conv_reference::kCases) {
+      const std::string what = std::string(c.name) + " " + std::string(tl::dtype_name(dt));
+      const std::vector<Tensor> in = case_inputs(c, dt);
+      expect_rounded_once(run_case_on(c, in[0], in[1], in[2]),
+                          run_case_on(c, as_f64(in[0]), as_f64(in[1]), as_f64(in[2])), dt, what);
+    }
+  }
+}
+
+// Their gradients likewise, in the parameters' dtype (what an optimizer steps).
+TEST(Conv, HalfAndBFloat16Gradients) {
+  for (tl::ScalarType dt : {tl::kFloat16, tl::kBFloat16}) {
+    for (bool transposed : {false, true}) {
+      const std::string what = std::string(transposed ? "conv_transpose2d " : "conv2d ") +
+                               std::string(tl::dtype_name(dt));
+      tl::manual_seed(11);
+      const Tensor x = tl::randn({2, 4, 6, 5}).to(dt), w = tl::randn({4, 2, 3, 3}).to(dt);
+      const Tensor b = tl::randn({4}).to(dt);  // 4 output channels either way
+      auto op = [&](const Tensor& xi, const Tensor& wi, const Tensor& bi) {
+        return transposed ? F::conv_transpose2d(xi, wi, bi, 2, 1, 1, 2)
+                          : F::conv2d(xi, wi, bi, {2, 1}, 1, 1, 2);
+      };
+      std::vector<Tensor> low = {x.clone().requires_grad_(true), w.clone().requires_grad_(true),
+                                 b.clone().requires_grad_(true)};
+      std::vector<Tensor> ref = {as_f64(x).requires_grad_(true), as_f64(w).requires_grad_(true),
+                                 as_f64(b).requires_grad_(true)};
+      const Tensor y = op(low[0], low[1], low[2]), y64 = op(ref[0], ref[1], ref[2]);
+      const Tensor g = tl::randn(y.sizes()).to(dt);
+      y.backward(g);
+      y64.backward(as_f64(g));
+      for (int i = 0; i < 3; ++i)
+        expect_rounded_once(low[i].grad(), ref[i].grad(), dt,
+                            what + " gradient of input " + std::to_string(i));
+    }
   }
 }
 
@@ -303,7 +377,9 @@ TEST(Conv, ErrorsNameTheArgument) {
                "conv2d: expected out_channels (weight.size(0) = 4) divisible by groups = 3");
   EXPECT_ERROR(F::conv2d(tl::randn({1, 3, 2, 2}), w), "conv2d: kernel size (3 x 3)");
   EXPECT_ERROR(F::conv2d(x, w.to(tl::kFloat64)), "conv2d: expected weight with the input's dtype");
-  EXPECT_ERROR(F::conv2d(x.to(tl::kInt64), w), "conv2d: expected a float32 or float64 input");
+  EXPECT_ERROR(F::conv2d(x.to(tl::kInt64), w),
+               "conv2d: expected a floating-point input (float32, float64, float16 or bfloat16), "
+               "got int64");
   EXPECT_ERROR(F::conv_transpose2d(x, tl::randn({4, 2, 3, 3})),
                "conv_transpose2d: expected input of shape [2, 3, 8, 8] to have weight.size(0) = 4");
   EXPECT_ERROR(F::conv_transpose2d(x, tl::randn({3, 2, 3, 3}), {}, 2, 0, 2),

@@ -28,6 +28,8 @@ using tl::nn::IntPair;
 using tl_test::gradcheck;
 using tl_test::randd;
 
+using Op = std::function<Tensor(const Tensor&)>;
+
 // The deterministic inputs of pooling_reference.py: element i is ((37 i + 17 seed) % 101) / 50 - 1.
 Tensor pattern(const std::vector<int64_t>& shape, int64_t seed, tl::ScalarType dtype) {
   int64_t n = 1;
@@ -37,8 +39,8 @@ Tensor pattern(const std::vector<int64_t>& shape, int64_t seed, tl::ScalarType d
   return tl::tensor(v, dtype).reshape(shape);
 }
 
-std::pair<Tensor, Tensor> run_case(const pooling_reference::Case& c, tl::ScalarType dtype) {
-  Tensor x = pattern(c.input, 1, dtype);
+// The case's op on x.
+std::pair<Tensor, Tensor> run_case_on(const pooling_reference::Case& c, const Tensor& x) {
   const std::string op = c.op;
   const IntPair kernel{c.kernel[0], c.kernel[1]}, stride{c.stride[0], c.stride[1]};
   const IntPair padding{c.padding[0], c.padding[1]}, dilation{c.dilation[0], c.dilation[1]};
@@ -62,6 +64,21 @@ std::pair<Tensor, Tensor> run_case(const pooling_reference::Case& c, tl::ScalarT
   return {F::interpolate(x, o), {}};
 }
 
+std::pair<Tensor, Tensor> run_case(const pooling_reference::Case& c, tl::ScalarType dtype) {
+  return run_case_on(c, pattern(c.input, 1, dtype));
+}
+
+// |got - want| within one unit in the last place of the 16-bit dtype (+ float32's error).
+void expect_rounded_once(const Tensor& got, const Tensor& want, tl::ScalarType dt,
+                         const std::string& what) {
+  ASSERT_EQ(got.dtype(), dt) << what;
+  ASSERT_EQ(got.sizes().vec(), want.sizes().vec()) << what;
+  const double ulp = dt == tl::kFloat16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
+  const Tensor err = (got.to(tl::kFloat64) - want).abs();
+  EXPECT_LE((err - (want.abs() * ulp + 1e-6)).max().item<double>(), 0.0)
+      << what << ": max error " << err.max().item<double>();
+}
+
 TEST(Pooling, ForwardMatchesPyTorch) {
   for (const auto& c : pooling_reference::kCases) {
     SCOPED_TRACE(c.name);
@@ -82,6 +99,54 @@ TEST(Pooling, ForwardMatchesPyTorch) {
   }
 }
 
+// float16 and bfloat16 pool and interpolate in float32 and round once (Note
+// [Reduced-precision image kernels]), as PyTorch's CPU kernels: each output is the float64 op
+// on the same (rounded) values, rounded; a maximum is exact and at the same index.
+TEST(Pooling, HalfAndBFloat16ComputeInFloatAndRoundOnce) {
+  for (tl::ScalarType dt : {tl::kFloat16, tl::kBFloat16}) {
+    for (const auto& c : pooling_reference::kCases) {
+      const std::string what = std::string(c.name) + " " + std::string(tl::dtype_name(dt));
+      const Tensor x = pattern(c.input, 1, dt);
+      auto [y, ix] = run_case_on(c, x);
+      auto [y64, ix64] = run_case_on(c, x.to(tl::kFloat64));
+      expect_rounded_once(y, y64, dt, what);
+      if (ix64.defined()) {
+        EXPECT_TRUE(tl::equal(ix, ix64)) << what;
+        EXPECT_TRUE(tl::equal(y.to(tl::kFloat64), y64)) << what;
+      }
+    }
+  }
+}
+
+TEST(Pooling, HalfAndBFloat16Gradients) {
+  const std::vector<std::pair<std::string, Op>> ops = {
+      {"max_pool2d", [](const Tensor& x) { return F::max_pool2d(x, 3, 2, 1); }},
+      {"avg_pool2d", [](const Tensor& x) { return F::avg_pool2d(x, 3, 2, 1, true, false); }},
+      {"adaptive_avg_pool2d", [](const Tensor& x) { return F::adaptive_avg_pool2d(x, {3, 2}); }},
+      {"bilinear",
+       [](const Tensor& x) {
+         return F::interpolate(x, tl::nn::InterpolateOptions().size({9, 7}).mode("bilinear"));
+       }},
+      {"nearest",
+       [](const Tensor& x) {
+         return F::interpolate(x, tl::nn::InterpolateOptions().scale_factor({2.0, 1.5}));
+       }},
+  };
+  for (tl::ScalarType dt : {tl::kFloat16, tl::kBFloat16}) {
+    for (const auto& [name, op] : ops) {
+      const std::string what = name + " " + std::string(tl::dtype_name(dt));
+      tl::manual_seed(5);
+      const Tensor x0 = tl::randn({2, 3, 6, 5}).to(dt);
+      Tensor x = x0.clone().requires_grad_(true), x64 = x0.to(tl::kFloat64).requires_grad_(true);
+      const Tensor y = op(x), y64 = op(x64);
+      const Tensor g = tl::randn(y.sizes()).to(dt);
+      y.backward(g);
+      y64.backward(g.to(tl::kFloat64));
+      expect_rounded_once(x.grad(), x64.grad(), dt, what + " gradient");
+    }
+  }
+}
+
 // As PyTorch's CPU kernel: the first maximum in scan order wins a tie, NaN propagates.
 TEST(Pooling, MaxPoolTiesAndNaN) {
   Tensor x = tl::zeros({1, 1, 2, 4});
@@ -94,8 +159,6 @@ TEST(Pooling, MaxPoolTiesAndNaN) {
   EXPECT_EQ(ix2.view({-1})[0].item<int64_t>(), 5);
   EXPECT_EQ(y2.view({-1})[1].item<double>(), 0.0);
 }
-
-using Op = std::function<Tensor(const Tensor&)>;
 
 void check_grad(const std::string& name, const Op& op, std::vector<int64_t> shape) {
   SCOPED_TRACE(name);
@@ -236,7 +299,7 @@ TEST(Pooling, ErrorsNameTheArgument) {
                "max_pool2d: padding [2, 2] should be at most half of the effective kernel size");
   EXPECT_ERROR(F::max_pool2d(x, 6),
                "max_pool2d: input of shape [1, 2, 5, 5] gives an output of 0 x 0");
-  EXPECT_ERROR(F::max_pool2d(x.to(tl::kInt64), 2), "max_pool2d: expected a float32 or float64");
+  EXPECT_ERROR(F::max_pool2d(x.to(tl::kInt64), 2), "max_pool2d: expected a floating-point input (float32, float64, float16 or bfloat16), got int64");
   EXPECT_ERROR(F::avg_pool2d(x, 3, std::nullopt, 2),
                "avg_pool2d: padding [2, 2] should be at most half of kernel_size [3, 3]");
   EXPECT_ERROR(F::avg_pool2d(x, 2, std::nullopt, 0, false, true, 0),

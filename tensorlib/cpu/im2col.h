@@ -1,5 +1,6 @@
-// The building blocks of the CPU convolutions (internal to tensorlib/nn): im2col and its
-// adjoint col2im, the channel-major relayout around them, and a BLAS gemm.
+// The building blocks of the CPU's image kernels (internal to tensorlib/cpu): im2col and its
+// adjoint col2im, the channel-major relayout around them, a BLAS gemm, and the split of
+// planes over the OpenMP threads.
 //
 // Note [Convolution as one GEMM per group]
 // A convolution over a chunk of `nb` images becomes one matrix product per group:
@@ -11,29 +12,20 @@
 // images of a chunk into one wide product keeps BLAS at its efficient sizes (a 14x14 image has
 // only 196 kernel positions) and lets OpenBLAS thread the product; the memory-bound
 // relayouts (im2col, col2im, channel-major copies) are split over images and channels with
-// OpenMP. Chunks bound the col buffer (kColBudgetBytes) for large images and batches.
+// OpenMP. Chunks bound the col buffer (kColBudgetBytes, core/image_windows.h) for large images
+// and batches.
 #pragma once
 
-#include <algorithm>
-
 #include <cstdint>
+
+#include "tensorlib/core/kernels.h"
+#include "tensorlib/core/dtype.h"
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-namespace tl::nn::detail {
-
-// Upper bound on one im2col buffer (bytes); a batch whose columns would exceed it is
-// processed in chunks of images.
-inline constexpr int64_t kColBudgetBytes = int64_t(32) << 20;  // 32 MiB
-
-// Images per chunk so that a col buffer of `bytes_per_image` per image stays within `budget`.
-inline int64_t images_per_chunk(int64_t batch, int64_t bytes_per_image,
-                                int64_t budget = kColBudgetBytes) {
-  const int64_t fit = budget / std::max<int64_t>(1, bytes_per_image);
-  return std::clamp<int64_t>(fit, 1, std::max<int64_t>(1, batch));
-}
+namespace tl::cpu::image {
 
 // Below this many elements of work a relayout stays on the calling thread.
 inline constexpr int64_t kParallelMinWork = 16384;
@@ -65,6 +57,42 @@ struct WindowGeometry {
   int64_t positions() const { return out_h * out_w; }
 };
 
+// The pooling and resampling kernels' view of a Window2d: N * C independent [H, W] planes in,
+// [out_h, out_w] planes out.
+struct PlaneShape {
+  int64_t planes, in_h, in_w, out_h, out_w;
+};
+
+inline PlaneShape planes_of(const tl::detail::Window2d& g) {
+  return {g.batch * g.channels, g.height, g.width, g.out_h, g.out_w};
+}
+
+// The geometry of one image of a Window2d.
+inline WindowGeometry geometry_of(const tl::detail::Window2d& w) {
+  return {w.channels, w.height, w.width, w.kh, w.kw, w.sh,   w.sw,
+          w.ph,       w.pw,     w.dh,    w.dw, w.out_h, w.out_w};
+}
+
+// Calls f.template operator()<T>() with T = float or double: the image kernels' own loops run
+// in these two (float16 and bfloat16 through float, Note [Reduced-precision image kernels]
+// below).
+template <typename F>
+void dispatch_floating(ScalarType dt, F&& f) {
+  if (dt == kFloat32) {
+    f.template operator()<float>();
+  } else {
+    f.template operator()<double>();
+  }
+}
+
+// Note [Reduced-precision image kernels]
+// float16 and bfloat16 images run the float kernels: the operands are converted to float32,
+// the result is computed there and rounded once to the input's dtype, as ATen's CPU kernels
+// compute these dtypes in float ("opmath") and round the result. The float copies are
+// transient tensors of the op (they show in a trace as the op's scratch memory); the results
+// and the gradients have the input's dtype.
+inline bool is_reduced(ScalarType t) { return t == kFloat16 || t == kBFloat16; }
+
 // col[(c*kH + i)*kW + j][n*L + oh*out_w + ow] = img[n][c][oh*sh - ph + i*dh][ow*sw - pw + j*dw]
 // (0 where that falls in the padding) for the `batch` contiguous images at `img`; col's rows
 // are batch*L long.
@@ -94,4 +122,4 @@ template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
           int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
 
-}  // namespace tl::nn::detail
+}  // namespace tl::cpu::image

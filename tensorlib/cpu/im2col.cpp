@@ -1,6 +1,6 @@
 // im2col, col2im, channel-major relayouts and gemm for the convolutions (Note [Convolution as
 // one GEMM per group] in im2col.h).
-#include "tensorlib/nn/im2col.h"
+#include "tensorlib/cpu/im2col.h"
 
 #include <cblas.h>
 
@@ -11,7 +11,7 @@
 
 #include "tensorlib/core/error.h"
 
-namespace tl::nn::detail {
+namespace tl::cpu::image {
 namespace {
 
 // The output columns ow whose input column ow*stride + offset lies in [0, width): [lo, hi).
@@ -170,4 +170,4 @@ TL_INSTANTIATE_IM2COL(float)
 TL_INSTANTIATE_IM2COL(double)
 #undef TL_INSTANTIATE_IM2COL
 
-}  // namespace tl::nn::detail
+}  // namespace tl::cpu::image

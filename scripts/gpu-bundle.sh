@@ -38,15 +38,21 @@ die() { echo "gpu-bundle: $*" >&2; exit 1; }
 # load in turn, minus what every machine with a C++ compiler has (libc, libstdc++, libgcc_s,
 # libgomp). OpenBLAS, not netlib BLAS: tensorlib calls openblas_set_num_threads and uses
 # OpenBLAS's cblas.h types (blasint), and its OpenMP build is what every other build uses.
+# OpenMPI (tl::distributed, whose NCCL backend's test runs under `mpiexec -n 1`): the library,
+# its launcher (orterun) and the plugins both load, relocated at run time by OPAL_PREFIX and
+# PMIX_PREFIX (tests/gpu/device.sh); plugins needing what the bundle lacks (InfiniBand,
+# UCX, libfabric, PSM, Java, Fortran) are left out.
 DEV_PACKAGES=(
   libsqlite3-dev libgtest-dev libgmock-dev libbenchmark-dev libunwind-dev libdw-dev libelf-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev libpng-dev zlib1g-dev libzstd-dev liblzma-dev
-  libopenblas-openmp-dev
+  libopenblas-openmp-dev libopenmpi-dev
 )
 RUNTIME_PACKAGES=(
   libsqlite3-0 libbenchmark1debian libunwind8 libdw1 libelf1 libfmt9 libpng16-16 zlib1g
   libzstd1 liblzma5 libbz2-1.0 libopenblas0-openmp libgfortran5 libquadmath0
   pkgconf-bin libpkgconf3
+  libopenmpi3 openmpi-bin openmpi-common libhwloc15 libevent-core-2.1-7
+  libevent-pthreads-2.1-7 libpmix2 libnuma1 libudev1 libmunge2
 )
 TOOL_PACKAGES=(patchelf)   # used here only, never shipped
 
@@ -100,7 +106,24 @@ fi
 
 # --- keep only what the build needs ---
 rm -rf usr/share/doc usr/share/man usr/share/lintian usr/share/bug usr/share/info usr/src etc
-find usr/bin -mindepth 1 ! -name pkgconf -exec rm -f {} +
+# Programs: pkgconf, and OpenMPI's launcher (mpiexec.openmpi -> orterun) with its daemon.
+find usr/bin -mindepth 1 ! -name pkgconf ! -name orterun ! -name orted ! -name mpiexec.openmpi \
+  -exec rm -f {} +
+# OpenMPI's C bindings only: no Fortran, Java, OpenSHMEM or tracing libraries, no wrappers' data
+# (CMake finds MPI from its headers and libmpi, tests/gpu/device.sh).
+OMPI=usr/lib/$ARCH/openmpi
+rm -rf usr/lib/$ARCH/fortran "$OMPI"/lib/*.mod usr/share/openmpi/*wrapper-data.txt \
+  usr/share/openmpi/mpijavac* usr/share/java usr/lib/$ARCH/openmpi/lib/mpi.jar
+rm -f usr/lib/$ARCH/libmpi_java.so* usr/lib/$ARCH/libmpi_mpifh* usr/lib/$ARCH/libmpi_usempi* \
+      usr/lib/$ARCH/liboshmem.so* usr/lib/$ARCH/libompitrace.so* "$OMPI"/lib/libmpi_java.so \
+      "$OMPI"/lib/libmpi_mpifh.so "$OMPI"/lib/libmpi_usempi* "$OMPI"/lib/liboshmem.so \
+      "$OMPI"/lib/libompitrace.so "$OMPI"/lib/ompi_monitoring_prof.so
+# OpenMPI's internal headers: mpi.h needs only its C++ bindings (ompi/mpi/cxx) beside it.
+find "$OMPI"/include/openmpi -mindepth 1 -maxdepth 1 ! -name ompi ! -name mpiext -exec rm -rf {} +
+find "$OMPI"/include/openmpi/ompi -mindepth 1 -maxdepth 1 ! -name mpi -exec rm -rf {} +
+find "$OMPI"/include/openmpi/ompi/mpi -mindepth 1 -maxdepth 1 ! -name cxx -exec rm -rf {} +
+rm -f "$OMPI"/lib/openmpi3/mca_*oshmem* "$OMPI"/lib/openmpi3/mca_sshmem_* "$OMPI"/lib/openmpi3/mca_spml_* \
+      "$OMPI"/lib/openmpi3/mca_scoll_* "$OMPI"/lib/openmpi3/mca_atomic_* "$OMPI"/lib/openmpi3/mca_memheap_*
 # Static libraries: only those a CMake package file names (their import check fails without
 # them); everything else links the shared library.
 keep_static=$(grep -rhoE '[A-Za-z0-9_+.-]+\.a"' --include='*.cmake' usr | tr -d '"' | sort -u)
@@ -112,6 +135,36 @@ rm -f usr/lib/$ARCH/openblas-openmp/liblapack.so* usr/lib/$ARCH/openblas-openmp/
 rm -f usr/lib/$ARCH/openblas-openmp/pkgconfig/lapack-openblas.pc \
       usr/lib/$ARCH/openblas-openmp/pkgconfig/blas-openblas.pc
 find usr -xtype l -delete   # links left dangling by the above
+
+# Plugins (OpenMPI's, PMIx's, hwloc's) that need a library the bundle lacks: left out, as
+# they would be on a machine without that library (each is optional; the loader skips it).
+bundled() {  # is $1 (a NEEDED name) the C/C++ runtime or in the bundle?
+  case $1 in
+    libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libstdc++.so.*|libgcc_s.so.*|libgomp.so.*) return 0 ;;
+  esac
+  compgen -G "usr/lib/$ARCH/$1" >/dev/null || compgen -G "$OMPI/lib/$1" >/dev/null
+}
+dropped=()
+drop_unloadable() {  # the files among $@ with a NEEDED library the bundle lacks
+  local f need
+  for f in "$@"; do
+    for need in $("$PATCHELF" --print-needed "$f"); do
+      if ! bundled "$need"; then dropped+=("$(basename "$f")"); rm -f "$f"; break; fi
+    done
+  done
+}
+# First OpenMPI's helper libraries for those transports (libmca_common_ucx, _ofi, _verbs),
+# then the plugins, which may need them.
+drop_unloadable usr/lib/$ARCH/libmca_common_*.so.*.*
+find usr -xtype l -delete
+mapfile -d '' plugins < <(find "$OMPI/lib/openmpi3" usr/lib/$ARCH/pmix2/lib/pmix \
+  usr/lib/$ARCH/hwloc -name '*.so' -type f -print0 2>/dev/null)
+drop_unloadable "${plugins[@]}"
+((${#dropped[@]} == 0)) || echo "gpu-bundle: left out ${#dropped[@]} plugins and helpers: ${dropped[*]}"
+
+# libmpi.so beside libmpi.so.40 (Debian keeps the link in openmpi/lib only): a program linked
+# with it then gets the folder of the bundle's libraries as RUNPATH (tests/gpu/device.sh).
+[[ -e usr/lib/$ARCH/libmpi.so ]] || ln -s libmpi.so.40 usr/lib/$ARCH/libmpi.so
 
 # --- make it relocatable ---
 # Absolute symbolic links (libz.so -> /lib/x86_64-linux-gnu/libz.so.1.2.13) -> relative.
@@ -148,17 +201,14 @@ while IFS= read -r -d '' so; do
   [[ $(dirname "$so") == "usr/lib/$ARCH" ]] || rp="\$ORIGIN:\$ORIGIN/$(realpath --relative-to="$(dirname "$so")" "usr/lib/$ARCH")"
   "$PATCHELF" --set-rpath "$rp" "$so"
 done < <(find usr/lib -type f -name '*.so*' -print0)
-"$PATCHELF" --set-rpath "\$ORIGIN/../lib/$ARCH" usr/bin/pkgconf
+for prog in pkgconf orterun orted; do "$PATCHELF" --set-rpath "\$ORIGIN/../lib/$ARCH" usr/bin/$prog; done
 
-# Every library's dependencies are in the bundle or are the C/C++ runtime.
+# Every library's and program's dependencies are in the bundle or are the C/C++ runtime.
 while IFS= read -r -d '' so; do
   for need in $("$PATCHELF" --print-needed "$so"); do
-    case $need in
-      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libstdc++.so.*|libgcc_s.so.*|libgomp.so.*) ;;
-      *) compgen -G "usr/lib/$ARCH/$need" >/dev/null || die "$so needs $need, which is not in the bundle" ;;
-    esac
+    bundled "$need" || die "$so needs $need, which is not in the bundle"
   done
-done < <(find usr/lib usr/bin -type f \( -name '*.so*' -o -name pkgconf \) -print0)
+done < <(find usr/lib usr/bin -type f \( -name '*.so*' -o -path 'usr/bin/*' \) -print0)
 
 printf '%s\n' "${manifest[@]}" | sort >MANIFEST
 cp MANIFEST "$OUT_DIR/MANIFEST"

@@ -70,9 +70,10 @@ bytes=$(cd "$SRC" && find . -path ./build-gpu -prune -o -type f -printf '%s\n' |
 echo "gpu-dry-run: carried $((bytes / 1024)) KiB of 65536 KiB (the tree, ${CARRY[*]})"
 ((bytes < 64 * 1024 * 1024)) || die "more than the device tool's 64 MiB"
 
-# The CUDA toolkit where this machine has it, read-only; no network (a new network namespace
-# has only a down loopback); mounts vanish with the namespace.
-mkdir -p "$ROOTFS$CUDA" "$ROOTFS/proc" "$ROOTFS/dev" "$ROOTFS/tmp"
+# The CUDA toolkit where this machine has it, read-only; no network (a new network namespace:
+# only the loopback, brought up as on any machine, for OpenMPI's launcher and PMIx); /sys
+# read-only (hwloc reads the CPU topology there); mounts vanish with the namespace.
+mkdir -p "$ROOTFS$CUDA" "$ROOTFS/proc" "$ROOTFS/dev" "$ROOTFS/tmp" "$ROOTFS/sys"
 [[ $CUDA == /usr/local/cuda ]] || ln -sfn "$CUDA" "$ROOTFS/usr/local/cuda"
 rm -rf "$WORK/out" && mkdir -p "$WORK/out" "$ROOTFS/out"
 start=$(date +%s)
@@ -82,6 +83,8 @@ unshare --mount --net --propagation private bash -euo pipefail -c '
   mount --bind "$cuda" "$rootfs$cuda" && mount -o remount,bind,ro "$rootfs$cuda"
   mount -t proc proc "$rootfs/proc"
   mount --rbind /dev "$rootfs/dev"
+  mount --rbind /sys "$rootfs/sys" && mount -o remount,bind,ro "$rootfs/sys"
+  if command -v ip >/dev/null; then ip link set lo up; else echo "gpu-dry-run: no ip here: the loopback stays down"; fi
   mount -t tmpfs tmpfs "$rootfs/tmp"
   mount --bind "$out" "$rootfs/out"
   dry=1

@@ -49,9 +49,10 @@ Window2d pooled_window(const char* op, const Tensor& x, IntPair kernel, IntPair 
   return g;
 }
 
-// Max pooling composed (on CUDA): the windows unfolded with -inf padding, the maximum of each (the first
-// on ties, NaN first, as the CPU kernel), and its position turned into the flat index into the
-// input plane that PyTorch returns. The gradient flows through max and unfold (col2im).
+// Max pooling composed (on a backend without the kernel: CUDA): the windows unfolded with -inf
+// padding, the maximum of each (the first on ties, NaN first, as the CPU kernel), and its
+// position turned into the flat index into the input plane that PyTorch returns. The gradient
+// flows through max and unfold (col2im).
 std::tuple<Tensor, Tensor> max_pool2d_composed(const Tensor& input, const Window2d& g) {
   const int64_t n = g.batch, c = g.channels;
   Window2d planes = g;

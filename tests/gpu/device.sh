@@ -67,6 +67,16 @@ unset LIBRARY_PATH
 export LDFLAGS="-Wl,-rpath-link,$LIBDIR -Wl,-rpath-link,$LIBDIR/openblas-openmp${LDFLAGS:+ $LDFLAGS}"
 "$PKG_CONFIG" --modversion libdw >/dev/null || fail "the bundle's pkgconf does not run here"
 
+# The bundle's OpenMPI (tl::distributed; its NCCL test runs under `mpiexec -n 1`): CMake is
+# given its header folder and libmpi (FindMPI guesses without a compiler wrapper only on
+# Windows), and at run time OPAL_PREFIX, PMIX_PREFIX and PMIx's plugin path relocate it from
+# /usr; one node and no ssh: the `isolated` launcher.
+if [ -x "$PREFIX/bin/orterun" ]; then
+  export TIDEMARK_GPU_CMAKE_ARGS="-DMPI_SKIP_COMPILER_WRAPPER=ON -DMPI_C_HEADER_DIR=$LIBDIR/openmpi/include -DMPI_C_LIB_NAMES=mpi -DMPI_mpi_LIBRARY=$LIBDIR/libmpi.so -DMPIEXEC_EXECUTABLE=$PREFIX/bin/mpiexec.openmpi"
+  export OPAL_PREFIX=$PREFIX PMIX_PREFIX=$LIBDIR/pmix2 PMIX_MCA_mca_base_component_path=$LIBDIR/pmix2/lib/pmix
+  export OMPI_MCA_plm=isolated OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+fi
+
 export TIDEMARK_GPU_FIRST_RUN=${TIDEMARK_GPU_FIRST_RUN:-1}
 export TIDEMARK_GPU_LOG_DIR=$OUT/logs TIDEMARK_GPU_DATA_DIR=$OUT/pytorch
 export PYTHONUNBUFFERED=1

@@ -88,6 +88,19 @@ if [ -z "${TIDEMARK_CUPTI_PATH:-}" ]; then
 fi
 echo "cupti: ${TIDEMARK_CUPTI_PATH:-libcupti.so.13 not found (the interpose check will say so)}${CMAKE_EXTRA[*]:+ (${CMAKE_EXTRA[*]})}"
 
+# NCCL, for tl::distributed's NCCL backend (built when MPI is found too): the toolkit's, else
+# the NCCL wheel of the machine's Python (nvidia-nccl-cu13: nccl.h and libnccl.so.2 only).
+if ! first_of "$CUDA_HOME/include/nccl.h" >/dev/null; then
+  # shellcheck disable=SC2046
+  NCCL_H=$(first_of $(for d in $py_nvidia; do echo "$d"/nccl/include/nccl.h "$d"/*/include/nccl.h; done)) &&
+    NCCL_SO=$(first_of "$(dirname "$(dirname "$NCCL_H")")"/lib/libnccl.so.2) &&
+    CMAKE_EXTRA+=("-DTIDEMARK_NCCL_INCLUDE=$(dirname "$NCCL_H")" "-DTIDEMARK_NCCL_LIBRARY=$NCCL_SO")
+fi
+# What the caller adds (tests/gpu/device.sh: the bundle's OpenMPI).
+# shellcheck disable=SC2206  # flags without spaces, split on purpose
+CMAKE_EXTRA+=(${TIDEMARK_GPU_CMAKE_ARGS:-})
+echo "nccl: $(first_of "$CUDA_HOME/include/nccl.h" || echo "${NCCL_H:-not found (the NCCL backend is not built)}")"
+
 # The Fashion-MNIST files for the GPU accuracy test: the Debian package where it is installed,
 # else a copy travelling with the sources (.cache/fashion-mnist, carried: docs/cuda.md).
 if [ -z "${TIDEMARK_FASHION_MNIST_DIR:-}" ] &&
@@ -110,6 +123,12 @@ grep -E 'Tidemark:|WARNING' "$CONFIGURE_LOG" | head -5
 step "build the GPU tests, gpu_ops_bench, tidemark and libtidemark_inject.so (-j $JOBS)"
 TARGETS="$(cd "$ROOT/tests/gpu" && for f in *_test.cpp; do echo "gpu_${f%.cpp}"; done)
   gpu_ops_bench tidemark tidemark_inject"
+# The NCCL backend's test (distributed.nccl.np1, labelled gpu), where MPI and NCCL were found.
+if grep -q 'NCCL backend on' "$CONFIGURE_LOG"; then
+  TARGETS="$TARGETS distributed_nccl_test"
+else
+  note "no NCCL backend: $(grep -m1 -o 'tl::distributed.*' "$CONFIGURE_LOG" || echo 'tl::distributed not configured')"
+fi
 BUILD_LOG=$BUILD/gpu-build.log
 BUILD_START=$(date +%s)
 # shellcheck disable=SC2086
@@ -125,7 +144,7 @@ note "build: $(($(date +%s) - BUILD_START)) s with -j $JOBS"
 # Every program loads: its libraries (the dependency bundle's included) resolve.
 command -v ldd >/dev/null || ldd() { echo "(no ldd on this machine: not checked)"; }
 UNRESOLVED=$(for f in "$BUILD"/cli/tidemark "$BUILD"/interpose/libtidemark_inject.so "$BUILD"/bench/gpu_ops_bench \
-    "$BUILD"/tests/gpu/gpu_*_test; do [ -f "$f" ] && ldd "$f" 2>&1 | sed -n "s|^[[:space:]]*\(.*not found\)|$f: \1|p"; done)
+    "$BUILD"/tests/gpu/gpu_*_test "$BUILD"/tests/distributed_nccl_test; do [ -f "$f" ] && ldd "$f" 2>&1 | sed -n "s|^[[:space:]]*\(.*not found\)|$f: \1|p"; done)
 if [ -n "$UNRESOLVED" ]; then echo "$UNRESOLVED"; echo "FAIL: libraries not found"; exit 1; fi
 "$BUILD/cli/tidemark" --help >/dev/null || { echo "FAIL: $BUILD/cli/tidemark does not start"; exit 1; }
 

@@ -31,7 +31,6 @@ struct Source {
   std::optional<int64_t> world_size;
   std::unique_ptr<store::TraceReader> reader;
   store::TraceMeta meta;
-  std::vector<store::RecordedEvent> events;
   uint64_t node_offset = 0;
 };
 
@@ -203,32 +202,36 @@ store::TraceMeta merged_meta(const std::vector<Source>& sources, const DeviceMap
   return meta;
 }
 
-// Writes the events of every source, each rank's in its own order, interleaved by time.
+// Writes the events of every source, each rank's in its own order, interleaved by time: one
+// cursor per rank, so memory holds the blocks being read, not the ranks' events.
 uint64_t write_events(std::vector<Source>& sources, DeviceMap& devices, store::TraceWriter& w) {
   using Head = std::pair<uint64_t, size_t>;  // (merged time, source)
   std::priority_queue<Head, std::vector<Head>, std::greater<>> heads;
-  std::vector<size_t> next(sources.size(), 0);
-  auto time_of = [&](size_t s, size_t i) {
-    const int64_t t = static_cast<int64_t>(sources[s].events[i].event.ts_ns) + sources[s].info.offset_ns;
+  std::vector<store::TraceReader::EventCursor> cursors;
+  cursors.reserve(sources.size());
+  auto time_of = [&](size_t s) {
+    const int64_t t = static_cast<int64_t>(cursors[s].event().ts_ns) + sources[s].info.offset_ns;
     return static_cast<uint64_t>(std::max<int64_t>(t, 0));
   };
-  for (size_t s = 0; s < sources.size(); ++s)
-    if (!sources[s].events.empty()) heads.push({time_of(s, 0), s});
+  for (size_t s = 0; s < sources.size(); ++s) {
+    cursors.push_back(sources[s].reader->event_cursor());
+    if (cursors[s].next()) heads.push({time_of(s), s});
+  }
   uint64_t seq = 0, end = 0;
   while (!heads.empty()) {
     const auto [ts, s] = heads.top();
     heads.pop();
     Source& src = sources[s];
-    const store::RecordedEvent& r = src.events[next[s]];
-    ev::Event e = r.event;  // spans and names still point into r
+    ev::Event e = cursors[s].event();  // spans and names still point into the cursor's block
     e.ts_ns = ts;
     e.seq = ++seq;
     e.device = devices.at(src.info.rank, e.device);
     map_event(e, src.info.rank);
-    w.append(e, r.stack_id ? r.stack_id + src.node_offset : 0);
+    const uint64_t stack_id = cursors[s].stack_id();
+    w.append(e, stack_id ? stack_id + src.node_offset : 0);
     end = std::max(end, ts);
     if (seq % (1 << 18) == 0) w.commit();
-    if (++next[s] < src.events.size()) heads.push({time_of(s, next[s]), s});
+    if (cursors[s].next()) heads.push({time_of(s), s});
   }
   for (Source& src : sources)
     for (const store::DroppedRow& d : src.reader->dropped())
@@ -287,16 +290,19 @@ MergeResult merge_ranks(const std::vector<std::string>& inputs, const std::strin
                            ? first_base - static_cast<int64_t>(s.meta.start_ts_ns)
                            : (s.meta.start_unix_ns - static_cast<int64_t>(s.meta.start_ts_ns)) - first_base;
     for (const store::DeviceInfo& d : s.meta.devices) devices.add(s.info.rank, d);
-    s.events = s.reader->events();
-    for (const store::RecordedEvent& r : s.events) devices.at(s.info.rank, r.event.device);
-    s.info.events = s.events.size();
+    // A first pass for the devices the events name and their count; the events themselves
+    // are read again, streaming, by write_events.
+    s.reader->for_each_event([&](const ev::Event& e, uint64_t) {
+      devices.at(s.info.rank, e.device);
+      ++s.info.events;
+    });
     s.node_offset = nodes;
     for (const store::StackNode& n : s.reader->stack_nodes()) nodes = std::max(nodes, n.id + s.node_offset);
     if (!s.info.complete)
       result.warnings.push_back(
           "rank " + std::to_string(s.info.rank) + " (" + s.info.path + "): " +
           (s.reader->clean_end() ? "not finalized" : "the recording did not end cleanly (was the rank killed?)") +
-          "; merged the " + std::to_string(s.events.size()) + " events it committed" +
+          "; merged the " + std::to_string(s.info.events) + " events it committed" +
           (s.reader->finalized() ? "" : ", its stacks unresolved (`tidemark finalize " + s.info.path +
                                             "` first resolves them)"));
   }
@@ -319,10 +325,7 @@ MergeResult merge_ranks(const std::vector<std::string>& inputs, const std::strin
   }
   writer->close(write_events(sources, devices, *writer));
   writer.reset();
-  for (Source& s : sources) {
-    result.events += s.events.size();
-    s.events.clear();
-  }
+  for (const Source& s : sources) result.events += s.info.events;
   store::FinalizeOptions options;
   options.symbolize = [frames](uint64_t ip) {
     auto it = frames->find(ip);

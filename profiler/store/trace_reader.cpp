@@ -218,29 +218,41 @@ std::vector<DroppedRow> TraceReader::dropped() const {
   return out;
 }
 
+TraceReader::EventCursor::EventCursor(const TraceReader& reader)
+    : strings_(&reader.strings()),
+      stream_(std::make_unique<detail::EventStream>(*reader.db_, reader.schema_version_ >= 5)) {}
+TraceReader::EventCursor::EventCursor(EventCursor&&) noexcept = default;
+TraceReader::EventCursor& TraceReader::EventCursor::operator=(EventCursor&&) noexcept = default;
+TraceReader::EventCursor::~EventCursor() = default;
+
+bool TraceReader::EventCursor::next() {
+  if (!stream_->next()) return false;
+  const DecodedEvent& d = stream_->current();
+  auto text = [&](uint64_t id) -> std::string_view {
+    return id < strings_->size() ? std::string_view((*strings_)[id]) : std::string_view();
+  };
+  event_ = d.event;
+  stack_id_ = d.stack_id;
+  switch (ev::payload_of(event_.kind)) {
+    case ev::Payload::tensor:
+      event_.tensor.dtype = text(d.str_a);
+      event_.tensor.op = text(d.str_b);
+      break;
+    case ev::Payload::name:
+      event_.name.name = text(d.str_a);
+      break;
+    default:
+      break;
+  }
+  return true;
+}
+
+TraceReader::EventCursor TraceReader::event_cursor() const { return EventCursor(*this); }
+
 void TraceReader::for_each_event(
     const std::function<void(const ev::Event&, uint64_t stack_id)>& fn) const {
-  const auto& strs = strings();
-  auto text = [&](uint64_t id) -> std::string_view {
-    return id < strs.size() ? std::string_view(strs[id]) : std::string_view();
-  };
-  detail::EventStream stream(*db_, schema_version_ >= 5);
-  while (stream.next()) {
-    const DecodedEvent& d = stream.current();
-    ev::Event e = d.event;
-    switch (ev::payload_of(e.kind)) {
-      case ev::Payload::tensor:
-        e.tensor.dtype = text(d.str_a);
-        e.tensor.op = text(d.str_b);
-        break;
-      case ev::Payload::name:
-        e.name.name = text(d.str_a);
-        break;
-      default:
-        break;
-    }
-    fn(e, d.stack_id);
-  }
+  EventCursor cursor = event_cursor();
+  while (cursor.next()) fn(cursor.event(), cursor.stack_id());
 }
 
 std::vector<RecordedEvent> TraceReader::events() const {

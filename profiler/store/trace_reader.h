@@ -16,6 +16,7 @@ namespace tidemark::store {
 
 namespace detail {
 class Db;
+class EventStream;
 }
 
 // An event read back from a trace, owning its strings and dimensions: `event`'s spans and
@@ -145,6 +146,28 @@ class TraceReader {
   std::vector<uint64_t> stack(uint64_t stack_id) const;
   std::vector<DroppedRow> dropped() const;
 
+  // The raw events in seq order, pulled one at a time: a cursor holds only the blocks it is
+  // reading, so several (one per trace) can be interleaved by time in bounded memory (merge).
+  // event() (spans and strings included) stays valid until the next call to next(); the
+  // cursor must not outlive its reader.
+  class EventCursor {
+   public:
+    EventCursor(EventCursor&&) noexcept;
+    EventCursor& operator=(EventCursor&&) noexcept;
+    ~EventCursor();
+    bool next();  // false at the end
+    const events::Event& event() const { return event_; }
+    uint64_t stack_id() const { return stack_id_; }
+
+   private:
+    friend class TraceReader;
+    explicit EventCursor(const TraceReader& reader);
+    const std::vector<std::string>* strings_;
+    std::unique_ptr<detail::EventStream> stream_;
+    events::Event event_{};
+    uint64_t stack_id_ = 0;
+  };
+  EventCursor event_cursor() const;
   // Calls `fn` for every raw event in seq order. The event (spans and strings included) is
   // valid during the call only, as in events::Sink::on_event.
   void for_each_event(const std::function<void(const events::Event&, uint64_t stack_id)>& fn) const;

@@ -1,10 +1,12 @@
 #include "interpose/callbacks.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <map>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include "interpose/cupti_api.h"
@@ -216,10 +218,38 @@ constexpr Traced kTraced[] = {
     {kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, Role::vmm_unmap},
 };
 
+// Note [Every copy has a call site]
+// Besides the calls listed above, every copy is a call whose records get its stack: the
+// runtime's cudaMemcpy* and the driver's cuMemcpy* in all their forms (2D, 3D, arrays, symbols,
+// peers, batches, per-thread default streams, the _v2 driver entry points), which differ
+// between CUDA versions. enable() finds them by name (cuptiGetCallbackName) among the ids this
+// build's headers know, so no version's list is written down here. Roles are looked up by id in
+// a table per domain, as every traced call's callback asks.
+struct RoleTable {
+  std::array<std::atomic<Role>, CUPTI_RUNTIME_TRACE_CBID_SIZE> runtime;
+  std::array<std::atomic<Role>, CUPTI_DRIVER_TRACE_CBID_SIZE> driver;
+  std::atomic<Role>* find(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+    if (domain == kRt && cbid < runtime.size()) return &runtime[cbid];
+    if (domain == kDrv && cbid < driver.size()) return &driver[cbid];
+    return nullptr;
+  }
+};
+
+RoleTable& roles() {
+  static RoleTable* table = [] {
+    auto* t = new RoleTable;  // never freed: callbacks may run until the process ends
+    for (auto& r : t->runtime) r.store(Role::none, std::memory_order_relaxed);
+    for (auto& r : t->driver) r.store(Role::none, std::memory_order_relaxed);
+    for (const Traced& tr : kTraced)
+      if (std::atomic<Role>* r = t->find(tr.domain, tr.cbid)) r->store(tr.role, std::memory_order_relaxed);
+    return t;
+  }();
+  return *table;
+}
+
 Role role_of(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-  for (const Traced& t : kTraced)
-    if (t.domain == domain && t.cbid == cbid) return t.role;
-  return Role::none;
+  const std::atomic<Role>* r = roles().find(domain, cbid);
+  return r ? r->load(std::memory_order_relaxed) : Role::none;
 }
 
 // Runtime calls reach these through nested driver calls: the driver call's site is the
@@ -438,6 +468,23 @@ int enable(const CuptiApi& api, CUpti_SubscriberHandle subscriber) noexcept {
   int enabled = 0;
   for (const Traced& t : kTraced)
     if (api.EnableCallback(1, subscriber, t.domain, t.cbid) == CUPTI_SUCCESS) ++enabled;
+  if (!api.GetCallbackName) return enabled;
+  // Note [Every copy has a call site].
+  RoleTable& table = roles();
+  for (const auto& [domain, prefix, size] :
+       {std::tuple{kRt, std::string_view("cudaMemcpy"), table.runtime.size()},
+        std::tuple{kDrv, std::string_view("cuMemcpy"), table.driver.size()}}) {
+    for (CUpti_CallbackId cbid = 1; cbid < size; ++cbid) {
+      std::atomic<Role>* role = table.find(domain, cbid);
+      const char* name = nullptr;
+      if (role->load(std::memory_order_relaxed) != Role::none ||
+          api.GetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || !name ||
+          std::string_view(name).substr(0, prefix.size()) != prefix)
+        continue;
+      role->store(Role::call, std::memory_order_relaxed);
+      if (api.EnableCallback(1, subscriber, domain, cbid) == CUPTI_SUCCESS) ++enabled;
+    }
+  }
   return enabled;
 }
 

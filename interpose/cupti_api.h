@@ -24,6 +24,8 @@ struct CuptiApi {
   CUptiResult (*ActivityGetNumDroppedRecords)(CUcontext, uint32_t, size_t*) = nullptr;
   CUptiResult (*ActivityFlushAll)(uint32_t) = nullptr;
   CUptiResult (*ActivityGetAttribute)(CUpti_ActivityAttribute, size_t*, void*) = nullptr;
+  // Optional: the name of a call, to find every copy among the calls (callbacks.cpp).
+  CUptiResult (*GetCallbackName)(CUpti_CallbackDomain, uint32_t, const char**) = nullptr;
   std::string path;  // the library that was opened
 };
 

@@ -23,7 +23,7 @@ namespace ev = tidemark::events;
 namespace {
 
 constexpr int kIdShift = 48;      // tensor and storage ids: id | rank << 48
-constexpr int kThreadShift = 32;  // threads: thread | rank << 32
+constexpr int kThreadShift = store::kMergedRankShift;  // threads: thread | rank << 32
 constexpr int64_t kMaxRanks = int64_t{1} << 13;  // return addresses: ip | (rank + 1) << 48
 
 struct Source {

@@ -150,6 +150,11 @@ class Finalizer {
     load_strings();
     load_devices();
     prepare();
+    {
+      Stmt q(db_, "SELECT EXISTS (SELECT 1 FROM meta WHERE key = ?)");
+      q.bind(1, meta_keys::kMergedRanks);
+      merged_ = q.step() && q.i64(0) != 0;
+    }
 
     detail::EventStream stream(db_);
     while (stream.next()) on_event(stream.current());
@@ -385,10 +390,17 @@ class Finalizer {
         }
         break;
       }
-      case ev::Kind::step:
-        if (pending_step_) write_step(*pending_step_, e.ts_ns);
-        pending_step_ = d;
+      case ev::Kind::step: {
+        // A step ends at the next step of its run: in a merged trace, of its rank.
+        const uint64_t run = merged_ ? e.thread_id >> kMergedRankShift : 0;
+        if (auto it = pending_steps_.find(run); it != pending_steps_.end()) {
+          write_step(it->second, e.ts_ns);
+          it->second = d;
+        } else {
+          pending_steps_.emplace(run, d);
+        }
         break;
+      }
       case ev::Kind::mark:
         ins_mark_.bind(1, e.ts_ns).bind(2, e.seq).bind(3, device_id(e.device)).bind(4, d.str_a)
             .bind(5, e.name.value).bind(6, e.thread_id).bind(7, d.stack_id).run();
@@ -596,7 +608,11 @@ class Finalizer {
     drain_pending_rows();
     for (auto& [thread, stack] : std::map<uint64_t, std::vector<OpenScope>>(scopes_.begin(), scopes_.end()))
       for (size_t i = 0; i < stack.size(); ++i) write_scope(thread, i, stack[i], std::nullopt);
-    if (pending_step_) write_step(*pending_step_, std::nullopt);
+    std::vector<const DecodedEvent*> last_steps;
+    for (const auto& [run, d] : pending_steps_) last_steps.push_back(&d);
+    std::sort(last_steps.begin(), last_steps.end(),
+              [](const DecodedEvent* x, const DecodedEvent* y) { return x->event.seq < y->event.seq; });
+    for (const DecodedEvent* d : last_steps) write_step(*d, std::nullopt);
   }
 
   // Note [Kept frames]: the frames an earlier finalize stored were resolved where and when the
@@ -653,7 +669,8 @@ class Finalizer {
   InIdOrder<OpenStorage> pending_storages_;
   InIdOrder<OpenTensor> pending_tensors_;
   std::unordered_map<uint64_t, std::vector<OpenScope>> scopes_;
-  std::optional<DecodedEvent> pending_step_;
+  std::map<uint64_t, DecodedEvent> pending_steps_;  // by run: the rank in a merged trace, else 0
+  bool merged_ = false;
   std::unordered_map<uint64_t, std::vector<ResolvedFrame>> kept_frames_;  // by ip
   std::map<int64_t, detail::Curves> curves_;
   std::map<int64_t, detail::LodBuilder> lod_;

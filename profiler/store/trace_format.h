@@ -95,6 +95,10 @@ struct TraceMeta {
   std::string merged_ranks;
 };
 
+// A merged trace's thread ids carry their rank: thread | rank << kMergedRankShift (Note
+// [Merged devices] in profiler/analysis/merge.h), so each rank's steps end at its own next step.
+inline constexpr int kMergedRankShift = 32;
+
 // One source-level frame of a return address. An address inside inlined code gives several:
 // the innermost inlined function first, the physical function last.
 struct ResolvedFrame {

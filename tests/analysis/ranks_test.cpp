@@ -11,6 +11,7 @@
 #include "profiler/analysis/merge.h"
 #include "profiler/analysis/ranks.h"
 #include "profiler/analysis/trace.h"
+#include "profiler/store/sqlite_db.h"
 #include "profiler/store/trace_reader.h"
 
 namespace {
@@ -137,6 +138,30 @@ TEST_F(RanksTest, MergedTraceHasADevicePerRankWithEachRanksPeakToTheByte) {
   EXPECT_EQ(d.findings[0].device, "rank1/cpu");
   EXPECT_EQ(d.findings[0].bytes, int64_t(8 * MiB));
   EXPECT_EQ(d.findings[0].site, "warmup (train.py:30)");
+}
+
+// Two ranks' steps interleave on the merged clock (rank 1 started 1 us later): each step still
+// ends at its own rank's next step, and each rank's last step with the trace.
+TEST_F(RanksTest, MergedStepsEndAtTheirOwnRanksNextStep) {
+  for (int64_t rank : {0, 1}) {
+    Builder t(path("run-" + std::to_string(rank) + ".db"), "train", rank, 2,
+              1'000'000'000 + rank * 1000);
+    t.block(ev::Kind::segment_alloc, 1000, 0x1000000, 64 * MiB, 1);
+    t.step(1500, 0);
+    t.alloc(2000, 0x1000000, MiB, 1, ev::Category::activation);
+    t.step(3500, 1);
+    t.free(4000, 0x1000000, MiB);
+    t.finish(5000);
+  }
+  an::merge_ranks({path("run-0.db"), path("run-1.db")}, path("all.db"));
+  const an::Trace m = an::Trace::open(path("all.db"));
+  // (ts, end_ts or 0) in time order: rank 0 at 1500 and 3500, rank 1 at 2500 and 4500.
+  std::vector<std::pair<uint64_t, uint64_t>> steps;
+  st::detail::Stmt q(m.db(), "SELECT ts, ifnull(end_ts, 0) FROM steps ORDER BY ts");
+  while (q.step()) steps.emplace_back(q.u64(0), q.u64(1));
+  const std::vector<std::pair<uint64_t, uint64_t>> expected = {
+      {1500, 3500}, {2500, 4500}, {3500, 0}, {4500, 0}};
+  EXPECT_EQ(steps, expected);
 }
 
 TEST_F(RanksTest, TracesNotOfOneRunAreRefused) {

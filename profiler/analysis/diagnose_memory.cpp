@@ -83,10 +83,10 @@ struct Step {
   int64_t number = 0;
   uint64_t ts = 0, end_ts = kOpen;  // end_ts: the next step's start; kOpen for the last
 };
-std::vector<Step> load_steps(const Trace& t) {
+// Every step, or a device's (its rank's in a merged trace: Note [Steps of a rank]).
+std::vector<Step> load_steps(const Trace& t, std::optional<int64_t> device = std::nullopt) {
   std::vector<Step> out;
-  Stmt q(t.db(), "SELECT number, ts, end_ts FROM steps ORDER BY ts, seq");
-  while (q.step()) out.push_back({q.i64(0), q.u64(1), q.is_null(2) ? kOpen : q.u64(2)});
+  for (const StepSpan& s : steps_of(t, device)) out.push_back({s.number, s.ts, s.end_ts.value_or(kOpen)});
   return out;
 }
 constexpr const char* kNoSteps =
@@ -210,7 +210,7 @@ std::string activations_missing(const Trace& t, bool backward) {
 }
 
 bool graph_retention_on(const Trace& t, int64_t device) {
-  return graph_retained(t, device, load_steps(t));
+  return graph_retained(t, device, load_steps(t, device));
 }
 
 // ---- graph-retention -----------------------------------------------------------------------
@@ -218,9 +218,10 @@ bool graph_retention_on(const Trace& t, int64_t device) {
 void detect_graph_retention(const Trace& trace, Diagnosis& out) {
   if (std::string why = activations_missing(trace, false); !why.empty())
     return out.skipped.push_back({"graph-retention", why});
-  const std::vector<Step> steps = load_steps(trace);
-  if (steps.empty()) return out.skipped.push_back({"graph-retention", kNoSteps});
+  if (load_steps(trace).empty()) return out.skipped.push_back({"graph-retention", kNoSteps});
   for (const DeviceRef& d : trace.devices()) {
+    const std::vector<Step> steps = load_steps(trace, d.id);
+    if (steps.size() < 2) continue;
     const std::vector<Block> acts = load_blocks(trace, d.id, true);
     const Growth g = activation_growth(acts, steps);
     if (!g.growing) continue;

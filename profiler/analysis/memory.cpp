@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "profiler/analysis/steps.h"
 #include "profiler/store/meta_keys.h"
 #include "profiler/store/sqlite_db.h"
 
@@ -247,7 +248,8 @@ LeakReport leaks(const Trace& trace, std::optional<int64_t> device, GroupBy by, 
   r.count = rows.size();
   r.groups = group_allocations(trace, rows, by, limit, &r.groups_total);
 
-  auto steps = step_starts(trace);
+  std::vector<std::pair<int64_t, uint64_t>> steps;  // of the device's rank (Note [Steps of a rank])
+  for (const StepSpan& s : steps_of(trace, device)) steps.emplace_back(s.number, s.ts);
   std::map<int64_t, StepLeak> per_step;  // keyed by index into steps, -1: before the first
   for (const auto& a : rows) {
     auto it = std::upper_bound(steps.begin(), steps.end(), a.alloc_ts,
@@ -506,8 +508,8 @@ Timeline TimelineCache::timeline(const Trace& trace, int64_t device,
     else
       tl.peak_allocated = store::Peak{best, tl.from_ts, 0};
   }
-  for (const auto& [number, ts] : step_starts(trace))
-    if (ts >= tl.from_ts && ts < tl.to_ts) tl.steps.emplace_back(number, ts);
+  for (const StepSpan& s : steps_of(trace, device))  // its rank's (Note [Steps of a rank])
+    if (s.ts >= tl.from_ts && s.ts < tl.to_ts) tl.steps.emplace_back(s.number, s.ts);
   return tl;
 }
 

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <string>
 
 #include "profiler/store/sqlite_db.h"
+#include "profiler/store/trace_format.h"
 
 namespace tidemark::analysis {
 
@@ -22,18 +24,52 @@ std::optional<std::string> steps_inferred_from(const Trace& trace) {
   return name.substr(kPrefix.size());
 }
 
+namespace {
+
+// The rank of a device of a merged trace (Note [Steps of a rank]); none otherwise.
+std::optional<int64_t> rank_of(const Trace& trace, std::optional<int64_t> device) {
+  if (!device) return std::nullopt;
+  for (const DeviceRef& d : trace.devices())
+    if (d.id == *device) return d.rank;
+  return std::nullopt;
+}
+
+// "the row's thread is of rank ?N, or ?N is NULL" (thread | rank << kMergedRankShift).
+std::string of_rank(int param) {
+  const std::string p = "?" + std::to_string(param);
+  return "(" + p + " IS NULL OR (thread >> " + std::to_string(store::kMergedRankShift) +
+         ") = " + p + ")";
+}
+
+}  // namespace
+
+std::vector<StepSpan> steps_of(const Trace& trace, std::optional<int64_t> device) {
+  std::vector<StepSpan> out;
+  if (!trace.db().table_exists("steps")) return out;
+  const std::string sql = "SELECT number, ts, end_ts FROM steps WHERE " + of_rank(1) +
+                          " ORDER BY ts, seq";
+  Stmt q(trace.db(), sql.c_str());
+  q.bind(1, rank_of(trace, device));
+  while (q.step())
+    out.push_back({q.i64(0), q.u64(1), q.is_null(2) ? std::nullopt : std::optional<uint64_t>(q.u64(2))});
+  return out;
+}
+
 std::vector<StepStats> step_stats(const Trace& trace, int64_t device) {
   std::vector<StepStats> out;
-  Stmt steps(trace.db(), "SELECT number, ts, end_ts FROM steps ORDER BY ts, seq");
   Stmt allocs(trace.db(),
               "SELECT COUNT(*), TOTAL(size) FROM allocations WHERE device = ? AND alloc_ts >= ? "
               "AND alloc_ts < ?");
-  Stmt syncs(trace.db(), "SELECT COUNT(*), TOTAL(duration_ns) FROM syncs WHERE ts >= ? AND ts < ?");
-  while (steps.step()) {
+  // Syncs on any device of the process: of the device's rank in a merged trace.
+  const std::string syncs_sql =
+      "SELECT COUNT(*), TOTAL(duration_ns) FROM syncs WHERE ts >= ?1 AND ts < ?2 AND " + of_rank(3);
+  Stmt syncs(trace.db(), syncs_sql.c_str());
+  const std::optional<int64_t> rank = rank_of(trace, device);
+  for (const StepSpan& step : steps_of(trace, device)) {
     StepStats s;
-    s.number = steps.i64(0);
-    uint64_t t0 = steps.u64(1);
-    uint64_t t1 = steps.is_null(2) ? trace.end_ns() + 1 : steps.u64(2);
+    s.number = step.number;
+    uint64_t t0 = step.ts;
+    uint64_t t1 = step.end_ts ? *step.end_ts : trace.end_ns() + 1;
     s.start_ns = t0 >= trace.origin_ns() ? t0 - trace.origin_ns() : 0;
     s.duration_ns = t1 > t0 ? t1 - t0 : 0;
     const store::TraceReader& reader = trace.reader();
@@ -57,7 +93,7 @@ std::vector<StepStats> step_stats(const Trace& trace, int64_t device) {
       s.alloc_bytes = static_cast<int64_t>(allocs.f64(1));
     }
     syncs.reset();
-    syncs.bind(1, t0).bind(2, t1);
+    syncs.bind(1, t0).bind(2, t1).bind(3, rank);
     if (syncs.step()) {
       s.sync_count = syncs.u64(0);
       s.sync_ns = static_cast<uint64_t>(syncs.f64(1));

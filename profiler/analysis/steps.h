@@ -11,6 +11,20 @@
 
 namespace tidemark::analysis {
 
+// Note [Steps of a rank]: a merged trace holds every rank's steps, and each rank steps on its
+// own (its steps end at its own next step: the `steps` table, docs/trace-format.md). What is
+// said of one device's steps uses its rank's: the step statistics and growth of a device, the
+// steps of its timeline, the step its leaks were made in. A step: its number, its start and its
+// end (absolute; none for the last).
+struct StepSpan {
+  int64_t number = 0;
+  uint64_t ts = 0;
+  std::optional<uint64_t> end_ts;
+};
+// The steps of `device`, in time order: its rank's in a merged trace, else every step (also
+// with no device).
+std::vector<StepSpan> steps_of(const Trace& trace, std::optional<int64_t> device);
+
 // One step: from its step event to the next one (the last step ends with the trace).
 struct StepStats {
   int64_t number = 0;

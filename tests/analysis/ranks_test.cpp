@@ -10,6 +10,7 @@
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/merge.h"
 #include "profiler/analysis/ranks.h"
+#include "profiler/analysis/steps.h"
 #include "profiler/analysis/trace.h"
 #include "profiler/store/sqlite_db.h"
 #include "profiler/store/trace_reader.h"
@@ -141,8 +142,9 @@ TEST_F(RanksTest, MergedTraceHasADevicePerRankWithEachRanksPeakToTheByte) {
 }
 
 // Two ranks' steps interleave on the merged clock (rank 1 started 1 us later): each step still
-// ends at its own rank's next step, and each rank's last step with the trace.
-TEST_F(RanksTest, MergedStepsEndAtTheirOwnRanksNextStep) {
+// ends at its own rank's next step, and each rank's last step with the trace; a device's step
+// statistics, timeline steps and step list are its rank's.
+TEST_F(RanksTest, EachRanksStepsAreItsOwnInAMergedTrace) {
   for (int64_t rank : {0, 1}) {
     Builder t(path("run-" + std::to_string(rank) + ".db"), "train", rank, 2,
               1'000'000'000 + rank * 1000);
@@ -162,6 +164,23 @@ TEST_F(RanksTest, MergedStepsEndAtTheirOwnRanksNextStep) {
   const std::vector<std::pair<uint64_t, uint64_t>> expected = {
       {1500, 3500}, {2500, 4500}, {3500, 0}, {4500, 0}};
   EXPECT_EQ(steps, expected);
+
+  // Note [Steps of a rank]: what is said of a device's steps uses its rank's two.
+  for (const an::DeviceRef& d : m.devices()) {
+    SCOPED_TRACE(d.name);
+    const uint64_t first = 1500 + uint64_t(*d.rank) * 1000;
+    std::vector<std::pair<int64_t, uint64_t>> spans;
+    for (const an::StepSpan& s : an::steps_of(m, d.id)) spans.emplace_back(s.number, s.ts);
+    EXPECT_EQ(spans, (std::vector<std::pair<int64_t, uint64_t>>{{0, first}, {1, first + 2000}}));
+    const std::vector<an::StepStats> stats = an::step_stats(m, d.id);
+    ASSERT_EQ(stats.size(), 2u);
+    EXPECT_EQ(stats[0].duration_ns, 2000u);  // to the rank's own next step
+    EXPECT_EQ(stats[0].alloc_count, 1u);     // its 1 MiB at 2000 (+1000 on rank 1)
+    EXPECT_EQ(stats[0].alloc_bytes, int64_t(MiB));
+    EXPECT_EQ(stats[1].alloc_count, 0u);
+    EXPECT_EQ(an::timeline(m, d.id, {}).steps, spans);
+  }
+  EXPECT_EQ(an::steps_of(m, std::nullopt).size(), 4u);  // the trace's: every rank's
 }
 
 TEST_F(RanksTest, TracesNotOfOneRunAreRefused) {

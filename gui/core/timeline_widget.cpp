@@ -134,10 +134,11 @@ QRect TimelineWidget::syncLaneRect() const {
 // has the whole time axis, so a step of rank 0 lines up with rank 1's, and all lanes share one
 // byte scale (the largest value of any device), so a rank that holds more reaches higher in its
 // lane than the others in theirs -- the imbalance `rank-imbalance` reports is seen at a glance.
-// A rank's devices (its CPU, its GPUs) share its lane, coloured by device as before. Step lines,
-// the selection, the highlight and the selected time cross every lane; everything drawn by
-// value (curves, bands, compare overlays, peak markers) goes to its device's lane. Any other
-// trace is one lane, the whole plot.
+// A rank's devices (its CPU, its GPUs) share its lane, coloured by device as before, and so do
+// its step lines: each rank steps on its own (Note [Steps of a rank] in analysis/steps.h). The
+// selection, the highlight and the selected time cross every lane; everything drawn by value
+// (curves, bands, compare overlays, peak markers) goes to its device's lane. Any other trace is
+// one lane, the whole plot.
 void TimelineWidget::setLanes() {
   lane_ranks_.clear();
   if (!data_) return;
@@ -161,6 +162,16 @@ QRect TimelineWidget::laneRect(int lane) const {
   constexpr int kGap = 6;
   const int h = std::max(1, (p.height() - kGap * (n - 1)) / n);
   return QRect(p.left(), p.top() + std::clamp(lane, 0, n - 1) * (h + kGap), p.width(), h);
+}
+
+const std::vector<std::pair<int64_t, uint64_t>>& TimelineWidget::laneSteps(int lane) const {
+  static const std::vector<std::pair<int64_t, uint64_t>> none;
+  if (!data_) return none;
+  if (laneCount() > 1) {
+    const auto it = data_->rank_steps.find(lane_ranks_[size_t(std::clamp(lane, 0, laneCount() - 1))]);
+    if (it != data_->rank_steps.end()) return it->second;
+  }
+  return data_->steps;
 }
 
 QString TimelineWidget::laneLabel(int lane) const {
@@ -440,24 +451,28 @@ void TimelineWidget::drawCurves(QPainter& p, const QRect& plot) {
   // tens of milliseconds for the ~500 lines of a zoomed-out long run).
   p.setPen(QColor(110, 110, 110));
   const QFontMetrics fm = p.fontMetrics();
-  double last_label = -1e9;
-  const auto& steps = data_->steps;  // read once when the trace opened
   // Sorted by time: start at the view; at most one boundary per 3 px, found by binary search
-  // (the ~80K steps of a long run would otherwise cost a visit each per frame).
+  // (the ~80K steps of a long run would otherwise cost a visit each per frame). Each lane draws
+  // its rank's steps (Note [Rank lanes]).
   auto by_ts = [](const std::pair<int64_t, uint64_t>& s, uint64_t ts) { return s.second < ts; };
   const double ns_per_px = double(view_to_ - view_from_) / std::max(1, plot.width());
   const uint64_t skip = uint64_t(3 * ns_per_px);
   std::vector<QLineF> lines;
-  auto it = std::lower_bound(steps.begin(), steps.end(), view_from_, by_ts);
-  while (it != steps.end() && it->second <= view_to_) {
-    const auto& [number, ts] = *it;
-    const double x = tsToX(ts);
-    lines.emplace_back(std::floor(x), plot.top(), std::floor(x), plot.bottom());
-    if (x - last_label > fm.horizontalAdvance("0000") + 8) {
-      p.drawText(QPointF(x + 2, plot.bottom() - 3), QString::number(number));
-      last_label = x;
+  for (int lane = 0; lane < laneCount(); ++lane) {
+    const QRect r = laneCount() > 1 ? laneRect(lane) : plot;
+    const auto& steps = laneSteps(lane);  // read once when the trace opened
+    double last_label = -1e9;
+    auto it = std::lower_bound(steps.begin(), steps.end(), view_from_, by_ts);
+    while (it != steps.end() && it->second <= view_to_) {
+      const auto& [number, ts] = *it;
+      const double x = tsToX(ts);
+      lines.emplace_back(std::floor(x), r.top(), std::floor(x), r.bottom());
+      if (x - last_label > fm.horizontalAdvance("0000") + 8) {
+        p.drawText(QPointF(x + 2, r.bottom() - 3), QString::number(number));
+        last_label = x;
+      }
+      it = std::lower_bound(it + 1, steps.end(), ts + skip, by_ts);
     }
-    it = std::lower_bound(it + 1, steps.end(), ts + skip, by_ts);
   }
   p.setPen(QColor(205, 205, 205));
   p.drawLines(lines.data(), int(lines.size()));

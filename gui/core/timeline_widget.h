@@ -95,6 +95,9 @@ class TimelineWidget : public QWidget {
   };
   // Markers drawn by the last paint.
   const std::vector<PeakMarker>& peakMarkers() const { return markers_; }
+  // The steps whose lines a lane draws: its rank's in a merged trace (Note [Steps of a rank]),
+  // else the trace's.
+  const std::vector<std::pair<int64_t, uint64_t>>& laneSteps(int lane) const;
   struct DrawnScope {
     QRectF rect;
     size_t index = 0;  // into TraceData::scopes

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -118,6 +119,8 @@ struct TraceData {
   // Per device (same order as `devices`): the allocated peak, if the device has memory events.
   std::vector<std::optional<store::Peak>> peaks;
   std::vector<std::pair<int64_t, uint64_t>> steps;  // (number, absolute ts), by ts; Stage::opened
+  // A merged trace's: each rank's own steps, likewise (Note [Steps of a rank]); else empty.
+  std::map<int64_t, std::vector<std::pair<int64_t, uint64_t>>> rank_steps;
   // An imported snapshot's (Note [Inferred categories] in the importer): what its categories
   // and its steps were inferred from (Trace::categories_inferred, steps_inferred_from); empty
   // when recorded. Stage::opened, so the timeline says so from its first paint.

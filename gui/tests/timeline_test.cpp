@@ -292,6 +292,10 @@ class TimelineTest : public QObject {
     QVERIFY(w.laneRect(0).bottom() < w.laneRect(1).top());
     QVERIFY(w.plotRect().contains(w.laneRect(0)) && w.plotRect().contains(w.laneRect(1)));
     QCOMPARE(w.laneLabel(1), QString("rank 1"));
+    // Each lane draws its own rank's step lines: 20 in rank 0's, 5 in rank 1's.
+    QCOMPARE(int(w.laneSteps(0).size()), 20);
+    QCOMPARE(int(w.laneSteps(1).size()), 5);
+    QCOMPARE(int(data->steps.size()), 25);
     auto trace = tidemark::analysis::Trace::open(merged.toStdString());
     QCOMPARE(int(w.peakMarkers().size()), 2);
     for (size_t d = 0; d < 2; ++d) {

@@ -188,15 +188,13 @@ ConvShape conv_shape(const Window2d& g, int64_t in_channels, int64_t out_channel
   return {g.batch, in_channels, out_channels, groups, image::geometry_of(g)};
 }
 
-Tensor float_or_undefined(const Tensor& t) { return t.defined() ? t.to(kFloat32) : t; }
-
 // forward(x, w, b, y, shape) into a new [batch, out_channels, oh, ow] result.
 template <typename Forward>
 Tensor run_forward(const Tensor& input, const Tensor& weight, const Tensor& bias,
                    const ConvShape& s, int64_t oh, int64_t ow, Forward forward) {
   if (image::is_reduced(input.dtype()))  // Note [Reduced-precision image kernels]
-    return run_forward(input.to(kFloat32), weight.to(kFloat32), float_or_undefined(bias), s, oh,
-                       ow, forward)
+    return run_forward(image::to_float(input), image::to_float(weight), image::to_float(bias), s,
+                       oh, ow, forward)
         .to(input.dtype());
   const Tensor x = input.contiguous(), w = weight.contiguous();
   const Tensor b = bias.defined() ? bias.contiguous() : Tensor();
@@ -215,13 +213,13 @@ void run_backward(const Tensor& grad_out, const Tensor& input, const Tensor& wei
                   const Tensor& gx, const Tensor& gw, const Tensor& gb, const ConvShape& s,
                   Backward backward) {
   if (image::is_reduced(input.dtype())) {  // Note [Reduced-precision image kernels]
-    const Tensor fx = gx.defined() ? empty(gx.sizes(), kFloat32) : Tensor();
-    const Tensor fw = gw.defined() ? empty(gw.sizes(), kFloat32) : Tensor();
-    const Tensor fb = gb.defined() ? empty(gb.sizes(), kFloat32) : Tensor();
-    run_backward(grad_out.to(kFloat32), input.to(kFloat32), weight.to(kFloat32), fx, fw, fb, s,
-                 backward);
-    for (auto [to, from] : {std::pair{gx, fx}, std::pair{gw, fw}, std::pair{gb, fb}})
-      if (to.defined()) to.copy_(from);
+    const Tensor fx = image::float_buffer_for(gx), fw = image::float_buffer_for(gw),
+                 fb = image::float_buffer_for(gb);
+    run_backward(image::to_float(grad_out), image::to_float(input), image::to_float(weight), fx,
+                 fw, fb, s, backward);
+    image::round_into(gx, fx);
+    image::round_into(gw, fw);
+    image::round_into(gb, fb);
     return;
   }
   const Tensor gy = grad_out.contiguous(), x = input.contiguous(), w = weight.contiguous();

@@ -18,8 +18,9 @@
 
 #include <cstdint>
 
-#include "tensorlib/core/kernels.h"
 #include "tensorlib/core/dtype.h"
+#include "tensorlib/core/kernels.h"
+#include "tensorlib/core/tensor.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -92,6 +93,16 @@ void dispatch_floating(ScalarType dt, F&& f) {
 // transient tensors of the op (they show in a trace as the op's scratch memory); the results
 // and the gradients have the input's dtype.
 inline bool is_reduced(ScalarType t) { return t == kFloat16 || t == kBFloat16; }
+// A float32 copy of an operand (undefined stays undefined).
+inline Tensor to_float(const Tensor& t) { return t.defined() ? t.to(kFloat32) : t; }
+// A float32 buffer for a gradient of the op's dtype (undefined: not needed, stays undefined),
+// then the gradient rounded once from it.
+inline Tensor float_buffer_for(const Tensor& grad) {
+  return grad.defined() ? empty(grad.sizes(), kFloat32) : grad;
+}
+inline void round_into(const Tensor& grad, const Tensor& buffer) {
+  if (grad.defined()) Tensor(grad).copy_(buffer);
+}
 
 // col[(c*kH + i)*kW + j][n*L + oh*out_w + ow] = img[n][c][oh*sh - ph + i*dh][ow*sw - pw + j*dw]
 // (0 where that falls in the padding) for the `batch` contiguous images at `img`; col's rows

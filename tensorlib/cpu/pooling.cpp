@@ -200,7 +200,7 @@ PoolWindow window_of(const Window2d& g) { return {g.kh, g.kw, g.sh, g.sw, g.ph, 
 // dtype, computed in float for float16 and bfloat16 (Note [Reduced-precision image kernels]).
 template <typename Forward>
 Tensor pool_forward(const Tensor& x, const Window2d& g, Forward forward) {
-  if (image::is_reduced(x.dtype())) return pool_forward(x.to(kFloat32), g, forward).to(x.dtype());
+  if (image::is_reduced(x.dtype())) return pool_forward(image::to_float(x), g, forward).to(x.dtype());
   const Tensor in = x.contiguous();
   Tensor out = empty({g.batch, g.channels, g.out_h, g.out_w}, x.dtype());
   if (out.numel() > 0) {
@@ -215,9 +215,9 @@ Tensor pool_forward(const Tensor& x, const Window2d& g, Forward forward) {
 template <typename Backward>
 void pool_backward(const Tensor& grad_in, const Tensor& grad_out, Backward backward) {
   if (image::is_reduced(grad_in.dtype())) {
-    const Tensor gi = empty(grad_in.sizes(), kFloat32);
-    pool_backward(gi, grad_out.to(kFloat32), backward);
-    Tensor(grad_in).copy_(gi);
+    const Tensor gi = image::float_buffer_for(grad_in);
+    pool_backward(gi, image::to_float(grad_out), backward);
+    image::round_into(grad_in, gi);
     return;
   }
   const Tensor go = grad_out.contiguous();
@@ -230,7 +230,7 @@ void pool_backward(const Tensor& grad_in, const Tensor& grad_out, Backward backw
 
 Tensor Kernels::max_pool2d(const Tensor& x, const Window2d& g, Tensor& indices) const {
   if (image::is_reduced(x.dtype()))  // exact: the maximum is one of the values
-    return max_pool2d(x.to(kFloat32), g, indices).to(x.dtype());
+    return max_pool2d(image::to_float(x), g, indices).to(x.dtype());
   const PlaneShape p = planes_of(g);
   const PoolWindow k = window_of(g);
   const Tensor in = x.contiguous();

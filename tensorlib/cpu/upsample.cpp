@@ -105,7 +105,7 @@ AxisScale cols_of(const Window2d& g, const Resize2d& r) { return {g.width, g.out
 
 // float16 and bfloat16 through float (Note [Reduced-precision image kernels]).
 Tensor Kernels::upsample2d(const Tensor& x, const Window2d& g, const Resize2d& r) const {
-  if (image::is_reduced(x.dtype())) return upsample2d(x.to(kFloat32), g, r).to(x.dtype());
+  if (image::is_reduced(x.dtype())) return upsample2d(image::to_float(x), g, r).to(x.dtype());
   const PlaneShape p = planes_of(g);
   const Tensor in = x.contiguous();
   Tensor out = empty({g.batch, g.channels, g.out_h, g.out_w}, x.dtype());
@@ -126,9 +126,9 @@ Tensor Kernels::upsample2d(const Tensor& x, const Window2d& g, const Resize2d& r
 void Kernels::upsample2d_backward(const Tensor& grad_in, const Tensor& grad_out,
                                   const Window2d& g, const Resize2d& r) const {
   if (image::is_reduced(grad_in.dtype())) {
-    const Tensor gi = empty(grad_in.sizes(), kFloat32);
-    upsample2d_backward(gi, grad_out.to(kFloat32), g, r);
-    Tensor(grad_in).copy_(gi);
+    const Tensor gi = image::float_buffer_for(grad_in);
+    upsample2d_backward(gi, image::to_float(grad_out), g, r);
+    image::round_into(grad_in, gi);
     return;
   }
   const PlaneShape p = planes_of(g);

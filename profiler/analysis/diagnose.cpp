@@ -9,6 +9,7 @@
 #include "profiler/analysis/ranks.h"
 #include "profiler/analysis/steps.h"
 #include "profiler/analysis/trace.h"
+#include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis {
 
@@ -145,6 +146,15 @@ Diagnosis diagnose(const Trace& trace, const std::set<std::string>& only, bool i
     return a.share > b.share;
   });
   return d;
+}
+
+bool detail::state_only(const Trace& trace, int64_t device) {
+  if (!trace.imported_snapshot()) return false;
+  store::detail::Stmt q(trace.db(),
+                        "SELECT 1 FROM allocations WHERE device = ?1 AND alloc_ts > "
+                        "(SELECT min(alloc_ts) FROM allocations WHERE device = ?1) LIMIT 1");
+  q.bind(1, device);
+  return !q.step();
 }
 
 void detail::note_inferred(const Trace& t, Finding& f) {

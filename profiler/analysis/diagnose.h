@@ -102,6 +102,16 @@ void note_inferred(const Trace& trace, Finding& f);
 // the detector needs the autograd engine's `backward` scopes, which an imported snapshot never
 // has (diagnose_memory.cpp).
 std::string activations_missing(const Trace& trace, bool backward);
+// Note [State-only snapshots]: a snapshot taken without a recorded history (PyTorch's
+// `_snapshot()` with history off, `memory_snapshot()`, or a history whose entries were all
+// dropped) holds the blocks and segments of one moment and no allocation after it. It says
+// what holds memory then (from the blocks' frames), never what the memory was over time: its
+// "peak" is that moment, so a detector that compares a peak with anything (fragmentation's
+// reserved against the most ever allocated) or measures a duration skips such a device.
+// True for a device of an imported snapshot on which nothing was allocated after the
+// snapshot's start state.
+bool state_only(const Trace& trace, int64_t device);
+
 // Whether graph-retention fires on `device` (Note [The more specific finding] in
 // diagnose_memory.cpp).
 bool graph_retention_on(const Trace& trace, int64_t device);

@@ -127,6 +127,44 @@ const char* kFragmentationFix =
     "blocks that other sizes cannot reuse with max_split_size_mb:N; or pad inputs to a few "
     "fixed shapes (bucketing) so freed blocks fit the next request.";
 
+
+// Note [Fragmentation], shape (3): at the allocated peak -- the moment the run needed the most
+// -- the allocator held at least kStrandedShare of its reserved memory cached but free, at
+// least kStrandedFloor, and no single free block held a quarter of it: the free memory was
+// spread over many segments that the peak's requests could not use, so the device needed that
+// much more than the program did. (A trace whose segments were all reserved before it began,
+// such as a snapshot recorded after warm-up, shows this though it has no segment events.)
+constexpr int64_t kStrandedFloor = 1LL << 30;  // bytes
+constexpr double kStrandedShare = 0.10;
+
+void stranded_at_peak(const Trace& trace, const DeviceRef& dev, const store::Peak& allocated,
+                      const std::string& settings, Diagnosis& out) {
+  const CurvesAt at = curves_at_seq(trace, dev.id, allocated.seq);
+  const int64_t stranded = at.reserved - allocated.bytes;
+  if (stranded < kStrandedFloor || static_cast<double>(stranded) < kStrandedShare * static_cast<double>(at.reserved))
+    return;
+  const SegmentsAt seg = segments_at(trace, dev.id, allocated.ts_ns);
+  if (4 * seg.largest_free > stranded) return;
+  Finding f;
+  f.id = "fragmentation";
+  f.device = dev.name;
+  f.bytes = stranded;
+  f.title = format_bytes(stranded) + " of the " + format_bytes(at.reserved) +
+            " reserved was cached but free at the allocated peak, spread over " + std::to_string(seg.count) +
+            " segments (the largest free block " + format_bytes(seg.largest_free) + ")";
+  f.evidence = {{"peak allocated", bytes_text(allocated.bytes) + " at " + trace.time_text(allocated.ts_ns)},
+                {"reserved at the allocated peak", bytes_text(at.reserved)},
+                {"cached but free at the peak", bytes_text(stranded)},
+                {"segments at the peak", std::to_string(seg.count)},
+                {"largest cached free block at the peak", bytes_text(seg.largest_free)},
+                {"allocator settings", settings.empty() ? "(defaults)" : settings}};
+  f.fix = settings.find("expandable_segments:True") != std::string::npos
+              ? "Expandable segments are already on: cap block splitting with max_split_size_mb:N "
+                "(TL_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF), or allocate the largest tensors first."
+              : std::string(kFragmentationFix);
+  out.findings.push_back(std::move(f));
+}
+
 }  // namespace
 
 // Note [Fragmentation]: two shapes of it. (1) At the peak of reserved memory, reserved is at
@@ -145,6 +183,11 @@ void detect_fragmentation(const Trace& trace, Diagnosis& out) {
   }
   for (const DeviceRef& dev : trace.devices()) {
     if (skip_device_without_blocks(trace, dev, "fragmentation", out)) continue;
+    if (state_only(trace, dev.id)) {  // Note [State-only snapshots]
+      out.skipped.push_back({"fragmentation", dev.name + ": a snapshot of one moment (no allocation history), "
+                                                         "so no peak to compare reserved memory with"});
+      continue;
+    }
     std::optional<store::Peak> reserved = peak(trace, dev.id, store::Curve::reserved);
     std::optional<store::Peak> allocated = peak(trace, dev.id, store::Curve::allocated);
     if (!reserved || reserved->bytes <= 0 || !allocated) continue;
@@ -184,7 +227,10 @@ void detect_fragmentation(const Trace& trace, Diagnosis& out) {
 
     // (1) reserved far above allocated at the peak of reserved.
     const int64_t excess = reserved->bytes - allocated->bytes;
-    if (reserved->bytes < 2 * allocated->bytes || excess <= kLargeBuffer) continue;
+    if (reserved->bytes < 2 * allocated->bytes || excess <= kLargeBuffer) {
+      stranded_at_peak(trace, dev, *allocated, settings, out);
+      continue;
+    }
     const CurvesAt at = curves_at_seq(trace, dev.id, reserved->seq);
     const SegmentsAt seg = segments_at(trace, dev.id, reserved->ts_ns);
     Finding f;
@@ -359,7 +405,14 @@ void detect_cache_held(const Trace& trace, Diagnosis& out) {
     }
     if (reported) continue;
 
-    // (2)
+    // (2) Not on an imported snapshot: it ends when it was taken, not when the program let go
+    // of the device (a one-shot benchmark dumps right after its work, then exits or empties
+    // the cache), and a snapshot without times has no durations to measure the hold by.
+    if (trace.imported_snapshot()) {
+      out.skipped.push_back({"cache-held", dev.name + ": a snapshot ends when it was taken, so memory cached "
+                                                      "at its end says nothing of how long the program held it"});
+      continue;
+    }
     std::optional<store::Peak> allocated = peak(trace, dev.id, store::Curve::allocated);
     if (!allocated || allocated->bytes <= 0) continue;
     struct Row {

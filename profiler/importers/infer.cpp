@@ -94,10 +94,17 @@
 //    memory dies as the next begins; the anchor on a tie): a step ends before each
 //    iteration's first allocation after the first, and after the last iteration, as many events
 //    after its last allocation as the one before had (not the teardown after the loop:
-//    "inferred from repeated allocations"). Loops inside an iteration (the layers of a model) recur at
-//    uneven distances and cannot be mistaken for it; a model built in a loop before training
-//    covers too little. A loop whose iterations allocate differently (a growing sequence
-//    length, data-dependent branches) gets no steps: none is invented.
+//    "inferred from repeated allocations"). A model built in a loop before training covers
+//    too little. A loop inside one call of a module's forward is no iteration of the program:
+//    the blocks of a transformer recur at a fixed distance within one forward, all called
+//    from one line of the model's forward, while a training loop's iterations run the model's
+//    forward from its first line to its last, then the loss, the backward and the optimizer.
+//    So a loop is passed over when 90% of its allocations share their outermost `forward`
+//    frame and its line (PhaseEvent::forward_line), and the best loop that is not inside a
+//    forward is taken (on real snapshots the 12 and 32 layers of one forward were taken for
+//    steps before, and their saved activations for growth across them). A loop whose
+//    iterations allocate differently (a growing sequence length, data-dependent branches)
+//    gets no steps: none is invented.
 //
 // What the rules cannot see: a parameter allocated inside the loop (lazy modules), gradients
 // made outside backward (`p.grad = ...`), a cache a forward fills, what a custom autograd
@@ -269,6 +276,11 @@ struct Run {
 
 }  // namespace
 
+bool forward_frame(std::string_view function) {
+  const std::string name = qualified_name(function);
+  return name == "forward" || std::string_view(name).ends_with("::forward");
+}
+
 std::vector<uint64_t> repetition_step_ends(const std::vector<PhaseEvent>& events) {
   // The allocations with frames, in order: their positions in `events` and call paths. Data
   // loading's are left out: a DataLoader's workers interleave them with the loop's in a
@@ -280,60 +292,73 @@ std::vector<uint64_t> repetition_step_ends(const std::vector<PhaseEvent>& events
   const size_t n = at.size();
   std::unordered_map<uint64_t, std::vector<uint32_t>> seen;  // call path -> its allocations
   for (size_t k = 0; k < n; ++k) seen[path[k]].push_back(static_cast<uint32_t>(k));
-  // The best loop: its anchor's occurrences (iteration starts) and its length G.
-  const std::vector<uint32_t>* best = nullptr;
-  size_t best_g = 0;
-  auto better = [&](const std::vector<uint32_t>& ks, size_t g) {
-    if (!best) return true;
-    const size_t cover = ks.size() * g, best_cover = best->size() * best_g;
-    if (cover != best_cover) return cover > best_cover;
-    if (ks.size() != best->size()) return ks.size() > best->size();
-    return ks.front() < best->front();  // the earliest call path of a loop begins its iterations
+  // The candidate loops: an anchor's occurrences (iteration starts) and the length G, covering
+  // at least half of the allocations.
+  struct Loop {
+    const std::vector<uint32_t>* ks;
+    size_t g;
   };
+  std::vector<Loop> loops;
   for (const auto& [p, ks] : seen) {
     if (ks.size() < 3) continue;
     const size_t g = ks.back() - ks[ks.size() - 2];
     bool regular = ks[1] - ks[0] >= g && (ks.size() >= 4 || ks[1] - ks[0] == g);
     for (size_t j = 2; j < ks.size() && regular; ++j) regular = ks[j] - ks[j - 1] == g;
-    if (regular && better(ks, g)) best = &ks, best_g = g;
+    if (regular && 2 * ks.size() * g >= n) loops.push_back({&ks, g});
   }
-  if (!best || 2 * best->size() * best_g < n) return {};
-  const std::vector<uint32_t>& ks = *best;
-  const size_t g = best_g;
-  // Where in the body an iteration begins: r allocations before the anchor, where the frees
-  // between two allocations are most (what the last iteration made dies as the next begins);
-  // the anchor itself on a tie.
+  // Best first: the loop covering the most allocations, then the most iterations, then the
+  // earliest call path (a loop's first allocation begins its iterations).
+  std::sort(loops.begin(), loops.end(), [](const Loop& a, const Loop& b) {
+    const size_t ca = a.ks->size() * a.g, cb = b.ks->size() * b.g;
+    if (ca != cb) return ca > cb;
+    if (a.ks->size() != b.ks->size()) return a.ks->size() > b.ks->size();
+    return a.ks->front() < b.ks->front();
+  });
   std::vector<uint32_t> frees(events.size() + 1, 0);  // frees among events[0, i)
   for (size_t i = 0; i < events.size(); ++i) frees[i + 1] = frees[i] + (events[i].alloc ? 0 : 1);
   auto frees_before = [&](size_t k) { return k == 0 ? 0 : frees[at[k]] - frees[at[k - 1] + 1]; };
-  size_t r = 0, most = 0;
-  for (size_t c = 0; c < g && c < ks[1]; ++c) {
-    size_t f = 0;
-    for (size_t j = 1; j < ks.size(); ++j) f += frees_before(ks[j] - c);
-    if (f > most) most = f, r = c;
+  for (const Loop& loop : loops) {
+    const std::vector<uint32_t>& ks = *loop.ks;
+    const size_t g = loop.g;
+    // Where in the body an iteration begins: r allocations before the anchor, where the frees
+    // between two allocations are most (what the last iteration made dies as the next begins);
+    // the anchor itself on a tie.
+    size_t r = 0, most = 0;
+    for (size_t c = 0; c < g && c < ks[1]; ++c) {
+      size_t f = 0;
+      for (size_t j = 1; j < ks.size(); ++j) f += frees_before(ks[j] - c);
+      if (f > most) most = f, r = c;
+    }
+    // The body repeats, not only its anchor: each allocation from the third iteration on against
+    // the one an iteration before (the first may differ: it makes lazy state).
+    const size_t from = ks[1] - r + g;
+    const size_t last = ks.back() - r + g;  // the first allocation after the last iteration
+    size_t same = 0, compared = 0;
+    for (size_t k = from; k < std::min(n, last); ++k, ++compared) same += path[k] == path[k - g];
+    if (10 * same < 9 * compared) continue;
+    // Inside one call of a module's forward (a model's layers): not the program's loop.
+    std::unordered_map<uint64_t, size_t> lines;
+    size_t body = 0, inside = 0;
+    for (size_t k = ks[1] - r; k < std::min(n, last); ++k, ++body)
+      if (const uint64_t l = events[at[k]].forward_line) inside = std::max(inside, ++lines[l]);
+    if (body > 0 && 10 * inside >= 9 * body) continue;
+    // An iteration that waited for its batch begins with the loader's allocations for it (a
+    // worker late under load): the step ends before them, not between them and the iteration.
+    auto begin_of = [&](uint64_t p) {
+      while (p > 0 && events[p - 1].phase == Phase::data) --p;
+      return p;
+    };
+    std::vector<uint64_t> ends;
+    for (size_t j = 1; j < ks.size(); ++j) ends.push_back(begin_of(at[ks[j] - r]));
+    // The last iteration ends as the one before it did, as many events after its last allocation
+    // (its own frees), not with what the program frees after the loop; at the latest before the
+    // first allocation after it.
+    const uint64_t tail = at[ks.back() - r] - at[ks.back() - r - 1] - 1;
+    const uint64_t after = last < n ? at[last] : events.size();
+    ends.push_back(std::min<uint64_t>(at[std::min(n, last) - 1] + 1 + tail, after));
+    return ends;
   }
-  // The body repeats, not only its anchor: each allocation from the third iteration on against
-  // the one an iteration before (the first may differ: it makes lazy state).
-  const size_t from = ks[1] - r + g;
-  const size_t last = ks.back() - r + g;  // the first allocation after the last iteration
-  size_t same = 0, compared = 0;
-  for (size_t k = from; k < std::min(n, last); ++k, ++compared) same += path[k] == path[k - g];
-  if (10 * same < 9 * compared) return {};
-  // An iteration that waited for its batch begins with the loader's allocations for it (a
-  // worker late under load): the step ends before them, not between them and the iteration.
-  auto begin_of = [&](uint64_t p) {
-    while (p > 0 && events[p - 1].phase == Phase::data) --p;
-    return p;
-  };
-  std::vector<uint64_t> ends;
-  for (size_t j = 1; j < ks.size(); ++j) ends.push_back(begin_of(at[ks[j] - r]));
-  // The last iteration ends as the one before it did, as many events after its last allocation
-  // (its own frees), not with what the program frees after the loop; at the latest before the
-  // first allocation after it.
-  const uint64_t tail = at[ks.back() - r] - at[ks.back() - r - 1] - 1;
-  const uint64_t after = last < n ? at[last] : events.size();
-  ends.push_back(std::min<uint64_t>(at[std::min(n, last) - 1] + 1 + tail, after));
-  return ends;
+  return {};
 }
 
 Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& events) {

@@ -79,7 +79,15 @@ struct PhaseEvent {
   Phase phase = Phase::none;
   bool alloc = false;
   uint64_t stack = 0;  // an alloc's call path (any id its frames share; 0: no frames)
+  // The outermost module forward the alloc was made in, as the line of it that was running
+  // (any id that function, file and line share; 0: none): a model's layers, called from one
+  // line of its forward, share it; a training loop's iterations do not (Note [Inferred
+  // categories], rule 5).
+  uint64_t forward_line = 0;
 };
+
+// Whether a frame is a module's forward (Python's `forward`, C++'s `...::forward`).
+bool forward_frame(std::string_view function);
 
 // What the inferred step boundaries come from (Note [Inferred categories], rules 4 and 5).
 enum class StepBasis : uint8_t { none, optimizer, backward, repetition };

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <string_view>
 #include <unordered_map>
 
 namespace tidemark::importers::snapshot {
@@ -15,6 +18,7 @@ struct RunPhase {
   bool autograd = false;
   bool checkpoint = false;
   bool item = false;  // made by a dataset's item getter the loader called
+  uint64_t forward_line = 0;  // infer::PhaseEvent::forward_line
 };
 
 // Phases of frame runs, each computed once (frame runs are shared by many entries).
@@ -28,6 +32,7 @@ class Phases {
     auto [items, count] = reader_.run_items(run);
     infer::StackPhase stack;
     bool autograd = false, checkpoint = false, item = false, getter = false, loader = false;
+    uint64_t forward_line = 0;
     for (size_t i = 0; i < count; ++i) {  // innermost first
       pickle::Ref f(&reader_.doc(), items[i]);
       if (f.type() != pickle::Type::dict) continue;  // Note [Lenient fields]: unknown
@@ -44,8 +49,15 @@ class Phases {
       // An item getter inside the innermost data-loading frame: one example, not a batch.
       if (!loader && p == Phase::data) item = getter, loader = true;
       getter = getter || infer::item_getter_frame(name);
+      if (infer::forward_frame(name)) {  // the outermost one wins: frames are innermost first
+        std::optional<pickle::Ref> line = f.get("line");
+        const int64_t l = line ? line->as_int().value_or(-1) : -1;
+        forward_line = (std::hash<std::string_view>{}(name) ^ (std::hash<std::string_view>{}(file) * 31) ^
+                        (static_cast<uint64_t>(l) * 0x9e3779b97f4a7c15ULL)) |
+                       1;  // never 0 (none)
+      }
     }
-    return it->second = {stack.phase(), autograd, checkpoint, item};
+    return it->second = {stack.phase(), autograd, checkpoint, item, forward_line};
   }
 
  private:
@@ -91,6 +103,21 @@ DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Ent
       if (open_ranges[k] > 0) p.add(static_cast<Phase>(k));
     return p.phase();
   };
+  // Note [The engine's frameless events]: PyTorch's autograd engine runs backward on threads
+  // of its own, which have no Python frames; in a snapshot recorded with Python frames only
+  // (the default `context`), everything backward allocates and frees comes without frames,
+  // right after the `loss.backward()` call whose own first allocation has them. Where the
+  // snapshot's frees do carry frames (so a frameless one is no tensorlib-style free), a
+  // frameless alloc or free that follows a backward event, with no framed event between, is
+  // the engine's: backward. (Without this, the saved activations the engine frees read as
+  // freed by nobody, and a training step's peak as temporaries.)
+  bool frees_have_frames = false;
+  for (const Entry& e : entries)
+    if ((e.action == Action::free_requested || e.action == Action::free) && e.frames != 0) {
+      frees_have_frames = true;
+      break;
+    }
+  bool after_backward = false;  // the last event with frames was backward's
   for (size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];
     const bool alloc = e.action == Action::alloc;
@@ -102,9 +129,14 @@ DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Ent
       rp.phase = ranged;
       out.annotations_used = true;
     }
+    if (e.frames != 0)
+      after_backward = rp.phase == Phase::backward || rp.phase == Phase::recompute;
+    else if (rp.phase == Phase::none && after_backward && frees_have_frames)
+      rp.phase = Phase::backward;
     const uint64_t position = events.size();
     entry_of_event.push_back(i);
-    events.push_back({e.time_ns, rp.phase, alloc, alloc ? static_cast<uint64_t>(e.frames) : 0});
+    events.push_back({e.time_ns, rp.phase, alloc, alloc ? static_cast<uint64_t>(e.frames) : 0,
+                      alloc ? rp.forward_line : 0});
     if (alloc) {
       infer::Block b;
       b.alloc_event = position;

@@ -148,6 +148,42 @@ Diagnosis diagnose(const Trace& trace, const std::set<std::string>& only, bool i
   return d;
 }
 
+detail::WindowPhases detail::window_phases(const Trace& trace) {
+  WindowPhases w;
+  if (trace.imported_snapshot()) {
+    // inference_basis() in profiler/importers/snapshot_infer.cpp writes the list.
+    const std::string& basis = trace.categories_inferred();
+    const size_t at = basis.find("phase runs: ");
+    if (at == std::string::npos) return w;
+    const std::string runs = basis.substr(at + 12);
+    auto ran = [&](const char* phase) {
+      for (size_t p = runs.find(phase); p != std::string::npos; p = runs.find(phase, p + 1)) {
+        const size_t end = p + std::string_view(phase).size();
+        const bool word_start = p == 0 || runs[p - 1] == ' ';
+        const bool word_end = end == runs.size() || runs[end] == ',';
+        if (word_start && word_end) return true;
+      }
+      return false;
+    };
+    w.known = true;
+    w.forward = ran("forward");
+    w.backward = ran("backward") || ran("recompute");
+    w.optimizer = ran("optimizer");
+    return w;
+  }
+  store::detail::Stmt scopes(trace.db(),
+                             "SELECT 1 FROM scopes s JOIN strings n ON n.id = s.name "
+                             "WHERE n.text IN ('backward', 'backward(retain_graph)') LIMIT 1");
+  w.backward = scopes.step();
+  w.known = w.backward || !trace.categories_inferred().empty();
+  store::detail::Stmt fwd(trace.db(), "SELECT 1 FROM allocations WHERE category = 'activation' LIMIT 1");
+  w.forward = fwd.step();
+  store::detail::Stmt opt(trace.db(), "SELECT 1 FROM allocations WHERE category = 'optimizer_state' LIMIT 1");
+  w.optimizer = opt.step();
+  w.known = w.known || w.forward || w.optimizer;
+  return w;
+}
+
 bool detail::state_only(const Trace& trace, int64_t device) {
   if (!trace.imported_snapshot()) return false;
   store::detail::Stmt q(trace.db(),

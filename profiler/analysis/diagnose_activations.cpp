@@ -97,6 +97,11 @@ CheckpointEstimate checkpoint_estimate(const std::vector<CheckpointLayer>& layer
 void detect_activation_peak(const Trace& trace, Diagnosis& out) {
   if (std::string why = activations_missing(trace, false); !why.empty())
     return out.skipped.push_back({"activation-peak", why});
+  // Checkpointing helps only where backward runs (Note [Phases of the window]): a snapshot's
+  // window of forwards alone saved its activations for nothing (grad-in-eval says so).
+  if (const WindowPhases w = window_phases(trace); trace.imported_snapshot() && w.known && !w.backward)
+    return out.skipped.push_back(
+        {"activation-peak", "the snapshot's window runs no backward: what its forwards saved is grad-in-eval's"});
   for (const DeviceRef& dev : trace.devices()) {
     // Retained graphs are graph-retention's finding: recomputing them would not help.
     if (graph_retention_on(trace, dev.id)) continue;

@@ -228,7 +228,11 @@ void detect_fragmentation(const Trace& trace, Diagnosis& out) {
     // (1) reserved far above allocated at the peak of reserved.
     const int64_t excess = reserved->bytes - allocated->bytes;
     if (reserved->bytes < 2 * allocated->bytes || excess <= kLargeBuffer) {
-      stranded_at_peak(trace, dev, *allocated, settings, out);
+      // A window of an optimizer step alone (a ring buffer that kept only its last entries)
+      // did not see the forward and backward whose peak the reserved memory served.
+      const WindowPhases w = window_phases(trace);
+      if (!(trace.imported_snapshot() && w.known && w.optimizer && !w.forward && !w.backward))
+        stranded_at_peak(trace, dev, *allocated, settings, out);
       continue;
     }
     const CurvesAt at = curves_at_seq(trace, dev.id, reserved->seq);

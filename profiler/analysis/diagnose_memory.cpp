@@ -42,6 +42,10 @@ constexpr uint64_t kOpen = ~uint64_t{0};  // an end time that never came (NULL i
 constexpr int64_t kMinRetainedBytes = 64 << 10;     // retained-graph: stale activations
 constexpr double kMinRetainedShare = 0.01;          // ... of the step's peak
 constexpr int64_t kMinUnusedActivations = 1 << 20;  // grad-in-eval: saved at the region peak
+// grad-in-eval on a snapshot: blocks saved at once. A forward with grad mode on saves tensors
+// in every layer (a 12-layer model: hundreds); one under no_grad keeps only what it returns
+// (its output, a cache: a handful), which the importer's rules may read as saved too.
+constexpr size_t kMinSavedBlocks = 32;
 constexpr int64_t kMinLeakedAtEnd = 1 << 20;        // leak: still allocated at the end
 constexpr size_t kMinCompleteSteps = 5;             // sync-in-loop: a loop, not a few calls
 constexpr double kSyncStepShare = 0.9;              // ... "nearly every" complete step
@@ -159,6 +163,27 @@ TopSite top_site(const Trace& t, const std::vector<const Block*>& blocks) {
     if (s.bytes > best.bytes) best = s;
   return best;
 }
+int64_t scalar_count(const Trace& t, const char* sql) {
+  Stmt q(t.db(), sql);
+  return q.step() && !q.is_null(0) ? q.i64(0) : 0;
+}
+
+// Whether a stack runs inside a module's forward: a frame of torch/nn (Windows' '\\' read as
+// '/') or of tensorlib's nn, or a function named `forward`. `memo`: the answers so far, by stack.
+bool in_module_forward(const Trace& t, uint64_t stack, std::map<uint64_t, bool>& memo) {
+  if (stack == 0) return false;
+  auto [it, fresh] = memo.try_emplace(stack, false);
+  if (!fresh) return it->second;
+  for (std::string frame : t.stack_frames(stack)) {
+    std::replace(frame.begin(), frame.end(), '\\', '/');
+    const std::string function = frame.substr(0, frame.find(" ("));
+    if (frame.find("torch/nn/") != std::string::npos || frame.find("tl::nn::") != std::string::npos ||
+        function == "forward" || function.ends_with("::forward"))
+      return it->second = true;
+  }
+  return false;
+}
+
 void set_site(const Trace& t, Finding& f, uint64_t stack) {
   if (!stack) return;  // no stacks recorded: the site stays empty (diagnose.h)
   f.site = t.site(stack).label;
@@ -345,7 +370,84 @@ void detect_retained_graph(const Trace& trace, Diagnosis& out) {
 
 // ---- grad-in-eval --------------------------------------------------------------------------
 
+// Note [grad-in-eval on a snapshot]: a snapshot has no backward scopes, but the importer's
+// phases say whether its window ran backward at all (Note [Phases of the window]). When it
+// ran forwards and no backward, every block a forward saved (an inferred `activation`: kept
+// past its forward by the graph, Note [Inferred categories]) waits for a backward the window
+// never runs: the forward runs with grad mode on where it needs none (an evaluation, an
+// inference, a forward-only benchmark). Those still live when the snapshot was taken count
+// too -- the graph is still referenced then (a `logits` kept past the forward) -- and the
+// finding says how many. A window that ran backward uses its activations (activation-peak's
+// business); so does a tensorlib trace, whose scopes say exactly when backward ran.
+void grad_in_eval_snapshot(const Trace& trace, Diagnosis& out) {
+  const WindowPhases w = window_phases(trace);
+  if (!w.known || !w.forward)
+    return out.skipped.push_back({"grad-in-eval", "the snapshot's frames show no forward pass"});
+  if (w.backward) return;  // its activations are used: nothing to report
+  for (const DeviceRef& d : trace.devices()) {
+    // A window that ran out of memory ended before a backward could come: a training step
+    // that failed in its forward, not a forward that needed no graph.
+    if (scalar_count(trace, "SELECT count(*) FROM allocator_events WHERE kind = 'oom'") > 0)
+      return out.skipped.push_back(
+          {"grad-in-eval", "the snapshot ran out of memory: its window ended before a backward could run"});
+    // Saved by a module's forward: what the program's own code made between forwards (an
+    // optimizer's or estimator's state, a batch) is no graph's, whatever the lifetimes say.
+    std::vector<Block> acts;
+    std::map<uint64_t, bool> memo;
+    for (const Block& b : load_blocks(trace, d.id, true))
+      if (in_module_forward(trace, b.stack, memo)) acts.push_back(b);
+    std::vector<std::pair<uint64_t, int64_t>> deltas;  // frees first at a tie
+    for (const Block& b : acts) {
+      deltas.emplace_back(b.alloc_ts, b.bytes);
+      if (b.free_ts != kOpen) deltas.emplace_back(b.free_ts, -b.bytes);
+    }
+    std::sort(deltas.begin(), deltas.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second < b.second;
+    });
+    int64_t live = 0, peak = 0;
+    uint64_t peak_ts = 0;
+    for (const auto& [ts, delta] : deltas) {
+      live += delta;
+      if (live > peak) peak = live, peak_ts = ts;
+    }
+    std::vector<const Block*> at_peak;
+    size_t open_at_end = 0;
+    int64_t open_bytes = 0;
+    for (const Block& b : acts) {
+      if (b.alloc_ts <= peak_ts && b.free_ts > peak_ts) at_peak.push_back(&b);
+      if (b.free_ts == kOpen) ++open_at_end, open_bytes += b.bytes;
+    }
+    if (peak < kMinUnusedActivations || at_peak.size() < kMinSavedBlocks) continue;
+    const TopSite site = top_site(trace, at_peak);
+    Finding f;
+    f.id = "grad-in-eval";
+    f.device = d.name;
+    f.title = "a forward with grad mode on saved " + format_bytes(peak) +
+              " for a backward this window never runs (evaluation, inference or a forward-only "
+              "benchmark?)";
+    f.bytes = peak;
+    set_site(trace, f, site.stack);
+    f.evidence = {
+        {"phase", "forward passes with grad mode on, no backward (inferred from the frames)"},
+        {"saved for backward at their peak",
+         bytes_text(peak) + " in " + std::to_string(at_peak.size()) + " allocations at " + trace.time_text(peak_ts)},
+        {"from the top site at the peak", bytes_text(site.bytes) + " in " + std::to_string(site.count) + " allocations"},
+    };
+    if (open_at_end > 0)
+      f.evidence.emplace_back("still saved when the snapshot was taken",
+                              bytes_text(open_bytes) + " in " + std::to_string(open_at_end) +
+                                  " allocations (the output, and with it the graph, is still referenced)");
+    note_inferred(trace, f);
+    f.fix =
+        "If nothing calls backward on it, run the forward under torch.no_grad() or "
+        "torch.inference_mode() (tl::NoGradGuard): the saved tensors are then freed layer by layer "
+        "(a compiled model's too). model.eval() alone does not stop autograd from saving them.";
+    out.findings.push_back(std::move(f));
+  }
+}
+
 void detect_grad_in_eval(const Trace& trace, Diagnosis& out) {
+  if (trace.imported_snapshot() && !trace.categories_inferred().empty()) return grad_in_eval_snapshot(trace, out);
   if (std::string why = activations_missing(trace, true); !why.empty())
     return out.skipped.push_back({"grad-in-eval", why});
   const std::vector<Step> steps = load_steps(trace);

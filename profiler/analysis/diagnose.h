@@ -155,6 +155,11 @@ void detect_cache_held(const Trace& trace, Diagnosis& out);
 void detect_pinned_growth(const Trace& trace, Diagnosis& out);
 // diagnose_activations.cpp
 void detect_activation_peak(const Trace& trace, Diagnosis& out);
+// diagnose_optimizer.cpp, diagnose_hooks.cpp, diagnose_cache_thrash.cpp, diagnose_devices.cpp
+void detect_optimizer_peak(const Trace& trace, Diagnosis& out);
+void detect_hook_leak(const Trace& trace, Diagnosis& out);
+void detect_cache_thrash(const Trace& trace, Diagnosis& out);
+void detect_device_imbalance(const Trace& trace, Diagnosis& out);
 }  // namespace detail
 
 }  // namespace tidemark::analysis

@@ -174,11 +174,11 @@ bool in_module_forward(const Trace& t, uint64_t stack, std::map<uint64_t, bool>&
   if (stack == 0) return false;
   auto [it, fresh] = memo.try_emplace(stack, false);
   if (!fresh) return it->second;
-  for (std::string frame : t.stack_frames(stack)) {
-    std::replace(frame.begin(), frame.end(), '\\', '/');
-    const std::string function = frame.substr(0, frame.find(" ("));
-    if (frame.find("torch/nn/") != std::string::npos || frame.find("tl::nn::") != std::string::npos ||
-        function == "forward" || function.ends_with("::forward"))
+  for (const store::ResolvedFrame& r : t.resolved_frames(stack)) {
+    std::string file = r.file;
+    std::replace(file.begin(), file.end(), '\\', '/');
+    if (file.find("torch/nn/") != std::string::npos || r.function.find("tl::nn::") != std::string::npos ||
+        r.function == "forward" || r.function.ends_with("::forward"))
       return it->second = true;
   }
   return false;

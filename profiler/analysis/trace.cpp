@@ -186,6 +186,14 @@ std::vector<std::string> Trace::stack_frames(uint64_t stack_id) const {
   return out;
 }
 
+std::vector<store::ResolvedFrame> Trace::resolved_frames(uint64_t stack_id) const {
+  std::vector<store::ResolvedFrame> out;
+  for_each_frame(stack_id, [&](uint64_t, const store::ResolvedFrame* r) {
+    if (r) out.push_back(*r);
+  });
+  return out;
+}
+
 std::vector<bool> Trace::library_frames(uint64_t stack_id) const {
   std::vector<bool> out;
   for_each_frame(stack_id, [&](uint64_t, const store::ResolvedFrame* r) {

@@ -99,6 +99,10 @@ class Trace {
   // The frames of a stack, innermost first, as "function (file:line)" ("0x..." unresolved,
   // "??" for a frame with neither function nor file).
   std::vector<std::string> stack_frames(uint64_t stack_id) const;
+  // The resolved frames of a stack, innermost first, with their whole file paths (the
+  // detectors that read which library a frame is in: torch/optim, torch/nn); unresolved
+  // addresses are left out.
+  std::vector<store::ResolvedFrame> resolved_frames(uint64_t stack_id) const;
   // Per frame of stack_frames(stack_id), whether it is library code (is_library_frame: Note
   // [Allocation site]); an unresolved address counts as library, as the site rule skips it.
   std::vector<bool> library_frames(uint64_t stack_id) const;

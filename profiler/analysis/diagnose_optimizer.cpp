@@ -1,0 +1,118 @@
+// optimizer-peak (profiler/analysis/diagnose.h): the optimizer step's own temporaries set the
+// device's peak. docs/diagnoses.md gives its evidence and thresholds.
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "profiler/analysis/diagnose_allocator_support.h"
+#include "profiler/analysis/memory.h"
+
+namespace tidemark::analysis::detail {
+
+namespace {
+
+// The saving that makes it a finding: the peak would fall by at least this share.
+constexpr double kMinOptimizerSaving = 0.10;
+
+// Whether a stack is an optimizer's step: a frame of torch/optim (Windows' '\' read as '/'),
+// of tensorlib's optim, or a `step` of a file whose name says it is an optimizer (a
+// hand-written AdamW in `optimizer.py`). `multi_tensor`: the step is torch's foreach
+// implementation (`_multi_tensor_...`), which allocates one temporary per parameter at once.
+struct OptimizerFrames {
+  bool optimizer = false, multi_tensor = false, torch = false;
+};
+OptimizerFrames optimizer_frames(const Trace& t, uint64_t stack) {
+  OptimizerFrames o;
+  for (const store::ResolvedFrame& r : t.resolved_frames(stack)) {
+    std::string file = r.file;
+    std::replace(file.begin(), file.end(), '\\', '/');
+    const std::string base = file.substr(file.rfind('/') == std::string::npos ? 0 : file.rfind('/') + 1);
+    if (file.find("torch/optim/") != std::string::npos) o.optimizer = o.torch = true;
+    if (r.function.find("tl::optim::") != std::string::npos) o.optimizer = true;
+    if (r.function == "step" && base.find("optim") != std::string::npos) o.optimizer = true;
+    if (r.function.starts_with("_multi_tensor_")) o.multi_tensor = true;
+  }
+  return o;
+}
+
+}  // namespace
+
+// Note [Optimizer peak]: an optimizer step runs after backward, with the parameters, their
+// gradients and the optimizer's state all live; whatever the step allocates for itself comes
+// on top of all three. torch.optim's default multi-tensor (foreach) AdamW allocates a
+// parameter-sized temporary for every parameter at once; a hand-written one that updates out
+// of place (`m = beta1 * m + ...`) a few per parameter. The finding: at the device's
+// allocated peak, the live temporaries allocated by an optimizer's step (frames of
+// torch/optim, tl::optim, or a `step` in an optimizer's file; not its state, which persists)
+// are at least kMinOptimizerSaving of the peak. The peak without them is the higher of the
+// peak less them and the highest allocated value outside the step (the forward and backward
+// maximum); the difference is the saving and the bytes at stake. A snapshot of one moment
+// has no step to look at (Note [State-only snapshots]).
+void detect_optimizer_peak(const Trace& trace, Diagnosis& out) {
+  for (const DeviceRef& dev : trace.devices()) {
+    if (state_only(trace, dev.id)) continue;
+    const std::optional<TimePoint> at = peak_point(trace, dev.id);
+    const std::optional<store::Peak> pk = peak(trace, dev.id, store::Curve::allocated);
+    if (!at || !pk || pk->bytes <= 0) continue;
+    std::map<uint64_t, OptimizerFrames> memo;
+    int64_t temporaries = 0;
+    uint64_t count = 0, first_ts = std::numeric_limits<uint64_t>::max(), largest_stack = 0, largest = 0;
+    bool multi_tensor = false, torch_optim = false;
+    for (const store::AllocationRow& r : live_allocations(trace, dev.id, *at)) {
+      if (r.category == events::Category::optimizer_state || r.category == events::Category::parameter ||
+          r.category == events::Category::gradient)
+        continue;
+      auto [it, fresh] = memo.try_emplace(r.stack_id);
+      if (fresh && r.stack_id) it->second = optimizer_frames(trace, r.stack_id);
+      if (!it->second.optimizer) continue;
+      temporaries += static_cast<int64_t>(r.size);
+      ++count;
+      first_ts = std::min(first_ts, r.alloc_ts);
+      multi_tensor = multi_tensor || it->second.multi_tensor;
+      torch_optim = torch_optim || it->second.torch;
+      if (r.size > largest) largest = r.size, largest_stack = r.stack_id;
+    }
+    if (count == 0 || static_cast<double>(temporaries) < kMinOptimizerSaving * static_cast<double>(pk->bytes))
+      continue;
+    // The highest allocated value before the step's temporaries began: its forward and
+    // backward.
+    int64_t outside = 0;
+    trace.reader().for_each_lod(dev.id, 0, 0, std::numeric_limits<int64_t>::max(), [&](const store::LodRow& row) {
+      if (row.t >= first_ts) return false;
+      outside = std::max(outside, row.allocated);
+      return true;
+    });
+    const int64_t without = std::max(pk->bytes - temporaries, outside);
+    const int64_t saving = pk->bytes - without;
+    if (static_cast<double>(saving) < kMinOptimizerSaving * static_cast<double>(pk->bytes)) continue;
+    Finding f;
+    f.id = "optimizer-peak";
+    f.device = dev.name;
+    f.bytes = saving;
+    f.title = "the optimizer step sets the peak: its temporaries add " + format_bytes(temporaries) + " to the " +
+              format_bytes(pk->bytes - temporaries) + " already live (parameters, gradients, state)";
+    set_site(trace, largest_stack, f);
+    f.evidence = {{"phase", "optimizer step (after backward: parameters, gradients and state all live)"},
+                  {"peak allocated", bytes_text(pk->bytes) + " at " + trace.time_text(pk->ts_ns)},
+                  {"optimizer temporaries live at the peak",
+                   bytes_text(temporaries) + " in " + std::to_string(count) + " allocations"},
+                  {"highest allocated before the step (forward and backward)", bytes_text(outside)},
+                  {"peak without the temporaries", bytes_text(without)}};
+    const std::vector<std::string> frames = trace.stack_frames(largest_stack);
+    if (!frames.empty()) f.evidence.push_back({"allocated in", frames.front()});
+    note_inferred(trace, f);
+    f.fix = multi_tensor
+                ? "torch.optim's foreach step allocates a temporary for every parameter at once: construct the "
+                  "optimizer with fused=True (one kernel, no parameter-sized temporaries) or foreach=False (one "
+                  "parameter at a time)."
+            : torch_optim ? "Construct the optimizer with fused=True (or foreach=False) so its step does not allocate "
+                            "temporaries for all parameters at once."
+                          : "Update the state and parameters in place (mul_, add_, addcdiv_ under torch.no_grad()) "
+                            "instead of building new tensors per parameter, or use torch.optim.AdamW(fused=True).";
+    out.findings.push_back(std::move(f));
+  }
+}
+
+}  // namespace tidemark::analysis::detail

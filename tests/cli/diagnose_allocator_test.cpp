@@ -242,12 +242,13 @@ TEST_F(DiagnoseAllocator, ImportedPyTorchSnapshotSkipsWhatItCannotKnow) {
   EXPECT_TRUE(skipped(d, "view-retention")) << describe(d);
   EXPECT_TRUE(skipped(d, "copy-instead-of-view")) << describe(d);
   EXPECT_FALSE(skipped(d, "pinned-growth")) << describe(d);
-  // fragmentation and cache-held run on its segments. Reserved peaks at 134,217,728 bytes
-  // against 108,275,712 allocated (1.24x, an excess of 24.7 MiB): below Note
-  // [Fragmentation]'s 2x, so no finding. No empty_cache() call is recorded, and allocations
-  // never fall below half their peak for 10% of the trace, so cache-held is silent too.
+  // fragmentation runs on its segments. Reserved peaks at 134,217,728 bytes against
+  // 108,275,712 allocated (1.24x, an excess of 24.7 MiB): below Note [Fragmentation]'s 2x, and
+  // far below shape 3's 1 GiB, so no finding. cache-held looks for empty_cache() calls (none
+  // recorded) but not for memory cached at the end: a snapshot ends when it was taken, not
+  // when the program let go of the device (Note [Cache held]), and it says so.
   EXPECT_FALSE(skipped(d, "fragmentation")) << describe(d);
-  EXPECT_FALSE(skipped(d, "cache-held")) << describe(d);
+  EXPECT_TRUE(skipped(d, "cache-held")) << describe(d);
   EXPECT_TRUE(d.findings.empty()) << describe(d);
 }
 

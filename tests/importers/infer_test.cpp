@@ -113,6 +113,31 @@ TEST(InferSteps, EachIterationOfARepeatingLoopEnds) {
   EXPECT_EQ(repetition_step_ends(events(s.substr(0, 47))), (std::vector<uint64_t>{11, 20, 29, 38, 47}));
 }
 
+// The same calls, each allocation made inside a module's forward at the line `lines[i]` of
+// its outermost forward ('.': outside any forward).
+std::vector<PhaseEvent> events_in(const std::string& calls, const std::string& lines) {
+  std::vector<PhaseEvent> out = events(calls);
+  for (size_t i = 0; i < out.size() && i < lines.size(); ++i)
+    if (out[i].alloc && lines[i] != '.') out[i].forward_line = static_cast<uint64_t>(lines[i]);
+  return out;
+}
+
+TEST(InferSteps, TheLayersOfOneForwardAreNoSteps) {
+  // One forward of a 5-block model: embedding (e), five blocks (q k s o: the same call paths
+  // each time, a free between blocks), then the head (h). Every block is called from one line
+  // of the model's forward ('2'); the embedding and the head from others.
+  const std::string calls = "eqkso-qkso-qkso-qkso-qkso-h";
+  const std::string one_forward = "12222.2222.2222.2222.2222.3";
+  EXPECT_TRUE(repetition_step_ends(events_in(calls, one_forward)).empty());
+  // Without frames saying so, the blocks read as five iterations: what the rule is for.
+  EXPECT_FALSE(repetition_step_ends(events(calls)).empty());
+  // A training loop of forwards that run the whole model (lines 1, 2, 3), then the loss and
+  // backward outside any forward: its iterations are steps.
+  const std::string loop = "xyzLB--xyzLB--xyzLB--xyzLB--";
+  const std::string lines = "123..  123..  123..  123..  ";
+  EXPECT_EQ(repetition_step_ends(events_in(loop, lines)), (std::vector<uint64_t>{7, 14, 21, 28}));
+}
+
 TEST(InferSteps, AFirstIterationMayMakeLazyStateOnce) {
   // The first iteration also makes S (an optimizer's state, say), once.
   const std::string s = "xaSb-xab-xab-xab-";

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "profiler/analysis/diagnose_allocator_support.h"
@@ -20,6 +21,41 @@ constexpr double kMinActivationShare = 0.5;       // activations are "most of" t
 constexpr int64_t kMinActivationBytes = 1 << 20;  // smaller is noise on any accelerator
 constexpr double kMinSavedShare = 0.1;            // the estimated saving, of the peak
 constexpr size_t kMinLayers = 4;                  // two segments of two layers at least
+
+// Note [Repeated blocks]: a snapshot has no module scopes, and a model whose code is all a
+// library's (a Hugging Face model called from a notebook cell) gives every activation one
+// site, so runs of one site make one "layer". Its blocks still show in the order of what they
+// save: a transformer's decoder layers are called from one line in a loop, so each saves the
+// same tensors from the same call paths, and the call path of a block's first saved tensor
+// recurs at a fixed distance, once per block. The call path that recurs most regularly (at
+// least kMinLayers times, every gap the same, covering at least half of the activations; the
+// earliest on a tie: a block's first) cuts them into blocks: what comes before its first
+// occurrence is one layer (the embedding), each period one, what follows the last one (the
+// head). On imported snapshots these blocks are the layers whenever they are found; runs of
+// one site otherwise.
+std::vector<size_t> repeated_block_starts(const std::vector<uint64_t>& stacks) {
+  std::unordered_map<uint64_t, std::vector<size_t>> seen;
+  for (size_t i = 0; i < stacks.size(); ++i)
+    if (stacks[i]) seen[stacks[i]].push_back(i);
+  const std::vector<size_t>* best = nullptr;
+  size_t best_g = 0;
+  for (const auto& [stack, at] : seen) {
+    if (at.size() < kMinLayers) continue;
+    const size_t g = at[1] - at[0];
+    bool regular = g > 0;
+    for (size_t j = 2; j < at.size() && regular; ++j) regular = at[j] - at[j - 1] == g;
+    if (!regular) continue;
+    const size_t cover = at.size() * g;
+    if (!best || cover > best->size() * best_g || (cover == best->size() * best_g && at[0] < best->front()))
+      best = &at, best_g = g;
+  }
+  if (!best || 2 * best->size() * best_g < stacks.size()) return {};
+  std::vector<size_t> starts;
+  if (best->front() > 0) starts.push_back(0);
+  for (size_t i : *best) starts.push_back(i);
+  if (best->back() + best_g < stacks.size()) starts.push_back(best->back() + best_g);
+  return starts;
+}
 
 std::string percent(double share) {
   char buf[32];
@@ -146,6 +182,20 @@ void detect_activation_peak(const Trace& trace, Diagnosis& out) {
         h.largest = bytes;
         h.stack = r->stack_id;
         h.label = layer_label(trace, *r);
+      }
+    }
+    if (trace.imported_snapshot()) {  // Note [Repeated blocks]
+      std::vector<uint64_t> stacks;
+      for (const store::AllocationRow* r : acts) stacks.push_back(r->stack_id);
+      const std::vector<size_t> starts = repeated_block_starts(stacks);
+      if (starts.size() >= kMinLayers) {
+        layers.assign(starts.size(), {});
+        for (size_t j = 0; j < starts.size(); ++j)
+          for (size_t i = starts[j]; i < (j + 1 < starts.size() ? starts[j + 1] : acts.size()); ++i) {
+            const auto bytes = static_cast<int64_t>(acts[i]->size);
+            layers[j].bytes += bytes;
+            layers[j].largest_block = std::max(layers[j].largest_block, bytes);
+          }
       }
     }
     if (layers.size() < kMinLayers) continue;

@@ -51,13 +51,17 @@ std::vector<Entry>& registry() {
        detail::detect_copy_instead_of_view},
       {{"pinned-growth", "pinned host memory or prefetched input growing with DataLoader workers"},
        detail::detect_pinned_growth},
-      {{"optimizer-peak", "the optimizer step's temporaries setting the peak (foreach AdamW, out-of-place updates)"},
+      {{"optimizer-peak",
+        "the optimizer step's temporaries setting the peak (foreach AdamW, out-of-place updates)"},
        detail::detect_optimizer_peak},
-      {{"hook-leak", "module outputs kept alive by forward hooks that are never removed or never cleared"},
+      {{"hook-leak",
+        "module outputs kept alive by forward hooks that are never removed or never cleared"},
        detail::detect_hook_leak},
-      {{"cache-thrash", "segments freed and reserved again and again (cache flushes, one cache per stream)"},
+      {{"cache-thrash",
+        "segments freed and reserved again and again (cache flushes, one cache per stream)"},
        detail::detect_cache_thrash},
-      {{"device-imbalance", "one process's devices running the same code with very different peaks"},
+      {{"device-imbalance",
+        "one process's devices running the same code with very different peaks"},
        detail::detect_device_imbalance},
       {{"rank-imbalance",
         "one rank of a distributed run peaking well above the others (Note [Rank imbalance])"},
@@ -158,37 +162,22 @@ Diagnosis diagnose(const Trace& trace, const std::set<std::string>& only, bool i
 
 detail::WindowPhases detail::window_phases(const Trace& trace) {
   WindowPhases w;
-  if (trace.imported_snapshot()) {
-    // inference_basis() in profiler/importers/snapshot_infer.cpp writes the list.
-    const std::string& basis = trace.categories_inferred();
-    const size_t at = basis.find("phase runs: ");
-    if (at == std::string::npos) return w;
-    const std::string runs = basis.substr(at + 12);
-    auto ran = [&](const char* phase) {
-      for (size_t p = runs.find(phase); p != std::string::npos; p = runs.find(phase, p + 1)) {
-        const size_t end = p + std::string_view(phase).size();
-        const bool word_start = p == 0 || runs[p - 1] == ' ';
-        const bool word_end = end == runs.size() || runs[end] == ',';
-        if (word_start && word_end) return true;
-      }
-      return false;
-    };
-    w.known = true;
-    w.forward = ran("forward");
-    w.backward = ran("backward") || ran("recompute");
-    w.optimizer = ran("optimizer");
-    return w;
-  }
-  store::detail::Stmt scopes(trace.db(),
-                             "SELECT 1 FROM scopes s JOIN strings n ON n.id = s.name "
-                             "WHERE n.text IN ('backward', 'backward(retain_graph)') LIMIT 1");
-  w.backward = scopes.step();
-  w.known = w.backward || !trace.categories_inferred().empty();
-  store::detail::Stmt fwd(trace.db(), "SELECT 1 FROM allocations WHERE category = 'activation' LIMIT 1");
-  w.forward = fwd.step();
-  store::detail::Stmt opt(trace.db(), "SELECT 1 FROM allocations WHERE category = 'optimizer_state' LIMIT 1");
-  w.optimizer = opt.step();
-  w.known = w.known || w.forward || w.optimizer;
+  // inference_basis() in profiler/importers/snapshot_infer.cpp writes the list.
+  const std::string& basis = trace.categories_inferred();
+  const size_t at = basis.find("phase runs: ");
+  if (!trace.imported_snapshot() || at == std::string::npos) return w;
+  const std::string runs = basis.substr(at + std::string_view("phase runs: ").size());
+  auto ran = [&](std::string_view phase) {  // "1 forward, 2 backward": a whole word of the list
+    for (size_t p = runs.find(phase); p != std::string::npos; p = runs.find(phase, p + 1)) {
+      const size_t end = p + phase.size();
+      if ((p == 0 || runs[p - 1] == ' ') && (end == runs.size() || runs[end] == ',')) return true;
+    }
+    return false;
+  };
+  w.known = true;
+  w.forward = ran("forward");
+  w.backward = ran("backward") || ran("recompute");
+  w.optimizer = ran("optimizer");
   return w;
 }
 

@@ -114,10 +114,11 @@ bool state_only(const Trace& trace, int64_t device);
 
 // Note [Phases of the window]: what the recorded window does, which decides which advice fits
 // (checkpointing only where backward runs; no_grad where a forward saves for a backward that
-// never comes). A tensorlib trace says it with the engine's `backward` scopes and optimizer
-// frames; an imported snapshot with the phase runs the importer inferred from its frames
-// (meta categories_inferred, "phase runs: 1 forward, 1 backward, ..."; Note [Inferred
-// categories] in profiler/importers/infer.cpp). `known` is false when neither says anything.
+// never comes). A tensorlib trace says it with the engine's `backward` scopes, which its
+// detectors read themselves; an imported snapshot with the phase runs the importer inferred
+// from its frames (meta categories_inferred, "phase runs: 1 forward, 1 backward, ..."; Note
+// [Inferred categories] in profiler/importers/infer.cpp), which window_phases reads. `known`
+// is false for a recorded trace and for a snapshot without inferred phases.
 struct WindowPhases {
   bool known = false;
   bool forward = false, backward = false, optimizer = false;

@@ -46,7 +46,8 @@ std::vector<size_t> repeated_block_starts(const std::vector<uint64_t>& stacks) {
     for (size_t j = 2; j < at.size() && regular; ++j) regular = at[j] - at[j - 1] == g;
     if (!regular) continue;
     const size_t cover = at.size() * g;
-    if (!best || cover > best->size() * best_g || (cover == best->size() * best_g && at[0] < best->front()))
+    if (!best || cover > best->size() * best_g ||
+        (cover == best->size() * best_g && at[0] < best->front()))
       best = &at, best_g = g;
   }
   if (!best || 2 * best->size() * best_g < stacks.size()) return {};
@@ -135,9 +136,10 @@ void detect_activation_peak(const Trace& trace, Diagnosis& out) {
     return out.skipped.push_back({"activation-peak", why});
   // Checkpointing helps only where backward runs (Note [Phases of the window]): a snapshot's
   // window of forwards alone saved its activations for nothing (grad-in-eval says so).
-  if (const WindowPhases w = window_phases(trace); trace.imported_snapshot() && w.known && !w.backward)
+  if (const WindowPhases w = window_phases(trace); w.known && !w.backward)
     return out.skipped.push_back(
-        {"activation-peak", "the snapshot's window runs no backward: what its forwards saved is grad-in-eval's"});
+        {"activation-peak",
+         "the snapshot's window runs no backward: what its forwards saved is grad-in-eval's"});
   for (const DeviceRef& dev : trace.devices()) {
     // Retained graphs are graph-retention's finding: recomputing them would not help.
     if (graph_retention_on(trace, dev.id)) continue;
@@ -191,7 +193,8 @@ void detect_activation_peak(const Trace& trace, Diagnosis& out) {
       if (starts.size() >= kMinLayers) {
         layers.assign(starts.size(), {});
         for (size_t j = 0; j < starts.size(); ++j)
-          for (size_t i = starts[j]; i < (j + 1 < starts.size() ? starts[j + 1] : acts.size()); ++i) {
+          for (size_t i = starts[j]; i < (j + 1 < starts.size() ? starts[j + 1] : acts.size());
+               ++i) {
             const auto bytes = static_cast<int64_t>(acts[i]->size);
             layers[j].bytes += bytes;
             layers[j].largest_block = std::max(layers[j].largest_block, bytes);

@@ -127,7 +127,6 @@ const char* kFragmentationFix =
     "blocks that other sizes cannot reuse with max_split_size_mb:N; or pad inputs to a few "
     "fixed shapes (bucketing) so freed blocks fit the next request.";
 
-
 // Note [Fragmentation], shape (3): at the allocated peak -- the moment the run needed the most
 // -- the allocator held at least kStrandedShare of its reserved memory cached but free, at
 // least kStrandedFloor, and no single free block held a quarter of it: the free memory was
@@ -141,7 +140,8 @@ void stranded_at_peak(const Trace& trace, const DeviceRef& dev, const store::Pea
                       const std::string& settings, Diagnosis& out) {
   const CurvesAt at = curves_at_seq(trace, dev.id, allocated.seq);
   const int64_t stranded = at.reserved - allocated.bytes;
-  if (stranded < kStrandedFloor || static_cast<double>(stranded) < kStrandedShare * static_cast<double>(at.reserved))
+  if (stranded < kStrandedFloor ||
+      static_cast<double>(stranded) < kStrandedShare * static_cast<double>(at.reserved))
     return;
   const SegmentsAt seg = segments_at(trace, dev.id, allocated.ts_ns);
   if (4 * seg.largest_free > stranded) return;
@@ -150,14 +150,16 @@ void stranded_at_peak(const Trace& trace, const DeviceRef& dev, const store::Pea
   f.device = dev.name;
   f.bytes = stranded;
   f.title = format_bytes(stranded) + " of the " + format_bytes(at.reserved) +
-            " reserved was cached but free at the allocated peak, spread over " + std::to_string(seg.count) +
-            " segments (the largest free block " + format_bytes(seg.largest_free) + ")";
-  f.evidence = {{"peak allocated", bytes_text(allocated.bytes) + " at " + trace.time_text(allocated.ts_ns)},
-                {"reserved at the allocated peak", bytes_text(at.reserved)},
-                {"cached but free at the peak", bytes_text(stranded)},
-                {"segments at the peak", std::to_string(seg.count)},
-                {"largest cached free block at the peak", bytes_text(seg.largest_free)},
-                {"allocator settings", settings.empty() ? "(defaults)" : settings}};
+            " reserved was cached but free at the allocated peak, spread over " +
+            std::to_string(seg.count) + " segments (the largest free block " +
+            format_bytes(seg.largest_free) + ")";
+  f.evidence = {
+      {"peak allocated", bytes_text(allocated.bytes) + " at " + trace.time_text(allocated.ts_ns)},
+      {"reserved at the allocated peak", bytes_text(at.reserved)},
+      {"cached but free at the peak", bytes_text(stranded)},
+      {"segments at the peak", std::to_string(seg.count)},
+      {"largest cached free block at the peak", bytes_text(seg.largest_free)},
+      {"allocator settings", settings.empty() ? "(defaults)" : settings}};
   f.fix = settings.find("expandable_segments:True") != std::string::npos
               ? "Expandable segments are already on: cap block splitting with max_split_size_mb:N "
                 "(TL_ALLOC_CONF / PYTORCH_CUDA_ALLOC_CONF), or allocate the largest tensors first."
@@ -181,11 +183,13 @@ void detect_fragmentation(const Trace& trace, Diagnosis& out) {
     out.skipped.push_back({"fragmentation", why});
     return;
   }
+  const WindowPhases phases = window_phases(trace);
   for (const DeviceRef& dev : trace.devices()) {
     if (skip_device_without_blocks(trace, dev, "fragmentation", out)) continue;
     if (state_only(trace, dev.id)) {  // Note [State-only snapshots]
-      out.skipped.push_back({"fragmentation", dev.name + ": a snapshot of one moment (no allocation history), "
-                                                         "so no peak to compare reserved memory with"});
+      out.skipped.push_back(
+          {"fragmentation", dev.name + ": a snapshot of one moment (no allocation history), "
+                                       "so no peak to compare reserved memory with"});
       continue;
     }
     std::optional<store::Peak> reserved = peak(trace, dev.id, store::Curve::reserved);
@@ -230,8 +234,7 @@ void detect_fragmentation(const Trace& trace, Diagnosis& out) {
     if (reserved->bytes < 2 * allocated->bytes || excess <= kLargeBuffer) {
       // A window of an optimizer step alone (a ring buffer that kept only its last entries)
       // did not see the forward and backward whose peak the reserved memory served.
-      const WindowPhases w = window_phases(trace);
-      if (!(trace.imported_snapshot() && w.known && w.optimizer && !w.forward && !w.backward))
+      if (!(phases.known && phases.optimizer && !phases.forward && !phases.backward))
         stranded_at_peak(trace, dev, *allocated, settings, out);
       continue;
     }
@@ -413,8 +416,9 @@ void detect_cache_held(const Trace& trace, Diagnosis& out) {
     // of the device (a one-shot benchmark dumps right after its work, then exits or empties
     // the cache), and a snapshot without times has no durations to measure the hold by.
     if (trace.imported_snapshot()) {
-      out.skipped.push_back({"cache-held", dev.name + ": a snapshot ends when it was taken, so memory cached "
-                                                      "at its end says nothing of how long the program held it"});
+      out.skipped.push_back(
+          {"cache-held", dev.name + ": a snapshot ends when it was taken, so memory cached "
+                                    "at its end says nothing of how long the program held it"});
       continue;
     }
     std::optional<store::Peak> allocated = peak(trace, dev.id, store::Curve::allocated);

@@ -26,23 +26,27 @@ constexpr int64_t kChurnFactor = 2;  // freed at least twice the reserved peak
 // until the device is full and the allocator flushes them all.
 void detect_cache_thrash(const Trace& trace, Diagnosis& out) {
   for (const DeviceRef& dev : trace.devices()) {
-    const int64_t frees = scalar(trace, "SELECT count(*) FROM segments WHERE device = ? AND free_ts IS NOT NULL",
-                                 {dev.id});
+    const int64_t frees = scalar(
+        trace, "SELECT count(*) FROM segments WHERE device = ? AND free_ts IS NOT NULL", {dev.id});
     if (frees < kMinSegmentFrees) continue;
     const int64_t freed = scalar(
         trace, "SELECT sum(size) FROM segments WHERE device = ? AND free_ts IS NOT NULL", {dev.id});
     const std::optional<store::Peak> reserved = peak(trace, dev.id, store::Curve::reserved);
     if (!reserved || reserved->bytes <= 0 || freed < kChurnFactor * reserved->bytes) continue;
-    const int64_t reservations = scalar(trace, "SELECT count(*) FROM segments WHERE device = ?", {dev.id});
+    const int64_t reservations =
+        scalar(trace, "SELECT count(*) FROM segments WHERE device = ?", {dev.id});
     const int64_t empty_caches = scalar(
-        trace, "SELECT count(*) FROM allocator_events WHERE device = ? AND kind = 'empty_cache'", {dev.id});
-    const int64_t streams = scalar(trace, "SELECT count(DISTINCT stream) FROM allocations WHERE device = ?", {dev.id});
+        trace, "SELECT count(*) FROM allocator_events WHERE device = ? AND kind = 'empty_cache'",
+        {dev.id});
+    const int64_t streams =
+        scalar(trace, "SELECT count(DISTINCT stream) FROM allocations WHERE device = ?", {dev.id});
     Finding f;
     f.id = "cache-thrash";
     f.device = dev.name;
     f.bytes = reserved->bytes;
     f.title = "the allocator gave back " + format_bytes(freed) + " in " + std::to_string(frees) +
-              " segment frees and reserved it again, against a reserved peak of " + format_bytes(reserved->bytes);
+              " segment frees and reserved it again, against a reserved peak of " +
+              format_bytes(reserved->bytes);
     f.evidence = {{"segment frees", std::to_string(frees) + " (" + bytes_text(freed) + ")"},
                   {"segments reserved", std::to_string(reservations)},
                   {"reserved peak", bytes_text(reserved->bytes)},
@@ -50,16 +54,25 @@ void detect_cache_thrash(const Trace& trace, Diagnosis& out) {
                   {"allocation streams", std::to_string(streams)}};
     std::string why;
     if (empty_caches > 0)
-      why = "empty_cache() returns the cache the next iteration reserves again: call it once after the phase that "
-            "needed the memory, or not at all. ";
+      why =
+          "empty_cache() returns the cache the next iteration reserves again: call it once after "
+          "the phase that "
+          "needed the memory, or not at all. ";
     else
-      why = "With no empty_cache() call, these are the allocator's flushes after failed device allocations: the run "
-            "is at the device's limit. ";
+      why =
+          "With no empty_cache() call, these are the allocator's flushes after failed device "
+          "allocations: the run "
+          "is at the device's limit. ";
     if (streams > 1)
-      why += "Blocks freed on one stream are not reused for another: allocate on one stream (share the copy streams "
-             "instead of one per module or shard), or preallocate the buffers that move between them. ";
-    f.fix = why + "Lowering the peak below the device's memory (smaller batches, fewer tensors in flight) stops "
-                  "the flushes.";
+      why +=
+          "Blocks freed on one stream are not reused for another: allocate on one stream (share "
+          "the copy streams "
+          "instead of one per module or shard), or preallocate the buffers that move between "
+          "them. ";
+    f.fix = why +
+            "Lowering the peak below the device's memory (smaller batches, fewer tensors in "
+            "flight) stops "
+            "the flushes.";
     out.findings.push_back(std::move(f));
   }
 }

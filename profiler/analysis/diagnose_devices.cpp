@@ -12,9 +12,9 @@ namespace tidemark::analysis::detail {
 
 namespace {
 
-constexpr double kImbalanceRatio = 2.0;         // the heaviest peak over the lightest
-constexpr int64_t kMinImbalance = 1LL << 30;    // bytes between them
-constexpr double kMinSharedSiteShare = 0.25;    // of each light peak, from the heavy one's top site
+constexpr double kImbalanceRatio = 2.0;       // the heaviest peak over the lightest
+constexpr int64_t kMinImbalance = 1LL << 30;  // bytes between them
+constexpr double kMinSharedSiteShare = 0.25;  // of each light peak, from the heavy one's top site
 
 }  // namespace
 
@@ -46,7 +46,8 @@ void detect_device_imbalance(const Trace& trace, Diagnosis& out) {
     devs.push_back(std::move(dev));
   }
   if (devs.size() < 2) return;
-  const auto heavy = std::max_element(devs.begin(), devs.end(), [](const Dev& a, const Dev& b) { return a.peak < b.peak; });
+  const auto heavy = std::max_element(devs.begin(), devs.end(),
+                                      [](const Dev& a, const Dev& b) { return a.peak < b.peak; });
   std::string top;
   int64_t top_bytes = 0;
   for (const auto& [key, bytes] : heavy->sites)
@@ -58,18 +59,22 @@ void detect_device_imbalance(const Trace& trace, Diagnosis& out) {
     peaks.push_back(d.ref->name + " " + format_bytes(d.peak));
     if (&d == &*heavy) continue;
     const auto it = d.sites.find(top);
-    if (it == d.sites.end() || static_cast<double>(it->second) < kMinSharedSiteShare * static_cast<double>(d.peak))
+    if (it == d.sites.end() ||
+        static_cast<double>(it->second) < kMinSharedSiteShare * static_cast<double>(d.peak))
       continue;  // not a replica
     if (!light || d.peak < light->peak) light = &d;
   }
-  if (!light || static_cast<double>(heavy->peak) < kImbalanceRatio * static_cast<double>(light->peak) ||
+  if (!light ||
+      static_cast<double>(heavy->peak) < kImbalanceRatio * static_cast<double>(light->peak) ||
       heavy->peak - light->peak < kMinImbalance)
     return;
-  const int64_t ooms = scalar(trace, "SELECT count(*) FROM allocator_events WHERE device = ? AND kind = 'oom'",
-                              {heavy->ref->id});
+  const int64_t ooms =
+      scalar(trace, "SELECT count(*) FROM allocator_events WHERE device = ? AND kind = 'oom'",
+             {heavy->ref->id});
   std::string site_label;
   uint64_t site_stack = 0;
-  for (const store::AllocationRow& r : live_allocations(trace, heavy->ref->id, *peak_point(trace, heavy->ref->id)))
+  for (const store::AllocationRow& r :
+       live_allocations(trace, heavy->ref->id, *peak_point(trace, heavy->ref->id)))
     if (r.stack_id && trace.site(r.stack_id).key == top) {
       site_stack = r.stack_id;
       break;
@@ -82,16 +87,21 @@ void detect_device_imbalance(const Trace& trace, Diagnosis& out) {
   std::string list;
   for (const std::string& p : peaks) list += (list.empty() ? "" : ", ") + p;
   f.title = heavy->ref->name + " peaks at " + format_bytes(heavy->peak) + ", " +
-            ratio_text(static_cast<double>(heavy->peak) / static_cast<double>(light->peak)) + " what " +
-            light->ref->name + " needs for the same code" + (ooms > 0 ? ", and is the one that ran out of memory" : "");
+            ratio_text(static_cast<double>(heavy->peak) / static_cast<double>(light->peak)) +
+            " what " + light->ref->name + " needs for the same code" +
+            (ooms > 0 ? ", and is the one that ran out of memory" : "");
   set_site(trace, site_stack, f);
-  f.evidence = {{"allocated peaks", list},
-                {"difference", bytes_text(heavy->peak - light->peak)},
-                {"top site at " + heavy->ref->name + "'s peak", trace.site(site_stack).label + ": " + bytes_text(top_bytes)},
-                {"the same site at " + light->ref->name + "'s peak", bytes_text(light->sites.at(top))}};
-  if (ooms > 0) f.evidence.push_back({"out-of-memory errors on " + heavy->ref->name, std::to_string(ooms)});
+  f.evidence = {
+      {"allocated peaks", list},
+      {"difference", bytes_text(heavy->peak - light->peak)},
+      {"top site at " + heavy->ref->name + "'s peak",
+       trace.site(site_stack).label + ": " + bytes_text(top_bytes)},
+      {"the same site at " + light->ref->name + "'s peak", bytes_text(light->sites.at(top))}};
+  if (ooms > 0)
+    f.evidence.push_back({"out-of-memory errors on " + heavy->ref->name, std::to_string(ooms)});
   f.fix =
-      "Give the devices shards of equal work, not of equal count: split the batch by its size in memory (edges "
+      "Give the devices shards of equal work, not of equal count: split the batch by its size in "
+      "memory (edges "
       "or tokens per shard, not graphs or samples), or bucket inputs of similar size together; "
       "DistributedDataParallel with one process per device makes each device's batch explicit.";
   out.findings.push_back(std::move(f));

@@ -60,9 +60,11 @@ void detect_hook_leak(const Trace& trace, Diagnosis& out) {
     std::vector<const store::AllocationRow*> held;
     for (const store::AllocationRow& r : live) {
       total += static_cast<int64_t>(r.size);
-      if (innermost[r.stack_id] == hooked_line) hooked += static_cast<int64_t>(r.size), held.push_back(&r);
+      if (innermost[r.stack_id] == hooked_line)
+        hooked += static_cast<int64_t>(r.size), held.push_back(&r);
     }
-    if (held.size() < kMinHookedBlocks || static_cast<double>(hooked) < kMinHookedShare * static_cast<double>(total))
+    if (held.size() < kMinHookedBlocks ||
+        static_cast<double>(hooked) < kMinHookedShare * static_cast<double>(total))
       continue;
     const std::vector<Group> sites = [&] {
       std::vector<store::AllocationRow> rows;
@@ -80,17 +82,23 @@ void detect_hook_leak(const Trace& trace, Diagnosis& out) {
     f.id = "hook-leak";
     f.device = dev.name;
     f.bytes = hooked;
-    f.title = std::to_string(held.size()) + " outputs of modules with forward hooks (" + format_bytes(hooked) +
-              ") are still alive " + (moment ? "in the snapshot" : "at the end") +
+    f.title = std::to_string(held.size()) + " outputs of modules with forward hooks (" +
+              format_bytes(hooked) + ") are still alive " +
+              (moment ? "in the snapshot" : "at the end") +
               ": hooks are keeping what they were handed";
     set_site(trace, site_stack, f);
-    f.evidence = {{"held by hooked modules' outputs", bytes_text(hooked) + " in " + std::to_string(held.size()) + " blocks"},
-                  {moment ? "allocated in the snapshot" : "allocated at the end", bytes_text(total)}};
+    f.evidence = {
+        {"held by hooked modules' outputs",
+         bytes_text(hooked) + " in " + std::to_string(held.size()) + " blocks"},
+        {moment ? "allocated in the snapshot" : "allocated at the end", bytes_text(total)}};
     for (const Group& g : sites)
-      f.evidence.push_back({"made under " + g.label, bytes_text(g.bytes) + " in " + std::to_string(g.count) + " blocks"});
+      f.evidence.push_back({"made under " + g.label,
+                            bytes_text(g.bytes) + " in " + std::to_string(g.count) + " blocks"});
     f.fix =
-        "Keep the handle register_forward_hook returns and call handle.remove() when the hook is no longer "
-        "needed (not registering it again on every call); clear what the hook collects after each use; "
+        "Keep the handle register_forward_hook returns and call handle.remove() when the hook is "
+        "no longer "
+        "needed (not registering it again on every call); clear what the hook collects after each "
+        "use; "
         "store output.detach() (and .cpu() if it is read later) so no graph is kept with it.";
     out.findings.push_back(std::move(f));
   }

@@ -163,12 +163,34 @@ TopSite top_site(const Trace& t, const std::vector<const Block*>& blocks) {
     if (s.bytes > best.bytes) best = s;
   return best;
 }
-int64_t scalar_count(const Trace& t, const char* sql) {
-  Stmt q(t.db(), sql);
-  return q.step() && !q.is_null(0) ? q.i64(0) : 0;
+// The moment the most of `blocks` are live at once (allocs and frees swept in time order,
+// frees first at a tie; a block never freed stays live), their bytes then and the blocks.
+struct JointPeak {
+  int64_t bytes = 0;
+  uint64_t ts = 0;
+  std::vector<const Block*> blocks;
+};
+JointPeak joint_peak(const std::vector<const Block*>& blocks) {
+  std::vector<std::pair<uint64_t, int64_t>> deltas;
+  for (const Block* b : blocks) {
+    deltas.emplace_back(b->alloc_ts, b->bytes);
+    if (b->free_ts != kOpen) deltas.emplace_back(b->free_ts, -b->bytes);
+  }
+  std::sort(deltas.begin(), deltas.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second < b.second;
+  });
+  JointPeak p;
+  int64_t live = 0;
+  for (const auto& [ts, delta] : deltas) {
+    live += delta;
+    if (live > p.bytes) p.bytes = live, p.ts = ts;
+  }
+  for (const Block* b : blocks)
+    if (b->alloc_ts <= p.ts && b->free_ts > p.ts) p.blocks.push_back(b);
+  return p;
 }
 
-// Whether a stack runs inside a module's forward: a frame of torch/nn (Windows' '\\' read as
+// Whether a stack runs inside a module's forward: a frame of torch/nn (Windows' '\' read as
 // '/') or of tensorlib's nn, or a function named `forward`. `memo`: the answers so far, by stack.
 bool in_module_forward(const Trace& t, uint64_t stack, std::map<uint64_t, bool>& memo) {
   if (stack == 0) return false;
@@ -177,8 +199,9 @@ bool in_module_forward(const Trace& t, uint64_t stack, std::map<uint64_t, bool>&
   for (const store::ResolvedFrame& r : t.resolved_frames(stack)) {
     std::string file = r.file;
     std::replace(file.begin(), file.end(), '\\', '/');
-    if (file.find("torch/nn/") != std::string::npos || r.function.find("tl::nn::") != std::string::npos ||
-        r.function == "forward" || r.function.ends_with("::forward"))
+    if (file.find("torch/nn/") != std::string::npos ||
+        r.function.find("tl::nn::") != std::string::npos || r.function == "forward" ||
+        r.function.ends_with("::forward"))
       return it->second = true;
   }
   return false;
@@ -384,39 +407,27 @@ void grad_in_eval_snapshot(const Trace& trace, Diagnosis& out) {
   if (!w.known || !w.forward)
     return out.skipped.push_back({"grad-in-eval", "the snapshot's frames show no forward pass"});
   if (w.backward) return;  // its activations are used: nothing to report
+  // A window that ran out of memory ended before a backward could come: a training step that
+  // failed in its forward, not a forward that needed no graph.
+  if (any_row(trace, "SELECT 1 FROM allocator_events WHERE kind = 'oom' LIMIT 1"))
+    return out.skipped.push_back(
+        {"grad-in-eval",
+         "the snapshot ran out of memory: its window ended before a backward could run"});
   for (const DeviceRef& d : trace.devices()) {
-    // A window that ran out of memory ended before a backward could come: a training step
-    // that failed in its forward, not a forward that needed no graph.
-    if (scalar_count(trace, "SELECT count(*) FROM allocator_events WHERE kind = 'oom'") > 0)
-      return out.skipped.push_back(
-          {"grad-in-eval", "the snapshot ran out of memory: its window ended before a backward could run"});
     // Saved by a module's forward: what the program's own code made between forwards (an
     // optimizer's or estimator's state, a batch) is no graph's, whatever the lifetimes say.
-    std::vector<Block> acts;
+    const std::vector<Block> blocks = load_blocks(trace, d.id, true);
+    std::vector<const Block*> acts;
     std::map<uint64_t, bool> memo;
-    for (const Block& b : load_blocks(trace, d.id, true))
-      if (in_module_forward(trace, b.stack, memo)) acts.push_back(b);
-    std::vector<std::pair<uint64_t, int64_t>> deltas;  // frees first at a tie
-    for (const Block& b : acts) {
-      deltas.emplace_back(b.alloc_ts, b.bytes);
-      if (b.free_ts != kOpen) deltas.emplace_back(b.free_ts, -b.bytes);
-    }
-    std::sort(deltas.begin(), deltas.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first < b.first : a.second < b.second;
-    });
-    int64_t live = 0, peak = 0;
-    uint64_t peak_ts = 0;
-    for (const auto& [ts, delta] : deltas) {
-      live += delta;
-      if (live > peak) peak = live, peak_ts = ts;
-    }
-    std::vector<const Block*> at_peak;
+    for (const Block& b : blocks)
+      if (in_module_forward(trace, b.stack, memo)) acts.push_back(&b);
+    const JointPeak jp = joint_peak(acts);
+    const int64_t peak = jp.bytes;
+    const std::vector<const Block*>& at_peak = jp.blocks;
     size_t open_at_end = 0;
     int64_t open_bytes = 0;
-    for (const Block& b : acts) {
-      if (b.alloc_ts <= peak_ts && b.free_ts > peak_ts) at_peak.push_back(&b);
-      if (b.free_ts == kOpen) ++open_at_end, open_bytes += b.bytes;
-    }
+    for (const Block* b : acts)
+      if (b->free_ts == kOpen) ++open_at_end, open_bytes += b->bytes;
     if (peak < kMinUnusedActivations || at_peak.size() < kMinSavedBlocks) continue;
     const TopSite site = top_site(trace, at_peak);
     Finding f;
@@ -429,14 +440,17 @@ void grad_in_eval_snapshot(const Trace& trace, Diagnosis& out) {
     set_site(trace, f, site.stack);
     f.evidence = {
         {"phase", "forward passes with grad mode on, no backward (inferred from the frames)"},
-        {"saved for backward at their peak",
-         bytes_text(peak) + " in " + std::to_string(at_peak.size()) + " allocations at " + trace.time_text(peak_ts)},
-        {"from the top site at the peak", bytes_text(site.bytes) + " in " + std::to_string(site.count) + " allocations"},
+        {"saved for backward at their peak", bytes_text(peak) + " in " +
+                                                 std::to_string(at_peak.size()) +
+                                                 " allocations at " + trace.time_text(jp.ts)},
+        {"from the top site at the peak",
+         bytes_text(site.bytes) + " in " + std::to_string(site.count) + " allocations"},
     };
     if (open_at_end > 0)
-      f.evidence.emplace_back("still saved when the snapshot was taken",
-                              bytes_text(open_bytes) + " in " + std::to_string(open_at_end) +
-                                  " allocations (the output, and with it the graph, is still referenced)");
+      f.evidence.emplace_back(
+          "still saved when the snapshot was taken",
+          bytes_text(open_bytes) + " in " + std::to_string(open_at_end) +
+              " allocations (the output, and with it the graph, is still referenced)");
     note_inferred(trace, f);
     f.fix =
         "If nothing calls backward on it, run the forward under torch.no_grad() or "
@@ -447,7 +461,8 @@ void grad_in_eval_snapshot(const Trace& trace, Diagnosis& out) {
 }
 
 void detect_grad_in_eval(const Trace& trace, Diagnosis& out) {
-  if (trace.imported_snapshot() && !trace.categories_inferred().empty()) return grad_in_eval_snapshot(trace, out);
+  if (trace.imported_snapshot() && !trace.categories_inferred().empty())
+    return grad_in_eval_snapshot(trace, out);
   if (std::string why = activations_missing(trace, true); !why.empty())
     return out.skipped.push_back({"grad-in-eval", why});
   const std::vector<Step> steps = load_steps(trace);
@@ -479,25 +494,10 @@ void detect_grad_in_eval(const Trace& trace, Diagnosis& out) {
           step_of(b.alloc_ts) == step_of(b.free_ts))
         unused.push_back(&b);
     if (unused.empty()) continue;
-    // Their peak: sweep allocs and frees in time order.
-    std::vector<std::pair<uint64_t, int64_t>> deltas;  // frees first at a tie
-    for (const Block* b : unused) {
-      deltas.emplace_back(b->alloc_ts, b->bytes);
-      deltas.emplace_back(b->free_ts, -b->bytes);
-    }
-    std::sort(deltas.begin(), deltas.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first < b.first : a.second < b.second;
-    });
-    int64_t live = 0, peak = 0;
-    uint64_t peak_ts = 0;
-    for (const auto& [ts, delta] : deltas) {
-      live += delta;
-      if (live > peak) peak = live, peak_ts = ts;
-    }
+    const JointPeak jp = joint_peak(unused);  // every one of them was freed
+    const int64_t peak = jp.bytes;
     if (peak < kMinUnusedActivations) continue;
-    std::vector<const Block*> at_peak;
-    for (const Block* b : unused)
-      if (b->alloc_ts <= peak_ts && b->free_ts > peak_ts) at_peak.push_back(b);
+    const std::vector<const Block*>& at_peak = jp.blocks;
     const TopSite site = top_site(trace, at_peak);
     std::set<int64_t> in_steps;  // indices of the steps holding such activations
     for (const Block* b : unused)

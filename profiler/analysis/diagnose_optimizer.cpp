@@ -28,7 +28,8 @@ OptimizerFrames optimizer_frames(const Trace& t, uint64_t stack) {
   for (const store::ResolvedFrame& r : t.resolved_frames(stack)) {
     std::string file = r.file;
     std::replace(file.begin(), file.end(), '\\', '/');
-    const std::string base = file.substr(file.rfind('/') == std::string::npos ? 0 : file.rfind('/') + 1);
+    const std::string base =
+        file.substr(file.rfind('/') == std::string::npos ? 0 : file.rfind('/') + 1);
     if (file.find("torch/optim/") != std::string::npos) o.optimizer = o.torch = true;
     if (r.function.find("tl::optim::") != std::string::npos) o.optimizer = true;
     if (r.function == "step" && base.find("optim") != std::string::npos) o.optimizer = true;
@@ -58,11 +59,12 @@ void detect_optimizer_peak(const Trace& trace, Diagnosis& out) {
     if (!at || !pk || pk->bytes <= 0) continue;
     std::map<uint64_t, OptimizerFrames> memo;
     int64_t temporaries = 0;
-    uint64_t count = 0, first_ts = std::numeric_limits<uint64_t>::max(), largest_stack = 0, largest = 0;
+    uint64_t count = 0, first_ts = std::numeric_limits<uint64_t>::max(), largest_stack = 0,
+             largest = 0;
     bool multi_tensor = false, torch_optim = false;
     for (const store::AllocationRow& r : live_allocations(trace, dev.id, *at)) {
-      if (r.category == events::Category::optimizer_state || r.category == events::Category::parameter ||
-          r.category == events::Category::gradient)
+      if (r.category == events::Category::optimizer_state ||
+          r.category == events::Category::parameter || r.category == events::Category::gradient)
         continue;
       auto [it, fresh] = memo.try_emplace(r.stack_id);
       if (fresh && r.stack_id) it->second = optimizer_frames(trace, r.stack_id);
@@ -74,43 +76,52 @@ void detect_optimizer_peak(const Trace& trace, Diagnosis& out) {
       torch_optim = torch_optim || it->second.torch;
       if (r.size > largest) largest = r.size, largest_stack = r.stack_id;
     }
-    if (count == 0 || static_cast<double>(temporaries) < kMinOptimizerSaving * static_cast<double>(pk->bytes))
+    if (count == 0 ||
+        static_cast<double>(temporaries) < kMinOptimizerSaving * static_cast<double>(pk->bytes))
       continue;
     // The highest allocated value before the step's temporaries began: its forward and
     // backward.
     int64_t outside = 0;
-    trace.reader().for_each_lod(dev.id, 0, 0, std::numeric_limits<int64_t>::max(), [&](const store::LodRow& row) {
-      if (row.t >= first_ts) return false;
-      outside = std::max(outside, row.allocated);
-      return true;
-    });
+    trace.reader().for_each_lod(dev.id, 0, 0, std::numeric_limits<int64_t>::max(),
+                                [&](const store::LodRow& row) {
+                                  if (row.t >= first_ts) return false;
+                                  outside = std::max(outside, row.allocated);
+                                  return true;
+                                });
     const int64_t without = std::max(pk->bytes - temporaries, outside);
     const int64_t saving = pk->bytes - without;
-    if (static_cast<double>(saving) < kMinOptimizerSaving * static_cast<double>(pk->bytes)) continue;
+    if (static_cast<double>(saving) < kMinOptimizerSaving * static_cast<double>(pk->bytes))
+      continue;
     Finding f;
     f.id = "optimizer-peak";
     f.device = dev.name;
     f.bytes = saving;
-    f.title = "the optimizer step sets the peak: its temporaries add " + format_bytes(temporaries) + " to the " +
-              format_bytes(pk->bytes - temporaries) + " already live (parameters, gradients, state)";
+    f.title = "the optimizer step sets the peak: its temporaries add " + format_bytes(temporaries) +
+              " to the " + format_bytes(pk->bytes - temporaries) +
+              " already live (parameters, gradients, state)";
     set_site(trace, largest_stack, f);
-    f.evidence = {{"phase", "optimizer step (after backward: parameters, gradients and state all live)"},
-                  {"peak allocated", bytes_text(pk->bytes) + " at " + trace.time_text(pk->ts_ns)},
-                  {"optimizer temporaries live at the peak",
-                   bytes_text(temporaries) + " in " + std::to_string(count) + " allocations"},
-                  {"highest allocated before the step (forward and backward)", bytes_text(outside)},
-                  {"peak without the temporaries", bytes_text(without)}};
+    f.evidence = {
+        {"phase", "optimizer step (after backward: parameters, gradients and state all live)"},
+        {"peak allocated", bytes_text(pk->bytes) + " at " + trace.time_text(pk->ts_ns)},
+        {"optimizer temporaries live at the peak",
+         bytes_text(temporaries) + " in " + std::to_string(count) + " allocations"},
+        {"highest allocated before the step (forward and backward)", bytes_text(outside)},
+        {"peak without the temporaries", bytes_text(without)}};
     const std::vector<std::string> frames = trace.stack_frames(largest_stack);
     if (!frames.empty()) f.evidence.push_back({"allocated in", frames.front()});
     note_inferred(trace, f);
-    f.fix = multi_tensor
-                ? "torch.optim's foreach step allocates a temporary for every parameter at once: construct the "
-                  "optimizer with fused=True (one kernel, no parameter-sized temporaries) or foreach=False (one "
-                  "parameter at a time)."
-            : torch_optim ? "Construct the optimizer with fused=True (or foreach=False) so its step does not allocate "
+    f.fix = multi_tensor  ? "torch.optim's foreach step allocates a temporary for every parameter "
+                            "at once: construct the "
+                            "optimizer with fused=True (one kernel, no parameter-sized temporaries) "
+                            "or foreach=False (one "
+                            "parameter at a time)."
+            : torch_optim ? "Construct the optimizer with fused=True (or foreach=False) so its "
+                            "step does not allocate "
                             "temporaries for all parameters at once."
-                          : "Update the state and parameters in place (mul_, add_, addcdiv_ under torch.no_grad()) "
-                            "instead of building new tensors per parameter, or use torch.optim.AdamW(fused=True).";
+                          : "Update the state and parameters in place (mul_, add_, addcdiv_ under "
+                            "torch.no_grad()) "
+                            "instead of building new tensors per parameter, or use "
+                            "torch.optim.AdamW(fused=True).";
     out.findings.push_back(std::move(f));
   }
 }

@@ -52,9 +52,10 @@ class Phases {
       if (infer::forward_frame(name)) {  // the outermost one wins: frames are innermost first
         std::optional<pickle::Ref> line = f.get("line");
         const int64_t l = line ? line->as_int().value_or(-1) : -1;
-        forward_line = (std::hash<std::string_view>{}(name) ^ (std::hash<std::string_view>{}(file) * 31) ^
-                        (static_cast<uint64_t>(l) * 0x9e3779b97f4a7c15ULL)) |
-                       1;  // never 0 (none)
+        forward_line =
+            (std::hash<std::string_view>{}(name) ^ (std::hash<std::string_view>{}(file)*31) ^
+             (static_cast<uint64_t>(l) * 0x9e3779b97f4a7c15ULL)) |
+            1;  // never 0 (none)
       }
     }
     return it->second = {stack.phase(), autograd, checkpoint, item, forward_line};

@@ -128,6 +128,17 @@ struct ReplayArgs {
 };
 int run_replay(const ReplayArgs& a);
 
+struct PredictArgs {
+  std::vector<std::string> runs;         // X=FILE: the varied size's value and a trace or snapshot
+  std::string at;                        // comma-separated values to predict at
+  std::vector<std::string> alloc_confs;  // PYTORCH_CUDA_ALLOC_CONF syntax; none: as recorded
+  std::optional<std::string> capacity;   // a size; none: the largest run's device, else unlimited
+  std::string device;
+  size_t sites = 8;
+  bool json = false;
+};
+int run_predict(const PredictArgs& a);
+
 struct TimelineArgs {
   std::string file, device, from, to, png, svg;
   size_t width = 0;   // 0: the terminal's width (text) or 1200 (images)

@@ -296,6 +296,29 @@ int main(int argc, char** argv) {
       ->check(kCount);
   replay->add_flag("--json", rpl.json, "Print JSON (docs/cli.md)");
 
+  tc::PredictArgs prd;
+  CLI::App* predict = command(
+      app, "predict",
+      "Will it fit? The peak at a size the program was not run at, from runs at two or more "
+      "sizes (docs/predict.md)",
+      "tidemark predict 16=b16.db 32=b32.db 64=b64.db --at 128,256 --capacity 80GiB");
+  predict
+      ->add_option("runs", prd.runs,
+                   "Runs of one program as SIZE=FILE (a trace or a PyTorch snapshot), one per "
+                   "value of the size that varies")
+      ->required();
+  predict->add_option("--at", prd.at, "Values to predict at, comma-separated")->required();
+  predict->add_option("--capacity", prd.capacity,
+                      "Device memory, e.g. 80GiB: whether each prediction fits, and the largest "
+                      "size that does (default: the largest run's device, if recorded)");
+  predict->add_option("--alloc-conf", prd.alloc_confs,
+                      "Allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax (repeat to compare; "
+                      "default: as the largest run was recorded)");
+  predict->add_option("--device", prd.device,
+                      "The device to predict (default: the largest run's busiest)");
+  predict->add_option("--sites", prd.sites, "Sites listed per prediction")->check(kCount);
+  predict->add_flag("--json", prd.json, "Print JSON (docs/cli.md)");
+
   tc::DiffArgs dif;
   CLI::App* diff = command(app, "diff", "What changed between two traces: peaks and sites",
                            "tidemark diff base.db new.db --json");
@@ -373,7 +396,7 @@ int main(int argc, char** argv) {
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed argument vector
 
-  for (CLI::App* c : {summary, timeline, top, leaks, syncs, steps, check, diagnose, diff, replay}) add_frames(c);
+  for (CLI::App* c : {summary, timeline, top, leaks, syncs, steps, check, diagnose, diff, replay, predict}) add_frames(c);
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
@@ -414,6 +437,7 @@ int main(int argc, char** argv) {
     }
     if (*merge) return tc::run_merge(merge_in, merge_out, merge_json);
     if (*replay) return tc::run_replay(rpl);
+    if (*predict) return tc::run_predict(prd);
     if (*import) return tc::run_import(imp_in, imp_out, imp_onto, imp_max_events, imp_rank);
     if (*exp) return tc::run_export(exp_in, exp_format, exp_out, exp_no_categories);
   } catch (const tc::UsageError& e) {

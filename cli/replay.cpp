@@ -67,7 +67,15 @@ json figures_json(const analysis::Trace& trace, const rp::Figures& f) {
 std::vector<std::string> notes(const rp::Plan& p, const rp::Result& r, const rp::Settings& s) {
   std::vector<std::string> out;
   if (!p.settings_note.empty()) out.push_back(p.settings_note);
-  if (!p.initial.empty() || !p.initial_blocks.empty())
+  if (r.rederived)
+    out.push_back(
+        fmt::format("the history began mid-run: the state before it was rederived under these "
+                    "settings ({} blocks "
+                    "live before the window allocated afresh, the window replayed once as its own "
+                    "warm-up; Note "
+                    "[Rederived start] in docs/replay.md)",
+                    p.initial_blocks.size()));
+  else if (!p.initial.empty() || !p.initial_blocks.empty())
     out.push_back(fmt::format(
         "the history began mid-run: the replay starts from the state rebuilt before it "
         "({} segments, {} blocks){}",

@@ -408,6 +408,7 @@ class Run {
     if (settings.memory_fraction) allocator_->set_memory_fraction(*settings.memory_fraction);
     ptrs_.resize(plan.blocks.size());
     if (fn) result_.addresses.resize(plan.blocks.size());
+    rederived_ = !fn && rederives(plan, settings);
     prime_request_.ts = plan.requests.empty() ? 0 : plan.requests.front().ts;
     if (!plan.initial_blocks.empty()) prime_request_.ts = plan.blocks[plan.initial_blocks.front()].ts;
   }
@@ -416,8 +417,27 @@ class Run {
   }
 
   Result go() {
-    prime();
-    curves_.restart_allocated_peak(prime_request_.ts);
+    if (rederived_) {
+      prime_fresh();
+    } else {
+      prime();
+      curves_.restart_allocated_peak(prime_request_.ts);
+    }
+    pass();
+    const uint64_t end = plan_.requests.empty() ? prime_request_.ts : plan_.requests.back().ts;
+    if (curves_.request_done(end)) largest_free_at_peak_ = allocator_->largest_cached_block();
+    result_.figures = curves_.finish();
+    result_.figures.largest_free_at_peak = largest_free_at_peak_;
+    result_.figures.failed_requests = failed_;
+    result_.figures.first_oom = std::move(first_oom_);
+    result_.capacity = capacity_;
+    result_.rederived = rederived_;
+    return std::move(result_);
+  }
+
+ private:
+  // The window's requests once, in order.
+  void pass() {
     size_t next_address = 0;
     const auto& addresses = plan_.addresses;
     for (size_t i = 0; i < plan_.requests.size(); ++i) {
@@ -432,17 +452,26 @@ class Run {
       if (curves_.request_done(r.ts)) largest_free_at_peak_ = allocator_->largest_cached_block();
     }
     sink_.set_request(nullptr);
-    const uint64_t end = plan_.requests.empty() ? prime_request_.ts : plan_.requests.back().ts;
-    if (curves_.request_done(end)) largest_free_at_peak_ = allocator_->largest_cached_block();
-    result_.figures = curves_.finish();
-    result_.figures.largest_free_at_peak = largest_free_at_peak_;
-    result_.figures.failed_requests = failed_;
-    result_.figures.first_oom = std::move(first_oom_);
-    result_.capacity = capacity_;
-    return std::move(result_);
   }
 
- private:
+  // Note [Rederived start]: a fresh allocator holding the blocks live before the window, in
+  // address order, at their requested sizes; those freed before the window still pending.
+  void prime_fresh() {
+    sink_.set_request(&prime_request_);
+    std::vector<uint32_t> blocks = plan_.initial_blocks;
+    std::sort(blocks.begin(), blocks.end(),
+              [&](uint32_t a, uint32_t b) { return plan_.blocks[a].addr < plan_.blocks[b].addr; });
+    for (uint32_t b : blocks) {
+      try {
+        ptrs_[b] = allocator_->allocate(plan_.blocks[b].requested, plan_.blocks[b].stream);
+      } catch (const tl::OutOfMemoryError&) {
+        ++failed_;
+      }
+    }
+    for (uint32_t b : plan_.initial_pending) release(b, true);
+    sink_.set_request(nullptr);
+  }
+
   void step(const Request& r) {
     switch (r.kind) {
       case Request::Kind::alloc: allocate(r.block, r); break;
@@ -633,6 +662,7 @@ class Run {
   Result result_;
   Request prime_request_;  // what the starting state's events are attributed to (seq 0)
   uint64_t next_deferred_stream_ = uint64_t{1} << 62;
+  bool rederived_ = false;
 };
 
 }  // namespace
@@ -701,6 +731,19 @@ std::vector<Plan> build_plans(const analysis::Trace& trace, const std::vector<in
     throw SettingsError(trace.path() + ": no allocations to replay (the trace has no alloc events" +
                         (devices.empty() ? "" : " on that device") + ")");
   return out;
+}
+
+bool rederives(const Plan& plan, const Settings& settings) {
+  if (plan.initial.empty() && plan.initial_blocks.empty()) return false;
+  switch (settings.start) {
+    case Start::recorded:
+      return false;
+    case Start::rederived:
+      return true;
+    case Start::automatic:
+      break;
+  }
+  return settings.conf.text() != plan.recorded.text();
 }
 
 Result run(const Plan& plan, const Settings& settings, const EventFn& on_event,

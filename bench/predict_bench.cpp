@@ -8,14 +8,13 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "allocator_trace.h"
 #include "bench_ratio.h"
 #include "profiler/analysis/trace.h"
 #include "profiler/predict/predict.h"
@@ -35,30 +34,6 @@ namespace st = tidemark::store;
 std::vector<std::string> g_paths;
 uint64_t g_events = 0;  // of the largest run
 
-// Stamps what one allocator emits as the recorder would, with the stack of the site that asked.
-class WriterSink final : public ev::Sink {
- public:
-  explicit WriterSink(st::TraceWriter& w) : w_(w) {}
-  void on_event(const ev::Event& e) noexcept override {
-    ev::Event c = e;
-    c.ts_ns = now_;
-    c.thread_id = 1;
-    c.seq = ++seq_;
-    w_.append(c, site_);
-    ++events_;
-  }
-  void tick(uint64_t site) {
-    now_ += 500;
-    site_ = site;
-  }
-  uint64_t now() const { return now_; }
-  uint64_t events() const { return events_; }
-
- private:
-  st::TraceWriter& w_;
-  uint64_t now_ = 1'000'000'000, seq_ = 0, events_ = 0, site_ = 0;
-};
-
 // Steps of a training loop at size x: 200 parameters made once (constant); per step 300
 // allocations from 64 sites, a third kept to the step's end; the sites' sizes grow with x
 // (sites 1-32), with x^2 (33-48) or not at all (49-64). The same steps at every x.
@@ -68,7 +43,7 @@ void generate(const std::string& path, uint64_t x, uint64_t n_events) {
   meta.devices.push_back({{ev::DeviceType::cuda, 0}, "cuda:0 (synthetic)", uint64_t{1} << 40});
   auto writer = st::TraceWriter::create(path, meta);
   for (uint64_t i = 1; i <= 65; ++i) writer->add_stack_node(i, 0, 0x400000 + i * 16);
-  WriterSink sink(*writer);
+  tidemark::bench::AllocatorTraceSink sink(*writer);
   {
     mem::CachingAllocator a(std::make_unique<mem::FakeDevice>(uint64_t{1} << 40));
     a.set_event_sink(&sink);
@@ -160,18 +135,7 @@ BENCHMARK(BM_Predict)
 }  // namespace
 
 int main(int argc, char** argv) {
-  uint64_t n = 1'000'000;
-  for (int i = 1; i < argc; ++i)
-    if (!std::strcmp(argv[i], "--events") && i + 1 < argc)
-      n = std::strtoull(argv[++i], nullptr, 10);
-  std::vector<char*> rest;
-  for (int i = 0; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--events")) {
-      ++i;
-      continue;
-    }
-    rest.push_back(argv[i]);
-  }
+  const uint64_t n = tidemark::bench::take_events_option(argc, argv, 1'000'000);
   for (uint64_t x = 1; x <= 3; ++x) {
     g_paths.push_back(
         (std::filesystem::temp_directory_path() /
@@ -181,12 +145,12 @@ int main(int argc, char** argv) {
   }
   std::printf("runs: 3 traces of %llu allocator events each\n",
               static_cast<unsigned long long>(g_events));
-  int rest_argc = static_cast<int>(rest.size());
   int rc = tidemark::bench::run_with_targets(
-      rest_argc, rest.data(),
+      argc, argv,
       {
           // Guards against regressions, about 1.5x the figures measured (docs/performance.md).
-          {"prediction / reading the three runs' events", "BM_Predict", "BM_ReadEvents", 10.0, true},
+          {"prediction / reading the three runs' events", "BM_Predict", "BM_ReadEvents", 10.0,
+           true},
           {"prediction / one replay of the largest run", "BM_Predict", "BM_ReplayLargest", 6.0,
            true},
       },

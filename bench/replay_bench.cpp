@@ -8,14 +8,13 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "allocator_trace.h"
 #include "bench_ratio.h"
 #include "profiler/analysis/trace.h"
 #include "profiler/replay/replay.h"
@@ -33,27 +32,6 @@ namespace st = tidemark::store;
 std::string g_path;
 uint64_t g_events = 0;
 
-// Stamps what one allocator emits as the recorder would: one time per allocator call.
-class WriterSink final : public ev::Sink {
- public:
-  explicit WriterSink(st::TraceWriter& w) : w_(w) {}
-  void on_event(const ev::Event& e) noexcept override {
-    ev::Event c = e;
-    c.ts_ns = now_;
-    c.thread_id = 1;
-    c.seq = ++seq_;
-    w_.append(c, 1 + seq_ % 64);
-    ++events_;
-  }
-  void tick() { now_ += 500; }
-  uint64_t now() const { return now_; }
-  uint64_t events() const { return events_; }
-
- private:
-  st::TraceWriter& w_;
-  uint64_t now_ = 1'000'000'000, seq_ = 0, events_ = 0;
-};
-
 // Steps of a training loop on an 80 GiB device: parameters made once; per step, activations
 // of varying sizes kept until the step's end and temporaries freed at once; every 50th step
 // an empty_cache.
@@ -63,7 +41,7 @@ void generate(const std::string& path, uint64_t n_events) {
   meta.devices.push_back({{ev::DeviceType::cuda, 0}, "cuda:0 (synthetic)", uint64_t{80} << 30});
   auto writer = st::TraceWriter::create(path, meta);
   for (uint64_t i = 1; i <= 64; ++i) writer->add_stack_node(i, 0, 0x400000 + i * 16);
-  WriterSink sink(*writer);
+  tidemark::bench::AllocatorTraceSink sink(*writer);
   {
     mem::CachingAllocator a(std::make_unique<mem::FakeDevice>(uint64_t{80} << 30));
     a.set_event_sink(&sink);
@@ -147,29 +125,19 @@ BENCHMARK(BM_Sweep24)->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions
 }  // namespace
 
 int main(int argc, char** argv) {
-  uint64_t n = 1'000'000;
-  for (int i = 1; i < argc; ++i)
-    if (!std::strcmp(argv[i], "--events") && i + 1 < argc) n = std::strtoull(argv[++i], nullptr, 10);
-  std::vector<char*> rest;
-  for (int i = 0; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--events")) {
-      ++i;
-      continue;
-    }
-    rest.push_back(argv[i]);
-  }
+  const uint64_t n = tidemark::bench::take_events_option(argc, argv, 1'000'000);
   g_path = (std::filesystem::temp_directory_path() / ("replay_bench_" + std::to_string(::getpid()) + ".db")).string();
   generate(g_path, n);
   std::printf("trace: %llu allocator events, %.1f MB\n", static_cast<unsigned long long>(g_events),
               static_cast<double>(std::filesystem::file_size(g_path)) / 1e6);
-  int rest_argc = static_cast<int>(rest.size());
   const double events = static_cast<double>(g_events);
   int rc = tidemark::bench::run_with_targets(
-      rest_argc, rest.data(),
+      argc, argv,
       {
           // Guards against regressions, about 1.5x the figures measured (docs/performance.md).
           {"replay / reading the trace's events", "BM_Replay", "BM_ReadEvents", 4.0, true},
-          {"building the plans / reading the trace's events", "BM_BuildPlans", "BM_ReadEvents", 5.5, true},
+          {"building the plans / reading the trace's events", "BM_BuildPlans", "BM_ReadEvents", 5.5,
+           true},
       },
       {
           {"replay, per event (>= 2 M events/s)", "BM_Replay", 500.0, events},

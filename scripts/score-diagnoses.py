@@ -27,6 +27,9 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import snapshot_sets  # noqa: E402
+
 
 def fail(msg):
     print(f"score-diagnoses: {msg}", file=sys.stderr)
@@ -51,21 +54,10 @@ def read_labels(path):
 
 
 def unpack(directory, work):
-    """The directory's snapshots, by file name: those beside labels.jsonl and those in archives."""
-    files = {}
-    for archive in sorted(glob.glob(os.path.join(directory, "*.tar.zst"))):
-        dest = os.path.join(work, "snapshots")
-        os.makedirs(dest, exist_ok=True)
-        r = subprocess.run(["tar", "--zstd", "-xf", archive, "-C", dest], capture_output=True, text=True)
-        if r.returncode != 0:
-            fail(f"{archive}: cannot unpack ({r.stderr.strip()}; tar needs the zstd command)")
-        for name in os.listdir(dest):
-            files[name] = os.path.join(dest, name)
-    for path in glob.glob(os.path.join(directory, "*")):
-        name = os.path.basename(path)
-        if name.endswith((".pickle", ".pkl")):
-            files[name] = path
-    return files
+    try:
+        return snapshot_sets.unpack(directory, work)
+    except snapshot_sets.UnpackError as e:
+        fail(str(e))
 
 
 def diagnose(tidemark, snapshot, work):

@@ -26,6 +26,9 @@ import json
 import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import snapshot_sets  # noqa: E402
 import time
 
 
@@ -35,18 +38,10 @@ def fail(msg):
 
 
 def unpack(directory, work):
-    files = {}
-    for archive in sorted(glob.glob(os.path.join(directory, "*.tar.zst"))):
-        dest = os.path.join(work, "snapshots")
-        os.makedirs(dest, exist_ok=True)
-        r = subprocess.run(["tar", "--zstd", "-xf", archive, "-C", dest], capture_output=True, text=True)
-        if r.returncode != 0:
-            fail(f"{archive}: could not unpack ({r.stderr.strip()}); is zstd installed?")
-        for path in glob.glob(os.path.join(dest, "*")):
-            files[os.path.basename(path)] = path
-    for path in glob.glob(os.path.join(directory, "*.pickle")):
-        files[os.path.basename(path)] = path
-    return files
+    try:
+        return snapshot_sets.unpack(directory, work)
+    except snapshot_sets.UnpackError as e:
+        fail(str(e))
 
 
 def import_one(tidemark, snapshot, work):

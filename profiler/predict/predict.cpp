@@ -554,6 +554,15 @@ Target Model::at(double x, const Options& options) const {
     settings.push_back(s);
   }
   const std::optional<uint64_t> capacity = options.capacity ? options.capacity : plan.capacity;
+  if (options.fit_only && capacity && peak > *capacity) {
+    for (const rp::Settings& s : settings) {
+      SettingsPeak sp;
+      sp.settings = s.conf.text();
+      sp.fits = false;
+      out.settings.push_back(std::move(sp));
+    }
+    return out;
+  }
   for (rp::Settings s : settings) {
     // Under a capacity the replay's allocator frees its cache and retries as PyTorch's does,
     // so whether it fits is the capacity's replay; what it would need when it does not, an
@@ -563,7 +572,7 @@ Target Model::at(double x, const Options& options) const {
     rp::Result r = rp::run(plan, s);
     const bool fits =
         r.figures.failed_requests == 0 && (!capacity || r.figures.peak_reserved <= *capacity);
-    if (capacity && !fits) {
+    if (capacity && !fits && !options.fit_only) {
       s.capacity = rp::kUnlimited;
       r = rp::run(plan, s);
     }
@@ -594,6 +603,7 @@ std::vector<Model::Fitting> Model::largest_fitting(uint64_t capacity,
     one.settings = {s};
     one.capacity = capacity;
     one.sites = 0;
+    one.fit_only = true;
     auto fits = [&](double x) {
       const Target t = at(x, one);
       return t.peak_requested <= capacity && t.settings.front().fits.value_or(false);

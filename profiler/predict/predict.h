@@ -121,6 +121,9 @@ struct Options {
   std::vector<replay::Settings> settings;  // empty: the largest run's recorded settings
   std::optional<uint64_t> capacity;        // else the largest run's, if it has one
   size_t sites = 8;                        // rows of Target::sites
+  // Only whether it fits (largest_fitting's probes): no replay when the requested peak alone
+  // exceeds the capacity, and no unlimited replay of a setting that does not fit.
+  bool fit_only = false;
 };
 
 // The runs read and aligned once; evaluated at any x.

@@ -20,6 +20,7 @@
 #include <QStatusBar>
 #include <QTabWidget>
 
+#include "gui/core/prediction_widget.h"
 #include "gui/core/trace_view.h"
 #include "gui/core/what_if.h"
 
@@ -102,6 +103,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   QMenu* tools = menuBar()->addMenu(tr("&Tools"));
   QAction* what_if = tools->addAction(tr("&What-if replay..."), this, &MainWindow::whatIfDialog);
   what_if->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+  QAction* predict =
+      tools->addAction(tr("&Predict the peak at other sizes..."), this, &MainWindow::predictDialog);
+  predict->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_P));
   rebuildRecentMenu();
 }
 
@@ -152,6 +156,72 @@ void MainWindow::whatIfDialog() {
                       tr("%1 vs replay (%2)").arg(QFileInfo(trace).fileName(), label));
   });
   watcher->setFuture(QtConcurrent::run([trace, what, out] { return replay_to_file(trace, what, out); }));
+}
+
+// Tools > Predict: picks two or more traces of one program at different sizes, asks each one's
+// size (guessed from the number its file name ends in), a capacity and settings, predicts off
+// the GUI thread (gui/core/prediction_widget.h) and opens the chart in a tab of its own.
+void MainWindow::predictDialog() {
+  const QStringList files =
+      QFileDialog::getOpenFileNames(this, tr("Predict: runs of one program at two or more sizes"),
+                                    {}, tr("Tidemark traces (*.db);;All files (*)"));
+  if (files.isEmpty()) return;
+  if (files.size() < 2) {
+    statusBar()->showMessage(tr("Predict: pick runs at two or more sizes"), 5000);
+    return;
+  }
+  QDialog dialog(this);
+  dialog.setWindowTitle(tr("Predict the peak at other sizes"));
+  auto* form = new QFormLayout(&dialog);
+  std::vector<QLineEdit*> sizes;
+  for (const QString& f : files) {
+    const auto guess = size_in_file_name(f);
+    auto* edit = new QLineEdit(guess ? QString::number(*guess) : QString());
+    edit->setPlaceholderText(tr("the size this run was at (batch, sequence length...)"));
+    form->addRow(QFileInfo(f).fileName(), edit);
+    sizes.push_back(edit);
+  }
+  auto* capacity = new QLineEdit;
+  capacity->setPlaceholderText(tr("as recorded, e.g. 80GiB"));
+  auto* conf = new QLineEdit;
+  conf->setPlaceholderText(tr("as recorded"));
+  form->addRow(tr("Device capacity"), capacity);
+  form->addRow(tr("PYTORCH_CUDA_ALLOC_CONF"), conf);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
+  connect(buttons, &QDialogButtonBox::accepted, &dialog, &QDialog::accept);
+  connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+  form->addRow(buttons);
+  if (dialog.exec() != QDialog::Accepted) return;
+  std::vector<std::pair<double, QString>> runs;
+  for (int i = 0; i < files.size(); ++i) {
+    bool ok = false;
+    const double x = sizes[static_cast<size_t>(i)]->text().trimmed().toDouble(&ok);
+    if (!ok || !(x > 0)) {
+      statusBar()->showMessage(tr("Predict: %1: the size must be a positive number")
+                                   .arg(QFileInfo(files[i]).fileName()));
+      return;
+    }
+    runs.emplace_back(x, files[i]);
+  }
+  statusBar()->showMessage(tr("Predicting from %1 runs…").arg(runs.size()));
+  auto* watcher = new QFutureWatcher<PredictionCurve>(this);
+  const QString cap = capacity->text(), alloc = conf->text();
+  connect(watcher, &QFutureWatcher<PredictionCurve>::finished, this, [this, watcher] {
+    PredictionCurve curve = watcher->result();
+    watcher->deleteLater();
+    if (!curve.error.isEmpty()) {
+      statusBar()->showMessage(tr("Predict: %1").arg(curve.error));
+      return;
+    }
+    auto* chart = new PredictionWidget;
+    const QString title = tr("Prediction (%1)").arg(curve.device);
+    chart->setCurve(std::move(curve));
+    chart->setToolTip(chart->curve().notes.join('\n'));
+    tabs_->setCurrentIndex(tabs_->addTab(chart, title));
+    statusBar()->showMessage(chart->caption());
+  });
+  watcher->setFuture(
+      QtConcurrent::run([runs, cap, alloc] { return predict_curve(runs, cap, alloc); }));
 }
 
 // File > Export: the current trace as a PyTorch memory snapshot (pytorch.org/memory_viz),

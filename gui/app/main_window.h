@@ -1,7 +1,8 @@
 // The main window: one TraceView tab per open trace; File > Open (Ctrl+O), recent files
 // (QSettings), drag and drop of trace files, File > Export (Ctrl+E) of the current trace,
 // Tools > What-if replay (Ctrl+R): the current trace replayed under other allocator settings,
-// opened in Compare with it; View > All frames (Ctrl+L): the current view's rule for sites.
+// opened in Compare with it; Tools > Predict (Ctrl+P): the peak against the size that varies,
+// from runs at two or more sizes; View > All frames (Ctrl+L): the current view's rule for sites.
 #pragma once
 
 #include <QMainWindow>
@@ -38,6 +39,7 @@ class MainWindow : public QMainWindow {
   void compareDialog();
   void exportDialog();
   void whatIfDialog();
+  void predictDialog();
   TraceView* currentView() const;
   void rememberRecent(const QString& path);
   void rebuildRecentMenu();

@@ -136,8 +136,12 @@ class Model {
 
   Target at(double x, const Options& options) const;
   // Per settings, the largest whole x >= 1 whose reserved peak fits `capacity` with every
-  // request served (empty: not even the smallest run's value fits; the search stops at
-  // 1024 times the largest run's value and says so through `capped`).
+  // request served, found by doubling from the largest run's value to the first size that
+  // does not fit, then bisecting: the first such boundary, not a larger size that fits again
+  // (a request of 1-10 MiB takes a 20 MiB segment, one over 10 MiB a segment of its own size,
+  // so fitting need not be monotonic). Empty: not even the smallest run's value fits (then
+  // bisected below it from 1); the search stops at 1024 times the largest run's value and
+  // says so through `capped`.
   struct Fitting {
     std::optional<double> x;
     bool capped = false;

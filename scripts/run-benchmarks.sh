@@ -22,4 +22,9 @@ for b in "$build"/bench/*_bench; do
   fi
   "$b" --benchmark_min_time=0.5 "$@" || status=1
 done
+# `tidemark predict` on the real sweeps: predicted against true peaks, beside the naive
+# baselines, with each prediction's time (docs/predict.md).
+echo "== predict on real sweeps (scripts/score-predictions.py)"
+python3 "$(dirname "$0")/score-predictions.py" "$(dirname "$0")/../tests/data/pytorch/sweeps" \
+  --tidemark "$build/cli/tidemark" --work "$build/bench-sweeps" --jobs 2 || status=1
 exit $status

@@ -27,6 +27,12 @@ struct RecordArgs {
   bool watch = false;  // `tidemark watch`'s lines on stderr while the program runs
   bool force = false;  // replace an existing -o FILE that is not a Tidemark trace
   bool strict = false;  // exit 1 (when the program exited 0) if the trace lost events
+  // Python programs (record_python.h): the startup hook that records PyTorch's allocator.
+  bool no_python_hook = false;
+  uint64_t max_entries = 100000;         // allocator history entries each process keeps
+  std::string python_stacks = "python";  // python or all (C++ frames too)
+  std::string step_on;                   // MODULE:FUNC that ends a step (default: optimizer steps)
+  bool dry_run = false;                  // print what would run and be injected; run nothing
   std::vector<std::string> command;
 };
 int run_record(const RecordArgs& a);

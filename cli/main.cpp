@@ -109,6 +109,20 @@ int main(int argc, char** argv) {
   record->add_option("--step-range", rec.step_range,
                      "NVTX range that starts each step of an injected program: NAME, NAME#N, "
                      "NAME N (default step; \"\" for none)");
+  record->add_flag("--no-python-hook", rec.no_python_hook,
+                   "Do not inject the Python startup hook that records PyTorch's CUDA allocator");
+  record
+      ->add_option("--max-entries", rec.max_entries,
+                   "Python: allocator history entries each process keeps (its last ones)")
+      ->check(CLI::Range(uint64_t{1000}, uint64_t{1} << 40));
+  record
+      ->add_option("--python-stacks", rec.python_stacks,
+                   "Python: the frames each allocation keeps: python, or all (C++ too)")
+      ->check(CLI::IsMember({"python", "all"}));
+  record->add_option("--step-on", rec.step_on,
+                     "Python: MODULE:FUNC whose return ends a step (default: each optimizer step)");
+  record->add_flag("--dry-run", rec.dry_run,
+                   "Print what would run and be injected, and run nothing");
   // The program and its arguments follow "--" (split off before parsing, so the program's
   // own options are never taken for ours), or the first argument that is not an option.
   record->prefix_command();

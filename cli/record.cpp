@@ -6,6 +6,7 @@
 // NVTX ranges into the same trace (docs/interpose.md).
 #include <fcntl.h>
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -27,6 +28,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/record_python.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/units.h"
 #include "profiler/record/output_path.h"
@@ -35,6 +37,39 @@
 #include "profiler/store/trace_reader.h"
 
 namespace tidemark::cli {
+
+// Prints the summary; returns whether the trace is complete: nothing dropped, and the recording
+// closed its file (a writer that failed so hard it could not even store its count of dropped
+// events -- a full disk -- leaves only that clean_end 0).
+bool print_summary(const std::string& path) {
+  analysis::Trace trace = analysis::Trace::open(path);
+  const store::TraceReader& r = trace.reader();
+  fmt::print(stderr, "tidemark: recorded {} events ({} dropped) in {} to {}\n", r.event_count(),
+             r.dropped_count(), analysis::format_duration(trace.duration_ns()), path);
+  const std::optional<std::string> writer_error = r.meta_value(store::meta_keys::kWriterError);
+  if (r.dropped_count() > 0 || writer_error) {
+    fmt::print(stderr, "tidemark: trace incomplete: {} events dropped ({})\n", r.dropped_count(),
+               writer_error ? "the recording stopped writing: " + *writer_error
+                            : std::string("the program emitted events faster than they were "
+                                          "written; a larger TIDEMARK_BUFFER_KB helps"));
+  } else if (!r.clean_end()) {
+    fmt::print(stderr,
+               "tidemark: trace incomplete: events dropped uncounted (the recording did not close "
+               "its file: the program was killed, or its writer stopped)\n");
+  }
+  for (const analysis::DeviceRef& d : trace.devices()) {
+    analysis::DeviceSummary s = analysis::summarize_device(trace, d);
+    if (s.alloc_count == 0 && s.peak_reserved_bytes == 0) continue;
+    fmt::print(stderr,
+               "tidemark: {}: peak allocated {}, peak reserved {}, {} allocations, {} still "
+               "allocated at the end\n",
+               s.device, analysis::format_bytes(s.peak_allocated_bytes),
+               analysis::format_bytes(s.peak_reserved_bytes), s.alloc_count,
+               analysis::format_bytes(s.final_allocated_bytes));
+  }
+  fmt::print(stderr, "tidemark: next: tidemark summary {}\n", path);
+  return r.dropped_count() == 0 && !writer_error && r.clean_end();
+}
 
 namespace {
 
@@ -104,39 +139,6 @@ std::string program_name(const std::string& path) {
   return name.empty() ? "program" : name;
 }
 
-// Prints the summary; returns whether the trace is complete: nothing dropped, and the recording
-// closed its file (a writer that failed so hard it could not even store its count of dropped
-// events -- a full disk -- leaves only that clean_end 0).
-bool print_summary(const std::string& path) {
-  analysis::Trace trace = analysis::Trace::open(path);
-  const store::TraceReader& r = trace.reader();
-  fmt::print(stderr, "tidemark: recorded {} events ({} dropped) in {} to {}\n", r.event_count(),
-             r.dropped_count(), analysis::format_duration(trace.duration_ns()), path);
-  const std::optional<std::string> writer_error = r.meta_value(store::meta_keys::kWriterError);
-  if (r.dropped_count() > 0 || writer_error) {
-    fmt::print(stderr, "tidemark: trace incomplete: {} events dropped ({})\n", r.dropped_count(),
-               writer_error ? "the recording stopped writing: " + *writer_error
-                            : std::string("the program emitted events faster than they were "
-                                          "written; a larger TIDEMARK_BUFFER_KB helps"));
-  } else if (!r.clean_end()) {
-    fmt::print(stderr,
-               "tidemark: trace incomplete: events dropped uncounted (the recording did not close "
-               "its file: the program was killed, or its writer stopped)\n");
-  }
-  for (const analysis::DeviceRef& d : trace.devices()) {
-    analysis::DeviceSummary s = analysis::summarize_device(trace, d);
-    if (s.alloc_count == 0 && s.peak_reserved_bytes == 0) continue;
-    fmt::print(stderr,
-               "tidemark: {}: peak allocated {}, peak reserved {}, {} allocations, {} still "
-               "allocated at the end\n",
-               s.device, analysis::format_bytes(s.peak_allocated_bytes),
-               analysis::format_bytes(s.peak_reserved_bytes), s.alloc_count,
-               analysis::format_bytes(s.final_allocated_bytes));
-  }
-  fmt::print(stderr, "tidemark: next: tidemark summary {}\n", path);
-  return r.dropped_count() == 0 && !writer_error && r.clean_end();
-}
-
 // libtidemark_inject.so: next to the executable (build tree, then install layout), then where
 // the build put it or installs it. Empty when this build has none.
 std::string inject_library() {
@@ -182,9 +184,12 @@ int finish_trace(const RecordArgs& a, const std::string& path, int code, int64_t
   const bool earlier = exists && recording_start() < started_unix_ns;
   if (!exists || earlier) {
     end_watch();
-    fmt::print(stderr, "tidemark: {} wrote no trace to {}{} (is it linked with Tidemark::autostart?)\n",
-               a.command[0], path,
-               earlier ? " (the trace there is an earlier run's, left as it was)" : "");
+    fmt::print(stderr, "tidemark: {} wrote no trace to {}{} ({})\n", a.command[0], path,
+               earlier ? " (the trace there is an earlier run's, left as it was)" : "",
+               is_python_command(a.command) ? "a Python program's PyTorch memory is recorded by "
+                                              "the Python hook, which --no-python-hook "
+                                              "turned off"
+                                            : "is it linked with Tidemark::autostart?");
     return code;
   }
   try {
@@ -258,6 +263,37 @@ int run_record(const RecordArgs& a) {
     return record::expand_output_path(pattern_of(child), child, ranks).path;
   };
 
+  const std::string inject = a.no_cuda ? std::string() : inject_library();
+  // A Python program: the startup hook that records PyTorch's allocator (record_python.h).
+  std::optional<PythonHook> hook;
+  if (!a.no_python_hook && is_python_command(a.command)) {
+    hook.emplace(a);
+    if (hook->hook_dir().empty()) {
+      fmt::print(stderr,
+                 "tidemark: the Python hook (sitecustomize.py) was not found next to tidemark: "
+                 "PyTorch's memory is not recorded\n");
+      hook.reset();
+    }
+  }
+  const std::vector<std::string> python_env =
+      hook ? hook->environment(!inject.empty()) : std::vector<std::string>{};
+  if (a.dry_run) {
+    fmt::print("would run: {}\n", fmt::join(a.command, " "));
+    fmt::print("  TIDEMARK_OUTPUT={}\n", pattern_of(0));
+    if (!inject.empty())
+      fmt::print("  CUDA_INJECTION64_PATH={0}\n  NVTX_INJECTION64_PATH={0}\n", inject);
+    for (const std::string& e : python_env) fmt::print("  {}\n", e);
+    if (hook)
+      fmt::print(
+          "the Python hook {}/sitecustomize.py (then any sitecustomize it hides) records PyTorch's "
+          "CUDA "
+          "allocator in every Python process; the snapshots are imported into the trace\n",
+          hook->hook_dir());
+    else if (!a.no_python_hook && inject.empty())
+      fmt::print("a program linked with Tidemark::autostart records itself\n");
+    return kExitOk;
+  }
+
   // A named output (without `%p`, and with a known rank for `%r`) is checked and locked before
   // the program starts.
   std::optional<RecordingLock> lock;
@@ -276,8 +312,6 @@ int run_record(const RecordArgs& a) {
       }
     }
   }
-
-  const std::string inject = a.no_cuda ? std::string() : inject_library();
 
   // The exec result travels back through a close-on-exec pipe: empty on success, errno else.
   int fds[2];
@@ -306,6 +340,10 @@ int run_record(const RecordArgs& a) {
     if (!inject.empty()) {
       ::setenv("CUDA_INJECTION64_PATH", inject.c_str(), 1);
       ::setenv("NVTX_INJECTION64_PATH", inject.c_str(), 1);
+    }
+    for (const std::string& e : python_env) {
+      const size_t eq = e.find('=');
+      ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
     }
     std::vector<char*> argv;
     for (const std::string& s : a.command) argv.push_back(const_cast<char*>(s.c_str()));
@@ -383,6 +421,11 @@ int run_record(const RecordArgs& a) {
     fmt::print(stderr, "tidemark: {} was killed by signal {} ({})\n", a.command[0],
                WTERMSIG(status), strsignal(WTERMSIG(status)));
 
+  if (hook) {
+    end_watch();
+    const int r = hook->finish(path, code, started_unix_ns, pid);
+    if (r != -1) return r;
+  }
   if (!ranks_name_files) return finish_trace(a, path, code, started_unix_ns, end_watch);
   end_watch();
   // The ranks' files, which only they could name (Note [Output patterns]).

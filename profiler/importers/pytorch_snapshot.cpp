@@ -42,6 +42,9 @@
 
 namespace tidemark::importers {
 
+// The step mark `tidemark record`'s Python hook writes (Note [Inferred steps]).
+constexpr std::string_view kStepMark = "tidemark.step";
+
 namespace {
 // TIDEMARK_IMPORT_PHASES=1: each phase's time since the import began and the process's memory,
 // on stderr (docs/performance.md). A diagnostic for whoever measures the importer.
@@ -397,9 +400,13 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   // there). The event's name says it was inferred and from what ("inferred from
   // Optimizer.zero_grad#AdamW.zero_grad"), so `tidemark steps`, per-step growth and the
   // detectors that need steps work on the snapshot, and say where the steps came from.
-  enum class StepRule { none, profiler_step, zero_grad, optimizer_step };
+  // Marks come first: `tidemark.step`, a point (START and END at one time) that `tidemark
+  // record`'s Python hook writes where each optimizer step (or the --step-on function) ended;
+  // a step begins at each, and the marks are not scopes.
+  enum class StepRule { none, marked, profiler_step, zero_grad, optimizer_step };
   StepRule rule = StepRule::none;
   auto rule_of = [](std::string_view name) {
+    if (name == kStepMark) return StepRule::marked;
     if (name.starts_with("ProfilerStep#")) return StepRule::profiler_step;
     if (name.starts_with("Optimizer.zero_grad")) return StepRule::zero_grad;
     if (name.starts_with("Optimizer.step")) return StepRule::optimizer_step;
@@ -413,7 +420,9 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   auto maybe_step = [&](const Annotation& a) {
     if (rule == StepRule::none || rule_of(a.name) != rule) return;
     if (a.start != (rule != StepRule::optimizer_step)) return;
-    out.step(devices[a.device], a.time_ns, ++steps, "inferred from " + std::string(a.name));
+    out.step(devices[a.device], a.time_ns, ++steps,
+             rule == StepRule::marked ? std::string("marked by tidemark record's Python hook")
+                                      : "inferred from " + std::string(a.name));
   };
 
   // The trace, merged across devices by time (each device's own order kept), with the
@@ -487,8 +496,10 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
       if (!c || a.time_ns < (*c->entries)[c->next].time_ns ||
           (a.start && a.time_ns == (*c->entries)[c->next].time_ns)) {
         if (a.start) maybe_step(a);
-        contexts.leave(a.time_ns);  // Note [Entry contexts]: they stay innermost
-        out.scope(devices[a.device], a.time_ns, a.start, a.name);
+        if (a.name != kStepMark) {
+          contexts.leave(a.time_ns);  // Note [Entry contexts]: they stay innermost
+          out.scope(devices[a.device], a.time_ns, a.start, a.name);
+        }
         if (!a.start) maybe_step(a);
         ++next_annotation;
         continue;
@@ -543,7 +554,9 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   stats.segments = reader.segments_.size();
   stats.frames = stacks.frame_count();
   stats.devices = static_cast<int>(states.size());
-  stats.annotations = annotations.size();
+  stats.annotations =
+      static_cast<uint64_t>(std::count_if(annotations.begin(), annotations.end(),
+                                          [](const Annotation& a) { return a.name != kStepMark; }));
   stats.context_scopes = contexts.scopes();
   stats.inferred_steps = frame_steps.empty() ? steps : 0;
   stats.frame_steps = frame_steps.empty() ? 0 : steps;

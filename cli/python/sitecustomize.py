@@ -1,0 +1,255 @@
+"""Tidemark's startup hook for Python programs under `tidemark record` (docs/recording.md,
+"PyTorch programs").
+
+`tidemark record -- python train.py` puts this file's directory first on PYTHONPATH, so every
+Python process of the run (torchrun's workers, multiprocessing children) imports it at startup,
+as Python imports any `sitecustomize`. It first runs the `sitecustomize` it hides, if the
+environment has one. Then it waits for the program to import torch, and once torch has
+initialised CUDA in the process:
+
+* turns on PyTorch's allocator history (`torch.cuda.memory._record_memory_history`, with
+  TIDEMARK_PYTHON_MAX_ENTRIES entries and TIDEMARK_PYTHON_STACKS frames: python or all);
+* marks each step where the program's optimizers step (an optimizer step post-hook), or where
+  TIDEMARK_PYTHON_STEP_ON (MODULE:FUNC) returns; the marks go into the snapshot as
+  `tidemark.step` annotations, which the importer takes as the steps, and into NVTX ranges named
+  `step` when TIDEMARK_PYTHON_NVTX is set (CUPTI injection on);
+* writes the snapshot (`torch.cuda.memory._snapshot()`, the marks added) into
+  TIDEMARK_PYTHON_DIR at the first out-of-memory error (PyTorch's OOM observer), on SIGTERM
+  (then dies of it as it would have) and at exit, as `snapshot-rank<RANK>.pickle` when the
+  process is a rank (RANK), else `snapshot-pid<PID>.pickle`;
+* writes `status-pid<PID>.json` at exit: whether torch was imported and had CUDA, so `record`
+  can say what ran when nothing was recorded.
+
+Nothing is written outside TIDEMARK_PYTHON_DIR; without it the hook does nothing but chain.
+"""
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _chain():
+    """Runs the sitecustomize this one hides (the next on sys.path), as Python would have."""
+    import importlib.machinery
+    import importlib.util
+
+    path = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
+    if spec is None or spec.loader is None or not spec.origin:
+        return
+    if os.path.abspath(spec.origin) == os.path.abspath(__file__):
+        return
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # as site.py reports a failing sitecustomize, and goes on
+        print(f"Error in sitecustomize ({spec.origin}); set PYTHONVERBOSE for traceback:\n"
+              f"{type(e).__name__}: {e}", file=sys.stderr)
+
+
+class _Hook:
+    def __init__(self, out):
+        self.out = out
+        self.max_entries = int(os.environ.get("TIDEMARK_PYTHON_MAX_ENTRIES", "100000"))
+        self.stacks = os.environ.get("TIDEMARK_PYTHON_STACKS", "python")
+        self.step_on = os.environ.get("TIDEMARK_PYTHON_STEP_ON", "")
+        self.nvtx = os.environ.get("TIDEMARK_PYTHON_NVTX") == "1"
+        self.rank = os.environ.get("RANK")
+        self.status = {"pid": os.getpid(), "rank": self.rank, "torch": False, "cuda": False,
+                       "recording": False, "snapshot": None, "entries": 0,
+                       "max_entries": self.max_entries, "steps": 0, "oom": False, "error": None}
+        self.torch = None
+        self.marks = []  # (time_us, device) of each step mark
+        self.nvtx_open = False
+        self.dumped_oom = False
+        self.exited = False
+
+    # -- waiting for torch ----------------------------------------------------------------
+    def watch_imports(self):
+        """Calls imported(name, module) once each watched module (torch, the --step-on one)
+        has run, whenever the program first imports it."""
+        hook = self
+        pending = {"torch"}
+        if self.step_on:
+            pending.add(self.step_on.split(":")[0])
+
+        class Finder:
+            def find_spec(self, name, path=None, target=None):
+                if name not in pending:
+                    return None
+                import importlib.util
+
+                pending.discard(name)
+                sys.meta_path.remove(self)  # the real finders, not this one again
+                try:
+                    spec = importlib.util.find_spec(name)
+                finally:
+                    if pending:
+                        sys.meta_path.insert(0, self)
+                if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+                    return spec
+                loader, run = spec.loader, spec.loader.exec_module
+
+                def exec_module(module):
+                    run(module)
+                    try:
+                        hook.imported(name, module)
+                    except Exception as e:
+                        hook.status["error"] = f"{type(e).__name__}: {e}"
+                loader.exec_module = exec_module
+                return spec
+
+        sys.meta_path.insert(0, Finder())
+
+    def imported(self, name, module):
+        if name == "torch":
+            self.on_torch(module)
+        if self.step_on and name == self.step_on.split(":")[0]:
+            self.wrap_step_function(module)
+
+    def on_torch(self, torch):
+        import atexit
+
+        self.torch = torch
+        self.status["torch"] = True
+        # After torch's own exit handlers are registered, so this one runs before them.
+        atexit.register(self.at_exit)
+        cuda = getattr(torch, "cuda", None)
+        if cuda is None or not cuda.is_available():
+            return
+        self.status["cuda"] = True
+        # Once CUDA is initialised (now, if it already is): initialising it at import would
+        # break programs that fork before they touch the GPU.
+        lazy = getattr(cuda, "_lazy_call", None)
+        lazy(self.start) if lazy else self.start()
+        hooks = getattr(getattr(torch, "optim", None), "optimizer", None)
+        register = getattr(hooks, "register_optimizer_step_post_hook", None)
+        if register and not self.step_on:
+            register(lambda optimizer, args, kwargs: self.mark_step())
+
+    def start(self):
+        torch = self.torch
+        try:
+            torch.cuda.memory._record_memory_history(
+                enabled="all", context="all", stacks=self.stacks, max_entries=self.max_entries)
+        except TypeError:  # PyTorch before 2.1
+            torch.cuda.memory._record_memory_history(True, trace_alloc_max_entries=self.max_entries)
+        self.status["recording"] = True
+        observe = getattr(torch._C, "_cuda_attach_out_of_memory_observer", None)
+        if observe:
+            observe(self.on_oom)
+
+    def wrap_step_function(self, module):
+        attr = self.step_on.split(":", 1)[1] if ":" in self.step_on else ""
+        owner, name = module, attr
+        if "." in attr:  # Class.method
+            head, name = attr.rsplit(".", 1)
+            for part in head.split("."):
+                owner = getattr(owner, part)
+        fn = getattr(owner, name)
+        hook = self
+
+        def stepped(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                hook.mark_step()
+        setattr(owner, name, stepped)
+
+    # -- marks and dumps --------------------------------------------------------------------
+    def mark_step(self):
+        import time
+
+        device = 0
+        try:
+            device = self.torch.cuda.current_device()
+        except Exception:
+            pass
+        self.marks.append((time.time_ns() // 1000, device))
+        self.status["steps"] += 1
+        if self.nvtx:
+            try:
+                nvtx = self.torch.cuda.nvtx
+                if self.nvtx_open:
+                    nvtx.range_pop()
+                nvtx.range_push("step")
+                self.nvtx_open = True
+            except Exception:
+                self.nvtx = False
+
+    def path(self):
+        name = f"snapshot-rank{self.rank}" if self.rank is not None else f"snapshot-pid{os.getpid()}"
+        return os.path.join(self.out, name + ".pickle")
+
+    def dump(self):
+        if not self.status["recording"]:
+            return
+        import pickle
+
+        snapshot = self.torch.cuda.memory._snapshot()
+        annotations = snapshot.setdefault("external_annotations", [])
+        for t, device in self.marks:
+            annotations.append({"stage": "START", "name": "tidemark.step", "device": device, "time_us": t})
+            annotations.append({"stage": "END", "name": "tidemark.step", "device": device, "time_us": t})
+        self.status["entries"] = max((len(t) for t in snapshot.get("device_traces", [])), default=0)
+        path = self.path()
+        part = path + ".part"
+        with open(part, "wb") as f:
+            pickle.dump(snapshot, f, protocol=4)
+        os.replace(part, path)
+        self.status["snapshot"] = path
+
+    def on_oom(self, device, alloc, device_allocated, device_free):
+        self.status["oom"] = True
+        if self.dumped_oom:
+            return
+        self.dumped_oom = True
+        try:
+            self.dump()
+        except Exception as e:
+            self.status["error"] = f"{type(e).__name__}: {e}"
+        self.write_status()  # the process may not live to its exit handlers
+
+    def at_exit(self):
+        if self.exited:
+            return
+        self.exited = True
+        try:
+            self.dump()
+        except Exception as e:
+            self.status["error"] = f"{type(e).__name__}: {e}"
+        self.write_status()
+
+    def write_status(self):
+        import json
+
+        path = os.path.join(self.out, f"status-pid{os.getpid()}.json")
+        with open(path + ".part", "w") as f:
+            json.dump(self.status, f)
+        os.replace(path + ".part", path)
+
+    def on_sigterm(self, signum, frame):
+        import signal
+
+        self.at_exit()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def _install(out):
+    import atexit
+    import signal
+
+    hook = _Hook(out)
+    hook.watch_imports()
+    atexit.register(hook.at_exit)
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        try:
+            signal.signal(signal.SIGTERM, hook.on_sigterm)
+        except ValueError:  # not the main thread
+            pass
+
+
+_chain()
+if os.environ.get("TIDEMARK_PYTHON_DIR"):
+    _install(os.environ["TIDEMARK_PYTHON_DIR"])

@@ -4,12 +4,14 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <initializer_list>
-#include <optional>
+#include <iostream>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "cli/commands.h"
@@ -74,7 +76,7 @@ void add_frames(CLI::App* cmd) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run_command(int argc, char** argv) {
   tidemark::replay::add_allocator_settings_detector();
   CLI::App app{
       "tidemark: GPU and host memory profiler. Record a program, then summarise, chart, "
@@ -464,4 +466,23 @@ int main(int argc, char** argv) {
     return fail(std::string("error: ") + e.what());
   }
   return fail("no command given; see tidemark --help");
+}
+
+// Note [Output that did not get out]
+// Text and --json go to standard output; when it is a full disk (/dev/full), a file past its
+// size limit or a closed pipe, what the command printed is incomplete, and an exit status of 0
+// would let an empty report.json pass for a result. The stream is flushed and checked at exit:
+// a failed write is exit 2, said on stderr. A file-size limit (ulimit -f) makes writes fail
+// with EFBIG instead of killing the process (SIGXFSZ ignored), so outputs are left as they
+// were and temporaries removed; `record` restores the default for the program it runs.
+int main(int argc, char** argv) {
+  std::signal(SIGXFSZ, SIG_IGN);
+  const int rc = run_command(argc, argv);
+  std::cout.flush();
+  const bool failed = !std::cout.good() || std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (failed && rc != tc::kExitUsage) {
+    std::fprintf(stderr, "tidemark: writing to standard output failed: the output is incomplete\n");
+    return tc::kExitUsage;
+  }
+  return rc;
 }

@@ -341,6 +341,8 @@ int run_record(const RecordArgs& a) {
       ::setenv("CUDA_INJECTION64_PATH", inject.c_str(), 1);
       ::setenv("NVTX_INJECTION64_PATH", inject.c_str(), 1);
     }
+    ::signal(SIGXFSZ,
+             SIG_DFL);  // the program's own, not tidemark's (Note [Output that did not get out])
     for (const std::string& e : python_env) {
       const size_t eq = e.find('=');
       ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);

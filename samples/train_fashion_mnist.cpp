@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Train an MLP or a small CNN on Fashion-MNIST", "train_fashion_mnist"};
   std::string model_name = "mlp", device_name = "cpu", root;
   int epochs = 1, threads = 0, workers = 0;
-  int64_t batch_size = 64, limit = -1;
+  int64_t batch_size = 64, limit = -1, test_limit = -1;
   double lr = 1e-3;
   uint64_t seed = 0;
   app.add_option("--model", model_name, "mlp (784-256-10) or cnn (two conv+pool blocks)")
@@ -92,6 +92,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1024));
   app.add_option("--workers", workers, "DataLoader worker threads")->check(CLI::Range(0, 64));
   app.add_option("--limit", limit, "Train on the first N images only")->check(CLI::Range(1, 60000));
+  app.add_option("--test-limit", test_limit, "Evaluate on the first N test images only")
+      ->check(CLI::Range(1, 10000));
   app.add_option("--seed", seed, "Seed of the initialisation and the shuffling");
   bool ddp = false;
   app.add_flag("--ddp", ddp,
@@ -129,6 +131,7 @@ int main(int argc, char** argv) {
     if (root.empty()) root = tl::data::FashionMNIST::default_root();
     tl::data::FashionMNISTOptions data_options;
     data_options.normalize = true;
+    data_options.limit = test_limit;  // reads only the first N test images (-1: all)
     const tl::data::FashionMNIST test(root, false, data_options);
     data_options.limit = limit;  // reads only the first N images (-1: all)
     const tl::data::FashionMNIST train(root, true, data_options);

@@ -444,6 +444,17 @@ Model Model::build(const std::vector<Run>& runs_in) {
                     "scale like their site's "
                     "others, {} are kept constant",
                     unaligned, impl.allocations, scaled, unaligned - scaled));
+  // Stacks cut short by the capture depth lose the frames that tell allocations apart: they
+  // then share a key and may pair with the wrong partners.
+  uint64_t truncated = 0;
+  for (uint32_t b : tokens)
+    if (t.trace->stack_truncated(t.plan.blocks[b].stack_id)) ++truncated;
+  if (truncated * 10 > tokens.size())
+    impl.notes.push_back(fmt::format(
+        "{} of the largest run's {} allocations have stacks cut short by the capture depth ({} "
+        "frames): "
+        "allocations from different lines look alike to the alignment; record with --stacks 64",
+        truncated, tokens.size(), t.trace->stack_depth()));
   if (inexact)
     impl.notes.push_back(fmt::format(
         "{} allocations fit no polynomial of degree 2 exactly (least squares)", inexact));

@@ -142,6 +142,13 @@ AllocConf recorded_settings(const std::string& meta_value) {
       unsigned long long m = std::strtoull(mb.c_str(), &e1, 10);
       unsigned long long div = std::strtoull(d.c_str(), &e2, 10);
       if (e1 != mb.c_str() + mb.size() || e2 != d.c_str() + d.size() || m == 0) continue;
+      // As PyTorch (and --alloc-conf) take them: 0, or a power of two up to 1024. A file's other
+      // value (2^55 would wrap the rounding to 0) is kept in the trace and replayed as 0.
+      if (div != 0 && (div > 1024 || (div & (div - 1)) != 0)) {
+        out.ignored.push_back("roundup_power2_divisions " + mb + ":" + d +
+                              " (not 0 or a power of two up to 1024; replayed as 0)");
+        continue;
+      }
       size_t index = std::min<size_t>(std::bit_width(m) - 1, c.kRoundupIntervals - 1);
       c.roundup_power2_divisions[index] = div;
     }

@@ -207,6 +207,30 @@ TEST_F(Safety, AnOutputThatCannotBeWrittenLeavesTheOldFileAndNoTemporary) {
     EXPECT_FALSE(contains(entry.path().filename().string(), ".part")) << entry.path();
 }
 
+// Bug: under a file-size limit the commands died of SIGXFSZ (exit 153), leaving temporaries.
+// Without the trap the test above sets, the limit is a write error: exit 2, nothing left over.
+TEST_F(Safety, AFileSizeLimitIsAWriteErrorNotADeath) {
+  const std::string svg = at("limited.svg");
+  std::ofstream(svg) << "keep me\n";
+  Result r = shell("ulimit -f 4; exec " + quote(TIDEMARK_CLI) + " timeline " + quote(trace_) + " --svg " + quote(svg));
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, svg)) << r.err;
+  EXPECT_EQ(slurp(svg), "keep me\n");
+  for (const auto& entry : fs::directory_iterator(dir()))
+    EXPECT_FALSE(contains(entry.path().filename().string(), ".part")) << entry.path();
+}
+
+// Bug: with stdout on a full disk, summary, diagnose --json and the rest printed nothing and
+// exited 0: an empty report.json behind a green CI step.
+TEST_F(Safety, OutputThatCannotBeWrittenToStdoutFailsTheCommand) {
+  for (const std::string& args : {std::string(" summary "), std::string(" summary --json "),
+                                  std::string(" diagnose --json "), std::string(" info ")}) {
+    Result r = shell("exec " + quote(TIDEMARK_CLI) + args + quote(trace_) + " > /dev/full");
+    EXPECT_EQ(r.rc, 2) << args << r.err;
+    EXPECT_TRUE(contains(r.err, "writing to standard output failed")) << args << r.err;
+  }
+}
+
 // Bug: `record -o train.py -- prog` silently replaced the user's script with a trace.
 // Record never silently replaces a file that is not a trace; --force does; replacing an
 // earlier trace is allowed and said.

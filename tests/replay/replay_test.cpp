@@ -61,6 +61,17 @@ TEST(ReplaySettings, ASnapshotsAllocatorSettingsDictIsRead) {
   EXPECT_DOUBLE_EQ(d.config.garbage_collection_threshold, 0.8);
   EXPECT_EQ(d.config.divisions_for(size_t{300} << 20), 4u);
   EXPECT_EQ(d.config.divisions_for(size_t{100} << 20), 0u);
+  // A crafted file's divisions of 2^55 (the rounding would wrap to 0 and divide by it) are
+  // replayed as 0 and said to be.
+  rp::AllocConf bad = rp::recorded_settings(
+      "PYTORCH_CUDA_ALLOC_CONF:,max_split_size:-1,garbage_collection_threshold:0,expandable_"
+      "segments:False,"
+      "roundup_power2_divisions:{1:36028797018963968,2:4,4:3}");
+  EXPECT_EQ(bad.config.divisions_for(size_t{1} << 20), 0u);
+  EXPECT_EQ(bad.config.divisions_for(size_t{2} << 20), 4u);
+  EXPECT_EQ(bad.config.divisions_for(size_t{5} << 20), 0u);
+  ASSERT_EQ(bad.ignored.size(), 2u);
+  EXPECT_NE(bad.ignored[0].find("36028797018963968"), std::string::npos);
   // tensorlib's TL_ALLOC_CONF, and nothing.
   EXPECT_EQ(rp::recorded_settings("max_split_size_mb:64").config.max_split_size, size_t{64} << 20);
   EXPECT_EQ(rp::recorded_settings("").text(), "");

@@ -301,7 +301,17 @@ int run_record(const RecordArgs& a) {
     const std::string fixed = output_of(0);
     lock.emplace(fixed);  // Note [Recording lock]
     struct stat st {};
-    if (::stat(fixed.c_str(), &st) == 0 && (!S_ISREG(st.st_mode) || st.st_size > 0)) {
+    struct stat link {};
+    if (::lstat(fixed.c_str(), &link) == 0 && !S_ISREG(link.st_mode))
+      // A trace is a database with journals beside it: only a regular file can be one, and
+      // --force replaces regular files only (a device node, a symlink, a directory never).
+      throw UsageError(
+          "-o " + fixed + ": " +
+          (S_ISDIR(link.st_mode) ? "is a directory; give a file name"
+           : S_ISLNK(link.st_mode)
+               ? "is a symbolic link; give the file itself"
+               : "is not a regular file (a device, a FIFO or a socket); give a file name"));
+    if (::stat(fixed.c_str(), &st) == 0 && st.st_size > 0) {
       if (store::is_trace_file(fixed)) {
         fmt::print(stderr, "tidemark: {} holds an earlier trace: the recording replaces it\n",
                    fixed);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace tidemark::analysis {
@@ -27,6 +28,26 @@ void check_not_input(const std::string& output, const std::string& input) {
 OutputFile::OutputFile(std::string path, const std::vector<std::string>& inputs)
     : path_(std::move(path)) {
   for (const std::string& in : inputs) check_not_input(path_, in);
+  // What is there already decides how it is written (Note [Output files]).
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) == 0) {
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+      in_place_ = true;  // /dev/stdout, /dev/null, a pipe: streamed, never replaced
+      part_ = path_;
+      return;
+    }
+    if (S_ISDIR(st.st_mode)) throw OutputError(path_ + ": is a directory; give a file name");
+    if (!S_ISREG(st.st_mode))
+      throw OutputError(path_ + ": is not a regular file (a device or a socket); give a file name");
+    // A symlink to a regular file: the file it names is replaced, the link kept.
+    struct stat link {};
+    if (::lstat(path_.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+      if (char* real = ::realpath(path_.c_str(), nullptr)) {
+        path_ = real;
+        std::free(real);
+      }
+    }
+  }
   // A name of its own, so two writers of one output never share a temporary.
   static std::atomic<uint64_t> outputs{0};
   part_ = path_ + ".part-" + std::to_string(::getpid()) + "-" + std::to_string(++outputs);
@@ -35,12 +56,13 @@ OutputFile::OutputFile(std::string path, const std::vector<std::string>& inputs)
 OutputFile::~OutputFile() {
   if (committed_) return;
   if (opened_) stream_.close();
-  std::remove(part_.c_str());
+  if (!in_place_) std::remove(part_.c_str());
 }
 
 std::ofstream& OutputFile::stream() {
   if (!opened_) {
-    stream_.open(part_, std::ios::binary | std::ios::trunc);
+    stream_.open(part_,
+                 in_place_ ? std::ios::binary | std::ios::out : std::ios::binary | std::ios::trunc);
     if (!stream_) throw OutputError(path_ + ": cannot create the file: " + std::strerror(errno));
     opened_ = true;
   }
@@ -51,9 +73,13 @@ void OutputFile::commit() {
   if (opened_) {
     stream_.close();
     if (!stream_) {
-      std::remove(part_.c_str());
+      if (!in_place_) std::remove(part_.c_str());
       throw OutputError(path_ + ": cannot write the file (is the disk full?)");
     }
+  }
+  if (in_place_) {
+    committed_ = true;
+    return;
   }
   if (std::rename(part_.c_str(), path_.c_str()) != 0) {
     const int err = errno;

@@ -23,7 +23,11 @@ class OutputError : public std::runtime_error {
 // * the output is written to a temporary file of its own beside it (the same directory, so
 //   the rename cannot cross file systems), `PATH.part-<pid>-<n>`, and renamed over PATH only
 //   once complete; a failure (or an OutputFile destroyed without commit()) removes the
-//   temporary and leaves PATH as it was.
+//   temporary and leaves PATH as it was;
+// * only regular files are replaced: a character device or a FIFO at PATH (/dev/stdout,
+//   /dev/null, a pipe) is written in place, streamed, and never removed or replaced; a
+//   symlink to a regular file replaces the file it names and keeps the link; a directory or
+//   any other special file is refused before anything is written.
 class OutputFile {
  public:
   // Throws OutputError when `path` is one of `inputs`.
@@ -45,6 +49,7 @@ class OutputFile {
   std::string path_, part_;
   std::ofstream stream_;
   bool opened_ = false, committed_ = false;
+  bool in_place_ = false;  // a device or a FIFO: written where it is
 };
 
 }  // namespace tidemark::analysis

@@ -6,8 +6,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cstring>
 
 #include <chrono>
 #include <cstdlib>
@@ -218,6 +221,56 @@ TEST_F(Safety, AFileSizeLimitIsAWriteErrorNotADeath) {
   EXPECT_EQ(slurp(svg), "keep me\n");
   for (const auto& entry : fs::directory_iterator(dir()))
     EXPECT_FALSE(contains(entry.path().filename().string(), ".part")) << entry.path();
+}
+
+// Bug: outputs were written beside PATH and renamed over it whatever it was, so
+// `timeline run.db --svg /dev/stdout` replaced the /dev/stdout symlink with a file, and
+// `record --force -o /dev/null` (as root) deleted the device. Only regular files are replaced.
+TEST_F(Safety, OnlyRegularFilesAreEverReplaced) {
+  // A FIFO: streamed into (a reader takes the SVG), still a FIFO after.
+  const std::string fifo = at("out.fifo"), got = at("from_fifo.svg");
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Result r = shell("cat " + quote(fifo) + " > " + quote(got) + " & reader=$!; " +
+                   quote(TIDEMARK_CLI) + " timeline " + quote(trace_) + " --svg " + quote(fifo) +
+                   "; rc=$?; wait $reader; exit $rc");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_TRUE(contains(slurp(got), "<svg")) << slurp(got).substr(0, 200);
+  // A character device of the test's own (the null device's numbers), where it may make one.
+  const std::string node = at("null_node");
+  fs::remove(node);
+  if (::mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) {
+    r = tl_test::run({TIDEMARK_CLI, "export", trace_, "--format", "csv", "-o", node});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_TRUE(fs::is_character_file(node));
+    r = tl_test::run(
+        {TIDEMARK_CLI, "record", "--force", "-o", node, "--", TIDEMARK_TRAIN_MLP, "2"});
+    EXPECT_EQ(r.rc, 2) << r.err;
+    EXPECT_TRUE(contains(r.err, "not a regular file")) << r.err;
+    EXPECT_TRUE(fs::is_character_file(node));
+  } else {
+    std::printf("skipped the device-node case: mknod: %s\n", std::strerror(errno));
+  }
+  // A directory: refused, named, nothing written.
+  const std::string d = at("a_directory");
+  fs::create_directories(d);
+  r = tl_test::run({TIDEMARK_CLI, "export", trace_, "--format", "csv", "-o", d});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(contains(r.err, d + ": is a directory")) << r.err;
+  r = tl_test::run({TIDEMARK_CLI, "record", "--force", "-o", d, "--", TIDEMARK_TRAIN_MLP, "2"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(contains(r.err, "is a directory")) << r.err;
+  EXPECT_TRUE(fs::is_directory(d));
+  // A symlink to a regular file: the file is replaced, the link kept.
+  const std::string target = at("real.csv"), link = at("link.csv");
+  fs::remove(link);
+  std::ofstream(target) << "old\n";
+  fs::create_symlink(target, link);
+  r = tl_test::run({TIDEMARK_CLI, "export", trace_, "--format", "csv", "-o", link});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_NE(slurp(target), "old\n");
 }
 
 // Bug: with stdout on a full disk, summary, diagnose --json and the rest printed nothing and

@@ -145,6 +145,9 @@ struct PredictArgs {
 };
 int run_predict(const PredictArgs& a);
 
+// The MCP server on stdio (cli/mcp.cpp, Note [The MCP server]); returns at end of input.
+int run_mcp();
+
 struct TimelineArgs {
   std::string file, device, from, to, png, svg;
   size_t width = 0;   // 0: the terminal's width (text) or 1200 (images)

@@ -335,6 +335,11 @@ static int run_command(int argc, char** argv) {
   predict->add_option("--sites", prd.sites, "Sites listed per prediction")->check(kCount);
   predict->add_flag("--json", prd.json, "Print JSON (docs/cli.md)");
 
+  CLI::App* mcp = command(app, "mcp",
+                          "A Model Context Protocol server on stdio: coding assistants open traces and snapshots "
+                          "and call summary, top, timeline, steps, diagnose, diff, replay and predict",
+                          "tidemark mcp   (an assistant's MCP config: {\"command\": \"tidemark\", \"args\": [\"mcp\"]})");
+
   tc::DiffArgs dif;
   CLI::App* diff = command(app, "diff", "What changed between two traces: peaks and sites",
                            "tidemark diff base.db new.db --json");
@@ -454,6 +459,7 @@ static int run_command(int argc, char** argv) {
     if (*merge) return tc::run_merge(merge_in, merge_out, merge_json);
     if (*replay) return tc::run_replay(rpl);
     if (*predict) return tc::run_predict(prd);
+    if (*mcp) return tc::run_mcp();
     if (*import) return tc::run_import(imp_in, imp_out, imp_onto, imp_max_events, imp_rank);
     if (*exp) return tc::run_export(exp_in, exp_format, exp_out, exp_no_categories);
   } catch (const tc::UsageError& e) {

@@ -50,6 +50,7 @@ int run_finalize(const std::string& file, bool force);
 
 struct TopArgs {
   std::string file, device, at = "peak", by = "site";
+  std::string source;  // --file: GroupBy::line attributes to this source file (Note [Source lines])
   size_t limit = 10;
   bool json = false;
   bool folded = false;  // every stack as a folded line, for flame graphs
@@ -89,6 +90,7 @@ int run_watch(const WatchArgs& a);
 
 struct DiffArgs {
   std::string a, b;
+  std::string by = "site", source;  // --by site|line, --file (Note [Source lines])
   bool json = false;
   bool folded = false;  // the stacks at each peak, as differential folded lines
   size_t limit = 10;

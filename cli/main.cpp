@@ -184,8 +184,11 @@ static int run_command(int argc, char** argv) {
   top->add_option("file", top_args.file, "Trace file")->required();
   top->add_option("--device", top_args.device, "Device (default: the highest peak)");
   top->add_option("--at", top_args.at, "peak, a time (1.5s, 200ms) or step:N");
-  CLI::Option* top_by = top->add_option("--by", top_args.by, "site, stack, scope or category")
-                            ->check(CLI::IsMember({"site", "stack", "scope", "category"}));
+  CLI::Option* top_by = top->add_option("--by", top_args.by, "site, stack, scope, category or line")
+                            ->check(CLI::IsMember({"site", "stack", "scope", "category", "line"}));
+  top->add_option(
+      "--file", top_args.source,
+      "With --by line: the source file whose lines the bytes go to (model.py, pkg/model.py)");
   CLI::Option* top_limit =
       top->add_option("--limit", top_args.limit, "Groups listed (0: all)")->check(kCount);
   CLI::Option* top_json = top->add_flag("--json", top_args.json, "Print JSON");
@@ -348,6 +351,10 @@ static int run_command(int argc, char** argv) {
   CLI::Option* diff_limit =
       diff->add_option("--limit", dif.limit, "Sites listed per list (0: all)")->check(kCount);
   CLI::Option* diff_json = diff->add_flag("--json", dif.json, "Print JSON");
+  diff->add_option("--by", dif.by, "Compare the allocated peak by site (default) or by source line")
+      ->check(CLI::IsMember({"site", "line"}));
+  diff->add_option("--file", dif.source,
+                   "With --by line: the source file whose lines are compared");
   add_folded(diff, dif.folded,
              "Print the stacks live at each trace's allocated peak as differential folded "
              "lines (STACK A_BYTES B_BYTES) for flamegraph.pl's differential flame graphs",

@@ -324,6 +324,9 @@ int top_reserved(const an::Trace& t, const TopArgs& a) {
 
 int run_top(const TopArgs& a) {
   an::Trace t = open_trace(a.file);
+  if (!a.source.empty() && a.by != "line")
+    throw UsageError("--file " + a.source + ": is for --by line");
+  t.set_source_file(a.source);
   if (a.reserved) return top_reserved(t, a);
   an::DeviceRef d = primary_device(t, a.device);
   an::TimePoint at;
@@ -483,11 +486,15 @@ int run_syncs(const SimpleArgs& a) {
 int run_diff(const DiffArgs& a) {
   an::Trace ta = open_trace(a.a);
   an::Trace tb = open_trace(a.b);
+  if (!a.source.empty() && a.by != "line")
+    throw UsageError("--file " + a.source + ": is for --by line");
+  ta.set_source_file(a.source);
+  tb.set_source_file(a.source);
   if (a.folded) {
     print_folded_diff(ta, tb);
     return kExitOk;
   }
-  an::TraceDiff d = an::diff(ta, tb);
+  an::TraceDiff d = an::diff(ta, tb, a.by == "line" ? an::GroupBy::line : an::GroupBy::site);
   if (a.limit)
     for (auto* sites : {&d.sites, &d.reserved_sites, &d.categories})
       for (auto& s : *sites)
@@ -528,7 +535,7 @@ int run_diff(const DiffArgs& a) {
     }
   };
   print_sites(d.categories, "categories", "at the allocated peak");
-  print_sites(d.sites, "sites", "at the allocated peak");
+  print_sites(d.sites, a.by == "line" ? "lines" : "sites", "at the allocated peak");
   print_sites(d.reserved_sites, "sites", "of reserved memory at the reserved peak");
   return kExitOk;
 }

@@ -20,11 +20,11 @@ SiteMap by_key(std::vector<Group> groups) {
 struct AtPeak {
   SiteMap sites, categories;
 };
-AtPeak at_peak(const Trace& t, const DeviceRef* device) {
+AtPeak at_peak(const Trace& t, const DeviceRef* device, GroupBy by) {
   if (!device) return {};
   auto at = peak_point(t, device->id);
   if (!at) return {};
-  return {by_key(live_at(t, device->id, *at, GroupBy::site, 0).groups),
+  return {by_key(live_at(t, device->id, *at, by, 0).groups),
           by_key(live_at(t, device->id, *at, GroupBy::category, 0).groups)};
 }
 
@@ -68,7 +68,7 @@ TraceDiff::Sites compare_sites(const std::string& device, const SiteMap& sa, con
 
 }  // namespace
 
-TraceDiff diff(const Trace& a, const Trace& b) {
+TraceDiff diff(const Trace& a, const Trace& b, GroupBy by) {
   TraceDiff d;
   d.a_path = a.path();
   d.b_path = b.path();
@@ -88,7 +88,7 @@ TraceDiff diff(const Trace& a, const Trace& b) {
                                val(dd.a, &DeviceSummary::final_allocated_bytes);
     d.devices.push_back(std::move(dd));
 
-    AtPeak pa = at_peak(a, m.a), pb = at_peak(b, m.b);
+    AtPeak pa = at_peak(a, m.a, by), pb = at_peak(b, m.b, by);
     d.sites.push_back(compare_sites(m.name, pa.sites, pb.sites));
     // Programs that tag no category have `unknown` only: the peaks' difference again.
     SiteMap& ca = pa.categories;

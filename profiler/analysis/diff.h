@@ -42,6 +42,8 @@ struct TraceDiff {
   std::vector<Sites> categories;
 };
 
-TraceDiff diff(const Trace& a, const Trace& b);
+// `by`: the sites' grouping at the allocated peak, GroupBy::site or GroupBy::line (Note
+// [Source lines]); reserved memory and categories are compared as always.
+TraceDiff diff(const Trace& a, const Trace& b, GroupBy by = GroupBy::site);
 
 }  // namespace tidemark::analysis

@@ -26,12 +26,15 @@ std::string_view group_by_name(GroupBy g) {
       return "scope";
     case GroupBy::category:
       return "category";
+    case GroupBy::line:
+      return "line";
   }
   return "site";
 }
 
 std::optional<GroupBy> parse_group_by(std::string_view s) {
-  for (GroupBy g : {GroupBy::site, GroupBy::stack, GroupBy::scope, GroupBy::category})
+  for (GroupBy g :
+       {GroupBy::site, GroupBy::stack, GroupBy::scope, GroupBy::category, GroupBy::line})
     if (group_by_name(g) == s) return g;
   return std::nullopt;
 }
@@ -78,6 +81,45 @@ struct Member {
   ev::Category category = ev::Category::unknown;
 };
 
+// Note [Source lines]
+// ~~~~~~~~~~~~~~~~~~~
+// GroupBy::line puts an allocation on one line of source: with a source file set (`top --by
+// line --file model.py`), the innermost frame of its stack in that file, matched by its path
+// or trailing components, so a model's lines show the bytes allocated under them whichever
+// library call made the block; an allocation with no frame there is "(not in FILE)". Without
+// one, the site's own frame (Note [Allocation site]). The key is the file's base name and the
+// line, so two runs from different checkouts compare line by line (`diff --by line`); the
+// label adds the function.
+bool in_source_file(const std::string& frame_file, const std::string& wanted) {
+  if (frame_file == wanted) return true;
+  return frame_file.size() > wanted.size() && frame_file.ends_with(wanted) &&
+         frame_file[frame_file.size() - wanted.size() - 1] == '/';
+}
+
+std::pair<std::string, std::string> line_of(const Trace& trace, uint64_t stack_id) {
+  std::optional<store::ResolvedFrame> f;
+  const std::string& wanted = trace.source_file();
+  if (!wanted.empty()) {
+    for (const store::ResolvedFrame& r : trace.resolved_frames(stack_id))
+      if (in_source_file(r.file, wanted)) {
+        f = r;
+        break;
+      }
+    if (!f) return {"(not in " + wanted + ")", "(not in " + wanted + ")"};
+  } else {
+    f = trace.site_frame(stack_id);
+    if (!f) return {"(no stack)", "(no stack)"};
+  }
+  if (f->file.empty()) {  // a frame without a file (the autograd engine's): its site
+    const Site& s = trace.site(stack_id);
+    return {s.label, s.label};
+  }
+  const size_t slash = f->file.find_last_of('/');
+  const std::string base = slash == std::string::npos ? f->file : f->file.substr(slash + 1);
+  const std::string at = base + ":" + std::to_string(f->line);
+  return {at, (f->function.empty() ? std::string("??") : f->function) + " (" + at + ")"};
+}
+
 std::vector<Group> group_members(const Trace& trace, const std::vector<Member>& members,
                                  GroupBy by, size_t limit, uint64_t* groups_total) {
   std::unordered_map<std::string, Group> groups;
@@ -102,6 +144,12 @@ std::vector<Group> group_members(const Trace& trace, const std::vector<Member>& 
       case GroupBy::category:
         key = label = std::string(ev::category_name(m.category));
         break;
+      case GroupBy::line: {
+        auto [k, l] = line_of(trace, m.stack_id);
+        key = std::move(k);
+        label = std::move(l);
+        break;
+      }
     }
     auto [it, inserted] = groups.try_emplace(key);
     Group& g = it->second;

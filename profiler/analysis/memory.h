@@ -12,7 +12,8 @@
 
 namespace tidemark::analysis {
 
-enum class GroupBy { site, stack, scope, category };
+// `line`: by source line (Note [Source lines] in memory.cpp; Trace::set_source_file).
+enum class GroupBy { site, stack, scope, category, line };
 std::string_view group_by_name(GroupBy g);
 std::optional<GroupBy> parse_group_by(std::string_view s);
 

@@ -94,6 +94,11 @@ class Trace {
   // Which frames make a site (Note [Allocation site]): the user's (the default) or any.
   void set_frames(Frames frames);
   Frames frames_mode() const { return frames_mode_; }
+  // The source file GroupBy::line attributes allocations to (`--file`): the innermost frame in
+  // it, matched by path or by trailing path components ("model.py", "pkg/model.py"); empty:
+  // the site's frame (Note [Source lines] in memory.cpp).
+  void set_source_file(std::string file) { source_file_ = std::move(file); }
+  const std::string& source_file() const { return source_file_; }
   // The frame Note [Allocation site] picks for a stack (empty: no resolved frame).
   std::optional<store::ResolvedFrame> site_frame(uint64_t stack_id) const;
   // The frames of a stack, innermost first, as "function (file:line)" ("0x..." unresolved,
@@ -139,6 +144,7 @@ class Trace {
   bool synthetic_times_ = false;
   std::string categories_inferred_;
   Frames frames_mode_ = Frames::user;
+  std::string source_file_;
   std::vector<DeviceRef> devices_;
   mutable std::map<uint64_t, Site> sites_;
   mutable std::map<uint64_t, std::vector<store::ResolvedFrame>> frames_;

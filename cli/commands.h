@@ -147,6 +147,12 @@ struct PredictArgs {
 };
 int run_predict(const PredictArgs& a);
 
+struct ReportArgs {
+  std::string file, output, device;
+};
+// The self-contained HTML report (cli/html_report.cpp, Note [The HTML report]).
+int run_report(const ReportArgs& a);
+
 // The MCP server on stdio (cli/mcp.cpp, Note [The MCP server]); returns at end of input.
 int run_mcp();
 

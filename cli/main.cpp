@@ -338,6 +338,15 @@ static int run_command(int argc, char** argv) {
   predict->add_option("--sites", prd.sites, "Sites listed per prediction")->check(kCount);
   predict->add_flag("--json", prd.json, "Print JSON (docs/cli.md)");
 
+  tc::ReportArgs rep;
+  CLI::App* report = command(app, "report",
+                             "One self-contained HTML file to send: timelines by category, the peak by category and "
+                             "site, steps, the allocator at the peak, the diagnoses and their fixes",
+                             "tidemark report run.db -o run.html");
+  report->add_option("file", rep.file, "Trace file")->required();
+  report->add_option("-o,--output", rep.output, "The HTML file to write")->required();
+  report->add_option("--device", rep.device, "Only this device (default: every device)");
+
   CLI::App* mcp = command(app, "mcp",
                           "A Model Context Protocol server on stdio: coding assistants open traces and snapshots "
                           "and call summary, top, timeline, steps, diagnose, diff, replay and predict",
@@ -424,7 +433,8 @@ static int run_command(int argc, char** argv) {
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed argument vector
 
-  for (CLI::App* c : {summary, timeline, top, leaks, syncs, steps, check, diagnose, diff, replay, predict}) add_frames(c);
+  for (CLI::App* c : {summary, timeline, top, leaks, syncs, steps, check, diagnose, diff, replay, predict, report})
+    add_frames(c);
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
@@ -467,6 +477,7 @@ static int run_command(int argc, char** argv) {
     if (*replay) return tc::run_replay(rpl);
     if (*predict) return tc::run_predict(prd);
     if (*mcp) return tc::run_mcp();
+    if (*report) return tc::run_report(rep);
     if (*import) return tc::run_import(imp_in, imp_out, imp_onto, imp_max_events, imp_rank);
     if (*exp) return tc::run_export(exp_in, exp_format, exp_out, exp_no_categories);
   } catch (const tc::UsageError& e) {

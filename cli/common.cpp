@@ -1,4 +1,5 @@
 #include "cli/common.h"
+#include <filesystem>
 
 #include <fmt/core.h>
 #include <signal.h>
@@ -31,15 +32,46 @@ Progress::~Progress() {
 
 namespace {
 Frames g_frames = Frames::user;
-}
+bool g_categories = false;    // this command groups by custom categories when it has rules
+std::string g_category_file;  // --categories; empty: found beside the trace or here
+}  // namespace
 
 void set_frames(Frames frames) { g_frames = frames; }
+
+void use_category_rules(const std::string& file) {
+  g_categories = true;
+  g_category_file = file;
+}
+
+// Note [Category rules] (profiler/analysis/category_rules.h): --categories FILE, else
+// tidemark-categories.json beside the trace, else in the working directory.
+std::shared_ptr<analysis::CategoryRules> category_rules_for(const std::string& trace_path) {
+  if (!g_categories) return nullptr;
+  std::string file = g_category_file;
+  if (file.empty()) {
+    const std::filesystem::path beside =
+        std::filesystem::path(trace_path).parent_path() / kCategoryRulesFile;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(beside, ec))
+      file = beside.string();
+    else if (std::filesystem::is_regular_file(kCategoryRulesFile, ec))
+      file = kCategoryRulesFile;
+    else
+      return nullptr;
+  }
+  try {
+    return analysis::CategoryRules::load(file);
+  } catch (const analysis::CategoryRulesError& e) {
+    throw UsageError(std::string("--categories: ") + e.what());
+  }
+}
 
 analysis::Trace open_trace(const std::string& path, bool require_finalized) {
   Progress p("reading " + path);
   analysis::Trace t = analysis::Trace::open(path, require_finalized ? store::TraceReader::Require::finalized
                                                                     : store::TraceReader::Require::raw);
   t.set_frames(g_frames);
+  t.set_category_rules(category_rules_for(path));
   return t;
 }
 

@@ -42,6 +42,12 @@ class Progress {
 using analysis::Frames;
 void set_frames(Frames frames);
 
+// Custom categories for the traces this process opens (Note [Category rules]): the commands
+// that group by category (summary, top, timeline, diff, report) call it with --categories
+// (empty: tidemark-categories.json beside the trace or in the working directory, if any).
+inline constexpr const char* kCategoryRulesFile = "tidemark-categories.json";
+void use_category_rules(const std::string& file);
+
 analysis::Trace open_trace(const std::string& path, bool require_finalized = true);
 
 // The devices a command reports: the one named by --device, else every device of the trace.

@@ -435,6 +435,12 @@ static int run_command(int argc, char** argv) {
 
   for (CLI::App* c : {summary, timeline, top, leaks, syncs, steps, check, diagnose, diff, replay, predict, report})
     add_frames(c);
+  // Custom categories (Note [Category rules]) where allocations are grouped by category.
+  std::string categories;
+  for (CLI::App* c : {summary, timeline, top, diff, report})
+    c->add_option("--categories", categories,
+                  "Custom categories: a JSON file of ordered regex rules on frames (default: "
+                  "tidemark-categories.json beside the trace or here, if any)");
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {
@@ -442,6 +448,8 @@ static int run_command(int argc, char** argv) {
     return fail(e.what());
   }
 
+  for (CLI::App* c : {summary, timeline, top, diff, report})
+    if (*c) tc::use_category_rules(categories);
   try {
     if (*record) {
       std::vector<std::string> rest = record->remaining();

@@ -115,6 +115,12 @@ Bands allocated_bands(const Trace& trace, int64_t device, BandBy by, size_t top_
     count.bind(1, device);
     if (count.step()) changes.reserve(2 * count.u64(0));
   }
+  // Custom categories (Note [Category rules]): bands by the rules' names, in their order.
+  const CategoryRules* rules = by == BandBy::category ? trace.category_rules() : nullptr;
+  std::vector<std::string> rule_names = rules ? rules->names() : std::vector<std::string>{};
+  std::unordered_map<std::string, int> rule_band;
+  for (size_t i = 0; i < rule_names.size(); ++i) rule_band[rule_names[i]] = int(i);
+  std::vector<bool> used_rule(rule_names.size(), false);
   std::vector<bool> used_category(std::size(kCategoryOrder), false);
   Stmt q(trace.db(),
          "SELECT alloc_ts, free_requested_ts, size, category, stack FROM allocations "
@@ -122,7 +128,13 @@ Bands allocated_bands(const Trace& trace, int64_t device, BandBy by, size_t top_
   q.bind(1, device);
   while (q.step()) {
     int band = 0;
-    if (by == BandBy::category) {
+    if (rules) {
+      const uint64_t stack = q.is_null(4) ? 0 : q.u64(4);
+      auto [it, fresh] = stack_band.try_emplace(stack, 0);
+      if (fresh) it->second = rule_band.at(trace.category_label(stack, events::Category::unknown));
+      band = it->second;
+      used_rule[size_t(band)] = true;
+    } else if (by == BandBy::category) {
       auto [it, fresh] = category_band.try_emplace(q.text(3), 0);
       if (fresh) {
         it->second = int(std::size(kCategoryOrder)) - 1;  // unknown names count as unknown
@@ -144,7 +156,18 @@ Bands allocated_bands(const Trace& trace, int64_t device, BandBy by, size_t top_
     changes.push_back({q.u64(0), size * 256 + band});
     if (!q.is_null(1)) changes.push_back({q.u64(1), -size * 256 + band});
   }
-  if (by == BandBy::category) {
+  if (rules) {
+    // Only the names that occur, in the rules' order.
+    std::vector<int> renumber(rule_names.size(), -1);
+    for (size_t i = 0; i < rule_names.size(); ++i) {
+      if (!used_rule[i]) continue;
+      renumber[i] = int(bands.labels_.size());
+      bands.labels_.push_back(rule_names[i]);
+      bands.keys_.emplace_back();
+    }
+    for (Bands::Change& c : changes)
+      c.change = delta_of(c.change) * 256 + renumber[size_t(band_of(c.change))];
+  } else if (by == BandBy::category) {
     // Only the categories that occur, in kCategoryOrder.
     std::vector<int> renumber(std::size(kCategoryOrder), -1);
     for (size_t i = 0; i < std::size(kCategoryOrder); ++i) {

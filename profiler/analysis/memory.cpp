@@ -142,7 +142,7 @@ std::vector<Group> group_members(const Trace& trace, const std::vector<Member>& 
         key = label = !m.scope || m.scope->empty() ? "(no scope)" : *m.scope;
         break;
       case GroupBy::category:
-        key = label = std::string(ev::category_name(m.category));
+        key = label = trace.category_label(m.stack_id, m.category);
         break;
       case GroupBy::line: {
         auto [k, l] = line_of(trace, m.stack_id);

@@ -149,6 +149,23 @@ void Trace::for_each_frame(uint64_t stack_id, F&& f) const {
   }
 }
 
+void Trace::set_category_rules(std::shared_ptr<const CategoryRules> rules) {
+  category_rules_ = std::move(rules);
+  category_cache_ = category_rules_ ? std::make_unique<CategoryCache>() : nullptr;
+}
+
+std::string Trace::category_label(uint64_t stack_id, events::Category recorded) const {
+  if (!category_rules_) return std::string(events::category_name(recorded));
+  {
+    std::lock_guard<std::mutex> lock(category_cache_->mutex);
+    auto it = category_cache_->by_stack.find(stack_id);
+    if (it != category_cache_->by_stack.end()) return it->second;
+  }
+  std::string c = category_rules_->category_of(resolved_frames(stack_id));
+  std::lock_guard<std::mutex> lock(category_cache_->mutex);
+  return category_cache_->by_stack.emplace(stack_id, std::move(c)).first->second;
+}
+
 std::optional<store::ResolvedFrame> Trace::site_frame(uint64_t stack_id) const {
   std::vector<const store::ResolvedFrame*> fs;
   for_each_frame(stack_id, [&](uint64_t, const store::ResolvedFrame* r) {

@@ -8,11 +8,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
+#include "profiler/analysis/category_rules.h"
 #include "profiler/analysis/site_rule.h"
 #include "profiler/analysis/units.h"
 #include "profiler/store/trace_reader.h"
@@ -99,6 +102,13 @@ class Trace {
   // the site's frame (Note [Source lines] in memory.cpp).
   void set_source_file(std::string file) { source_file_ = std::move(file); }
   const std::string& source_file() const { return source_file_; }
+  // Custom categories (Note [Category rules] in category_rules.h): with rules set, grouping by
+  // category names allocations by them instead of their recorded or inferred role.
+  void set_category_rules(std::shared_ptr<const CategoryRules> rules);
+  const CategoryRules* category_rules() const { return category_rules_.get(); }
+  // The category an allocation is grouped under: its rule's name, or without rules the name of
+  // `recorded` ("parameter", "activation", ...).
+  std::string category_label(uint64_t stack_id, events::Category recorded) const;
   // The frame Note [Allocation site] picks for a stack (empty: no resolved frame).
   std::optional<store::ResolvedFrame> site_frame(uint64_t stack_id) const;
   // The frames of a stack, innermost first, as "function (file:line)" ("0x..." unresolved,
@@ -145,6 +155,12 @@ class Trace {
   std::string categories_inferred_;
   Frames frames_mode_ = Frames::user;
   std::string source_file_;
+  std::shared_ptr<const CategoryRules> category_rules_;
+  struct CategoryCache {
+    std::mutex mutex;
+    std::unordered_map<uint64_t, std::string> by_stack;
+  };
+  std::unique_ptr<CategoryCache> category_cache_;  // with rules: each stack's category
   std::vector<DeviceRef> devices_;
   mutable std::map<uint64_t, Site> sites_;
   mutable std::map<uint64_t, std::vector<store::ResolvedFrame>> frames_;

@@ -35,7 +35,7 @@ def train(steps, optimizer=True):
 
 
 def report():
-    a = torch._allocator.ALLOCATOR
+    a = torch.ALLOCATOR
     print(f"allocations {a.allocations} peak_requested {a.peak_requested} peak_reserved {a.peak_reserved}",
           flush=True)
 

@@ -1,17 +1,24 @@
-"""A caching allocator in the shape of PyTorch's, simplified: requests round up to 512 bytes;
-one block per segment; a request of at most 1 MiB takes a 2 MiB segment, a larger one a segment
-of its size rounded up to 2 MiB; a freed block's segment is cached and reused by a request that
-rounds to the same segment size; when the device is full, the cached segments are released and
-the request retried, then an `oom` entry is recorded, the observers called and OutOfMemoryError
-raised. The history is a ring of the last `max_entries` entries, as PyTorch keeps it."""
+"""A stand-in for PyTorch (README.md beside): the API Tidemark's Python hook calls, and tensors
+that are blocks of a small caching allocator. One module, its submodules (torch.cuda,
+torch.cuda.memory, torch.cuda.nvtx, torch.optim, torch.optim.optimizer, torch._C) made here."""
 import collections
 import os
+import pickle
+import sys
 import time
 import traceback
+import types
 
+__version__ = "0.0.0+tidemark.fake"
 MiB = 1 << 20
 
-
+# ---- the caching allocator ----
+# PyTorch's shape, simplified: requests round up to 512 bytes; one block per segment; a request
+# of at most 1 MiB takes a 2 MiB segment, a larger one a segment of its size rounded up to
+# 2 MiB; a freed block's segment is cached and reused by a request that rounds to the same
+# segment size; when the device is full, the cached segments are released and the request
+# retried, then an `oom` entry is recorded, the observers called and OutOfMemoryError raised.
+# The history is a ring of the last `max_entries` entries, as PyTorch keeps it.
 class OutOfMemoryError(RuntimeError):
     pass
 
@@ -135,3 +142,130 @@ class Allocator:
 
 
 ALLOCATOR = Allocator()
+
+
+def _module(name, **attrs):
+    m = types.ModuleType(name)
+    m.__dict__.update(attrs)
+    sys.modules[name] = m
+    return m
+
+
+# ---- torch._C ----
+def _cuda_attach_out_of_memory_observer(fn):
+    ALLOCATOR.observers.append(fn)
+
+
+_C = _module("torch._C", _cuda_attach_out_of_memory_observer=_cuda_attach_out_of_memory_observer)
+
+
+# ---- torch.cuda.memory and torch.cuda.nvtx ----
+def _record_memory_history(enabled="all", context="all", stacks="all", max_entries=sys.maxsize, device=None):
+    if not ALLOCATOR.initialized:
+        raise RuntimeError("fake torch: _record_memory_history before CUDA was initialised")
+    ALLOCATOR.history = collections.deque(maxlen=max_entries) if enabled else None
+
+
+def _snapshot(device=None):
+    return ALLOCATOR.snapshot()
+
+
+def _dump_snapshot(filename="dump_snapshot.pickle"):
+    with open(filename, "wb") as f:
+        pickle.dump(_snapshot(), f)
+
+
+_nvtx_stack = []
+
+
+def _range_push(msg):
+    _nvtx_stack.append(msg)
+    return len(_nvtx_stack) - 1
+
+
+def _range_pop():
+    return len(_nvtx_stack) - 1 if _nvtx_stack and _nvtx_stack.pop() is not None else -1
+
+
+# ---- torch.cuda ----
+def _is_available():
+    return os.environ.get("FAKE_TORCH_CUDA", "1") != "0"
+
+
+def _lazy_call(fn):
+    # as PyTorch: now if CUDA is initialised, else when it is
+    if ALLOCATOR.initialized:
+        fn()
+    else:
+        ALLOCATOR.lazy.append(fn)
+
+
+cuda = _module(
+    "torch.cuda",
+    is_available=_is_available,
+    is_initialized=lambda: ALLOCATOR.initialized,
+    _lazy_call=_lazy_call,
+    init=lambda: ALLOCATOR.init(),
+    current_device=lambda: 0,
+    max_memory_allocated=lambda device=None: ALLOCATOR.peak_allocated,
+    max_memory_reserved=lambda device=None: ALLOCATOR.peak_reserved,
+    OutOfMemoryError=OutOfMemoryError,
+    memory=_module("torch.cuda.memory", _record_memory_history=_record_memory_history, _snapshot=_snapshot,
+                   _dump_snapshot=_dump_snapshot),
+    nvtx=_module("torch.cuda.nvtx", range_push=_range_push, range_pop=_range_pop),
+)
+
+
+# ---- torch.optim ----
+_post_hooks = []
+
+
+def register_optimizer_step_post_hook(hook):
+    _post_hooks.append(hook)
+
+
+class Optimizer:
+    def __init__(self, params):
+        self.params = list(params)
+
+    def step(self):
+        self._update()
+        for hook in list(_post_hooks):
+            hook(self, (), {})
+
+    def _update(self):
+        pass
+
+
+class SGD(Optimizer):
+    """Allocates and frees a temporary in each step, as a foreach update does."""
+
+    def __init__(self, params, lr=0.1):
+        super().__init__(params)
+        self.lr = lr
+
+    def _update(self):
+        scratch = empty(4096)
+        del scratch
+
+
+optim = _module("torch.optim", SGD=SGD, Optimizer=Optimizer,
+                optimizer=_module("torch.optim.optimizer", Optimizer=Optimizer,
+                                  register_optimizer_step_post_hook=register_optimizer_step_post_hook))
+
+
+# ---- tensors ----
+class Tensor:
+    def __init__(self, nbytes):
+        self.nbytes = nbytes
+        self._addr = ALLOCATOR.malloc(nbytes)
+
+    def __del__(self):
+        try:
+            ALLOCATOR.free(self._addr)
+        except AttributeError:  # the allocation failed
+            pass
+
+
+def empty(nbytes, device="cuda"):
+    return Tensor(int(nbytes))

@@ -1,0 +1,113 @@
+#include "profiler/analysis/category_rules.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "profiler/store/trace_format.h"
+
+namespace tidemark::analysis {
+
+namespace {
+
+std::unique_ptr<std::regex> compile(const std::string& pattern, const std::string& where) {
+  try {
+    return std::make_unique<std::regex>(pattern, std::regex::ECMAScript | std::regex::optimize);
+  } catch (const std::regex_error& e) {
+    throw CategoryRulesError(where + ": '" + pattern + "' is not a regular expression (" +
+                             e.what() + ")");
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<CategoryRules> CategoryRules::load(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CategoryRulesError(path + ": cannot read the category rules");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), path);
+}
+
+std::shared_ptr<CategoryRules> CategoryRules::parse(const std::string& text,
+                                                    const std::string& source) {
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    throw CategoryRulesError(
+        source +
+        ": category rules are a JSON object ({\"name\": \"regex\", ...} or {\"rules\": [...]})");
+  auto rules = std::make_shared<CategoryRules>();
+  rules->source_ = source;
+  auto string_of = [&](const nlohmann::ordered_json& v, const std::string& where) -> std::string {
+    if (!v.is_string() || v.get<std::string>().empty())
+      throw CategoryRulesError(source + ": " + where + ": expected a non-empty string");
+    return v.get<std::string>();
+  };
+  if (j.contains("rules")) {
+    if (!j["rules"].is_array()) throw CategoryRulesError(source + ": \"rules\" is a list of rules");
+    size_t n = 0;
+    for (const auto& r : j["rules"]) {
+      ++n;
+      const std::string where = "rule " + std::to_string(n);
+      if (!r.is_object() || !r.contains("name"))
+        throw CategoryRulesError(source + ": " + where + ": needs a \"name\"");
+      Rule rule;
+      rule.name = string_of(r["name"], where + " name");
+      for (const char* key : {"function", "file", "module"})
+        if (r.contains(key)) {
+          auto re = compile(string_of(r[key], where + " " + key),
+                            source + ": " + where + " (" + rule.name + ")");
+          (std::string(key) == "function" ? rule.function
+           : std::string(key) == "file"   ? rule.file
+                                          : rule.module) = std::move(re);
+        }
+      if (!rule.function && !rule.file && !rule.module)
+        throw CategoryRulesError(source + ": " + where + " (" + rule.name +
+                                 "): needs a \"function\", \"file\" or \"module\" pattern");
+      rules->rules_.push_back(std::move(rule));
+    }
+    if (j.contains("rest")) rules->rest_ = string_of(j["rest"], "rest");
+  } else {
+    for (const auto& [name, pattern] : j.items()) {
+      if (name == "rest") {
+        rules->rest_ = string_of(pattern, "rest");
+        continue;
+      }
+      Rule rule;
+      rule.name = name;
+      rule.any = compile(string_of(pattern, "\"" + name + "\""), source + ": \"" + name + "\"");
+      rules->rules_.push_back(std::move(rule));
+    }
+  }
+  if (rules->rules_.empty()) throw CategoryRulesError(source + ": no category rules in it");
+  if (rules->names().size() > 200) throw CategoryRulesError(source + ": more than 200 categories");
+  return rules;
+}
+
+std::vector<std::string> CategoryRules::names() const {
+  std::vector<std::string> out;
+  for (const Rule& r : rules_)
+    if (std::find(out.begin(), out.end(), r.name) == out.end()) out.push_back(r.name);
+  if (std::find(out.begin(), out.end(), rest_) == out.end()) out.push_back(rest_);
+  return out;
+}
+
+const std::string& CategoryRules::category_of(
+    const std::vector<store::ResolvedFrame>& frames) const {
+  for (const Rule& r : rules_)
+    for (const store::ResolvedFrame& f : frames) {
+      if (r.any) {
+        if (std::regex_search(f.function, *r.any) || std::regex_search(f.file, *r.any))
+          return r.name;
+        continue;
+      }
+      if (r.function && !std::regex_search(f.function, *r.function)) continue;
+      if (r.file && !std::regex_search(f.file, *r.file)) continue;
+      if (r.module && !std::regex_search(f.module.empty() ? f.file : f.module, *r.module)) continue;
+      return r.name;
+    }
+  return rest_;
+}
+
+}  // namespace tidemark::analysis

@@ -1,0 +1,66 @@
+// Custom categories (docs/cli.md, "Custom categories"): a project's own names for what fills
+// memory ("attention", "ffn", "kv cache"), given as ordered rules on the frames of each
+// allocation's stack, used wherever allocations are grouped by category (summary, top, diff,
+// timeline bands, report) in place of the recorded or inferred roles.
+//
+// Note [Category rules]
+// ~~~~~~~~~~~~~~~~~~~~~
+// A rules file is JSON, in one of two forms:
+//   {"attention": "attention|softmax", "ffn": "swiglu|linear"}
+//   {"rules": [{"name": "attention", "function": "attn|softmax", "file": "model\\.py"},
+//              {"name": "data", "module": "dataloader"}],
+//    "rest": "other"}
+// In the first, each value is an ECMAScript regex searched in every frame's function and file;
+// in the second, `function`, `file` and `module` (the binary or Python module path) each narrow
+// a rule, all of those given matching one frame. Rules are tried in the file's order and the
+// first whose pattern matches any frame of the stack names the allocation; the rest take
+// `rest` (default "other"). Frames are the resolved ones (Trace::resolved_frames), library
+// frames included, so a rule may name torch's own functions. A bad file (not JSON, a rule
+// without a name or a pattern, a regex that does not compile) is refused naming the file and
+// the rule.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace tidemark::store {
+struct ResolvedFrame;
+}
+
+namespace tidemark::analysis {
+
+class Trace;
+
+class CategoryRulesError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class CategoryRules {
+ public:
+  // Throws CategoryRulesError naming `path` and the problem.
+  static std::shared_ptr<CategoryRules> load(const std::string& path);
+  static std::shared_ptr<CategoryRules> parse(const std::string& text, const std::string& source);
+
+  const std::string& source() const { return source_; }
+  // The names in rule order, then the rest's: the order bands stack in.
+  std::vector<std::string> names() const;
+  // The category of an allocation with these frames (innermost first).
+  const std::string& category_of(const std::vector<store::ResolvedFrame>& frames) const;
+
+ private:
+  struct Rule {
+    std::string name;
+    std::unique_ptr<std::regex> any, function, file, module;
+  };
+  std::string source_, rest_ = "other";
+  std::vector<Rule> rules_;
+};
+
+}  // namespace tidemark::analysis

@@ -1,0 +1,66 @@
+// --categories (Note [Category rules]) on a recorded Transformer: the peak grouped by the
+// project's own names, the same rules found beside the trace without the flag, the totals
+// unchanged, and a bad rules file refused naming it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "run_program.h"
+
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+TEST(CategoriesCli, ThePeakIsGroupedByTheProjectsOwnNames) {
+  const fs::path dir = tl_test::temp_dir("tidemark_categories") / "run";
+  fs::create_directories(dir);
+  const std::string trace = (dir / "t.db").string();
+  ASSERT_EQ(tl_test::run({TIDEMARK_CLI, "record", "--stacks", "64", "--force", "-o", trace, "--",
+                          std::string(TIDEMARK_SAMPLES_BIN) + "/train_transformer", "--seq-len",
+                          "32", "--steps", "2"})
+                .rc,
+            0);
+  const std::string rules = (tl_test::temp_dir("tidemark_categories") / "rules.json").string();
+  std::ofstream(rules)
+      << R"({"attention": "Attention::forward", "blocks": "Block::forward", "rest": "elsewhere"})";
+  auto top = [&](std::vector<std::string> extra) {
+    std::vector<std::string> argv = {TIDEMARK_CLI, "top",    trace,     "--by",
+                                     "category",   "--json", "--limit", "0"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    tl_test::Result r = tl_test::run(argv);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    return r.rc == 0 ? json::parse(r.out) : json();
+  };
+  const json roles = top({});
+  const json custom = top({"--categories", rules});
+  std::set<std::string> names;
+  int64_t sum = 0;
+  for (const json& g : custom["groups"]) {
+    names.insert(g["key"].get<std::string>());
+    sum += g["bytes"].get<int64_t>();
+  }
+  EXPECT_TRUE(names.count("attention")) << custom.dump();
+  EXPECT_TRUE(names.count("blocks")) << custom.dump();
+  for (const std::string& n : names)
+    EXPECT_TRUE(n == "attention" || n == "blocks" || n == "elsewhere") << n;
+  EXPECT_EQ(sum, custom["bytes"].get<int64_t>());
+  EXPECT_EQ(custom["bytes"], roles["bytes"]);  // the same memory, named otherwise
+  EXPECT_TRUE(roles["groups"][0]["key"] != "attention");
+  // The same rules found beside the trace.
+  fs::copy_file(rules, dir / "tidemark-categories.json", fs::copy_options::overwrite_existing);
+  EXPECT_EQ(top({})["groups"], custom["groups"]);
+  fs::remove(dir / "tidemark-categories.json");
+  // A bad file: exit 2, named.
+  const std::string bad = (tl_test::temp_dir("tidemark_categories") / "bad.json").string();
+  std::ofstream(bad) << R"({"attention": "("})";
+  tl_test::Result r = tl_test::run({TIDEMARK_CLI, "summary", trace, "--categories", bad});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find(bad), std::string::npos) << r.err;
+}
+
+}  // namespace

@@ -36,29 +36,6 @@ std::string bytes_both(int64_t v) {
   return fmt::format("{} ({} bytes)", an::format_bytes(v), v);
 }
 
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 void write_junit(analysis::OutputFile& out, const std::string& trace,
                  const std::vector<Result>& results) {
   const std::string& path = out.path();
@@ -69,12 +46,12 @@ void write_junit(analysis::OutputFile& out, const std::string& trace,
   f << fmt::format("<testsuites><testsuite name=\"tidemark check\" tests=\"{}\" failures=\"{}\">\n",
                    results.size(), failures);
   for (const Result& r : results) {
-    f << fmt::format("  <testcase classname=\"tidemark.check.{}\" name=\"{}\"", xml_escape(trace),
-                     r.name);
+    f << fmt::format("  <testcase classname=\"tidemark.check.{}\" name=\"{}\"",
+                     markup_escape(trace), r.name);
     if (r.passed)
-      f << fmt::format("><system-out>{}</system-out></testcase>\n", xml_escape(r.message));
+      f << fmt::format("><system-out>{}</system-out></testcase>\n", markup_escape(r.message));
     else
-      f << fmt::format("><failure message=\"{}\"/></testcase>\n", xml_escape(r.message));
+      f << fmt::format("><failure message=\"{}\"/></testcase>\n", markup_escape(r.message));
   }
   f << "</testsuite></testsuites>\n";
   if (!f) throw UsageError("--junit " + path + ": cannot write the file");

@@ -6,6 +6,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "profiler/analysis/trace.h"
@@ -49,6 +50,9 @@ inline constexpr const char* kCategoryRulesFile = "tidemark-categories.json";
 void use_category_rules(const std::string& file);
 
 analysis::Trace open_trace(const std::string& path, bool require_finalized = true);
+
+// Text for XML and HTML (JUnit reports, the HTML report): & < > " ' as entities.
+std::string markup_escape(std::string_view s);
 
 // The devices a command reports: the one named by --device, else every device of the trace.
 std::vector<analysis::DeviceRef> select_devices(const analysis::Trace& trace,

@@ -281,7 +281,9 @@ struct Model::Impl {
       } else {
         v = static_cast<double>(p.blocks[b].requested);
       }
-      out[b] = v < 1 ? 1 : static_cast<uint64_t>(std::llround(v));
+      // At least a byte; at most a petabyte (a fit evaluated far past its runs, or a line of
+      // negative slope), so every size is one the allocator can refuse as it would.
+      out[b] = !(v >= 1) ? 1 : v > 0x1p50 ? uint64_t{1} << 50 : static_cast<uint64_t>(std::llround(v));
     }
     return out;
   }

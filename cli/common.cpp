@@ -114,6 +114,15 @@ uint64_t parse_size_option(const std::string& option, const std::string& value) 
   return *bytes;
 }
 
+uint64_t parse_capacity_option(const std::string& option, const std::string& value) {
+  const uint64_t bytes = parse_size_option(option, value);
+  if (bytes == 0 || bytes > (uint64_t{1} << 50))
+    throw UsageError(option + " " + value +
+                     ": expected a device's memory, from 1 byte to 1 PiB (leave it out for "
+                     "no limit)");
+  return bytes;
+}
+
 namespace {
 bool process_alive(int64_t pid) {
   return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);

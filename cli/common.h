@@ -65,6 +65,9 @@ analysis::DeviceRef primary_device(const analysis::Trace& trace, const std::stri
 uint64_t parse_time(const analysis::Trace& trace, const std::string& option,
                     const std::string& value);
 uint64_t parse_size_option(const std::string& option, const std::string& value);
+// A device's memory (--capacity): a size of at most 1 PiB, more than any device has. Throws
+// UsageError naming the option.
+uint64_t parse_capacity_option(const std::string& option, const std::string& value);
 
 // Note [Live recordings]
 // A trace is still being written while its recording process (meta `pid`) runs, and will

@@ -126,7 +126,7 @@ int run_predict(const PredictArgs& a) {
   } catch (const rp::SettingsError& e) {
     throw UsageError(std::string("--alloc-conf: ") + e.what());
   }
-  if (a.capacity) options.capacity = parse_size_option("--capacity", *a.capacity);
+  if (a.capacity) options.capacity = parse_capacity_option("--capacity", *a.capacity);
 
   Imports imports;
   std::vector<analysis::Trace> traces;

@@ -178,13 +178,16 @@ int run_replay(const ReplayArgs& a) {
     for (size_t start = 0; start <= list.size();) {
       size_t comma = list.find(',', start);
       if (comma == std::string::npos) comma = list.size();
-      capacities.push_back(parse_size_option("--capacity", list.substr(start, comma - start)));
+      capacities.push_back(parse_capacity_option("--capacity", list.substr(start, comma - start)));
       start = comma + 1;
     }
     if (capacities.size() > 1 && !a.sweep)
       throw UsageError("--capacity " + list + ": a list of capacities is for --sweep; give one size");
     settings.capacity = capacities.front();
   }
+  if (a.memory_fraction && !(*a.memory_fraction >= 0 && *a.memory_fraction <= 1))
+    throw UsageError(fmt::format(
+        "--memory-fraction {}: expected a share of the capacity from 0 to 1", *a.memory_fraction));
   settings.memory_fraction = a.memory_fraction;
   settings.label = settings.conf.text().empty() ? "(defaults)" : settings.conf.text();
   const std::string recorded_text =

@@ -28,6 +28,16 @@ void check_not_input(const std::string& output, const std::string& input) {
 OutputFile::OutputFile(std::string path, const std::vector<std::string>& inputs)
     : path_(std::move(path)) {
   for (const std::string& in : inputs) check_not_input(path_, in);
+  // The directory it goes in must be one: otherwise the temporary's name would be the error's.
+  {
+    const size_t slash = path_.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "."
+                            : slash == 0               ? "/"
+                                                       : path_.substr(0, slash);
+    struct stat d {};
+    if (::stat(dir.c_str(), &d) != 0) throw OutputError(path_ + ": no such directory " + dir);
+    if (!S_ISDIR(d.st_mode)) throw OutputError(path_ + ": " + dir + " is not a directory");
+  }
   // What is there already decides how it is written (Note [Output files]).
   struct stat st {};
   if (::stat(path_.c_str(), &st) == 0) {

@@ -85,6 +85,11 @@ AllocConf parse_alloc_conf(std::string_view conf) {
 AllocConf recorded_settings(const std::string& meta_value) {
   constexpr std::string_view kRaw = "PYTORCH_CUDA_ALLOC_CONF:";
   std::string_view v = trim(meta_value);
+  // A snapshot's dict without the raw PYTORCH_CUDA_ALLOC_CONF entry (a PyTorch that leaves it
+  // out when the variable is unset): its structured keys are read the same way.
+  if (!v.starts_with(kRaw) &&
+      (v.starts_with("max_split_size:") || v.find(",max_split_size:") != std::string_view::npos))
+    return recorded_settings(std::string(kRaw) + "," + std::string(v));
   if (!v.starts_with(kRaw)) {
     // tensorlib's TL_ALLOC_CONF, as given.
     try {

@@ -273,6 +273,26 @@ TEST_F(Safety, OnlyRegularFilesAreEverReplaced) {
   EXPECT_NE(slurp(target), "old\n");
 }
 
+// Bug: unclear messages naming internals: `--memory-fraction nan` named the allocator's
+// function, a capacity past int64 printed "-8388608.00 TiB", and `-o` into a missing
+// directory named the `.part-PID-N` temporary.
+TEST_F(Safety, MessagesNameTheArgumentNotTheInternals) {
+  Result r = tl_test::run({TIDEMARK_CLI, "replay", trace_, "--memory-fraction", "nan"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(contains(r.err, "--memory-fraction nan: expected")) << r.err;
+  EXPECT_FALSE(contains(r.err, "set_memory_fraction")) << r.err;
+  for (const char* big : {"9223372036854775807", "2048TiB"}) {
+    r = tl_test::run({TIDEMARK_CLI, "replay", trace_, "--capacity", big});
+    EXPECT_EQ(r.rc, 2) << big;
+    EXPECT_TRUE(contains(r.err, std::string("--capacity ") + big + ": expected a device's memory"))
+        << r.err;
+  }
+  r = tl_test::run({TIDEMARK_CLI, "replay", trace_, "-o", at("missing_dir/x.db")});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(contains(r.err, "no such directory")) << r.err;
+  EXPECT_FALSE(contains(r.err, ".part")) << r.err;
+}
+
 // Bug: with stdout on a full disk, summary, diagnose --json and the rest printed nothing and
 // exited 0: an empty report.json behind a green CI step.
 TEST_F(Safety, OutputThatCannotBeWrittenToStdoutFailsTheCommand) {

@@ -72,6 +72,11 @@ TEST(ReplaySettings, ASnapshotsAllocatorSettingsDictIsRead) {
   EXPECT_EQ(bad.config.divisions_for(size_t{5} << 20), 0u);
   ASSERT_EQ(bad.ignored.size(), 2u);
   EXPECT_NE(bad.ignored[0].find("36028797018963968"), std::string::npos);
+  // A dict without the raw PYTORCH_CUDA_ALLOC_CONF entry is still PyTorch's, not tensorlib's.
+  rp::AllocConf no_raw = rp::recorded_settings(
+      "expandable_segments:True,max_split_size:-1,garbage_collection_threshold:0");
+  EXPECT_TRUE(no_raw.config.expandable_segments);
+  EXPECT_EQ(no_raw.config.max_split_size, SIZE_MAX);
   // tensorlib's TL_ALLOC_CONF, and nothing.
   EXPECT_EQ(rp::recorded_settings("max_split_size_mb:64").config.max_split_size, size_t{64} << 20);
   EXPECT_EQ(rp::recorded_settings("").text(), "");

@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -13,6 +12,7 @@
 #include "profiler/analysis/units.h"
 #include "profiler/importers/pytorch_snapshot.h"
 #include "profiler/predict/predict.h"
+#include "profiler/store/trace_reader.h"
 
 namespace tidemark::cli {
 
@@ -44,13 +44,6 @@ double parse_value(const std::string& what, const std::string& text) {
   return x;
 }
 
-bool is_sqlite(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char head[16] = {};
-  in.read(head, sizeof head);
-  return in.gcount() == 16 && std::string(head, 15) == "SQLite format 3";
-}
-
 // Snapshots imported for the command's duration, removed when it ends.
 class Imports {
  public:
@@ -61,7 +54,7 @@ class Imports {
   std::string trace_for(const std::string& path) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) throw UsageError(path + ": no such file");
-    if (is_sqlite(path)) return path;
+    if (store::is_trace_file(path)) return path;
     if (dir_.empty()) {
       dir_ =
           std::filesystem::temp_directory_path() / fmt::format("tidemark-predict-{}", ::getpid());
@@ -177,10 +170,12 @@ int run_predict(const PredictArgs& a) {
   std::vector<std::string> notes = model.notes();
   for (const pr::Target& t : results)
     if (t.aligned_share < 0.9)
-      notes.push_back(fmt::format(
-          "at {} only {:.0f}% of the predicted peak lines up with the other runs: they may differ in more than "
-          "the one size (the number of layers, the model, a code path), so take it as a rough guide",
-          value_text(t.at), 100 * t.aligned_share));
+      notes.push_back(
+          fmt::format("at {} only {:.0f}% of the predicted peak lines up with the other runs: they "
+                      "may differ in more than "
+                      "the one size (the number of layers, the model, a code path), so take it as "
+                      "a rough guide",
+                      value_text(t.at), 100 * t.aligned_share));
   if (!capacity) notes.push_back("capacity unknown: give --capacity to know what fits");
 
   if (a.json) {

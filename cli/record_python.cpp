@@ -236,10 +236,14 @@ int PythonHook::finish(const std::string& output, int code, int64_t started_unix
       store::remove_trace_sidecars(output);
     }
   }
+  // The one rank's own number (RANK as the process had it; not a number: none).
   std::optional<int64_t> rank;
   if (import.size() == 1 && !ranked.empty()) {
-    const std::string stem = fs::path(import.front()).stem().string();
-    rank = std::stoll(stem.substr(std::string("snapshot-rank").size()));
+    const std::string digits =
+        fs::path(import.front()).stem().string().substr(std::string("snapshot-rank").size());
+    if (!digits.empty() && digits.size() < 10 &&
+        std::all_of(digits.begin(), digits.end(), ::isdigit))
+      rank = std::stoll(digits);
   }
   run_import(import, output, onto, 0, rank);
   for (const Status& s : statuses) {

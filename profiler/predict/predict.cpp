@@ -283,7 +283,9 @@ struct Model::Impl {
       }
       // At least a byte; at most a petabyte (a fit evaluated far past its runs, or a line of
       // negative slope), so every size is one the allocator can refuse as it would.
-      out[b] = !(v >= 1) ? 1 : v > 0x1p50 ? uint64_t{1} << 50 : static_cast<uint64_t>(std::llround(v));
+      out[b] = !(v >= 1)    ? 1
+               : v > 0x1p50 ? uint64_t{1} << 50
+                            : static_cast<uint64_t>(std::llround(v));
     }
     return out;
   }
@@ -292,6 +294,67 @@ struct Model::Impl {
     if (aligned[b]) return fits[b].growth;
     if (scaled_by[b] >= 0) return fits[static_cast<size_t>(scaled_by[b])].growth;
     return Growth::constant;
+  }
+
+  // Target's sites, shares and the allocation that reached the peak: what the synthesised run
+  // holds once its first `peak_at` requests are done.
+  void describe_peak(Target& out, const rp::Plan& plan, const std::vector<uint64_t>& sizes,
+                     size_t peak_at, int64_t peak_block, size_t limit) const {
+    const RunPlan& t = tpl();
+    const uint64_t peak = out.peak_requested;
+    std::vector<uint8_t> live(plan.blocks.size(), 0);
+    for (uint32_t b : plan.initial_blocks) live[b] = 1;
+    for (uint32_t b : plan.initial_pending) live[b] = 0;
+    for (size_t i = 0; i < peak_at; ++i) {
+      const rp::Request& r = plan.requests[i];
+      if (r.kind == rp::Request::Kind::alloc)
+        live[r.block] = 1;
+      else if (r.kind == rp::Request::Kind::free)
+        live[r.block] = 0;
+    }
+    struct Acc {
+      uint64_t bytes = 0, count = 0, largest = 0;
+      std::map<Growth, uint64_t> by_growth;
+    };
+    std::map<std::string, Acc> by_site;
+    uint64_t aligned_bytes = 0, exact_bytes = 0;
+    for (size_t b = 0; b < live.size(); ++b) {
+      if (!live[b]) continue;
+      if (aligned[b]) {
+        aligned_bytes += sizes[b];
+        if (fits[b].exact) exact_bytes += sizes[b];
+      }
+      Acc& a = by_site[t.trace->site(plan.blocks[b].stack_id).label];
+      a.bytes += sizes[b];
+      ++a.count;
+      a.largest += t.plan.blocks[b].requested;
+      a.by_growth[growth_of(b)] += sizes[b];
+    }
+    out.aligned_share = peak ? static_cast<double>(aligned_bytes) / static_cast<double>(peak) : 0;
+    out.exact_share = peak ? static_cast<double>(exact_bytes) / static_cast<double>(peak) : 0;
+    if (peak_block >= 0) {
+      const rp::BlockRequest& pb = plan.blocks[static_cast<size_t>(peak_block)];
+      out.peak_site = t.trace->site(pb.stack_id).label;
+      out.peak_phase = phase_of(*t.trace, pb);
+    } else {
+      out.peak_site = "(before the window)";
+      out.peak_phase = "before the window";
+    }
+    for (auto& [site, a] : by_site) {
+      SiteAtPeak s;
+      s.site = site;
+      s.bytes = a.bytes;
+      s.count = a.count;
+      s.largest_run_bytes = a.largest;
+      uint64_t most = 0;
+      for (const auto& [g, bytes] : a.by_growth)
+        if (bytes > most) most = bytes, s.growth = g;
+      out.sites.push_back(std::move(s));
+    }
+    std::sort(out.sites.begin(), out.sites.end(), [](const SiteAtPeak& a, const SiteAtPeak& b) {
+      return a.bytes != b.bytes ? a.bytes > b.bytes : a.site < b.site;
+    });
+    if (out.sites.size() > limit) out.sites.resize(limit);
   }
 };
 
@@ -504,60 +567,8 @@ Target Model::at(double x, const Options& options) const {
     }
   }
   out.peak_requested = peak;
-  // What is live at the peak: replay the requests up to it.
-  std::fill(live.begin(), live.end(), 0);
-  for (uint32_t b : plan.initial_blocks) live[b] = 1;
-  for (uint32_t b : plan.initial_pending) live[b] = 0;
-  for (size_t i = 0; i < peak_at; ++i) {
-    const rp::Request& r = plan.requests[i];
-    if (r.kind == rp::Request::Kind::alloc)
-      live[r.block] = 1;
-    else if (r.kind == rp::Request::Kind::free)
-      live[r.block] = 0;
-  }
-  struct Acc {
-    uint64_t bytes = 0, count = 0, largest = 0;
-    std::map<Growth, uint64_t> by_growth;
-  };
-  std::map<std::string, Acc> by_site;
-  uint64_t aligned_bytes = 0, exact_bytes = 0;
-  for (size_t b = 0; b < live.size(); ++b) {
-    if (!live[b]) continue;
-    if (impl.aligned[b]) {
-      aligned_bytes += sizes[b];
-      if (impl.fits[b].exact) exact_bytes += sizes[b];
-    }
-    Acc& a = by_site[t.trace->site(plan.blocks[b].stack_id).label];
-    a.bytes += sizes[b];
-    ++a.count;
-    a.largest += t.plan.blocks[b].requested;
-    a.by_growth[impl.growth_of(b)] += sizes[b];
-  }
-  out.aligned_share = peak ? static_cast<double>(aligned_bytes) / static_cast<double>(peak) : 0;
-  out.exact_share = peak ? static_cast<double>(exact_bytes) / static_cast<double>(peak) : 0;
-  if (peak_block >= 0) {
-    const rp::BlockRequest& pb = plan.blocks[static_cast<size_t>(peak_block)];
-    out.peak_site = t.trace->site(pb.stack_id).label;
-    out.peak_phase = phase_of(*t.trace, pb);
-  } else {
-    out.peak_site = "(before the window)";
-    out.peak_phase = "before the window";
-  }
-  for (auto& [site, a] : by_site) {
-    SiteAtPeak s;
-    s.site = site;
-    s.bytes = a.bytes;
-    s.count = a.count;
-    s.largest_run_bytes = a.largest;
-    uint64_t most = 0;
-    for (const auto& [g, bytes] : a.by_growth)
-      if (bytes > most) most = bytes, s.growth = g;
-    out.sites.push_back(std::move(s));
-  }
-  std::sort(out.sites.begin(), out.sites.end(), [](const SiteAtPeak& a, const SiteAtPeak& b) {
-    return a.bytes != b.bytes ? a.bytes > b.bytes : a.site < b.site;
-  });
-  if (out.sites.size() > options.sites) out.sites.resize(options.sites);
+  // What is live at the peak (the search's probes ask only whether it fits).
+  if (!options.fit_only) impl.describe_peak(out, plan, sizes, peak_at, peak_block, options.sites);
 
   // Reserved: the synthesised requests through the allocator, from a rederived start.
   std::vector<rp::Settings> settings = options.settings;

@@ -408,7 +408,7 @@ class Run {
     if (settings.memory_fraction) allocator_->set_memory_fraction(*settings.memory_fraction);
     ptrs_.resize(plan.blocks.size());
     if (fn) result_.addresses.resize(plan.blocks.size());
-    rederived_ = !fn && rederives(plan, settings);
+    rederived_ = rederives(plan, settings);
     prime_request_.ts = plan.requests.empty() ? 0 : plan.requests.front().ts;
     if (!plan.initial_blocks.empty()) prime_request_.ts = plan.blocks[plan.initial_blocks.front()].ts;
   }
@@ -464,6 +464,7 @@ class Run {
     for (uint32_t b : blocks) {
       try {
         ptrs_[b] = allocator_->allocate(plan_.blocks[b].requested, plan_.blocks[b].stream);
+        note_address(b);
       } catch (const tl::OutOfMemoryError&) {
         ++failed_;
       }

@@ -211,8 +211,8 @@ inline constexpr uint64_t kUnlimited = uint64_t{1} << 50;  // 1 PiB
 // began mid-run, and the settings ask for it or differ from the recorded ones.
 bool rederives(const Plan& plan, const Settings& settings);
 
-// Replays one plan. `on_event`, when given, sees every allocator event in order (then the start
-// is always the recorded one, whose events the replayed trace is written with). Thread-safe:
+// Replays one plan. `on_event`, when given, sees every allocator event in order (a rederived
+// start's under the starting state's request, seq 0). Thread-safe:
 // plans are read only, so settings replay in parallel.
 Result run(const Plan& plan, const Settings& settings, const EventFn& on_event = {},
            const analysis::Trace* trace_for_sites = nullptr);

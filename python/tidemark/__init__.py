@@ -15,6 +15,7 @@ The executable is found as TIDEMARK_CLI, else next to this package, else on PATH
 """
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import json
 import os
@@ -125,11 +126,8 @@ class Prediction:
 
 
 def _is_trace(path: str) -> bool:
-    with builtins_open(path, "rb") as f:
+    with builtins.open(path, "rb") as f:  # the module's own `open` below shadows the built-in
         return f.read(16) == b"SQLite format 3\x00"
-
-
-builtins_open = open  # the module's own `open` below shadows the built-in
 
 
 class Trace:

@@ -275,6 +275,14 @@ TEST(ReplayCli, AWindowThatBeganMidRunIsRederivedUnderOtherSettings) {
               0.02 * b_recorded);
   EXPECT_NEAR(b_as_a["devices"][0]["replayed"]["peak_reserved"].get<double>(), a_recorded,
               0.02 * a_recorded);
+  // The replayed trace (-o) is the replay the figures come from: read back, its reserved peak
+  // is the one printed.
+  const std::string written = dir + "/" + defaults + ".expandable.db";
+  std::filesystem::remove(written);
+  const json w = replay_json({a, "--alloc-conf", "expandable_segments:True", "-o", written});
+  const json back = replay_json({written});
+  EXPECT_EQ(back["devices"][0]["recorded"]["peak_reserved"],
+            w["devices"][0]["replayed"]["peak_reserved"]);
   // Under its own settings each replays its recorded state, as before.
   EXPECT_EQ(a_self["devices"][0]["replayed"]["peak_reserved"],
             a_self["devices"][0]["recorded"]["peak_reserved"]);

@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -175,6 +176,27 @@ std::string markup_escape(std::string_view s) {
     }
   }
   return out;
+}
+
+void ensure_open_files(size_t files, const std::string& what) {
+  constexpr rlim_t kSlack = 64;  // the standard streams, the output, SQLite's temporaries
+  const rlim_t need = static_cast<rlim_t>(files) * kFilesPerTrace + kSlack;
+  struct rlimit lim {};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY ||
+      lim.rlim_cur >= need)
+    return;
+  if (lim.rlim_max == RLIM_INFINITY || lim.rlim_max >= need) {
+    struct rlimit raised = lim;
+    raised.rlim_cur = need;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) return;
+  }
+  const std::string hard =
+      lim.rlim_max == RLIM_INFINITY ? "unlimited" : std::to_string(lim.rlim_max);
+  throw UsageError(fmt::format(
+      "{}: {} traces at once need about {} open files, more than this process may open (ulimit "
+      "-n: {}, hard limit {}); raise the limit (ulimit -n {}), or merge the traces in groups "
+      "(tidemark merge -o part-1.db <some of them>) and read the merged traces",
+      what, files, need, lim.rlim_cur, hard, need));
 }
 
 }  // namespace tidemark::cli

@@ -42,6 +42,7 @@ struct OpenRank {
 
 // Opens the traces and orders them by rank (Note [Several ranks]).
 std::vector<OpenRank> open_ranks(const std::vector<std::string>& files) {
+  ensure_open_files(files.size(), "the ranks");  // Note [Open files]
   std::vector<OpenRank> out;
   std::optional<std::pair<int64_t, std::string>> world;  // (size, the file that says so)
   for (const std::string& f : files) {
@@ -232,6 +233,7 @@ int run_diagnose_ranks(const DiagnoseArgs& a) {
 }
 
 int run_merge(const std::vector<std::string>& inputs, const std::string& output, bool json_out) {
+  ensure_open_files(inputs.size(), "merge");  // Note [Open files]
   an::OutputFile out(output, inputs);  // Note [Output files]
   an::MergeResult r;
   try {

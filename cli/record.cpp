@@ -294,10 +294,11 @@ int run_record(const RecordArgs& a) {
     return kExitOk;
   }
 
-  // A named output (without `%p`, and with a known rank for `%r`) is checked and locked before
-  // the program starts.
+  // A named output (without `%p`) is expanded, then checked and locked before the program
+  // starts. `%r` with no rank here is rank 0's name: the program's own when it is not
+  // distributed, rank 0's when it starts the ranks (each rank's recorder checks its own).
   std::optional<RecordingLock> lock;
-  if (!a.output.empty() && !record::has_pattern(a.output, 'p') && !ranks_name_files) {
+  if (!a.output.empty() && !record::has_pattern(a.output, 'p')) {
     const std::string fixed = output_of(0);
     lock.emplace(fixed);  // Note [Recording lock]
     struct stat st {};
@@ -343,6 +344,7 @@ int run_record(const RecordArgs& a) {
     ::setenv("TIDEMARK_STACKS", std::to_string(stacks).c_str(), 1);
     ::setenv("TIDEMARK_TENSORS", a.no_tensors ? "0" : "1", 1);
     ::setenv("TIDEMARK_FINALIZE", "0", 1);
+    if (a.force) ::setenv("TIDEMARK_FORCE", "1", 1);
     ::setenv("TIDEMARK_FINALIZER_PID", std::to_string(self).c_str(), 1);  // this tidemark
     // Processes the program starts write their own <stem>-<pid> files (docs/interpose.md).
     ::setenv("TIDEMARK_ROOT_PID", std::to_string(::getpid()).c_str(), 1);

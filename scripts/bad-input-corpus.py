@@ -76,18 +76,36 @@ def sql(path, *statements):
 def scramble_blocks(path, rng, keep=None, table="event_blocks", inside=False):
     """Replaces the data of every row of `table` (event blocks, memory_lod chunks) with bytes
     from `rng` (the first `keep` bytes kept). `inside`: the encoding is scrambled inside an
-    intact zstd frame (docs/trace-format.md, "Compressed blobs"), as a hostile file can have it."""
+    intact, checksummed zstd frame (docs/trace-format.md, "Compressed blobs"), an event block's
+    sealed copy of its row kept, as a hostile file can have it."""
     con = sqlite3.connect(path)
     try:
         rows = con.execute("SELECT id, data FROM %s" % table).fetchall()
         for block, data in rows:
+            sealed = b""
             if inside:
                 data = zstd_frame.content(data)
+                if table == "event_blocks" and data:
+                    sealed = data[-1 - data[-1]:]
+                    data = data[:-1 - data[-1]]
             head = data[:keep] if keep else b""
-            tail = bytes(rng.randrange(256) for _ in range(min(len(data), 4096) - len(head)))
-            data = head + tail
+            tail = bytes(rng.randrange(256) for _ in range(max(0, min(len(data), 4096) - len(head))))
+            data = head + tail + sealed
             con.execute("UPDATE %s SET data = ? WHERE id = ?" % table,
-                        (zstd_frame.frame(data) if inside else data, block))
+                        (zstd_frame.checked(data) if inside else data, block))
+        con.commit()
+    finally:
+        con.close()
+
+
+def flip_one_bit(path, rng, table="event_blocks"):
+    """Flips one bit, chosen by `rng`, of every row's data in `table`."""
+    con = sqlite3.connect(path)
+    try:
+        for row, data in con.execute("SELECT id, data FROM %s" % table).fetchall():
+            data = bytearray(data)
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+            con.execute("UPDATE %s SET data = ? WHERE id = ?" % table, (bytes(data), row))
         con.commit()
     finally:
         con.close()
@@ -163,6 +181,11 @@ def build_corpus(corpus, seed):
     scramble_blocks(corpus.new("blocks-garbage"), rng, keep=64)
     scramble_blocks(corpus.new("blocks-encoding-garbage"), rng, keep=64, inside=True)
     sql(corpus.new("blocks-short"), "UPDATE event_blocks SET data = substr(data, 1, 7)")
+    # One flipped bit in each stored block (a checksum catches it), and rows that are not the
+    # ones the blocks were sealed with (fewer events, another seq range).
+    flip_one_bit(corpus.new("blocks-one-bit-flipped"), rng)
+    sql(corpus.new("blocks-row-count"), "UPDATE event_blocks SET count = count - 1")
+    sql(corpus.new("blocks-row-seq"), "UPDATE event_blocks SET first_seq = first_seq + 1")
     scramble_blocks(corpus.new("blocks-unfinalized-garbage", corpus.raw), rng)
     # Sizes beyond what a trace holds (2^56): refused on read, naming the file.
     sql(corpus.new("sizes-negative"), "UPDATE allocations SET size = -size")
@@ -175,7 +198,7 @@ def build_corpus(corpus, seed):
     sql(corpus.new("lod-rows-huge"), "UPDATE memory_lod SET rows = 9223372036854775807")
     scramble_blocks(corpus.new("lod-garbage"), rng, keep=16, table="memory_lod")
     scramble_blocks(corpus.new("lod-encoding-garbage"), rng, keep=16, table="memory_lod", inside=True)
-    huge = zstd_frame.frame(bytes.fromhex("0002" "01" "80808080808080808001" "000000"))
+    huge = zstd_frame.checked(bytes.fromhex("0002" "01" "80808080808080808001" "000000"))
     sql(corpus.new("lod-values-huge"), "UPDATE memory_lod SET rows = 1, data = X'%s' WHERE level = 0" % huge.hex())
     sql(corpus.new("stack-cycle"), "UPDATE stack_nodes SET parent = id")
     sql(corpus.new("device-unknown"), "UPDATE allocations SET device = 77")

@@ -2,7 +2,10 @@
 "Compressed blobs"): Python's standard library has no zstd.
 
   frame(data)    one frame holding `data` in raw blocks: valid zstd that every decoder reads,
-                 built without a library (for crafting damaged traces);
+                 built without a library (for crafting damaged traces), without a checksum
+                 (as schemas 5 and 6 wrote their frames);
+  checked(data)  one frame holding `data` with its content checksum, as schema 7 writes every
+                 frame, compressed by the system's libzstd through ctypes;
   content(blob)  the content of one frame, decoded by the system's libzstd through ctypes.
 """
 import ctypes
@@ -47,6 +50,15 @@ def _zstd():
             lib.ZSTD_decompress.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
             lib.ZSTD_isError.restype = ctypes.c_uint
             lib.ZSTD_isError.argtypes = [ctypes.c_size_t]
+            lib.ZSTD_createCCtx.restype = ctypes.c_void_p
+            lib.ZSTD_freeCCtx.argtypes = [ctypes.c_void_p]
+            lib.ZSTD_CCtx_setParameter.restype = ctypes.c_size_t
+            lib.ZSTD_CCtx_setParameter.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+            lib.ZSTD_compressBound.restype = ctypes.c_size_t
+            lib.ZSTD_compressBound.argtypes = [ctypes.c_size_t]
+            lib.ZSTD_compress2.restype = ctypes.c_size_t
+            lib.ZSTD_compress2.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p,
+                                           ctypes.c_size_t]
             _lib = lib
             break
         else:
@@ -65,3 +77,23 @@ def content(blob):
     if lib.ZSTD_isError(got) or got != size:
         raise ValueError("damaged zstd frame")
     return buf.raw[:size]
+
+
+_C_CHECKSUM_FLAG = 201  # ZSTD_c_checksumFlag (zstd.h)
+
+
+def checked(data):
+    lib = _zstd()
+    data = bytes(data)
+    cctx = lib.ZSTD_createCCtx()
+    try:
+        if lib.ZSTD_isError(lib.ZSTD_CCtx_setParameter(cctx, _C_CHECKSUM_FLAG, 1)):
+            raise RuntimeError("libzstd refused the checksum flag")
+        cap = lib.ZSTD_compressBound(len(data))
+        buf = ctypes.create_string_buffer(cap)
+        n = lib.ZSTD_compress2(cctx, buf, cap, data, len(data))
+        if lib.ZSTD_isError(n):
+            raise RuntimeError("libzstd could not compress")
+        return buf.raw[:n]
+    finally:
+        lib.ZSTD_freeCCtx(cctx)

@@ -1,6 +1,7 @@
 // A trace as schema version 4 left it, made from a current finalized one, for the tests of the
-// upgrade (store and CLI). Version 5 compressed the blobs -- `event_blocks.data` (a raw table)
-// and `memory_lod.data` -- keyed `tensors` and `storages` by their ids, and left
+// upgrade (store and CLI). Version 7 sealed the blocks in checksummed frames
+// (schema_v6_trace.h undoes that first); version 5 compressed the blobs -- `event_blocks.data` (a
+// raw table) and `memory_lod.data` -- keyed `tensors` and `storages` by their ids, and left
 // `allocations` one index on the time of allocation and one on the blocks never freed. So a
 // finalized v4 file is a v5 file with its blobs decompressed, the v4 `tensors`, `storages` and
 // their indexes, the v4 indexes of `allocations`, and user_version and meta schema_version 4.
@@ -15,6 +16,7 @@
 
 #include "profiler/store/compress.h"
 #include "profiler/store/trace_format.h"
+#include "schema_v6_trace.h"
 
 namespace tl_test {
 
@@ -29,32 +31,17 @@ inline std::string make_schema_v4(const std::string& path) {
   };
   // Every blob of `table` as it was before compression.
   auto decompress_all = [&](const char* table) {
-    if (!error.empty()) return;
-    std::vector<std::pair<int64_t, std::vector<uint8_t>>> rows;
-    sqlite3_stmt* read = nullptr;
-    sqlite3_prepare_v2(db, (std::string("SELECT id, data FROM ") + table).c_str(), -1, &read, nullptr);
-    try {
-      while (sqlite3_step(read) == SQLITE_ROW) {
-        const auto* p = static_cast<const uint8_t*>(sqlite3_column_blob(read, 1));
-        std::vector<uint8_t> raw;
-        st::detail::decompress({p, static_cast<size_t>(sqlite3_column_bytes(read, 1))}, raw, path, table);
-        rows.emplace_back(sqlite3_column_int64(read, 0), std::move(raw));
-      }
-    } catch (const st::StoreError& e) {
-      error = e.what();
-    }
-    sqlite3_finalize(read);
-    sqlite3_stmt* write = nullptr;
-    sqlite3_prepare_v2(db, (std::string("UPDATE ") + table + " SET data = ? WHERE id = ?").c_str(), -1,
-                       &write, nullptr);
-    for (const auto& [id, raw] : rows) {
-      sqlite3_bind_blob(write, 1, raw.data(), static_cast<int>(raw.size()), SQLITE_TRANSIENT);
-      sqlite3_bind_int64(write, 2, id);
-      if (sqlite3_step(write) != SQLITE_DONE && error.empty()) error = path + ": " + sqlite3_errmsg(db);
-      sqlite3_reset(write);
-    }
-    sqlite3_finalize(write);
+    rewrite_blobs(
+        db, path, table, "data",
+        [&](sqlite3_stmt*, std::span<const uint8_t> stored) {
+          std::vector<uint8_t> raw;
+          st::detail::decompress(stored, raw, path, table, st::detail::Checksum::none);
+          return raw;
+        },
+        error);
   };
+  // The blobs as version 6 stored them (frames of the bare content), then decompressed.
+  if (std::string v6 = make_schema_v6(path); !v6.empty()) return v6;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK)
     error = path + ": " + sqlite3_errmsg(db);
   exec("BEGIN");

@@ -29,7 +29,8 @@ inline void zstd(sqlite3_context* ctx, int, sqlite3_value** v) {
 inline void unzstd(sqlite3_context* ctx, int, sqlite3_value** v) {
   std::vector<uint8_t> out;
   try {
-    tidemark::store::detail::decompress(arg(v[0]), out, "unzstd", "blob");
+    tidemark::store::detail::decompress(arg(v[0]), out, "unzstd", "blob",
+                                        tidemark::store::detail::Checksum::none);
   } catch (const tidemark::store::StoreError&) {
     sqlite3_result_null(ctx);
     return;

@@ -58,7 +58,7 @@ bool memory_change(const ev::Event& e, Change& c) {
 }  // namespace
 
 struct LiveTrace::State {
-  explicit State(const std::string& p) : path(p), db(p, store::detail::Db::Mode::read_only) {}
+  explicit State(const std::string& p) : path(p), db(p, store::detail::Db::Mode::follow) {}
   std::string path;
   store::detail::Db db;
   int64_t last_block = 0;
@@ -126,11 +126,19 @@ size_t LiveTrace::poll() {
   State& s = *s_;
   std::vector<std::vector<Change>> fresh(s.devices.size());
   size_t read = 0;
-  // Reads the events of a block row after the `seen` ones read before.
-  auto consume = [&](int64_t id, uint64_t thread, uint32_t count, std::span<const uint8_t> data, uint32_t seen) {
+  // Reads the events of the block row `q` (id, thread, count, first_seq, last_seq, first_ts,
+  // last_ts, data) after the `seen` ones read before.
+  auto consume = [&](Stmt& q, uint32_t seen) {
+    const int64_t id = q.i64(0);
+    const uint64_t thread = q.u64(1);
+    const std::string what = s.path + ": event block " + std::to_string(id);
+    if (q.i64(2) < 0 || q.i64(2) > UINT32_MAX)
+      throw store::StoreError(what + ": corrupt event block (bad count)");
+    const uint32_t count = static_cast<uint32_t>(q.i64(2));
     s.last_block = std::max(s.last_block, id);
     s.latest[thread] = {id, count};
-    store::decode_block(data, thread, count, s.block, s.path + ": event block " + std::to_string(id));
+    const store::BlockHeader header{thread, count, q.u64(3), q.u64(4), q.u64(5), q.u64(6)};
+    store::decode_block(q.blob(7), header, store::BlockForm::sealed, s.block, what);
     for (size_t i = seen; i < s.block.events.size(); ++i) {
       const store::DecodedEvent& d = s.block.events[i];
       const ev::Event& e = d.event;
@@ -157,17 +165,18 @@ size_t LiveTrace::poll() {
   // The latest row of each thread again when it grew (a block is stored at every commit and
   // grows until it is full: Note [Blocks grow across commits] in
   // profiler/store/trace_writer.cpp), then the rows added since.
-  Stmt grown(s.db, "SELECT count, data FROM event_blocks WHERE id = ? AND count > ?");
+  constexpr const char* kColumns =
+      "SELECT id, thread, count, first_seq, last_seq, first_ts, last_ts, data FROM event_blocks ";
+  Stmt grown(s.db, (std::string(kColumns) + "WHERE id = ? AND count > ?").c_str());
   for (auto& [thread, latest] : s.latest) {
     grown.reset();
-    grown.bind(1, latest.first).bind(2, static_cast<int64_t>(latest.second));
-    if (grown.step())
-      consume(latest.first, thread, static_cast<uint32_t>(grown.u64(0)), grown.blob(1), latest.second);
+    const uint32_t seen = latest.second;
+    grown.bind(1, latest.first).bind(2, static_cast<int64_t>(seen));
+    if (grown.step()) consume(grown, seen);  // updates `latest` (the same key)
   }
-  Stmt added(s.db, "SELECT id, thread, count, data FROM event_blocks WHERE id > ? ORDER BY id");
+  Stmt added(s.db, (std::string(kColumns) + "WHERE id > ? ORDER BY id").c_str());
   added.bind(1, s.last_block);
-  while (added.step())
-    consume(added.i64(0), added.u64(1), static_cast<uint32_t>(added.u64(2)), added.blob(3), 0);
+  while (added.step()) consume(added, 0);
   for (size_t d = 0; d < fresh.size(); ++d)
     if (!fresh[d].empty()) s.merge(d, fresh[d]);
   s.events += read;

@@ -29,6 +29,7 @@
 #include "profiler/record/recorder.h"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,6 +46,7 @@
 
 #include "profiler/record/output_path.h"
 #include "profiler/record/stacks.h"
+#include "profiler/store/trace_reader.h"
 #include "profiler/store/trace_writer.h"
 
 namespace tidemark::record {
@@ -607,6 +609,7 @@ Options options_from_env() {
   o.stack_depth = env_int("TIDEMARK_STACKS", 0, 0, kMaxStackDepth);
   o.tensors = env_int("TIDEMARK_TENSORS", 1, 0, 1) == 1;
   o.finalize = env_int("TIDEMARK_FINALIZE", 1, 0, 1) == 1;
+  o.force = env_int("TIDEMARK_FORCE", 0, 0, 1) == 1;
   int kb = env_int("TIDEMARK_BUFFER_KB", static_cast<int>(o.ring_bytes >> 10), 64, 1 << 20);
   o.ring_bytes = std::bit_ceil(static_cast<size_t>(kb) << 10);
   return o;
@@ -628,6 +631,19 @@ void start(const Options& options) {
                  "RANK), so %%r is 0: recording to %s\n",
                  o.path.c_str(), expanded.path.c_str());
   o.path = expanded.path;
+  // The writer replaces what is at the path: only an earlier trace, or with `force` any regular
+  // file; never a device, a FIFO, a symlink or a directory. `tidemark record` checks a name it
+  // can expand itself; a rank's own name is only known here.
+  if (struct stat at{}; ::lstat(o.path.c_str(), &at) == 0) {
+    if (!S_ISREG(at.st_mode))
+      throw std::runtime_error("tidemark: cannot record to " + o.path +
+                               ": it is not a regular file (a directory, a link, a device or a "
+                               "FIFO); give a file name");
+    if (at.st_size > 0 && !o.force && !store::is_trace_file(o.path))
+      throw std::runtime_error("tidemark: cannot record to " + o.path +
+                               ": the file exists and is not a Tidemark trace; recording would "
+                               "replace it (tidemark record --force, or TIDEMARK_FORCE=1)");
+  }
   if (o.stack_depth < 0 || o.stack_depth > kMaxStackDepth)
     throw std::runtime_error("tidemark: stack depth must be 0-64, got " + std::to_string(o.stack_depth));
   o.ring_bytes = std::bit_ceil(std::max<size_t>(o.ring_bytes, 64 << 10));

@@ -16,14 +16,15 @@ struct Options {
   int stack_depth = 0;          // native frames per stack: 0 (off) to 64
   bool tensors = true;          // record storage and tensor births and deaths
   bool finalize = true;         // build the derived tables when recording stops
+  bool force = false;  // replace a regular file at `path` that is not a trace (never another kind)
   size_t ring_bytes = 4 << 20;  // per-thread buffer (power of two, >= 64 KiB)
   std::string command_line;     // default: this process's /proc/self/cmdline
 };
 
 // Options from the environment, as `tidemark record` sets it: TIDEMARK_OUTPUT (path; empty
 // means "do not record"), TIDEMARK_STACKS (depth, 0-64), TIDEMARK_TENSORS (0/1),
-// TIDEMARK_FINALIZE (0/1), TIDEMARK_BUFFER_KB. Throws std::invalid_argument naming a bad
-// variable and value.
+// TIDEMARK_FINALIZE (0/1), TIDEMARK_FORCE (0/1), TIDEMARK_BUFFER_KB. Throws std::invalid_argument
+// naming a bad variable and value.
 Options options_from_env();
 
 struct RecordingStats {

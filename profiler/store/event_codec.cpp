@@ -211,16 +211,111 @@ void BlockEncoder::add(const ev::Event& e, uint64_t stack_id, uint64_t str_a, ui
   prev_device_ = e.device;
 }
 
-std::vector<uint8_t> BlockEncoder::stored() const { return detail::compress(data()); }
+// Note [Sealed blocks]
+// ~~~~~~~~~~~~~~~~~~~~
+// Since schema 7 a block's frame holds, after the encoding of its events, a copy of its row
+// (thread, count, first_seq, last_seq, first_ts, last_ts as varints) and then that copy's
+// length in one byte; the frame's content checksum (Note [Compressed blobs]) covers both.
+// The reader compares the copy with the row: a flipped bit in the row's count or seq range
+// would otherwise decode too few events, or merge them out of order, without a word. A block
+// that grows across commits is sealed again with its new row each time it is stored.
 
-void decode_block(std::span<const uint8_t> stored, uint64_t thread, uint32_t count,
-                  DecodedBlock& out, const std::string& what) {
-  detail::decompress(stored, out.encoded, what, "event block");
-  decode_encoded_block(out.encoded, thread, count, out, what);
+namespace {
+constexpr const char* kBlockKind = "event block";
+
+// The header sealed with a block: varints, then their length.
+void append_sealed_header(std::vector<uint8_t>& out, const BlockHeader& h) {
+  uint8_t buf[6 * detail::kMaxVarintBytes];
+  uint8_t* p = buf;
+  for (uint64_t v : {h.thread, uint64_t{h.count}, h.first_seq, h.last_seq, h.first_ts, h.last_ts})
+    p = put(p, v);
+  out.insert(out.end(), buf, p);
+  out.push_back(static_cast<uint8_t>(p - buf));
 }
 
-void decode_encoded_block(std::span<const uint8_t> data, uint64_t thread, uint32_t count,
-                          DecodedBlock& out, const std::string& what) {
+// The encoding inside a sealed block's content, once its header matches `row`.
+std::span<const uint8_t> unseal(std::span<const uint8_t> content, const BlockHeader& row,
+                                const std::string& what) {
+  if (content.empty()) throw StoreError(what + ": corrupt event block (no sealed header)");
+  const size_t length = content.back();
+  if (length + 1 > content.size())
+    throw StoreError(what + ": corrupt event block (sealed header longer than the block)");
+  const size_t at = content.size() - 1 - length;
+  detail::VarintReader r(content.subspan(at, length), what, kBlockKind);
+  BlockHeader sealed;
+  sealed.thread = r.var();
+  const uint64_t count = r.var();
+  sealed.first_seq = r.var();
+  sealed.last_seq = r.var();
+  sealed.first_ts = r.var();
+  sealed.last_ts = r.var();
+  if (!r.done() || count > UINT32_MAX) r.fail("malformed sealed header");
+  sealed.count = static_cast<uint32_t>(count);
+  if (!(sealed == row))
+    throw StoreError(what + ": corrupt event block (its row says thread " +
+                     std::to_string(row.thread) + ", " + std::to_string(row.count) +
+                     " events, seq " + std::to_string(row.first_seq) + "-" +
+                     std::to_string(row.last_seq) + "; the block was sealed with thread " +
+                     std::to_string(sealed.thread) + ", " + std::to_string(sealed.count) +
+                     " events, seq " + std::to_string(sealed.first_seq) + "-" +
+                     std::to_string(sealed.last_seq) + ": the file is damaged)");
+  return content.first(at);
+}
+
+void decode_encoding(std::span<const uint8_t> data, uint64_t thread, uint32_t count,
+                     DecodedBlock& out, const std::string& what);
+}  // namespace
+
+BlockForm block_form(int schema_version) {
+  return schema_version < 5   ? BlockForm::encoded
+         : schema_version < 7 ? BlockForm::compressed
+                              : BlockForm::sealed;
+}
+
+std::vector<uint8_t> seal_block(std::span<const uint8_t> encoding, const BlockHeader& header) {
+  std::vector<uint8_t> content(encoding.begin(), encoding.end());
+  append_sealed_header(content, header);
+  return detail::compress(content, detail::Checksum::required);
+}
+
+BlockHeader BlockEncoder::header() const {
+  return {thread_, count_, first_seq_, prev_seq_, first_ts_, last_ts_};
+}
+
+std::vector<uint8_t> BlockEncoder::stored() const {
+  return seal_block(data(), header());
+}
+
+void block_encoding(std::span<const uint8_t> stored, const BlockHeader& header, BlockForm form,
+                    std::vector<uint8_t>& out, const std::string& what) {
+  switch (form) {
+    case BlockForm::encoded:
+      out.assign(stored.begin(), stored.end());
+      return;
+    case BlockForm::compressed:
+      detail::decompress(stored, out, what, kBlockKind, detail::Checksum::none);
+      return;
+    case BlockForm::sealed: {
+      detail::decompress(stored, out, what, kBlockKind, detail::Checksum::required);
+      out.resize(unseal(out, header, what).size());
+      return;
+    }
+  }
+}
+
+void decode_block(std::span<const uint8_t> stored, const BlockHeader& header, BlockForm form,
+                  DecodedBlock& out, const std::string& what) {
+  if (form == BlockForm::encoded) {
+    decode_encoding(stored, header.thread, header.count, out, what);
+    return;
+  }
+  block_encoding(stored, header, form, out.encoded, what);
+  decode_encoding(out.encoded, header.thread, header.count, out, what);
+}
+
+namespace {
+void decode_encoding(std::span<const uint8_t> data, uint64_t thread, uint32_t count,
+                     DecodedBlock& out, const std::string& what) {
   out.events.clear();
   out.dims.clear();
   // Every event takes at least two bytes: a count beyond that is corruption, not a reason to
@@ -373,5 +468,6 @@ void decode_encoded_block(std::span<const uint8_t> data, uint64_t thread, uint32
     t.strides = {out.dims.data() + ref.strides_at, ref.nstrides};
   }
 }
+}  // namespace
 
 }  // namespace tidemark::store

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "profiler/events/events.h"
@@ -31,6 +32,24 @@ struct DecodedBlock {
   std::vector<uint8_t> encoded;  // the block's decompressed encoding (reused between blocks)
 };
 
+// A block's row in `event_blocks`, but for its id and data: whose events, how many, and the
+// seq and time range they span.
+struct BlockHeader {
+  uint64_t thread = 0;
+  uint32_t count = 0;
+  uint64_t first_seq = 0, last_seq = 0, first_ts = 0, last_ts = 0;
+  bool operator==(const BlockHeader&) const = default;
+};
+
+// How a trace stores its blocks (Note [Sealed blocks] in event_codec.cpp): the encoding as it
+// is (schemas 1-4), in a zstd frame (5-6), or sealed: the encoding and a copy of the block's
+// header in one checksummed frame (7 on).
+enum class BlockForm { encoded, compressed, sealed };
+BlockForm block_form(int schema_version);
+
+// The stored form of a block: `encoding` and `header` sealed in one checksummed frame.
+std::vector<uint8_t> seal_block(std::span<const uint8_t> encoding, const BlockHeader& header);
+
 class BlockEncoder {
  public:
   explicit BlockEncoder(uint64_t thread = 0) : thread_(thread) {}
@@ -47,7 +66,8 @@ class BlockEncoder {
   uint64_t last_seq() const { return prev_seq_; }
   uint64_t first_ts() const { return first_ts_; }
   uint64_t last_ts() const { return last_ts_; }
-  // The encoding, and the block as stored (`event_blocks.data`): the encoding compressed.
+  BlockHeader header() const;
+  // The encoding, and the block as stored (`event_blocks.data`): the encoding sealed.
   std::span<const uint8_t> data() const { return {buf_.data(), size_}; }
   std::vector<uint8_t> stored() const;
   size_t size_bytes() const { return size_; }
@@ -66,14 +86,15 @@ class BlockEncoder {
   events::DeviceId prev_device_;
 };
 
-// Decodes `count` events of a stored block (`event_blocks.data`) written for `thread`. Throws
-// StoreError (naming `what`, e.g. "<file>: event block 12") on a damaged frame, truncated or
-// malformed data.
-void decode_block(std::span<const uint8_t> stored, uint64_t thread, uint32_t count,
+// Decodes the events of a stored block (`event_blocks.data` in `form`) whose row says
+// `header`. Throws StoreError (naming `what`, e.g. "<file>: event block 12") on a damaged
+// frame, a checksum that does not match, a row that is not the one the block was sealed
+// with, truncated or malformed data.
+void decode_block(std::span<const uint8_t> stored, const BlockHeader& header, BlockForm form,
                   DecodedBlock& out, const std::string& what);
-// The same for a block's encoding as it is (`BlockEncoder::data()`; the stored form of traces
-// before schema 5).
-void decode_encoded_block(std::span<const uint8_t> data, uint64_t thread, uint32_t count,
-                          DecodedBlock& out, const std::string& what);
+// A stored block's encoding (`BlockEncoder::data()`), checked as decode_block checks it, into
+// `out` (replaced): what an upgrade re-seals.
+void block_encoding(std::span<const uint8_t> stored, const BlockHeader& header, BlockForm form,
+                    std::vector<uint8_t>& out, const std::string& what);
 
 }  // namespace tidemark::store

@@ -1,6 +1,8 @@
 #include "profiler/store/event_stream.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <string>
 
 namespace tidemark::store::detail {
 
@@ -13,11 +15,12 @@ struct Later {
 };
 }  // namespace
 
-EventStream::EventStream(Db& db, bool stored_compressed)
+EventStream::EventStream(Db& db, BlockForm form)
     : db_(db),
-      compressed_(stored_compressed),
-      blocks_(db, "SELECT id, thread, count, data, first_seq FROM event_blocks "
-                  "ORDER BY first_seq, id") {
+      form_(form),
+      blocks_(db,
+              "SELECT id, thread, count, data, first_seq, last_seq, first_ts, last_ts "
+              "FROM event_blocks ORDER BY first_seq, id") {
   blocks_left_ = blocks_.step();
   if (blocks_left_) pending_first_seq_ = blocks_.u64(4);
 }
@@ -32,11 +35,12 @@ void EventStream::open_next_block() {
   }
   c->pos = 0;
   const std::string what = db_.path() + ": event block " + std::to_string(blocks_.i64(0));
-  if (compressed_)
-    decode_block(blocks_.blob(3), blocks_.u64(1), static_cast<uint32_t>(blocks_.i64(2)), c->block, what);
-  else
-    decode_encoded_block(blocks_.blob(3), blocks_.u64(1), static_cast<uint32_t>(blocks_.i64(2)), c->block,
-                         what);
+  const int64_t count = blocks_.i64(2);
+  if (count < 0 || count > UINT32_MAX) throw StoreError(what + ": corrupt event block (bad count)");
+  const BlockHeader header{blocks_.u64(1), static_cast<uint32_t>(count),
+                           blocks_.u64(4), blocks_.u64(5),
+                           blocks_.u64(6), blocks_.u64(7)};
+  decode_block(blocks_.blob(3), header, form_, c->block, what);
   if (!c->block.events.empty()) {
     heap_.push_back(std::move(c));
     std::push_heap(heap_.begin(), heap_.end(), Later{});

@@ -12,9 +12,8 @@ namespace tidemark::store::detail {
 
 class EventStream {
  public:
-  // `stored_compressed`: the blocks are zstd frames, as from schema 5 on (Note [Compressed
-  // blobs]); older traces hold the encoding as it is.
-  explicit EventStream(Db& db, bool stored_compressed = true);
+  // `form`: how the trace's schema stores its blocks (block_form in event_codec.h).
+  explicit EventStream(Db& db, BlockForm form = BlockForm::sealed);
   // Advances to the next event in seq order; false at the end. The previous event (and its
   // spans) stays valid until the next call.
   bool next();
@@ -29,7 +28,7 @@ class EventStream {
   void open_next_block();
 
   Db& db_;
-  bool compressed_;
+  BlockForm form_;
   Stmt blocks_;
   bool blocks_left_ = true;
   // Pending row of `blocks_` (valid while blocks_left_).

@@ -682,19 +682,34 @@ class Finalizer {
 }  // namespace
 
 namespace {
-// Versions before 5 stored each event block's encoding as it is; 5 stores it compressed (Note
-// [Compressed blobs]). Upgrading such a trace compresses its blocks in place, in finalize's
-// transaction, so the raw tables are this version's too.
-void compress_event_blocks(Db& db) {
+// Versions before 5 stored each event block's encoding as it is, 5 and 6 in a zstd frame
+// without a checksum (Note [Compressed blobs]); 7 seals it with its row in a checksummed
+// frame (Note [Sealed blocks] in event_codec.cpp). Upgrading such a trace seals its blocks in
+// place, in finalize's transaction, so the raw tables are this version's too. A block that
+// does not decode as its version wrote it is damaged: finalize refuses it, the file unchanged.
+void seal_event_blocks(Db& db, int version) {
+  const BlockForm form = block_form(version);
   std::vector<int64_t> ids;
   for (Stmt s(db, "SELECT id FROM event_blocks ORDER BY id"); s.step();) ids.push_back(s.i64(0));
-  Stmt read(db, "SELECT data FROM event_blocks WHERE id = ?");
+  Stmt read(db,
+            "SELECT thread, count, first_seq, last_seq, first_ts, last_ts, data FROM event_blocks "
+            "WHERE id = ?");
   Stmt write(db, "UPDATE event_blocks SET data = ? WHERE id = ?");
+  std::vector<uint8_t> encoding;
+  DecodedBlock check;
   for (int64_t id : ids) {
     read.reset();
     read.bind(1, id);
     if (!read.step()) continue;
-    std::vector<uint8_t> stored = detail::compress(read.blob(0));
+    const std::string what = db.path() + ": event block " + std::to_string(id);
+    if (read.i64(1) < 0 || read.i64(1) > UINT32_MAX)
+      throw StoreError(what + ": corrupt event block (bad count)");
+    const BlockHeader header{read.u64(0), static_cast<uint32_t>(read.i64(1)),
+                             read.u64(2), read.u64(3),
+                             read.u64(4), read.u64(5)};
+    block_encoding(read.blob(6), header, form, encoding, what);
+    decode_block(encoding, header, BlockForm::encoded, check, what);
+    std::vector<uint8_t> stored = seal_block(encoding, header);
     read.reset();
     write.bind_blob(1, stored).bind(2, id).run();
   }
@@ -712,7 +727,7 @@ void finalize(const std::string& path, const FinalizeOptions& options) {
   if (options.journal == Journal::none) detail::write_without_journal(*db);
   try {
     detail::Transaction tx(*db);
-    if (version < 5) compress_event_blocks(*db);
+    if (version < 7) seal_event_blocks(*db, version);
     if (version < 6 && !has_column(*db, "devices", "rank")) db->exec(detail::kDevicesV6);
     Finalizer(*db, options).run();
     tx.commit();

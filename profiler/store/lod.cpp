@@ -126,7 +126,7 @@ std::vector<uint8_t> encode_lod_chunk(int level, std::span<const LodRow> rows) {
 void decode_lod_chunk(int level, std::span<const uint8_t> stored, int64_t rows,
                       std::vector<LodRow>& out, const std::string& what) {
   std::vector<uint8_t> encoded;
-  decompress(stored, encoded, what, "memory_lod chunk");
+  decompress(stored, encoded, what, "memory_lod chunk", Checksum::required);
   const std::span<const uint8_t> data(encoded);
   VarintReader r(data, what, "memory_lod chunk");
   if (rows < 0 || static_cast<uint64_t>(rows) > data.size()) r.fail("row count beyond its data");

@@ -1,4 +1,4 @@
-// The SQL of schema v6 (docs/trace-format.md is the reference; keep both in step and bump
+// The SQL of schema v7 (docs/trace-format.md is the reference; keep both in step and bump
 // kSchemaVersion for any change).
 #pragma once
 

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "profiler/store/meta_keys.h"
 
@@ -46,6 +47,18 @@ int open_and_probe(const std::string& name, int flags, sqlite3** db, std::string
   return rc;
 }
 
+// Whether the file at `path` is a SQLite database in WAL mode: its header's write and read
+// versions (bytes 18 and 19) are 2.
+bool wal_mode_header(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  unsigned char header[20] = {};
+  const bool whole = std::fread(header, 1, sizeof header, f) == sizeof header;
+  std::fclose(f);
+  return whole && std::memcmp(header, "SQLite format 3", 16) == 0 && header[18] == 2 &&
+         header[19] == 2;
+}
+
 }  // namespace
 
 bool finalized(sqlite3* db) {
@@ -63,7 +76,7 @@ void write_without_journal(Db& db) {
   db.exec("PRAGMA synchronous = OFF");
 }
 
-sqlite3* open_read_only(const std::string& path) {
+sqlite3* open_read_only(const std::string& path, bool follow) {
   const int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX;
   const std::string immutable = file_uri(path) + "?immutable=1";
   sqlite3* db = nullptr;
@@ -71,7 +84,9 @@ sqlite3* open_read_only(const std::string& path) {
   struct stat wal {};
   const bool has_wal = ::stat((path + "-wal").c_str(), &wal) == 0;
   if (!has_wal && open_and_probe(immutable, flags | SQLITE_OPEN_URI, &db, &message) == SQLITE_OK) {
-    if (finalized(db)) return db;
+    // A WAL-mode file without its -wal has no writer, and opening it as usual would create
+    // the -wal and -shm and leave them (a damaged trace a reader refuses included).
+    if (finalized(db) || (!follow && wal_mode_header(path))) return db;
     sqlite3_close(db);
     db = nullptr;
   }
@@ -93,8 +108,8 @@ sqlite3* open_read_only(const std::string& path) {
 }
 
 Db::Db(const std::string& path, Mode mode) : path_(path) {
-  if (mode == Mode::read_only) {
-    db_ = open_read_only(path);
+  if (mode == Mode::read_only || mode == Mode::follow) {
+    db_ = open_read_only(path, mode == Mode::follow);
     return;
   }
   int flags = SQLITE_OPEN_NOMUTEX;
@@ -102,6 +117,7 @@ Db::Db(const std::string& path, Mode mode) : path_(path) {
     case Mode::create: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE; break;
     case Mode::read_write: flags |= SQLITE_OPEN_READWRITE; break;
     case Mode::read_only:
+    case Mode::follow:
       break;  // above
   }
   int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);

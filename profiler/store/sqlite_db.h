@@ -22,22 +22,26 @@ class Stmt;
 // media: a read-only file, or one in a directory they may not write. A WAL-mode database needs
 // its `-wal` and `-shm` files, which SQLite creates beside it (and a read-only connection
 // leaves behind). So:
-// * a finalized trace with no `-wal` -- nobody writes it: a writer keeps its `-wal` while it
-//   has the file open, and a new recording replaces the file rather than writing into it --
-//   is opened `immutable=1`: nothing is created, nothing locked;
+// * a finalized trace with no `-wal`, or any WAL-mode file with no `-wal` (a finished
+//   recording not finalized yet, a damaged trace) -- nobody writes it: a writer keeps its
+//   `-wal` while it has the file open, and a new recording replaces the file rather than
+//   writing into it -- is opened `immutable=1`: nothing is created, nothing locked, so a
+//   reader that refuses the file leaves nothing beside it (but for a follower, `follow`,
+//   which must see the finalize that may come: it opens an unfinalized file as usual);
 // * otherwise (a trace being recorded, or a crashed one) it is opened read-only as usual; where
 //   the `-shm` cannot be created (a read-only directory) and no `-wal` holds transactions, it
 //   is opened `immutable=1` too, as the complete database it then is; a non-empty `-wal` that
 //   cannot be indexed is an error that says so (its transactions would be missed).
 // Opens `path` so; throws StoreError naming the file and the problem. (Also used by the
 // analysis library's own connection.)
-sqlite3* open_read_only(const std::string& path);
+sqlite3* open_read_only(const std::string& path, bool follow = false);
 
 class Db {
  public:
-  enum class Mode { create, read_write, read_only };
+  enum class Mode { create, read_write, read_only, follow };
   // Opens `path`. `create` truncates nothing by itself: the writer removes old files first.
-  // `read_only`: Note [Read-only traces].
+  // `read_only`, and `follow` for a reader that must see the file change under it (`tidemark
+  // watch`): Note [Read-only traces].
   Db(const std::string& path, Mode mode);
   ~Db();
   Db(const Db&) = delete;

@@ -1,4 +1,4 @@
-// Shared vocabulary of the trace file (schema v6, docs/trace-format.md): what the writer is
+// Shared vocabulary of the trace file (schema v7, docs/trace-format.md): what the writer is
 // given besides events, and what finalize asks of a symbolizer.
 #pragma once
 
@@ -13,7 +13,7 @@
 
 namespace tidemark::store {
 
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 // The oldest schema finalize() upgrades in place: versions since then changed only derived
 // tables, so rebuilding them from the raw tables makes the file current (docs/trace-format.md,
 // "Versioning"). Older files are refused.

@@ -220,7 +220,8 @@ std::vector<DroppedRow> TraceReader::dropped() const {
 
 TraceReader::EventCursor::EventCursor(const TraceReader& reader)
     : strings_(&reader.strings()),
-      stream_(std::make_unique<detail::EventStream>(*reader.db_, reader.schema_version_ >= 5)) {}
+      stream_(
+          std::make_unique<detail::EventStream>(*reader.db_, block_form(reader.schema_version_))) {}
 TraceReader::EventCursor::EventCursor(EventCursor&&) noexcept = default;
 TraceReader::EventCursor& TraceReader::EventCursor::operator=(EventCursor&&) noexcept = default;
 TraceReader::EventCursor::~EventCursor() = default;

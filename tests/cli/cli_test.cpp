@@ -415,7 +415,7 @@ TEST(CliFinalize, UpgradesASchemaVersion1Trace) {
     EXPECT_EQ(r.rc, 2) << command << ": " << r.out;
     EXPECT_EQ(r.err, "tidemark: " + path +
                          ": trace schema version 1 is older than this build of Tidemark reads "
-                         "(version 6); `tidemark finalize " +
+                         "(version 7); `tidemark finalize " +
                          path + "` upgrades it\n")
         << command;
   }

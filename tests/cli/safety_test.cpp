@@ -352,6 +352,71 @@ TEST_F(Safety, ASecondRecordToTheSameFileRefusesAtOnce) {
   EXPECT_EQ(third.rc, 0) << third.err;
 }
 
+// Bug: `-o NAME-%r.db` with no rank in the environment recorded to NAME-0.db unchecked: it
+// replaced a file that was not a trace without --force, and two such records at once shared
+// the file (both exit 0, one trace lost). The name is expanded first, then checked and locked
+// as a fixed name is; and the recorder itself never replaces what is not a trace.
+TEST_F(Safety, ARankPatternIsCheckedAndLockedAsItsExpandedName) {
+  const std::string pattern = at("ranked-%r.db"), rank0 = at("ranked-0.db");
+  std::ofstream(rank0) << "notes\n";
+  Result r = tidemark({"record", "-o", pattern, "--", TIDEMARK_TRAIN_MLP, "2"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, rank0) && contains(r.err, "not a Tidemark trace")) << r.err;
+  EXPECT_EQ(slurp(rank0), "notes\n");
+  fs::remove(rank0);
+
+  const std::string ready = at("ranked-running");
+  pid_t first = spawn(
+      {"record", "-o", pattern, "--", "/bin/sh", "-c", "touch " + quote(ready) + "; sleep 2"});
+  ASSERT_TRUE(wait_for_file(ready));
+  Result second = tidemark({"record", "-o", pattern, "--", TIDEMARK_TRAIN_MLP, "2"});
+  EXPECT_EQ(second.rc, 2) << second.err;
+  EXPECT_TRUE(contains(second.err, "another tidemark record")) << second.err;
+  EXPECT_EQ(exit_status(first), 0);
+
+  // A program that records itself (Tidemark::autostart) to a name only it expands: the
+  // recorder refuses a file that is not a trace, and the program runs on untraced.
+  std::ofstream(at("own-notes.db")) << "keep\n";
+  Result self = shell("TIDEMARK_OUTPUT=" + quote(at("own-notes.db")) + " " +
+                      quote(TIDEMARK_TRAIN_MLP) + " 2");
+  EXPECT_EQ(self.rc, 0) << self.err;
+  EXPECT_TRUE(contains(self.err, "not a Tidemark trace")) << self.err;
+  EXPECT_EQ(slurp(at("own-notes.db")), "keep\n");
+}
+
+// Bug: more rank traces than file descriptors (1,100 ranks under the default 1024) aborted
+// `merge`, `summary`, `diagnose` and `check` ("terminate called recursively"). Note [Open
+// files]: the soft limit is raised as far as the hard one allows; below that, exit 2 naming
+// the limit.
+TEST_F(Safety, MoreTracesThanOpenFilesAreReadOrRefusedNamingTheLimit) {
+  std::string files;
+  for (int rank = 0; rank < 24; ++rank) {
+    const std::string f = at("fd-rank-" + std::to_string(rank) + ".db");
+    fs::copy_file(trace_, f, fs::copy_options::overwrite_existing);
+    files += " " + quote(f);
+  }
+  const std::string cli = quote(TIDEMARK_CLI);
+  // A soft limit of 20 (fewer than the traces) and a high hard one: raised, and every command reads
+  // all 24.
+  for (const std::string& cmd :
+       {std::string("summary"), std::string("diagnose"),
+        std::string("check --max-peak-allocated 1TiB"), "merge -o " + quote(at("fd-merged.db"))}) {
+    Result r = shell("ulimit -Sn 20 && " + cli + " " + cmd + files);
+    EXPECT_EQ(r.rc, 0) << cmd << ": " << r.err;
+    EXPECT_FALSE(contains(r.err, "terminate")) << cmd << ": " << r.err;
+  }
+  EXPECT_TRUE(st::is_trace_file(at("fd-merged.db")));
+  // A hard limit of 20: refused at once, naming the limit and the way out.
+  for (const std::string& cmd : {std::string("summary"), std::string("diagnose"),
+                                 "merge -o " + quote(at("fd-refused.db"))}) {
+    Result r = shell("ulimit -n 20 && " + cli + " " + cmd + files);
+    EXPECT_EQ(r.rc, 2) << cmd << ": " << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << cmd << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "24 traces at once") && contains(r.err, "ulimit -n")) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(at("fd-refused.db")));
+}
+
 // Bug: SIGHUP killed record and left the program running, its trace never finalized.
 // SIGHUP to record goes to the program, as SIGINT and SIGTERM do; record then returns the
 // program's status.

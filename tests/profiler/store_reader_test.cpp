@@ -12,6 +12,7 @@
 #include "profiler/store/trace_reader.h"
 #include "profiler/store/trace_writer.h"
 #include "schema_v1_trace.h"
+#include "schema_v6_trace.h"
 
 namespace {
 
@@ -93,22 +94,23 @@ TEST(StoreReader, RefusesAnotherApplicationsSqliteFile) {
 }
 
 TEST(StoreReader, RefusesNewerAndOlderSchemaVersions) {
-  static_assert(st::kSchemaVersion == 6, "update the messages below");
+  static_assert(st::kSchemaVersion == 7, "update the messages below");
   std::string path = temp_path("version");
   st::TraceWriter::create(path, {})->close(0);
-  sql(path, "PRAGMA user_version = 7");
+  sql(path, "PRAGMA user_version = 8");
   EXPECT_EQ(open_error(path), path +
-                                  ": trace schema version 7 is newer than this build of Tidemark "
-                                  "reads (version 6); use a newer Tidemark");
+                                  ": trace schema version 8 is newer than this build of Tidemark "
+                                  "reads (version 7); use a newer Tidemark");
   EXPECT_THROW(st::finalize(path), st::StoreError);
   sql(path, "PRAGMA user_version = 0");
   EXPECT_EQ(open_error(path), path +
                                   ": trace schema version 0 is older than this build of Tidemark "
-                                  "reads (version 6); record it again");
+                                  "reads (version 7); record it again");
   // Too old to upgrade: finalize() refuses it too.
   EXPECT_EQ(open_error(path, st::TraceReader::Require::upgradable),
-            path + ": trace schema version 0 is older than this build of Tidemark reads "
-                   "(version 6); record it again");
+            path +
+                ": trace schema version 0 is older than this build of Tidemark reads "
+                "(version 7); record it again");
   EXPECT_THROW(st::finalize(path), st::StoreError);
   remove_trace(path);
 }
@@ -148,7 +150,7 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion1Trace) {
 
   const std::string refused = path +
                               ": trace schema version 1 is older than this build of Tidemark "
-                              "reads (version 6); `tidemark finalize " +
+                              "reads (version 7); `tidemark finalize " +
                               path + "` upgrades it";
   EXPECT_EQ(open_error(path), refused);
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized), refused);
@@ -220,8 +222,10 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion3Trace) {
   ASSERT_GT(before.size(), 3000u);
   ASSERT_EQ(tl_test::make_schema_v3(path), "");
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
-            path + ": trace schema version 3 is older than this build of Tidemark reads "
-                   "(version 6); `tidemark finalize " + path + "` upgrades it");
+            path +
+                ": trace schema version 3 is older than this build of Tidemark reads "
+                "(version 7); `tidemark finalize " +
+                path + "` upgrades it");
   st::finalize(path);
   EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), st::kSchemaVersion);
   EXPECT_EQ(dump(), before);
@@ -270,8 +274,10 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion4Trace) {
   ASSERT_EQ(tensors.size(), 1000u);
   ASSERT_EQ(tl_test::make_schema_v4(path), "");
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
-            path + ": trace schema version 4 is older than this build of Tidemark reads "
-                   "(version 6); `tidemark finalize " + path + "` upgrades it");
+            path +
+                ": trace schema version 4 is older than this build of Tidemark reads "
+                "(version 7); `tidemark finalize " +
+                path + "` upgrades it");
   st::finalize(path);
   EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), st::kSchemaVersion);
   EXPECT_EQ(dump(), before);
@@ -302,12 +308,15 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion5Trace) {
     w->close(2000);
   }
   st::finalize(path);
+  ASSERT_EQ(tl_test::make_schema_v6(path), "");
   sql(path, "ALTER TABLE devices DROP COLUMN rank; ALTER TABLE devices DROP COLUMN rank_idx; "
             "DROP TABLE collectives; "
             "PRAGMA user_version = 5");
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
-            path + ": trace schema version 5 is older than this build of Tidemark reads "
-                   "(version 6); `tidemark finalize " + path + "` upgrades it");
+            path +
+                ": trace schema version 5 is older than this build of Tidemark reads "
+                "(version 7); `tidemark finalize " +
+                path + "` upgrades it");
   {
     auto r = st::TraceReader::open(path, st::TraceReader::Require::upgradable);
     ASSERT_EQ(r.devices().size(), 1u);
@@ -315,12 +324,64 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion5Trace) {
   }
   st::finalize(path);
   auto r = st::TraceReader::open(path, st::TraceReader::Require::finalized);
-  EXPECT_EQ(r.schema_version(), 6);
+  EXPECT_EQ(r.schema_version(), st::kSchemaVersion);
   ASSERT_EQ(r.devices().size(), 1u);
   EXPECT_EQ(r.devices()[0].info.name, "cuda:0 (X)");
   EXPECT_FALSE(r.devices()[0].info.rank);
   EXPECT_EQ(r.peak(r.devices()[0].id, st::Curve::allocated)->bytes, 4096);
   EXPECT_EQ(rows(path, "SELECT count(*) FROM collectives"), (std::vector<std::string>{"0"}));
+  remove_trace(path);
+}
+
+// Version 7 sealed every event block with its row in a checksummed frame, and checksummed the
+// curve chunks; a version-6 file has neither: it is refused naming the upgrade, its raw events
+// still read, and finalize() seals its blocks to the same events.
+TEST(StoreReader, FinalizeUpgradesASchemaVersion6Trace) {
+  std::string path = temp_path("v6");
+  {
+    auto w = st::TraceWriter::create(path, {});
+    for (uint64_t i = 0; i < 300; ++i) {
+      ev::Event e;
+      e.kind = i % 3 == 2 ? ev::Kind::free_requested : ev::Kind::alloc;
+      e.seq = i + 1;
+      e.ts_ns = 1000 + 10 * i;
+      e.thread_id = 1 + i % 2;
+      e.block.addr = 0x100000 + 0x1000 * (i / 3);
+      e.block.size = e.block.requested_size = 4096;
+      w->append(e, 0);
+    }
+    w->close(5000);
+  }
+  st::finalize(path);
+  auto events = [&] {
+    std::vector<std::string> out;
+    st::TraceReader::open(path, st::TraceReader::Require::upgradable)
+        .for_each_event([&](const ev::Event& x, uint64_t) {
+          out.push_back(std::to_string(x.seq) + " " + std::to_string(x.ts_ns) + " " +
+                        std::to_string(x.thread_id) + " " + std::string(ev::kind_name(x.kind)));
+        });
+    return out;
+  };
+  const std::vector<std::string> before = events();
+  ASSERT_EQ(before.size(), 300u);
+  ASSERT_EQ(tl_test::make_schema_v6(path), "");
+  EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
+            path +
+                ": trace schema version 6 is older than this build of Tidemark reads "
+                "(version 7); `tidemark finalize " +
+                path + "` upgrades it");
+  EXPECT_EQ(events(), before);
+  st::finalize(path);
+  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), 7);
+  EXPECT_EQ(events(), before);
+  // Every frame carries its checksum again: bit 2 of the frame header descriptor (byte 5).
+  for (const char* table : {"event_blocks", "memory_lod"}) {
+    const std::vector<std::string> descriptors =
+        rows(path, (std::string("SELECT hex(substr(data, 5, 1)) FROM ") + table).c_str());
+    ASSERT_FALSE(descriptors.empty()) << table;
+    for (const std::string& d : descriptors)
+      EXPECT_TRUE(std::stoi(d, nullptr, 16) & 0x04) << table << ": descriptor " << d;
+  }
   remove_trace(path);
 }
 
@@ -331,6 +392,10 @@ TEST(StoreReader, RefusesAnUnfinalizedTraceWhereFinalizedDataIsNeeded) {
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
             path + ": trace is not finalized (meta finalized = 0, expected 1): finalize it first "
                    "to build the allocation, tensor and timeline tables");
+  // A reader that refuses the file leaves nothing beside it (a WAL-mode file without a -wal
+  // has no writer: it is opened immutable, so SQLite makes no -wal or -shm).
+  EXPECT_FALSE(std::filesystem::exists(path + "-wal"));
+  EXPECT_FALSE(std::filesystem::exists(path + "-shm"));
   auto r = st::TraceReader::open(path);
   EXPECT_THROW(r.peak(1), st::StoreError);
   st::finalize(path);

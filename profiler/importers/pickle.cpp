@@ -472,8 +472,8 @@ class Parser {
       case FRAME: {
         uint64_t size = le<8>();
         if (size > n_ - pos_) {
-          fail("frame of " + std::to_string(size) + " bytes exceeds the " +
-               std::to_string(n_ - pos_) + " bytes left");
+          fail("truncated pickle: a frame of " + std::to_string(size) + " bytes, but only " +
+               std::to_string(n_ - pos_) + " bytes are left (the file was cut short)");
         }
         break;  // frames only group opcodes; the reader does not need them
       }

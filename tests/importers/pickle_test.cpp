@@ -315,6 +315,11 @@ TEST(PickleHostile, TruncatedAtEveryOffset) {
   EXPECT_EQ(error_of(""), "pickle: offset 0: input ends before the STOP opcode (truncated pickle)");
   EXPECT_EQ(error_of(bytes({0x80, 4, 'X', 5, 0})),
             "pickle: offset 2: BINUNICODE (0x58): truncated: needs 4 bytes, 2 left");
+  // Protocol 4 and later frame their opcodes: a file cut short is cut inside its frame, and
+  // the message says it is truncated (it once named only the frame and the bytes left).
+  EXPECT_EQ(error_of(bytes({0x80, 4, 0x95, 20, 0, 0, 0, 0, 0, 0, 0, 'K', 1})),
+            "pickle: offset 2: FRAME (0x95): truncated pickle: a frame of 20 bytes, but only 2 "
+            "bytes are left (the file was cut short)");
 }
 
 TEST(PickleHostile, MemoMisuse) {
@@ -370,8 +375,10 @@ TEST(PickleHostile, AbsurdLengths) {
             std::string::npos);
   EXPECT_NE(error_of(bytes({0x80, 2, 'T', 0xff, 0xff, 0xff, 0xff, '.'})).find("BINSTRING (0x54): negative length"),
             std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, 0x95}) + le8(1000) + "N.").find("FRAME (0x95): frame of 1000 bytes exceeds"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(bytes({0x80, 4, 0x95}) + le8(1000) + "N.")
+          .find("FRAME (0x95): truncated pickle: a frame of 1000 bytes, but only 2 bytes are left"),
+      std::string::npos);
   EXPECT_NE(error_of(bytes({0x80, 2}) + "cos\nsys").find("GLOBAL (0x63): truncated: no newline"), std::string::npos);
   EXPECT_NE(error_of(bytes({0x80, 4, 0x8a, 200, 1, 2, '.'})).find("LONG1 (0x8a): declared length 200"), std::string::npos);
 }

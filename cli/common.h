@@ -26,13 +26,14 @@ class UsageError : public std::runtime_error {
 
 // Note [Open files]
 // A command that reads several traces at once (`merge`, and `summary`, `diagnose`, `check` over
-// the ranks of a run) keeps each open: a SQLite connection or two, and a trace being recorded
-// also its -wal and -shm. A run of a thousand ranks needs more files than the usual soft limit
-// (1024), and running out midway used to abort. So such a command first raises its soft limit
-// of open files (RLIMIT_NOFILE) as far as the hard limit allows, as a process may; when even
-// the hard limit is too low it refuses at once (exit 2), naming the limit and what to do.
-// `files` traces need about kFilesPerTrace each.
-inline constexpr size_t kFilesPerTrace = 4;
+// the ranks of a run) keeps each open: one file for a finished trace (24 finalized traces: 24
+// files open at most in summary and check, 25 in diagnose, 28 in merge), three for one with a
+// -wal (being recorded, or crashed: the file, its -wal and -shm). A run of a thousand ranks needs
+// more files than the usual soft limit (1024), and running out midway used to abort. So such a
+// command first raises its soft limit of open files (RLIMIT_NOFILE) as far as the hard limit
+// allows, as a process may; when even the hard limit is too low it refuses at once (exit 2), naming
+// the limit and what to do. `files` traces need at most kFilesPerTrace each.
+inline constexpr size_t kFilesPerTrace = 3;
 void ensure_open_files(size_t files, const std::string& what);
 
 // Shows what the tool is doing on stderr while it works, only when stderr is a terminal (and

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "profiler/store/event_codec.h"
+#include "profiler/store/event_stream.h"
 #include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis {
@@ -126,19 +127,15 @@ size_t LiveTrace::poll() {
   State& s = *s_;
   std::vector<std::vector<Change>> fresh(s.devices.size());
   size_t read = 0;
-  // Reads the events of the block row `q` (id, thread, count, first_seq, last_seq, first_ts,
-  // last_ts, data) after the `seen` ones read before.
+  // Reads the events of the block row `q` (id, data, its header) after the `seen` ones read
+  // before.
   auto consume = [&](Stmt& q, uint32_t seen) {
     const int64_t id = q.i64(0);
-    const uint64_t thread = q.u64(1);
     const std::string what = s.path + ": event block " + std::to_string(id);
-    if (q.i64(2) < 0 || q.i64(2) > UINT32_MAX)
-      throw store::StoreError(what + ": corrupt event block (bad count)");
-    const uint32_t count = static_cast<uint32_t>(q.i64(2));
+    const store::BlockHeader header = store::detail::block_header(q, 2, what);
     s.last_block = std::max(s.last_block, id);
-    s.latest[thread] = {id, count};
-    const store::BlockHeader header{thread, count, q.u64(3), q.u64(4), q.u64(5), q.u64(6)};
-    store::decode_block(q.blob(7), header, store::BlockForm::sealed, s.block, what);
+    s.latest[header.thread] = {id, header.count};
+    store::decode_block(q.blob(1), header, store::BlockForm::sealed, s.block, what);
     for (size_t i = seen; i < s.block.events.size(); ++i) {
       const store::DecodedEvent& d = s.block.events[i];
       const ev::Event& e = d.event;
@@ -165,16 +162,16 @@ size_t LiveTrace::poll() {
   // The latest row of each thread again when it grew (a block is stored at every commit and
   // grows until it is full: Note [Blocks grow across commits] in
   // profiler/store/trace_writer.cpp), then the rows added since.
-  constexpr const char* kColumns =
-      "SELECT id, thread, count, first_seq, last_seq, first_ts, last_ts, data FROM event_blocks ";
-  Stmt grown(s.db, (std::string(kColumns) + "WHERE id = ? AND count > ?").c_str());
+  const std::string select =
+      std::string("SELECT id, data, ") + store::detail::kBlockHeaderColumns + " FROM event_blocks ";
+  Stmt grown(s.db, (select + "WHERE id = ? AND count > ?").c_str());
   for (auto& [thread, latest] : s.latest) {
     grown.reset();
     const uint32_t seen = latest.second;
     grown.bind(1, latest.first).bind(2, static_cast<int64_t>(seen));
     if (grown.step()) consume(grown, seen);  // updates `latest` (the same key)
   }
-  Stmt added(s.db, (std::string(kColumns) + "WHERE id > ? ORDER BY id").c_str());
+  Stmt added(s.db, (select + "WHERE id > ? ORDER BY id").c_str());
   added.bind(1, s.last_block);
   while (added.step()) consume(added, 0);
   for (size_t d = 0; d < fresh.size(); ++d)

@@ -30,7 +30,8 @@ namespace tidemark::store::detail {
 // decodes to other events that look valid: of 150 one-bit flips in a real trace's blocks, 19
 // did, and every command accepted them. A reader of a schema-7 file also refuses a frame
 // whose header has lost the checksum flag, so no single flip turns the check off. The
-// checksum costs 4 bytes a frame and about 5% of the time to compress.
+// checksum costs 4 bytes a frame; its time is within noise (a 256 KiB block at level 1 here:
+// 286-289 MB/s with it, 287-300 MB/s without).
 
 std::vector<uint8_t> compress(std::span<const uint8_t> raw, Checksum checksum) {
   // One compression context per thread: making one per call cost more than the level-1

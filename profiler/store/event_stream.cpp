@@ -15,12 +15,20 @@ struct Later {
 };
 }  // namespace
 
+BlockHeader block_header(Stmt& row, int column, const std::string& what) {
+  const int64_t count = row.i64(column + 1);
+  if (count < 0 || count > UINT32_MAX) throw StoreError(what + ": corrupt event block (bad count)");
+  return {row.u64(column),     static_cast<uint32_t>(count), row.u64(column + 2),
+          row.u64(column + 3), row.u64(column + 4),          row.u64(column + 5)};
+}
+
 EventStream::EventStream(Db& db, BlockForm form)
     : db_(db),
       form_(form),
-      blocks_(db,
-              "SELECT id, thread, count, data, first_seq, last_seq, first_ts, last_ts "
-              "FROM event_blocks ORDER BY first_seq, id") {
+      // The header from column 2, so first_seq is column 4.
+      blocks_(db, (std::string("SELECT id, data, ") + kBlockHeaderColumns +
+                   " FROM event_blocks ORDER BY first_seq, id")
+                      .c_str()) {
   blocks_left_ = blocks_.step();
   if (blocks_left_) pending_first_seq_ = blocks_.u64(4);
 }
@@ -35,12 +43,8 @@ void EventStream::open_next_block() {
   }
   c->pos = 0;
   const std::string what = db_.path() + ": event block " + std::to_string(blocks_.i64(0));
-  const int64_t count = blocks_.i64(2);
-  if (count < 0 || count > UINT32_MAX) throw StoreError(what + ": corrupt event block (bad count)");
-  const BlockHeader header{blocks_.u64(1), static_cast<uint32_t>(count),
-                           blocks_.u64(4), blocks_.u64(5),
-                           blocks_.u64(6), blocks_.u64(7)};
-  decode_block(blocks_.blob(3), header, form_, c->block, what);
+  const BlockHeader header = block_header(blocks_, 2, what);
+  decode_block(blocks_.blob(1), header, form_, c->block, what);
   if (!c->block.events.empty()) {
     heap_.push_back(std::move(c));
     std::push_heap(heap_.begin(), heap_.end(), Later{});

@@ -3,12 +3,20 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "profiler/store/event_codec.h"
 #include "profiler/store/sqlite_db.h"
 
 namespace tidemark::store::detail {
+
+// The columns of an `event_blocks` row that make its header, in BlockHeader's order, and the
+// header of a row selected with them starting at `column`. Throws StoreError naming `what`
+// when the count is not one a block can hold (a damaged row).
+inline constexpr const char* kBlockHeaderColumns =
+    "thread, count, first_seq, last_seq, first_ts, last_ts";
+BlockHeader block_header(Stmt& row, int column, const std::string& what);
 
 class EventStream {
  public:

@@ -691,9 +691,9 @@ void seal_event_blocks(Db& db, int version) {
   const BlockForm form = block_form(version);
   std::vector<int64_t> ids;
   for (Stmt s(db, "SELECT id FROM event_blocks ORDER BY id"); s.step();) ids.push_back(s.i64(0));
-  Stmt read(db,
-            "SELECT thread, count, first_seq, last_seq, first_ts, last_ts, data FROM event_blocks "
-            "WHERE id = ?");
+  Stmt read(db, (std::string("SELECT data, ") + detail::kBlockHeaderColumns +
+                 " FROM event_blocks WHERE id = ?")
+                    .c_str());
   Stmt write(db, "UPDATE event_blocks SET data = ? WHERE id = ?");
   std::vector<uint8_t> encoding;
   DecodedBlock check;
@@ -702,12 +702,8 @@ void seal_event_blocks(Db& db, int version) {
     read.bind(1, id);
     if (!read.step()) continue;
     const std::string what = db.path() + ": event block " + std::to_string(id);
-    if (read.i64(1) < 0 || read.i64(1) > UINT32_MAX)
-      throw StoreError(what + ": corrupt event block (bad count)");
-    const BlockHeader header{read.u64(0), static_cast<uint32_t>(read.i64(1)),
-                             read.u64(2), read.u64(3),
-                             read.u64(4), read.u64(5)};
-    block_encoding(read.blob(6), header, form, encoding, what);
+    const BlockHeader header = detail::block_header(read, 1, what);
+    block_encoding(read.blob(0), header, form, encoding, what);
     decode_block(encoding, header, BlockForm::encoded, check, what);
     std::vector<uint8_t> stored = seal_block(encoding, header);
     read.reset();

@@ -387,7 +387,7 @@ static int run_command(int argc, char** argv) {
                      "A trace recorded from the same run with `tidemark record` (CUDA injection): "
                      "write it with the snapshot's blocks lined up inside its segments");
   import->add_option("--max-events", imp_max_events,
-                     "Most trace entries and blocks the snapshot may expand to (default: one per "
+                     "Most trace entries, blocks and annotations the snapshot may expand to (default: one per "
                      "16 bytes of the file, at least 1,000,000)")
       ->check(kCount);
   std::vector<std::string> merge_in;

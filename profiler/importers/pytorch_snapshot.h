@@ -62,8 +62,8 @@ struct ImportStats {
 };
 
 struct ImportOptions {
-  // Most trace entries and blocks a snapshot may expand to; 0: one per 16 bytes of pickle, at
-  // least a million (Note [Expansion bound]). `tidemark import --max-events`.
+  // Most trace entries, blocks and annotations a snapshot may expand to; 0: one per 16 bytes of
+  // pickle, at least a million (Note [Expansion bound]). `tidemark import --max-events`.
   uint64_t max_events = 0;
   // The rank of the process that took the snapshot (meta `rank`; `tidemark import --rank`, or
   // the number in the file's name when several ranks' snapshots are imported together).

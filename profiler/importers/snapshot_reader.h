@@ -326,7 +326,7 @@ class SnapshotReader : public pickle::AppendHook {
       // The pinned host allocator's, with `_record_memory_history(record_pinned_host_memory=True)`.
       if (auto h = root.get("host_segments")) host_segments = *h;
       if (auto h = root.get("host_traces")) host_traces = *h;
-      if (auto s = root.get("allocator_settings")) allocator_settings_ = render_settings(*s, 0);
+      if (auto s = root.get("allocator_settings")) read_settings(*s);
       if (auto a = root.get("external_annotations")) read_annotations(*a);
     } else if (root.type() != Type::list) {
       // PyTorch < 2.1 pickled a bare list of segments; anything else is not a snapshot.
@@ -388,6 +388,7 @@ class SnapshotReader : public pickle::AppendHook {
       if (!list.is_none()) notes_.add("'external_annotations' that is not a list (left out)");
       return;
     }
+    count_records(list.size(), {"external_annotations"});
     for (size_t i = 0; i < list.size(); ++i) {
       Ref a = list[i];
       Annotation out;
@@ -403,15 +404,16 @@ class SnapshotReader : public pickle::AppendHook {
 
   // Note [Expansion bound]: a pickle's memo lets a small file name one list many times (one
   // 1M-entry trace shared by 100 devices is 2 MB of pickle and 100M entries to import). Real
-  // snapshots spend 50 bytes or more per entry and block, so more than one record per 16 input
-  // bytes (and more than a million) is refused unless the caller raised the limit.
+  // snapshots spend 50 bytes or more per entry, block and annotation, so more than one record
+  // per 16 input bytes (and more than a million) is refused unless the caller raised the limit.
   void count_records(size_t n, const Where& w) {
     records_ += n;
     if (records_ > max_records_)
-      throw ImportError(name_ + ": " + w.str() + ": the snapshot expands to more than " +
-                        std::to_string(max_records_) + " trace entries and blocks from " +
-                        std::to_string(input_bytes_) +
-                        " bytes (lists shared through the pickle's memo?); --max-events raises the limit");
+      throw ImportError(
+          name_ + ": " + w.str() + ": the snapshot expands to more than " +
+          std::to_string(max_records_) + " trace entries, blocks and annotations from " +
+          std::to_string(input_bytes_) +
+          " bytes (lists shared through the pickle's memo?); --max-events raises the limit");
   }
   void set_limits(uint64_t input_bytes, uint64_t max_records) {
     input_bytes_ = input_bytes;
@@ -728,27 +730,56 @@ class SnapshotReader : public pickle::AppendHook {
     return field;
   }
 
-  // allocator_settings as PyTorch's `key:value,key:value` configuration text.
-  static std::string render_settings(Ref v, int depth) {
+  // allocator_settings as PyTorch's `key:value,key:value` configuration text. Real settings
+  // are a few hundred bytes, but the memo lets a pickle name one list at every level of a
+  // nest (2^40 leaves from 436 bytes), so the text is bounded: settings that render to more
+  // than kMaxSettingsBytes, or nest deeper than kMaxSettingsDepth, are left out (counted in
+  // the notes), and replay then assumes PyTorch's defaults, as for a snapshot without them.
+  static constexpr size_t kMaxSettingsBytes = 64 * 1024;
+  static constexpr int kMaxSettingsDepth = 16;
+  void read_settings(Ref v) {
+    std::string text;
+    if (render_settings(v, 0, text)) {
+      allocator_settings_ = std::move(text);
+    } else {
+      notes_.add(
+          "'allocator_settings' longer than 64 KiB or nested deeper than 16 levels (left out; "
+          "replay assumes PyTorch's defaults)");
+    }
+  }
+  // Appends `v`'s text to `s`; false once the text passes a bound.
+  static bool render_settings(Ref v, int depth, std::string& s) {
+    if (depth > kMaxSettingsDepth) return false;
     switch (v.type()) {
-      case Type::dict: {
-        std::string s = depth ? "{" : "";
+      case Type::dict:
+        if (depth) s += "{";
         for (size_t i = 0; i < v.size(); ++i) {
           if (i) s += ",";
-          s += render_settings(v.key(i), depth + 1) + ":" + render_settings(v.value(i), depth + 1);
+          if (!render_settings(v.key(i), depth + 1, s)) return false;
+          s += ":";
+          if (!render_settings(v.value(i), depth + 1, s)) return false;
         }
-        return depth ? s + "}" : s;
-      }
+        if (depth) s += "}";
+        break;
       case Type::list:
-      case Type::tuple: {
-        std::string s = "[";
-        for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + render_settings(v[i], depth + 1);
-        return s + "]";
-      }
-      case Type::string: return std::string(*v.as_string());
-      case Type::boolean: return *v.as_bool() ? "True" : "False";
-      default: return v.repr(60);
+      case Type::tuple:
+        s += "[";
+        for (size_t i = 0; i < v.size(); ++i) {
+          if (i) s += ",";
+          if (!render_settings(v[i], depth + 1, s)) return false;
+        }
+        s += "]";
+        break;
+      case Type::string:
+        s += *v.as_string();
+        break;
+      case Type::boolean:
+        s += *v.as_bool() ? "True" : "False";
+        break;
+      default:
+        s += v.repr(60);
     }
+    return s.size() <= kMaxSettingsBytes;
   }
 
   static constexpr uint32_t kNoRun = std::numeric_limits<uint32_t>::max();

@@ -134,9 +134,19 @@ class InIdOrder {
 struct OpenScope {
   uint64_t name;
   int64_t path;
-  std::string path_text;
+  std::string path_text;  // empty where cut
   uint64_t value, push_ts, seq, stack;
+  bool cut = false;  // Note [Scope path bound]: the path ends in "/…" and is shared inside
 };
+
+// Note [Scope path bound]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A scope's path names every scope open around it, so N nested scopes cost O(N²) bytes of
+// paths: a program (or a snapshot's annotations) that opens 10,000 ranges and never closes
+// them would write gigabytes. A path is at most kMaxScopePath bytes: a scope whose full path
+// would be longer gets its parent's path followed by "/…", and every scope inside it shares
+// that path (`name` and `depth` stay exact). Real paths are a few hundred bytes.
+constexpr size_t kMaxScopePath = 4096;
 
 class Finalizer {
  public:
@@ -370,9 +380,19 @@ class Finalizer {
         break;
       case ev::Kind::scope_push: {
         auto& stack = scopes_[e.thread_id];
-        std::string path = stack.empty() ? text(d.str_a) : stack.back().path_text + "/" + text(d.str_a);
+        if (!stack.empty() && stack.back().cut) {
+          stack.push_back(
+              {d.str_a, stack.back().path, {}, e.name.value, e.ts_ns, e.seq, d.stack_id, true});
+          break;
+        }
+        const std::string& name = text(d.str_a);
+        const std::string parent = stack.empty() ? std::string() : stack.back().path_text + "/";
+        const bool cut = parent.size() + name.size() > kMaxScopePath;
+        std::string path = parent + (cut ? "…" : name);
         int64_t path_id = intern_path(path);
-        stack.push_back({d.str_a, path_id, std::move(path), e.name.value, e.ts_ns, e.seq, d.stack_id});
+        if (cut) path.clear();
+        stack.push_back(
+            {d.str_a, path_id, std::move(path), e.name.value, e.ts_ns, e.seq, d.stack_id, cut});
         break;
       }
       case ev::Kind::scope_pop: {

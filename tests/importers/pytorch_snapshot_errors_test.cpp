@@ -7,11 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "profiler/analysis/details.h"
+#include "profiler/analysis/trace.h"
 #include "snapshot_builder.h"
 
 namespace {
 
 using namespace snapshot_test;
+namespace an = tidemark::analysis;
 
 // ---- Bad input --------------------------------------------------------------------------------
 
@@ -213,6 +216,100 @@ TEST(PytorchSnapshotErrors, MemoSharedTraceOfDistinctEntries) {
   EXPECT_EQ(s.devices, 2);
   st::TraceReader r = st::TraceReader::open(out, st::TraceReader::Require::finalized);
   for (int d : {0, 1}) EXPECT_EQ(final_values(r, device_row(r, d)).allocated, 3 * 1024);
+}
+
+// allocator_settings that share one list through the memo at every level of a 40-deep nest
+// (2^40 leaves from a pickle of a few hundred bytes) are left out, not rendered; settings of a
+// real shape are kept as they are.
+TEST(PytorchSnapshotErrors, MemoSharedSettingsAreLeftOutNotExpanded) {
+  TempDir dir;
+  auto snapshot = [](bool bomb) {
+    PickleWriter w(4);
+    w.empty_dict().mark().str("segments").empty_list().str("device_traces").empty_list().mark();
+    w.empty_list().mark();
+    w.empty_dict()
+        .mark()
+        .str("action")
+        .str("alloc")
+        .str("addr")
+        .integer(0x1000)
+        .str("size")
+        .integer(512);
+    w.str("time_us").integer(1).setitems();
+    w.appends().appends();
+    w.str("allocator_settings").empty_dict().mark().str("roundup_power2_divisions");
+    if (bomb) {
+      w.str("x");
+      uint32_t prev = w.memoize();
+      w.op('0');  // POP: each level stays only in the memo
+      for (int level = 0; level < 40; ++level) {
+        w.empty_list().mark().get(prev).get(prev).appends();
+        prev = w.memoize();
+        w.op('0');
+      }
+      w.get(prev);
+    } else {
+      w.empty_list().mark().integer(1).integer(2).integer(4).appends();
+    }
+    w.setitems().setitems();
+    return w.finish();
+  };
+  const std::string bomb = write(dir, "bomb.pickle", snapshot(true));
+  ASSERT_LT(fs::file_size(bomb), 1024u);
+  const im::ImportStats s = im::import_pytorch_snapshot(bomb, dir.file("bomb.db"));
+  EXPECT_EQ(s.notes, (std::vector<std::string>{
+                         "1 'allocator_settings' longer than 64 KiB or nested deeper than 16 "
+                         "levels (left out; replay assumes PyTorch's defaults)"}));
+  EXPECT_EQ(st::TraceReader::open(dir.file("bomb.db")).meta().allocator_settings, "");
+  const std::string real = write(dir, "real.pickle", snapshot(false));
+  EXPECT_TRUE(im::import_pytorch_snapshot(real, dir.file("real.db")).notes.empty());
+  EXPECT_EQ(st::TraceReader::open(dir.file("real.db")).meta().allocator_settings,
+            "roundup_power2_divisions:[1,2,4]");
+}
+
+// Note [Annotation depth]: ranges that open and never close nest as scopes; past 256 open
+// ones they are left out with the ENDs that close them, and the trace stays small. 300 STARTs
+// r0..r299, then END r299 (of a range left out: left out too), END r255 (closes the
+// innermost kept range), START s (kept: 255 are open).
+TEST(PytorchSnapshotErrors, AnnotationsNestedWithoutBoundAreLeftOutPastADepth) {
+  TempDir dir;
+  std::vector<Ann> anns;
+  for (int i = 0; i < 300; ++i) anns.push_back({"START", "r" + std::to_string(i), 0, 1 + i});
+  anns.push_back({"END", "r299", 0, 400});
+  anns.push_back({"END", "r255", 0, 401});
+  anns.push_back({"START", "s", 0, 402});
+  std::vector<std::vector<Ent>> traces = {{{"alloc", 0x1000, 512, 500, 0, {}}}};
+  const std::string in =
+      write(dir, "nest.pickle", SnapshotBuilder().annotations(anns).build({}, traces));
+  const std::string out = dir.file("nest.db");
+  const im::ImportStats stats = im::import_pytorch_snapshot(in, out);
+  EXPECT_EQ(stats.annotations, 258u);  // 256 STARTs, END r255, START s
+  EXPECT_EQ(
+      stats.notes,
+      (std::vector<std::string>{"45 annotations nested deeper than 256 open ranges (left out)"}));
+  an::Trace t = an::Trace::open(out);
+  std::vector<an::ScopeSpan> spans = an::scopes(t, 0, INT64_MAX);
+  ASSERT_EQ(spans.size(), 257u);
+  EXPECT_EQ(spans[255].name, "r255");
+  EXPECT_EQ(spans[255].pop_ts.value_or(0), 401'000u);
+  EXPECT_EQ(spans[256].name, "s");
+  EXPECT_EQ(spans[256].depth, 255);
+  for (int i = 0; i < 255; ++i) EXPECT_FALSE(spans[i].pop_ts) << spans[i].name;
+
+  // Annotations count toward the expansion bound, so --max-events bounds them too.
+  im::ImportOptions o;
+  o.max_events = 100;
+  fs::remove(out);
+  try {
+    im::import_pytorch_snapshot(in, out, o);
+    ADD_FAILURE() << "imported past the bound";
+  } catch (const im::ImportError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  in + ": external_annotations: the snapshot expands to more than 100 trace "
+                       "entries, blocks and annotations"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -646,6 +646,43 @@ TEST(StoreFinalize, IsIdempotent) {
   remove_trace(path);
 }
 
+// Note [Scope path bound]: 2,000 nested scopes, never popped, would have paths of 20 MB in
+// all; each path is at most 4096 bytes, the scopes past it share "<path>/…", names and
+// depths stay exact.
+TEST(StoreFinalize, DeeplyNestedScopesHaveBoundedPaths) {
+  std::string path = temp_path("finalize_deep_scopes");
+  History h;
+  std::vector<std::string> names;
+  for (int i = 0; i < 2000; ++i)
+    names.push_back("layer" + std::string(4 - std::to_string(i).size(), '0') + std::to_string(i));
+  h.block(ev::Kind::segment_alloc, 10, 1, S, 2 * MiB, 0, S);
+  for (int i = 0; i < 2000; ++i) h.name(ev::Kind::scope_push, 100 + i, 1, names[i].c_str());
+  h.block(ev::Kind::alloc, 5000, 1, S, 1024, 1000, S);
+  write(path, h);
+  st::finalize(path);
+
+  // "layer0000/layer0001/...": depth k's full path is 10k + 9 bytes, so depth 408 (4089
+  // bytes) is the deepest whole one and every scope from depth 409 on is cut.
+  std::string exact;
+  for (int i = 0; i <= 408; ++i) exact += (i ? "/" : "") + names[i];
+  auto got = rows(path,
+                  "SELECT s.depth, n.text, p.text FROM scopes s JOIN strings n ON n.id = s.name "
+                  "JOIN strings p ON p.id = s.path ORDER BY s.push_seq");
+  ASSERT_EQ(got.size(), 2000u);
+  EXPECT_EQ(got[408], "408|" + names[408] + "|" + exact);
+  for (int i : {409, 1000, 1999})
+    EXPECT_EQ(got[i], std::to_string(i) + "|" + names[i] + "|" + exact + "/…");
+  EXPECT_EQ(rows(path,
+                 "SELECT max(length(CAST(p.text AS BLOB))), count(DISTINCT s.path) FROM scopes s "
+                 "JOIN strings p ON p.id = s.path"),
+            (std::vector<std::string>{std::to_string(exact.size() + 4) + "|410"}));
+  // The allocation made inside them all is in the shared path.
+  EXPECT_EQ(rows(path, "SELECT p.text = '" + exact +
+                           "/…' FROM allocations a JOIN strings p ON p.id = a.scope"),
+            (std::vector<std::string>{"1"}));
+  remove_trace(path);
+}
+
 // Note [Part files]: an import's file, written and finalized without a journal, ends as the
 // same tables as a recording's and in WAL mode like it; no log is ever written beside it.
 TEST(StoreFinalize, APartFileWrittenWithoutAJournalEndsAsAWalTrace) {

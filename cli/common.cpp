@@ -67,10 +67,40 @@ std::shared_ptr<analysis::CategoryRules> category_rules_for(const std::string& t
   }
 }
 
+namespace {
+// A trace refused for not being finalized while its recording still runs: what to do is to
+// wait (or watch it), not to finalize, which refuses a live recording. Empty otherwise.
+std::string live_recording(const std::string& path) {
+  try {
+    const auto r = store::TraceReader::open(path, store::TraceReader::Require::raw);
+    if (r.finalized()) return {};
+    const store::TraceMeta m = r.meta();
+    const RecordingProcesses p = recording_processes(m.host, m.pid, m.finalizer_pid);
+    if (p.alive_pid == 0) return {};
+    return fmt::format(
+        "{}: still being recorded: {} (pid {}) {}; the finalized tables this command reads "
+        "exist once it has, and `tidemark watch {}` follows the recording live",
+        path, p.finalizer ? "tidemark record" : "the recording process", p.alive_pid,
+        p.finalizer ? "finalizes it when the program ends" : "is running", path);
+  } catch (const store::StoreError&) {
+    return {};
+  }
+}
+}  // namespace
+
 analysis::Trace open_trace(const std::string& path, bool require_finalized) {
   Progress p("reading " + path);
-  analysis::Trace t = analysis::Trace::open(path, require_finalized ? store::TraceReader::Require::finalized
-                                                                    : store::TraceReader::Require::raw);
+  analysis::Trace t = [&] {
+    try {
+      return analysis::Trace::open(path, require_finalized ? store::TraceReader::Require::finalized
+                                                           : store::TraceReader::Require::raw);
+    } catch (const store::StoreError&) {
+      if (std::string live = require_finalized ? live_recording(path) : std::string();
+          !live.empty())
+        throw UsageError(live);
+      throw;
+    }
+  }();
   t.set_frames(g_frames);
   t.set_category_rules(category_rules_for(path));
   return t;

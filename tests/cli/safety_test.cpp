@@ -455,6 +455,28 @@ TEST_F(Safety, FinalizeRefusesATraceStillBeingRecorded) {
   EXPECT_EQ(tidemark({"finalize", crashed}).rc, 0);
 }
 
+// Bug: `summary` during a recording said "finalize it first", which finalize then refused.
+// A command that needs the finalized tables says the trace is still being recorded, by whom,
+// and that `watch` follows it; once the recording process is gone it says to finalize.
+TEST_F(Safety, ACommandOnALiveRecordingSaysItIsStillBeingRecorded) {
+  const std::string live = at("live-summary.db");
+  write_raw_trace(live, ::getpid());
+  for (const char* command : {"summary", "diagnose", "top"}) {
+    Result r = tidemark({command, live});
+    EXPECT_EQ(r.rc, 2) << command << ": " << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_TRUE(contains(r.err, live + ": still being recorded") &&
+                contains(r.err, std::to_string(::getpid())) && contains(r.err, "tidemark watch") &&
+                !contains(r.err, "finalize it first"))
+        << r.err;
+  }
+  const std::string crashed = at("crashed-summary.db");
+  write_raw_trace(crashed, dead_pid());
+  Result r = tidemark({"summary", crashed});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, "finalize it first")) << r.err;
+}
+
 // Bug: finalize of a trace with a meta value that is not an integer failed ("stoll") after
 // rewriting the file. A damaged meta value is named before finalize writes anything.
 TEST_F(Safety, FinalizeOfADamagedTraceNamesTheProblemAndLeavesTheFileAsItWas) {

@@ -1,6 +1,8 @@
 // tidemark: record a program, then ask its trace how high memory went, when, because of what,
 // what leaked, where it waited on the device, and what changed between two runs.
 // docs/cli.md describes every command, the JSON output and the exit codes.
+#include <fmt/core.h>
+#include <sys/resource.h>
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -494,6 +496,18 @@ static int run_command(int argc, char** argv) {
     return fail(e.what());
   } catch (const tidemark::analysis::OutputError& e) {
     return fail(e.what());
+  } catch (const std::bad_alloc&) {
+    // Outputs are written beside their target and renamed at the end, and finalize builds the
+    // derived tables in one transaction, so nothing was replaced half-written.
+    std::string command = "tidemark";
+    for (const CLI::App* c : app.get_subcommands()) command += " " + c->get_name();
+    struct rlimit as {};
+    std::string limit;
+    if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY)
+      limit = fmt::format(" (this process may use {} MiB: ulimit -v)", as.rlim_cur >> 20);
+    return fail(
+        command + ": out of memory" + limit +
+        "; its outputs and the trace are left as they were, so it can run again with more memory");
   } catch (const std::exception& e) {
     return fail(std::string("error: ") + e.what());
   }

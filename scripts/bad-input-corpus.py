@@ -21,6 +21,7 @@ import concurrent.futures
 import hashlib
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -256,6 +257,9 @@ def run(binary, args, user):
     return p.returncode, p.stderr.decode("utf-8", "replace")
 
 
+SQL_TEXT = re.compile(r"\b(SELECT|INSERT INTO|UPDATE|CREATE TABLE|DELETE FROM|PRAGMA) ")
+
+
 def problems_of(args, rc, err):
     what = " ".join(args)
     if rc < 0:
@@ -265,6 +269,8 @@ def problems_of(args, rc, err):
         found.append("%s: exit %d (expected 0, 1 or 2)\n%s" % (what, rc, err))
     if any(m in err for m in SANITIZER_MARKS):
         found.append("%s: a sanitizer reported an error\n%s" % (what, err))
+    if SQL_TEXT.search(err):
+        found.append("%s: the message quotes SQL (a user reads the file and the reason)\n%s" % (what, err))
     if rc == 2 and err.count("\n") != 1:
         found.append("%s: exit 2 with %d lines on stderr (expected one)\n%s"
                      % (what, err.count("\n"), err))

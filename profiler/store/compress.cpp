@@ -4,6 +4,7 @@
 #include <zstd_errors.h>
 
 #include <algorithm>
+#include <new>
 
 #include "profiler/store/trace_format.h"
 
@@ -41,12 +42,13 @@ std::vector<uint8_t> compress(std::span<const uint8_t> raw, Checksum checksum) {
     ~Context() { ZSTD_freeCCtx(cctx); }
   };
   thread_local Context context;
-  if (!context.cctx) throw StoreError("zstd: cannot create a compression context");
+  if (!context.cctx) throw std::bad_alloc();
   ZSTD_CCtx_reset(context.cctx, ZSTD_reset_session_and_parameters);
   ZSTD_CCtx_setParameter(context.cctx, ZSTD_c_compressionLevel, 1);
   ZSTD_CCtx_setParameter(context.cctx, ZSTD_c_checksumFlag, checksum == Checksum::required ? 1 : 0);
   std::vector<uint8_t> out(ZSTD_compressBound(raw.size()));
   const size_t n = ZSTD_compress2(context.cctx, out.data(), out.size(), raw.data(), raw.size());
+  if (ZSTD_getErrorCode(n) == ZSTD_error_memory_allocation) throw std::bad_alloc();
   if (ZSTD_isError(n)) throw StoreError(std::string("zstd: ") + ZSTD_getErrorName(n));
   out.resize(n);
   return out;
@@ -74,6 +76,8 @@ void decompress(std::span<const uint8_t> stored, std::vector<uint8_t>& out, cons
   }
   out.resize(static_cast<size_t>(size));
   const size_t n = ZSTD_decompress(out.data(), out.size(), stored.data(), stored.size());
+  // Out of memory is not damage: said as such (std::bad_alloc), never "corrupt".
+  if (ZSTD_getErrorCode(n) == ZSTD_error_memory_allocation) throw std::bad_alloc();
   if (ZSTD_getErrorCode(n) == ZSTD_error_checksum_wrong)
     fail("its checksum does not match: the file is damaged");
   if (ZSTD_isError(n)) fail(std::string("zstd: ") + ZSTD_getErrorName(n));

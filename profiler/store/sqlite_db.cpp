@@ -5,7 +5,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 
 #include "profiler/store/meta_keys.h"
 
@@ -153,8 +155,16 @@ StoreError::Cause cause_of(sqlite3* db) {
 }
 }  // namespace
 
+// Note [Store messages]: what a user reads is the file and SQLite's reason ("database disk
+// image is malformed", "no such table: allocations"), never the statement: SQL says nothing to
+// them (TIDEMARK_DEBUG_SQL=1 appends it, for whoever debugs the store). Out of memory is
+// std::bad_alloc, as from the rest of the program, not a damaged trace.
 void Db::fail(std::string_view what) const {
-  throw StoreError(path_ + ": " + std::string(what) + ": " + sqlite3_errmsg(db_), cause_of(db_));
+  if ((sqlite3_errcode(db_) & 0xff) == SQLITE_NOMEM) throw std::bad_alloc();
+  std::string msg = path_ + ": " + sqlite3_errmsg(db_);
+  if (const char* debug = std::getenv("TIDEMARK_DEBUG_SQL"); debug && *debug == '1')
+    msg += " (in " + std::string(what) + ")";
+  throw StoreError(msg, cause_of(db_));
 }
 
 void Db::exec(const char* sql) {
@@ -162,8 +172,12 @@ void Db::exec(const char* sql) {
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : sqlite3_errmsg(db_);
     sqlite3_free(err);
-    std::string head(sql, std::min<size_t>(std::char_traits<char>::length(sql), 60));
-    throw StoreError(path_ + ": " + msg + " (in `" + head + "`)", cause_of(db_));
+    if ((sqlite3_errcode(db_) & 0xff) == SQLITE_NOMEM) throw std::bad_alloc();
+    msg = path_ + ": " + msg;
+    if (const char* debug = std::getenv("TIDEMARK_DEBUG_SQL"); debug && *debug == '1')
+      msg += " (in `" +
+             std::string(sql, std::min<size_t>(std::char_traits<char>::length(sql), 60)) + "`)";
+    throw StoreError(msg, cause_of(db_));
   }
 }
 
@@ -181,7 +195,7 @@ bool Db::table_exists(const char* name) {
 Stmt::Stmt(Db& db, const char* sql) : db_(&db) {
   if (sqlite3_prepare_v3(db.handle(), sql, -1, SQLITE_PREPARE_PERSISTENT, &st_, nullptr) !=
       SQLITE_OK) {
-    db.fail(std::string("cannot prepare `") + sql + "`");
+    db.fail(std::string("preparing `") + sql + "`");
   }
 }
 

@@ -739,9 +739,11 @@ bool has_column(Db& db, const char* table, const char* column) {
 
 void finalize(const std::string& path, const FinalizeOptions& options) {
   int version = 0;
-  auto db = detail::open_trace(path, Db::Mode::read_write, detail::Need::upgradable, &version);
-  if (options.journal == Journal::none) detail::write_without_journal(*db);
+  std::unique_ptr<Db> db;
   try {
+    // Opening writes too (the -shm, the WAL index, grows): no room there is no room.
+    db = detail::open_trace(path, Db::Mode::read_write, detail::Need::upgradable, &version);
+    if (options.journal == Journal::none) detail::write_without_journal(*db);
     detail::Transaction tx(*db);
     if (version < 7) seal_event_blocks(*db, version);
     if (version < 6 && !has_column(*db, "devices", "rank")) db->exec(detail::kDevicesV6);
@@ -751,17 +753,22 @@ void finalize(const std::string& path, const FinalizeOptions& options) {
     if (e.cause() != StoreError::Cause::disk_full) throw;
     // The transaction rolled back: the raw events are as they were, finalize can run later.
     // The derived tables take several times the raw events' size (docs/trace-format.md).
-    std::error_code size_ec, dir_ec;
-    const uint64_t bytes = std::filesystem::file_size(path, size_ec);
+    // A recording that was killed holds its events in the -wal, the main file a few pages:
+    // the trace is both.
+    std::error_code size_ec, wal_ec, dir_ec;
+    uint64_t bytes = std::filesystem::file_size(path, size_ec);
+    const uint64_t wal = std::filesystem::file_size(path + "-wal", wal_ec);
+    if (!wal_ec) bytes += wal;
     const std::filesystem::path dir = std::filesystem::absolute(path, dir_ec).parent_path();
     const uint64_t need_mib = size_ec ? 1 : std::max<uint64_t>(1, (8 * bytes) >> 20);
-    throw StoreError(path + ": cannot finalize: no room to write in " + dir.string() +
-                         " (a full disk, a quota or a file size limit); the trace is unchanged: "
-                         "free about " +
-                         std::to_string(need_mib) +
-                         " MiB there (eight times the trace) and run `tidemark finalize " + path +
-                         "`",
-                     StoreError::Cause::disk_full);
+    throw StoreError(
+        path + ": cannot finalize: no room to write in " + dir.string() +
+            " (a full disk, a quota or a file size limit); the trace is unchanged: "
+            "free about " +
+            std::to_string(need_mib) +
+            " MiB there (eight times the trace, its -wal included) and run `tidemark finalize " +
+            path + "`",
+        StoreError::Cause::disk_full);
   }
   // The derived tables are large: fold them into the main file right away. Best effort: the
   // transaction is committed in the -wal, which every reader reads with the file, and a

@@ -1,6 +1,7 @@
 #include "profiler/store/sqlite_db.h"
 
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -144,10 +145,19 @@ StoreError::Cause cause_of(sqlite3* db) {
     case SQLITE_FULL:
       return StoreError::Cause::disk_full;
     case SQLITE_IOERR: {
-      // A write refused for want of room: no space, a quota, a file size limit.
+      // A write refused for want of room: no space, a quota, a file size limit. Growing the
+      // -shm (the WAL index) that fails is one too, whatever errno SQLite kept.
+      if (sqlite3_extended_errcode(db) == SQLITE_IOERR_SHMSIZE) return StoreError::Cause::disk_full;
       const int err = sqlite3_system_errno(db);
-      return err == ENOSPC || err == EDQUOT || err == EFBIG ? StoreError::Cause::disk_full
-                                                            : StoreError::Cause::other;
+      if (err == ENOSPC || err == EDQUOT || err == EFBIG) return StoreError::Cause::disk_full;
+      // A write that stopped at a file size limit can reach us with its errno gone (SQLite's
+      // rollback after it made other calls): under a finite RLIMIT_FSIZE, a failed write with
+      // no errno is that limit.
+      struct rlimit fsize {};
+      if (sqlite3_extended_errcode(db) == SQLITE_IOERR_WRITE && err == 0 &&
+          ::getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY)
+        return StoreError::Cause::disk_full;
+      return StoreError::Cause::other;
     }
     default:
       return StoreError::Cause::other;

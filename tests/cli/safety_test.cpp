@@ -94,7 +94,9 @@ void sql(const std::string& path, const std::string& statement) {
 
 // An unfinalized trace (a clean end, as `tidemark record` leaves one before finalizing) of a
 // recording process `pid` on this host.
-void write_raw_trace(const std::string& path, int64_t pid, int events = 100) {
+// `killed`: the recording process ends without closing the trace (call it in a child): its
+// events stay in the -wal, and the process exits at once.
+void write_raw_trace(const std::string& path, int64_t pid, int events = 100, bool killed = false) {
   analysis_test::remove_trace(path);
   st::TraceMeta meta;
   char host[256] = {};
@@ -119,6 +121,10 @@ void write_raw_trace(const std::string& path, int64_t pid, int events = 100) {
       e.kind = tidemark::events::Kind::free_completed;
     }
     w->append(e, 0);
+  }
+  if (killed) {
+    w->commit();
+    ::_exit(0);
   }
   w->close(1000 + static_cast<uint64_t>(events));
 }
@@ -492,6 +498,30 @@ TEST_F(Safety, FinalizeOfADamagedTraceNamesTheProblemAndLeavesTheFileAsItWas) {
       << r.err;
   EXPECT_EQ(slurp(raw), bytes);
   EXPECT_FALSE(fs::exists(raw + "-wal") && fs::file_size(raw + "-wal") > 0);
+}
+
+// Bug: finalize's "free about N" counted the main file alone; a killed recording holds its
+// events in the -wal, so it asked for 1 MiB when ten were needed, again and again.
+TEST_F(Safety, FinalizeWithNoRoomCountsTheWalOfAKilledRecording) {
+  const std::string raw = at("killed.db");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) write_raw_trace(raw, dead_pid(), 40000, true);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  const uintmax_t main_bytes = fs::file_size(raw), wal = fs::file_size(raw + "-wal");
+  ASSERT_GT(wal, 4 * main_bytes);
+  ASSERT_GT(8 * wal, uintmax_t{2} << 20) << wal;
+  Result r = shell("ulimit -f " + std::to_string(wal / 512 + 8) + "; trap '' XFSZ; exec " +
+                   quote(TIDEMARK_CLI) + " finalize " + quote(raw));
+  EXPECT_EQ(r.rc, 2) << r.err;
+  const size_t at_n = r.err.find("free about ");
+  ASSERT_NE(at_n, std::string::npos) << r.err;
+  const uintmax_t mib = std::stoull(r.err.substr(at_n + 11));
+  EXPECT_EQ(mib, (8 * (main_bytes + wal)) >> 20) << r.err;
+  EXPECT_TRUE(contains(r.err, "its -wal included")) << r.err;
+  EXPECT_EQ(tidemark({"finalize", raw}).rc, 0);
 }
 
 // Bug: finalize out of memory printed `error: std::bad_alloc`, or "zstd: Allocation error"

@@ -3,6 +3,7 @@
 // docs/cli.md describes every command, the JSON output and the exit codes.
 #include <fmt/core.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -523,7 +524,16 @@ static int run_command(int argc, char** argv) {
 // were and temporaries removed; `record` restores the default for the program it runs.
 int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
-  const int rc = run_command(argc, argv);
+  int rc = tc::kExitUsage;
+  try {
+    rc = run_command(argc, argv);
+  } catch (const std::bad_alloc&) {
+    // Before a command runs (the command line's parser is built): no memory to name one.
+    static const char kMessage[] =
+        "tidemark: out of memory before the command could start (ulimit -v?)\n";
+    if (::write(STDERR_FILENO, kMessage, sizeof kMessage - 1) < 0) return tc::kExitUsage;
+    return tc::kExitUsage;
+  }
   std::cout.flush();
   const bool failed = !std::cout.good() || std::fflush(stdout) != 0 || std::ferror(stdout);
   if (failed && rc != tc::kExitUsage) {

@@ -169,8 +169,16 @@ StoreError::Cause cause_of(sqlite3* db) {
 // image is malformed", "no such table: allocations"), never the statement: SQL says nothing to
 // them (TIDEMARK_DEBUG_SQL=1 appends it, for whoever debugs the store). Out of memory is
 // std::bad_alloc, as from the rest of the program, not a damaged trace.
+static bool out_of_memory(sqlite3* db) {
+  // SQLite's own allocations, and mapping the -shm (the WAL index) under an address-space
+  // limit.
+  const int code = sqlite3_extended_errcode(db);
+  return (code & 0xff) == SQLITE_NOMEM || code == SQLITE_IOERR_SHMMAP ||
+         ((code & 0xff) == SQLITE_IOERR && sqlite3_system_errno(db) == ENOMEM);
+}
+
 void Db::fail(std::string_view what) const {
-  if ((sqlite3_errcode(db_) & 0xff) == SQLITE_NOMEM) throw std::bad_alloc();
+  if (out_of_memory(db_)) throw std::bad_alloc();
   std::string msg = path_ + ": " + sqlite3_errmsg(db_);
   if (const char* debug = std::getenv("TIDEMARK_DEBUG_SQL"); debug && *debug == '1')
     msg += " (in " + std::string(what) + ")";
@@ -182,7 +190,7 @@ void Db::exec(const char* sql) {
   if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
     std::string msg = err ? err : sqlite3_errmsg(db_);
     sqlite3_free(err);
-    if ((sqlite3_errcode(db_) & 0xff) == SQLITE_NOMEM) throw std::bad_alloc();
+    if (out_of_memory(db_)) throw std::bad_alloc();
     msg = path_ + ": " + msg;
     if (const char* debug = std::getenv("TIDEMARK_DEBUG_SQL"); debug && *debug == '1')
       msg += " (in `" +

@@ -78,10 +78,9 @@ std::string live_recording(const std::string& path) {
     const RecordingProcesses p = recording_processes(m.host, m.pid, m.finalizer_pid);
     if (p.alive_pid == 0) return {};
     return fmt::format(
-        "{}: still being recorded: {} (pid {}) {}; the finalized tables this command reads "
-        "exist once it has, and `tidemark watch {}` follows the recording live",
-        path, p.finalizer ? "tidemark record" : "the recording process", p.alive_pid,
-        p.finalizer ? "finalizes it when the program ends" : "is running", path);
+        "{}: still being recorded: {}; the finalized tables this command reads exist once it "
+        "has, and `tidemark watch {}` follows the recording live",
+        path, p.who(), path);
   } catch (const store::StoreError&) {
     return {};
   }
@@ -159,6 +158,12 @@ bool process_alive(int64_t pid) {
   return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
 }
 }  // namespace
+
+std::string RecordingProcesses::who() const {
+  return finalizer
+             ? fmt::format("tidemark record (pid {}) finalizes it when the program ends", alive_pid)
+             : fmt::format("the recording process (pid {}) is running", alive_pid);
+}
 
 RecordingProcesses recording_processes(const std::string& host, int64_t pid,
                                        int64_t finalizer_pid) {

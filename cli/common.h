@@ -91,6 +91,9 @@ struct RecordingProcesses {
   bool known = false;      // on this host, with a recorded pid: the answer below means something
   int64_t alive_pid = 0;   // the recording process, else the finalizer, if alive; 0: neither
   bool finalizer = false;  // alive_pid is the finalizer
+  // "tidemark record (pid N) finalizes it when the program ends" or "the recording process
+  // (pid N) is running", for messages about a live recording.
+  std::string who() const;
 };
 RecordingProcesses recording_processes(const std::string& host, int64_t pid, int64_t finalizer_pid);
 

@@ -208,11 +208,10 @@ int run_finalize(const std::string& file, bool force) {
     // recordings]); --force for a pid that now names another process.
     const RecordingProcesses p = recording_processes(m.host, m.pid, m.finalizer_pid);
     if (!force && !r.finalized() && p.alive_pid != 0) {
-      throw UsageError(fmt::format(
-          "{}: still being recorded: {} (pid {}) {}; finalize it once that process has ended, "
-          "or with --force if pid {} is not it",
-          file, p.finalizer ? "tidemark record" : "the recording process", p.alive_pid,
-          p.finalizer ? "finalizes it when the program ends" : "is running", p.alive_pid));
+      throw UsageError(
+          fmt::format("{}: still being recorded: {}; finalize it once that process has ended, "
+                      "or with --force if pid {} is not it",
+                      file, p.who(), p.alive_pid));
     }
   }
   {

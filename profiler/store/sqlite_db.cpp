@@ -186,17 +186,8 @@ void Db::fail(std::string_view what) const {
 }
 
 void Db::exec(const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : sqlite3_errmsg(db_);
-    sqlite3_free(err);
-    if (out_of_memory(db_)) throw std::bad_alloc();
-    msg = path_ + ": " + msg;
-    if (const char* debug = std::getenv("TIDEMARK_DEBUG_SQL"); debug && *debug == '1')
-      msg += " (in `" +
-             std::string(sql, std::min<size_t>(std::char_traits<char>::length(sql), 60)) + "`)";
-    throw StoreError(msg, cause_of(db_));
-  }
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, nullptr) != SQLITE_OK)
+    fail("`" + std::string(sql, std::min<size_t>(std::char_traits<char>::length(sql), 60)) + "`");
 }
 
 int64_t Db::pragma_int(const char* name) {

@@ -391,10 +391,21 @@ class Parser {
       adopt(list, item);
       list.items.push_back(item);
     }
-    // The hook may release the items (not the list: it is not sealed), never add containers.
-    if (hook_)
-      for (size_t i = from; i < stack_.size(); ++i)
-        if (stack_[i].type == Type::dict) hook_->dict_appended(doc_, stack_[i]);
+    // The hook may release the items (not the list: it is not sealed), never add containers,
+    // and may put an equal flat dict in an item's place.
+    if (hook_) {
+      const size_t first =
+          doc_.containers_[stack_[from - 1].index].items.size() - (stack_.size() - from);
+      for (size_t i = from; i < stack_.size(); ++i) {
+        if (stack_[i].type != Type::dict) continue;
+        const Val kept = hook_->dict_appended(doc_, stack_[i]);
+        if (kept.type == Type::dict && kept.index == stack_[i].index) continue;
+        if (kept.type != Type::dict || kept.index >= doc_.containers_.size() ||
+            doc_.containers_[kept.index].height != 1 || !doc_.containers_[kept.index].sealed)
+          fail("internal error: the reader put a value that is not a flat dict in a list");
+        doc_.containers_[stack_[from - 1].index].items[first + (i - from)] = kept;
+      }
+    }
     stack_.resize(from);
   }
   void set_items(size_t from) {  // key/value pairs stack[from..] into the dict at stack[from - 1]

@@ -142,7 +142,11 @@ class Document {
 class AppendHook {
  public:
   virtual ~AppendHook() = default;
-  virtual void dict_appended(Document& doc, Val dict) = 0;
+  // Returns what the list holds in the dict's place: the dict itself, or a dict already in the
+  // document with the same content (keys and values) and no container inside (so the list's
+  // nesting is unchanged), for a reader that keeps one dict per content (the duplicate it may
+  // then release).
+  virtual Val dict_appended(Document& doc, Val dict) = 0;
   // The parser reads no byte before `offset` again (every 64 MiB): a mapped input may let the
   // pages go (strings in them are read again from the file when used).
   virtual void consumed(uint64_t offset) { (void)offset; }

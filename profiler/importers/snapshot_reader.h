@@ -183,6 +183,106 @@ struct Where {
   }
 };
 
+// Note [Frame dicts by content]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// PyTorch shares each frame dict through the pickle's memo, so a snapshot holds one per
+// distinct frame however many stacks name it. A pickle written without that sharing (another
+// writer, `pickle.Pickler.fast`, a snapshot rebuilt from JSON) holds one per use: 20-60 per
+// allocation, each a document container of ~150 bytes, which made import memory grow ~14 times
+// the input. The reader keeps the first flat dict (no container inside) of each content and puts
+// it in the place of every later equal one as it goes into a list, releasing the duplicate; the
+// frame runs of two lists then compare equal item by item, as for a memo-shared snapshot. Only
+// lists are told (a frame in a tuple stays as it is), and a dict with an 'action' is an entry.
+class DictsByContent {
+ public:
+  // The identity of the first dict added with the content of dict `id` (`id` itself when none:
+  // it is added). Every dict added must stay unchanged in `doc`.
+  uint32_t find_or_add(const pickle::Document& doc, uint32_t id) {
+    if ((count_ + 1) * 2 > slots_.size()) grow();
+    const uint32_t h = hash(doc, id);
+    for (size_t i = h & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      Slot& s = slots_[i];
+      if (s.id_plus_1 == 0) {
+        s = {h, id + 1};
+        ++count_;
+        return id;
+      }
+      if (s.hash == h && equal(doc, s.id_plus_1 - 1, id)) return s.id_plus_1 - 1;
+    }
+  }
+
+ private:
+  struct Slot {
+    uint32_t hash = 0, id_plus_1 = 0;  // 0: empty
+  };
+  static pickle::Ref dict_of(const pickle::Document& doc, uint32_t id) {
+    pickle::Val v;
+    v.type = Type::dict;
+    v.index = id;
+    return {&doc, v};
+  }
+  static uint64_t mix(uint64_t h, uint64_t x) {
+    h = (h ^ x) * 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 29);
+  }
+  static uint64_t hash_of(Ref v) {
+    uint64_t h = static_cast<uint8_t>(v.type());
+    if (auto s = v.type() == Type::bytes ? v.as_bytes() : v.as_string())
+      return mix(h, std::hash<std::string_view>{}(*s));
+    if (v.type() == Type::global) {
+      auto [m, n] = *v.as_global();
+      return mix(mix(h, std::hash<std::string_view>{}(m)), std::hash<std::string_view>{}(n));
+    }
+    uint64_t bits;
+    const pickle::Val x = v.val();
+    std::memcpy(&bits, &x.i, sizeof bits);
+    return mix(h, v.is_none() ? 0 : bits);
+  }
+  static bool same(Ref a, Ref b) {
+    if (a.type() != b.type()) return false;
+    switch (a.type()) {
+      case Type::string:
+        return a.as_string() == b.as_string();
+      case Type::bytes:
+        return a.as_bytes() == b.as_bytes();
+      case Type::global:
+        return a.as_global() == b.as_global();
+      case Type::none:
+        return true;
+      default: {
+        const pickle::Val x = a.val(), y = b.val();
+        return std::memcmp(&x.i, &y.i, sizeof x.i) ==
+               0;  // bits: 0.0 and -0.0 differ, NaN equals itself
+      }
+    }
+  }
+  static uint32_t hash(const pickle::Document& doc, uint32_t id) {
+    const Ref d = dict_of(doc, id);
+    uint64_t h = d.size();
+    for (size_t k = 0; k < d.size(); ++k) h = mix(mix(h, hash_of(d.key(k))), hash_of(d.value(k)));
+    return static_cast<uint32_t>(h ^ (h >> 32));
+  }
+  static bool equal(const pickle::Document& doc, uint32_t a, uint32_t b) {
+    const Ref x = dict_of(doc, a), y = dict_of(doc, b);
+    if (x.size() != y.size()) return false;
+    for (size_t k = 0; k < x.size(); ++k)
+      if (!same(x.key(k), y.key(k)) || !same(x.value(k), y.value(k))) return false;
+    return true;
+  }
+  void grow() {
+    std::vector<Slot> old(std::max<size_t>(64, slots_.size() * 2));
+    old.swap(slots_);
+    for (const Slot& s : old) {
+      if (s.id_plus_1 == 0) continue;
+      size_t i = s.hash & (slots_.size() - 1);
+      while (slots_[i].id_plus_1) i = (i + 1) & (slots_.size() - 1);
+      slots_[i] = s;
+    }
+  }
+  std::vector<Slot> slots_;
+  size_t count_ = 0;
+};
+
 // ---- Phase 1: reading -------------------------------------------------------------------------
 
 class SnapshotReader : public pickle::AppendHook {
@@ -292,11 +392,17 @@ class SnapshotReader : public pickle::AppendHook {
 
   // pickle::AppendHook: a dict that goes into a list and has an 'action' is read as a trace
   // entry at once, and released with its frames list, when it reads cleanly (a known action,
-  // every field usable); anything else stays for read_trace to report as it always has.
-  void dict_appended(pickle::Document& doc, pickle::Val dict) override {
+  // every field usable); anything else stays for read_trace to report as it always has. A flat
+  // dict without an 'action' (a frame, an annotation) is kept once per content (Note [Frame
+  // dicts by content]).
+  pickle::Val dict_appended(pickle::Document& doc, pickle::Val dict) override {
     const uint32_t id = dict.index;
     // Each dict is looked at once: frame dicts go into every frames list that names them.
-    if (id < entry_of_dict_.size() && entry_of_dict_[id] != kNoEntry) return;
+    if (id < same_as_.size() && same_as_[id]) {
+      dict.index = same_as_[id] - 1;
+      return dict;
+    }
+    if (id < entry_of_dict_.size() && entry_of_dict_[id] != kNoEntry) return dict;
     if (id >= entry_of_dict_.size())
       entry_of_dict_.resize(std::max<size_t>(id + 1, entry_of_dict_.size() * 3 / 2), kNoEntry);
     entry_of_dict_[id] = kNotEarly;
@@ -304,9 +410,12 @@ class SnapshotReader : public pickle::AppendHook {
     doc_ = &doc;
     Ref e(&doc, dict);
     std::optional<Ref> f[kEntryFields];
+    bool flat = true;
     for (size_t k = 0, n = e.size(); k < n; ++k) {
       int field = entry_field(e.key(k));
       if (field >= 0) f[field] = e.value(k);
+      const Type t = e.value(k).type();
+      flat = flat && t != Type::list && t != Type::tuple && t != Type::dict;
     }
     Entry entry;
     if (f[kAction] && early_.size() < kNotEarly && convert_entry(f, entry)) {
@@ -314,8 +423,18 @@ class SnapshotReader : public pickle::AppendHook {
       early_.push_back(entry);
       if (f[kFrames]) doc.release(f[kFrames]->val());
       doc.release(dict);
+    } else if (!f[kAction] && flat) {
+      const uint32_t first = by_content_.find_or_add(doc, id);
+      if (first != id) {
+        if (id >= same_as_.size())
+          same_as_.resize(std::max<size_t>(id + 1, same_as_.size() * 3 / 2), 0);
+        same_as_[id] = first + 1;
+        doc.release(dict);
+        dict.index = first;
+      }
     }
     doc_ = saved;
+    return dict;
   }
 
   void read(Ref root) {
@@ -360,6 +479,8 @@ class SnapshotReader : public pickle::AppendHook {
     }
     std::vector<Entry>().swap(early_);
     std::vector<uint32_t>().swap(entry_of_dict_);
+    std::vector<uint32_t>().swap(same_as_);
+    by_content_ = {};
   }
 
   // One annotation; false when a field is missing or odd.
@@ -797,6 +918,9 @@ class SnapshotReader : public pickle::AppendHook {
   std::vector<Entry> early_;
   std::vector<Entry>* early_home_ = &early_;  // where they are: a trace took them without a copy
   std::vector<uint32_t> entry_of_dict_;
+  DictsByContent by_content_;  // flat dicts without an 'action', one per content
+  std::vector<uint32_t>
+      same_as_;  // dict identity -> 1 + the identity of the equal one kept (0: none)
   std::vector<Segment> segments_;
   std::map<int, std::vector<Entry>> traces_;
   std::string allocator_settings_;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -223,9 +224,10 @@ TEST(Pickle, MemoAndFrames) {
 TEST(Pickle, AppendHookSeesDictsAsTheyGoIntoLists) {
   struct Hook : pk::AppendHook {
     std::vector<std::string> seen;
-    void dict_appended(pk::Document& doc, pk::Val dict) override {
+    pk::Val dict_appended(pk::Document& doc, pk::Val dict) override {
       seen.push_back(pk::Ref(&doc, dict).repr());
       if (pk::Ref(&doc, dict).get("drop")) doc.release(dict);
+      return dict;
     }
   } hook;
   PickleWriter w(4);
@@ -244,6 +246,51 @@ TEST(Pickle, AppendHookSeesDictsAsTheyGoIntoLists) {
   EXPECT_EQ(l[0].identity(), l[2].identity());
   EXPECT_EQ(l[1].get("keep")->as_int(), 2);
   EXPECT_EQ(l.repr(), "[{}, {'keep': 2}, {}, {}]");
+}
+
+// The hook may put an equal flat dict already in the document in an appended dict's place: the
+// list then holds that one (same identity), and the duplicate may be released.
+TEST(Pickle, AppendHookMayKeepOneDictPerContent) {
+  struct Hook : pk::AppendHook {
+    std::map<std::string, pk::Val> first;
+    pk::Val dict_appended(pk::Document& doc, pk::Val dict) override {
+      auto [it, fresh] = first.try_emplace(pk::Ref(&doc, dict).repr(), dict);
+      if (!fresh) doc.release(dict);
+      return it->second;
+    }
+  } hook;
+  PickleWriter w(4);
+  w.empty_list().mark();
+  for (int i = 0; i < 3; ++i) {
+    w.empty_list().mark();
+    w.empty_dict().mark().str("line").integer(7).setitems();
+    w.empty_dict().mark().str("line").integer(8 + i % 2).setitems();
+    w.appends();
+  }
+  w.appends();
+  pk::Document doc = pk::parse(w.finish(), {}, &hook);
+  pk::Ref l = doc.root();
+  EXPECT_EQ(l.repr(),
+            "[[{'line': 7}, {'line': 8}], [{'line': 7}, {'line': 9}], [{'line': 7}, {'line': 8}]]");
+  EXPECT_EQ(l[0][0].identity(), l[1][0].identity());
+  EXPECT_EQ(l[0][0].identity(), l[2][0].identity());
+  EXPECT_EQ(l[0][1].identity(), l[2][1].identity());
+  EXPECT_NE(l[0][1].identity(), l[1][1].identity());
+
+  // A hook that answers with a dict holding a container would change the nesting: refused.
+  struct Nested : pk::AppendHook {
+    pk::Val outer;
+    pk::Val dict_appended(pk::Document& doc, pk::Val dict) override {
+      if (pk::Ref(&doc, dict).get("inner")) outer = dict;
+      return outer.type == pk::Type::dict ? outer : dict;
+    }
+  } nested;
+  PickleWriter n(4);
+  n.empty_list().mark();
+  n.empty_dict().mark().str("inner").empty_list().setitems();
+  n.empty_dict().mark().str("x").integer(1).setitems();
+  n.appends();
+  EXPECT_THROW(pk::parse(n.finish(), {}, &nested), pk::PickleError);
 }
 
 TEST(Pickle, GlobalsAreInertValues) {

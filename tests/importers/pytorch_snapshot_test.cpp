@@ -391,6 +391,100 @@ TEST(PytorchSnapshot, EntriesReadWhileParsingKeepSharedFrames) {
   EXPECT_EQ(allocs, (std::vector<std::string>{"4096 512 f@a.py:3", "4608 512 f@a.py:3", "5120 512 f@a.py:3"}));
 }
 
+// Note [Frame dicts by content]: a pickle whose frame dicts are written anew at every use (no
+// memo sharing) imports to the same stacks as its memo-shared twin, a duplicate named again
+// through the memo included, and keeps one frame dict per content.
+TEST(PytorchSnapshot, UnsharedFrameDictsImportAsTheirSharedTwin) {
+  TempDir dir;
+  struct Frame {
+    const char* name;
+    const char* file;
+    int line;
+  };
+  const std::vector<std::vector<Frame>> stacks = {
+      {{"f", "a.py", 3}, {"g", "a.py", 9}, {"main", "train.py", 40}},
+      {{"h", "b.py", 1}, {"g", "a.py", 9}, {"main", "train.py", 40}},
+      {{"f", "a.py", 3}, {"g", "a.py", 9}, {"main", "train.py", 41}},
+  };
+  auto write_snapshot = [&](bool shared) {
+    PickleWriter w(4);
+    std::map<std::string, uint32_t> memo;  // frame content -> memo index (shared)
+    std::vector<uint32_t> dup_memo;        // memo of a frame dict written anew (unshared)
+    w.empty_dict().mark().str("segments").empty_list();
+    w.str("device_traces").empty_list().mark().empty_list().mark();
+    for (int i = 0; i < 12; ++i) {
+      const auto& stack = stacks[i % stacks.size()];
+      w.empty_dict()
+          .mark()
+          .str("action")
+          .str("alloc")
+          .str("addr")
+          .integer(0x1000 + 512 * i)
+          .str("size")
+          .integer(512)
+          .str("time_us")
+          .integer(10 + i)
+          .str("frames")
+          .empty_list()
+          .mark();
+      for (size_t k = 0; k < stack.size(); ++k) {
+        const Frame& f = stack[k];
+        const std::string key = std::string(f.name) + f.file + std::to_string(f.line);
+        if (shared && memo.count(key)) {
+          w.get(memo[key]);
+          continue;
+        }
+        if (!shared && i == 7 && k == 0) {  // a duplicate already released, named again
+          w.get(dup_memo[0]);
+          continue;
+        }
+        w.empty_dict()
+            .mark()
+            .str("name")
+            .str(f.name)
+            .str("filename")
+            .str(f.file)
+            .str("line")
+            .integer(f.line)
+            .setitems();
+        const uint32_t m = w.memoize();
+        if (shared) memo[key] = m;
+        if (!shared && i == 4 && k == 0)
+          dup_memo.push_back(m);  // stacks[1]'s "h": a duplicate of i == 1's
+      }
+      w.appends().setitems();
+    }
+    w.appends().appends().setitems();
+    return write(dir, shared ? "shared.pickle" : "unshared.pickle", w.finish());
+  };
+  auto sites = [&](const std::string& db) {
+    st::TraceReader r = st::TraceReader::open(db, st::TraceReader::Require::finalized);
+    std::vector<std::string> out;
+    for (const auto& a : r.allocations(device_row(r, 0))) {
+      std::string frames = std::to_string(a.addr) + ":";
+      for (uint64_t ip : r.stack(a.stack_id))
+        for (const auto& f : r.frames(ip))
+          frames += " " + f.function + "@" + f.file + ":" + std::to_string(f.line);
+      out.push_back(frames);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  const im::ImportStats a =
+      im::import_pytorch_snapshot(write_snapshot(true), dir.file("shared.db"));
+  const im::ImportStats b =
+      im::import_pytorch_snapshot(write_snapshot(false), dir.file("unshared.db"));
+  EXPECT_EQ(a.frames, 5u);  // f, g, h, main:40, main:41
+  EXPECT_EQ(b.frames, a.frames);
+  EXPECT_EQ(b.events, a.events);
+  EXPECT_TRUE(b.notes.empty()) << b.notes.front();
+  const std::vector<std::string> want = sites(dir.file("shared.db"));
+  ASSERT_EQ(want.size(), 12u);
+  // Innermost first; the 8th alloc (i == 7) is stacks[1], its "h" the released duplicate.
+  EXPECT_EQ(want[7], std::to_string(0x1000 + 512 * 7) + ": h@b.py:1 g@a.py:9 main@train.py:40");
+  EXPECT_EQ(sites(dir.file("unshared.db")), want);
+}
+
 // PyTorch before 2.1 wrote no times: entries are ordered, times synthetic, and said so.
 TEST(PytorchSnapshot, NoTimesMeansEntryOrder) {
   TempDir dir;

@@ -44,12 +44,19 @@ namespace tidemark::cli {
 bool print_summary(const std::string& path) {
   analysis::Trace trace = analysis::Trace::open(path);
   const store::TraceReader& r = trace.reader();
-  fmt::print(stderr, "tidemark: recorded {} events ({} dropped) in {} to {}\n", r.event_count(),
-             r.dropped_count(), analysis::format_duration(trace.duration_ns()), path);
+  fmt::print(stderr, "tidemark: recorded {} events ({}) in {} to {}\n", r.event_count(),
+             analysis::format_dropped(r.dropped_count(), r.loss_counted()),
+             analysis::format_duration(trace.duration_ns()), path);
   const std::optional<std::string> writer_error = r.meta_value(store::meta_keys::kWriterError);
   if (r.dropped_count() > 0 || writer_error) {
-    fmt::print(stderr, "tidemark: trace incomplete: {} events dropped ({})\n", r.dropped_count(),
-               writer_error ? "the recording stopped writing: " + *writer_error
+    // "at least": the final count was not stored (Note [Counted losses]).
+    const std::string lost =
+        r.loss_counted()
+            ? fmt::format("{} events dropped", r.dropped_count())
+            : fmt::format("at least {} events dropped, more uncounted", r.dropped_count());
+    fmt::print(stderr, "tidemark: trace incomplete: {} ({})\n", lost,
+               writer_error ? "the recording stopped writing: " + *writer_error +
+                                  (r.loss_counted() ? "" : "; the final count could not be stored")
                             : std::string("the program emitted events faster than they were "
                                           "written; a larger TIDEMARK_BUFFER_KB helps"));
   } else if (!r.clean_end()) {
@@ -189,8 +196,9 @@ int finish_trace(const RecordArgs& a, const std::string& path, int code, int64_t
                is_python_command(a.command) ? "a Python program's PyTorch memory is recorded by "
                                               "the Python hook, which --no-python-hook "
                                               "turned off"
-                                            : "is it linked with Tidemark::autostart?");
-    return code;
+                                            : "if it did not say why above, is it linked with "
+                                              "Tidemark::autostart?");
+    return a.strict && code == 0 ? kExitCheckFailed : code;  // no trace lost every event
   }
   try {
     {
@@ -445,9 +453,11 @@ int run_record(const RecordArgs& a) {
   // The ranks' files, which only they could name (Note [Output patterns]).
   const std::vector<std::string> found = rank_files(a.output, started_unix_ns);
   if (found.empty()) {
-    fmt::print(stderr, "tidemark: {} wrote no trace named like {} (is it linked with "
-                       "Tidemark::autostart?)\n", a.command[0], a.output);
-    return code;
+    fmt::print(stderr,
+               "tidemark: {} wrote no trace named like {} (if it did not say why above, "
+               "is it linked with Tidemark::autostart?)\n",
+               a.command[0], a.output);
+    return a.strict && code == 0 ? kExitCheckFailed : code;
   }
   int result = code;
   for (const std::string& f : found) {

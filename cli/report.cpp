@@ -81,9 +81,13 @@ int run_summary(const SummaryArgs& a) {
   fmt::print("{}: {} events, {}, {} steps{}{}\n", s.path, s.event_count,
              s.synthetic_times ? std::string("no times (the snapshot's entries in order)")
                                : an::format_duration(s.duration_ns),
-             s.step_count,
-             s.clean_end ? "" : ", recording did not end cleanly",
-             s.dropped_count ? fmt::format(", {} events DROPPED", s.dropped_count) : "");
+             s.step_count, s.clean_end ? "" : ", recording did not end cleanly",
+             !s.loss_counted
+                 ? (s.dropped_count ? fmt::format(", at least {} events DROPPED, more uncounted",
+                                                  s.dropped_count)
+                                    : std::string(", events DROPPED uncounted"))
+             : s.dropped_count ? fmt::format(", {} events DROPPED", s.dropped_count)
+                               : "");
   if (!s.command_line.empty()) fmt::print("command: {}\n", s.command_line);
   for (const an::DeviceSummary& d : s.devices) {
     fmt::print("\n{}{}\n", d.device,
@@ -164,6 +168,7 @@ int run_info(const std::string& file, bool as_json) {
          {"finalized", r.finalized()},
          {"event_count", r.event_count()},
          {"dropped_count", r.dropped_count()},
+         {"loss_counted", r.loss_counted()},
          {"duration_ns", t.duration_ns()}};
   const std::optional<std::string> writer_error = r.meta_value(store::meta_keys::kWriterError);
   j["writer_error"] = writer_error ? json(*writer_error) : json(nullptr);
@@ -180,7 +185,8 @@ int run_info(const std::string& file, bool as_json) {
   fmt::print("  schema version   {}\n", store::kSchemaVersion);
   fmt::print("  recorded by      tidemark {} on {} (pid {})\n", m.tool_version, m.host, m.pid);
   fmt::print("  command          {}\n", m.command_line);
-  fmt::print("  events           {} ({} dropped)\n", r.event_count(), r.dropped_count());
+  fmt::print("  events           {} ({})\n", r.event_count(),
+             an::format_dropped(r.dropped_count(), r.loss_counted()));
   if (writer_error)
     fmt::print("  writer error     {} (the recording stopped writing)\n", *writer_error);
   fmt::print("  duration         {}\n", an::format_duration(t.duration_ns()));

@@ -53,29 +53,30 @@ void to_json(json& j, const DeviceSummary& s) {
 }
 
 void to_json(json& j, const Summary& s) {
-  j = json{{"json_version", kJsonSchemaVersion},
-           {"path", s.path},
-           {"schema_version", s.schema_version},
-           {"tool_version", s.tool_version},
-           {"command_line", s.command_line},
-           {"host", s.host},
-           {"pid", s.pid},
-           {"clean_end", s.clean_end},
-           {"origin_ts_ns", s.origin_ts},
-           {"duration_ns", s.duration_ns},
-           {"event_count", s.event_count},
-           {"dropped_count", s.dropped_count},
-           {"step_count", s.step_count},
-           {"imported_snapshot", s.imported_snapshot},
-           {"synthetic_times", s.synthetic_times},
-           {"devices", s.devices},
-           {"top_at_peak", s.top_at_peak ? json(*s.top_at_peak) : json(nullptr)},
-           {"categories_at_peak",
-            s.categories_at_peak ? json(*s.categories_at_peak) : json(nullptr)},
-           {"categories_inferred",
-            s.categories_inferred.empty() ? json(nullptr) : json(s.categories_inferred)},
-           {"reserved_at_peak", s.reserved_at_peak ? json(*s.reserved_at_peak) : json(nullptr)},
-           {"leaks", s.leaks}};
+  j = json{
+      {"json_version", kJsonSchemaVersion},
+      {"path", s.path},
+      {"schema_version", s.schema_version},
+      {"tool_version", s.tool_version},
+      {"command_line", s.command_line},
+      {"host", s.host},
+      {"pid", s.pid},
+      {"clean_end", s.clean_end},
+      {"origin_ts_ns", s.origin_ts},
+      {"duration_ns", s.duration_ns},
+      {"event_count", s.event_count},
+      {"dropped_count", s.dropped_count},
+      {"loss_counted", s.loss_counted},
+      {"step_count", s.step_count},
+      {"imported_snapshot", s.imported_snapshot},
+      {"synthetic_times", s.synthetic_times},
+      {"devices", s.devices},
+      {"top_at_peak", s.top_at_peak ? json(*s.top_at_peak) : json(nullptr)},
+      {"categories_at_peak", s.categories_at_peak ? json(*s.categories_at_peak) : json(nullptr)},
+      {"categories_inferred",
+       s.categories_inferred.empty() ? json(nullptr) : json(s.categories_inferred)},
+      {"reserved_at_peak", s.reserved_at_peak ? json(*s.reserved_at_peak) : json(nullptr)},
+      {"leaks", s.leaks}};
 }
 
 void to_json(json& j, const StepStats& s) {

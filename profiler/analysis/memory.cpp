@@ -395,6 +395,7 @@ Summary summarize(const Trace& trace, const SummaryOptions& options) {
   s.duration_ns = trace.duration_ns();
   s.event_count = r.event_count();
   s.dropped_count = r.dropped_count();
+  s.loss_counted = r.loss_counted();
   {
     Stmt q(trace.db(), "SELECT COUNT(*) FROM steps");
     if (q.step()) s.step_count = q.u64(0);

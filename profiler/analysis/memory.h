@@ -142,6 +142,8 @@ struct Summary {
   uint64_t origin_ts = 0;  // absolute time of the origin
   uint64_t duration_ns = 0;
   uint64_t event_count = 0, dropped_count = 0;
+  // dropped_count is every event lost (Note [Counted losses] in profiler/store/trace_writer.h).
+  bool loss_counted = true;
   uint64_t step_count = 0;
   // An imported PyTorch snapshot: what is live at its end was live when the snapshot was
   // taken, not leaked; synthetic_times: its times are entry order (Trace::synthetic_times).

@@ -184,6 +184,7 @@ store::TraceMeta merged_meta(const std::vector<Source>& sources, const DeviceMap
   nlohmann::json pools = nlohmann::json::array(), ranks = nlohmann::json::array();
   for (const Source& s : sources) {
     meta.stack_depth = std::max(meta.stack_depth, s.meta.stack_depth);
+    if (!s.reader->loss_counted()) meta.loss_counted = false;  // Note [Counted losses]
     if (meta.categories_inferred.empty()) meta.categories_inferred = s.meta.categories_inferred;
     nlohmann::json p = nlohmann::json::parse(renamed_pools(s.meta.private_pools, s.info.rank),
                                              nullptr, false);

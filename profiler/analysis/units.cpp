@@ -94,6 +94,12 @@ std::string format_time_point(uint64_t rel_ns, bool synthetic_times, int decimal
   return buf;
 }
 
+std::string format_dropped(uint64_t dropped, bool counted) {
+  if (counted) return std::to_string(dropped) + " dropped";
+  if (dropped == 0) return "an uncounted number dropped";
+  return "at least " + std::to_string(dropped) + " dropped, more uncounted";
+}
+
 std::string format_duration(uint64_t ns) {
   char buf[48];
   double v = static_cast<double>(ns);

@@ -25,6 +25,11 @@ std::string format_duration(uint64_t ns);
 // the order of a snapshot's entries (Trace::synthetic_times), "event 5553".
 std::string format_time_point(uint64_t rel_ns, bool synthetic_times, int decimals = 3);
 
+// A trace's lost events as every report says them (Note [Counted losses] in
+// profiler/store/trace_writer.h): "3 dropped"; when the count is not every loss (`counted`
+// false), "at least 3 dropped, more uncounted", or "an uncounted number dropped" for none.
+std::string format_dropped(uint64_t dropped, bool counted);
+
 // "cpu" (cpu:0), "cpu:1", "cuda:0": a device as every report and export names it.
 std::string device_name(events::DeviceId id);
 

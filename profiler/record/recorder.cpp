@@ -18,7 +18,9 @@
 // for longer than the TraceWriter waits), the recording stops, and nothing is lost without
 // being counted: the events appended since the last commit (rolled back), those still in the
 // rings and every later one are counted as dropped, and TraceWriter::abandon stores the count
-// and the reason (meta `writer_error`) if the file can still take that much.
+// and the reason (meta `writer_error`) if the file can still take that much; at stop it stores
+// the final count, marked final (Note [Counted losses] in profiler/store/trace_writer.h). A file
+// that took neither says, by lacking the mark, that its count is short.
 //
 // Note [Recorder lifetime]
 // remove_sink() cannot tell when a thread that already loaded the sink pointer has finished
@@ -425,7 +427,7 @@ class Recorder final : public ev::Sink {
       }
       if (failed_) {
         drain_all();  // counted, not written (Note [Writer failure])
-        if (stopping) record_loss();
+        if (stopping) record_loss(/*last=*/true);  // the count is final (Note [Counted losses])
       }
       if (stopping) return;
     }
@@ -442,14 +444,15 @@ class Recorder final : public ev::Sink {
                  "tidemark: recording to %s stopped: %s; events not written are counted as "
                  "dropped\n",
                  opts_.path.c_str(), what.c_str());
-    record_loss();
+    record_loss(/*last=*/false);
   }
 
-  // Stores the events dropped since the last commit and the reason, if the file lets us.
-  void record_loss() {
+  // Stores the events dropped since the last commit and the reason, if the file lets us;
+  // `last`: at stop, when the count is final.
+  void record_loss(bool last) {
     const uint64_t dropped = dropped_.load();
     try {
-      writer_->abandon(dropped - dropped_committed_, ev::now_ns(), error_);
+      writer_->abandon(dropped - dropped_committed_, ev::now_ns(), error_, last);
       dropped_committed_ = dropped;
     } catch (const std::exception& ex) {
       if (!loss_unrecorded_)

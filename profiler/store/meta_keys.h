@@ -25,6 +25,8 @@ inline constexpr const char* kFinalizedToolVersion = "finalized_tool_version";
 inline constexpr const char* kFirstTsNs = "first_ts_ns";
 inline constexpr const char* kLastTsNs = "last_ts_ns";
 inline constexpr const char* kWriterError = "writer_error";
+// Whether `dropped_count` is every event lost (Note [Counted losses] in trace_writer.h).
+inline constexpr const char* kLossCounted = "loss_counted";
 inline constexpr const char* kCategoriesInferred = "categories_inferred";
 inline constexpr const char* kPrivatePools = "private_pools";
 inline constexpr const char* kDuplicateIds = "duplicate_ids";

@@ -163,6 +163,26 @@ StoreError::Cause cause_of(sqlite3* db) {
       return StoreError::Cause::other;
   }
 }
+
+// What a write refused for want of room ran into, as a user would free it: SQLite's own words
+// for it are "disk I/O error" (a file size limit) or "database or disk is full".
+std::string no_room_reason(sqlite3* db) {
+  switch (sqlite3_system_errno(db)) {
+    case ENOSPC:
+      return "no room to write: no space left on the device";
+    case EDQUOT:
+      return "no room to write: the disk quota is exceeded";
+    case EFBIG:
+      return "no room to write: the file size limit (ulimit -f) is reached";
+    default:
+      break;
+  }
+  struct rlimit fsize {};
+  if ((sqlite3_errcode(db) & 0xff) == SQLITE_IOERR && ::getrlimit(RLIMIT_FSIZE, &fsize) == 0 &&
+      fsize.rlim_cur != RLIM_INFINITY)
+    return "no room to write: the file size limit (ulimit -f) is reached";
+  return "no room to write: the disk is full";
+}
 }  // namespace
 
 // Note [Store messages]: what a user reads is the file and SQLite's reason ("database disk
@@ -179,10 +199,13 @@ static bool out_of_memory(sqlite3* db) {
 
 void Db::fail(std::string_view what) const {
   if (out_of_memory(db_)) throw std::bad_alloc();
-  std::string msg = path_ + ": " + sqlite3_errmsg(db_);
+  const StoreError::Cause cause = cause_of(db_);
+  std::string msg =
+      path_ + ": " +
+      (cause == StoreError::Cause::disk_full ? no_room_reason(db_) : sqlite3_errmsg(db_));
   if (const char* debug = std::getenv("TIDEMARK_DEBUG_SQL"); debug && *debug == '1')
-    msg += " (in " + std::string(what) + ")";
-  throw StoreError(msg, cause_of(db_));
+    msg += " (in " + std::string(what) + ": " + sqlite3_errmsg(db_) + ")";
+  throw StoreError(msg, cause);
 }
 
 void Db::exec(const char* sql) {

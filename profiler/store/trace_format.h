@@ -93,6 +93,10 @@ struct TraceMeta {
   // A merged trace's sources, as JSON (meta `merged_ranks`, optional: absent otherwise;
   // docs/trace-format.md, "Merged traces").
   std::string merged_ranks;
+  // false: the trace is made from sources not every loss of which was counted (meta
+  // `loss_counted` 0: a merged trace of a rank that was killed); unset otherwise (Note [Counted
+  // losses] in trace_writer.h).
+  std::optional<bool> loss_counted;
 };
 
 // A merged trace's thread ids carry their rank: thread | rank << kMergedRankShift (Note

@@ -118,12 +118,17 @@ TraceMeta TraceReader::meta() const {
   if (auto v = meta_value(k::kRank)) m.rank = std::stoll(*v);
   if (auto v = meta_value(k::kWorldSize)) m.world_size = std::stoll(*v);
   m.merged_ranks = meta_value(k::kMergedRanks).value_or("");
+  if (auto v = meta_value(k::kLossCounted)) m.loss_counted = to_i64(v) != 0;
   for (DeviceRow& d : devices()) m.devices.push_back(std::move(d.info));
   return m;
 }
 
 bool TraceReader::finalized() const { return to_i64(meta_value(meta_keys::kFinalized)) != 0; }
 bool TraceReader::clean_end() const { return to_i64(meta_value(meta_keys::kCleanEnd)) != 0; }
+bool TraceReader::loss_counted() const {
+  if (auto v = meta_value(meta_keys::kLossCounted)) return to_i64(v) != 0;
+  return clean_end();
+}
 uint64_t TraceReader::event_count() const {
   return static_cast<uint64_t>(to_i64(meta_value(meta_keys::kEventCount)));
 }

@@ -135,6 +135,10 @@ class TraceReader {
   bool clean_end() const;
   uint64_t event_count() const;    // as of the last commit
   uint64_t dropped_count() const;  // as of the last commit
+  // Whether dropped_count() is every event the recording lost (Note [Counted losses] in
+  // trace_writer.h): false for a killed recording, or a failed one that had no room to store
+  // its final count.
+  bool loss_counted() const;
   std::optional<uint64_t> end_ts() const;  // clean end only
   std::vector<DeviceRow> devices() const;
   // The `devices.id` of `device`; empty when the trace has none.

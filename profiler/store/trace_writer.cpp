@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <string_view>
 #include <unordered_map>
 
@@ -91,6 +92,7 @@ class SqliteTraceWriter final : public TraceWriter {
       if (meta.rank) put_meta(k::kRank, *meta.rank);
       if (meta.world_size) put_meta(k::kWorldSize, *meta.world_size);
       if (!meta.merged_ranks.empty()) put_meta(k::kMergedRanks, meta.merged_ranks);
+      if (meta.loss_counted) put_meta(k::kLossCounted, int64_t{*meta.loss_counted});
       put_meta(k::kCleanEnd, int64_t{0});
       put_meta(k::kEventCount, int64_t{0});
       put_meta(k::kDroppedCount, int64_t{0});
@@ -195,7 +197,7 @@ class SqliteTraceWriter final : public TraceWriter {
     sqlite3_wal_checkpoint_v2(db_.handle(), nullptr, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
   }
 
-  void abandon(uint64_t dropped, uint64_t ts_ns, const std::string& reason) override {
+  void abandon(uint64_t dropped, uint64_t ts_ns, const std::string& reason, bool last) override {
     if (closed_) throw StoreError(db_.path() + ": trace writer used after close()");
     if (!abandoned_) {
       abandoned_ = true;
@@ -214,6 +216,7 @@ class SqliteTraceWriter final : public TraceWriter {
     put_meta(meta_keys::kEventCount, static_cast<int64_t>(event_count_));
     put_meta(meta_keys::kDroppedCount, static_cast<int64_t>(dropped_count_ + dropped));
     put_meta(meta_keys::kWriterError, reason);
+    if (last) put_meta(meta_keys::kLossCounted, int64_t{1});
     tx.commit();
     dropped_count_ += dropped;
     committed_dropped_ = dropped_count_;
@@ -346,7 +349,7 @@ void remove_file(const std::string& p) {
 }
 }  // namespace
 
-void TraceWriter::abandon(uint64_t, uint64_t, const std::string& reason) {
+void TraceWriter::abandon(uint64_t, uint64_t, const std::string& reason, bool) {
   throw StoreError("this trace writer cannot record that it stopped (" + reason + ")");
 }
 
@@ -367,7 +370,16 @@ std::unique_ptr<TraceWriter> TraceWriter::create(const std::string& path, const 
   // Truncate: a previous trace (and its WAL) at this path is replaced.
   remove_file(path);
   remove_trace_sidecars(path);
-  return std::make_unique<SqliteTraceWriter>(path, meta, journal);
+  try {
+    return std::make_unique<SqliteTraceWriter>(path, meta, journal);
+  } catch (...) {
+    // What is there now is this writer's, half made (no room for the schema, say): a file no
+    // reader could open is not left behind.
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+      std::filesystem::remove(path + suffix, ec);
+    throw;
+  }
 }
 
 }  // namespace tidemark::store

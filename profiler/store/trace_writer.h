@@ -17,10 +17,22 @@ enum class Journal {
   none,  // a part file no one reads until it is renamed into place, complete (an import)
 };
 
+// Note [Counted losses]
+// ~~~~~~~~~~~~~~~~~~~~~
+// A trace's `dropped_count` is every event lost only when nothing could be lost after it was
+// stored: the recording closed its file (`clean_end`), or its writer failed and stored the
+// final count when the recording stopped (`abandon(..., last)`: meta `loss_counted` 1). A
+// process killed mid-run loses what it emitted since its last commit, and a writer that
+// failed on a full disk may find no room left for the count: neither can store a number, so
+// the file says so by what it lacks, and readers (`TraceReader::loss_counted`) report "at
+// least N dropped, more uncounted" rather than a count that is too low. A merged trace is
+// counted when every rank's is (meta `loss_counted` 0 otherwise).
+
 class TraceWriter {
  public:
   // Creates (or truncates) `path`, writes the schema and `meta`, in WAL mode (with
-  // Journal::none, without a journal until finalize makes it WAL). Throws StoreError.
+  // Journal::none, without a journal until finalize makes it WAL). Throws StoreError, and then
+  // leaves nothing at `path`.
   static std::unique_ptr<TraceWriter> create(const std::string& path, const TraceMeta& meta,
                                              Journal journal = Journal::wal);
   virtual ~TraceWriter() = default;
@@ -43,9 +55,11 @@ class TraceWriter {
   // held locked for longer than the writer waits). Discards what was not committed and, if the
   // file can still be written, records `dropped` more events lost at `ts_ns` and why (meta
   // `writer_error`); the file keeps no clean end. May be called again to add more; nothing
-  // else may. Throws StoreError when even that cannot be written (by default: writers that
-  // are not files, such as an importer's collector, have nowhere to record it).
-  virtual void abandon(uint64_t dropped, uint64_t ts_ns, const std::string& reason);
+  // else may. `last`: nothing more will be lost, the count is final (meta `loss_counted`,
+  // Note [Counted losses]). Throws StoreError when even that cannot be written (by default:
+  // writers that are not files, such as an importer's collector, have nowhere to record it).
+  virtual void abandon(uint64_t dropped, uint64_t ts_ns, const std::string& reason,
+                       bool last = false);
 };
 
 // Removes the files SQLite keeps beside a trace (`-wal`, `-shm`, `-journal`), so that a new

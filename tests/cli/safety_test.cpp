@@ -582,36 +582,81 @@ TEST_F(Safety, FinalizeWithNoRoomSaysWhatToFreeAndKeepsTheTrace) {
   EXPECT_EQ(later.rc, 0) << later.err;
 }
 
-// Bug: a writer that could not write stopped for good, the trace said "0 dropped", exit 0.
-// A recording whose writer could not write counts what it lost; record says the trace
-// is incomplete, exits with the program's status, and --strict fails the run.
-TEST_F(Safety, RecordSaysATraceIsIncompleteAndStrictFailsTheRun) {
-  for (bool strict : {false, true}) {
-    const std::string out = at(strict ? "strict.db" : "lenient.db");
-    // The program's trace may not grow past 256 KiB: its writer fails part way (1000 steps:
-    // with its blocks compressed, 200 steps' trace only just reached the limit).
+// Bug: a writer that could not write stopped for good, the trace said "0 dropped", exit 0;
+// then a count short of the loss was given as all of it, and a limit too small for the schema
+// left a file that record called "trace schema version 0".
+// Whatever the file size limit, a recording either counts every lost event (what was recorded
+// and what was dropped add up to an unlimited run's events) or every report says its count is
+// a lower bound; record says the trace is incomplete, exits with the program's status, and
+// --strict fails the run. A limit that leaves no room for the schema leaves no file.
+TEST_F(Safety, EveryLostEventIsCountedOrTheCountSaysItIsALowerBound) {
+  const std::string program = quote(TIDEMARK_TRAIN_MLP) + " 1000 >/dev/null";
+  const std::string unlimited = at("unlimited.db");
+  ASSERT_EQ(tidemark({"record", "-o", unlimited, "--", "/bin/sh", "-c", "exec " + program}).rc, 0);
+  const st::TraceReader whole = st::TraceReader::open(unlimited);
+  ASSERT_EQ(whole.dropped_count(), 0u);
+  const uint64_t all = whole.event_count();  // the same every run: one thread, fixed steps
+  int counted = 0, uncounted = 0, none = 0;
+  // dash counts ulimit -f in 512-byte blocks: 8 KiB (no room for the schema) to 512 KiB.
+  for (int blocks : {16, 128, 256, 512, 1024}) {
+    SCOPED_TRACE("ulimit -f " + std::to_string(blocks));
+    const bool strict = blocks == 16 || blocks == 512;
+    const std::string out = at("limit" + std::to_string(blocks) + ".db");
     std::vector<std::string> args{"record", "-o", out};
     if (strict) args.push_back("--strict");
-    args.insert(args.end(), {"--", "/bin/sh", "-c",
-                             "ulimit -f 512; trap '' XFSZ; exec " + quote(TIDEMARK_TRAIN_MLP) +
-                                 " 1000 >/dev/null"});
+    args.insert(args.end(),
+                {"--", "/bin/sh", "-c",
+                 "ulimit -f " + std::to_string(blocks) + "; trap '' XFSZ; exec " + program});
     Result r = tidemark(args);
     EXPECT_EQ(r.rc, strict ? 1 : 0) << r.err;
-    EXPECT_TRUE(contains(r.err, "trace incomplete: ") && contains(r.err, "events dropped"))
-        << r.err;
-    // The count and the reason are stored when the file still takes them; when the limit
-    // leaves no room even for them (it depends on where the writer was), the file says the
-    // recording never closed it, and record said so above.
-    auto reader = st::TraceReader::open(out);
+    EXPECT_FALSE(contains(r.err, "schema version")) << r.err;
+    if (!fs::exists(out)) {
+      ++none;
+      EXPECT_FALSE(fs::exists(out + "-wal") || fs::exists(out + "-shm"));
+      EXPECT_TRUE(
+          contains(r.err, "cannot record to " + out + ": " + out +
+                              ": no room to write: the file size limit (ulimit -f) is reached") &&
+          contains(r.err, "wrote no trace to " + out))
+          << r.err;
+      continue;
+    }
+    const st::TraceReader reader = st::TraceReader::open(out);
+    const uint64_t kept = reader.event_count(), dropped = reader.dropped_count();
     Result info = tidemark({"info", out, "--json"});
+    Result summary = tidemark({"summary", out});
+    Result summary_json = tidemark({"summary", out, "--json"});
     ASSERT_EQ(info.rc, 0) << info.err;
-    if (reader.clean_end()) {
-      EXPECT_GT(reader.dropped_count(), 0u);
-      EXPECT_TRUE(nlohmann::json::parse(info.out)["writer_error"].is_string()) << info.out;
+    ASSERT_EQ(summary.rc, 0) << summary.err;
+    ASSERT_EQ(summary_json.rc, 0) << summary_json.err;
+    const nlohmann::json ij = nlohmann::json::parse(info.out),
+                         sj = nlohmann::json::parse(summary_json.out);
+    EXPECT_EQ(ij["loss_counted"], reader.loss_counted());
+    EXPECT_EQ(sj["loss_counted"], reader.loss_counted());
+    EXPECT_TRUE(ij["writer_error"].is_string() || !reader.loss_counted()) << info.out;
+    if (reader.loss_counted()) {
+      ++counted;
+      EXPECT_EQ(kept + dropped, all);
+      EXPECT_TRUE(
+          contains(r.err, "trace incomplete: " + std::to_string(dropped) + " events dropped ("))
+          << r.err;
+      EXPECT_TRUE(contains(summary.out, ", " + std::to_string(dropped) + " events DROPPED"))
+          << summary.out;
     } else {
-      EXPECT_TRUE(reader.dropped_count() > 0 || contains(r.err, "events dropped uncounted")) << r.err;
+      ++uncounted;
+      EXPECT_LE(kept + dropped, all);
+      EXPECT_TRUE(contains(r.err, "trace incomplete: at least " + std::to_string(dropped) +
+                                      " events dropped, more uncounted") ||
+                  (dropped == 0 && contains(r.err, "events dropped uncounted")))
+          << r.err;
+      EXPECT_TRUE(contains(summary.out, "more uncounted") ||
+                  contains(summary.out, "DROPPED uncounted"))
+          << summary.out;
     }
   }
+  // The sweep reaches each case: no room for the schema, and room for the final count.
+  EXPECT_GE(none, 1);
+  EXPECT_GE(counted, 1);
+  RecordProperty("uncounted_limits", uncounted);
 }
 
 // Bug: --json failed outright (exit 2) on a Latin-1 argument or a scope name with byte 0xFF.

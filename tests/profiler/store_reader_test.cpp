@@ -439,4 +439,41 @@ TEST(StoreReader, NegativeCountsAndImpossibleSizesAreNamed) {
   remove_trace(path);
 }
 
+// A count of lost events is all of them only where nothing could be lost after it was stored
+// (Note [Counted losses]): a closed file, or a failed writer's count stored at stop; a writer
+// that stopped mid-run (killed, or no room for the final count) reads as a lower bound.
+TEST(StoreReader, ALossCountIsFinalOnlyWhenClosedOrStoredAtStop) {
+  const std::string closed = temp_path("loss_closed"), mid = temp_path("loss_mid"),
+                    last = temp_path("loss_last"), gone = temp_path("loss_gone");
+  st::TraceWriter::create(closed, {})->close(0);
+  EXPECT_TRUE(st::TraceReader::open(closed).loss_counted());
+  {
+    auto w = st::TraceWriter::create(mid, {});
+    w->abandon(5, 10, "the disk is full");  // and then the process is gone
+    auto r = st::TraceReader::open(mid);
+    EXPECT_FALSE(r.loss_counted());
+    EXPECT_EQ(r.dropped_count(), 5u);
+  }
+  {
+    auto w = st::TraceWriter::create(last, {});
+    w->abandon(5, 10, "the disk is full");
+    w->abandon(7, 20, "the disk is full", /*last=*/true);
+    auto r = st::TraceReader::open(last);
+    EXPECT_TRUE(r.loss_counted());
+    EXPECT_FALSE(r.clean_end());
+    EXPECT_EQ(r.dropped_count(), 12u);
+  }
+  {
+    auto w = st::TraceWriter::create(gone, {});
+    ev::Event e{};
+    e.kind = ev::Kind::mark;
+    e.seq = 1;
+    w->append(e, 0);
+    w->commit();
+    // Destroyed without close: what was committed stays, the count of what was lost is not known.
+  }
+  EXPECT_FALSE(st::TraceReader::open(gone).loss_counted());
+  for (const std::string& p : {closed, mid, last, gone}) remove_trace(p);
+}
+
 }  // namespace

@@ -1,17 +1,25 @@
 #!/usr/bin/env python3
-"""Every reporting command of `tidemark` over a corpus of bad traces (docs/cli.md, "Conventions").
+"""Every command of `tidemark` over a corpus of bad inputs (docs/cli.md, "Conventions").
 
 Records one small valid trace with the given program, derives a corpus from it -- truncated,
 byte-flipped, of the wrong schema, with damaged meta values and event blocks, with text that
-is not UTF-8, on read-only media -- and runs every reporting command over each case. Asserts,
-for every run:
+is not UTF-8, on read-only media -- and runs every reporting command over each case. Then
+hostile PyTorch snapshots made from the trace's export (scripts/hostile_snapshots.py: memo
+bombs, ranges nested without end, frames never shared, overflowing settings, a code payload,
+damage) are imported, and what imports is read by the reporting commands. Then commands run
+under resource limits: a file size limit (record, finalize, import, export, timeline) and
+fewer file descriptors than traces (merge, summary). Asserts, for every run:
 
-* it ends with exit 0, 1 or 2: never a signal, never a sanitizer's report or exit code;
+* it ends with exit 0, 1 or 2: never a signal (SIGXFSZ included), never a sanitizer's report
+  or exit code, never a message quoting SQL;
 * on exit 2, exactly one line on stderr;
-* the input's files are byte for byte what they were (readers never write a trace).
+* it ends within --max-seconds and its peak resident memory is within --max-rss-mib;
+* the input's files are byte for byte what they were (readers never write a trace), no
+  temporary (`.part-*`) or lock file is left beside an output, and no payload ran.
 
-`finalize`, which writes, runs on a copy of each case, with the same first two assertions.
-The corpus is generated the same way on every run (fixed seeds). Standard library only.
+`finalize`, which writes, runs on a copy of each case, with the same assertions.
+The corpus is generated the same way on every run (fixed seeds). Standard library and
+util-linux (`prlimit`, `setpriv`) only.
 
   scripts/bad-input-corpus.py --tidemark build/cli/tidemark --program build/samples/train_mlp
 """
@@ -28,7 +36,10 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
+import hostile_snapshots
 import zstd_frame
 
 # A sanitizer's report must not pass for exit 1 ("a check failed"): give them exit codes of
@@ -247,21 +258,50 @@ def reporting_commands(trace, valid, out_dir):
     ]
 
 
-def run(binary, args, user):
+class Bounds:
+    """What one run may take: seconds of wall time and MiB of peak resident memory."""
+
+    seconds = 60
+    rss_mib = 1024
+    jobs = 2
+
+
+def run(binary, args, user=False, limits=()):
+    """Runs `binary args` (as an unprivileged user, under `prlimit` `limits` such as
+    "--fsize=65536"); returns (exit code or -signal, stderr, peak RSS in MiB, seconds), the
+    code None when it ran past Bounds.seconds (it is then killed)."""
     argv = [binary] + args
+    if limits:
+        argv = ["prlimit"] + list(limits) + ["--"] + argv
     if user:
         argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] + argv
     env = dict(os.environ, **SANITIZER_ENV)
-    p = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                       stderr=subprocess.PIPE, env=env, timeout=120)
-    return p.returncode, p.stderr.decode("utf-8", "replace")
+    with tempfile.TemporaryFile() as err:
+        start = time.monotonic()
+        # restore_signals (the default): the child gets SIGXFSZ and SIGPIPE at their defaults,
+        # as from a shell, not ignored as in Python.
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        timer = threading.Timer(Bounds.seconds, p.kill)
+        timer.start()
+        _, status, usage = os.wait4(p.pid, 0)  # the child's own peak, not the pool's
+        timer.cancel()
+        seconds = time.monotonic() - start
+        p.returncode = code = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        text = err.read().decode("utf-8", "replace")
+    if seconds >= Bounds.seconds and code == -signal.SIGKILL:
+        code = None
+    return code, text, usage.ru_maxrss / 1024.0, seconds
 
 
 SQL_TEXT = re.compile(r"\b(SELECT|INSERT INTO|UPDATE|CREATE TABLE|DELETE FROM|PRAGMA) ")
 
 
-def problems_of(args, rc, err):
+def problems_of(args, result):
+    rc, err, rss_mib, seconds = result
     what = " ".join(args)
+    if rc is None:
+        return ["%s: still running after %d s (killed)\n%s" % (what, Bounds.seconds, err)]
     if rc < 0:
         return ["%s: killed by signal %d (%s)\n%s" % (what, -rc, signal.Signals(-rc).name, err)]
     found = []
@@ -271,10 +311,115 @@ def problems_of(args, rc, err):
         found.append("%s: a sanitizer reported an error\n%s" % (what, err))
     if SQL_TEXT.search(err):
         found.append("%s: the message quotes SQL (a user reads the file and the reason)\n%s" % (what, err))
-    if rc == 2 and err.count("\n") != 1:
+    command = next(a for a in args if not a.startswith("--"))
+    # record's stderr carries the recorded program's lines too (the recorder's own among them).
+    if rc == 2 and err.count("\n") != 1 and command != "record":
         found.append("%s: exit 2 with %d lines on stderr (expected one)\n%s"
                      % (what, err.count("\n"), err))
+    if rss_mib > Bounds.rss_mib:
+        found.append("%s: peak resident memory %.0f MiB (bound %d MiB)" % (what, rss_mib, Bounds.rss_mib))
     return found
+
+
+def leftovers(directory):
+    """Temporaries and locks an output left behind in `directory`."""
+    return sorted(f for f in os.listdir(directory) if ".part-" in f or f.endswith(".lock"))
+
+
+def snapshot_jobs(binary, root, valid, seed):
+    """The hostile snapshots: (problems, runs). Each is imported into a directory of its own;
+    a trace that imports is then read by the reporting commands."""
+    d = os.path.join(root, "snapshots")
+    os.makedirs(d)
+    exported = os.path.join(d, "exported.pickle")
+    rc, err, _, _ = run(binary, ["export", valid, "--format", "snapshot", "-o", exported])
+    if rc != 0:
+        return ["export of the valid trace to a snapshot failed: " + err], 1
+    sentinel = os.path.join(d, "PAYLOAD-RAN")
+    with open(exported, "rb") as f:
+        shapes = hostile_snapshots.cases(f.read(), seed, sentinel)
+    imports = []
+    for name, data in shapes:
+        case = os.path.join(d, name)
+        os.makedirs(case)
+        with open(os.path.join(case, "snapshot.pickle"), "wb") as f:
+            f.write(data)
+        imports.append((case, ["import", os.path.join(case, "snapshot.pickle"), "-o",
+                               os.path.join(case, "imported.db")]))
+    problems, runs = [], 0
+    with concurrent.futures.ThreadPoolExecutor(max_workers=Bounds.jobs) as pool:
+        results = list(pool.map(lambda j: run(binary, j[1]), imports))
+    reads = []
+    for (case, args), result in zip(imports, results):
+        runs += 1
+        problems += problems_of(args, result)
+        if result[0] == 0:
+            out = os.path.join(case, "out")
+            os.makedirs(out)
+            for r in reporting_commands(args[3], valid, out):
+                reads.append((out, r))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=Bounds.jobs) as pool:
+        for (out, args), result in zip(reads, pool.map(lambda j: run(binary, j[1]), reads)):
+            runs += 1
+            problems += problems_of(args, result)
+    for case, _ in imports:
+        for sub in (case, os.path.join(case, "out")):
+            if os.path.isdir(sub) and leftovers(sub):
+                problems.append("%s: left %s" % (sub, ", ".join(leftovers(sub))))
+    if os.path.exists(sentinel):
+        problems.append("a snapshot's code payload ran (it created %s)" % sentinel)
+    return problems, runs
+
+
+def limit_jobs(binary, program, root, valid, raw):
+    """Commands under resource limits: (problems, runs). A file size limit is a write error,
+    never SIGXFSZ, and leaves no temporary or lock; more traces than file descriptors are
+    read or refused naming the limit."""
+    d = os.path.join(root, "limits")
+    os.makedirs(d)
+    snapshot = os.path.join(d, "valid.pickle")
+    rc, err, _, _ = run(binary, ["export", valid, "--format", "snapshot", "-o", snapshot])
+    if rc != 0:
+        return ["export of the valid trace to a snapshot failed: " + err], 1
+    jobs = []  # (directory it writes into, args, prlimit options)
+    for kib in (8, 64, 256):
+        case = os.path.join(d, "fsize-%d" % kib)
+        os.makedirs(case)
+        fsize = "--fsize=%d" % (kib * 1024)
+        copy = os.path.join(case, "raw.db")
+        shutil.copyfile(raw, copy)
+        jobs += [
+            (case, ["record", "-o", os.path.join(case, "rec.db"), "--no-cuda", "--", program, "20"], [fsize]),
+            (case, ["finalize", copy], [fsize]),
+            (case, ["import", snapshot, "-o", os.path.join(case, "imp.db")], [fsize]),
+            (case, ["export", valid, "--format", "snapshot", "-o", os.path.join(case, "exp.pickle")], [fsize]),
+            (case, ["timeline", valid, "--svg", os.path.join(case, "t.svg"), "--width", "1200"], [fsize]),
+        ]
+    many = os.path.join(d, "descriptors")
+    os.makedirs(many)
+    traces = []
+    for i in range(24):
+        traces.append(os.path.join(many, "rank%d.db" % i))
+        shutil.copyfile(valid, traces[-1])
+    jobs += [
+        (many, ["merge"] + traces + ["-o", os.path.join(many, "merged.db")], ["--nofile=20"]),
+        (many, ["summary"] + traces, ["--nofile=20"]),
+    ]
+    problems = []
+    raw_sha = sha256(raw)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=Bounds.jobs) as pool:
+        for (case, args, limits), result in zip(jobs, pool.map(lambda j: run(binary, j[1], False, j[2]), jobs)):
+            problems += problems_of(limits + args, result)
+            # A finalize with no room leaves the trace as it was, nothing beside it.
+            if args[0] == "finalize" and result[0] == 2:
+                left = [f for f in os.listdir(case) if f.startswith("raw.db") and f != "raw.db"]
+                if sha256(args[1]) != raw_sha or left:
+                    problems.append("%s: a finalize with no room changed the trace or left %s"
+                                    % (case, ", ".join(left) or "nothing else"))
+    for case in sorted({j[0] for j in jobs}):
+        if leftovers(case):
+            problems.append("%s: left %s" % (case, ", ".join(leftovers(case))))
+    return problems, len(jobs)
 
 
 def main():
@@ -285,7 +430,11 @@ def main():
     ap.add_argument("--seed", type=int, default=23)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--keep", action="store_true", help="keep the corpus")
+    ap.add_argument("--max-seconds", type=int, default=Bounds.seconds, help="per run (default %(default)s)")
+    ap.add_argument("--max-rss-mib", type=int, default=Bounds.rss_mib,
+                    help="peak resident memory per run (default %(default)s)")
     a = ap.parse_args()
+    Bounds.seconds, Bounds.rss_mib, Bounds.jobs = a.max_seconds, a.max_rss_mib, a.jobs
 
     root = a.work_dir or tempfile.mkdtemp(prefix="tidemark-corpus-")
     if os.path.exists(root):
@@ -335,8 +484,8 @@ def main():
     problems = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
         results = pool.map(lambda j: (j, run(a.tidemark, j[2], j[3])), jobs)
-        for (name, case_dir, args, user), (rc, err) in results:
-            problems += problems_of(args, rc, err)
+        for (name, case_dir, args, user), result in results:
+            problems += problems_of(args, result)
 
     for name, path in corpus.cases:
         for f in changed(before[name], fingerprint(os.path.dirname(path))):
@@ -356,10 +505,17 @@ def main():
             shutil.copyfile(path, copy)
         fin_jobs.append(["finalize", copy])
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
-        for args, (rc, err) in zip(fin_jobs, pool.map(lambda j: run(a.tidemark, j, False), fin_jobs)):
-            problems += problems_of(args, rc, err)
-
+        for args, result in zip(fin_jobs, pool.map(lambda j: run(a.tidemark, j, False), fin_jobs)):
+            problems += problems_of(args, result)
     runs = len(jobs) + len(fin_jobs)
+
+    more, n = snapshot_jobs(a.tidemark, root, valid, a.seed)
+    problems += more
+    runs += n
+    more, n = limit_jobs(a.tidemark, a.program, root, valid, raw)
+    problems += more
+    runs += n
+
     if not a.keep:
         subprocess.run(["chmod", "-R", "u+rwx", root], check=False)
         shutil.rmtree(root, ignore_errors=True)
@@ -369,8 +525,9 @@ def main():
         print("%d problems in %d runs over %d cases" % (len(problems), runs, len(corpus.cases)),
               file=sys.stderr)
         return 1
-    print("ok: %d runs over %d bad-input cases: no crash, one line on exit 2, inputs unchanged"
-          % (runs, len(corpus.cases)))
+    print("ok: %d runs over %d bad traces, hostile snapshots and resource limits: no crash, no hang, "
+          "at most %d MiB each, one line on exit 2, inputs unchanged, nothing left behind"
+          % (runs, len(corpus.cases), Bounds.rss_mib))
     return 0
 
 

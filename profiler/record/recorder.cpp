@@ -22,6 +22,15 @@
 // the final count, marked final (Note [Counted losses] in profiler/store/trace_writer.h). A file
 // that took neither says, by lacking the mark, that its count is short.
 //
+// Note [File size limit in the recorded process]
+// Under a file size limit (ulimit -f) a write past it raises SIGXFSZ, whose default action
+// kills the process: the program would die of its recording. The kernel sends the signal to
+// the thread that wrote, so the recorder blocks it in the threads and spans that write the
+// trace (the writer thread; start, stop and finalize in the program's thread: XfszBlocked).
+// The write then fails with EFBIG, which is no room (Note [Writer failure]): the recording
+// stops, the program runs on. What the program does with the signal for its own writes is left
+// as it was, and a SIGXFSZ the recorder's write left pending is taken before the span ends.
+//
 // Note [Recorder lifetime]
 // remove_sink() cannot tell when a thread that already loaded the sink pointer has finished
 // calling it. So a Recorder is never destroyed, and every on_event runs between inflight_++
@@ -30,6 +39,8 @@
 // active_ == false and touches nothing else.
 #include "profiler/record/recorder.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -58,6 +69,35 @@ namespace ev = tidemark::events;
 namespace {
 
 constexpr uint32_t kPadKind = 0xffffffffu;
+
+// Note [File size limit in the recorded process]: SIGXFSZ blocked in this thread for the
+// object's life; one that the span's writes raised is taken, not left for the program.
+class XfszBlocked {
+ public:
+  XfszBlocked() {
+    sigemptyset(&xfsz_);
+    sigaddset(&xfsz_, SIGXFSZ);
+    pthread_sigmask(SIG_BLOCK, &xfsz_, &old_);
+    sigset_t pending;
+    sigpending(&pending);
+    pending_before_ = sigismember(&pending, SIGXFSZ) == 1;
+  }
+  ~XfszBlocked() {
+    sigset_t pending;
+    sigpending(&pending);
+    if (!pending_before_ && sigismember(&pending, SIGXFSZ) == 1) {
+      const timespec now{};
+      sigtimedwait(&xfsz_, nullptr, &now);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  XfszBlocked(const XfszBlocked&) = delete;
+  XfszBlocked& operator=(const XfszBlocked&) = delete;
+
+ private:
+  sigset_t xfsz_{}, old_{};
+  bool pending_before_ = false;
+};
 constexpr size_t kMaxString = 4096;                    // longer names are truncated
 constexpr auto kCommitInterval = std::chrono::milliseconds(50);  // well inside 100 ms
 // How often the writer drains the rings when nobody wakes it: rarely enough that its wake-ups
@@ -231,7 +271,10 @@ class Recorder final : public ev::Sink {
     }
     wake_.notify_one();
     writer_thread_.join();
-    writer_.reset();  // closes the file
+    {
+      XfszBlocked no_signal;  // Note [File size limit in the recorded process]
+      writer_.reset();        // closes the file
+    }
     // Every producer is out (Note [Recorder lifetime]): the rings can serve others.
     std::lock_guard<std::mutex> lock(rings_mu_);
     for (Ring* r : rings_) ring_pool().give(r);
@@ -394,6 +437,8 @@ class Recorder final : public ev::Sink {
     // Background work: on a machine whose cores the program keeps busy, the program's own
     // threads go first (the rings absorb the delay).
     setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kWriterNice);
+    XfszBlocked
+        no_signal;  // for the thread's life (Note [File size limit in the recorded process])
     auto last_commit = std::chrono::steady_clock::now();
     for (;;) {
       bool stopping, force_commit;
@@ -678,6 +723,7 @@ void start(const Options& options) {
 
   std::unique_ptr<store::TraceWriter> writer;
   try {
+    XfszBlocked no_signal;  // Note [File size limit in the recorded process]
     writer = store::TraceWriter::create(o.path, meta);
     if (o.stack_depth > 0) writer->add_modules(read_modules());
   } catch (const std::exception& ex) {
@@ -702,6 +748,7 @@ RecordingStats stop() {
   RecordingStats stats = rec->stop();
   if (rec->options().finalize && !rec->writer_failed()) {
     try {
+      XfszBlocked no_signal;  // Note [File size limit in the recorded process]
       finalize_trace(rec->options().path);
     } catch (const std::exception& ex) {
       std::fprintf(stderr, "tidemark: finalizing %s failed: %s (rerun `tidemark finalize`)\n",

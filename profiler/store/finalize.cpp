@@ -740,6 +740,9 @@ bool has_column(Db& db, const char* table, const char* column) {
 void finalize(const std::string& path, const FinalizeOptions& options) {
   int version = 0;
   std::unique_ptr<Db> db;
+  std::error_code ec;
+  const bool had_wal = std::filesystem::exists(path + "-wal", ec),
+             had_shm = std::filesystem::exists(path + "-shm", ec);
   try {
     // Opening writes too (the -shm, the WAL index, grows): no room there is no room.
     db = detail::open_trace(path, Db::Mode::read_write, detail::Need::upgradable, &version);
@@ -751,7 +754,15 @@ void finalize(const std::string& path, const FinalizeOptions& options) {
     tx.commit();
   } catch (const StoreError& e) {
     if (e.cause() != StoreError::Cause::disk_full) throw;
-    // The transaction rolled back: the raw events are as they were, finalize can run later.
+    // The transaction rolled back: the raw events are as they were, finalize can run later,
+    // and the -wal and -shm that opening made (empty: nothing was committed) go too, when
+    // closing could not remove them itself: the files are what they were.
+    db.reset();
+    if (!had_wal && std::filesystem::exists(path + "-wal", ec) &&
+        std::filesystem::file_size(path + "-wal", ec) == 0 && !ec) {
+      std::filesystem::remove(path + "-wal", ec);
+      if (!had_shm) std::filesystem::remove(path + "-shm", ec);
+    }
     // The derived tables take several times the raw events' size (docs/trace-format.md).
     // A recording that was killed holds its events in the -wal, the main file a few pages:
     // the trace is both.

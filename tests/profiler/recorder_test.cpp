@@ -359,10 +359,11 @@ TEST(Recorder, ADatabaseLockedForSecondsDelaysTheWriterAndEveryLostEventIsCounte
   EXPECT_EQ(rs.dropped, r.dropped_count());
 }
 
-// Bug: on a full disk the recording stopped and the trace said "0 dropped".
-// A full disk (here: a file size limit) stops the recording; what was appended but never
-// committed, what the rings held and every later event are counted as dropped, and the count
-// and the reason are stored in the trace (Note [Writer failure]).
+// Bug: on a full disk the recording stopped and the trace said "0 dropped"; under a file
+// size limit, SIGXFSZ killed the program.
+// A full disk (here: a file size limit) stops the recording and the program runs on; what was
+// appended but never committed, what the rings held and every later event are counted as dropped,
+// and the count and the reason are stored in the trace (Note [Writer failure]).
 TEST(Recorder, AFullDiskStopsTheRecordingAndEveryLostEventIsCounted) {
   TempTrace trace("fsize");
   tidemark::record::Options o = options(trace.path());
@@ -373,7 +374,9 @@ TEST(Recorder, AFullDiskStopsTheRecordingAndEveryLostEventIsCounted) {
 
   struct rlimit old {};
   ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old), 0);
-  auto* old_handler = ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails instead
+  // SIGXFSZ at its default, which kills: the recorder's writes past the limit must fail
+  // instead (Note [File size limit in the recorded process]).
+  auto* old_handler = ::signal(SIGXFSZ, SIG_DFL);
   uintmax_t size = 0;
   for (const char* suffix : {"", "-wal"}) {
     std::error_code ec;

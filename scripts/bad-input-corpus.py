@@ -326,15 +326,12 @@ def leftovers(directory):
     return sorted(f for f in os.listdir(directory) if ".part-" in f or f.endswith(".lock"))
 
 
-def snapshot_jobs(binary, root, valid, seed):
-    """The hostile snapshots: (problems, runs). Each is imported into a directory of its own;
-    a trace that imports is then read by the reporting commands."""
+def snapshot_jobs(binary, root, valid, exported, seed):
+    """The hostile snapshots made from `exported` (the valid trace as a snapshot): (problems,
+    runs). Each is imported into a directory of its own; a trace that imports is then read by
+    the reporting commands."""
     d = os.path.join(root, "snapshots")
     os.makedirs(d)
-    exported = os.path.join(d, "exported.pickle")
-    rc, err, _, _ = run(binary, ["export", valid, "--format", "snapshot", "-o", exported])
-    if rc != 0:
-        return ["export of the valid trace to a snapshot failed: " + err], 1
     sentinel = os.path.join(d, "PAYLOAD-RAN")
     with open(exported, "rb") as f:
         shapes = hostile_snapshots.cases(f.read(), seed, sentinel)
@@ -371,16 +368,12 @@ def snapshot_jobs(binary, root, valid, seed):
     return problems, runs
 
 
-def limit_jobs(binary, program, root, valid, raw):
+def limit_jobs(binary, program, root, valid, raw, snapshot):
     """Commands under resource limits: (problems, runs). A file size limit is a write error,
     never SIGXFSZ, and leaves no temporary or lock; more traces than file descriptors are
     read or refused naming the limit."""
     d = os.path.join(root, "limits")
     os.makedirs(d)
-    snapshot = os.path.join(d, "valid.pickle")
-    rc, err, _, _ = run(binary, ["export", valid, "--format", "snapshot", "-o", snapshot])
-    if rc != 0:
-        return ["export of the valid trace to a snapshot failed: " + err], 1
     jobs = []  # (directory it writes into, args, prlimit options)
     for kib in (8, 64, 256):
         case = os.path.join(d, "fsize-%d" % kib)
@@ -509,12 +502,14 @@ def main():
             problems += problems_of(args, result)
     runs = len(jobs) + len(fin_jobs)
 
-    more, n = snapshot_jobs(a.tidemark, root, valid, a.seed)
-    problems += more
-    runs += n
-    more, n = limit_jobs(a.tidemark, a.program, root, valid, raw)
-    problems += more
-    runs += n
+    exported = os.path.join(src, "valid.pickle")
+    rc, err, _, _ = run(a.tidemark, ["export", valid, "--format", "snapshot", "-o", exported])
+    if rc != 0:
+        sys.exit("cannot export the source trace as a snapshot: " + err)
+    for more, n in (snapshot_jobs(a.tidemark, root, valid, exported, a.seed),
+                    limit_jobs(a.tidemark, a.program, root, valid, raw, exported)):
+        problems += more
+        runs += n
 
     if not a.keep:
         subprocess.run(["chmod", "-R", "u+rwx", root], check=False)

@@ -515,6 +515,30 @@ static int run_command(int argc, char** argv) {
   return fail("no command given; see tidemark --help");
 }
 
+// Out of memory so hard that an exception cannot even be made: libstdc++ takes an exception's
+// memory from malloc, then from a small emergency pool, and with neither calls std::terminate
+// (seen at ulimit -v 12704 KiB: "terminate called without an active exception"). That is out
+// of memory too: one line, exit 2. Any other terminate is left to the default handler.
+std::terminate_handler g_default_terminate = nullptr;
+[[noreturn]] void on_terminate() {
+  if (!std::current_exception()) {
+    void* probe = std::malloc(64 << 10);
+    if (!probe) {
+      static const char kMessage[] =
+          "tidemark: out of memory (not even an error could be made: ulimit -v?)\n";
+      if (::write(STDERR_FILENO, kMessage, sizeof kMessage - 1) < 0) ::_exit(tc::kExitUsage);
+      ::_exit(tc::kExitUsage);
+    }
+    std::free(probe);
+  }
+  if (g_default_terminate) g_default_terminate();
+  std::abort();
+}
+// Before every other static initializer of the program: one of them may be what runs out.
+[[gnu::constructor(101)]] void install_terminate_handler() {
+  g_default_terminate = std::set_terminate(on_terminate);
+}
+
 // Note [Output that did not get out]
 // Text and --json go to standard output; when it is a full disk (/dev/full), a file past its
 // size limit or a closed pipe, what the command printed is incomplete, and an exit status of 0

@@ -559,6 +559,33 @@ TEST_F(Safety, FinalizeOutOfMemorySaysSoAndKeepsTheTrace) {
   EXPECT_TRUE(finalized);
 }
 
+// Bug: at ulimit -v 12704 KiB tidemark aborted ("terminate called without an active
+// exception"): a static initializer ran out before main, with no memory even for the exception.
+// Under every address-space limit from too small to load to enough, a run cannot start (the
+// loader's failure) or ends with exit 2 and one line: never a signal. KiB steps, since the
+// window between the loader's last allocation and main is tens of KiB wide.
+TEST_F(Safety, NoAddressSpaceLimitMakesTidemarkAbort) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "skipped: an address-space limit cannot apply under AddressSanitizer";
+#endif
+  const std::string missing = at("no-such-trace.db");
+  int loader = 0, refused = 0;
+  for (int kib = 8 << 10; kib <= 24 << 10; kib += 16) {
+    Result r = shell("ulimit -v " + std::to_string(kib) + "; exec " + quote(TIDEMARK_CLI) +
+                     " summary " + quote(missing));
+    if (r.rc == 127 && (contains(r.err, "error while loading shared libraries") ||
+                        contains(r.err, "cannot allocate TLS"))) {
+      ++loader;
+      continue;
+    }
+    ASSERT_EQ(r.rc, 2) << kib << " KiB: " << r.err;
+    ASSERT_EQ(lines(r.err), 1u) << kib << " KiB: " << r.err;
+    ++refused;
+  }
+  EXPECT_GT(loader, 0);   // the sweep starts below what loading needs
+  EXPECT_GT(refused, 0);  // and reaches a limit where the command runs
+}
+
 // Bug: finalize on a full disk failed with SQLite's message alone.
 // Finalize with no room to write (here: a file size limit) says what to free and how to
 // finish later, and leaves the raw trace as it was.

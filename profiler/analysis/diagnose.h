@@ -161,6 +161,8 @@ void detect_optimizer_peak(const Trace& trace, Diagnosis& out);
 void detect_hook_leak(const Trace& trace, Diagnosis& out);
 void detect_cache_thrash(const Trace& trace, Diagnosis& out);
 void detect_device_imbalance(const Trace& trace, Diagnosis& out);
+// diagnose_attention.cpp
+void detect_attention_peak(const Trace& trace, Diagnosis& out);
 }  // namespace detail
 
 }  // namespace tidemark::analysis

@@ -170,6 +170,28 @@ TEST_F(DiagnoseCli, RetainedGraphNamesTheForwardWhoseActivationsOverlapTheNextSt
   EXPECT_EQ(ids(diagnose(pitfall("retain_graph", true), kMemoryDetectors)).size(), 0u);
 }
 
+// pitfall_attention_scores: at batch 2, 4 heads and 4,096 positions one float32 score matrix
+// is 2 x 4 x 4096 x 4096 x 4 bytes = 512 MiB. While softmax writes its output, the scaled
+// scores and the masked ones are both still live: three of them, and the 16 MiB causal mask.
+// The fix holds one block of 256 queries' scores (32 MiB) at a time: under the detector's
+// 1 GiB floor, and no finding, though its function is named for attention too.
+TEST_F(DiagnoseCli, AttentionPeakCountsTheScoreMatricesLiveAtThePeak) {
+  json d = diagnose(pitfall("attention_scores", false));
+  EXPECT_EQ(ids(d), std::set<std::string>{"attention-peak"}) << d.dump(2);
+  json f = finding(d, "attention-peak");
+  ASSERT_FALSE(f.is_null());
+  const int64_t score = int64_t{2} * 4 * 4096 * 4096 * 4;
+  EXPECT_GE(f["bytes"].get<int64_t>(), 3 * score);
+  EXPECT_LE(f["bytes"].get<int64_t>(), 3 * score + (64 << 20));
+  EXPECT_NE(f["title"].get<std::string>().find("3 of 512.00 MiB"), std::string::npos) << f["title"];
+  EXPECT_NE(f["site"].get<std::string>().find(
+                "attention_scores.cpp:" +
+                std::to_string(line_of("attention_scores.cpp", "scores = q.matmul"))),
+            std::string::npos)
+      << f["site"];
+  EXPECT_EQ(ids(diagnose(pitfall("attention_scores", true))).size(), 0u);
+}
+
 TEST_F(DiagnoseCli, GradInEvalNamesTheEvaluationForward) {
   json d = diagnose(pitfall("eval_without_no_grad", false), kMemoryDetectors);
   EXPECT_EQ(ids(d), std::set<std::string>{"grad-in-eval"}) << d.dump(2);

@@ -67,6 +67,16 @@ TEST(Pitfalls, EvaluationWithGradModeSavesActivations) {
   EXPECT_EQ(r.leaky["allocated_after"], r.leaky["allocated_before"]);
 }
 
+TEST(Pitfalls, WrittenOutAttentionHoldsSeveralScoreMatrices) {
+  Runs r = run_both("attention_scores");
+  // One float32 score matrix at batch 2, 4 heads, 4,096 positions: 512 MiB. The scaled, the
+  // masked and the softmaxed ones are live together; a block of 256 queries' three is 96 MiB.
+  const int64_t score = int64_t{2} * 4 * 4096 * 4096 * 4;
+  EXPECT_GE(r.leaky["peak_allocated"], 3 * score);
+  EXPECT_LT(r.fixed["peak_allocated"], 3 * score / 16 + 32 * MiB);
+  EXPECT_EQ(r.leaky["allocated_after"], r.leaky["allocated_before"]);
+}
+
 TEST(Pitfalls, SyncInLoopReadsOncePerStepAndTheFixReadsOnce) {
   Runs r = run_both("sync_in_loop");
   EXPECT_EQ(r.leaky["host_reads"], 20);

@@ -117,13 +117,7 @@ std::vector<analysis::DeviceRef> select_devices(const analysis::Trace& trace,
 
 analysis::DeviceRef primary_device(const analysis::Trace& trace, const std::string& device_spec) {
   if (!device_spec.empty()) return select_devices(trace, device_spec).front();
-  const analysis::DeviceRef* best = nullptr;
-  int64_t best_bytes = -1;
-  for (const analysis::DeviceRef& d : trace.devices()) {
-    auto p = analysis::peak(trace, d.id);
-    int64_t bytes = p ? p->bytes : 0;
-    if (bytes > best_bytes) best = &d, best_bytes = bytes;
-  }
+  const analysis::DeviceRef* best = analysis::busiest_device(trace);
   if (!best) throw UsageError(trace.path() + ": the trace has no devices (no memory events)");
   return *best;
 }

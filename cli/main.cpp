@@ -86,6 +86,7 @@ static int run_command(int argc, char** argv) {
       "check and diff its trace.",
       "tidemark"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("tidemark ") + TIDEMARK_VERSION);
   app.footer(
       "Examples:\n"
       "  tidemark record -o run.db -- ./train 100\n"

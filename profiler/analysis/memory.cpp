@@ -270,6 +270,17 @@ std::optional<TimePoint> peak_point(const Trace& trace, int64_t device) {
   return TimePoint{p->ts_ns, p->seq};
 }
 
+const DeviceRef* busiest_device(const Trace& trace) {
+  const DeviceRef* best = nullptr;
+  int64_t best_bytes = -1;
+  for (const DeviceRef& d : trace.devices()) {
+    auto p = peak(trace, d.id);
+    const int64_t bytes = p ? p->bytes : 0;
+    if (bytes > best_bytes) best = &d, best_bytes = bytes;
+  }
+  return best;
+}
+
 TimePoint step_point(const Trace& trace, int64_t number) {
   Stmt q(trace.db(), "SELECT ts FROM steps WHERE number = ? ORDER BY ts LIMIT 1");
   q.bind(1, number);

@@ -80,6 +80,9 @@ std::optional<store::Peak> peak(const Trace& trace, int64_t device,
                                 store::Curve curve = store::Curve::allocated);
 // The time point of the allocated peak; empty when the device has no memory events.
 std::optional<TimePoint> peak_point(const Trace& trace, int64_t device);
+// The device a command shows when none is named: the one with the highest allocated peak (the
+// first of those); null for a trace without devices.
+const DeviceRef* busiest_device(const Trace& trace);
 // The start of step `number` (its step event's time); throws std::invalid_argument when absent.
 TimePoint step_point(const Trace& trace, int64_t number);
 

@@ -11,7 +11,8 @@ command answers, as Python objects (docs/python.md).
 
 Every call runs the `tidemark` executable with --json, the documented contract (docs/cli.md),
 so the module and the command never disagree: the numbers are the same, bytes are exact ints.
-The executable is found as TIDEMARK_CLI, else next to this package, else on PATH.
+The executable is found as TIDEMARK_CLI, else next to this package, else on PATH. A curve at
+full resolution (every change) is read in-process by the native part, tidemark._native.
 """
 from __future__ import annotations
 
@@ -23,6 +24,16 @@ import shutil
 import subprocess
 import tempfile
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+# The native part: in the installed package beside this file; in a source checkout, the build
+# tree's (build/python/tidemark), found as the command is.
+_BUILD_PACKAGE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "python", "tidemark")
+if os.path.isdir(_BUILD_PACKAGE):
+    __path__.append(os.path.abspath(_BUILD_PACKAGE))  # noqa: F821 (the package's own)
+try:
+    from . import _native
+except ImportError:
+    _native = None
 
 __all__ = ["TidemarkError", "Trace", "Peaks", "Group", "Step", "Finding", "Prediction", "open",
            "import_snapshot", "predict", "executable", "run"]
@@ -179,23 +190,35 @@ class Trace:
                                      d["final_allocated_bytes"], bool(d.get("peak_allocated_exact", True)))
         return out
 
-    def curve(self, level: str = "allocated", device: Optional[str] = None, width: int = 1000,
+    def curve(self, level: str = "allocated", device: Optional[str] = None, width: Optional[int] = None,
               statistic: str = "max"):
         """(times in ns from the start, bytes) of a curve -- allocated, reserved, active or
-        requested -- over `width` columns (`statistic`: max, min or last of each), as numpy
-        arrays when numpy is installed, else lists."""
+        requested. Without `width`: every change of it, read in-process (tidemark._native);
+        with `width`: that many columns of the command's timeline (`statistic`: max, min or last
+        of each). numpy arrays when numpy is installed, else lists."""
         if level not in ("allocated", "reserved", "active", "requested"):
             raise ValueError(f"level {level!r}: allocated, reserved, active or requested")
-        args = ["timeline", self.path, "--width", str(width)]
-        if device:
-            args += ["--device", device]
-        tl = _json(*args)
-        values = tl[level][statistic]
-        times = [i * tl["column_ns"] for i in range(len(values))]  # each column's start
+        if width is None:
+            if _native is None:
+                raise TidemarkError("every change of a curve is read by tidemark._native, which this "
+                                    "installation lacks (pip install the package, or build the tree "
+                                    "with pybind11); curve(width=N) gives N columns without it", 2)
+            try:
+                _, times, values = _native.curve(self.path, level, device or "")
+            except (ValueError, RuntimeError) as e:
+                raise TidemarkError(str(e), 2) from None
+        else:
+            args = ["timeline", self.path, "--width", str(width)]
+            if device:
+                args += ["--device", device]
+            tl = _json(*args)
+            values = tl[level][statistic]
+            times = [i * tl["column_ns"] for i in range(len(values))]  # each column's start
         try:
             import numpy as np
         except ImportError:
-            return times, values
+            return (memoryview(times).tolist() if width is None else times,
+                    memoryview(values).tolist() if width is None else values)
         return np.asarray(times, dtype=np.int64), np.asarray(values, dtype=np.int64)
 
     def top(self, by: str = "site", at: str = "peak", device: Optional[str] = None, limit: int = 0) -> List[Group]:

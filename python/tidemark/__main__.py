@@ -6,8 +6,8 @@ import sys
 from . import TidemarkError, executable
 
 
-def main(argv):
-    if len(argv) >= 2 and argv[0] == "record":
+def main(argv, script_form=True):
+    if script_form and len(argv) >= 2 and argv[0] == "record":
         # record's own options first, then the script and its arguments.
         options, rest = [], list(argv[1:])
         while rest and rest[0].startswith("-") and rest[0] != "--":
@@ -27,6 +27,12 @@ def main(argv):
         print(f"tidemark: {e}", file=sys.stderr)
         return 2
     os.execv(exe, [exe, *argv])
+
+
+def entry():
+    """The `tidemark` console script a wheel installs: the package's own command, its arguments
+    as they are (`tidemark record -- python train.py`)."""
+    sys.exit(main(sys.argv[1:], script_form=False))
 
 
 if __name__ == "__main__":

@@ -3,7 +3,11 @@ the build tree's `tidemark` (TIDEMARK_CLI): the real PyTorch snapshots opened wi
 their peaks held against an independent Python replay of each file
 (tests/importers/data/real_snapshots_expected.json); curves, top, steps, diagnose, predict and
 the report on real files; bad input raised as TidemarkError with the command's message; and
-`python -m tidemark record` running a script through `tidemark record -- python`."""
+`python -m tidemark record` running a script through `tidemark record -- python`.
+
+With TIDEMARK_TEST_INSTALLED (tests/python/run-installed.sh: the package installed into a venv)
+the same tests run against that installation alone, and check that it is one: the module, its
+native part and its command all from the venv's site-packages."""
 import json
 import os
 import subprocess
@@ -13,15 +17,22 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "..", "data")
-sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+INSTALLED = os.environ.get("TIDEMARK_TEST_INSTALLED")
+if not INSTALLED:
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
 
 import tidemark  # noqa: E402
 
 
+def _replayed_peaks():
+    """Per real snapshot, its devices' peaks from an independent Python replay of the file."""
+    with open(os.path.join(DATA, "..", "importers", "data", "real_snapshots_expected.json")) as f:
+        return json.load(f)
+
+
 class Module(unittest.TestCase):
     def test_real_snapshots_open_without_torch_and_their_peaks_are_the_replays(self):
-        with open(os.path.join(DATA, "..", "importers", "data", "real_snapshots_expected.json")) as f:
-            expected = json.load(f)
+        expected = _replayed_peaks()
         self.assertNotIn("torch", sys.modules)
         checked = 0
         for e in expected:
@@ -39,6 +50,45 @@ class Module(unittest.TestCase):
                     checked += 1
         self.assertGreaterEqual(checked, 8)
         self.assertNotIn("torch", sys.modules)
+
+    @unittest.skipIf(tidemark._native is None, "tidemark._native not built (no pybind11): every-change curves untested")
+    def test_every_change_of_a_curve_reaches_the_replayed_peaks(self):
+        checked = 0
+        for e in _replayed_peaks():
+            with tidemark.open(os.path.join(DATA, "pytorch", e["source"])) as run:
+                for d in e["devices"]:
+                    if d["device"] not in run.devices:
+                        continue
+                    t, requested = run.curve("requested", device=d["device"])
+                    _, reserved = run.curve("reserved", device=d["device"])
+                    _, allocated = run.curve("allocated", device=d["device"])
+                    self.assertEqual(len(t), len(requested))
+                    self.assertTrue(all(int(b) >= int(a) for a, b in zip(t, t[1:])), e["source"])
+                    self.assertEqual(int(max(requested)), d["requested_peak"], (e["source"], d["device"]))
+                    self.assertEqual(int(max(reserved)), d["reserved_peak"], (e["source"], d["device"]))
+                    if d["allocated_peak_exact"]:
+                        self.assertEqual(int(max(allocated)), d["allocated_peak"], (e["source"], d["device"]))
+                    # The command's columns summarise the same changes: the same highest value,
+                    # and each change's value within the range of its column.
+                    tl = json.loads(tidemark.run("timeline", run.path, "--device", d["device"], "--width", "64",
+                                                 "--json"))
+                    self.assertEqual(max(tl["reserved"]["max"]), int(max(reserved)))
+                    checked += 1
+        self.assertGreaterEqual(checked, 8)
+        run = tidemark.open(os.path.join(DATA, "pytorch", "snapshot_small_gpu.pickle"))
+        with self.assertRaises(tidemark.TidemarkError) as e:
+            run.curve("allocated", device="cuda:7")
+        self.assertIn("cuda:7", str(e.exception))
+
+    @unittest.skipUnless(INSTALLED, "run from the source tree (run-installed.sh runs it installed)")
+    def test_the_installed_package_is_whole(self):
+        site = os.path.realpath(INSTALLED)
+        for path in (tidemark.__file__, tidemark._native.__file__, tidemark.executable()):
+            self.assertTrue(os.path.realpath(path).startswith(site + os.sep), path)
+        self.assertNotIn("TIDEMARK_CLI", os.environ)
+        self.assertTrue(os.path.isfile(os.path.join(os.path.dirname(tidemark.executable()), "python",
+                                                    "sitecustomize.py")))
+        self.assertIn("tidemark", tidemark.run("--version").lower())
 
     def test_curves_top_steps_and_findings(self):
         run = tidemark.open(os.path.join(DATA, "pytorch", "niu_forward_and_backward_memory_snapshot_200.pickle"))
@@ -70,6 +120,7 @@ class Module(unittest.TestCase):
         self.assertEqual(len(p), 1)
         self.assertEqual(p[0].peak_requested, run.peaks()["cuda:0"].requested)
         self.assertTrue(p[0].fits)
+        run.close()
 
     def test_bad_input_raises_with_the_commands_message(self):
         with self.assertRaises(tidemark.TidemarkError) as e:
@@ -89,8 +140,10 @@ class Module(unittest.TestCase):
     def test_python_m_tidemark_record_runs_the_script_under_record(self):
         with tempfile.TemporaryDirectory() as d:
             out = os.path.join(d, "run.db")
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-                [os.path.join(HERE, "..", "..", "python"), os.path.join(DATA, "fake_torch")]))
+            path = [os.path.join(DATA, "fake_torch")]
+            if not INSTALLED:
+                path.insert(0, os.path.join(HERE, "..", "..", "python"))
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(path))
             p = subprocess.run([sys.executable, "-m", "tidemark", "record", "-o", out,
                                 os.path.join(DATA, "fake_torch", "programs", "train.py"), "train", "3"],
                                capture_output=True, text=True, env=env)

@@ -9,12 +9,16 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/units.h"
+#include "profiler/importers/pytorch_snapshot.h"
 
 namespace tidemark::cli {
+namespace fs = std::filesystem;
 
 Progress::Progress(const std::string& what) {
   if (!what.empty() && ::isatty(STDERR_FILENO)) {
@@ -87,8 +91,75 @@ std::string live_recording(const std::string& path) {
 }
 }  // namespace
 
-analysis::Trace open_trace(const std::string& path, bool require_finalized) {
-  Progress p("reading " + path);
+namespace {
+// The snapshots this process imported (Note [Snapshots as traces]), removed with it.
+class SnapshotImports {
+ public:
+  ~SnapshotImports() {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+  std::string trace_for(const std::string& path) {
+    if (auto it = traces_.find(path); it != traces_.end()) return it->second;
+    if (dir_.empty()) {
+      std::string templ = (fs::temp_directory_path() / "tidemark-import-XXXXXX").string();
+      if (::mkdtemp(templ.data()) == nullptr)
+        throw UsageError(path + ": cannot make a directory to import the snapshot into in " +
+                         fs::temp_directory_path().string() + ": " + std::strerror(errno));
+      dir_ = templ;
+    }
+    // Named after the snapshot, so a message about the trace names the file the user gave.
+    fs::path out = dir_ / (fs::path(path).filename().string() + ".db");
+    if (traces_.size() > 0)
+      out = dir_ / fmt::format("{}-{}.db", traces_.size(), fs::path(path).filename().string());
+    Progress p("importing " + path);
+    try {
+      importers::import_pytorch_snapshot(path, out.string());
+    } catch (const importers::ImportError& e) {
+      throw UsageError(e.what());
+    }
+    return traces_[path] = out.string();
+  }
+  // The snapshot a trace was imported from; empty for any other trace.
+  std::string snapshot_of(const std::string& trace) const {
+    for (const auto& [snapshot, imported] : traces_)
+      if (imported == trace) return snapshot;
+    return {};
+  }
+
+ private:
+  fs::path dir_;
+  std::map<std::string, std::string> traces_;
+};
+
+bool starts_as_pickle(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  const int c = std::fgetc(f);
+  std::fclose(f);
+  return c == 0x80;
+}
+
+SnapshotImports& snapshot_imports() {
+  static SnapshotImports imports;
+  return imports;
+}
+}  // namespace
+
+std::string trace_file_for(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec) || !starts_as_pickle(path)) return path;
+  return snapshot_imports().trace_for(path);
+}
+
+std::string shown_path(const analysis::Trace& trace) {
+  std::string snapshot = snapshot_imports().snapshot_of(trace.path());
+  return snapshot.empty() ? trace.path() : snapshot;
+}
+
+analysis::Trace open_trace(const std::string& given, bool require_finalized) {
+  const std::string path = trace_file_for(given);
+  Progress p("reading " + given);
   analysis::Trace t = [&] {
     try {
       return analysis::Trace::open(path, require_finalized ? store::TraceReader::Require::finalized
@@ -101,7 +172,7 @@ analysis::Trace open_trace(const std::string& path, bool require_finalized) {
     }
   }();
   t.set_frames(g_frames);
-  t.set_category_rules(category_rules_for(path));
+  t.set_category_rules(category_rules_for(given));
   return t;
 }
 
@@ -111,14 +182,14 @@ std::vector<analysis::DeviceRef> select_devices(const analysis::Trace& trace,
   try {
     return {trace.device(device_spec)};
   } catch (const std::invalid_argument& e) {
-    throw UsageError(trace.path() + ": " + e.what());
+    throw UsageError(shown_path(trace) + ": " + e.what());
   }
 }
 
 analysis::DeviceRef primary_device(const analysis::Trace& trace, const std::string& device_spec) {
   if (!device_spec.empty()) return select_devices(trace, device_spec).front();
   const analysis::DeviceRef* best = analysis::busiest_device(trace);
-  if (!best) throw UsageError(trace.path() + ": the trace has no devices (no memory events)");
+  if (!best) throw UsageError(shown_path(trace) + ": the trace has no devices (no memory events)");
   return *best;
 }
 

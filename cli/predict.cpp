@@ -1,7 +1,6 @@
 // tidemark predict: the peak at a size the program was not run at (profiler/predict/predict.h,
 // docs/predict.md), from runs given as SIZE=FILE; snapshots are imported on the way.
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -10,7 +9,6 @@
 #include "cli/common.h"
 #include "profiler/analysis/json.h"
 #include "profiler/analysis/units.h"
-#include "profiler/importers/pytorch_snapshot.h"
 #include "profiler/predict/predict.h"
 #include "profiler/store/trace_reader.h"
 
@@ -43,37 +41,6 @@ double parse_value(const std::string& what, const std::string& text) {
     throw UsageError(what + ": '" + text + "' is not a positive number");
   return x;
 }
-
-// Snapshots imported for the command's duration, removed when it ends.
-class Imports {
- public:
-  ~Imports() {
-    std::error_code ec;
-    if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
-  }
-  std::string trace_for(const std::string& path) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) throw UsageError(path + ": no such file");
-    if (store::is_trace_file(path)) return path;
-    if (dir_.empty()) {
-      dir_ =
-          std::filesystem::temp_directory_path() / fmt::format("tidemark-predict-{}", ::getpid());
-      std::filesystem::create_directories(dir_);
-    }
-    const std::string out = (dir_ / fmt::format("run{}.db", count_++)).string();
-    Progress p("importing " + path);
-    try {
-      importers::import_pytorch_snapshot(path, out);
-    } catch (const importers::ImportError& e) {
-      throw UsageError(e.what());
-    }
-    return out;
-  }
-
- private:
-  std::filesystem::path dir_;
-  int count_ = 0;
-};
 
 json site_json(const pr::SiteAtPeak& s) {
   return {{"site", s.site},
@@ -121,10 +88,13 @@ int run_predict(const PredictArgs& a) {
   }
   if (a.capacity) options.capacity = parse_capacity_option("--capacity", *a.capacity);
 
-  Imports imports;
   std::vector<analysis::Trace> traces;
   traces.reserve(given.size());
-  for (const Given& g : given) traces.push_back(open_trace(imports.trace_for(g.path)));
+  for (const Given& g : given) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(g.path, ec)) throw UsageError(g.path + ": no such file");
+    traces.push_back(open_trace(g.path));  // a snapshot is imported (Note [Snapshots as traces])
+  }
   std::vector<pr::Run> runs;
   for (size_t i = 0; i < given.size(); ++i) {
     if (!a.device.empty()) {

@@ -70,10 +70,13 @@ test_bare() {
     mmdebstrap --variant=minbase --include=python3,python3-venv bookworm "$rootfs.tmp"
     mv "$rootfs.tmp" "$rootfs"
   fi
+  # No development package, no library only the build links (SQLite's and zstd's runtime
+  # libraries are there: Python and apt need them).
   local f
   for f in usr/include/sqlite3.h usr/include/zstd.h usr/include/libunwind.h usr/include/elfutils \
-           usr/include/fmt usr/lib/x86_64-linux-gnu/libsqlite3.so.0 usr/lib/x86_64-linux-gnu/libzstd.so.1 \
-           usr/lib/x86_64-linux-gnu/libunwind.so.8 usr/lib/x86_64-linux-gnu/libdw.so.1 usr/bin/cmake usr/bin/g++; do
+           usr/include/fmt usr/include/png.h usr/lib/x86_64-linux-gnu/libunwind.so.8 \
+           usr/lib/x86_64-linux-gnu/libdw.so.1 usr/lib/x86_64-linux-gnu/libpng16.so.16 usr/bin/cmake \
+           usr/bin/g++; do
     [ ! -e "$rootfs/$f" ] || { echo "build-wheel: $rootfs has /$f: not a bare machine" >&2; exit 1; }
   done
   local work=$rootfs/work

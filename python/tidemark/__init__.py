@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import weakref
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 # The native part: in the installed package beside this file; in a source checkout, the build
@@ -148,19 +149,25 @@ class Trace:
         if not os.path.exists(path):
             raise TidemarkError(f"{path}: no such file", 2)
         self.source = path
-        self._tmp: Optional[tempfile.TemporaryDirectory] = None
+        self._cleanup: Optional[weakref.finalize] = None
         if _is_trace(path):
             self.path = path
         else:
-            self._tmp = tempfile.TemporaryDirectory(prefix="tidemark-")
-            self.path = os.path.join(self._tmp.name, "snapshot.db")
-            run("import", path, "-o", self.path)
+            tmp = tempfile.mkdtemp(prefix="tidemark-")
+            # Removed by close(), or when the object goes (quietly: an unclosed Trace is no error).
+            self._cleanup = weakref.finalize(self, shutil.rmtree, tmp, True)
+            self.path = os.path.join(tmp, "snapshot.db")
+            try:
+                run("import", path, "-o", self.path)
+            except BaseException:
+                self._cleanup()
+                raise
         self._summary: Optional[Dict[str, Any]] = None
 
     def close(self) -> None:
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None
+        if self._cleanup is not None:
+            self._cleanup()
+            self._cleanup = None
 
     def __enter__(self) -> "Trace":
         return self

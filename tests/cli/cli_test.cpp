@@ -543,6 +543,69 @@ TEST(CliExport, ARecordingSurvivesExportAndImportWithItsCategories) {
   EXPECT_EQ(b["categories_at_peak"]["groups"], a["categories_at_peak"]["groups"]);
 }
 
+// Note [Snapshots as traces]: a command given a PyTorch snapshot answers as it does for the
+// trace `import` makes of it -- the same JSON but for `path`, the file given -- with the peaks
+// Python's pickle finds (tests/importers/data/snapshot_small_gpu_expected.py), and leaves no
+// temporary trace behind. A damaged pickle is exit 2 naming it; a file that is neither stays
+// "not a Tidemark trace".
+TEST(CliSnapshots, EveryCommandReadsASnapshotAsItsImport) {
+  const std::string snapshot =
+      std::string(TIDEMARK_TEST_DATA) + "/pytorch/snapshot_small_gpu.pickle";
+  const fs::path tmp = temp_dir() / "snapshot-tmp";
+  fs::create_directories(tmp);
+  const std::string db = (temp_dir() / "snapshot-imported.db").string();
+  ASSERT_EQ(tidemark({"import", snapshot, "-o", db}).rc, 0);
+  auto json_of = [&](std::vector<std::string> args, const std::string& file) {
+    args.insert(args.begin() + 1, file);
+    args.push_back("--json");
+    Result r = tl_test::run(
+        [&] {
+          std::vector<std::string> argv{TIDEMARK_CLI};
+          argv.insert(argv.end(), args.begin(), args.end());
+          return argv;
+        }(),
+        {"TMPDIR=" + tmp.string()});
+    EXPECT_EQ(r.rc, 0) << args[0] << ": " << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    if (j.is_object()) j.erase("path");  // the one field that names the file read
+    return j;
+  };
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"summary"},
+        {"top", "--by", "site"},
+        {"diagnose"},
+        {"timeline", "--width", "40"},
+        {"leaks"},
+        {"replay", "--alloc-conf", "expandable_segments:True"}}) {
+    const nlohmann::json direct = json_of(args, snapshot);
+    EXPECT_EQ(direct, json_of(args, db)) << args[0];
+    if (args[0] == "summary" || args[0] == "diagnose") {
+      Result r = tidemark({args[0], snapshot, "--json"});
+      EXPECT_EQ(nlohmann::json::parse(r.out)["path"], snapshot) << args[0];
+    }
+    if (args[0] == "summary") {
+      EXPECT_EQ(direct["devices"][0]["peak_allocated_bytes"], 108275712);
+      EXPECT_EQ(direct["devices"][0]["peak_reserved_bytes"], 134217728);
+    }
+  }
+  EXPECT_TRUE(fs::is_empty(tmp)) << "a temporary trace was left in " << tmp;
+
+  const std::string damaged = (temp_dir() / "damaged.pickle").string();
+  {
+    std::ifstream in(snapshot, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(damaged, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  }
+  Result d = tidemark({"summary", damaged});
+  EXPECT_EQ(d.rc, 2);
+  EXPECT_NE(d.err.find(damaged), std::string::npos) << d.err;
+  const std::string text = (temp_dir() / "notes.txt").string();
+  std::ofstream(text) << "not a trace\n";
+  Result t = tidemark({"summary", text});
+  EXPECT_EQ(t.rc, 2);
+  EXPECT_NE(t.err.find("not a Tidemark trace"), std::string::npos) << t.err;
+}
+
 // import --onto needs a finalized recording; a missing one is bad input (exit 2) naming it,
 // and nothing is written.
 TEST(CliImport, OntoAMissingRecordingIsExit2) {

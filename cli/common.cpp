@@ -49,23 +49,11 @@ void use_category_rules(const std::string& file) {
 }
 
 // Note [Category rules] (profiler/analysis/category_rules.h): --categories FILE, else
-// tidemark-categories.json beside the trace, else in the working directory.
+// tidemark-categories.json beside the trace, else in the working directory (CategoryRules::find).
 std::shared_ptr<analysis::CategoryRules> category_rules_for(const std::string& trace_path) {
   if (!g_categories) return nullptr;
-  std::string file = g_category_file;
-  if (file.empty()) {
-    const std::filesystem::path beside =
-        std::filesystem::path(trace_path).parent_path() / kCategoryRulesFile;
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(beside, ec))
-      file = beside.string();
-    else if (std::filesystem::is_regular_file(kCategoryRulesFile, ec))
-      file = kCategoryRulesFile;
-    else
-      return nullptr;
-  }
   try {
-    return analysis::CategoryRules::load(file);
+    return analysis::CategoryRules::find(trace_path, g_category_file);
   } catch (const analysis::CategoryRulesError& e) {
     throw UsageError(std::string("--categories: ") + e.what());
   }

@@ -58,7 +58,6 @@ void set_frames(Frames frames);
 // Custom categories for the traces this process opens (Note [Category rules]): the commands
 // that group by category (summary, top, timeline, diff, report) call it with --categories
 // (empty: tidemark-categories.json beside the trace or in the working directory, if any).
-inline constexpr const char* kCategoryRulesFile = "tidemark-categories.json";
 void use_category_rules(const std::string& file);
 
 // Note [Snapshots as traces]: every command that reads a trace also reads a PyTorch memory

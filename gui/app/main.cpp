@@ -5,6 +5,7 @@
 //   tidemark-gui --screenshot OUT.png [--view timeline|allocator|summary|flame|compare]
 //                (--view flame with --compare A B: A's peak coloured by its change in B)
 //                [--stack category|site] FILE  (or --compare A B)
+//   --categories RULES.json                custom categories, as the CLI's --categories
 //   --frames user|all                      which frames name a site, as the CLI's --frames
 //                                          (user: library frames folded in flame graphs)
 // The screenshot mode renders offscreen and exits: 0, or 2 with one line naming the file
@@ -24,6 +25,7 @@
 #include "gui/app/main_window.h"
 #include "gui/core/flame_widget.h"
 #include "gui/core/timeline_widget.h"
+#include "gui/core/trace_data.h"
 #include "gui/core/trace_view.h"
 #include "profiler/analysis/output_file.h"
 
@@ -130,8 +132,15 @@ int main(int argc, char** argv) {
                             "Which frames name a site: user (the default; library frames folded "
                             "in flame graphs) or all.",
                             "user|all", "user");
+  QCommandLineOption categories(
+      "categories",
+      "Custom categories: ordered regex rules on the frames (docs/cli.md, "
+      "\"Custom categories\"); default: tidemark-categories.json beside "
+      "the trace or in the working directory.",
+      "RULES.json");
   parser.addOption(shot);
   parser.addOption(frames);
+  parser.addOption(categories);
   parser.addOption(view);
   parser.addOption(stack);
   parser.addOption(compare);
@@ -145,6 +154,14 @@ int main(int argc, char** argv) {
   if (parser.value(frames) != "user" && parser.value(frames) != "all")
     return fail("--frames must be user or all, got '" + parser.value(frames) + "'");
   const Frames rule = parser.value(frames) == "all" ? Frames::all : Frames::user;
+  if (parser.isSet(categories)) {
+    try {  // refused here, naming the file, rather than once per trace opened
+      tidemark::analysis::CategoryRules::load(parser.value(categories).toStdString());
+    } catch (const tidemark::analysis::CategoryRulesError& e) {
+      return fail(QString("--categories: ") + e.what());
+    }
+    tidemark::gui::set_category_rules_file(parser.value(categories).toStdString());
+  }
   if (parser.isSet(shot)) {
     if (parser.isSet(compare))
       return screenshot(parser.value(shot), parser.isSet(view) ? parser.value(view) : "compare",

@@ -92,7 +92,9 @@ QString summary_html(const TraceData& data) {
     for (const analysis::Group& g : s.categories_at_peak->groups)
       parts << QString("%1 %2").arg(esc(g.label), bytes_text(g.bytes));
     h += "<p>By category: " + parts.join(", ") + "</p>";
-    if (!s.categories_inferred.empty())  // an imported snapshot's: Note [Inferred categories]
+    if (data.category_rules)  // custom categories (Note [Category rules]) say whose they are
+      h += "<p><i>Categories by the rules of " + esc(data.category_rules->source()) + ".</i></p>";
+    else if (!s.categories_inferred.empty())  // an imported snapshot's: Note [Inferred categories]
       h += "<p><i>Categories inferred, not recorded: from " + esc(s.categories_inferred) + ".</i></p>";
   }
   // What made reserved memory grow: for a CUDA-injected trace (PyTorch's segments only) the

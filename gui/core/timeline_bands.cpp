@@ -1,6 +1,7 @@
 // TimelineWidget's stacked bands (timeline_widget.h): built once per stacking in the thread
 // pool from analysis::allocated_bands, queried with the curves, drawn between the reserved
 // area and the curves' lines, with a legend and a tooltip naming the band under the cursor.
+#include <QFileInfo>
 #include <QImage>
 #include <QPainter>
 #include <algorithm>
@@ -18,8 +19,8 @@ TimelineWidget::BandSet TimelineWidget::buildBands(const TraceData& data, Stacki
   BandSet set;
   if (s == Stacking::none) return set;
   try {
-    analysis::Trace trace = analysis::Trace::open(data.path);
-    trace.set_frames(data.frames);  // the sites of the site bands: Note [Frames in the GUI]
+    // The sites of the site bands (Note [Frames in the GUI]), the categories' rules.
+    analysis::Trace trace = open_own_trace(data);
     for (const analysis::DeviceRef& d : data.devices)
       set.push_back(std::make_shared<const analysis::Bands>(analysis::allocated_bands(
           trace, d.id,
@@ -55,7 +56,8 @@ QColor TimelineWidget::bandColor(Stacking s, size_t band, const std::string& lab
         {"comm_buffer", QColor(44, 160, 44)}};  // DistributedDataParallel's gradient buckets
     for (const auto& [name, color] : kColors)
       if (label == name) return color;
-    return QColor(170, 170, 170);  // unknown
+    if (label == "unknown") return QColor(170, 170, 170);
+    // A custom category (Note [Category rules]): the site palette, in the rules' order.
   }
   if (label == "other sites") return QColor(170, 170, 170);
   static const QColor kSites[] = {{31, 119, 180},  {255, 127, 14},  {44, 160, 44},
@@ -107,8 +109,17 @@ void TimelineWidget::drawBands(QPainter& p, size_t device) {
 }
 
 QString TimelineWidget::inferredCategoriesNote() const {
-  if (!data_ || stacking_ != Stacking::category || data_->categories_inferred.empty()) return {};
+  if (!data_ || stacking_ != Stacking::category || data_->category_rules ||
+      data_->categories_inferred.empty())
+    return {};
   return tr("categories inferred, not recorded");
+}
+
+QString TimelineWidget::categoriesNote() const {
+  if (data_ && stacking_ == Stacking::category && data_->category_rules)
+    return tr("categories: rules of %1")
+        .arg(QFileInfo(QString::fromStdString(data_->category_rules->source())).fileName());
+  return inferredCategoriesNote();
 }
 
 void TimelineWidget::drawBandLegend(QPainter& p, const QRect& plot) {
@@ -117,8 +128,9 @@ void TimelineWidget::drawBandLegend(QPainter& p, const QRect& plot) {
   const analysis::Bands& bands = *set->front();  // the first device's bands name the colours
   const QFontMetrics fm = p.fontMetrics();
   const int row = fm.height() + 2;
-  // An imported snapshot's categories are the importer's guesses: the legend says so first.
-  const QString title = inferredCategoriesNote();
+  // Custom categories name their rules file first; an imported snapshot's categories are the
+  // importer's guesses, and the legend says so.
+  const QString title = categoriesNote();
   const int title_rows = title.isEmpty() ? 0 : 1;
   QFont italic = p.font();
   italic.setItalic(true);

@@ -69,6 +69,9 @@ class TimelineWidget : public QWidget {
   // [Inferred categories] in the importer): the band legend's title when stacked by category,
   // and the note beside the step lines; empty when what they show was recorded.
   QString inferredCategoriesNote() const;
+  // The band legend's title when stacked by category: the custom categories' rules file
+  // (Note [Category rules]), else inferredCategoriesNote().
+  QString categoriesNote() const;
   QString inferredStepsNote() const;
   std::optional<uint64_t> selectedTime() const { return selected_; }
 

@@ -54,10 +54,28 @@ std::vector<SiteRow> site_rows(const Trace& trace, const analysis::DeviceRef& de
 
 }  // namespace
 
+namespace {
+std::string g_category_rules_file;  // set_category_rules_file
+}  // namespace
+
+void set_category_rules_file(std::string file) {
+  g_category_rules_file = std::move(file);
+}
+
+analysis::Trace open_own_trace(const TraceData& data) {
+  analysis::Trace trace = Trace::open(data.path);
+  trace.set_frames(data.frames);
+  trace.set_category_rules(data.category_rules);
+  return trace;
+}
+
 std::shared_ptr<TraceData> open_trace_data(const std::string& path) {
   auto data = std::make_shared<TraceData>();
   data->path = path;
   data->session = std::make_shared<TraceSession>(Trace::open(path));
+  data->category_rules = analysis::CategoryRules::find(path, g_category_rules_file);
+  data->session->with_mutable(
+      [&](Trace& trace) { trace.set_category_rules(data->category_rules); });
   data->session->with([&](const Trace& trace) {
     data->origin_ns = trace.origin_ns();
     data->synthetic_times = trace.synthetic_times();

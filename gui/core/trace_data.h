@@ -52,6 +52,11 @@ class Guarded {
 using TraceSession = Guarded<analysis::Trace>;
 using LiveSession = Guarded<analysis::LiveTrace>;  // Follow: a trace still being recorded
 
+struct TraceData;
+// A connection of its own to `data`'s trace, read as the session's is: sites under
+// data.frames, categories under data.category_rules.
+analysis::Trace open_own_trace(const TraceData& data);
+
 // f(trace) on the session's trace with `frames` its rule for sites, under the session's lock:
 // the rule of the query that asks, whichever rule the one before it asked for (Note [Frames
 // in the GUI], view_selection.h).
@@ -96,6 +101,12 @@ enum class Stage {
   complete,  // + the findings of diagnose()
 };
 
+// Custom categories in the GUI (Note [Category rules]): the rules file `tidemark-gui
+// --categories FILE` names for every trace it opens; empty (the default): each trace's own
+// tidemark-categories.json beside it or in the working directory, if any
+// (CategoryRules::find). Set before the first trace opens.
+void set_category_rules_file(std::string file);
+
 struct TraceData {
   Stage stage = Stage::opened;
   // The rule the sites of the tables and findings, and the flame graphs, were computed under
@@ -125,6 +136,9 @@ struct TraceData {
   // and its steps were inferred from (Trace::categories_inferred, steps_inferred_from); empty
   // when recorded. Stage::opened, so the timeline says so from its first paint.
   std::string categories_inferred, steps_inferred;
+  // The custom categories this trace is shown with (set_category_rules_file); null: the
+  // recorded (or inferred) ones. Every view that groups by category uses them.
+  std::shared_ptr<const analysis::CategoryRules> category_rules;
   // Following: per device, the growth of live bytes at the start of the last ten ended steps
   // (of reserved bytes on a device without blocks, an injected run: live_growth_reserved).
   std::vector<analysis::Growth> live_growth;

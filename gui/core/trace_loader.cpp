@@ -105,8 +105,7 @@ void TraceLoader::start(const QString& path, TraceDataPtr from, analysis::Frames
     post([snapshot](TraceLoader* l) { emit l->opened(snapshot); });
     try {
       // A connection of our own: the timeline's queries use the session's meanwhile.
-      analysis::Trace own = analysis::Trace::open(path.toStdString());
-      own.set_frames(frames);
+      analysis::Trace own = open_own_trace(*data);  // data->frames is `frames`
       if (cancelled()) return;
       compute_tables(*data, own, report);
       snapshot = std::make_shared<const TraceData>(*data);

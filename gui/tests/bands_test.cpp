@@ -9,6 +9,9 @@
 #include <QFile>
 #include <QFileInfo>
 #include <QImage>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QTest>
@@ -246,6 +249,57 @@ class BandsTest : public QObject {
     QVERIFY(!data_->steps.empty());
     QVERIFY(recorded.inferredCategoriesNote().isEmpty());
     QVERIFY(recorded.inferredStepsNote().isEmpty());
+  }
+
+  // Custom categories (Note [Category rules]): with --categories' rules the category bands are
+  // the rules' names, holding at the peak what `tidemark top --by category --categories` says
+  // each holds there; the legend and the Summary name the rules file.
+  void customCategoriesAreTheCommandsAtThePeak() {
+    const QString rules = test_dir() + "/rules.json";
+    {
+      QFile f(rules);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"({"loop": "accumulated_loss\\.cpp", "rest": "elsewhere"})");
+    }
+    QProcess p;
+    p.start(TIDEMARK_CLI,
+            {"top", path_, "--by", "category", "--categories", rules, "--json", "--limit", "0"});
+    QVERIFY(p.waitForFinished(120000));
+    QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+    const QJsonObject top = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+    std::map<std::string, int64_t> expected;
+    for (const QJsonValue g : top["groups"].toArray())
+      expected[g.toObject()["key"].toString().toStdString()] = g.toObject()["bytes"].toInteger();
+    QVERIFY2(expected.count("loop"), qPrintable(QJsonDocument(top).toJson()));
+
+    set_category_rules_file(rules.toStdString());
+    QString error;
+    TraceDataPtr data = TraceLoader::load_now(path_, &error);
+    set_category_rules_file({});
+    QVERIFY2(data, qPrintable(error));
+    QVERIFY(data->category_rules);
+    TimelineWidget w;
+    w.setSynchronous(true);
+    w.resize(900, 400);
+    w.setTraceData(data);
+    w.setStacking(TimelineWidget::Stacking::category);
+    QImage img(w.size(), QImage::Format_RGB32);
+    w.render(&img);
+    const an::Bands& bands = *w.bands()->at(0);
+    const auto at_peak = bands.at(data->peaks[0]->ts_ns);
+    int64_t total = 0;
+    for (size_t b = 0; b < bands.size(); ++b) {
+      const std::string& label = bands.labels()[b];
+      QVERIFY2(label == "loop" || label == "elsewhere", label.c_str());
+      QCOMPARE(at_peak[b], expected.count(label) ? expected[label] : 0);
+      total += at_peak[b];
+    }
+    QCOMPARE(total, int64_t(top["bytes"].toInteger()));
+    QCOMPARE(w.categoriesNote(), QString("categories: rules of rules.json"));
+    QVERIFY(w.inferredCategoriesNote().isEmpty());
+    QVERIFY2(summary_html(*data).contains("Categories by the rules of " + rules),
+             qPrintable(summary_html(*data)));
+    QVERIFY(!data_->category_rules);  // loaded before: its own categories
   }
 
   void siteBandsAreTheTopSitesAtThePeak() {

@@ -1,6 +1,7 @@
 #include "profiler/analysis/category_rules.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -28,6 +29,16 @@ std::shared_ptr<CategoryRules> CategoryRules::load(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return parse(ss.str(), path);
+}
+
+std::shared_ptr<CategoryRules> CategoryRules::find(const std::string& trace_path,
+                                                   const std::string& file) {
+  if (!file.empty()) return load(file);
+  const std::filesystem::path beside = std::filesystem::path(trace_path).parent_path() / kRulesFile;
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(beside, ec)) return load(beside.string());
+  if (std::filesystem::is_regular_file(kRulesFile, ec)) return load(kRulesFile);
+  return nullptr;
 }
 
 std::shared_ptr<CategoryRules> CategoryRules::parse(const std::string& text,

@@ -47,6 +47,12 @@ class CategoryRules {
   // Throws CategoryRulesError naming `path` and the problem.
   static std::shared_ptr<CategoryRules> load(const std::string& path);
   static std::shared_ptr<CategoryRules> parse(const std::string& text, const std::string& source);
+  // The rules a trace is read with when its reader asks for custom categories: `file` when
+  // given, else kRulesFile beside the trace, else in the working directory; null when there is
+  // none. The CLI (--categories) and the GUI find them by this one rule.
+  static constexpr const char* kRulesFile = "tidemark-categories.json";
+  static std::shared_ptr<CategoryRules> find(const std::string& trace_path,
+                                             const std::string& file);
 
   const std::string& source() const { return source_; }
   // The names in rule order, then the rest's: the order bands stack in.

@@ -330,6 +330,8 @@ FlamePage::FlamePage(QWidget* parent) : QWidget(parent) {
   choice_ = new QComboBox;
   bar->addWidget(choice_);
   hint_ = new QLabel(tr("computing…"));
+  hint_->setWordWrap(true);  // a narrow page (beside the source view) wraps it, not widens
+  hint_->setMinimumWidth(120);
   bar->addWidget(hint_, 1);
   layout->addLayout(bar);
   flame_ = new FlameWidget;

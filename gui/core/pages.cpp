@@ -8,11 +8,13 @@
 #include <QScreen>
 #include <QScrollArea>
 #include <QSortFilterProxyModel>
+#include <QSplitter>
 #include <QTableView>
 #include <QTextBrowser>
 #include <QVBoxLayout>
 
 #include "gui/core/allocator_widget.h"
+#include "gui/core/source_lines.h"
 #include "gui/core/summary_html.h"
 
 namespace tidemark::gui {
@@ -132,12 +134,25 @@ StepsPage::StepsPage(ViewSelection* selection) : Page(selection) {
   });
 }
 
-FlameTab::FlameTab(ViewSelection* selection) : Page(selection) {
+FlameTab::FlameTab(ViewSelection* selection, QueryModePtr mode) : Page(selection) {
   flame_ = new FlamePage;
-  bare_layout(this)->addWidget(flame_);
+  lines_ = new SourceLinesPanel(std::move(mode));
+  auto* split = new QSplitter(Qt::Horizontal);
+  split->addWidget(flame_);
+  split->addWidget(lines_);
+  split->setStretchFactor(0, 3);
+  split->setStretchFactor(1, 2);
+  split->setSizes({600, 400});
+  bare_layout(this)->addWidget(split);
   setTitleOnceReady(tr("Flame graph"), false);
   connect(selection, &ViewSelection::dataChanged, this, [this](const TraceDataPtr& data) {
     flame_->setData(data);
+    if (data->stage != Stage::opened &&
+        (!lines_data_ || lines_data_->path != data->path || lines_data_->frames != data->frames ||
+         lines_data_->stage == Stage::opened)) {
+      lines_data_ = data;
+      lines_->setData(data);
+    }
     setTitleOnceReady(tr("Flame graph"), data->stage != Stage::opened);
   });
   // The graph of what was live at a time the user selected (not at the peak shown first).

@@ -23,6 +23,7 @@ class QAbstractItemModel;
 namespace tidemark::gui {
 
 class AllocatorWidget;
+class SourceLinesPanel;
 
 class Page : public QWidget {
   Q_OBJECT
@@ -89,15 +90,20 @@ class StepsPage : public Page {
   StepModel* model_ = nullptr;
 };
 
-// The flame graphs (FlamePage): of the trace, of the selected time, and of Compare.
+// The flame graphs (FlamePage): of the trace, of the selected time, and of Compare; beside
+// them the source view (SourceLinesPanel): a file's lines with the bytes live at the peak.
 class FlameTab : public Page {
   Q_OBJECT
  public:
-  explicit FlameTab(ViewSelection* selection);
+  FlameTab(ViewSelection* selection, QueryModePtr mode);
   FlamePage* flame() const { return flame_; }
+  SourceLinesPanel* sourceLines() const { return lines_; }
 
  private:
   FlamePage* flame_;
+  SourceLinesPanel* lines_;
+  TraceDataPtr
+      lines_data_;  // what the source view was asked about: asked again on a new trace or rule
 };
 
 // The allocator's state on one device at the selected time (the device with the highest

@@ -87,7 +87,7 @@ TraceView::TraceView(QWidget* parent)
   leaks_ = new TraceTablePage(tr("Leaks"), leak_model, 1,
                               [leak_model](const TraceData& d) { leak_model->setRows(d.leaks); },
                               selection_);
-  flame_ = new FlameTab(selection_);
+  flame_ = new FlameTab(selection_, mode_);
   SyncSiteModel* sync_model = make_sync_model(this);
   syncs_ = new TraceTablePage(tr("Syncs"), sync_model, 2,
                               [sync_model](const TraceData& d) { sync_model->setRows(d.sync_sites); },

@@ -6,6 +6,9 @@
 // hide nothing: unfolded, they are the All frames graph.
 #include <QComboBox>
 #include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QTest>
@@ -15,6 +18,7 @@
 #include <string>
 
 #include "gui/core/flame_widget.h"
+#include "gui/core/source_lines.h"
 #include "gui/core/trace_view.h"
 #include "gui/tests/test_traces.h"
 #include "profiler/store/trace_writer.h"
@@ -445,6 +449,47 @@ class FlameTest : public QObject {
     QVERIFY(check_sums(page->flame()->tree()) > 1);
     page->choice()->setCurrentIndex(0);  // back to the peak
     QCOMPARE(page->flame()->tree().bytes, data->peaks[0]->bytes);
+
+    // Beside the graph, the source view: the sample's file, every line of it, each with what
+    // `tidemark top --by line --file` puts on that line at the peak.
+    SourceLinesPanel* lines = view.findChild<SourceLinesPanel*>();
+    QVERIFY(lines);
+    const SourceLines& source_view = lines->shown();
+    QVERIFY2(QString::fromStdString(source_view.file).endsWith("samples/pitfalls/accumulated_loss.cpp"),
+             source_view.file.c_str());
+    QVERIFY(source_view.text_read);
+    QFile source(QString::fromStdString(source_view.file));
+    QVERIFY(source.open(QIODevice::ReadOnly));
+    QCOMPARE(qsizetype(source_view.rows.size()), source.readAll().count('\n'));
+    QProcess p;
+    p.start(TIDEMARK_CLI, {"top", path, "--by", "line", "--file", "accumulated_loss.cpp", "--json",
+                           "--limit", "0"});
+    QVERIFY(p.waitForFinished(60000));
+    QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+    std::map<int, int64_t> expected;
+    int64_t outside = 0;
+    for (const QJsonValue g :
+         QJsonDocument::fromJson(p.readAllStandardOutput()).object()["groups"].toArray()) {
+      const QString key = g.toObject()["key"].toString();
+      if (key.startsWith("accumulated_loss.cpp:"))
+        expected[key.section(':', 1).toInt()] = g.toObject()["bytes"].toInteger();
+      else
+        outside += g.toObject()["bytes"].toInteger();
+    }
+    QVERIFY(expected.size() >= 2);
+    int with_bytes = 0;
+    for (const SourceLineRow& r : source_view.rows) {
+      QCOMPARE(r.bytes, expected.count(r.line) ? expected[r.line] : 0);
+      with_bytes += r.bytes > 0;
+    }
+    QCOMPARE(with_bytes, int(expected.size()));
+    QCOMPARE(source_view.outside_bytes, outside);
+    QCOMPARE(source_view.peak_bytes, data->peaks[0]->bytes);
+    // A file no frame names: nothing on its lines, all of the peak outside it.
+    lines->showFile("no_such_model.py");
+    QVERIFY(lines->shown().rows.empty());
+    QVERIFY(!lines->shown().text_read);
+    QCOMPARE(lines->shown().outside_bytes, data->peaks[0]->bytes);
   }
 };
 

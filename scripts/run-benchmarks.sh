@@ -22,6 +22,9 @@ for b in "$build"/bench/*_bench; do
   fi
   "$b" --benchmark_min_time=0.5 "$@" || status=1
 done
+# The Python module's full-resolution curve (tidemark._native) against the command's JSON.
+echo "== python curve (bench/python/curve_bench.py)"
+python3 "$(dirname "$0")/../bench/python/curve_bench.py" --build "$build" || status=1
 # `tidemark predict` on the real sweeps: predicted against true peaks, beside the naive
 # baselines, with each prediction's time (docs/predict.md).
 echo "== predict on real sweeps (scripts/score-predictions.py)"

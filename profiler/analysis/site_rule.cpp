@@ -83,6 +83,24 @@ bool is_autograd_engine(const store::ResolvedFrame& f) {
          starts_with(name, "tl::autograd::backward");
 }
 
+// PyTorch's stack capture in a snapshot's native frames (`torch::unwind::unwind`,
+// `torch::CapturedTraceback::gather`): it and the frames inside it are the snapshot's own, not
+// the program's, whatever names its unwinder gave them.
+bool is_snapshot_capture(const store::ResolvedFrame& f) {
+  std::string_view name = qualified_name(f.function);
+  return starts_with(name, "torch::unwind::") ||
+         starts_with(name, "torch::CapturedTraceback::gather");
+}
+
+// Where a thread begins (glibc's start_thread and clone, libstdc++'s trampoline): the frames
+// outside it made the thread, and are never a site (a snapshot's unwinder names them after
+// whatever symbol lies nearest, `XCBDisconnectStub` on one real file).
+bool is_thread_start(const store::ResolvedFrame& f) {
+  std::string_view name = qualified_name(f.function);
+  return name == "start_thread" || name == "clone" || name == "clone3" ||
+         starts_with(name, "execute_native_thread_routine");
+}
+
 }  // namespace
 
 // Note [Allocation site] in trace.h.
@@ -124,9 +142,13 @@ std::optional<store::ResolvedFrame> pick_site(std::span<const store::ResolvedFra
   const store::ResolvedFrame* outermost_lib = nullptr;  // ... nor the standard library's
   const store::ResolvedFrame* first_resolved = nullptr;
   bool autograd = false;
-  for (const store::ResolvedFrame* fp : frames) {
+  size_t from = 0;  // past a snapshot's capture frames (Frames::all keeps them: the innermost)
+  for (size_t i = 0; mode != Frames::all && i < frames.size(); ++i)
+    if (is_snapshot_capture(*frames[i])) from = i + 1;
+  for (const store::ResolvedFrame* fp : frames.subspan(from)) {
     const store::ResolvedFrame& f = *fp;
     if (f.function.empty()) continue;
+    if (mode != Frames::all && is_thread_start(f)) break;
     if (mode == Frames::all) return f;
     if (!first_resolved) first_resolved = &f;
     if (!is_runtime(f)) outermost = &f;

@@ -49,7 +49,11 @@ struct DeviceRef {
 //    (`cfunction_call`, `method_vectorcall...`, `type_call`, `slot_tp_...`), or is a thread
 //    entry point;
 //  * whose module is libc, libstdc++, libgcc or libgomp.
-// Unresolved addresses are skipped too. When every frame is skipped: a stack of the autograd
+// Unresolved addresses are skipped too, and so are a PyTorch snapshot's capture frames
+// (`torch::unwind::`, `torch::CapturedTraceback::gather` and every frame inside them) and the
+// frames outside a thread's start (`start_thread`, `clone`, `execute_native_thread_routine`),
+// which snapshots' unwinders may name after an unrelated symbol (both kept with Frames::all).
+// When every frame is skipped: a stack of the autograd
 // engine's own thread (PyTorch's `Engine::thread_main`, tensorlib's `tl::autograd::backward`)
 // is "backward (autograd engine)"; otherwise (a stack cut short inside the library by the
 // capture depth, or a library worker thread such as the DataLoader's) the outermost resolved

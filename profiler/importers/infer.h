@@ -70,6 +70,7 @@ struct Block {
   bool freed_by_autograd = false;  // the free's frames are autograd's (autograd_frame)
   bool checkpointed = false;       // allocated in a checkpointed segment (checkpoint_frame)
   bool item = false;               // data loading: made by a dataset's item getter (one example)
+  uint64_t size = 0;               // the bytes asked for (rule 3's state made before the history)
 };
 
 // An alloc or a free of the device, in order, with the phase its frames name (none when they

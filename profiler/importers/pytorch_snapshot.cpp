@@ -372,7 +372,8 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   if (!has_categories) {
     for (auto& [d, state] : states) {
       std::vector<StartBlock> start;
-      for (const InitialBlock& b : state.blocks) start.push_back({b.addr, b.state == BlockState::pending, b.frames});
+      for (const InitialBlock& b : state.blocks)
+        start.push_back({b.addr, b.state == BlockState::pending, b.frames, b.requested});
       std::vector<Annotation> mine;
       for (const Annotation& a : annotations)
         if (a.device == d) mine.push_back(a);
@@ -452,6 +453,11 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   // Marks come first: `tidemark.step`, a point (START and END at one time) that `tidemark
   // record`'s Python hook writes where each optimizer step (or the --step-on function) ended;
   // a step begins at each, and the marks are not scopes.
+  // Steps from where iterations end (optimizer steps' ends here, the optimizer's or backward's
+  // frames and repeated allocations below) begin a step at each end but the last when nothing
+  // follows it -- a snapshot dumped right after its optimizer step -- and then one at the
+  // window's start instead: the window's iterations are its steps (one recorded iteration is
+  // one step, where it was a step of 1 ns after it).
   enum class StepRule { none, marked, profiler_step, zero_grad, optimizer_step };
   StepRule rule = StepRule::none;
   auto rule_of = [](std::string_view name) {
@@ -466,13 +472,34 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
     if (r != StepRule::none && (rule == StepRule::none || r < rule)) rule = r;
   }
   uint64_t steps = 0;
+  // The optimizer steps' last end, when no entry follows it: the window's start begins the
+  // first step instead.
+  const Annotation* trailing_end = nullptr;
+  if (rule == StepRule::optimizer_step) {
+    for (const Annotation& a : annotations)
+      if (!a.start && rule_of(a.name) == rule &&
+          (!trailing_end || a.time_ns >= trailing_end->time_ns))
+        trailing_end = &a;
+    for (auto& [d, t] : reader.traces_)
+      if (trailing_end && !t.empty() && t.back().time_ns > trailing_end->time_ns)
+        trailing_end = nullptr;
+  }
   auto maybe_step = [&](const Annotation& a) {
     if (rule == StepRule::none || rule_of(a.name) != rule) return;
     if (a.start != (rule != StepRule::optimizer_step)) return;
+    if (&a == trailing_end) return;
     out.step(devices[a.device], a.time_ns, ++steps,
              rule == StepRule::marked ? std::string("marked by tidemark record's Python hook")
                                       : "inferred from " + std::string(a.name));
   };
+  if (trailing_end) {
+    uint64_t first = trailing_end->time_ns;
+    for (auto& [d, t] : reader.traces_)
+      if (!t.empty()) first = std::min(first, t.front().time_ns);
+    for (const Annotation& a : annotations) first = std::min(first, a.time_ns);
+    out.step(devices[trailing_end->device], first, ++steps,
+             "inferred from " + std::string(trailing_end->name));
+  }
 
   // The trace, merged across devices by time (each device's own order kept), with the
   // annotations as scopes: one opening at time t comes before the entries at t, one closing
@@ -513,6 +540,12 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
       }
     }
   }
+  for (auto& [d, ends] : frame_steps)  // the last end with nothing after it: the start instead
+    if (auto t = reader.traces_.find(d);
+        t != reader.traces_.end() && !ends.empty() && ends.back() >= t->second.size()) {
+      ends.pop_back();
+      if (ends.empty() || ends.front() != 0) ends.insert(ends.begin(), 0);
+    }
   const char* step_name = step_basis == infer::StepBasis::backward     ? "inferred from backward frames"
                           : step_basis == infer::StepBasis::repetition ? "inferred from repeated allocations"
                                                                        : "inferred from optimizer frames";

@@ -83,6 +83,7 @@ DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Ent
     infer::Block b;
     b.before_trace = true;
     b.alloc_phase = phases.of(s.frames).phase;
+    b.size = s.size;
     if (s.pending)
       b.free_event = 0;  // freed as the trace begins
     else
@@ -142,6 +143,7 @@ DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Ent
       infer::Block b;
       b.alloc_event = position;
       b.alloc_phase = rp.phase;
+      b.size = e.size;
       b.checkpointed = rp.checkpoint && rp.phase == Phase::forward;
       b.item = rp.item && rp.phase == Phase::data;
       open[e.addr] = blocks.size();

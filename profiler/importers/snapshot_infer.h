@@ -18,6 +18,7 @@ struct StartBlock {
   uint64_t addr = 0;
   bool pending = false;  // freed by the caller already (active_pending_free)
   FrameRun frames = 0;
+  uint64_t size = 0;  // requested (Note [State before the history] in infer.cpp)
 };
 
 struct DeviceInference {

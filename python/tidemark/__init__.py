@@ -145,10 +145,15 @@ def _is_trace(path: str) -> bool:
 class Trace:
     """A trace (a snapshot is imported into a temporary trace, removed with the object)."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, categories: Optional[str] = None):
         if not os.path.exists(path):
             raise TidemarkError(f"{path}: no such file", 2)
         self.source = path
+        # Custom categories (docs/cli.md, "Custom categories"): the rules file given, else
+        # tidemark-categories.json beside the file opened (a snapshot's, not its temporary
+        # trace's), else the command's own search (the working directory).
+        beside = os.path.join(os.path.dirname(os.path.abspath(path)), "tidemark-categories.json")
+        self.categories: Optional[str] = categories or (beside if os.path.isfile(beside) else None)
         self._cleanup: Optional[weakref.finalize] = None
         if _is_trace(path):
             self.path = path
@@ -179,10 +184,13 @@ class Trace:
         return f"tidemark.Trace({self.source!r})"
 
     # -- the command's answers ------------------------------------------------------------
+    def _categories(self) -> List[str]:
+        return ["--categories", self.categories] if self.categories else []
+
     def summary(self) -> Dict[str, Any]:
         """`tidemark summary --json`, as a dict."""
         if self._summary is None:
-            self._summary = _json("summary", self.path)
+            self._summary = _json("summary", self.path, *self._categories())
         return self._summary
 
     @property
@@ -231,7 +239,7 @@ class Trace:
     def top(self, by: str = "site", at: str = "peak", device: Optional[str] = None, limit: int = 0) -> List[Group]:
         """What was live at `at` (peak, end, a time such as 1.5s, step:N), grouped `by` site,
         stack, scope, category or line."""
-        args = ["top", self.path, "--by", by, "--at", at, "--limit", str(limit)]
+        args = ["top", self.path, "--by", by, "--at", at, "--limit", str(limit), *self._categories()]
         if device:
             args += ["--device", device]
         j = _json(*args)
@@ -266,13 +274,14 @@ class Trace:
 
     def report(self, output: str) -> str:
         """Writes the self-contained HTML report; returns its path."""
-        run("report", self.path, "-o", output)
+        run("report", self.path, "-o", output, *self._categories())
         return output
 
 
-def open(path: Union[str, os.PathLike]) -> Trace:  # noqa: A001 (the module's verb)
-    """A trace or a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot)."""
-    return Trace(os.fspath(path))
+def open(path: Union[str, os.PathLike], categories: Union[str, os.PathLike, None] = None) -> Trace:  # noqa: A001
+    """A trace or a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot); `categories`:
+    a rules file for grouping by category (default: tidemark-categories.json beside it)."""
+    return Trace(os.fspath(path), os.fspath(categories) if categories is not None else None)
 
 
 def import_snapshot(snapshot: Union[str, os.PathLike], output: Union[str, os.PathLike]) -> Trace:

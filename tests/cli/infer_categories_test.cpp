@@ -240,4 +240,35 @@ INSTANTIATE_TEST_SUITE_P(Samples, InferPitfall,
                                            "checkpointing", "view_retention", "transpose_contiguous",
                                            "dataloader_workers"));
 
+// Note [State before the history] and Note [Allocation site] on a real one-step AdamW benchmark
+// (a 2.7B model, fp32, the history begun after two warm-up steps): the expert's account of the
+// file puts 12.69 GiB of parameters, 12.69 GiB of gradients and 25.38 GiB of AdamW's moments
+// under the peak; before, all 38.46 GiB made before the history read `parameter`, and the
+// gradients' site was `XCBDisconnectStub`, a name the snapshot's unwinder gave the frames
+// inside its own capture and outside the engine thread's start.
+TEST(InferCategories, AdamStateMadeBeforeTheHistoryIsNotParameters) {
+  const fs::path dir = tl_test::temp_dir("tidemark_infer") / "labelled";
+  fs::create_directories(dir);
+  const std::string name = "aimetrics_2.7b_train_seq128";
+  tl_test::Result r =
+      tl_test::run({"tar", "--zstd", "-xf",
+                    std::string(TIDEMARK_TEST_DATA) + "/pytorch/labelled/snapshots.tar.zst", "-C",
+                    dir.string(), name + ".pickle"});
+  if (r.rc != 0)
+    GTEST_SKIP() << "could not unpack the labelled snapshots (is zstd installed?): " << r.err;
+  tl_test::Result s =
+      tl_test::run({TIDEMARK_CLI, "summary", (dir / (name + ".pickle")).string(), "--json"});
+  ASSERT_EQ(s.rc, 0) << s.err;
+  const nlohmann::json j = nlohmann::json::parse(s.out);
+  std::map<std::string, double> gib;  // requested, as the account's figures are
+  for (const nlohmann::json& g : j["categories_at_peak"]["groups"])
+    gib[g["key"].get<std::string>()] = g["requested_bytes"].get<double>() / double(1 << 30);
+  EXPECT_NEAR(gib["parameter"], 12.69, 0.06);
+  EXPECT_NEAR(gib["optimizer_state"], 25.38, 0.12);
+  EXPECT_NEAR(gib["gradient"], 12.69, 0.06);
+  for (const nlohmann::json& g : j["top_at_peak"]["groups"])
+    EXPECT_EQ(g["label"].get<std::string>().find("XCBDisconnectStub"), std::string::npos)
+        << g["label"];
+}
+
 }  // namespace

@@ -180,3 +180,71 @@ TEST(InferSteps, OneAllocationPerIteration) {
 }
 
 }  // namespace repetition
+
+namespace state_before_history {
+
+using tidemark::events::Category;
+namespace infer = tidemark::importers::infer;
+
+// Note [State before the history], worked by hand. Before the history: 6 blocks of 4096 B and
+// 3 of 512 B, never freed, without frames. In the window: a forward saves an activation, the
+// backward makes the gradients (2 of 4096 B, 1 of 512 B) and frees the activation, then (with
+// `optimizer`) the optimizer's step allocates and frees a temporary. Adam's state is 2 tensors
+// per parameter: 3 blocks per gradient, so 2 + 1 parameters and 4 + 2 optimizer states.
+std::vector<Category> categories(bool optimizer, int before_4096) {
+  std::vector<infer::PhaseEvent> events = {
+      {0, Phase::forward, true, 1, 0},   {1, Phase::backward, true, 2, 0},
+      {2, Phase::backward, true, 2, 0},  {3, Phase::backward, true, 3, 0},
+      {4, Phase::backward, false, 0, 0},
+  };
+  std::vector<infer::Block> blocks;
+  for (int i = 0; i < before_4096 + 3; ++i) {
+    infer::Block b;
+    b.before_trace = true;
+    b.size = i < before_4096 ? 4096 : 512;
+    blocks.push_back(b);
+  }
+  auto alloc = [&](uint64_t at, uint64_t freed, Phase p, uint64_t size) {
+    infer::Block b;
+    b.alloc_event = at;
+    b.free_event = freed;
+    b.alloc_phase = p;
+    b.free_phase = freed == infer::kNever ? Phase::none : events[freed].phase;
+    b.size = size;
+    blocks.push_back(b);
+  };
+  alloc(0, 4, Phase::forward, 1 << 20);  // the activation
+  alloc(1, infer::kNever, Phase::backward, 4096);
+  alloc(2, infer::kNever, Phase::backward, 4096);
+  alloc(3, infer::kNever, Phase::backward, 512);
+  if (optimizer) {
+    events.push_back({5, Phase::optimizer, true, 4, 0});
+    events.push_back({6, Phase::optimizer, false, 0, 0});
+    alloc(5, 6, Phase::optimizer, 4096);
+  }
+  return infer::infer(blocks, events).categories;
+}
+
+TEST(InferCategories, StateMadeBeforeTheHistoryIsToldFromParametersBySize) {
+  const std::vector<Category> c = categories(true, 6);
+  const std::vector<Category> before(c.begin(), c.begin() + 9);
+  EXPECT_EQ(before,
+            (std::vector<Category>{
+                Category::parameter, Category::parameter, Category::optimizer_state,
+                Category::optimizer_state, Category::optimizer_state, Category::optimizer_state,
+                Category::parameter, Category::optimizer_state, Category::optimizer_state}));
+  EXPECT_EQ(c[9], Category::activation);
+  EXPECT_EQ(c[10], Category::gradient);
+  EXPECT_EQ(c[12], Category::gradient);
+  EXPECT_EQ(c[13], Category::temporary);
+}
+
+TEST(InferCategories, WithoutAnOptimizerOrOneMultipleTheyStayParameters) {
+  for (const auto& [optimizer, before_4096] : {std::pair{false, 6}, std::pair{true, 5}}) {
+    const std::vector<Category> c = categories(optimizer, before_4096);
+    for (int i = 0; i < before_4096 + 3; ++i)
+      EXPECT_EQ(c[i], Category::parameter) << optimizer << " " << i;
+  }
+}
+
+}  // namespace state_before_history

@@ -111,6 +111,23 @@ class Module(unittest.TestCase):
                 self.assertIn("<svg", f.read())
         run.close()
 
+    def test_custom_categories_beside_a_snapshot_are_the_commands(self):
+        # Rules beside the snapshot, not beside its temporary trace: the module's groups are
+        # what the command says reading the snapshot itself.
+        with tempfile.TemporaryDirectory() as d:
+            snapshot = os.path.join(d, "run.pickle")
+            with open(os.path.join(DATA, "pytorch", "snapshot_small_gpu.pickle"), "rb") as src, \
+                    open(snapshot, "wb") as dst:
+                dst.write(src.read())
+            with open(os.path.join(d, "tidemark-categories.json"), "w") as f:
+                json.dump({"engine": "autograd", "rest": "elsewhere"}, f)
+            with tidemark.open(snapshot) as run:
+                groups = {g.key: g.bytes for g in run.top(by="category")}
+                self.assertEqual(set(groups), {"engine", "elsewhere"})
+                cli = json.loads(tidemark.run("top", snapshot, "--by", "category", "--limit", "0", "--json"))
+                self.assertEqual(groups, {g["key"]: g["bytes"] for g in cli["groups"]})
+                self.assertEqual(sum(groups.values()), run.peaks()["cuda:0"].allocated)
+
     def test_predict_on_a_real_sweep(self):
         # One snapshot given as the runs at two sizes: every allocation is the same at both, so
         # each fits as a constant and the prediction at 4 is the run's own requested peak.

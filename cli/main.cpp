@@ -443,8 +443,8 @@ static int run_command(int argc, char** argv) {
   std::string categories;
   for (CLI::App* c : {summary, timeline, top, diff, report})
     c->add_option("--categories", categories,
-                  "Custom categories: a JSON file of ordered regex rules on frames (default: "
-                  "tidemark-categories.json beside the trace or here, if any)");
+                  "Custom categories: a JSON (or .yaml) file of ordered regex rules on frames "
+                  "(default: tidemark-categories.json or .yaml beside the trace or here, if any)");
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {

@@ -1,12 +1,17 @@
 #include "profiler/analysis/category_rules.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "profiler/store/trace_format.h"
+
+#ifdef TIDEMARK_HAVE_YAML
+#include <yaml-cpp/yaml.h>
+#endif
 
 namespace tidemark::analysis {
 
@@ -21,14 +26,67 @@ std::unique_ptr<std::regex> compile(const std::string& pattern, const std::strin
   }
 }
 
+bool yaml_name(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  return ext == ".yaml" || ext == ".yml";
+}
+
+#ifdef TIDEMARK_HAVE_YAML
+// A YAML document as the JSON the rules are parsed from: mappings in their order, sequences,
+// and every scalar a string (the rules' values are names and patterns).
+nlohmann::ordered_json json_of(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Map: {
+      nlohmann::ordered_json j = nlohmann::ordered_json::object();
+      for (const auto& kv : n) j[kv.first.as<std::string>()] = json_of(kv.second);
+      return j;
+    }
+    case YAML::NodeType::Sequence: {
+      nlohmann::ordered_json j = nlohmann::ordered_json::array();
+      for (const auto& v : n) j.push_back(json_of(v));
+      return j;
+    }
+    case YAML::NodeType::Scalar:
+      return n.as<std::string>();
+    default:
+      return nullptr;
+  }
+}
+#endif
+
 }  // namespace
+
+bool CategoryRules::reads_yaml() {
+#ifdef TIDEMARK_HAVE_YAML
+  return true;
+#else
+  return false;
+#endif
+}
 
 std::shared_ptr<CategoryRules> CategoryRules::load(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw CategoryRulesError(path + ": cannot read the category rules");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse(ss.str(), path);
+  if (!yaml_name(path)) return parse(ss.str(), path);
+#ifdef TIDEMARK_HAVE_YAML
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(ss.str());
+  } catch (const YAML::Exception& e) {
+    throw CategoryRulesError(path + ": not YAML (" + e.what() + ")");
+  }
+  if (!doc.IsMap())
+    throw CategoryRulesError(
+        path + ": the rules are a mapping of names to patterns, or {rules: [...], rest: NAME}");
+  return parse(json_of(doc).dump(), path);
+#else
+  throw CategoryRulesError(
+      path + ": this build reads no YAML (built without yaml-cpp): give the rules as JSON");
+#endif
 }
 
 std::shared_ptr<CategoryRules> CategoryRules::find(const std::string& trace_path,
@@ -37,7 +95,11 @@ std::shared_ptr<CategoryRules> CategoryRules::find(const std::string& trace_path
   const std::filesystem::path beside = std::filesystem::path(trace_path).parent_path() / kRulesFile;
   std::error_code ec;
   if (std::filesystem::is_regular_file(beside, ec)) return load(beside.string());
+  const std::filesystem::path beside_yaml =
+      std::filesystem::path(trace_path).parent_path() / kYamlRulesFile;
+  if (std::filesystem::is_regular_file(beside_yaml, ec)) return load(beside_yaml.string());
   if (std::filesystem::is_regular_file(kRulesFile, ec)) return load(kRulesFile);
+  if (std::filesystem::is_regular_file(kYamlRulesFile, ec)) return load(kYamlRulesFile);
   return nullptr;
 }
 

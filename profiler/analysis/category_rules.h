@@ -17,7 +17,10 @@
 // `rest` (default "other"). Frames are the resolved ones (Trace::resolved_frames), library
 // frames included, so a rule may name torch's own functions. A bad file (not JSON, a rule
 // without a name or a pattern, a regex that does not compile) is refused naming the file and
-// the rule.
+// the rule. A file named `.yaml` or `.yml` holds the same in YAML (a mapping's keys in their
+// order), read with yaml-cpp where the build has it:
+//   attention: attention|softmax
+//   rest: other
 #pragma once
 
 #include <cstdint>
@@ -44,13 +47,17 @@ class CategoryRulesError : public std::runtime_error {
 
 class CategoryRules {
  public:
-  // Throws CategoryRulesError naming `path` and the problem.
+  // Throws CategoryRulesError naming `path` and the problem. YAML by the file's extension.
   static std::shared_ptr<CategoryRules> load(const std::string& path);
+  // Whether this build reads YAML rules (yaml-cpp was found).
+  static bool reads_yaml();
   static std::shared_ptr<CategoryRules> parse(const std::string& text, const std::string& source);
   // The rules a trace is read with when its reader asks for custom categories: `file` when
-  // given, else kRulesFile beside the trace, else in the working directory; null when there is
-  // none. The CLI (--categories) and the GUI find them by this one rule.
+  // given, else kRulesFile (or its YAML twin, kYamlRulesFile) beside the trace, else in the
+  // working directory; null when there is none. The CLI (--categories) and the GUI find them by
+  // this one rule.
   static constexpr const char* kRulesFile = "tidemark-categories.json";
+  static constexpr const char* kYamlRulesFile = "tidemark-categories.yaml";
   static std::shared_ptr<CategoryRules> find(const std::string& trace_path,
                                              const std::string& file);
 

@@ -4,6 +4,10 @@
 // derived from the allocations by hand.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "analysis/trace_builder.h"
@@ -45,6 +49,41 @@ TEST(CategoryRules, FirstMatchWinsAndTheRestIsNamed) {
   EXPECT_EQ(l->category_of({frame("attend", "src/model.py")}), "model attention");
   EXPECT_EQ(l->category_of({frame("attend", "src/other.py")}), "other");  // file does not match
   EXPECT_EQ(l->category_of({frame("next", "x.py", "torch/utils/dataloader.py")}), "data");
+}
+
+// The same rules in YAML (a file named .yaml): the same names in the same order, the same
+// categories; a YAML file that is no mapping is refused naming it.
+TEST(CategoryRules, YamlRulesAreTheJsonRules) {
+  if (!an::CategoryRules::reads_yaml())
+    GTEST_SKIP() << "built without yaml-cpp: YAML rules untested";
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tidemark-yaml-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string yaml = (dir / "rules.yaml").string(), list = (dir / "list.yml").string(),
+                    bad = (dir / "bad.yaml").string();
+  std::ofstream(yaml)
+      << "# the short form\nattention: attention|softmax\nffn: 'swiglu|linear'\nrest: misc\n";
+  std::ofstream(list)
+      << "rules:\n  - name: model attention\n    function: ^attend$\n    file: model\\.py$\n"
+         "  - {name: data, module: dataloader}\n";
+  std::ofstream(bad) << "- just\n- a list\n";
+  auto r = an::CategoryRules::load(yaml);
+  EXPECT_EQ(r->names(), (std::vector<std::string>{"attention", "ffn", "misc"}));
+  EXPECT_EQ(r->category_of({frame("linear", "torch/linear.py"), frame("attention", "model.py")}),
+            "attention");
+  EXPECT_EQ(r->category_of({frame("linear", "torch/linear.py")}), "ffn");
+  EXPECT_EQ(r->category_of({frame("load", "data.py")}), "misc");
+  auto l = an::CategoryRules::load(list);
+  EXPECT_EQ(l->category_of({frame("attend", "src/model.py")}), "model attention");
+  EXPECT_EQ(l->category_of({frame("attend", "src/other.py")}), "other");
+  EXPECT_EQ(l->category_of({frame("next", "x.py", "torch/utils/dataloader.py")}), "data");
+  try {
+    an::CategoryRules::load(bad);
+    ADD_FAILURE() << "a YAML list was accepted";
+  } catch (const an::CategoryRulesError& e) {
+    EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CategoryRules, BadFilesAreRefusedNamingTheRule) {

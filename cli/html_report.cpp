@@ -174,7 +174,9 @@ std::string device_section(const an::Trace& t, const an::DeviceRef& d) {
     const an::LiveBreakdown site = an::live_at(t, d.id, *at, an::GroupBy::site, 15);
     s << fmt::format("<h3>Live at the allocated peak ({}, {})</h3>", esc(bytes(cat.bytes)),
                      esc(t.time_text(at->ts)));
-    if (!t.categories_inferred().empty())
+    if (const an::CategoryRules* rules = t.category_rules())
+      s << "<p class=\"note\">Categories by the rules of " << esc(rules->source()) << "</p>";
+    else if (!t.categories_inferred().empty())
       s << "<p class=\"note\">Categories inferred, not recorded: " << esc(t.categories_inferred())
         << "</p>";
     s << "<div class=\"pair\">" << groups_table("category", cat.groups, cat.bytes, "category")

@@ -131,7 +131,9 @@ int run_summary(const SummaryArgs& a) {
                           an::format_bytes(g.bytes),
                           100.0 * static_cast<double>(g.bytes) / static_cast<double>(c.bytes));
     fmt::print("  by category: {}\n", line);
-    if (!s.categories_inferred.empty())  // Note [Inferred categories]: say they are guesses
+    if (const an::CategoryRules* rules = t.category_rules())  // whose names these are
+      fmt::print("  (by the rules of {})\n", rules->source());
+    else if (!s.categories_inferred.empty())  // Note [Inferred categories]: say they are guesses
       fmt::print("  (inferred, not recorded: from {})\n", s.categories_inferred);
   }
   // Where reserved memory came from: for a CUDA program recorded by injection (segments, no

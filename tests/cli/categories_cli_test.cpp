@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -55,6 +56,16 @@ TEST(CategoriesCli, ThePeakIsGroupedByTheProjectsOwnNames) {
   fs::copy_file(rules, dir / "tidemark-categories.json", fs::copy_options::overwrite_existing);
   EXPECT_EQ(top({})["groups"], custom["groups"]);
   fs::remove(dir / "tidemark-categories.json");
+  // What is shown says whose names they are: the summary and the report name the rules file.
+  tl_test::Result text = tl_test::run({TIDEMARK_CLI, "summary", trace, "--categories", rules});
+  EXPECT_NE(text.out.find("(by the rules of " + rules + ")"), std::string::npos) << text.out;
+  const std::string html = (tl_test::temp_dir("tidemark_categories") / "report.html").string();
+  ASSERT_EQ(tl_test::run({TIDEMARK_CLI, "report", trace, "--categories", rules, "-o", html}).rc, 0);
+  std::ifstream in(html);
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find("Categories by the rules of " + rules), std::string::npos);
+  EXPECT_EQ(tl_test::run({TIDEMARK_CLI, "summary", trace}).out.find("by the rules of"),
+            std::string::npos);
   // A bad file: exit 2, named.
   const std::string bad = (tl_test::temp_dir("tidemark_categories") / "bad.json").string();
   std::ofstream(bad) << R"({"attention": "("})";

@@ -46,12 +46,13 @@ std::string of_rank(int param) {
 std::vector<StepSpan> steps_of(const Trace& trace, std::optional<int64_t> device) {
   std::vector<StepSpan> out;
   if (!trace.db().table_exists("steps")) return out;
-  const std::string sql = "SELECT number, ts, end_ts FROM steps WHERE " + of_rank(1) +
-                          " ORDER BY ts, seq";
+  const std::string sql =
+      "SELECT number, ts, end_ts, seq FROM steps WHERE " + of_rank(1) + " ORDER BY ts, seq";
   Stmt q(trace.db(), sql.c_str());
   q.bind(1, rank_of(trace, device));
   while (q.step())
-    out.push_back({q.i64(0), q.u64(1), q.is_null(2) ? std::nullopt : std::optional<uint64_t>(q.u64(2))});
+    out.push_back({q.i64(0), q.u64(1),
+                   q.is_null(2) ? std::nullopt : std::optional<uint64_t>(q.u64(2)), q.u64(3)});
   return out;
 }
 
@@ -78,6 +79,13 @@ std::vector<StepStats> step_stats(const Trace& trace, int64_t device) {
       s.allocated_at_start_bytes = r->allocated;
       reserved0 = r->reserved;
     }
+    // The changes at the step's own time that came before its event (level 0 is in seq order).
+    reader.for_each_lod(device, 0, t0, t0, [&](const store::LodRow& r) {
+      if (!r.seq || *r.seq >= step.seq) return false;
+      s.allocated_at_start_bytes = r.allocated;
+      reserved0 = r.reserved;
+      return true;
+    });
     s.peak_allocated_bytes = s.allocated_at_start_bytes;
     s.peak_reserved_bytes = reserved0;
     if (t1 > t0)

@@ -20,6 +20,7 @@ struct StepSpan {
   int64_t number = 0;
   uint64_t ts = 0;
   std::optional<uint64_t> end_ts;
+  uint64_t seq = 0;  // the step event's: what came before it at its own time is before it
 };
 // The steps of `device`, in time order: its rank's in a merged trace, else every step (also
 // with no device).
@@ -30,7 +31,9 @@ struct StepStats {
   int64_t number = 0;
   uint64_t start_ns = 0;  // relative to the origin
   uint64_t duration_ns = 0;
-  int64_t allocated_at_start_bytes = 0;  // live (allocated) bytes when the step began
+  // Live (allocated) bytes when the step began: after the events before it, its own time's
+  // included (a snapshot's window starts with its earlier blocks at the step's time).
+  int64_t allocated_at_start_bytes = 0;
   int64_t peak_allocated_bytes = 0;      // highest allocated value during the step
   int64_t peak_reserved_bytes = 0;
   uint64_t alloc_count = 0;

@@ -269,6 +269,16 @@ TEST(InferCategories, AdamStateMadeBeforeTheHistoryIsNotParameters) {
   for (const nlohmann::json& g : j["top_at_peak"]["groups"])
     EXPECT_EQ(g["label"].get<std::string>().find("XCBDisconnectStub"), std::string::npos)
         << g["label"];
+  // One recorded iteration is one step: the whole 730 ms window (it was a 1 ns step after the
+  // optimizer's end), begun with the parameters, the moments and the last step's gradients
+  // live (about 50.8 GiB by the account), not 0 B.
+  tl_test::Result st =
+      tl_test::run({TIDEMARK_CLI, "steps", (dir / (name + ".pickle")).string(), "--json"});
+  ASSERT_EQ(st.rc, 0) << st.err;
+  const nlohmann::json steps = nlohmann::json::parse(st.out)["steps"];
+  ASSERT_EQ(steps.size(), 1u) << st.out;
+  EXPECT_GT(steps[0]["duration_ns"].get<double>(), 0.95 * j["duration_ns"].get<double>());
+  EXPECT_GT(steps[0]["allocated_at_start_bytes"].get<double>(), 50.0 * (1 << 30));
 }
 
 }  // namespace

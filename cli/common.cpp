@@ -9,13 +9,12 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/units.h"
-#include "profiler/importers/pytorch_snapshot.h"
+#include "profiler/importers/import_error.h"
+#include "profiler/importers/temporary_import.h"
 
 namespace tidemark::cli {
 namespace fs = std::filesystem;
@@ -79,69 +78,18 @@ std::string live_recording(const std::string& path) {
 }
 }  // namespace
 
-namespace {
-// The snapshots this process imported (Note [Snapshots as traces]), removed with it.
-class SnapshotImports {
- public:
-  ~SnapshotImports() {
-    std::error_code ec;
-    if (!dir_.empty()) fs::remove_all(dir_, ec);
-  }
-  std::string trace_for(const std::string& path) {
-    if (auto it = traces_.find(path); it != traces_.end()) return it->second;
-    if (dir_.empty()) {
-      std::string templ = (fs::temp_directory_path() / "tidemark-import-XXXXXX").string();
-      if (::mkdtemp(templ.data()) == nullptr)
-        throw UsageError(path + ": cannot make a directory to import the snapshot into in " +
-                         fs::temp_directory_path().string() + ": " + std::strerror(errno));
-      dir_ = templ;
-    }
-    // Named after the snapshot, so a message about the trace names the file the user gave.
-    fs::path out = dir_ / (fs::path(path).filename().string() + ".db");
-    if (traces_.size() > 0)
-      out = dir_ / fmt::format("{}-{}.db", traces_.size(), fs::path(path).filename().string());
-    Progress p("importing " + path);
-    try {
-      importers::import_pytorch_snapshot(path, out.string());
-    } catch (const importers::ImportError& e) {
-      throw UsageError(e.what());
-    }
-    return traces_[path] = out.string();
-  }
-  // The snapshot a trace was imported from; empty for any other trace.
-  std::string snapshot_of(const std::string& trace) const {
-    for (const auto& [snapshot, imported] : traces_)
-      if (imported == trace) return snapshot;
-    return {};
-  }
-
- private:
-  fs::path dir_;
-  std::map<std::string, std::string> traces_;
-};
-
-bool starts_as_pickle(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return false;
-  const int c = std::fgetc(f);
-  std::fclose(f);
-  return c == 0x80;
-}
-
-SnapshotImports& snapshot_imports() {
-  static SnapshotImports imports;
-  return imports;
-}
-}  // namespace
-
 std::string trace_file_for(const std::string& path) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec) || !starts_as_pickle(path)) return path;
-  return snapshot_imports().trace_for(path);
+  if (!importers::starts_as_pickle(path)) return path;
+  Progress p("importing " + path);
+  try {
+    return importers::trace_file_for(path);
+  } catch (const importers::ImportError& e) {
+    throw UsageError(e.what());
+  }
 }
 
 std::string shown_path(const analysis::Trace& trace) {
-  std::string snapshot = snapshot_imports().snapshot_of(trace.path());
+  std::string snapshot = importers::snapshot_of(trace.path());
   return snapshot.empty() ? trace.path() : snapshot;
 }
 

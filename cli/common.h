@@ -60,13 +60,10 @@ void set_frames(Frames frames);
 // (empty: tidemark-categories.json beside the trace or in the working directory, if any).
 void use_category_rules(const std::string& file);
 
-// Note [Snapshots as traces]: every command that reads a trace also reads a PyTorch memory
-// snapshot. A file that starts as a pickle (the PROTO opcode, 0x80) is imported, once per
-// process, into a temporary trace named after it (`snapshot.pickle.db` in a directory of
-// this process's own), removed when the command ends; `tidemark import` keeps one. Anything
-// else is opened as a trace, so its errors stay the trace reader's ("not a Tidemark trace").
-// trace_file_for gives the file to open: `path` itself, or the trace imported from it (an
-// import error is a UsageError naming `path`).
+// Note [Snapshots as traces] (profiler/importers/temporary_import.h): every command that reads
+// a trace also reads a PyTorch memory snapshot, imported into a temporary trace. trace_file_for
+// gives the file to open: `path` itself, or the trace imported from it (an import error is a
+// UsageError naming `path`).
 std::string trace_file_for(const std::string& path);
 // The file a user named for `trace`: the snapshot it was imported from, else its own path.
 std::string shown_path(const analysis::Trace& trace);

@@ -37,7 +37,7 @@ QString tensor_table(const std::vector<analysis::TensorRecord>& tensors,
 QString summary_html(const TraceData& data) {
   const analysis::Summary& s = data.summary;
   QString h;
-  h += "<h2>" + esc(data.path) + "</h2>";
+  h += "<h2>" + esc(data.shown_path()) + "</h2>";
   if (data.stage == Stage::opened)
     return h + "<p><i>computing the summary, tables and findings…</i></p>";
   h += QString("<p>%1 events over %2, %3 steps%4%5</p>")

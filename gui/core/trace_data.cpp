@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "profiler/importers/temporary_import.h"
 #include "profiler/replay/replay.h"
 
 namespace tidemark::gui {
@@ -69,11 +70,16 @@ analysis::Trace open_own_trace(const TraceData& data) {
   return trace;
 }
 
-std::shared_ptr<TraceData> open_trace_data(const std::string& path) {
+std::shared_ptr<TraceData> open_trace_data(const std::string& given) {
   auto data = std::make_shared<TraceData>();
+  std::string path = given;
+  if (importers::starts_as_pickle(given)) {  // Note [Snapshots as traces]
+    path = importers::trace_file_for(given);
+    data->source = given;
+  }
   data->path = path;
   data->session = std::make_shared<TraceSession>(Trace::open(path));
-  data->category_rules = analysis::CategoryRules::find(path, g_category_rules_file);
+  data->category_rules = analysis::CategoryRules::find(given, g_category_rules_file);
   data->session->with_mutable(
       [&](Trace& trace) { trace.set_category_rules(data->category_rules); });
   data->session->with([&](const Trace& trace) {

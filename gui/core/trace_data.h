@@ -114,6 +114,10 @@ struct TraceData {
   analysis::Frames frames = analysis::Frames::user;
   std::string late_error;  // a failure after the trace opened (tables or findings)
   std::string path;
+  // The file the user opened when it is not `path`: a PyTorch snapshot, imported into the
+  // temporary trace `path` (Note [Snapshots as traces] in profiler/importers/temporary_import.h).
+  std::string source;
+  const std::string& shown_path() const { return source.empty() ? path : source; }
   std::shared_ptr<TraceSession> session;  // a finalized trace: every view
   std::shared_ptr<LiveSession> live;      // instead, when following: only the curves
   uint64_t origin_ns = 0, end_ns = 0;

@@ -173,6 +173,27 @@ class LoaderTest : public QObject {
     QCOMPARE(failed.count(), 1);
   }
 
+  // A PyTorch snapshot opens as the CLI reads it (Note [Snapshots as traces]): imported into a
+  // temporary trace, shown under its own name, with the peaks Python's pickle finds in it
+  // (tests/importers/data/snapshot_small_gpu_expected.py).
+  void aSnapshotOpensAsItsImport() {
+    const QString snapshot = QString(TIDEMARK_TEST_DATA) + "/pytorch/snapshot_small_gpu.pickle";
+    QString error;
+    TraceDataPtr data = TraceLoader::load_now(snapshot, &error);
+    QVERIFY2(data, qPrintable(error));
+    QCOMPARE(QString::fromStdString(data->shown_path()), snapshot);
+    QVERIFY(data->path != data->source);
+    QVERIFY(data->imported);
+    QCOMPARE(data->peaks.at(0)->bytes, int64_t(108275712));
+    QVERIFY(summary_html(*data).contains("<h2>" + snapshot + "</h2>"));
+    // A damaged one fails naming it.
+    QFile in(snapshot);
+    QVERIFY(in.open(QIODevice::ReadOnly));
+    const QString half = write_file("half.pickle", in.readAll().left(4000));
+    QVERIFY(!TraceLoader::load_now(half, &error));
+    QVERIFY2(error.contains(half), qPrintable(error));
+  }
+
   void corruptFileFailsNamingIt() {
     const QString path = corrupt_trace(recorded_trace());
     QVERIFY(!path.isEmpty());

@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config python3
   libopenblas-openmp-dev libsqlite3-dev libunwind-dev libdw-dev
-  libcli11-dev nlohmann-json3-dev libfmt-dev libpng-dev zlib1g-dev libzstd-dev libyaml-cpp-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev libpng-dev zlib1g-dev libzstd-dev libyaml-dev
   dataset-fashion-mnist
   qt6-base-dev
 )

@@ -10,7 +10,7 @@
 #include "profiler/store/trace_format.h"
 
 #ifdef TIDEMARK_HAVE_YAML
-#include <yaml-cpp/yaml.h>
+#include <yaml.h>
 #endif
 
 namespace tidemark::analysis {
@@ -35,24 +35,71 @@ bool yaml_name(const std::string& path) {
 
 #ifdef TIDEMARK_HAVE_YAML
 // A YAML document as the JSON the rules are parsed from: mappings in their order, sequences,
-// and every scalar a string (the rules' values are names and patterns).
-nlohmann::ordered_json json_of(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Map: {
-      nlohmann::ordered_json j = nlohmann::ordered_json::object();
-      for (const auto& kv : n) j[kv.first.as<std::string>()] = json_of(kv.second);
-      return j;
-    }
-    case YAML::NodeType::Sequence: {
+// and every scalar a string (the rules' values are names and patterns). Aliases point at nodes
+// already read, so a hostile file could name one node 2^40 times: the nodes converted are
+// counted and a document past kMaxYamlNodes refused.
+constexpr size_t kMaxYamlNodes = 100000;
+nlohmann::ordered_json json_of(yaml_document_t* doc, yaml_node_t* node, size_t& budget,
+                               const std::string& path) {
+  if (node == nullptr) return nullptr;
+  if (budget-- == 0)
+    throw CategoryRulesError(path + ": more than " + std::to_string(kMaxYamlNodes) +
+                             " YAML nodes (aliases expanded): not a rules file");
+  switch (node->type) {
+    case YAML_SCALAR_NODE:
+      return std::string(reinterpret_cast<const char*>(node->data.scalar.value),
+                         node->data.scalar.length);
+    case YAML_SEQUENCE_NODE: {
       nlohmann::ordered_json j = nlohmann::ordered_json::array();
-      for (const auto& v : n) j.push_back(json_of(v));
+      for (yaml_node_item_t* i = node->data.sequence.items.start; i < node->data.sequence.items.top;
+           ++i)
+        j.push_back(json_of(doc, yaml_document_get_node(doc, *i), budget, path));
       return j;
     }
-    case YAML::NodeType::Scalar:
-      return n.as<std::string>();
+    case YAML_MAPPING_NODE: {
+      nlohmann::ordered_json j = nlohmann::ordered_json::object();
+      for (yaml_node_pair_t* p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top;
+           ++p) {
+        yaml_node_t* key = yaml_document_get_node(doc, p->key);
+        if (key == nullptr || key->type != YAML_SCALAR_NODE)
+          throw CategoryRulesError(path + ": a mapping's key is not a plain name");
+        j[std::string(reinterpret_cast<const char*>(key->data.scalar.value),
+                      key->data.scalar.length)] =
+            json_of(doc, yaml_document_get_node(doc, p->value), budget, path);
+      }
+      return j;
+    }
     default:
       return nullptr;
   }
+}
+
+// The rules file's YAML as JSON (libyaml's document loader; its errors name the line).
+nlohmann::ordered_json yaml_to_json(const std::string& text, const std::string& path) {
+  yaml_parser_t parser;
+  if (!yaml_parser_initialize(&parser))
+    throw CategoryRulesError(path + ": cannot read YAML (out of memory)");
+  yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()),
+                               text.size());
+  yaml_document_t doc;
+  if (!yaml_parser_load(&parser, &doc)) {
+    const std::string problem = parser.problem ? parser.problem : "unreadable";
+    const size_t line = parser.problem_mark.line + 1;
+    yaml_parser_delete(&parser);
+    throw CategoryRulesError(path + ": not YAML (line " + std::to_string(line) + ": " + problem +
+                             ")");
+  }
+  yaml_parser_delete(&parser);
+  size_t budget = kMaxYamlNodes;
+  nlohmann::ordered_json j;
+  try {
+    j = json_of(&doc, yaml_document_get_root_node(&doc), budget, path);
+  } catch (...) {
+    yaml_document_delete(&doc);
+    throw;
+  }
+  yaml_document_delete(&doc);
+  return j;
 }
 #endif
 
@@ -73,19 +120,14 @@ std::shared_ptr<CategoryRules> CategoryRules::load(const std::string& path) {
   ss << in.rdbuf();
   if (!yaml_name(path)) return parse(ss.str(), path);
 #ifdef TIDEMARK_HAVE_YAML
-  YAML::Node doc;
-  try {
-    doc = YAML::Load(ss.str());
-  } catch (const YAML::Exception& e) {
-    throw CategoryRulesError(path + ": not YAML (" + e.what() + ")");
-  }
-  if (!doc.IsMap())
+  const nlohmann::ordered_json doc = yaml_to_json(ss.str(), path);
+  if (!doc.is_object())
     throw CategoryRulesError(
         path + ": the rules are a mapping of names to patterns, or {rules: [...], rest: NAME}");
-  return parse(json_of(doc).dump(), path);
+  return parse(doc.dump(), path);
 #else
   throw CategoryRulesError(
-      path + ": this build reads no YAML (built without yaml-cpp): give the rules as JSON");
+      path + ": this build reads no YAML (built without libyaml): give the rules as JSON");
 #endif
 }
 

@@ -18,7 +18,7 @@
 // frames included, so a rule may name torch's own functions. A bad file (not JSON, a rule
 // without a name or a pattern, a regex that does not compile) is refused naming the file and
 // the rule. A file named `.yaml` or `.yml` holds the same in YAML (a mapping's keys in their
-// order), read with yaml-cpp where the build has it:
+// order), read with libyaml where the build has it:
 //   attention: attention|softmax
 //   rest: other
 #pragma once
@@ -49,7 +49,7 @@ class CategoryRules {
  public:
   // Throws CategoryRulesError naming `path` and the problem. YAML by the file's extension.
   static std::shared_ptr<CategoryRules> load(const std::string& path);
-  // Whether this build reads YAML rules (yaml-cpp was found).
+  // Whether this build reads YAML rules (libyaml was found).
   static bool reads_yaml();
   static std::shared_ptr<CategoryRules> parse(const std::string& text, const std::string& source);
   // The rules a trace is read with when its reader asks for custom categories: `file` when

@@ -52,10 +52,10 @@ TEST(CategoryRules, FirstMatchWinsAndTheRestIsNamed) {
 }
 
 // The same rules in YAML (a file named .yaml): the same names in the same order, the same
-// categories; a YAML file that is no mapping is refused naming it.
+// categories; a YAML file that is no mapping, or an alias bomb, is refused naming it.
 TEST(CategoryRules, YamlRulesAreTheJsonRules) {
   if (!an::CategoryRules::reads_yaml())
-    GTEST_SKIP() << "built without yaml-cpp: YAML rules untested";
+    GTEST_SKIP() << "built without libyaml: YAML rules untested";
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("tidemark-yaml-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -77,11 +77,23 @@ TEST(CategoryRules, YamlRulesAreTheJsonRules) {
   EXPECT_EQ(l->category_of({frame("attend", "src/model.py")}), "model attention");
   EXPECT_EQ(l->category_of({frame("attend", "src/other.py")}), "other");
   EXPECT_EQ(l->category_of({frame("next", "x.py", "torch/utils/dataloader.py")}), "data");
-  try {
-    an::CategoryRules::load(bad);
-    ADD_FAILURE() << "a YAML list was accepted";
-  } catch (const an::CategoryRulesError& e) {
-    EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+  // A list, and aliases that name one node 10^9 times (a few hundred bytes): refused, named.
+  const std::string bomb = (dir / "bomb.yaml").string();
+  {
+    std::ofstream out(bomb);
+    out << "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n";
+    for (int i = 1; i < 10; ++i)
+      out << "l" << i << ": &l" << i << " [*l" << i - 1 << ", *l" << i - 1 << ", *l" << i - 1
+          << ", *l" << i - 1 << ", *l" << i - 1 << ", *l" << i - 1 << ", *l" << i - 1 << ", *l"
+          << i - 1 << ", *l" << i - 1 << ", *l" << i - 1 << "]\n";
+  }
+  for (const std::string& f : {bad, bomb}) {
+    try {
+      an::CategoryRules::load(f);
+      ADD_FAILURE() << f << " was accepted";
+    } catch (const an::CategoryRulesError& e) {
+      EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+    }
   }
   std::filesystem::remove_all(dir);
 }

@@ -17,7 +17,6 @@
 #include "profiler/importers/temporary_import.h"
 
 namespace tidemark::cli {
-namespace fs = std::filesystem;
 
 Progress::Progress(const std::string& what) {
   if (!what.empty() && ::isatty(STDERR_FILENO)) {
@@ -82,7 +81,7 @@ std::string trace_file_for(const std::string& path) {
   if (!importers::starts_as_pickle(path)) return path;
   Progress p("importing " + path);
   try {
-    return importers::trace_file_for(path);
+    return importers::imported_trace(path);
   } catch (const importers::ImportError& e) {
     throw UsageError(e.what());
   }

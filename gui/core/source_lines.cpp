@@ -136,16 +136,14 @@ SourceLinesPanel::SourceLinesPanel(QueryModePtr mode, QWidget* parent)
 void SourceLinesPanel::setData(const TraceDataPtr& data) {
   data_ = data;
   if (!data || data->stage == Stage::opened || !data->session || data->devices.empty()) return;
-  // The device with the highest allocated peak, as the commands show by default.
-  size_t best = 0;
-  for (size_t i = 1; i < data->peaks.size(); ++i)
-    if (data->peaks[i] && (!data->peaks[best] || data->peaks[i]->bytes > data->peaks[best]->bytes))
-      best = i;
-  const int64_t device = data->devices[best].id;
-  query_.request([data, device](const auto&) {
+  query_.request([data](const auto&) {
     return data->session->with_mutable([&](analysis::Trace& trace) {
       trace.set_frames(data->frames);
       Answer a;
+      // The device the commands show by default: the highest allocated peak.
+      const analysis::DeviceRef* d = analysis::busiest_device(trace);
+      if (d == nullptr) return a;
+      const int64_t device = d->id;
       a.files = files_at_peak(trace, device);
       a.lines =
           source_lines(trace, device, a.files.empty() ? std::string() : a.files.front().first);

@@ -74,7 +74,7 @@ std::shared_ptr<TraceData> open_trace_data(const std::string& given) {
   auto data = std::make_shared<TraceData>();
   std::string path = given;
   if (importers::starts_as_pickle(given)) {  // Note [Snapshots as traces]
-    path = importers::trace_file_for(given);
+    path = importers::imported_trace(given);
     data->source = given;
   }
   data->path = path;

@@ -34,7 +34,7 @@ struct StepStats {
   // Live (allocated) bytes when the step began: after the events before it, its own time's
   // included (a snapshot's window starts with its earlier blocks at the step's time).
   int64_t allocated_at_start_bytes = 0;
-  int64_t peak_allocated_bytes = 0;      // highest allocated value during the step
+  int64_t peak_allocated_bytes = 0;  // highest allocated value during the step
   int64_t peak_reserved_bytes = 0;
   uint64_t alloc_count = 0;
   int64_t alloc_bytes = 0;

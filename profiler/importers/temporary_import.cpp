@@ -69,8 +69,12 @@ bool starts_as_pickle(const std::string& path) {
   return in.get(c) && static_cast<unsigned char>(c) == 0x80;
 }
 
+std::string imported_trace(const std::string& path) {
+  return imports().trace_for(path);
+}
+
 std::string trace_file_for(const std::string& path) {
-  return starts_as_pickle(path) ? imports().trace_for(path) : path;
+  return starts_as_pickle(path) ? imported_trace(path) : path;
 }
 
 std::string snapshot_of(const std::string& trace_path) {

@@ -14,9 +14,11 @@ namespace tidemark::importers {
 
 // Whether `path` is a regular file that starts as a pickle.
 bool starts_as_pickle(const std::string& path);
-// The trace to open for `path`: itself, or the trace its snapshot was imported into (once per
-// process). Throws ImportError naming `path` (a damaged snapshot, no room for the directory).
-// Safe to call from several threads.
+// The trace snapshot `path` was imported into, importing it the first time this process asks.
+// Throws ImportError naming `path` (a damaged snapshot, no room for the directory). Safe to
+// call from several threads.
+std::string imported_trace(const std::string& path);
+// The trace to open for `path`: imported_trace(path) when it starts as a pickle, else itself.
 std::string trace_file_for(const std::string& path);
 // The snapshot a temporary trace was imported from; empty for any other file.
 std::string snapshot_of(const std::string& trace_path);

@@ -317,3 +317,9 @@ void LodBuilder::write(Db& db, int64_t device) {
 }
 
 }  // namespace tidemark::store::detail
+
+namespace tidemark::store {
+int64_t curve_value(const LodRow& r, Curve c) {
+  return detail::lod_value(r, c);
+}
+}  // namespace tidemark::store

@@ -100,6 +100,8 @@ struct Peak {
 };
 
 enum class Curve { allocated, active, reserved, requested };
+// A curve's value after a row's last change (level 0: the value the change left).
+int64_t curve_value(const LodRow& r, Curve c);
 
 // `bytes` read from a derived table, checked: a size beyond what a trace can hold
 // (kMaxEventBytes; a negative one reads as huge) means a damaged or hand-edited file, refused

@@ -34,20 +34,6 @@ std::optional<store::Curve> parse_curve(const std::string& level) {
   return std::nullopt;
 }
 
-int64_t curve_value(const store::LodRow& r, store::Curve c) {
-  switch (c) {
-    case store::Curve::allocated:
-      return r.allocated;
-    case store::Curve::active:
-      return r.active;
-    case store::Curve::reserved:
-      return r.reserved;
-    case store::Curve::requested:
-      return r.requested;
-  }
-  return 0;
-}
-
 struct CurveResult {
   std::string device;
   Int64Column times, values;
@@ -72,7 +58,7 @@ CurveResult read_curve(const std::string& path, const std::string& level,
   trace.reader().for_each_lod(d->id, 0, 0, std::numeric_limits<uint64_t>::max(),
                               [&](const store::LodRow& r) {
                                 out.times.values.push_back(static_cast<int64_t>(r.t - origin));
-                                out.values.values.push_back(curve_value(r, *curve));
+                                out.values.values.push_back(store::curve_value(r, *curve));
                                 return true;
                               });
   return out;

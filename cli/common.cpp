@@ -106,6 +106,7 @@ analysis::Trace open_trace(const std::string& given, bool require_finalized) {
       throw;
     }
   }();
+  if (path != given) t.set_shown_path(given);
   t.set_frames(g_frames);
   t.set_category_rules(category_rules_for(given));
   return t;

@@ -65,6 +65,7 @@ void set_category_rules_file(std::string file) {
 
 analysis::Trace open_own_trace(const TraceData& data) {
   analysis::Trace trace = Trace::open(data.path);
+  if (!data.source.empty()) trace.set_shown_path(data.source);
   trace.set_frames(data.frames);
   trace.set_category_rules(data.category_rules);
   return trace;
@@ -80,8 +81,10 @@ std::shared_ptr<TraceData> open_trace_data(const std::string& given) {
   data->path = path;
   data->session = std::make_shared<TraceSession>(Trace::open(path));
   data->category_rules = analysis::CategoryRules::find(given, g_category_rules_file);
-  data->session->with_mutable(
-      [&](Trace& trace) { trace.set_category_rules(data->category_rules); });
+  data->session->with_mutable([&](Trace& trace) {
+    if (!data->source.empty()) trace.set_shown_path(data->source);
+    trace.set_category_rules(data->category_rules);
+  });
   data->session->with([&](const Trace& trace) {
     data->origin_ns = trace.origin_ns();
     data->synthetic_times = trace.synthetic_times();

@@ -57,6 +57,14 @@ std::vector<Entry>& registry() {
       {{"attention-peak",
         "attention's B x H x S x S score and softmax tensors setting the peak (no fused kernel)"},
        detail::detect_attention_peak},
+      {{"autocast-cache",
+        "autocast's 16-bit copies of float32 weights, cached for the region and saved for "
+        "backward"},
+       detail::detect_autocast_cache},
+      {{"stale-grads",
+        "the last step's gradients alive through the next forward (zero_grad after it, or "
+        "set_to_none=False)"},
+       detail::detect_stale_grads},
       {{"hook-leak",
         "module outputs kept alive by forward hooks that are never removed or never cleared"},
        detail::detect_hook_leak},
@@ -182,6 +190,12 @@ detail::WindowPhases detail::window_phases(const Trace& trace) {
   w.backward = ran("backward") || ran("recompute");
   w.optimizer = ran("optimizer");
   return w;
+}
+
+std::string detail::phase_label(const WindowPhases& w) {
+  if (!w.known) return {};
+  if (w.backward) return "training (backward runs in the window)";
+  return w.forward ? "forward only (no backward runs in the window)" : "";
 }
 
 bool detail::state_only(const Trace& trace, int64_t device) {

@@ -124,6 +124,9 @@ struct WindowPhases {
   bool forward = false, backward = false, optimizer = false;
 };
 WindowPhases window_phases(const Trace& trace);
+// The phase a finding's evidence names from them: "training (backward runs in the window)",
+// "forward only (no backward runs in the window)", or empty when the phases are not known.
+std::string phase_label(const WindowPhases& phases);
 
 // Whether graph-retention fires on `device` (Note [The more specific finding] in
 // diagnose_memory.cpp).
@@ -163,6 +166,21 @@ void detect_cache_thrash(const Trace& trace, Diagnosis& out);
 void detect_device_imbalance(const Trace& trace, Diagnosis& out);
 // diagnose_attention.cpp
 void detect_attention_peak(const Trace& trace, Diagnosis& out);
+// diagnose_autocast.cpp, diagnose_grads.cpp
+void detect_autocast_cache(const Trace& trace, Diagnosis& out);
+void detect_stale_grads(const Trace& trace, Diagnosis& out);
+
+// Note [Autocast weight copies] (diagnose_autocast.cpp): of allocations live at one moment,
+// autocast's 16-bit copies of float32 weights (`seqs`: their allocations' seq), their bytes, the
+// largest one's stack, and the bytes of autocast's casts of activations beside them. grad-in-eval
+// leaves the copies out of what no_grad would free: the cache lives for the autocast region.
+struct AutocastCopies {
+  std::set<uint64_t> seqs;
+  int64_t bytes = 0, activation_bytes = 0;
+  uint64_t largest_stack = 0;
+};
+AutocastCopies autocast_weight_copies(const Trace& trace,
+                                      const std::vector<store::AllocationRow>& live);
 }  // namespace detail
 
 }  // namespace tidemark::analysis

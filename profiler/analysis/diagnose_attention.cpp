@@ -93,10 +93,7 @@ void detect_attention_peak(const Trace& trace, Diagnosis& out) {
         static_cast<double>(bytes) < kMinAttentionShare * static_cast<double>(pk->bytes))
       continue;
     const bool backward = phases.known && phases.backward;
-    const std::string phase = !phases.known    ? std::string()
-                              : backward       ? "training (backward runs in the window)"
-                              : phases.forward ? "forward only (no backward runs in the window)"
-                                               : "";
+    const std::string phase = phase_label(phases);
     Finding f;
     f.id = "attention-peak";
     f.device = dev.name;

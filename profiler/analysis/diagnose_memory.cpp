@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "profiler/analysis/diagnose.h"
+#include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
 #include "profiler/analysis/units.h"
 #include "profiler/store/sqlite_db.h"
@@ -102,19 +103,22 @@ struct Block {
   uint64_t alloc_ts = 0, free_ts = kOpen;  // free_requested_ts; kOpen: allocated at the end
   uint64_t stack = 0;
   bool activation = false;
+  uint64_t seq = 0;  // the allocation's
 };
 // Allocation rows of a device, in allocation order (`activations_only`: category activation).
 std::vector<Block> load_blocks(const Trace& t, int64_t device, bool activations_only) {
   std::vector<Block> out;
-  Stmt q(t.db(), activations_only
-                     ? "SELECT size, alloc_ts, free_requested_ts, stack, 1 FROM allocations "
-                       "WHERE device = ? AND category = 'activation' ORDER BY seq"
-                     : "SELECT size, alloc_ts, free_requested_ts, stack, "
-                       "category = 'activation' FROM allocations WHERE device = ? ORDER BY seq");
+  Stmt q(t.db(),
+         activations_only
+             ? "SELECT size, alloc_ts, free_requested_ts, stack, 1, seq FROM allocations "
+               "WHERE device = ? AND category = 'activation' ORDER BY seq"
+             : "SELECT size, alloc_ts, free_requested_ts, stack, "
+               "category = 'activation', seq FROM allocations WHERE device = ? ORDER BY seq");
   q.bind(1, device);
   while (q.step()) {
     const auto bytes = static_cast<int64_t>(store::checked_size(q.u64(0), "an allocation's size", t.path()));
-    out.push_back({bytes, q.u64(1), q.is_null(2) ? kOpen : q.u64(2), q.u64(3), q.i64(4) != 0});
+    out.push_back(
+        {bytes, q.u64(1), q.is_null(2) ? kOpen : q.u64(2), q.u64(3), q.i64(4) != 0, q.u64(5)});
   }
   return out;
 }
@@ -422,8 +426,14 @@ void grad_in_eval_snapshot(const Trace& trace, Diagnosis& out) {
     for (const Block& b : blocks)
       if (in_module_forward(trace, b.stack, memo)) acts.push_back(&b);
     const JointPeak jp = joint_peak(acts);
-    const int64_t peak = jp.bytes;
-    const std::vector<const Block*>& at_peak = jp.blocks;
+    // Autocast's weight copies among them stay under no_grad too (Note [Autocast weight
+    // copies]): what no_grad frees is the rest.
+    const AutocastCopies copies =
+        autocast_weight_copies(trace, live_allocations(trace, d.id, TimePoint{jp.ts, {}}));
+    std::vector<const Block*> at_peak;
+    int64_t peak = 0;
+    for (const Block* b : jp.blocks)
+      if (!copies.seqs.count(b->seq)) at_peak.push_back(b), peak += b->bytes;
     size_t open_at_end = 0;
     int64_t open_bytes = 0;
     for (const Block* b : acts)
@@ -446,6 +456,11 @@ void grad_in_eval_snapshot(const Trace& trace, Diagnosis& out) {
         {"from the top site at the peak",
          bytes_text(site.bytes) + " in " + std::to_string(site.count) + " allocations"},
     };
+    if (copies.bytes > 0)
+      f.evidence.emplace_back(
+          "autocast's weight copies beside them, which no_grad keeps for the "
+          "autocast region (autocast-cache)",
+          bytes_text(copies.bytes) + " in " + std::to_string(copies.seqs.size()) + " allocations");
     if (open_at_end > 0)
       f.evidence.emplace_back(
           "still saved when the snapshot was taken",

@@ -22,6 +22,7 @@ constexpr double kMinOptimizerSaving = 0.10;
 // implementation (`_multi_tensor_...`), which allocates one temporary per parameter at once.
 struct OptimizerFrames {
   bool optimizer = false, multi_tensor = false, torch = false;
+  std::string where;  // the innermost optimizer frame, "function (file:line)"
 };
 OptimizerFrames optimizer_frames(const Trace& t, uint64_t stack) {
   OptimizerFrames o;
@@ -30,15 +31,23 @@ OptimizerFrames optimizer_frames(const Trace& t, uint64_t stack) {
     std::replace(file.begin(), file.end(), '\\', '/');
     const std::string base =
         file.substr(file.rfind('/') == std::string::npos ? 0 : file.rfind('/') + 1);
+    const bool was = o.optimizer;
     if (file.find("torch/optim/") != std::string::npos) o.optimizer = o.torch = true;
     if (r.function.find("tl::optim::") != std::string::npos) o.optimizer = true;
     if (r.function == "step" && base.find("optim") != std::string::npos) o.optimizer = true;
-    if (r.function.starts_with("_multi_tensor_")) o.multi_tensor = true;
+    if (r.function.starts_with("_multi_tensor_") ||
+        r.function.find("tl::optim::Adam::multi_tensor_step") != std::string::npos)
+      o.multi_tensor = true;
+    if (o.optimizer && !was)
+      o.where = std::string(qualified_name(r.function)) + " (" + base + ":" +
+                std::to_string(r.line) + ")";
   }
   return o;
 }
 
 }  // namespace
+
+constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
 
 // Note [Optimizer peak]: an optimizer step runs after backward, with the parameters, their
 // gradients and the optimizer's state all live; whatever the step allocates for itself comes
@@ -47,10 +56,11 @@ OptimizerFrames optimizer_frames(const Trace& t, uint64_t stack) {
 // of place (`m = beta1 * m + ...`) a few per parameter. The finding: at the device's
 // allocated peak, the live temporaries allocated by an optimizer's step (frames of
 // torch/optim, tl::optim, or a `step` in an optimizer's file; not its state, which persists)
-// are at least kMinOptimizerSaving of the peak. The peak without them is the higher of the
-// peak less them and the highest allocated value outside the step (the forward and backward
-// maximum); the difference is the saving and the bytes at stake. A snapshot of one moment
-// has no step to look at (Note [State-only snapshots]).
+// are at least kMinOptimizerSaving of the peak. The peak without them is the highest value of
+// the allocated curve with every optimizer temporary of the window taken out (each step's: a
+// loop of steps peaks in each of them); the difference is the saving and the bytes at stake,
+// and the highest allocated while no temporary is live is the forward and backward maximum. A
+// snapshot of one moment has no step to look at (Note [State-only snapshots]).
 void detect_optimizer_peak(const Trace& trace, Diagnosis& out) {
   for (const DeviceRef& dev : trace.devices()) {
     if (state_only(trace, dev.id)) continue;
@@ -58,37 +68,51 @@ void detect_optimizer_peak(const Trace& trace, Diagnosis& out) {
     const std::optional<store::Peak> pk = peak(trace, dev.id, store::Curve::allocated);
     if (!at || !pk || pk->bytes <= 0) continue;
     std::map<uint64_t, OptimizerFrames> memo;
-    int64_t temporaries = 0;
-    uint64_t count = 0, first_ts = std::numeric_limits<uint64_t>::max(), largest_stack = 0,
-             largest = 0;
-    bool multi_tensor = false, torch_optim = false;
-    for (const store::AllocationRow& r : live_allocations(trace, dev.id, *at)) {
+    // What an optimizer's step allocated for itself (its frames; not its state): the stack's
+    // frames, or null.
+    auto temporary = [&](const store::AllocationRow& r) -> const OptimizerFrames* {
       if (r.category == events::Category::optimizer_state ||
           r.category == events::Category::parameter || r.category == events::Category::gradient)
-        continue;
+        return nullptr;
       auto [it, fresh] = memo.try_emplace(r.stack_id);
       if (fresh && r.stack_id) it->second = optimizer_frames(trace, r.stack_id);
-      if (!it->second.optimizer) continue;
+      return it->second.optimizer ? &it->second : nullptr;
+    };
+    int64_t temporaries = 0;
+    uint64_t count = 0, largest_stack = 0, largest = 0;
+    bool multi_tensor = false, torch_optim = false;
+    for (const store::AllocationRow& r : live_allocations(trace, dev.id, *at)) {
+      const OptimizerFrames* o = temporary(r);
+      if (!o) continue;
       temporaries += static_cast<int64_t>(r.size);
       ++count;
-      first_ts = std::min(first_ts, r.alloc_ts);
-      multi_tensor = multi_tensor || it->second.multi_tensor;
-      torch_optim = torch_optim || it->second.torch;
+      multi_tensor = multi_tensor || o->multi_tensor;
+      torch_optim = torch_optim || o->torch;
       if (r.size > largest) largest = r.size, largest_stack = r.stack_id;
     }
     if (count == 0 ||
         static_cast<double>(temporaries) < kMinOptimizerSaving * static_cast<double>(pk->bytes))
       continue;
-    // The highest allocated value before the step's temporaries began: its forward and
-    // backward.
-    int64_t outside = 0;
-    trace.reader().for_each_lod(dev.id, 0, 0, std::numeric_limits<int64_t>::max(),
-                                [&](const store::LodRow& row) {
-                                  if (row.t >= first_ts) return false;
-                                  outside = std::max(outside, row.allocated);
-                                  return true;
-                                });
-    const int64_t without = std::max(pk->bytes - temporaries, outside);
+    // The allocated curve with every optimizer temporary of the window taken out (each
+    // step's, not only the peak's): its highest value is the peak without them.
+    std::vector<std::pair<uint64_t, int64_t>> changes;  // (time, +size at alloc / -size at free)
+    for (const store::AllocationRow& r : live_in_range(trace, dev.id, 0, kNever)) {
+      if (!temporary(r)) continue;
+      changes.emplace_back(r.alloc_ts, static_cast<int64_t>(r.size));
+      if (r.free_requested_ts)
+        changes.emplace_back(*r.free_requested_ts, -static_cast<int64_t>(r.size));
+    }
+    std::sort(changes.begin(), changes.end());
+    int64_t without = 0, live = 0, outside = 0;
+    size_t next = 0;
+    trace.reader().for_each_lod(
+        dev.id, 0, 0, std::numeric_limits<int64_t>::max(), [&](const store::LodRow& row) {
+          for (; next < changes.size() && changes[next].first <= row.t; ++next)
+            live += changes[next].second;
+          without = std::max(without, row.allocated - live);
+          if (live == 0) outside = std::max(outside, row.allocated);
+          return true;
+        });
     const int64_t saving = pk->bytes - without;
     if (static_cast<double>(saving) < kMinOptimizerSaving * static_cast<double>(pk->bytes))
       continue;
@@ -105,16 +129,16 @@ void detect_optimizer_peak(const Trace& trace, Diagnosis& out) {
         {"peak allocated", bytes_text(pk->bytes) + " at " + trace.time_text(pk->ts_ns)},
         {"optimizer temporaries live at the peak",
          bytes_text(temporaries) + " in " + std::to_string(count) + " allocations"},
-        {"highest allocated before the step (forward and backward)", bytes_text(outside)},
+        {"highest allocated outside the optimizer's steps (forward and backward)",
+         bytes_text(outside)},
         {"peak without the temporaries", bytes_text(without)}};
-    const std::vector<std::string> frames = trace.stack_frames(largest_stack);
-    if (!frames.empty()) f.evidence.push_back({"allocated in", frames.front()});
+    if (!memo[largest_stack].where.empty())
+      f.evidence.push_back({"allocated in", memo[largest_stack].where});
     note_inferred(trace, f);
-    f.fix = multi_tensor  ? "torch.optim's foreach step allocates a temporary for every parameter "
-                            "at once: construct the "
-                            "optimizer with fused=True (one kernel, no parameter-sized temporaries) "
-                            "or foreach=False (one "
-                            "parameter at a time)."
+    f.fix = multi_tensor  ? "A multi-tensor (foreach) step allocates a temporary for every "
+                            "parameter at once: construct the optimizer with fused=True (one "
+                            "kernel, no parameter-sized temporaries; tensorlib's default) or "
+                            "foreach=False (one parameter at a time)."
             : torch_optim ? "Construct the optimizer with fused=True (or foreach=False) so its "
                             "step does not allocate "
                             "temporaries for all parameters at once."

@@ -378,7 +378,7 @@ void export_chrome(const Trace& trace, std::ostream& out) {
   chrome_steps(db, cw, tf, steps_tid);
   chrome_instants(db, cw, devices);
   w.raw("\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"tool\":\"tidemark\"");
-  w.raw(",\"trace\":").json_string(trace.path());
+  w.raw(",\"trace\":").json_string(trace.shown_path());
   w.raw(",\"command_line\":").json_string(trace.meta_text(k::kCommandLine));
   w.raw(",\"host\":").json_string(trace.meta_text(k::kHost));
   w.raw(",\"pid\":").i64(trace.meta_int(k::kPid).value_or(0));

@@ -390,7 +390,7 @@ DeviceSummary summarize_device(const Trace& trace, const DeviceRef& device) {
 Summary summarize(const Trace& trace, const SummaryOptions& options) {
   const store::TraceReader& r = trace.reader();
   Summary s;
-  s.path = trace.path();
+  s.path = trace.shown_path();
   s.schema_version = static_cast<int>(
       trace.meta_int(store::meta_keys::kSchemaVersion).value_or(store::kSchemaVersion));
   store::TraceMeta meta = r.meta();

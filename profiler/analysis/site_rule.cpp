@@ -103,6 +103,10 @@ bool is_thread_start(const store::ResolvedFrame& f) {
 
 }  // namespace
 
+bool is_autograd_engine_frame(const store::ResolvedFrame& f) {
+  return is_autograd_engine(f);
+}
+
 // Note [Allocation site] in trace.h.
 bool is_recorder_frame(const store::ResolvedFrame& f) {
   const std::string_view name = qualified_name(f.function);

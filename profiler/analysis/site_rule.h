@@ -29,6 +29,10 @@ std::string file_basename(const std::string& path);
 // `profiler/`).
 bool is_library_frame(const store::ResolvedFrame& f, bool by_path = true);
 
+// Whether a frame is the autograd engine's own (PyTorch's engine thread and its execute,
+// tensorlib's tl::autograd::backward): an allocation whose stack has one was made by backward.
+bool is_autograd_engine_frame(const store::ResolvedFrame& f);
+
 // Note [The recorder's own frames]
 // The recorder captures a stack in its sink, which the producer called through
 // events::dispatch. The capture skips the recorder's own frames, but the call into the sink is

@@ -80,6 +80,11 @@ class Trace {
 
   const store::TraceReader& reader() const { return *reader_; }
   const std::string& path() const { return reader_->path(); }
+  // The name a user gave for the trace, which messages and advice name: the snapshot a
+  // temporary trace was imported from (Note [Snapshots as traces] in
+  // profiler/importers/temporary_import.h), else path().
+  const std::string& shown_path() const { return shown_path_.empty() ? path() : shown_path_; }
+  void set_shown_path(std::string p) { shown_path_ = std::move(p); }
   // The time origin: the first event's time (meta first_ts_ns), else the recording start.
   uint64_t origin_ns() const { return origin_ns_; }
   // The last event's time (meta last_ts_ns), else the recording end, else the origin.
@@ -157,6 +162,7 @@ class Trace {
   bool imported_ = false;  // an imported PyTorch snapshot (meta command_line pytorch-snapshot:...)
   bool synthetic_times_ = false;
   std::string categories_inferred_;
+  std::string shown_path_;
   Frames frames_mode_ = Frames::user;
   std::string source_file_;
   std::shared_ptr<const CategoryRules> category_rules_;

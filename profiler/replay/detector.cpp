@@ -104,8 +104,10 @@ void detect(const an::Trace& trace, an::Diagnosis& out) {
                         " requests; `tidemark replay --sweep` replays them all)"
                   : "")},
     };
-    f.fix = "Set PYTORCH_CUDA_ALLOC_CONF=" + conf + " (TL_ALLOC_CONF for tensorlib) before the program starts; "
-            "`tidemark replay " + trace.path() + " --alloc-conf " + conf + "` shows the replay in full.";
+    f.fix = "Set PYTORCH_CUDA_ALLOC_CONF=" + conf +
+            " (TL_ALLOC_CONF for tensorlib) before the program starts; "
+            "`tidemark replay " +
+            trace.shown_path() + " --alloc-conf " + conf + "` shows the replay in full.";
     out.findings.push_back(std::move(f));
   }
 }

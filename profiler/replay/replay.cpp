@@ -729,7 +729,8 @@ std::vector<Plan> build_plans(const analysis::Trace& trace, const std::vector<in
     out.push_back(std::move(p));
   }
   if (out.empty())
-    throw SettingsError(trace.path() + ": no allocations to replay (the trace has no alloc events" +
+    throw SettingsError(trace.shown_path() +
+                        ": no allocations to replay (the trace has no alloc events" +
                         (devices.empty() ? "" : " on that device") + ")");
   return out;
 }

@@ -80,6 +80,7 @@ void Adam::step() {
   ++t_;
   const double bc1 = 1 - std::pow(o_.beta1, static_cast<double>(t_));
   const double bc2 = 1 - std::pow(o_.beta2, static_cast<double>(t_));
+  if (!o_.fused && o_.foreach) return multi_tensor_step(bc1, bc2);
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     if (!p.grad().defined()) continue;
@@ -105,6 +106,47 @@ void Adam::step() {
     v_[i].mul_(o_.beta2).add_(g * g, 1 - o_.beta2);
     Tensor denom = (v_[i].sqrt() / std::sqrt(bc2)).add_(o_.eps);
     p.sub_(m_[i] / denom, lr_ / bc1);
+  }
+}
+
+// Note [Foreach Adam]
+// ~~~~~~~~~~~~~~~~~~~
+// PyTorch's default Adam on CUDA without `fused` is `_multi_tensor_adam`: each op runs over the
+// list of every parameter (torch._foreach_*) before the next starts, in few kernel launches.
+// The moments are updated in place, but `exp_avg_sq.sqrt() / sqrt(bc2) + eps` is a new tensor
+// per parameter, all alive until the last parameter's update: a parameter-sized temporary on
+// top of the parameters, their gradients and both moments -- the step that sets the peak of
+// many training runs (the `optimizer-peak` finding). The same arithmetic as the composed
+// update, so the same result to the bit.
+void Adam::multi_tensor_step(double bc1, double bc2) {
+  std::vector<size_t> with_grad;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i].grad().defined()) with_grad.push_back(i);
+  std::vector<Tensor> grads;
+  for (size_t i : with_grad) {
+    Tensor& p = params_[i];
+    if (!m_[i].defined()) {
+      m_[i] = new_state(p);
+      v_[i] = new_state(p);
+    }
+    Tensor g = p.grad();
+    if (o_.weight_decay != 0) {
+      if (decoupled_)
+        p.mul_(1 - lr_ * o_.weight_decay);
+      else
+        g = g + p * o_.weight_decay;
+    }
+    grads.push_back(g);
+  }
+  for (size_t k = 0; k < with_grad.size(); ++k)
+    m_[with_grad[k]].mul_(o_.beta1).add_(grads[k], 1 - o_.beta1);
+  for (size_t k = 0; k < with_grad.size(); ++k)
+    v_[with_grad[k]].mul_(o_.beta2).add_(grads[k] * grads[k], 1 - o_.beta2);
+  std::vector<Tensor> denoms;  // live for every parameter at once
+  for (size_t i : with_grad) denoms.push_back((v_[i].sqrt() / std::sqrt(bc2)).add_(o_.eps));
+  for (size_t k = 0; k < with_grad.size(); ++k) {
+    const size_t i = with_grad[k];
+    params_[i].sub_(m_[i] / denoms[k], lr_ / bc1);
   }
 }
 

@@ -53,6 +53,10 @@ struct AdamOptions {
   // One pass per parameter through the backend's fused kernel where it has one (Note [Fused
   // Adam]: the same result to the bit); false composes the update from ops.
   bool fused = true;
+  // Without the fused kernel: PyTorch's multi-tensor (foreach) step, each op over every
+  // parameter before the next, so its denominators are live for all parameters at once (one
+  // parameter-sized temporary in all, Note [Foreach Adam]); false: one parameter at a time.
+  bool foreach = false;
 };
 
 class Adam : public Optimizer {
@@ -61,6 +65,8 @@ class Adam : public Optimizer {
   void step() override;
 
  private:
+  // Note [Foreach Adam]: the composed update, op by op over all parameters.
+  void multi_tensor_step(double bc1, double bc2);
   AdamOptions o_;
   bool decoupled_;
   int64_t t_ = 0;

@@ -544,7 +544,8 @@ TEST(CliExport, ARecordingSurvivesExportAndImportWithItsCategories) {
 }
 
 // Note [Snapshots as traces]: a command given a PyTorch snapshot answers as it does for the
-// trace `import` makes of it -- the same JSON but for `path`, the file given -- with the peaks
+// trace `import` makes of it -- the same JSON but for `path`, the file given, and never the
+// temporary trace's name -- with the peaks
 // Python's pickle finds (tests/importers/data/snapshot_small_gpu_expected.py), and leaves no
 // temporary trace behind. A damaged pickle is exit 2 naming it; a file that is neither stays
 // "not a Tidemark trace".
@@ -566,6 +567,8 @@ TEST(CliSnapshots, EveryCommandReadsASnapshotAsItsImport) {
         }(),
         {"TMPDIR=" + tmp.string()});
     EXPECT_EQ(r.rc, 0) << args[0] << ": " << r.err;
+    // Messages and advice name the file given, never the temporary trace.
+    EXPECT_EQ(r.out.find("tidemark-import-"), std::string::npos) << args[0] << ": " << r.out;
     nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
     if (j.is_object()) j.erase("path");  // the one field that names the file read
     return j;

@@ -77,6 +77,31 @@ TEST(Pitfalls, WrittenOutAttentionHoldsSeveralScoreMatrices) {
   EXPECT_EQ(r.leaky["allocated_after"], r.leaky["allocated_before"]);
 }
 
+TEST(Pitfalls, StaleGradientsRaiseTheForwardsPeak) {
+  Runs r = run_both("stale_grads");
+  // Four 1024 x 1024 layers with biases: 16.02 MiB of gradients, live through every forward
+  // after the first in the leaky loop. The fix's backward makes them again while it frees the
+  // activations (about 16 MiB at batch 512), so it saves most of them, never more.
+  const int64_t grads = 4 * (1024 * 1024 + 1024) * 4;
+  EXPECT_GE(r.leaky["peak_allocated"] - r.fixed["peak_allocated"], grads / 2);
+  EXPECT_LE(r.leaky["peak_allocated"] - r.fixed["peak_allocated"], grads);
+  // Both end with the weights, their gradients and the last loss (a scalar: one 512-byte
+  // block, the allocator's smallest).
+  EXPECT_EQ(r.leaky["allocated_after"], r.fixed["allocated_after"]);
+  EXPECT_EQ(r.leaky["allocated_after"], 2 * grads + 512);
+}
+
+TEST(Pitfalls, ForeachAdamHoldsAParameterSizedTemporary) {
+  Runs r = run_both("optimizer_temporaries");
+  // 16.02 MiB of parameters: the multi-tensor step's denominators, one per parameter, are live
+  // together on top of everything the fused step has.
+  const int64_t params = 4 * (1024 * 1024 + 1024) * 4;
+  EXPECT_GE(r.leaky["peak_allocated"] - r.fixed["peak_allocated"], params);
+  EXPECT_LE(r.leaky["peak_allocated"] - r.fixed["peak_allocated"], params + 8 * MiB);
+  // Weights, gradients, both moments and the last loss: the same state either way.
+  EXPECT_EQ(r.leaky["allocated_after"], r.fixed["allocated_after"]);
+}
+
 TEST(Pitfalls, SyncInLoopReadsOncePerStepAndTheFixReadsOnce) {
   Runs r = run_both("sync_in_loop");
   EXPECT_EQ(r.leaky["host_reads"], 20);

@@ -298,6 +298,43 @@ TEST(Optim, FusedAdamEqualsTheComposedUpdateBitForBit) {
       }
 }
 
+// Note [Foreach Adam]: op by op over every parameter, the same update to the bit as one
+// parameter at a time, with one denominator per parameter live at once: its step's peak holds
+// a parameter-sized temporary more than the one-at-a-time step's.
+TEST(Optim, ForeachAdamIsTheComposedUpdateWithAllDenominatorsAtOnce) {
+  tl::manual_seed(5);
+  std::vector<Tensor> a, b;
+  int64_t param_bytes = 0;
+  for (int k = 0; k < 8; ++k) {  // eight parameters of 256 KiB: a few temporaries of one
+    const int64_t n = 65'536;    // are well under all eight
+    Tensor start = tl::randn({n});
+    a.push_back(start.clone().requires_grad_());
+    b.push_back(start.clone().requires_grad_());
+    param_bytes += n * 4;
+  }
+  tl::optim::AdamW foreach (a, {.lr = 3e-3, .weight_decay = 0.05, .fused = false, .foreach = true});
+  tl::optim::AdamW one_at_a_time(b, {.lr = 3e-3, .weight_decay = 0.05, .fused = false});
+  for (int step = 0; step < 3; ++step) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      Tensor g = tl::randn(a[i].sizes());
+      a[i].mutable_grad() = g.clone();
+      b[i].mutable_grad() = g.clone();
+    }
+    const int64_t base = tl::memory_allocated();
+    tl::reset_peak_memory_stats();
+    foreach
+      .step();
+    const int64_t foreach_extra = tl::max_memory_allocated() - base;
+    tl::reset_peak_memory_stats();
+    one_at_a_time.step();
+    const int64_t single_extra = tl::max_memory_allocated() - tl::memory_allocated();
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_TRUE(tl::equal(a[i], b[i])) << "step " << step;
+    if (step == 0) continue;  // the first step also makes the moments
+    EXPECT_GE(foreach_extra, param_bytes) << "step " << step;
+    EXPECT_LT(single_extra, param_bytes) << "step " << step;
+  }
+}
+
 TEST(Optim, FusedAdamLeavesHalfPrecisionToTheComposedOps) {
   Tensor p = tl::tensor({1.0, -2.0, 0.5}).to(tl::kFloat16).requires_grad_();
   Tensor q = p.detach().clone().requires_grad_();

@@ -111,8 +111,27 @@ std::string_view severity_name(Severity s) {
 
 namespace {
 
+// Note [Severity]: whether memory decides if the run fits on a device (the finding's, or any
+// when it names none): it ran out, or came within kNearCapacityShare of its capacity.
+bool at_the_limit(const Trace& trace, const std::string& device) {
+  for (const DeviceRef& d : trace.devices()) {
+    if (!device.empty() && d.name != device) continue;
+    store::detail::Stmt q(trace.db(),
+                          "SELECT 1 FROM allocator_events WHERE device = ?1 AND kind IN ('oom', "
+                          "'alloc_retry') LIMIT 1");
+    q.bind(1, d.id);
+    if (q.step()) return true;
+    const std::optional<store::Peak> p = peak(trace, d.id, store::Curve::reserved);
+    if (d.capacity > 0 && p &&
+        static_cast<double>(p->bytes) >= kNearCapacityShare * static_cast<double>(d.capacity))
+      return true;
+  }
+  return false;
+}
+
 // Note [Severity]: the share of the run a finding puts at stake, and its severity.
 void rate(const Trace& trace, Finding& f) {
+  double memory = 0, time = 0;  // the shares of the peak and of the run
   if (f.bytes > 0) {
     // The device's peak reserved memory (the highest device's when the finding names none).
     int64_t base = 0;
@@ -121,19 +140,24 @@ void rate(const Trace& trace, Finding& f) {
       for (store::Curve c : {store::Curve::reserved, store::Curve::allocated})
         if (std::optional<store::Peak> p = peak(trace, d.id, c)) base = std::max(base, p->bytes);
     }
-    f.share = base > 0 ? static_cast<double>(f.bytes) / static_cast<double>(base) : 1.0;
+    memory = base > 0 ? static_cast<double>(f.bytes) / static_cast<double>(base) : 1.0;
   }
-  if (f.time_ns > 0) {
-    const double run = static_cast<double>(std::max<uint64_t>(1, trace.duration_ns()));
-    f.share = std::max(f.share, static_cast<double>(f.time_ns) / run);
-  }
-  const bool time_only = f.bytes <= 0;
-  const double major = time_only ? kMajorTimeShare : kMajorMemoryShare;
-  const double moderate = time_only ? kModerateTimeShare : kModerateMemoryShare;
-  const Severity s = f.share >= major      ? Severity::major
-                     : f.share >= moderate ? Severity::moderate
-                                           : Severity::minor;
-  f.severity = std::max(f.severity, s);
+  if (f.time_ns > 0)
+    time = static_cast<double>(f.time_ns) /
+           static_cast<double>(std::max<uint64_t>(1, trace.duration_ns()));
+  f.share = std::max(memory, time);
+  auto by = [](double share, double major, double moderate) {
+    return share >= major      ? Severity::major
+           : share >= moderate ? Severity::moderate
+                               : Severity::minor;
+  };
+  Severity by_memory =
+      f.bytes > 0 ? by(memory, kMajorMemoryShare, kModerateMemoryShare) : Severity::minor;
+  if (by_memory == Severity::major && !at_the_limit(trace, f.device))
+    by_memory = Severity::moderate;  // memory is major only where the run is at the limit
+  const Severity by_time =
+      f.time_ns > 0 ? by(time, kMajorTimeShare, kModerateTimeShare) : Severity::minor;
+  f.severity = std::max({f.severity, by_memory, by_time});
 }
 
 }  // namespace

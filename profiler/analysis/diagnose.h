@@ -34,10 +34,20 @@ namespace tidemark::analysis {
 //             findings out unless asked for them (`tidemark diagnose --all`).
 // A detector may set a higher severity itself, which diagnose() keeps: an `oom` is major,
 // whatever its request, because the run failed there.
+//
+// Memory is major only where it decides whether the run fits: on a device that ran out of
+// memory in the trace (an `oom`, or an `alloc_retry`: a failed device allocation the allocator
+// got past by flushing its cache), or whose peak reserved is at least kNearCapacityShare of
+// its known capacity. Elsewhere -- a run that fits with room to spare, or a device whose
+// capacity the trace does not know and which never ran out (a PyTorch snapshot's) -- a memory
+// share of kMajorMemoryShare or more is moderate: worth acting on to grow the batch or the
+// model, but this run is not in danger (a 1.15 GiB toy's activations, a DataParallel replica's
+// 7.88 GiB on an 80 GB device).
 enum class Severity : uint8_t { minor, moderate, major };
 std::string_view severity_name(Severity s);  // "minor", "moderate", "major"
 inline constexpr double kMajorMemoryShare = 0.25, kModerateMemoryShare = 0.05;
 inline constexpr double kMajorTimeShare = 0.10, kModerateTimeShare = 0.01;
+inline constexpr double kNearCapacityShare = 0.90;
 
 struct Finding {
   std::string id;        // detector id: "graph-retention", "sync-in-loop", ...

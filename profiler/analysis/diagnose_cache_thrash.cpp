@@ -58,11 +58,13 @@ void detect_cache_thrash(const Trace& trace, Diagnosis& out) {
           "empty_cache() returns the cache the next iteration reserves again: call it once after "
           "the phase that "
           "needed the memory, or not at all. ";
-    else
+    else {
       why =
           "With no empty_cache() call, these are the allocator's flushes after failed device "
           "allocations: the run "
           "is at the device's limit. ";
+      f.severity = Severity::major;  // at the device's limit: memory decides (Note [Severity])
+    }
     if (streams > 1)
       why +=
           "Blocks freed on one stream are not reused for another: allocate on one stream (share "

@@ -18,8 +18,10 @@ constexpr double kMinOptimizerSaving = 0.10;
 
 // Whether a stack is an optimizer's step: a frame of torch/optim (Windows' '\' read as '/'),
 // of tensorlib's optim, or a `step` of a file whose name says it is an optimizer (a
-// hand-written AdamW in `optimizer.py`). `multi_tensor`: the step is torch's foreach
-// implementation (`_multi_tensor_...`), which allocates one temporary per parameter at once.
+// hand-written AdamW in `optimizer.py`). `torch`: the innermost of those frames is
+// torch.optim's own. `multi_tensor`: the step is a foreach implementation (torch's
+// `_multi_tensor_...`, tensorlib's Adam::multi_tensor_step), which allocates one temporary per
+// parameter at once.
 struct OptimizerFrames {
   bool optimizer = false, multi_tensor = false, torch = false;
   std::string where;  // the innermost optimizer frame, "function (file:line)"
@@ -32,9 +34,13 @@ OptimizerFrames optimizer_frames(const Trace& t, uint64_t stack) {
     const std::string base =
         file.substr(file.rfind('/') == std::string::npos ? 0 : file.rfind('/') + 1);
     const bool was = o.optimizer;
-    if (file.find("torch/optim/") != std::string::npos) o.optimizer = o.torch = true;
-    if (r.function.find("tl::optim::") != std::string::npos) o.optimizer = true;
-    if (r.function == "step" && base.find("optim") != std::string::npos) o.optimizer = true;
+    const bool torch = file.find("torch/optim/") != std::string::npos;
+    if (torch || r.function.find("tl::optim::") != std::string::npos ||
+        (r.function == "step" && base.find("optim") != std::string::npos))
+      o.optimizer = true;
+    // torch.optim's own step, when its frame is the innermost optimizer frame: a hand-written
+    // optimizer's step is called through torch.optim.Optimizer's wrapper too.
+    if (o.optimizer && !was) o.torch = torch;
     if (r.function.starts_with("_multi_tensor_") ||
         r.function.find("tl::optim::Adam::multi_tensor_step") != std::string::npos)
       o.multi_tensor = true;

@@ -84,6 +84,12 @@ class Builder {
     block(ev::Kind::free_requested, ts, addr, size);
     block(ev::Kind::free_completed, ts, addr, size);
   }
+  // An empty_cache, alloc_retry or oom of the allocator, for a request of `requested` bytes.
+  void allocator(ev::Kind kind, uint64_t ts, uint64_t requested) {
+    ev::Event& e = next(kind, ts);
+    e.allocator.requested_size = requested;
+    w_->append(e, 0);
+  }
   void step(uint64_t ts, uint64_t n) {
     ev::Event& e = next(ev::Kind::step, ts);
     e.name.value = n;

@@ -347,7 +347,8 @@ TEST_F(DiagnoseCli, ActivationPeakNamesTheLayersAndEstimatesTheCheckpointedPeak)
   ASSERT_FALSE(f.is_null()) << d.dump(2);
   EXPECT_EQ(f["device"], "cpu");
   EXPECT_EQ(f["site"], site("checkpointing.cpp", line_of("checkpointing.cpp", "h = (*seg)(h);")));
-  EXPECT_EQ(f["severity"], "major");
+  // Most of the peak, but the run fits with room to spare on the host (Note [Severity]).
+  EXPECT_EQ(f["severity"], "moderate");
   std::map<std::string, std::string> ev;
   for (const json& e : f["evidence"]) ev[e[0]] = e[1];
   // Each of the 32 modules (model.S.L, a Linear or a Tanh) is a layer holding its 1 MiB output.

@@ -54,12 +54,16 @@ void cached_pairs(benchmark::State& state) {
     if (p.ptr) alloc->deallocate(p);
 }
 
-void BM_CachedAllocFree(benchmark::State& state) { cached_pairs(state); }
+void BM_CachedAllocFree(benchmark::State& state) {
+  cached_pairs(state);
+}
 BENCHMARK(BM_CachedAllocFree)->Repetitions(7)->ReportAggregatesOnly(true);
 
 class NoopSink final : public tidemark::events::Sink {
  public:
-  void on_event(const tidemark::events::Event& e) noexcept override { benchmark::DoNotOptimize(&e); }
+  void on_event(const tidemark::events::Event& e) noexcept override {
+    benchmark::DoNotOptimize(&e);
+  }
 };
 
 void BM_CachedAllocFreeNoopSink(benchmark::State& state) {

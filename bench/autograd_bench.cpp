@@ -24,7 +24,11 @@ void BM_BackwardChain10k(benchmark::State& state) {
     x.mutable_grad() = tl::Tensor();
   }
 }
-BENCHMARK(BM_BackwardChain10k)->UseManualTime()->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_BackwardChain10k)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 
 struct Mlp {
   tl::Tensor w1 = (tl::randn({256, 512}) * 0.05).requires_grad_();

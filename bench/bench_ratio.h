@@ -81,8 +81,8 @@ inline int run_with_targets(int argc, char** argv, const std::vector<Target>& ta
     double ratio = t.at_most ? m->second / b->second : b->second / m->second;
     bool ok = t.at_most ? ratio <= t.limit : ratio >= t.limit;
     failed += !ok;
-    std::printf("%-60s %9.2fx %s%8.2fx  %s\n", t.name.c_str(), ratio, t.at_most ? "<=" : ">=",
-                t.limit, ok ? "ok" : "MISSED");
+    std::printf("%-60s %9.2fx %s%8.2fx  %s\n", t.name.c_str(), ratio,
+                t.at_most ? "<=" : ">=", t.limit, ok ? "ok" : "MISSED");
   }
   for (const AbsoluteTarget& t : absolute) {
     auto m = reporter.times.find(t.measured);

@@ -15,8 +15,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -97,7 +97,8 @@ Synth make_snapshot(size_t target) {
   std::vector<Live> live;
   std::vector<uint64_t> free_slots;
   for (int s = 0; s < kSegments; ++s)
-    for (uint64_t off = 0; off < kSegment; off += 1 << 20) free_slots.push_back(base + s * kSegment + off);
+    for (uint64_t off = 0; off < kSegment; off += 1 << 20)
+      free_slots.push_back(base + s * kSegment + off);
   std::shuffle(free_slots.begin(), free_slots.end(), rng);
 
   w.empty_dict();
@@ -112,8 +113,8 @@ Synth make_snapshot(size_t target) {
   w.mark();
   int64_t t_us = 1'738'780'408'787'504;
   size_t entries = 0;
-  auto entry = [&](const char* action, uint64_t addr, uint64_t size, uint32_t frames, bool new_frames,
-                   const std::vector<int>* path) {
+  auto entry = [&](const char* action, uint64_t addr, uint64_t size, uint32_t frames,
+                   bool new_frames, const std::vector<int>* path) {
     w.empty_dict();
     w.memoize();
     w.mark();
@@ -229,7 +230,8 @@ const Synth& snapshot() {
 }
 
 std::string temp_path(const char* name) {
-  return (std::filesystem::temp_directory_path() / ("tidemark-import-bench-" + std::to_string(::getpid()) + name))
+  return (std::filesystem::temp_directory_path() /
+          ("tidemark-import-bench-" + std::to_string(::getpid()) + name))
       .string();
 }
 
@@ -246,8 +248,12 @@ void BM_ParsePickle100MB(benchmark::State& state) {
   state.counters["MB"] = static_cast<double>(s.bytes.size()) / 1e6;
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * s.bytes.size()));
 }
-BENCHMARK(BM_ParsePickle100MB)->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(3)
-    ->ComputeStatistics("min", tidemark::bench::min_of)->ReportAggregatesOnly(true);
+BENCHMARK(BM_ParsePickle100MB)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->ComputeStatistics("min", tidemark::bench::min_of)
+    ->ReportAggregatesOnly(true);
 
 void BM_ImportSnapshot100MB(benchmark::State& state) {
   const Synth& s = snapshot();
@@ -267,8 +273,12 @@ void BM_ImportSnapshot100MB(benchmark::State& state) {
   state.counters["frames"] = static_cast<double>(stats.frames);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * s.bytes.size()));
 }
-BENCHMARK(BM_ImportSnapshot100MB)->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(3)
-    ->ComputeStatistics("min", tidemark::bench::min_of)->ReportAggregatesOnly(true);
+BENCHMARK(BM_ImportSnapshot100MB)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->ComputeStatistics("min", tidemark::bench::min_of)
+    ->ReportAggregatesOnly(true);
 
 // ---- A real snapshot, repeated ------------------------------------------------------------------
 
@@ -353,15 +363,26 @@ class Repeater {
   void emit(im::pickle::Ref v, int k) {
     using im::pickle::Type;
     switch (v.type()) {
-      case Type::none: w_->none(); return;
-      case Type::boolean: w_->boolean(*v.as_bool()); return;
-      case Type::integer: w_->integer(*v.as_int()); return;
-      case Type::floating: w_->floating(*v.as_double()); return;
-      case Type::string: str(*v.as_string()); return;
-      default: break;
+      case Type::none:
+        w_->none();
+        return;
+      case Type::boolean:
+        w_->boolean(*v.as_bool());
+        return;
+      case Type::integer:
+        w_->integer(*v.as_int());
+        return;
+      case Type::floating:
+        w_->floating(*v.as_double());
+        return;
+      case Type::string:
+        str(*v.as_string());
+        return;
+      default:
+        break;
     }
-    const bool frame = v.type() == Type::dict && !v.get("addr") && !v.get("address") && !v.get("time_us") &&
-                       v.get("filename");
+    const bool frame = v.type() == Type::dict && !v.get("addr") && !v.get("address") &&
+                       !v.get("time_us") && v.get("filename");
     auto& memo = frame ? shared_ : per_copy_;
     if (!frame && k != copy_) per_copy_.clear(), copy_ = k;
     const bool anew = frame && !share_frames_;
@@ -508,7 +529,10 @@ void import_scaled(benchmark::State& state, const Scaled& s, uint64_t& rss_out) 
 void BM_ImportScaledRealSnapshot(benchmark::State& state) {
   import_scaled(state, scaled_snapshot(), g_scaled_rss);
 }
-BENCHMARK(BM_ImportScaledRealSnapshot)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+BENCHMARK(BM_ImportScaledRealSnapshot)
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(1);
 // The same snapshot with no frame dict shared: what the importer's memory must stay bounded on.
 void BM_ImportScaledUnsharedFrames(benchmark::State& state) {
   import_scaled(state, unshared_snapshot(), g_unshared_rss);
@@ -539,11 +563,12 @@ int main(int argc, char** argv) {
     std::printf("wrote %s\n", path);
     return 0;
   }
-  std::printf("synthetic snapshot: %.1f MB, %zu trace entries\n", static_cast<double>(s.bytes.size()) / 1e6,
-              s.entries);
+  std::printf("synthetic snapshot: %.1f MB, %zu trace entries\n",
+              static_cast<double>(s.bytes.size()) / 1e6, s.entries);
   int status = tidemark::bench::run_with_targets(
       argc, argv, {},
-      {{"import of a 100 MB PyTorch snapshot (<= 10 s)", "BM_ImportSnapshot100MB", kMaxImportSeconds * 1e9},
+      {{"import of a 100 MB PyTorch snapshot (<= 10 s)", "BM_ImportSnapshot100MB",
+        kMaxImportSeconds * 1e9},
        {"import of a real snapshot repeated to 1 GB (<= 20 s; <= 2 GB resident: see rss_MB)",
         "BM_ImportScaledRealSnapshot", kMaxScaledSeconds * 1e9}});
   auto verdict = [&](const char* what, uint64_t rss, const Scaled& input) {

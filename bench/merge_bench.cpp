@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "synthetic_trace.h"
 #include "profiler/analysis/merge.h"
 #include "profiler/store/trace_reader.h"
+#include "synthetic_trace.h"
 
 namespace {
 
@@ -64,14 +64,17 @@ uint64_t env_or(const char* name, uint64_t fallback) {
   return v && *v ? std::strtoull(v, nullptr, 10) : fallback;
 }
 
-double mb(uint64_t bytes) { return static_cast<double>(bytes) / 1e6; }
+double mb(uint64_t bytes) {
+  return static_cast<double>(bytes) / 1e6;
+}
 
 }  // namespace
 
 int main() {
   const uint64_t ranks = env_or("TIDEMARK_MERGE_BENCH_RANKS", 4);
   const uint64_t events = env_or("TIDEMARK_MERGE_BENCH_EVENTS", 1'000'000);
-  const fs::path dir = fs::temp_directory_path() / ("tidemark-merge-bench-" + std::to_string(getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("tidemark-merge-bench-" + std::to_string(getpid()));
   fs::create_directories(dir);
   std::vector<std::string> inputs;
   uint64_t input_bytes = 0;
@@ -83,7 +86,8 @@ int main() {
   const std::string output = (dir / "merged.db").string();
   uint64_t total = 0;  // the events the traces hold (the generator adds a few per trace)
   for (const std::string& in : inputs)
-    st::TraceReader::open(in).for_each_event([&](const tidemark::events::Event&, uint64_t) { ++total; });
+    st::TraceReader::open(in).for_each_event(
+        [&](const tidemark::events::Event&, uint64_t) { ++total; });
   std::printf("%llu ranks x %llu events (%llu in all, %.1f MB of traces)\n",
               static_cast<unsigned long long>(ranks), static_cast<unsigned long long>(events),
               static_cast<unsigned long long>(total), mb(input_bytes));
@@ -96,27 +100,31 @@ int main() {
   const Run reading = in_child([&] {
     uint64_t n = 0;
     for (const std::string& in : inputs)
-      st::TraceReader::open(in).for_each_event([&](const tidemark::events::Event&, uint64_t) { ++n; });
+      st::TraceReader::open(in).for_each_event(
+          [&](const tidemark::events::Event&, uint64_t) { ++n; });
     if (n != total) throw std::runtime_error("read " + std::to_string(n) + " events");
   });
   const Run merging = in_child([&] {
     const tidemark::analysis::MergeResult m = tidemark::analysis::merge_ranks(inputs, output);
-    if (m.events != total) throw std::runtime_error("merged " + std::to_string(m.events) + " events");
+    if (m.events != total)
+      throw std::runtime_error("merged " + std::to_string(m.events) + " events");
   });
   fs::remove_all(dir);
   if (holding.seconds < 0 || reading.seconds < 0 || merging.seconds < 0) {
     std::fprintf(stderr, "merge_bench: a child failed\n");
     return 1;
   }
-  std::printf("%-52s %8.2f s  %8.0f MB resident\n", "merge (tidemark merge)", merging.seconds, mb(merging.rss));
+  std::printf("%-52s %8.2f s  %8.0f MB resident\n", "merge (tidemark merge)", merging.seconds,
+              mb(merging.rss));
   std::printf("%-52s %8.2f s  %8.0f MB resident\n", "baseline: reading every rank's events once",
               reading.seconds, mb(reading.rss));
   std::printf("%-52s %8.2f s  %8.0f MB resident\n", "baseline: holding every rank's events at once",
               holding.seconds, mb(holding.rss));
   const double memory = static_cast<double>(merging.rss) / static_cast<double>(holding.rss);
   const bool ok = memory <= 0.5;
-  std::printf("%-52s %8.2f   (target <= 0.50)  %s\n", "merge's resident memory / holding the events", memory,
-              ok ? "ok" : "MISSED");
-  std::printf("%-52s %8.2f   (reported)\n", "merge's time / reading the events", merging.seconds / reading.seconds);
+  std::printf("%-52s %8.2f   (target <= 0.50)  %s\n",
+              "merge's resident memory / holding the events", memory, ok ? "ok" : "MISSED");
+  std::printf("%-52s %8.2f   (reported)\n", "merge's time / reading the events",
+              merging.seconds / reading.seconds);
   return ok ? 0 : 1;
 }

@@ -22,7 +22,10 @@ void BM_Memcpy64MiB(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * kAddElems * sizeof(float));
 }
-BENCHMARK(BM_Memcpy64MiB)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_Memcpy64MiB)
+    ->Unit(benchmark::kMillisecond)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 
 void BM_Add16MFloat32(benchmark::State& state) {
   tl::Tensor a = tl::ones({kAddElems}), b = tl::ones({kAddElems});
@@ -32,7 +35,10 @@ void BM_Add16MFloat32(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * kAddElems * sizeof(float));
 }
-BENCHMARK(BM_Add16MFloat32)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_Add16MFloat32)
+    ->Unit(benchmark::kMillisecond)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 
 void BM_SgemmDirect(benchmark::State& state) {
   std::vector<float> a(kMatN * kMatN, 0.5f), b(kMatN * kMatN, 0.25f), c(kMatN * kMatN);
@@ -42,7 +48,10 @@ void BM_SgemmDirect(benchmark::State& state) {
     benchmark::DoNotOptimize(c.data());
   }
 }
-BENCHMARK(BM_SgemmDirect)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_SgemmDirect)
+    ->Unit(benchmark::kMillisecond)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 
 void BM_MatmulTensorlib(benchmark::State& state) {
   tl::Tensor a = tl::full({kMatN, kMatN}, 0.5), b = tl::full({kMatN, kMatN}, 0.25);
@@ -51,7 +60,10 @@ void BM_MatmulTensorlib(benchmark::State& state) {
     benchmark::DoNotOptimize(c.data_ptr());
   }
 }
-BENCHMARK(BM_MatmulTensorlib)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_MatmulTensorlib)
+    ->Unit(benchmark::kMillisecond)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 
 }  // namespace
 

@@ -80,7 +80,11 @@ void BM_EventRecorded(benchmark::State& state) {
   Recording rec("event", 0);
   timed_batches(state, emit_alloc_event);
 }
-BENCHMARK(BM_EventRecorded)->UseManualTime()->Iterations(200)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_EventRecorded)
+    ->UseManualTime()
+    ->Iterations(200)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 
 // Recursion so a captured stack has at least `depth` frames.
 [[gnu::noinline]] void emit_at_depth(int depth) {
@@ -96,7 +100,11 @@ void BM_EventRecordedStacks32(benchmark::State& state) {
   Recording rec("stacks", 32);
   timed_batches(state, [] { emit_at_depth(32); });
 }
-BENCHMARK(BM_EventRecordedStacks32)->UseManualTime()->Iterations(20)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_EventRecordedStacks32)
+    ->UseManualTime()
+    ->Iterations(20)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 
 void BM_EventNullSinkDepth32(benchmark::State& state) {
   NullSink sink;
@@ -117,21 +125,30 @@ void BM_TrainStep(benchmark::State& state) {
   samples::MlpTrainer t(step_config());
   for (auto _ : state) benchmark::DoNotOptimize(t.step());
 }
-BENCHMARK(BM_TrainStep)->Repetitions(9)->ComputeStatistics("min", tidemark::bench::min_of)->ReportAggregatesOnly(true);
+BENCHMARK(BM_TrainStep)
+    ->Repetitions(9)
+    ->ComputeStatistics("min", tidemark::bench::min_of)
+    ->ReportAggregatesOnly(true);
 
 void BM_TrainStepRecorded(benchmark::State& state) {
   samples::MlpTrainer t(step_config());
   Recording rec("train", 0);
   for (auto _ : state) benchmark::DoNotOptimize(t.step());
 }
-BENCHMARK(BM_TrainStepRecorded)->Repetitions(9)->ComputeStatistics("min", tidemark::bench::min_of)->ReportAggregatesOnly(true);
+BENCHMARK(BM_TrainStepRecorded)
+    ->Repetitions(9)
+    ->ComputeStatistics("min", tidemark::bench::min_of)
+    ->ReportAggregatesOnly(true);
 
 void BM_TrainStepRecordedStacks(benchmark::State& state) {
   samples::MlpTrainer t(step_config());
   Recording rec("train-stacks", 32);
   for (auto _ : state) benchmark::DoNotOptimize(t.step());
 }
-BENCHMARK(BM_TrainStepRecordedStacks)->Repetitions(9)->ComputeStatistics("min", tidemark::bench::min_of)->ReportAggregatesOnly(true);
+BENCHMARK(BM_TrainStepRecordedStacks)
+    ->Repetitions(9)
+    ->ComputeStatistics("min", tidemark::bench::min_of)
+    ->ReportAggregatesOnly(true);
 
 }  // namespace
 

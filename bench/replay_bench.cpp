@@ -120,13 +120,19 @@ void BM_Sweep24(benchmark::State& state) {
     benchmark::DoNotOptimize(rp::sweep(plans[0], grid));
   }
 }
-BENCHMARK(BM_Sweep24)->Unit(benchmark::kMillisecond)->Iterations(1)->Repetitions(3)->ReportAggregatesOnly(true);
+BENCHMARK(BM_Sweep24)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const uint64_t n = tidemark::bench::take_events_option(argc, argv, 1'000'000);
-  g_path = (std::filesystem::temp_directory_path() / ("replay_bench_" + std::to_string(::getpid()) + ".db")).string();
+  g_path = (std::filesystem::temp_directory_path() /
+            ("replay_bench_" + std::to_string(::getpid()) + ".db"))
+               .string();
   generate(g_path, n);
   std::printf("trace: %llu allocator events, %.1f MB\n", static_cast<unsigned long long>(g_events),
               static_cast<double>(std::filesystem::file_size(g_path)) / 1e6);

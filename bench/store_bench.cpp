@@ -87,10 +87,17 @@ Mix make_mix(size_t n) {
     if (live.size() < 64 && (live.empty() || rng() % 2)) {
       uint64_t seg = 0x7f0000000000ull + (rng() % 32) * (20ull << 20);
       uint64_t size = 512 * (1 + rng() % 4096);
-      Live l{seg + 512 * (rng() % 8192), size, size - rng() % 512, seg, ++tensor, 0, ++storage, thread};
+      Live l{seg + 512 * (rng() % 8192),
+             size,
+             size - rng() % 512,
+             seg,
+             ++tensor,
+             0,
+             ++storage,
+             thread};
       uint64_t stack = 1 + rng() % 3000;
-      push(ev::Kind::alloc, thread, stack).block = {l.addr, l.size, l.req, 0, l.seg, ev::Pool::large,
-                                                    ev::Category::unknown};
+      push(ev::Kind::alloc, thread, stack).block = {
+          l.addr, l.size, l.req, 0, l.seg, ev::Pool::large, ev::Category::unknown};
       ev::Event& s = push(ev::Kind::storage_create, thread, 0);
       s.storage = {l.storage, l.addr, l.req};
       tensor_event(ev::Kind::tensor_create, thread, l.tensor, l.storage, 0, false);
@@ -103,14 +110,15 @@ Mix make_mix(size_t n) {
       size_t k = rng() % live.size();
       Live l = live[k];
       live.erase(live.begin() + static_cast<long>(k));
-      if (l.view) tensor_event(ev::Kind::tensor_release, l.thread, l.view, l.storage, l.tensor, false);
+      if (l.view)
+        tensor_event(ev::Kind::tensor_release, l.thread, l.view, l.storage, l.tensor, false);
       tensor_event(ev::Kind::tensor_release, l.thread, l.tensor, l.storage, 0, false);
       push(ev::Kind::storage_release, l.thread, 0).storage = {l.storage, l.addr, l.req};
       uint64_t stack = 3000 + rng() % 3000;
-      push(ev::Kind::free_requested, l.thread, stack).block = {l.addr, l.size, l.req, 0, l.seg,
-                                                               ev::Pool::large, ev::Category::unknown};
-      push(ev::Kind::free_completed, l.thread, 0).block = {l.addr, l.size, l.req, 0, l.seg,
-                                                          ev::Pool::large, ev::Category::unknown};
+      push(ev::Kind::free_requested, l.thread, stack).block = {
+          l.addr, l.size, l.req, 0, l.seg, ev::Pool::large, ev::Category::unknown};
+      push(ev::Kind::free_completed, l.thread, 0).block = {
+          l.addr, l.size, l.req, 0, l.seg, ev::Pool::large, ev::Category::unknown};
     }
   }
   return m;
@@ -145,7 +153,10 @@ void BM_EncodeInMemory(benchmark::State& state) {
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * m.events.size()));
 }
-BENCHMARK(BM_EncodeInMemory)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_EncodeInMemory)
+    ->Unit(benchmark::kMillisecond)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 
 // The writer: append a batch and commit (the recorder commits every 100 ms).
 void BM_TraceWriter(benchmark::State& state) {
@@ -169,7 +180,10 @@ void BM_TraceWriter(benchmark::State& state) {
   remove_trace(path);
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * m.events.size()));
 }
-BENCHMARK(BM_TraceWriter)->Unit(benchmark::kMillisecond)->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_TraceWriter)
+    ->Unit(benchmark::kMillisecond)
+    ->Repetitions(5)
+    ->ReportAggregatesOnly(true);
 
 struct FileFigures {
   double events_per_second, bytes_per_event, finalize_seconds;
@@ -204,7 +218,8 @@ FileFigures measure_file() {
   auto size = static_cast<double>(std::filesystem::file_size(path));
   t0 = std::chrono::steady_clock::now();
   st::finalize(path);
-  double finalize_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double finalize_secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   remove_trace(path);
   return {n / secs, (size - empty_size) / n, finalize_secs};
 }
@@ -212,12 +227,12 @@ FileFigures measure_file() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int rc = tidemark::bench::run_with_targets(
-      argc, argv,
-      // Interning, block rows, WAL writes and commits on top of encoding (~20 ns/event):
-      // measured ~6x, i.e. ~90 ns/event.
-      {{"trace writer vs encoding the same events in memory", "BM_TraceWriter",
-        "BM_EncodeInMemory", 10.0, true}});
+  int rc =
+      tidemark::bench::run_with_targets(argc, argv,
+                                        // Interning, block rows, WAL writes and commits on top of
+                                        // encoding (~20 ns/event): measured ~6x, i.e. ~90 ns/event.
+                                        {{"trace writer vs encoding the same events in memory",
+                                          "BM_TraceWriter", "BM_EncodeInMemory", 10.0, true}});
   auto [rate, bytes, finalize_secs] = measure_file();
   bool rate_ok = rate >= kMinEventsPerSecond, bytes_ok = bytes <= kMaxBytesPerEvent;
   bool finalize_ok = finalize_secs <= kMaxFinalizeSeconds;

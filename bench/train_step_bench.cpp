@@ -65,22 +65,34 @@ void phases_loop(benchmark::State& state, const std::shared_ptr<tl::nn::Sequenti
     opt.step();
     const clock::time_point t4 = clock::now();
     const clock::time_point marks[] = {t0, t1, t2, t3, t4};
-    for (int i = 0; i < 4; ++i) sums[i] += std::chrono::duration<double, std::milli>(marks[i + 1] - marks[i]).count();
+    for (int i = 0; i < 4; ++i)
+      sums[i] += std::chrono::duration<double, std::milli>(marks[i + 1] - marks[i]).count();
   }
   const char* names[] = {"zero_grad_ms", "forward_ms", "backward_ms", "optimizer_ms"};
   for (int i = 0; i < 4; ++i)
-    state.counters[names[i]] = benchmark::Counter(sums[i] / static_cast<double>(state.iterations()));
+    state.counters[names[i]] =
+        benchmark::Counter(sums[i] / static_cast<double>(state.iterations()));
 }
 
 void BM_MlpPhases(benchmark::State& state) {
   phases_loop(state, samples::make_mlp());
 }
-BENCHMARK(BM_MlpPhases)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Repetitions(3)->ReportAggregatesOnly(true);
+BENCHMARK(BM_MlpPhases)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
 
 void BM_CnnPhases(benchmark::State& state) {
   phases_loop(state, samples::make_cnn());
 }
-BENCHMARK(BM_CnnPhases)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Repetitions(3)->ReportAggregatesOnly(true);
+BENCHMARK(BM_CnnPhases)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
 
 // The MLP step's matrix products alone: forward x W1^T, h W2^T; backward dW2, dH, dW1.
 void BM_MlpGemms(benchmark::State& state) {

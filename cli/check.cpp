@@ -60,7 +60,8 @@ void write_junit(analysis::OutputFile& out, const std::string& trace,
 
 // The checks of one trace (`file`), limits parsed.
 std::vector<Result> checks_of(const CheckArgs& a, const std::string& file,
-                              std::optional<uint64_t> max_alloc, std::optional<uint64_t> max_reserved,
+                              std::optional<uint64_t> max_alloc,
+                              std::optional<uint64_t> max_reserved,
                               std::optional<uint64_t> max_leaked,
                               const std::set<std::string>& finding_ids) {
   an::Trace t = open_trace(file);
@@ -270,10 +271,14 @@ int run_check(const CheckArgs& a) {
   }
 
   if (a.files.size() > 1)  // Note [Several ranks] in cli/ranks.cpp
-    return check_ranks(a, [&](const std::string& file) {
-      return checks_of(a, file, max_alloc, max_reserved, max_leaked, finding_ids);
-    }, junit ? &*junit : nullptr);
-  std::vector<Result> results = checks_of(a, a.file, max_alloc, max_reserved, max_leaked, finding_ids);
+    return check_ranks(
+        a,
+        [&](const std::string& file) {
+          return checks_of(a, file, max_alloc, max_reserved, max_leaked, finding_ids);
+        },
+        junit ? &*junit : nullptr);
+  std::vector<Result> results =
+      checks_of(a, a.file, max_alloc, max_reserved, max_leaked, finding_ids);
   bool ok = true;
   for (const Result& r : results) ok = ok && r.passed;
   if (junit) write_junit(*junit, a.file, results);

@@ -24,8 +24,8 @@ struct RecordArgs {
   bool no_cuda = false;  // do not inject libtidemark_inject.so (CUDA and NVTX)
   // The NVTX range that marks a step in an injected program (default "step"; "": none).
   std::optional<std::string> step_range;
-  bool watch = false;  // `tidemark watch`'s lines on stderr while the program runs
-  bool force = false;  // replace an existing -o FILE that is not a Tidemark trace
+  bool watch = false;   // `tidemark watch`'s lines on stderr while the program runs
+  bool force = false;   // replace an existing -o FILE that is not a Tidemark trace
   bool strict = false;  // exit 1 (when the program exited 0) if the trace lost events
   // Python programs (record_python.h): the startup hook that records PyTorch's allocator.
   bool no_python_hook = false;
@@ -53,7 +53,7 @@ struct TopArgs {
   std::string source;  // --file: GroupBy::line attributes to this source file (Note [Source lines])
   size_t limit = 10;
   bool json = false;
-  bool folded = false;  // every stack as a folded line, for flame graphs
+  bool folded = false;    // every stack as a folded line, for flame graphs
   bool reserved = false;  // the segments reserved at the reserved peak, not allocations
 };
 int run_top(const TopArgs& a);
@@ -116,7 +116,7 @@ int run_check(const CheckArgs& a);
 struct DiagnoseArgs {
   std::string file;
   std::vector<std::string> files;  // several: one trace per rank (Note [Several ranks])
-  std::string only;  // comma-separated detector ids; empty: all
+  std::string only;                // comma-separated detector ids; empty: all
   bool json = false;
   bool all = false;  // minor findings too (Note [Severity])
 };

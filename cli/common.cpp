@@ -39,7 +39,9 @@ bool g_categories = false;    // this command groups by custom categories when i
 std::string g_category_file;  // --categories; empty: found beside the trace or here
 }  // namespace
 
-void set_frames(Frames frames) { g_frames = frames; }
+void set_frames(Frames frames) {
+  g_frames = frames;
+}
 
 void use_category_rules(const std::string& file) {
   g_categories = true;
@@ -179,7 +181,9 @@ std::string json_text(const nlohmann::json& j, int indent) {
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-bool stdout_is_terminal() { return ::isatty(STDOUT_FILENO); }
+bool stdout_is_terminal() {
+  return ::isatty(STDOUT_FILENO);
+}
 
 int terminal_columns() {
   struct winsize w {};

@@ -11,11 +11,11 @@
 #include "profiler/analysis/output_file.h"
 #include "profiler/store/trace_writer.h"
 
-#include "profiler/importers/lineup.h"
-#include "profiler/importers/pytorch_snapshot.h"
 #include "profiler/analysis/export.h"
 #include "profiler/analysis/merge.h"
 #include "profiler/analysis/units.h"
+#include "profiler/importers/lineup.h"
+#include "profiler/importers/pytorch_snapshot.h"
 
 namespace tidemark::cli {
 
@@ -34,8 +34,9 @@ int import_ranks(const std::vector<std::string>& snapshots, const std::string& o
       throw UsageError(e.what());
     }
     if (!rank)
-      throw UsageError(s + ": no rank in its name (snapshot_rank3.pickle, rank-1.pickle); import "
-                           "it alone with --rank N");
+      throw UsageError(s +
+                       ": no rank in its name (snapshot_rank3.pickle, rank-1.pickle); import "
+                       "it alone with --rank N");
     for (const auto& [r, other] : ranked)
       if (r == *rank)
         throw UsageError(other + " and " + s + ": both are rank " + std::to_string(r) +
@@ -49,7 +50,8 @@ int import_ranks(const std::vector<std::string>& snapshots, const std::string& o
     ~Cleanup() {
       for (const std::string& p : *paths) {
         std::error_code ec;
-        for (const char* side : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(p + side, ec);
+        for (const char* side : {"", "-wal", "-shm", "-journal"})
+          std::filesystem::remove(p + side, ec);
       }
     }
   } cleanup{&temps};
@@ -62,9 +64,10 @@ int import_ranks(const std::vector<std::string>& snapshots, const std::string& o
       options.rank = rank;
       temps.push_back(out.part_path() + ".rank" + std::to_string(rank));
       names.push_back(snapshot);
-      importers::ImportStats s = importers::import_pytorch_snapshot(snapshot, temps.back(), options);
-      fmt::print("{}: rank {}: imported {} events, {} segments, {} devices\n", snapshot, rank, s.events,
-                 s.segments, s.devices);
+      importers::ImportStats s =
+          importers::import_pytorch_snapshot(snapshot, temps.back(), options);
+      fmt::print("{}: rank {}: imported {} events, {} segments, {} devices\n", snapshot, rank,
+                 s.events, s.segments, s.devices);
     }
     Progress p("merging " + std::to_string(temps.size()) + " ranks");
     merged = analysis::merge_ranks(temps, out.part_path(), names);
@@ -79,8 +82,8 @@ int import_ranks(const std::vector<std::string>& snapshots, const std::string& o
   std::string devices;
   for (const analysis::MergedRank& r : merged.ranks)
     for (const std::string& d : r.devices) devices += (devices.empty() ? "" : ", ") + d;
-  fmt::print("merged {} ranks ({} events) into {}: {}\n", merged.ranks.size(), merged.events, output,
-             devices);
+  fmt::print("merged {} ranks ({} events) into {}: {}\n", merged.ranks.size(), merged.events,
+             output, devices);
   return kExitOk;
 }
 
@@ -90,7 +93,8 @@ int run_import(const std::vector<std::string>& snapshots, const std::string& out
                const std::string& onto, uint64_t max_events, std::optional<int64_t> rank) {
   if (snapshots.size() > 1) {
     if (!onto.empty()) throw UsageError("--onto: takes one snapshot; import the ranks' one by one");
-    if (rank) throw UsageError("--rank: for one snapshot; several take their ranks from their names");
+    if (rank)
+      throw UsageError("--rank: for one snapshot; several take their ranks from their names");
     return import_ranks(snapshots, output, max_events);
   }
   const std::string& snapshot = snapshots.front();
@@ -128,18 +132,20 @@ int run_import(const std::vector<std::string>& snapshots, const std::string& out
   for (const std::string& note : s.notes) fmt::print(stderr, "tidemark: {}: {}\n", snapshot, note);
   fmt::print("{}: imported {} events, {} segments, {} devices into {}\n", snapshot, s.events,
              s.segments, s.devices, output);
-  if (s.annotations) fmt::print("  {} annotations (record_function ranges) as scopes\n", s.annotations);
+  if (s.annotations)
+    fmt::print("  {} annotations (record_function ranges) as scopes\n", s.annotations);
   if (s.inferred_steps) fmt::print("  {} steps inferred from the annotations\n", s.inferred_steps);
   if (s.frame_steps)
     fmt::print("  {} steps inferred from {}\n", s.frame_steps,
-               s.frame_steps_from == "repetition" ? std::string("the repeated allocations of a loop")
-                                                  : "the " + s.frame_steps_from + "'s frames");
+               s.frame_steps_from == "repetition"
+                   ? std::string("the repeated allocations of a loop")
+                   : "the " + s.frame_steps_from + "'s frames");
   if (!s.categories_inferred.empty())
     fmt::print("  allocation categories inferred from {}\n", s.categories_inferred);
   for (const importers::PrivatePool& p : s.private_pools)  // Note [Private pools]
-    fmt::print("  private pool ({}, {}) on {}: {} reserved in {} segments at the end\n", p.pool.first,
-               p.pool.second, p.device, analysis::format_bytes(static_cast<int64_t>(p.reserved_bytes)),
-               p.segments);
+    fmt::print("  private pool ({}, {}) on {}: {} reserved in {} segments at the end\n",
+               p.pool.first, p.pool.second, p.device,
+               analysis::format_bytes(static_cast<int64_t>(p.reserved_bytes)), p.segments);
   if (s.synthetic_times)
     fmt::print("  the snapshot has no times (PyTorch before 2.1): events are numbered in order\n");
   return kExitOk;

@@ -90,9 +90,10 @@ int run_diagnose(const DiagnoseArgs& a) {
                              : fmt::format(" ({} at stake, {:.1f}% of the {})", stake,
                                            100.0 * f.share, f.bytes ? "device's peak" : "run"));
     // A finding about the whole run (allocator-settings) has no site even with stacks.
-    fmt::print("   site: {}\n", !f.site.empty()          ? f.site
-                                 : t.stack_depth() == 0 ? std::string("(no stack recorded)")
-                                                        : std::string("(none: the finding is about the whole run)"));
+    fmt::print("   site: {}\n", !f.site.empty() ? f.site
+                                : t.stack_depth() == 0
+                                    ? std::string("(no stack recorded)")
+                                    : std::string("(none: the finding is about the whole run)"));
     for (const auto& [what, value] : f.evidence) fmt::print("   {}: {}\n", what, value);
     fmt::print("   fix: {}\n", f.fix);
   }

@@ -18,9 +18,9 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "profiler/replay/replay.h"
 #include "cli/common.h"
 #include "profiler/analysis/output_file.h"
+#include "profiler/replay/replay.h"
 #include "profiler/store/trace_format.h"
 
 namespace tc = tidemark::cli;
@@ -72,7 +72,10 @@ const CLI::Validator kPercent(
 // site]): the user's own code (the default) or the innermost of any.
 void add_frames(CLI::App* cmd) {
   cmd->add_option_function<std::string>(
-         "--frames", [](const std::string& v) { tc::set_frames(v == "all" ? tc::Frames::all : tc::Frames::user); },
+         "--frames",
+         [](const std::string& v) {
+           tc::set_frames(v == "all" ? tc::Frames::all : tc::Frames::user);
+         },
          "Which frames name a site: user (your code, the default) or all (the innermost frame)")
       ->check(CLI::IsMember({"user", "all"}));
 }
@@ -210,7 +213,7 @@ static int run_command(int argc, char** argv) {
   leaks->add_option("file", leak_args.file, "Trace file")->required();
   leaks->add_option("--device", leak_args.device, "Only this device");
   CLI::Option* leaks_by = leaks->add_option("--by", leak_args.by, "site, stack, scope or category")
-                             ->check(CLI::IsMember({"site", "stack", "scope", "category"}));
+                              ->check(CLI::IsMember({"site", "stack", "scope", "category"}));
   CLI::Option* leaks_by_step =
       leaks->add_flag("--by-step", leak_args.by_step,
                       "Also: leaked bytes per step, and live bytes at each step boundary");
@@ -237,10 +240,10 @@ static int run_command(int argc, char** argv) {
   steps->add_flag("--json", step_args.json, "Print JSON");
 
   tc::WatchArgs wat;
-  CLI::App* watch = command(app, "watch",
-                            "Follow a recording as it happens: memory per step, growth warnings",
-                            "tidemark watch run.db --interval 2s   (while tidemark record -o "
-                            "run.db -- ./train runs)");
+  CLI::App* watch =
+      command(app, "watch", "Follow a recording as it happens: memory per step, growth warnings",
+              "tidemark watch run.db --interval 2s   (while tidemark record -o "
+              "run.db -- ./train runs)");
   watch->add_option("file", wat.file, "Trace file being recorded (or a finished one)")->required();
   watch->add_option("--device", wat.device, "Device (default: the GPU once one appears, else cpu)");
   watch->add_option("--interval", wat.interval, "Time between updates (default 1s)");
@@ -270,10 +273,10 @@ static int run_command(int argc, char** argv) {
   inc->needs(base);
   auto* no_findings =
       check
-      ->add_option("--no-findings", chk.no_findings,
-                   "Fail when diagnose finds any of these (comma-separated ids; all when none "
-                   "given)")
-      ->expected(0, 1);
+          ->add_option("--no-findings", chk.no_findings,
+                       "Fail when diagnose finds any of these (comma-separated ids; all when none "
+                       "given)")
+          ->expected(0, 1);
   check
       ->add_flag("--all", chk.all_findings,
                  "With --no-findings: minor findings fail the check too (docs/diagnoses.md)")
@@ -285,7 +288,8 @@ static int run_command(int argc, char** argv) {
   CLI::App* diagnose =
       command(app, "diagnose", "Name the memory pitfalls in a trace: evidence, code site, fix",
               "tidemark diagnose run.db --only graph-retention,sync-in-loop");
-  diagnose->add_option("file", dia.files, "Trace file (several: one per rank of a run)")->required();
+  diagnose->add_option("file", dia.files, "Trace file (several: one per rank of a run)")
+      ->required();
   diagnose->add_option("--only", dia.only, "Only these detectors (comma-separated ids)");
   diagnose->add_flag("--all", dia.all,
                      "Also show minor findings (little at stake against the run's peak or "
@@ -293,27 +297,28 @@ static int run_command(int argc, char** argv) {
   diagnose->add_flag("--json", dia.json, "Print JSON (docs/cli.md)");
 
   tc::ReplayArgs rpl;
-  CLI::App* replay = command(
-      app, "replay",
-      "What-if: replay the trace's requests through the caching allocator under other "
-      "settings (PYTORCH_CUDA_ALLOC_CONF, capacity)",
-      "tidemark replay run.db --alloc-conf expandable_segments:True --capacity 80GB");
+  CLI::App* replay =
+      command(app, "replay",
+              "What-if: replay the trace's requests through the caching allocator under other "
+              "settings (PYTORCH_CUDA_ALLOC_CONF, capacity)",
+              "tidemark replay run.db --alloc-conf expandable_segments:True --capacity 80GB");
   replay->add_option("file", rpl.file, "Trace file")->required();
   replay->add_option("--alloc-conf", rpl.alloc_conf,
                      "Allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax (default: as recorded)");
   replay->add_option("--capacity", rpl.capacity,
                      "Device memory, e.g. 80GB (default: the recorded device's, else unlimited)");
-  replay->add_option("--memory-fraction", rpl.memory_fraction,
-                     "torch.cuda.set_per_process_memory_fraction: cap reserved memory at this "
-                     "share of the capacity")
+  replay
+      ->add_option("--memory-fraction", rpl.memory_fraction,
+                   "torch.cuda.set_per_process_memory_fraction: cap reserved memory at this "
+                   "share of the capacity")
       ->check(CLI::Range(0.0, 1.0));
   replay->add_option("--device", rpl.device, "Only this device (default: every device)");
   CLI::Option* replay_out =
       replay->add_option("-o,--output", rpl.output, "Write the replayed trace to this file");
-  CLI::Option* replay_sweep = replay->add_flag(
-      "--sweep", rpl.sweep,
-      "Replay a grid of 24 settings (expandable segments, max_split_size_mb, "
-      "roundup_power2_divisions, garbage_collection_threshold) and rank them");
+  CLI::Option* replay_sweep =
+      replay->add_flag("--sweep", rpl.sweep,
+                       "Replay a grid of 24 settings (expandable segments, max_split_size_mb, "
+                       "roundup_power2_divisions, garbage_collection_threshold) and rank them");
   replay_sweep->excludes(replay_out)->excludes(replay->get_option("--alloc-conf"));
   replay->add_option("--threads", rpl.threads, "Threads for --sweep (default: one per core)")
       ->check(kCount);
@@ -343,18 +348,21 @@ static int run_command(int argc, char** argv) {
   predict->add_flag("--json", prd.json, "Print JSON (docs/cli.md)");
 
   tc::ReportArgs rep;
-  CLI::App* report = command(app, "report",
-                             "One self-contained HTML file to send: timelines by category, the peak by category and "
-                             "site, steps, the allocator at the peak, the diagnoses and their fixes",
-                             "tidemark report run.db -o run.html");
+  CLI::App* report = command(
+      app, "report",
+      "One self-contained HTML file to send: timelines by category, the peak by category and "
+      "site, steps, the allocator at the peak, the diagnoses and their fixes",
+      "tidemark report run.db -o run.html");
   report->add_option("file", rep.file, "Trace file")->required();
   report->add_option("-o,--output", rep.output, "The HTML file to write")->required();
   report->add_option("--device", rep.device, "Only this device (default: every device)");
 
-  CLI::App* mcp = command(app, "mcp",
-                          "A Model Context Protocol server on stdio: coding assistants open traces and snapshots "
-                          "and call summary, top, timeline, steps, diagnose, diff, replay and predict",
-                          "tidemark mcp   (an assistant's MCP config: {\"command\": \"tidemark\", \"args\": [\"mcp\"]})");
+  CLI::App* mcp = command(
+      app, "mcp",
+      "A Model Context Protocol server on stdio: coding assistants open traces and snapshots "
+      "and call summary, top, timeline, steps, diagnose, diff, replay and predict",
+      "tidemark mcp   (an assistant's MCP config: {\"command\": \"tidemark\", \"args\": "
+      "[\"mcp\"]})");
 
   tc::DiffArgs dif;
   CLI::App* diff = command(app, "diff", "What changed between two traces: peaks and sites",
@@ -381,8 +389,9 @@ static int run_command(int argc, char** argv) {
                              "Convert a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot) "
                              "into a trace",
                              "tidemark import snapshot.pickle -o run.db");
-  import->add_option("snapshot", imp_in,
-                     "The snapshot pickle (several: one per rank, the rank a number in each name)")
+  import
+      ->add_option("snapshot", imp_in,
+                   "The snapshot pickle (several: one per rank, the rank a number in each name)")
       ->required();
   import->add_option("--rank", imp_rank, "The rank of the process that took the snapshot")
       ->check(kCount);
@@ -390,9 +399,11 @@ static int run_command(int argc, char** argv) {
   import->add_option("--onto", imp_onto,
                      "A trace recorded from the same run with `tidemark record` (CUDA injection): "
                      "write it with the snapshot's blocks lined up inside its segments");
-  import->add_option("--max-events", imp_max_events,
-                     "Most trace entries, blocks and annotations the snapshot may expand to (default: one per "
-                     "16 bytes of the file, at least 1,000,000)")
+  import
+      ->add_option(
+          "--max-events", imp_max_events,
+          "Most trace entries, blocks and annotations the snapshot may expand to (default: one per "
+          "16 bytes of the file, at least 1,000,000)")
       ->check(kCount);
   std::vector<std::string> merge_in;
   std::string merge_out;
@@ -437,7 +448,8 @@ static int run_command(int argc, char** argv) {
   }
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed argument vector
 
-  for (CLI::App* c : {summary, timeline, top, leaks, syncs, steps, check, diagnose, diff, replay, predict, report})
+  for (CLI::App* c : {summary, timeline, top, leaks, syncs, steps, check, diagnose, diff, replay,
+                      predict, report})
     add_frames(c);
   // Custom categories (Note [Category rules]) where allocations are grouped by category.
   std::string categories;

@@ -56,8 +56,9 @@ std::vector<OpenRank> open_ranks(const std::vector<std::string>& files) {
       throw UsageError(e.what());
     }
     if (!rank)
-      throw UsageError(f + ": has no rank (not recorded under mpirun or torchrun, and no number "
-                           "in its name); give one trace per rank, as `record -o run-%r.db` writes");
+      throw UsageError(f +
+                       ": has no rank (not recorded under mpirun or torchrun, and no number "
+                       "in its name); give one trace per rank, as `record -o run-%r.db` writes");
     r.rank = *rank;
     if (std::optional<int64_t> w = r.trace->meta_int(store::meta_keys::kWorldSize)) {
       if (world && world->first != *w)
@@ -71,7 +72,8 @@ std::vector<OpenRank> open_ranks(const std::vector<std::string>& files) {
                          "; give each rank's trace once");
     out.push_back(std::move(r));
   }
-  std::sort(out.begin(), out.end(), [](const OpenRank& a, const OpenRank& b) { return a.rank < b.rank; });
+  std::sort(out.begin(), out.end(),
+            [](const OpenRank& a, const OpenRank& b) { return a.rank < b.rank; });
   return out;
 }
 
@@ -81,33 +83,45 @@ std::vector<an::RankedTrace> ranked(const std::vector<OpenRank>& ranks) {
   return out;
 }
 
-const char* curve_name(store::Curve c) { return c == store::Curve::reserved ? "reserved" : "allocated"; }
+const char* curve_name(store::Curve c) {
+  return c == store::Curve::reserved ? "reserved" : "allocated";
+}
 
 json delta_json(const std::optional<an::GroupDelta>& d) {
   if (!d) return nullptr;
-  return {{"key", d->key}, {"label", d->label}, {"high_bytes", d->high_bytes},
-          {"low_bytes", d->low_bytes}, {"delta_bytes", d->delta()}};
+  return {{"key", d->key},
+          {"label", d->label},
+          {"high_bytes", d->high_bytes},
+          {"low_bytes", d->low_bytes},
+          {"delta_bytes", d->delta()}};
 }
 
 json spread_json(const an::RankSpread& s) {
   json peaks = json::array();
   for (const auto& [rank, bytes] : s.peaks) peaks.push_back({{"rank", rank}, {"bytes", bytes}});
   const double ratio = s.ratio();
-  return {{"device", s.device},       {"curve", curve_name(s.curve)},
-          {"peaks", peaks},           {"high_rank", s.high_rank},
-          {"low_rank", s.low_rank},   {"high_bytes", s.high_bytes},
-          {"low_bytes", s.low_bytes}, {"ratio", std::isfinite(ratio) ? json(ratio) : json(nullptr)},
-          {"site", delta_json(s.site)}, {"category", delta_json(s.category)}};
+  return {{"device", s.device},
+          {"curve", curve_name(s.curve)},
+          {"peaks", peaks},
+          {"high_rank", s.high_rank},
+          {"low_rank", s.low_rank},
+          {"high_bytes", s.high_bytes},
+          {"low_bytes", s.low_bytes},
+          {"ratio", std::isfinite(ratio) ? json(ratio) : json(nullptr)},
+          {"site", delta_json(s.site)},
+          {"category", delta_json(s.category)}};
 }
 
 std::string spread_text(const an::RankSpread& s) {
   if (s.high_bytes == s.low_bytes) return "even";
   const double r = s.ratio();
-  std::string out = fmt::format("{} (rank {} +{} over rank {})",
-                                std::isfinite(r) ? fmt::format("{:.2f}x", r) : std::string("inf"),
-                                s.high_rank, an::format_bytes(s.high_bytes - s.low_bytes), s.low_rank);
+  std::string out =
+      fmt::format("{} (rank {} +{} over rank {})",
+                  std::isfinite(r) ? fmt::format("{:.2f}x", r) : std::string("inf"), s.high_rank,
+                  an::format_bytes(s.high_bytes - s.low_bytes), s.low_rank);
   if (s.site) out += fmt::format("; site {} +{}", s.site->label, an::format_bytes(s.site->delta()));
-  if (s.category) out += fmt::format("; {} +{}", s.category->key, an::format_bytes(s.category->delta()));
+  if (s.category)
+    out += fmt::format("; {} +{}", s.category->key, an::format_bytes(s.category->delta()));
   return out;
 }
 
@@ -153,12 +167,14 @@ int run_summary_ranks(const SummaryArgs& a) {
                summaries[i].event_count, an::format_duration(summaries[i].duration_ns),
                summaries[i].clean_end ? "" : ", recording did not end cleanly");
   std::string header = fmt::format("\n{:<24}", "peaks");
-  for (const OpenRank& r : ranks) header += fmt::format(" {:>12}", "rank " + std::to_string(r.rank));
+  for (const OpenRank& r : ranks)
+    header += fmt::format(" {:>12}", "rank " + std::to_string(r.rank));
   fmt::print("{}  spread (max/min)\n", header);
   for (const an::RankSpread& s : spreads) {
     std::string line = fmt::format("{:<24}", s.device + " " + curve_name(s.curve));
     for (const OpenRank& r : ranks) {
-      auto it = std::find_if(s.peaks.begin(), s.peaks.end(), [&](auto& p) { return p.first == r.rank; });
+      auto it =
+          std::find_if(s.peaks.begin(), s.peaks.end(), [&](auto& p) { return p.first == r.rank; });
       line += fmt::format(" {:>12}", it == s.peaks.end() ? "-" : an::format_bytes(it->second));
     }
     fmt::print("{}  {}\n", line, spread_text(s));
@@ -182,7 +198,8 @@ int run_diagnose_ranks(const DiagnoseArgs& a) {
         all.findings.push_back(std::move(f));
       }
       for (const an::SkippedDetector& s : d.skipped)
-        if (s.id != "rank-imbalance") skipped.emplace(s.id, "rank " + std::to_string(r.rank) + ": " + s.reason);
+        if (s.id != "rank-imbalance")
+          skipped.emplace(s.id, "rank " + std::to_string(r.rank) + ": " + s.reason);
       all.minor_hidden += d.minor_hidden;
     }
     if (only.empty() || only.count("rank-imbalance"))
@@ -195,10 +212,11 @@ int run_diagnose_ranks(const DiagnoseArgs& a) {
       }
   }
   for (const auto& [id, reason] : skipped) all.skipped.push_back({id, reason});
-  std::stable_sort(all.findings.begin(), all.findings.end(), [](const an::Finding& x, const an::Finding& y) {
-    if (x.severity != y.severity) return x.severity > y.severity;
-    return x.share > y.share;
-  });
+  std::stable_sort(all.findings.begin(), all.findings.end(),
+                   [](const an::Finding& x, const an::Finding& y) {
+                     if (x.severity != y.severity) return x.severity > y.severity;
+                     return x.share > y.share;
+                   });
   if (a.json) {
     json j = diagnosis_json(all);
     j["json_version"] = an::kJsonSchemaVersion;
@@ -234,7 +252,7 @@ int run_diagnose_ranks(const DiagnoseArgs& a) {
 
 int run_merge(const std::vector<std::string>& inputs, const std::string& output, bool json_out) {
   ensure_open_files(inputs.size(), "merge");  // Note [Open files]
-  an::OutputFile out(output, inputs);  // Note [Output files]
+  an::OutputFile out(output, inputs);         // Note [Output files]
   an::MergeResult r;
   try {
     Progress p("merging " + std::to_string(inputs.size()) + " traces");
@@ -248,12 +266,19 @@ int run_merge(const std::vector<std::string>& inputs, const std::string& output,
   if (json_out) {
     json ranks = json::array();
     for (const an::MergedRank& m : r.ranks)
-      ranks.push_back({{"rank", m.rank}, {"path", m.path}, {"rank_from", m.rank_from},
-                       {"complete", m.complete}, {"offset_ns", m.offset_ns},
-                       {"events", m.events}, {"devices", m.devices}});
-    std::cout << json_text(json{{"json_version", an::kJsonSchemaVersion}, {"output", output},
-                                {"world_size", r.world_size}, {"events", r.events},
-                                {"ranks", ranks}, {"warnings", r.warnings}})
+      ranks.push_back({{"rank", m.rank},
+                       {"path", m.path},
+                       {"rank_from", m.rank_from},
+                       {"complete", m.complete},
+                       {"offset_ns", m.offset_ns},
+                       {"events", m.events},
+                       {"devices", m.devices}});
+    std::cout << json_text(json{{"json_version", an::kJsonSchemaVersion},
+                                {"output", output},
+                                {"world_size", r.world_size},
+                                {"events", r.events},
+                                {"ranks", ranks},
+                                {"warnings", r.warnings}})
               << '\n';
     return kExitOk;
   }

@@ -231,7 +231,8 @@ std::vector<std::string> rank_files(const std::string& pattern, int64_t started_
     const std::string full = p.has_parent_path() ? (dir / file).string() : file;
     if (!store::is_trace_file(full)) continue;
     try {
-      const auto meta = store::TraceReader::open(full, store::TraceReader::Require::upgradable).meta();
+      const auto meta =
+          store::TraceReader::open(full, store::TraceReader::Require::upgradable).meta();
       if (meta.start_unix_ns < started_unix_ns) continue;  // an earlier run's
     } catch (const std::exception&) {
       // unreadable: finalize says what is wrong with it
@@ -405,13 +406,15 @@ int run_record(const RecordArgs& a) {
     ~WatchThread() { end(); }
   } watcher;
   if (a.watch && n == 0 && ranks_name_files)
-    fmt::print(stderr, "tidemark: --watch: each rank names its own file ({}); watch one with "
-                       "`tidemark watch FILE`\n", a.output);
+    fmt::print(stderr,
+               "tidemark: --watch: each rank names its own file ({}); watch one with "
+               "`tidemark watch FILE`\n",
+               a.output);
   if (a.watch && n == 0 && !ranks_name_files) {
     WatchArgs w;
     w.file = path;
     w.out = stderr;
-    w.stop = &watcher.over;  // also: wait for the file as long as the program runs
+    w.stop = &watcher.over;                  // also: wait for the file as long as the program runs
     w.not_before_unix_ns = started_unix_ns;  // a file an earlier run left is not this one's
     // The forwarded signals stay with this thread, which forwards them to the program.
     sigset_t block, old_mask;

@@ -19,13 +19,16 @@ using nlohmann::json;
 
 namespace {
 
-std::string bytes_text(uint64_t b) { return analysis::format_bytes(static_cast<int64_t>(b)); }
+std::string bytes_text(uint64_t b) {
+  return analysis::format_bytes(static_cast<int64_t>(b));
+}
 
 std::string change_text(uint64_t recorded, uint64_t replayed) {
   if (recorded == replayed) return "same";
   const int64_t d = static_cast<int64_t>(replayed) - static_cast<int64_t>(recorded);
   std::string s = (d > 0 ? "+" : "-") + analysis::format_bytes(d > 0 ? d : -d);
-  if (recorded > 0) s += fmt::format(" ({:+.1f}%)", 100.0 * static_cast<double>(d) / static_cast<double>(recorded));
+  if (recorded > 0)
+    s += fmt::format(" ({:+.1f}%)", 100.0 * static_cast<double>(d) / static_cast<double>(recorded));
   return s;
 }
 
@@ -37,7 +40,8 @@ std::string count_change(uint64_t recorded, uint64_t replayed) {
 json oom_json(const analysis::Trace& trace, const std::optional<rp::Oom>& o) {
   if (!o) return nullptr;
   json live = json::array();
-  for (const rp::Oom::Live& l : o->live) live.push_back({{"site", l.site}, {"bytes", l.bytes}, {"count", l.count}});
+  for (const rp::Oom::Live& l : o->live)
+    live.push_back({{"site", l.site}, {"bytes", l.bytes}, {"count", l.count}});
   return {{"time_ns", o->ts - std::min(o->ts, trace.origin_ns())},
           {"requested", o->requested},
           {"stream", o->stream},
@@ -80,13 +84,16 @@ std::vector<std::string> notes(const rp::Plan& p, const rp::Result& r, const rp:
         "the history began mid-run: the replay starts from the state rebuilt before it "
         "({} segments, {} blocks){}",
         p.initial.size(), p.initial_blocks.size(),
-        r.unplaced ? fmt::format(", of which {} blocks could not be rebuilt at their address", r.unplaced)
-                   : std::string()));
+        r.unplaced
+            ? fmt::format(", of which {} blocks could not be rebuilt at their address", r.unplaced)
+            : std::string()));
   if (p.unknown_frees)
-    out.push_back(fmt::format("{} frees of memory allocated before the recording began were skipped",
-                              p.unknown_frees));
-  if (r.capacity == rp::kUnlimited) out.push_back("capacity unknown: replayed without a limit (give --capacity)");
-  for (const std::string& k : s.conf.ignored) out.push_back("ignored (no effect on the replay): " + k);
+    out.push_back(fmt::format(
+        "{} frees of memory allocated before the recording began were skipped", p.unknown_frees));
+  if (r.capacity == rp::kUnlimited)
+    out.push_back("capacity unknown: replayed without a limit (give --capacity)");
+  for (const std::string& k : s.conf.ignored)
+    out.push_back("ignored (no effect on the replay): " + k);
   return out;
 }
 
@@ -107,7 +114,8 @@ void print_device(const analysis::Trace& trace, const rp::Plan& p, const rp::Res
   const Row rows[] = {
       {"peak reserved", a.peak_reserved, b.peak_reserved, true},
       {"peak allocated", a.peak_allocated, b.peak_allocated, true},
-      {"device allocations (cudaMalloc, cuMemMap)", a.device_allocations, b.device_allocations, false},
+      {"device allocations (cudaMalloc, cuMemMap)", a.device_allocations, b.device_allocations,
+       false},
       {"reserved but unallocated at the peak", a.unallocated_at_peak, b.unallocated_at_peak, true},
       {"largest free block at the peak", a.largest_free_at_peak, b.largest_free_at_peak, true},
       {"allocations that failed (OOM)", a.failed_requests, b.failed_requests, false},
@@ -122,13 +130,16 @@ void print_device(const analysis::Trace& trace, const rp::Plan& p, const rp::Res
   }
   auto oom_line = [&](const char* who, const std::optional<rp::Oom>& o) {
     if (!o) return;
-    fmt::print("  first OOM ({}): at {}, {} requested on stream {:#x} with {} allocated, {} reserved, {} free",
-               who, trace.time_text(o->ts), bytes_text(o->requested), o->stream, bytes_text(o->allocated),
-               bytes_text(o->reserved), bytes_text(o->device_free));
+    fmt::print(
+        "  first OOM ({}): at {}, {} requested on stream {:#x} with {} allocated, {} reserved, {} "
+        "free",
+        who, trace.time_text(o->ts), bytes_text(o->requested), o->stream, bytes_text(o->allocated),
+        bytes_text(o->reserved), bytes_text(o->device_free));
     if (o->stack_id) fmt::print(", from {}", trace.site(o->stack_id).label);
     fmt::print("\n");
     for (const rp::Oom::Live& l : o->live)
-      fmt::print("    live then: {:>12} in {:>6} blocks  {}\n", bytes_text(l.bytes), l.count, l.site);
+      fmt::print("    live then: {:>12} in {:>6} blocks  {}\n", bytes_text(l.bytes), l.count,
+                 l.site);
   };
   oom_line("recorded", a.first_oom);
   oom_line("replayed", b.first_oom);
@@ -182,7 +193,8 @@ int run_replay(const ReplayArgs& a) {
       start = comma + 1;
     }
     if (capacities.size() > 1 && !a.sweep)
-      throw UsageError("--capacity " + list + ": a list of capacities is for --sweep; give one size");
+      throw UsageError("--capacity " + list +
+                       ": a list of capacities is for --sweep; give one size");
     settings.capacity = capacities.front();
   }
   if (a.memory_fraction && !(*a.memory_fraction >= 0 && *a.memory_fraction <= 1))
@@ -217,32 +229,40 @@ int run_replay(const ReplayArgs& a) {
       if (a.json) {
         json rows = json::array();
         for (size_t i : order)
-          rows.push_back({{"settings", conf_of[i]},
-                          {"capacity", results[i].capacity == rp::kUnlimited ? json(nullptr) : json(results[i].capacity)},
-                          {"replayed", figures_json(trace, results[i].figures)}});
+          rows.push_back(
+              {{"settings", conf_of[i]},
+               {"capacity",
+                results[i].capacity == rp::kUnlimited ? json(nullptr) : json(results[i].capacity)},
+               {"replayed", figures_json(trace, results[i].figures)}});
         j["devices"].push_back({{"device", p.device.name},
-                                {"capacity", results.front().capacity == rp::kUnlimited ? json(nullptr) : json(results.front().capacity)},
+                                {"capacity", results.front().capacity == rp::kUnlimited
+                                                 ? json(nullptr)
+                                                 : json(results.front().capacity)},
                                 {"recorded", figures_json(trace, p.recorded_figures)},
                                 {"ranked", rows}});
         continue;
       }
-      fmt::print("{}: {} settings replayed (recorded under {}; capacity {})\n", p.device.name, grid.size(),
-                 recorded_text,
+      fmt::print("{}: {} settings replayed (recorded under {}; capacity {})\n", p.device.name,
+                 grid.size(), recorded_text,
                  capacities.size() > 1 ? std::string("as listed")
-                 : results.front().capacity == rp::kUnlimited ? std::string("unlimited")
-                                                                : bytes_text(results.front().capacity));
+                 : results.front().capacity == rp::kUnlimited
+                     ? std::string("unlimited")
+                     : bytes_text(results.front().capacity));
       // The settings last: their text varies in length.
-      fmt::print("  {:>4} {:>13} {:>20} {:>6} {:>12} {:>5}  {}\n", "rank", "peak reserved", "vs recorded", "allocs",
-                 "unallocated", "OOMs", "settings");
-      fmt::print("  {:>4} {:>13} {:>20} {:>6} {:>12} {:>5}  {}\n", "-", bytes_text(p.recorded_figures.peak_reserved),
-                 "", p.recorded_figures.device_allocations, bytes_text(p.recorded_figures.unallocated_at_peak),
+      fmt::print("  {:>4} {:>13} {:>20} {:>6} {:>12} {:>5}  {}\n", "rank", "peak reserved",
+                 "vs recorded", "allocs", "unallocated", "OOMs", "settings");
+      fmt::print("  {:>4} {:>13} {:>20} {:>6} {:>12} {:>5}  {}\n", "-",
+                 bytes_text(p.recorded_figures.peak_reserved), "",
+                 p.recorded_figures.device_allocations,
+                 bytes_text(p.recorded_figures.unallocated_at_peak),
                  p.recorded_figures.failed_requests, "(as recorded)");
       int rank = 0;
       for (size_t i : order) {
         const rp::Figures& f = results[i].figures;
-        fmt::print("  {:>4} {:>13} {:>20} {:>6} {:>12} {:>5}  {}\n", ++rank, bytes_text(f.peak_reserved),
-                   change_text(p.recorded_figures.peak_reserved, f.peak_reserved), f.device_allocations,
-                   bytes_text(f.unallocated_at_peak), f.failed_requests, grid[i].label);
+        fmt::print(
+            "  {:>4} {:>13} {:>20} {:>6} {:>12} {:>5}  {}\n", ++rank, bytes_text(f.peak_reserved),
+            change_text(p.recorded_figures.peak_reserved, f.peak_reserved), f.device_allocations,
+            bytes_text(f.unallocated_at_peak), f.failed_requests, grid[i].label);
       }
     }
     if (a.json) fmt::print("{}\n", json_text(j));
@@ -262,13 +282,15 @@ int run_replay(const ReplayArgs& a) {
     json devices = json::array();
     for (size_t i = 0; i < plans.size(); ++i) {
       const rp::Plan& p = plans[i];
-      devices.push_back({{"device", p.device.name},
-                         {"capacity", results[i].capacity == rp::kUnlimited ? json(nullptr) : json(results[i].capacity)},
-                         {"capacity_source", settings.capacity ? std::string("given") : p.capacity_source},
-                         {"recorded", figures_json(trace, p.recorded_figures)},
-                         {"replayed", figures_json(trace, results[i].figures)},
-                         {"unplaced_initial_blocks", results[i].unplaced},
-                         {"notes", notes(p, results[i], settings)}});
+      devices.push_back(
+          {{"device", p.device.name},
+           {"capacity",
+            results[i].capacity == rp::kUnlimited ? json(nullptr) : json(results[i].capacity)},
+           {"capacity_source", settings.capacity ? std::string("given") : p.capacity_source},
+           {"recorded", figures_json(trace, p.recorded_figures)},
+           {"replayed", figures_json(trace, results[i].figures)},
+           {"unplaced_initial_blocks", results[i].unplaced},
+           {"notes", notes(p, results[i], settings)}});
     }
     json j = {{"json_version", analysis::kJsonSchemaVersion},
               {"path", a.file},

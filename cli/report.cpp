@@ -27,25 +27,25 @@ void print(const json& j) {
 }
 
 std::string pct(int64_t part, int64_t whole) {
-  return whole > 0 ? fmt::format("{:5.1f}%", 100.0 * static_cast<double>(part) /
-                                                 static_cast<double>(whole))
+  return whole > 0 ? fmt::format("{:5.1f}%",
+                                 100.0 * static_cast<double>(part) / static_cast<double>(whole))
                    : "     -";
 }
 
 void print_groups(const std::vector<an::Group>& groups, int64_t total, uint64_t groups_total) {
   for (const an::Group& g : groups) {
-    fmt::print("  {:>12} {} {:>7}  {}\n", an::format_bytes(g.bytes), pct(g.bytes, total),
-               g.count, g.label);
+    fmt::print("  {:>12} {} {:>7}  {}\n", an::format_bytes(g.bytes), pct(g.bytes, total), g.count,
+               g.label);
     if (!g.frames.empty())
       for (size_t i = 1; i < g.frames.size() && i < 12; ++i)
         fmt::print("  {:>36}{}\n", "", g.frames[i]);
   }
-  if (groups_total > groups.size())
-    fmt::print("  ... and {} more\n", groups_total - groups.size());
+  if (groups_total > groups.size()) fmt::print("  ... and {} more\n", groups_total - groups.size());
 }
 
 // "TITLE of DEVICE (BYTES in COUNT UNITS, T s), by site:" and the groups.
-void print_breakdown(const char* title, const an::LiveBreakdown& b, const char* units, bool synthetic_times) {
+void print_breakdown(const char* title, const an::LiveBreakdown& b, const char* units,
+                     bool synthetic_times) {
   fmt::print("\n{} of {} ({} in {} {}, {}), by site:\n", title, b.device, an::format_bytes(b.bytes),
              b.count, units, an::format_time_point(b.time_ns, synthetic_times));
   print_groups(b.groups, b.bytes, b.groups_total);
@@ -91,15 +91,16 @@ int run_summary(const SummaryArgs& a) {
                                : "");
   if (!s.command_line.empty()) fmt::print("command: {}\n", s.command_line);
   for (const an::DeviceSummary& d : s.devices) {
-    fmt::print("\n{}{}\n", d.device,
-               d.description != d.device && !d.description.empty() ? " (" + d.description + ")"
-                                                                   : "");
+    fmt::print(
+        "\n{}{}\n", d.device,
+        d.description != d.device && !d.description.empty() ? " (" + d.description + ")" : "");
     fmt::print("  peak allocated {:>12}  at {}{}\n", an::format_bytes(d.peak_allocated_bytes),
                an::format_time_point(d.peak_allocated_time_ns, s.synthetic_times),
                d.peak_allocated_estimated_blocks
-                   ? fmt::format(" (estimated: {} of the blocks live then were freed before the end of the "
-                                 "snapshot, their sizes rounded from the requests)",
-                                 d.peak_allocated_estimated_blocks)
+                   ? fmt::format(
+                         " (estimated: {} of the blocks live then were freed before the end of the "
+                         "snapshot, their sizes rounded from the requests)",
+                         d.peak_allocated_estimated_blocks)
                    : "");
     if (s.imported_snapshot)
       fmt::print("  peak requested {:>12}  (what memory_viz's Active Memory Timeline draws)\n",
@@ -113,9 +114,10 @@ int run_summary(const SummaryArgs& a) {
     if (!d.private_pools.empty()) {  // Note [Private pools]: part of reserved, at the snapshot
       int64_t total = 0;
       for (const an::PrivatePoolSummary& p : d.private_pools) total += p.reserved_bytes;
-      fmt::print("  private pools  {:>12} reserved at the end of the snapshot, in {} pools "
-                 "(CUDA graphs, MemPool):\n",
-                 an::format_bytes(total), d.private_pools.size());
+      fmt::print(
+          "  private pools  {:>12} reserved at the end of the snapshot, in {} pools "
+          "(CUDA graphs, MemPool):\n",
+          an::format_bytes(total), d.private_pools.size());
       for (const an::PrivatePoolSummary& p : d.private_pools)
         fmt::print("    pool ({}, {}) {:>12} in {} segments\n", p.pool_a, p.pool_b,
                    an::format_bytes(p.reserved_bytes), p.segments);
@@ -139,7 +141,8 @@ int run_summary(const SummaryArgs& a) {
   // Where reserved memory came from: for a CUDA program recorded by injection (segments, no
   // blocks) the only sites there are.
   if (s.reserved_at_peak)
-    print_breakdown("reserved at the reserved peak", *s.reserved_at_peak, "segments", s.synthetic_times);
+    print_breakdown("reserved at the reserved peak", *s.reserved_at_peak, "segments",
+                    s.synthetic_times);
   if (s.imported_snapshot) {  // the program was still running: nothing is known to be leaked
     fmt::print("\nlive at the end of the snapshot: {} in {} allocations, by site:\n",
                an::format_bytes(s.leaks.bytes), s.leaks.count);
@@ -177,8 +180,8 @@ int run_info(const std::string& file, bool as_json) {
   j["writer_error"] = writer_error ? json(*writer_error) : json(nullptr);
   json devices = json::array();
   for (const an::DeviceRef& d : t.devices())
-    devices.push_back({{"device", d.name}, {"description", d.description},
-                       {"capacity_bytes", d.capacity}});
+    devices.push_back(
+        {{"device", d.name}, {"description", d.description}, {"capacity_bytes", d.capacity}});
   j["devices"] = devices;
   if (as_json) {
     print(j);
@@ -196,7 +199,8 @@ int run_info(const std::string& file, bool as_json) {
   fmt::print("  stacks           {}\n",
              m.stack_depth ? fmt::format("{} frames", m.stack_depth) : std::string("off"));
   if (!m.allocator_settings.empty()) fmt::print("  TL_ALLOC_CONF    {}\n", m.allocator_settings);
-  fmt::print("  clean end        {}\n", r.clean_end() ? "yes" : "no (the program crashed or was killed)");
+  fmt::print("  clean end        {}\n",
+             r.clean_end() ? "yes" : "no (the program crashed or was killed)");
   fmt::print("  finalized        {}\n",
              r.finalized() ? "yes" : fmt::format("no: run tidemark finalize {}", file));
   for (const an::DeviceRef& d : t.devices())
@@ -228,11 +232,11 @@ int run_finalize(const std::string& file, bool force) {
     record::finalize_trace(file);
   }
   an::Trace t = open_trace(file);
-  fmt::print("{}: finalized ({} events){}\n", file, t.reader().event_count(),
-             version != store::kSchemaVersion
-                 ? fmt::format("; upgraded from schema version {} to {}", version,
-                               store::kSchemaVersion)
-                 : "");
+  fmt::print(
+      "{}: finalized ({} events){}\n", file, t.reader().event_count(),
+      version != store::kSchemaVersion
+          ? fmt::format("; upgraded from schema version {} to {}", version, store::kSchemaVersion)
+          : "");
   return kExitOk;
 }
 
@@ -250,11 +254,14 @@ std::string folded_stack(const an::Trace& t, const an::Group& g) {
   // that says so, rather than passing its outermost recorded frame off as a root.
   std::string line = an::group_truncated(t, g) ? an::cut_stack_frame(t.stack_depth()) + ";" : "";
   const size_t n = g.frames.size() - an::startup_frames(g.frames);
-  auto frame = [&](size_t k) -> const std::string& { return g.frames[n - 1 - k]; };  // outermost first
+  auto frame = [&](size_t k) -> const std::string& {
+    return g.frames[n - 1 - k];
+  };  // outermost first
   std::vector<bool> library;
-  for (size_t k = 0; k < n; ++k) library.push_back(n - 1 - k < g.library.size() && g.library[n - 1 - k]);
+  for (size_t k = 0; k < n; ++k)
+    library.push_back(n - 1 - k < g.library.size() && g.library[n - 1 - k]);
   const auto runs = t.frames_mode() == an::Frames::user ? an::library_runs(library)
-                                                         : std::vector<std::pair<size_t, size_t>>{};
+                                                        : std::vector<std::pair<size_t, size_t>>{};
   auto put = [&](std::string_view f, bool first) {
     if (!first) line += ';';
     for (char c : f) line += c == ';' ? ',' : c;
@@ -300,7 +307,8 @@ void print_folded_diff(const an::Trace& ta, const an::Trace& tb) {
 // top --reserved: the segments (and mapped ranges) live at the reserved peak of the device
 // with the most reserved memory, or --device's, grouped as --by says.
 int top_reserved(const an::Trace& t, const TopArgs& a) {
-  if (a.at != "peak") throw UsageError("--reserved: only at the reserved peak (no --at " + a.at + ")");
+  if (a.at != "peak")
+    throw UsageError("--reserved: only at the reserved peak (no --at " + a.at + ")");
   const std::vector<an::DeviceRef> devices =
       a.device.empty() ? t.devices() : select_devices(t, a.device);
   const an::DeviceRef* d = nullptr;
@@ -310,9 +318,11 @@ int top_reserved(const an::Trace& t, const TopArgs& a) {
     if (p && p->bytes > most) d = &c, most = p->bytes;
   }
   std::optional<an::LiveBreakdown> b;
-  if (d) b = an::reserved_at_peak(t, d->id, a.folded ? 0 : a.limit,
-                                  a.folded ? an::GroupBy::stack : group_by(a.by));
-  if (!b) throw UsageError(a.file + ": no reserved memory" + (a.device.empty() ? "" : " on " + a.device));
+  if (d)
+    b = an::reserved_at_peak(t, d->id, a.folded ? 0 : a.limit,
+                             a.folded ? an::GroupBy::stack : group_by(a.by));
+  if (!b)
+    throw UsageError(a.file + ": no reserved memory" + (a.device.empty() ? "" : " on " + a.device));
   if (a.folded) {
     print_folded(t, b->groups);
     return kExitOk;
@@ -322,8 +332,8 @@ int top_reserved(const an::Trace& t, const TopArgs& a) {
     return kExitOk;
   }
   fmt::print("{}: reserved on {} at its peak, {}: {} in {} segments, by {}:\n", a.file, b->device,
-             an::format_time_point(b->time_ns, t.synthetic_times(), 6), an::format_bytes(b->bytes), b->count,
-             a.by);
+             an::format_time_point(b->time_ns, t.synthetic_times(), 6), an::format_bytes(b->bytes),
+             b->count, a.by);
   print_groups(b->groups, b->bytes, b->groups_total);
   return kExitOk;
 }
@@ -369,7 +379,8 @@ int run_top(const TopArgs& a) {
     return kExitOk;
   }
   fmt::print("{}: live on {} at {}: {} in {} allocations, by {}:\n", a.file, b.device,
-             an::format_time_point(b.time_ns, t.synthetic_times(), 6), an::format_bytes(b.bytes), b.count, a.by);
+             an::format_time_point(b.time_ns, t.synthetic_times(), 6), an::format_bytes(b.bytes),
+             b.count, a.by);
   print_groups(b.groups, b.bytes, b.groups_total);
   return kExitOk;
 }
@@ -518,11 +529,11 @@ int run_diff(const DiffArgs& a) {
     int64_t pa = x.a ? x.a->peak_allocated_bytes : 0, pb = x.b ? x.b->peak_allocated_bytes : 0;
     int64_t ra = x.a ? x.a->peak_reserved_bytes : 0, rb = x.b ? x.b->peak_reserved_bytes : 0;
     fmt::print("\n{}{}\n", x.device, !x.a ? " (only in B)" : !x.b ? " (only in A)" : "");
-    fmt::print("  peak allocated {:>12} -> {:>12}  {} ({})\n", an::format_bytes(pa),
-               an::format_bytes(pb), signed_bytes(x.peak_allocated_delta),
-               pa ? fmt::format("{:+.1f}%", 100.0 * static_cast<double>(pb - pa) /
-                                                static_cast<double>(pa))
-                  : std::string("-"));
+    fmt::print(
+        "  peak allocated {:>12} -> {:>12}  {} ({})\n", an::format_bytes(pa), an::format_bytes(pb),
+        signed_bytes(x.peak_allocated_delta),
+        pa ? fmt::format("{:+.1f}%", 100.0 * static_cast<double>(pb - pa) / static_cast<double>(pa))
+           : std::string("-"));
     fmt::print("  peak reserved  {:>12} -> {:>12}  {}\n", an::format_bytes(ra),
                an::format_bytes(rb), signed_bytes(x.peak_reserved_delta));
     fmt::print("  final allocated delta {}\n", signed_bytes(x.final_allocated_delta));

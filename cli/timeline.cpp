@@ -65,8 +65,8 @@ void draw_terminal(const an::Trace& t, const an::Timeline& tl, size_t height) {
     for (size_t c = 0; c < w; ++c) {
       // Eighths of this cell covered by each curve (their maxima in the column).
       auto eighths = [&](int64_t v) {
-        double cells = static_cast<double>(v) / static_cast<double>(top) *
-                       static_cast<double>(height);
+        double cells =
+            static_cast<double>(v) / static_cast<double>(top) * static_cast<double>(height);
         double in_row = (cells - static_cast<double>(row)) * 8.0;
         return static_cast<int>(std::clamp(in_row + 0.5, 0.0, 8.0));
       };
@@ -140,8 +140,7 @@ void write_png(an::OutputFile& out, const an::Timeline& tl, size_t height) {
                PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
                PNG_FILTER_TYPE_DEFAULT);
   png_write_info(png, info);
-  for (size_t y = 0; y < h; ++y)
-    png_write_row(png, reinterpret_cast<png_const_bytep>(&px[y * w]));
+  for (size_t y = 0; y < h; ++y) png_write_row(png, reinterpret_cast<png_const_bytep>(&px[y * w]));
   png_write_end(png, nullptr);
   png_destroy_write_struct(&png, &info);
   if (std::fclose(f.release()) != 0) throw UsageError("--png " + path + ": cannot write the image");

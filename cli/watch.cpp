@@ -33,7 +33,9 @@ using nlohmann::json;
 constexpr size_t kGrowthWindow = 10;
 
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) { g_interrupted = true; }
+extern "C" void on_interrupt(int) {
+  g_interrupted = true;
+}
 
 // Will the trace still be finalized? While the recording process runs, or the process that
 // finalizes it afterwards (Note [Live recordings]); on another host, maybe.
@@ -78,7 +80,8 @@ class Watcher {
       if (!a_.device.empty() && !t_.devices().empty()) {
         std::string names;
         for (const std::string& d : t_.devices()) names += (names.empty() ? "" : ", ") + d;
-        std::fprintf(stderr, "tidemark: %s: --device %s: the trace has no such device (it has %s)\n",
+        std::fprintf(stderr,
+                     "tidemark: %s: --device %s: the trace has no such device (it has %s)\n",
                      a_.file.c_str(), a_.device.c_str(), names.c_str());
         return false;
       }
@@ -128,8 +131,8 @@ class Watcher {
     if (pick && pick != device_) {
       device_ = pick;
       if (!a_.json)
-        fmt::print(a_.out, "{:>10} {:>13} {:>12} {:>12} {:>12}  ({})\n", "time", "steps", "allocated",
-                   "peak", "reserved", devs[*device_]);
+        fmt::print(a_.out, "{:>10} {:>13} {:>12} {:>12} {:>12}  ({})\n", "time", "steps",
+                   "allocated", "peak", "reserved", devs[*device_]);
     }
     return device_.has_value();
   }
@@ -177,8 +180,7 @@ class Watcher {
                      "{}-{}): something keeps memory alive across steps; run tidemark "
                      "diagnose {} once the recording ends",
                      reserved ? "reserved" : "live", an::format_bytes(slope),
-                     g.boundaries.front().first,
-                     g.boundaries.back().first, a_.file));
+                     g.boundaries.front().first, g.boundaries.back().first, a_.file));
   }
 
   std::string rel(uint64_t ts) const {
@@ -223,7 +225,8 @@ int run_watch(const WatchArgs& a) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (!std::filesystem::exists(a.file)) {
     if (stopped()) return kExitOk;  // the program wrote no trace: record says so
-    throw UsageError(a.file + ": no such file (waited " + a.wait + " for a recording to create it)");
+    throw UsageError(a.file + ": no such file (waited " + a.wait +
+                     " for a recording to create it)");
   }
 
   // A recorder creating the file sets its application id a moment before it writes the schema
@@ -279,8 +282,8 @@ int run_watch(const WatchArgs& a) {
     // Sleep in short slices so Ctrl-C ends the wait promptly.
     const auto until = std::chrono::steady_clock::now() + interval;
     while (!g_interrupted && !stopped() && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(
-          interval, std::chrono::milliseconds(20)));
+      std::this_thread::sleep_for(
+          std::min<std::chrono::nanoseconds>(interval, std::chrono::milliseconds(20)));
   }
 }
 

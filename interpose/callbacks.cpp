@@ -241,7 +241,8 @@ RoleTable& roles() {
     for (auto& r : t->runtime) r.store(Role::none, std::memory_order_relaxed);
     for (auto& r : t->driver) r.store(Role::none, std::memory_order_relaxed);
     for (const Traced& tr : kTraced)
-      if (std::atomic<Role>* r = t->find(tr.domain, tr.cbid)) r->store(tr.role, std::memory_order_relaxed);
+      if (std::atomic<Role>* r = t->find(tr.domain, tr.cbid))
+        r->store(tr.role, std::memory_order_relaxed);
     return t;
   }();
   return *table;

@@ -89,10 +89,10 @@ class CallSites {
   size_t home(uint32_t correlation) const noexcept;
 
   mutable std::mutex mu_;
-  std::vector<Slot> slots_;     // the ring, in filing order
-  size_t next_ = 0;             // the slot the next put fills
-  std::vector<uint32_t> index_; // linear probing, 2^k >= 2 * slots: slot + 1, 0 when empty
-  std::vector<uint64_t> ips_;   // slot i's stack at [i * depth_, (i + 1) * depth_)
+  std::vector<Slot> slots_;      // the ring, in filing order
+  size_t next_ = 0;              // the slot the next put fills
+  std::vector<uint32_t> index_;  // linear probing, 2^k >= 2 * slots: slot + 1, 0 when empty
+  std::vector<uint64_t> ips_;    // slot i's stack at [i * depth_, (i + 1) * depth_)
   uint64_t aged_out_ = 0;
   int depth_;
 };

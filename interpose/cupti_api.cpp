@@ -60,8 +60,8 @@ void load() {
   g_api.ActivityRegisterTimestampCallback =
       reinterpret_cast<decltype(g_api.ActivityRegisterTimestampCallback)>(
           dlsym(lib, "cuptiActivityRegisterTimestampCallback"));
-  g_api.GetCallbackName = reinterpret_cast<decltype(g_api.GetCallbackName)>(
-      dlsym(lib, "cuptiGetCallbackName"));
+  g_api.GetCallbackName =
+      reinterpret_cast<decltype(g_api.GetCallbackName)>(dlsym(lib, "cuptiGetCallbackName"));
   uint32_t version = 0;
   if (g_api.GetVersion(&version) == CUPTI_SUCCESS && version < 18) {  // 18: CUDA 12.0
     g_why = g_api.path + " is too old (CUPTI API version " + std::to_string(version) + ")";

@@ -34,7 +34,8 @@ int main() {
     report("big dropped, slice = big[0:1] kept: storage lives on");
     slice = tl::Tensor();
     report("slice dropped: block cached, still reserved");
-    std::printf("  sum of c = %.4f, row[0] = %.4f\n", c.sum().item<double>(), row[0].item<double>());
+    std::printf("  sum of c = %.4f, row[0] = %.4f\n", c.sum().item<double>(),
+                row[0].item<double>());
   }
   report("all tensors dropped");
   tl::empty_cache(tl::Device("cpu"));

@@ -70,8 +70,8 @@ class MlpTrainer {
       loss = -p.gather(1, y.unsqueeze(1)).log().mean().item<double>();
     }
     prof::Scope s("model.backward");
-    tl::Tensor onehot = tl::zeros({c_.batch, c_.classes})
-                            .scatter_add(1, y.unsqueeze(1), tl::ones({c_.batch, 1}));
+    tl::Tensor onehot =
+        tl::zeros({c_.batch, c_.classes}).scatter_add(1, y.unsqueeze(1), tl::ones({c_.batch, 1}));
     tl::Tensor dlogits = (p - onehot) / double(c_.batch);
     tl::Tensor dw2 = tl::matmul(a.t(), dlogits);
     tl::Tensor db2 = dlogits.sum({0});

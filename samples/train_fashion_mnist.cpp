@@ -120,8 +120,9 @@ int main(int argc, char** argv) {
                " is not a multiple of the ", world_size, " ranks");
     }
 #else
-    TL_CHECK(!ddp, "--ddp: this build has no tl::distributed (MPI was not found when it was "
-                   "configured)");
+    TL_CHECK(!ddp,
+             "--ddp: this build has no tl::distributed (MPI was not found when it was "
+             "configured)");
 #endif
     const bool report = rank == 0;
     const tl::Device device(device_name);
@@ -157,12 +158,11 @@ int main(int argc, char** argv) {
     }
 #endif
     tl::optim::Adam optimizer(model->parameters(), {.lr = lr});
-    tl::data::DataLoader loader(train_set,
-                                {.batch_size = batch_size / world_size,
-                                 .shuffle = true,
-                                 .num_workers = workers,
-                                 .pin_memory = device.is_cuda(),
-                                 .seed = seed});
+    tl::data::DataLoader loader(train_set, {.batch_size = batch_size / world_size,
+                                            .shuffle = true,
+                                            .num_workers = workers,
+                                            .pin_memory = device.is_cuda(),
+                                            .seed = seed});
 
     for (int epoch = 1; epoch <= epochs; ++epoch) {
       const auto t0 = std::chrono::steady_clock::now();

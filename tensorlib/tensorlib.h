@@ -2,6 +2,8 @@
 // libtorch's names. `#include <tensorlib/tensorlib.h>` and use namespace tl.
 #pragma once
 
+#include "profiler/events/annotate.h"
+#include "tensorlib/autograd/grad_mode.h"
 #include "tensorlib/core/device.h"
 #include "tensorlib/core/dtype.h"
 #include "tensorlib/core/error.h"
@@ -9,11 +11,9 @@
 #include "tensorlib/core/scalar.h"
 #include "tensorlib/core/tensor.h"
 #include "tensorlib/core/tensor_options.h"
-#include "tensorlib/autograd/grad_mode.h"
-#include "tensorlib/memory/memory.h"
 #include "tensorlib/cpu/parallel.h"
 #include "tensorlib/data/data.h"
-#include "profiler/events/annotate.h"
+#include "tensorlib/memory/memory.h"
 
 // Profiler annotations (recording itself is Tidemark::record's tl::profiler::start/stop).
 namespace tl::profiler {

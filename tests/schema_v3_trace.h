@@ -49,7 +49,9 @@ CREATE INDEX memory_lod_by_time ON memory_lod (device, level, t);
     return e.what();
   }
   if (std::string error = make_schema_v4(path); !error.empty()) return error;
-  sql += "UPDATE meta SET value = 3 WHERE key = 'schema_version';\nPRAGMA user_version = 3;\nCOMMIT;\n";
+  sql +=
+      "UPDATE meta SET value = 3 WHERE key = 'schema_version';\nPRAGMA user_version = "
+      "3;\nCOMMIT;\n";
   sqlite3* db = nullptr;
   std::string error;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK ||

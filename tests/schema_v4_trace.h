@@ -78,8 +78,10 @@ CREATE INDEX allocations_by_addr ON allocations (device, addr);
 UPDATE meta SET value = 4 WHERE key = 'schema_version';
 PRAGMA user_version = 4;
 )sql");
-  if (error.empty()) exec("COMMIT");
-  else sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  if (error.empty())
+    exec("COMMIT");
+  else
+    sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
   sqlite3_close(db);
   return error;
 }

@@ -42,7 +42,8 @@ inline void unzstd(sqlite3_context* ctx, int, sqlite3_value** v) {
 inline void add_zstd_functions(sqlite3* db) {
   const int flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC;
   sqlite3_create_function(db, "zstd", 1, flags, nullptr, zstd_sql_detail::zstd, nullptr, nullptr);
-  sqlite3_create_function(db, "unzstd", 1, flags, nullptr, zstd_sql_detail::unzstd, nullptr, nullptr);
+  sqlite3_create_function(db, "unzstd", 1, flags, nullptr, zstd_sql_detail::unzstd, nullptr,
+                          nullptr);
 }
 
 }  // namespace tl_test

@@ -46,9 +46,10 @@ void allreduce_vs_memcpy(int rank) {
     std::memcpy(a.data(), b.data(), kBytes);
   });
   if (rank == 0)
-    std::printf("all_reduce 64 MiB float32, %d ranks: %.1f ms; two memcpy's of 64 MiB: %.1f ms; "
-                "ratio %.2f\n",
-                dist::get_world_size(), reduce * 1e3, copies * 1e3, reduce / copies);
+    std::printf(
+        "all_reduce 64 MiB float32, %d ranks: %.1f ms; two memcpy's of 64 MiB: %.1f ms; "
+        "ratio %.2f\n",
+        dist::get_world_size(), reduce * 1e3, copies * 1e3, reduce / copies);
 }
 
 double step_seconds(tl::nn::Module& model, int64_t batch) {
@@ -84,11 +85,12 @@ void ddp_vs_one_process(int rank) {
   const double same_global = step_seconds(*ddp, 64 / n);
   const double same_local = step_seconds(*ddp, 64);
   if (rank == 0)
-    std::printf("MLP step, batch 64, one process: %.2f ms; DDP on %d ranks, %d per rank (the same "
-                "64 per step): %.2f ms (ratio %.2f); DDP, 64 per rank (%d per step): %.2f ms "
-                "(ratio %.2f)\n",
-                alone * 1e3, n, 64 / n, same_global * 1e3, same_global / alone, 64 * n,
-                same_local * 1e3, same_local / alone);
+    std::printf(
+        "MLP step, batch 64, one process: %.2f ms; DDP on %d ranks, %d per rank (the same "
+        "64 per step): %.2f ms (ratio %.2f); DDP, 64 per rank (%d per step): %.2f ms "
+        "(ratio %.2f)\n",
+        alone * 1e3, n, 64 / n, same_global * 1e3, same_global / alone, 64 * n, same_local * 1e3,
+        same_local / alone);
 }
 
 }  // namespace

@@ -12,8 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <string>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include <tensorlib/cuda/cuda.h>
 #include <tensorlib/nn/loss.h>
@@ -30,7 +30,9 @@ constexpr int64_t kN = 4096;
 constexpr int64_t kAddElems = int64_t{64} << 20;
 constexpr int kRepeat = 10;  // ops per timed iteration
 
-void device_sync() { tl::cuda::synchronize(kGpu); }
+void device_sync() {
+  tl::cuda::synchronize(kGpu);
+}
 
 void BM_MatmulTensorlib(benchmark::State& state) {
   tl::Tensor a = tl::randn({kN, kN}).to(kGpu), b = tl::randn({kN, kN}).to(kGpu);
@@ -39,7 +41,11 @@ void BM_MatmulTensorlib(benchmark::State& state) {
     device_sync();
   }
 }
-BENCHMARK(BM_MatmulTensorlib)->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
+BENCHMARK(BM_MatmulTensorlib)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
 
 void BM_MatmulCublas(benchmark::State& state) {
   tl::Tensor a = tl::randn({kN, kN}).to(kGpu), b = tl::randn({kN, kN}).to(kGpu);
@@ -56,7 +62,11 @@ void BM_MatmulCublas(benchmark::State& state) {
   }
   cublasDestroy(h);
 }
-BENCHMARK(BM_MatmulCublas)->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
+BENCHMARK(BM_MatmulCublas)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
 
 void BM_AddTensorlib(benchmark::State& state) {
   tl::Tensor a = tl::ones({kAddElems}, tl::TensorOptions().device(kGpu)), b = a.clone();
@@ -65,7 +75,11 @@ void BM_AddTensorlib(benchmark::State& state) {
     device_sync();
   }
 }
-BENCHMARK(BM_AddTensorlib)->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
+BENCHMARK(BM_AddTensorlib)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
 
 void BM_MemcpySameBytes(benchmark::State& state) {
   // 1.5x the elements: the same bytes read and written as the add moves.
@@ -77,7 +91,11 @@ void BM_MemcpySameBytes(benchmark::State& state) {
     cudaDeviceSynchronize();
   }
 }
-BENCHMARK(BM_MemcpySameBytes)->Unit(benchmark::kMillisecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
+BENCHMARK(BM_MemcpySameBytes)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
 
 void BM_MlpStep(benchmark::State& state) {
   tl::manual_seed(0);
@@ -94,7 +112,11 @@ void BM_MlpStep(benchmark::State& state) {
     device_sync();
   }
 }
-BENCHMARK(BM_MlpStep)->Unit(benchmark::kMicrosecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
+BENCHMARK(BM_MlpStep)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
 
 void BM_AllocFreePair(benchmark::State& state) {
   for (auto _ : state) {
@@ -105,7 +127,11 @@ void BM_AllocFreePair(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * 1000);
 }
-BENCHMARK(BM_AllocFreePair)->Unit(benchmark::kMicrosecond)->UseRealTime()->Repetitions(3)->ReportAggregatesOnly(true);
+BENCHMARK(BM_AllocFreePair)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
 
 }  // namespace
 
@@ -115,12 +141,12 @@ int main(int argc, char** argv) {
     return 77;
   }
   using tidemark::bench::Target;
-  int failed = tidemark::bench::run_with_targets(
-      argc, argv,
-      {{"matmul 4096^2 f32: cuBLAS direct / tensorlib (>= 0.95)", "BM_MatmulTensorlib",
-        "BM_MatmulCublas", 0.95, false},
-       {"add 64Mi f32: memcpy of the same bytes / add (>= 0.7)", "BM_AddTensorlib",
-        "BM_MemcpySameBytes", 0.7, false}});
+  int failed =
+      tidemark::bench::run_with_targets(argc, argv,
+                                        {{"matmul 4096^2 f32: cuBLAS direct / tensorlib (>= 0.95)",
+                                          "BM_MatmulTensorlib", "BM_MatmulCublas", 0.95, false},
+                                         {"add 64Mi f32: memcpy of the same bytes / add (>= 0.7)",
+                                          "BM_AddTensorlib", "BM_MemcpySameBytes", 0.7, false}});
   // PyTorch's figures, measured by bench/gpu/torch_baseline.py just before on the same GPU.
   const char* path = std::getenv("TIDEMARK_TORCH_BASELINE");
   if (path == nullptr) return failed;
@@ -150,19 +176,23 @@ int main(int argc, char** argv) {
     model->to(kGpu);
     tl::optim::Adam opt(model->parameters(), {.lr = 1e-3});
     tl::Tensor x = tl::randn({64, 1, 28, 28}).to(kGpu), y = tl::randint(0, 10, {64}).to(kGpu);
-    return time_us([&] {
-      opt.zero_grad();
-      tl::Tensor loss = tl::nn::functional::cross_entropy((*model)(x), y);
-      loss.backward();
-      opt.step();
-    }, reps);
+    return time_us(
+        [&] {
+          opt.zero_grad();
+          tl::Tensor loss = tl::nn::functional::cross_entropy((*model)(x), y);
+          loss.backward();
+          opt.step();
+        },
+        reps);
   };
   const double mlp = step_us(samples::make_mlp(), 200);
   const double cnn = step_us(samples::make_cnn(), 50);
-  const double pair = time_us([] {
-    tl::Tensor t = tl::empty({256 * 1024}, tl::TensorOptions().device(kGpu));
-    benchmark::DoNotOptimize(t.data_ptr());
-  }, 10000);
+  const double pair = time_us(
+      [] {
+        tl::Tensor t = tl::empty({256 * 1024}, tl::TensorOptions().device(kGpu));
+        benchmark::DoNotOptimize(t.data_ptr());
+      },
+      10000);
   // The first run on a GPU measures these: TIDEMARK_GPU_FIRST_RUN=1 reports a missed target
   // without failing (docs/cuda.md).
   const char* first = std::getenv("TIDEMARK_GPU_FIRST_RUN");
@@ -173,8 +203,11 @@ int main(int argc, char** argv) {
     const bool ok = ratio <= limit;
     if (enforce) failed |= ok ? 0 : 1;
     std::printf("%-60s %9.2fx <= %6.2fx  %s  (tensorlib %.1f us, PyTorch %.1f us)\n", what, ratio,
-                limit, ok ? "ok" : enforce ? "FAILED" : "missed (reported)", ours,
-                torch[key].get<double>());
+                limit,
+                ok        ? "ok"
+                : enforce ? "FAILED"
+                          : "missed (reported)",
+                ours, torch[key].get<double>());
   };
   report("MLP training step: tensorlib / PyTorch (<= 1.3)", mlp, "mlp_step_us", 1.3);
   report("CNN training step: tensorlib / PyTorch (<= 1.3)", cnn, "cnn_step_us", 1.3);

@@ -61,8 +61,10 @@ int screenshot(const QString& out, const QString& view_name, const QString& stac
   else if (view_name == "flame")
     view = TraceView::View::flame;
   else
-    return fail("--view must be timeline, allocator, summary, flame or compare (with --compare), "
-                "got '" + view_name + "'");
+    return fail(
+        "--view must be timeline, allocator, summary, flame or compare (with --compare), "
+        "got '" +
+        view_name + "'");
   TimelineWidget::Stacking stacking = TimelineWidget::Stacking::none;
   if (stack == "category")
     stacking = TimelineWidget::Stacking::category;
@@ -123,7 +125,8 @@ int main(int argc, char** argv) {
   parser.setApplicationDescription("Browse Tidemark memory traces.");
   parser.addHelpOption();
   QCommandLineOption shot("screenshot", "Render FILE offscreen into OUT.png and exit.", "OUT.png");
-  QCommandLineOption view("view", "The view to render: timeline, allocator, summary, flame or compare.",
+  QCommandLineOption view("view",
+                          "The view to render: timeline, allocator, summary, flame or compare.",
                           "VIEW", "timeline");
   QCommandLineOption stack("stack", "Stack the rendered timeline: none, category or site.", "BY");
   QCommandLineOption compare("compare", "Open A with B overlaid and their differences listed.");

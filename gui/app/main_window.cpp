@@ -4,21 +4,21 @@
 #include <QApplication>
 #include <QDialog>
 #include <QDialogButtonBox>
-#include <QFormLayout>
-#include <QFutureWatcher>
-#include <QLineEdit>
-#include <QTemporaryDir>
-#include <QtConcurrent/QtConcurrentRun>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QFormLayout>
+#include <QFutureWatcher>
 #include <QLabel>
+#include <QLineEdit>
 #include <QMenuBar>
 #include <QMimeData>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTabWidget>
+#include <QTemporaryDir>
+#include <QtConcurrent/QtConcurrentRun>
 
 #include "gui/core/prediction_widget.h"
 #include "gui/core/trace_view.h"
@@ -126,8 +126,9 @@ void MainWindow::whatIfDialog() {
   auto* form = new QFormLayout(&dialog);
   auto* conf = new QLineEdit(QStringLiteral("expandable_segments:True"));
   conf->setPlaceholderText(tr("as recorded"));
-  conf->setToolTip(tr("PYTORCH_CUDA_ALLOC_CONF: max_split_size_mb, roundup_power2_divisions, "
-                      "garbage_collection_threshold, expandable_segments"));
+  conf->setToolTip(
+      tr("PYTORCH_CUDA_ALLOC_CONF: max_split_size_mb, roundup_power2_divisions, "
+         "garbage_collection_threshold, expandable_segments"));
   auto* capacity = new QLineEdit;
   capacity->setPlaceholderText(tr("as recorded, e.g. 80GB"));
   form->addRow(tr("PYTORCH_CUDA_ALLOC_CONF"), conf);
@@ -141,7 +142,8 @@ void MainWindow::whatIfDialog() {
   if (!replays_) replays_ = std::make_unique<QTemporaryDir>();
   const QString out = replays_->filePath(QStringLiteral("replay-%1.db").arg(++replay_count_));
   const WhatIf what{conf->text(), capacity->text()};
-  const QString label = what.alloc_conf.trimmed().isEmpty() ? tr("recorded settings") : what.alloc_conf.trimmed();
+  const QString label =
+      what.alloc_conf.trimmed().isEmpty() ? tr("recorded settings") : what.alloc_conf.trimmed();
   statusBar()->showMessage(tr("Replaying %1 under %2…").arg(QFileInfo(trace).fileName(), label));
   auto* watcher = new QFutureWatcher<QString>(this);
   connect(watcher, &QFutureWatcher<QString>::finished, this, [this, watcher, trace, out, label] {
@@ -155,7 +157,8 @@ void MainWindow::whatIfDialog() {
     tabs_->setTabText(tabs_->currentIndex(),
                       tr("%1 vs replay (%2)").arg(QFileInfo(trace).fileName(), label));
   });
-  watcher->setFuture(QtConcurrent::run([trace, what, out] { return replay_to_file(trace, what, out); }));
+  watcher->setFuture(
+      QtConcurrent::run([trace, what, out] { return replay_to_file(trace, what, out); }));
 }
 
 // Tools > Predict: picks two or more traces of one program at different sizes, asks each one's
@@ -238,18 +241,19 @@ void MainWindow::exportDialog() {
   const QString csv = tr("CSV of allocations (*.csv)");
   QFileInfo trace(QString::fromStdString(view->traceData()->path));
   QString filter = snapshot;
-  const QString out = QFileDialog::getSaveFileName(
-      this, tr("Export %1").arg(trace.fileName()),
-      trace.dir().filePath(trace.completeBaseName() + ".pickle"),
-      QStringList{snapshot, chrome, csv}.join(";;"), &filter);
+  const QString out =
+      QFileDialog::getSaveFileName(this, tr("Export %1").arg(trace.fileName()),
+                                   trace.dir().filePath(trace.completeBaseName() + ".pickle"),
+                                   QStringList{snapshot, chrome, csv}.join(";;"), &filter);
   if (out.isEmpty()) return;
   // The extension typed decides; without a known one, the file type chosen.
   const QString suffix = QFileInfo(out).suffix().toLower();
-  const auto format = suffix == "json" || (suffix != "csv" && suffix != "pickle" && filter == chrome)
-                          ? TraceView::ExportFormat::chrome
-                      : suffix == "csv" || (suffix != "pickle" && filter == csv)
-                          ? TraceView::ExportFormat::csv
-                          : TraceView::ExportFormat::snapshot;
+  const auto format =
+      suffix == "json" || (suffix != "csv" && suffix != "pickle" && filter == chrome)
+          ? TraceView::ExportFormat::chrome
+      : suffix == "csv" || (suffix != "pickle" && filter == csv)
+          ? TraceView::ExportFormat::csv
+          : TraceView::ExportFormat::snapshot;
   statusBar()->showMessage(tr("Exporting %1…").arg(out));
   view->exportTo(out, format);
 }

@@ -146,7 +146,8 @@ QString AllocatorWidget::tooltipAt(const QPointF& pos) const {
 }
 
 bool AllocatorWidget::event(QEvent* e) {
-  return answer_tooltip(this, e, [this](QPoint pos) { return tooltipAt(pos); }) || QWidget::event(e);
+  return answer_tooltip(this, e, [this](QPoint pos) { return tooltipAt(pos); }) ||
+         QWidget::event(e);
 }
 
 }  // namespace tidemark::gui

@@ -49,7 +49,8 @@ class AsyncQuery {
   using Query = std::function<T(const Cancelled& cancelled)>;
 
   AsyncQuery(QueryModePtr mode, std::function<void(T)> deliver)
-      : mode_(mode ? std::move(mode) : std::make_shared<QueryMode>()), deliver_(std::move(deliver)) {
+      : mode_(mode ? std::move(mode) : std::make_shared<QueryMode>()),
+        deliver_(std::move(deliver)) {
     QObject::connect(&watcher_, &QFutureWatcherBase::finished, [this] { finished(); });
   }
   AsyncQuery(const AsyncQuery&) = delete;
@@ -81,7 +82,8 @@ class AsyncQuery {
   void start(Query query) {
     auto flag = flag_ = std::make_shared<Cancelled>(false);
     wanted_ = true;
-    watcher_.setFuture(QtConcurrent::run([query = std::move(query), flag] { return query(*flag); }));
+    watcher_.setFuture(
+        QtConcurrent::run([query = std::move(query), flag] { return query(*flag); }));
   }
   void dropRunning() {
     if (flag_) *flag_ = true;

@@ -46,9 +46,8 @@ const QColor kUnfoldedColor(212, 221, 238);
 QColor diff_color(int64_t before, int64_t after) {
   const int64_t delta = after - before;
   if (delta == 0) return QColor(235, 235, 235);
-  const double share =
-      static_cast<double>(delta > 0 ? delta : -delta) /
-      static_cast<double>(std::max<int64_t>(delta > 0 ? after : before, 1));
+  const double share = static_cast<double>(delta > 0 ? delta : -delta) /
+                       static_cast<double>(std::max<int64_t>(delta > 0 ? after : before, 1));
   const int fade = 235 - static_cast<int>(std::min(share, 1.0) * 170);
   return delta > 0 ? QColor(235, fade, fade) : QColor(fade, fade, 235);
 }
@@ -211,11 +210,12 @@ QString FlameWidget::tooltipFor(const Path& p) const {
   const analysis::FlameNode* n = node(p);
   if (!n) return {};
   const double share =
-      root_.bytes > 0 ? 100.0 * static_cast<double>(n->bytes) / static_cast<double>(root_.bytes) : 0;
-  QString text = tr("%1\n%2 (%3% of all) in %4 %5")
-                     .arg(labelFor(p), bytes_text(n->bytes), QString::number(share, 'f', 1),
-                          QString::number(n->count),
-                          n->count == 1 ? tr("allocation") : tr("allocations"));
+      root_.bytes > 0 ? 100.0 * static_cast<double>(n->bytes) / static_cast<double>(root_.bytes)
+                      : 0;
+  QString text =
+      tr("%1\n%2 (%3% of all) in %4 %5")
+          .arg(labelFor(p), bytes_text(n->bytes), QString::number(share, 'f', 1),
+               QString::number(n->count), n->count == 1 ? tr("allocation") : tr("allocations"));
   if (n->base_bytes >= 0) {
     auto [before, after] = before_after(*n, negated_);
     text += tr("\nthis trace %1, the compared one %2: %3%4")
@@ -233,8 +233,9 @@ QString FlameWidget::tooltipFor(const Path& p) const {
   if (n->self_bytes > 0 && !n->children.empty())
     text += tr("\n%1 allocated by this frame itself").arg(bytes_text(n->self_bytes));
   if (p.size() == 1 && n->frame.rfind("(stacks cut at ", 0) == 0)
-    text += tr("\nThese stacks were deeper than the recording kept, so their callers are "
-               "unknown: record with --stacks 64 (or more) to see them");
+    text +=
+        tr("\nThese stacks were deeper than the recording kept, so their callers are "
+           "unknown: record with --stacks 64 (or more) to see them");
   if (!n->folded.empty()) {
     text += tr("\nLibrary frames, outermost first:");
     constexpr size_t kListed = 8;
@@ -360,8 +361,9 @@ void FlamePage::setData(const TraceDataPtr& data) {
       choice_->clear();
       flame_->setTree({}, {});
     }
-    hint_->setText(data_ && data_->live ? tr("The flame graphs come once the recording is finalized.")
-                                        : tr("computing…"));
+    hint_->setText(data_ && data_->live
+                       ? tr("The flame graphs come once the recording is finalized.")
+                       : tr("computing…"));
     return;
   }
   // The graphs of the same trace again (TraceLoader::reload): the graph shown stays chosen,
@@ -443,7 +445,8 @@ QString FlamePage::graphName(const std::pair<size_t, Graph>& c) const {
     case Graph::reserved:
       return tr("reserved at the reserved peak (segments)");
     case Graph::leaks:
-      return data_ && data_->imported ? tr("live at the end of the snapshot") : tr("leaked at the end");
+      return data_ && data_->imported ? tr("live at the end of the snapshot")
+                                      : tr("leaked at the end");
     case Graph::grown:
       return tr("the compared trace's peak, coloured by its change from this one's (red: grew)");
     case Graph::shrunk:
@@ -452,7 +455,8 @@ QString FlamePage::graphName(const std::pair<size_t, Graph>& c) const {
       break;
   }
   return tr("live at %1 (the selected time)")
-      .arg(QString::fromStdString(data_ ? data_->time_text(selected_ ? selected_->time_ns : 0) : std::string()));
+      .arg(QString::fromStdString(data_ ? data_->time_text(selected_ ? selected_->time_ns : 0)
+                                        : std::string()));
 }
 
 const analysis::FlameNode& FlamePage::tree(const std::pair<size_t, Graph>& c) const {
@@ -490,9 +494,10 @@ void FlamePage::showChoice(int index) {
   if (shown_ == c && !rebuilt_graph_) return;
   shown_ = c;
   rebuilt_graph_ = false;
-  flame_->setTree(tree(c),
-                  tr("%1 on %2").arg(graphName(c), QString::fromStdString(data_->devices[c.first].name)),
-                  c.second == Graph::shrunk);
+  flame_->setTree(
+      tree(c),
+      tr("%1 on %2").arg(graphName(c), QString::fromStdString(data_->devices[c.first].name)),
+      c.second == Graph::shrunk);
 }
 
 }  // namespace tidemark::gui

@@ -109,7 +109,7 @@ class FlamePage : public QWidget {
   };
   std::optional<Selected> selected_;
   std::vector<std::pair<size_t, Compared>> compared_;  // (device index, graphs)
-  std::optional<std::pair<size_t, Graph>> shown_;  // the graph the widget holds
+  std::optional<std::pair<size_t, Graph>> shown_;      // the graph the widget holds
   bool rebuilt_graph_ = false;  // shown_'s graph was replaced: show it again, unzoomed
 };
 

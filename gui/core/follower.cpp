@@ -5,7 +5,9 @@
 namespace tidemark::gui {
 
 Follower::Follower(ViewSelection* selection, QueryModePtr mode, QObject* parent)
-    : QObject(parent), selection_(selection), query_(std::move(mode), [this](Polled p) { show(std::move(p)); }) {
+    : QObject(parent),
+      selection_(selection),
+      query_(std::move(mode), [this](Polled p) { show(std::move(p)); }) {
   connect(&timer_, &QTimer::timeout, this, &Follower::poll);
 }
 
@@ -33,7 +35,8 @@ void Follower::poll() {
   query_.request([data](const auto&) -> Polled {
     try {
       TraceDataPtr next = poll_trace_data(*data);
-      const bool done = data->live->with([](const analysis::LiveTrace& l) { return l.finalized(); });
+      const bool done =
+          data->live->with([](const analysis::LiveTrace& l) { return l.finalized(); });
       return {next, done, {}};
     } catch (const std::exception& e) {
       return {nullptr, false, QString::fromStdString(e.what())};

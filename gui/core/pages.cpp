@@ -69,7 +69,8 @@ TablePage::TablePage(const QString& title, QAbstractItemModel* model, int sort_c
   // a third of the screen, when the model is filled (not on sorting: a user's widths stay).
   auto fit_columns = [view] {
     view->resizeColumnsToContents();
-    const int cap = std::max(240, view->screen() ? view->screen()->availableGeometry().width() / 3 : 480);
+    const int cap =
+        std::max(240, view->screen() ? view->screen()->availableGeometry().width() / 3 : 480);
     for (int c = 0; c < view->model()->columnCount(); ++c)
       view->setColumnWidth(c, std::min(view->columnWidth(c), cap));
   };
@@ -79,7 +80,8 @@ TablePage::TablePage(const QString& title, QAbstractItemModel* model, int sort_c
     const QVariantList a = index.data(AllocationRole).toList();
     if (a.size() == 3)
       selection_->showAllocation(a[0].toLongLong(), a[1].toULongLong(), a[2].toULongLong());
-    if (const QVariant t = index.data(TensorRole); t.isValid()) selection_->showTensor(t.toULongLong());
+    if (const QVariant t = index.data(TensorRole); t.isValid())
+      selection_->showTensor(t.toULongLong());
   });
   connect(view->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& current) {
@@ -92,8 +94,7 @@ TablePage::TablePage(const QString& title, QAbstractItemModel* model, int sort_c
 }
 
 TraceTablePage::TraceTablePage(const QString& title, QAbstractItemModel* model, int sort_column,
-                               std::function<void(const TraceData&)> fill,
-                               ViewSelection* selection)
+                               std::function<void(const TraceData&)> fill, ViewSelection* selection)
     : TablePage(title, model, sort_column, selection) {
   setTitleOnceReady(title, false);
   connect(selection, &ViewSelection::dataChanged, this,
@@ -201,12 +202,14 @@ void AllocatorPage::onData(const TraceDataPtr& data, bool same) {
     size_t best = 0;
     for (size_t i = 0; i < data->devices.size(); ++i) {
       device_->addItem(QString::fromStdString(data->devices[i].name));
-      if (data->peaks[i] && (!data->peaks[best] || data->peaks[i]->bytes > data->peaks[best]->bytes))
+      if (data->peaks[i] &&
+          (!data->peaks[best] || data->peaks[i]->bytes > data->peaks[best]->bytes))
         best = i;
     }
     device_->setCurrentIndex(int(best));
     device_->blockSignals(false);
-    ts_ = best < data->peaks.size() && data->peaks[best] ? data->peaks[best]->ts_ns : data->origin_ns;
+    ts_ =
+        best < data->peaks.size() && data->peaks[best] ? data->peaks[best]->ts_ns : data->origin_ns;
     started_ = false;
     query_.cancel();  // of the trace shown before
   }
@@ -307,7 +310,8 @@ QString DetailsPage::html() const {
 void DetailsPage::show(Found f) {
   if (f.is_tensor) {
     tensor_details_ = std::move(f.tensor);
-    text_->setHtml(tensor_details_ ? tensor_details_html(*tensor_details_, f.origin_ns) : f.missing);
+    text_->setHtml(tensor_details_ ? tensor_details_html(*tensor_details_, f.origin_ns)
+                                   : f.missing);
     if (tensor_details_) {
       const analysis::TensorRecord& t = tensor_details_->tensor;
       selection_->highlight(t.create_ts, t.release_ts.value_or(f.end_ns));
@@ -316,13 +320,15 @@ void DetailsPage::show(Found f) {
     details_ = std::move(f.allocation);
     text_->setHtml(details_ ? details_html(*details_, f.origin_ns) : f.missing);
     if (details_)
-      selection_->highlight(details_->row.alloc_ts, details_->row.free_requested_ts.value_or(f.end_ns));
+      selection_->highlight(details_->row.alloc_ts,
+                            details_->row.free_requested_ts.value_or(f.end_ns));
   }
   emit showMe();
 }
 
 SelectionPage::SelectionPage(SiteModel* model, ViewSelection* selection, QueryModePtr mode)
-    : TablePage(QString(), model, 1, selection), query_(std::move(mode), [this, model](std::vector<SiteRow> rows) {
+    : TablePage(QString(), model, 1, selection),
+      query_(std::move(mode), [this, model](std::vector<SiteRow> rows) {
         model->setRows(std::move(rows));
         emit listed();
       }) {

@@ -51,7 +51,8 @@ QString summary_html(const TraceData& data) {
   h += "<table border=1 cellspacing=0 cellpadding=4><tr><th>device</th><th>peak allocated</th>"
        "<th>at</th><th>peak reserved</th><th>peak active</th><th>final allocated</th>"
        "<th>allocs</th><th>segments</th><th>syncs</th><th>" +
-       QString(s.imported_snapshot ? "live at the end of the snapshot" : "leaked") + "</th><th>OOMs</th></tr>";
+       QString(s.imported_snapshot ? "live at the end of the snapshot" : "leaked") +
+       "</th><th>OOMs</th></tr>";
   for (const analysis::DeviceSummary& d : data.summary.devices) {
     h += QString(
              "<tr><td>%1</td><td align=right>%2</td><td align=right>%3</td>"
@@ -95,7 +96,8 @@ QString summary_html(const TraceData& data) {
     if (data.category_rules)  // custom categories (Note [Category rules]) say whose they are
       h += "<p><i>Categories by the rules of " + esc(data.category_rules->source()) + ".</i></p>";
     else if (!s.categories_inferred.empty())  // an imported snapshot's: Note [Inferred categories]
-      h += "<p><i>Categories inferred, not recorded: from " + esc(s.categories_inferred) + ".</i></p>";
+      h += "<p><i>Categories inferred, not recorded: from " + esc(s.categories_inferred) +
+           ".</i></p>";
   }
   // What made reserved memory grow: for a CUDA-injected trace (PyTorch's segments only) the
   // one list of sites there is.
@@ -120,8 +122,9 @@ QString summary_html(const TraceData& data) {
     h += "</ul>Fix: " + esc(f.fix) + "</p>";
   }
   if (dx.minor_hidden)
-    h += QString("<p><i>%1 minor finding%2 not shown: little at stake against the peak or the "
-                 "run (<tt>tidemark diagnose --all</tt> shows them).</i></p>")
+    h += QString(
+             "<p><i>%1 minor finding%2 not shown: little at stake against the peak or the "
+             "run (<tt>tidemark diagnose --all</tt> shows them).</i></p>")
              .arg(dx.minor_hidden)
              .arg(dx.minor_hidden == 1 ? "" : "s");
   if (!dx.skipped.empty()) {
@@ -145,8 +148,9 @@ QString follow_html(const TraceData& data) {
     if (d < data.live_growth.size() && data.live_growth[d].growing) {
       const analysis::Growth& g = data.live_growth[d];
       const bool reserved = d < data.live_growth_reserved.size() && data.live_growth_reserved[d];
-      h += QString("<br><b>%1 memory at the start of a step grows by about %2 per step</b> "
-                   "(steps %3 to %4): something keeps memory alive across steps")
+      h += QString(
+               "<br><b>%1 memory at the start of a step grows by about %2 per step</b> "
+               "(steps %3 to %4): something keeps memory alive across steps")
                .arg(reserved ? "reserved" : "live")
                .arg(bytes_text(int64_t(g.slope_bytes_per_step)))
                .arg(g.boundaries.front().first)

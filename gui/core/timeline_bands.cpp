@@ -40,7 +40,9 @@ void TimelineWidget::setStacking(Stacking s) {
     return;
   }
   // Latest wins: bands of a stacking chosen before and still building are dropped.
-  bands_query_.request([data = data_, s](const auto&) { return std::pair{s, buildBands(*data, s)}; });
+  bands_query_.request([data = data_, s](const auto&) {
+    return std::pair{s, buildBands(*data, s)};
+  });
   if (!bands_[int(s)]) requery();  // unstacked until the bands arrive
 }
 

@@ -168,7 +168,8 @@ const std::vector<std::pair<int64_t, uint64_t>>& TimelineWidget::laneSteps(int l
   static const std::vector<std::pair<int64_t, uint64_t>> none;
   if (!data_) return none;
   if (laneCount() > 1) {
-    const auto it = data_->rank_steps.find(lane_ranks_[size_t(std::clamp(lane, 0, laneCount() - 1))]);
+    const auto it =
+        data_->rank_steps.find(lane_ranks_[size_t(std::clamp(lane, 0, laneCount() - 1))]);
     if (it != data_->rank_steps.end()) return it->second;
   }
   return data_->steps;
@@ -261,10 +262,12 @@ TimelineWidget::Columns TimelineWidget::query(const Query& q) {
     const uint64_t to = uint64_t(std::max<int64_t>(int64_t(from) + 1, int64_t(q.to) + q.offset));
     q.other->session->with([&](const analysis::Trace& trace) {
       // One entry per device of this trace, in its order (match_devices lists them first).
-      for (const analysis::DeviceMatch& m : analysis::match_devices(q.data->devices, q.other->devices)) {
+      for (const analysis::DeviceMatch& m :
+           analysis::match_devices(q.data->devices, q.other->devices)) {
         if (!m.a) break;
         c.compare.emplace_back();
-        if (m.b) c.compare.back() = q.other_cache->timeline(trace, m.b->id, {from, to, q.width, true});
+        if (m.b)
+          c.compare.back() = q.other_cache->timeline(trace, m.b->id, {from, to, q.width, true});
       }
     });
   }
@@ -361,8 +364,8 @@ void TimelineWidget::drawAxes(QPainter& p, const QRect& plot) {
       p.setPen(QColor(120, 120, 120));
       p.drawRect(r.adjusted(0, 0, -1, -1));
       p.setPen(QColor(60, 60, 60));
-      p.drawText(QRect(r.right() - 120, r.top() + 2, 114, fm.height()), Qt::AlignRight | Qt::AlignTop,
-                 laneLabel(lane));
+      p.drawText(QRect(r.right() - 120, r.top() + 2, 114, fm.height()),
+                 Qt::AlignRight | Qt::AlignTop, laneLabel(lane));
     }
   }
   // Time, relative to the trace origin.

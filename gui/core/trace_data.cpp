@@ -97,7 +97,8 @@ std::shared_ptr<TraceData> open_trace_data(const std::string& given) {
     for (const analysis::DeviceRef& d : data->devices)
       if (d.rank && !data->rank_steps.count(*d.rank)) {
         auto& own = data->rank_steps[*d.rank];
-        for (const analysis::StepSpan& s : analysis::steps_of(trace, d.id)) own.emplace_back(s.number, s.ts);
+        for (const analysis::StepSpan& s : analysis::steps_of(trace, d.id))
+          own.emplace_back(s.number, s.ts);
       }
     data->categories_inferred = trace.categories_inferred();
     data->steps_inferred = analysis::steps_inferred_from(trace).value_or("");

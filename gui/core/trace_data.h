@@ -126,7 +126,8 @@ struct TraceData {
   bool synthetic_times = false, imported = false;
   // A time since the origin as the axes and tables show it: "2.05 s" or "event 5317".
   std::string time_text(uint64_t rel_ns) const {
-    return synthetic_times ? analysis::format_time_point(rel_ns, true) : analysis::format_duration(rel_ns);
+    return synthetic_times ? analysis::format_time_point(rel_ns, true)
+                           : analysis::format_duration(rel_ns);
   }
   std::vector<analysis::DeviceRef> devices;
   analysis::Summary summary;

@@ -77,7 +77,9 @@ void TraceLoader::start(const QString& path, TraceDataPtr from, analysis::Frames
       return link->cancelled;
     };
     auto report = [&](int percent, const std::string& what) {
-      post([percent, w = QString::fromStdString(what)](TraceLoader* l) { emit l->progress(percent, w); });
+      post([percent, w = QString::fromStdString(what)](TraceLoader* l) {
+        emit l->progress(percent, w);
+      });
     };
     std::shared_ptr<TraceData> data;
     try {
@@ -95,7 +97,9 @@ void TraceLoader::start(const QString& path, TraceDataPtr from, analysis::Frames
         data->frames = frames;
       }
     } catch (const std::exception& e) {
-      post([m = with_file(path, QString::fromStdString(e.what()))](TraceLoader* l) { emit l->failed(m); });
+      post([m = with_file(path, QString::fromStdString(e.what()))](TraceLoader* l) {
+        emit l->failed(m);
+      });
       return;
     } catch (...) {
       post([m = with_file(path, "unreadable trace")](TraceLoader* l) { emit l->failed(m); });

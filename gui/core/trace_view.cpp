@@ -80,18 +80,18 @@ TraceView::TraceView(QWidget* parent)
   tabs_ = new QTabWidget;
   summary_ = new SummaryPage(selection_);
   live_model_ = make_site_model(this);
-  live_ = new TraceTablePage(tr("Live at peak"), live_model_, 1,
-                             [m = live_model_](const TraceData& d) { m->setRows(d.live_at_peak); },
-                             selection_);
+  live_ = new TraceTablePage(
+      tr("Live at peak"), live_model_, 1,
+      [m = live_model_](const TraceData& d) { m->setRows(d.live_at_peak); }, selection_);
   SiteModel* leak_model = make_site_model(this);
-  leaks_ = new TraceTablePage(tr("Leaks"), leak_model, 1,
-                              [leak_model](const TraceData& d) { leak_model->setRows(d.leaks); },
-                              selection_);
+  leaks_ = new TraceTablePage(
+      tr("Leaks"), leak_model, 1,
+      [leak_model](const TraceData& d) { leak_model->setRows(d.leaks); }, selection_);
   flame_ = new FlameTab(selection_, mode_);
   SyncSiteModel* sync_model = make_sync_model(this);
-  syncs_ = new TraceTablePage(tr("Syncs"), sync_model, 2,
-                              [sync_model](const TraceData& d) { sync_model->setRows(d.sync_sites); },
-                              selection_);
+  syncs_ = new TraceTablePage(
+      tr("Syncs"), sync_model, 2,
+      [sync_model](const TraceData& d) { sync_model->setRows(d.sync_sites); }, selection_);
   steps_ = new StepsPage(selection_);
   allocator_ = new AllocatorPage(selection_, mode_);
   tensor_model_ = make_tensor_model(this);
@@ -105,9 +105,9 @@ TraceView::TraceView(QWidget* parent)
     p->setParent(this);
     p->hide();
   }
-  for (Page* p : std::initializer_list<Page*>{summary_, live_, leaks_, flame_, syncs_, steps_,
-                                              allocator_, tensors_, details_, compare_,
-                                              selection_page_}) {
+  for (Page* p :
+       std::initializer_list<Page*>{summary_, live_, leaks_, flame_, syncs_, steps_, allocator_,
+                                    tensors_, details_, compare_, selection_page_}) {
     if (!p->parent()) addPage(p);
     connect(p, &Page::titleChanged, this, [this, p](const QString& t) {
       if (const int i = tabs_->indexOf(p); i >= 0) tabs_->setTabText(i, t);
@@ -209,18 +209,30 @@ void TraceView::addPage(Page* p) {
 
 Page* TraceView::page(View v) const {
   switch (v) {
-    case View::timeline: return nullptr;
-    case View::summary: return summary_;
-    case View::live: return live_;
-    case View::leaks: return leaks_;
-    case View::flame: return flame_;
-    case View::syncs: return syncs_;
-    case View::steps: return steps_;
-    case View::allocator: return allocator_;
-    case View::tensors: return tensors_;
-    case View::details: return details_;
-    case View::compare: return compare_;
-    case View::selection: return selection_page_;
+    case View::timeline:
+      return nullptr;
+    case View::summary:
+      return summary_;
+    case View::live:
+      return live_;
+    case View::leaks:
+      return leaks_;
+    case View::flame:
+      return flame_;
+    case View::syncs:
+      return syncs_;
+    case View::steps:
+      return steps_;
+    case View::allocator:
+      return allocator_;
+    case View::tensors:
+      return tensors_;
+    case View::details:
+      return details_;
+    case View::compare:
+      return compare_;
+    case View::selection:
+      return selection_page_;
   }
   return nullptr;
 }

@@ -93,7 +93,7 @@ class TraceView : public QWidget {
   void compareShown();      // the other trace's curves are overlaid
   void differencesShown();  // the Compare tab lists the differences
   void compareFailed(const QString& message);
-  void followed();        // a poll of the followed trace read new events
+  void followed();                                 // a poll of the followed trace read new events
   void exported(bool ok, const QString& message);  // exportTo() finished
   void selectionShown();  // the Live in selection tab lists the selected range
   void opened();          // the timeline can paint

@@ -14,11 +14,13 @@ QString replay_to_file(const QString& trace_path, const WhatIf& what, const QStr
     analysis::Trace trace = analysis::Trace::open(trace_path.toStdString());
     std::vector<replay::Plan> plans = replay::build_plans(trace);
     replay::Settings settings;
-    settings.conf = what.alloc_conf.trimmed().isEmpty() ? plans.front().recorded
-                                                        : replay::parse_alloc_conf(what.alloc_conf.toStdString());
+    settings.conf = what.alloc_conf.trimmed().isEmpty()
+                        ? plans.front().recorded
+                        : replay::parse_alloc_conf(what.alloc_conf.toStdString());
     if (!what.capacity.trimmed().isEmpty()) {
       auto bytes = analysis::parse_size(what.capacity.trimmed().toStdString());
-      if (!bytes) return QObject::tr("capacity %1: expected a size such as 80GB or 40GiB").arg(what.capacity);
+      if (!bytes)
+        return QObject::tr("capacity %1: expected a size such as 80GB or 40GiB").arg(what.capacity);
       settings.capacity = *bytes;
     }
     replay::write_replayed_trace(trace, plans, settings, output.toStdString());

@@ -81,7 +81,7 @@ class AsyncQueryTest : public QObject {
     QTRY_COMPARE(r.g.saw_cancel->load(), 1);  // the query stopped without the gate opening
     QTest::qWait(20);
     QVERIFY(r.got.empty());
-    QCOMPARE(r.g.started->load(), 1);  // the pending one went too
+    QCOMPARE(r.g.started->load(), 1);             // the pending one went too
     r.q->request([](const auto&) { return 4; });  // and the next request is answered
     QTRY_COMPARE(r.got, std::vector<int>{4});
   }

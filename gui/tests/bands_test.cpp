@@ -103,7 +103,8 @@ class BandsTest : public QObject {
     QVERIFY(data->summary.categories_at_peak);
     QVERIFY(!data->summary.categories_inferred.empty());
     const QString html = summary_html(*data);
-    QVERIFY2(html.contains("Categories inferred, not recorded: from frames and lifetimes"), qPrintable(html));
+    QVERIFY2(html.contains("Categories inferred, not recorded: from frames and lifetimes"),
+             qPrintable(html));
   }
 
   void categoryBandsAddUpToTheAllocatedCurve() {

@@ -93,7 +93,8 @@ class CompareTest : public QObject {
     // What kind of memory: the activations the accumulated loss kept are gone in the fix.
     bool activations_shrank = false;
     for (const DiffRow& r : view.diffModel()->rows())
-      activations_shrank |= r.what.rfind("category", 0) == 0 && r.name == "activation" && r.delta() < 0;
+      activations_shrank |=
+          r.what.rfind("category", 0) == 0 && r.name == "activation" && r.delta() < 0;
     QVERIFY(activations_shrank);
 
     // The Flame graph tab offers the differential graphs: B's peak stacks with A's as the base

@@ -124,8 +124,8 @@ class FlameTest : public QObject {
     QProcess p;
     const QString path = test_dir() + "/" + name;
     for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(path + suffix);
-    p.start(TIDEMARK_CLI, {"record", "--stacks", depth, "-o", path, "--",
-                           TIDEMARK_ACCUMULATED_LOSS, "--steps", "4"});
+    p.start(TIDEMARK_CLI, {"record", "--stacks", depth, "-o", path, "--", TIDEMARK_ACCUMULATED_LOSS,
+                           "--steps", "4"});
     if (!p.waitForFinished(120000) || p.exitCode() != 0) return nullptr;
     QString error;
     return TraceLoader::load_now(path, &error);
@@ -205,7 +205,8 @@ class FlameTest : public QObject {
     namespace ev = tidemark::events;
     namespace st = tidemark::store;
     const std::string path = (test_dir() + "/segments-only.db").toStdString();
-    for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(QString::fromStdString(path) + suffix);
+    for (const char* suffix : {"", "-wal", "-shm"})
+      QFile::remove(QString::fromStdString(path) + suffix);
     st::TraceMeta meta;
     meta.command_line = "python train.py";
     meta.start_ts_ns = 1000;
@@ -390,8 +391,7 @@ class FlameTest : public QObject {
   }
 
   void peakOfARecording() {
-    const QString path =
-        cli_recorded_trace("loss.db", TIDEMARK_ACCUMULATED_LOSS, {"--steps", "8"});
+    const QString path = cli_recorded_trace("loss.db", TIDEMARK_ACCUMULATED_LOSS, {"--steps", "8"});
     QVERIFY(!path.isEmpty());
     QString error;
     TraceDataPtr data = TraceLoader::load_now(path, &error);
@@ -425,7 +425,8 @@ class FlameTest : public QObject {
     QVERIFY(reserved > 0);  // after the allocated peak's graph
     page->choice()->setCurrentIndex(reserved);
     const int64_t reserved_peak = data->session->with([&](const tidemark::analysis::Trace& t) {
-      return tidemark::analysis::peak(t, data->devices[0].id, tidemark::store::Curve::reserved)->bytes;
+      return tidemark::analysis::peak(t, data->devices[0].id, tidemark::store::Curve::reserved)
+          ->bytes;
     });
     QCOMPARE(page->flame()->tree().bytes, reserved_peak);
     QVERIFY(check_sums(page->flame()->tree()) > 1);
@@ -442,7 +443,8 @@ class FlameTest : public QObject {
              qPrintable(page->choice()->itemText(last)));
     const int64_t live = data->session->with([&](const tidemark::analysis::Trace& t) {
       return tidemark::analysis::live_at(t, data->devices[0].id, {ts, {}},
-                                         tidemark::analysis::GroupBy::site, 0).bytes;
+                                         tidemark::analysis::GroupBy::site, 0)
+          .bytes;
     });
     QVERIFY(live > 0);
     QCOMPARE(page->flame()->tree().bytes, live);
@@ -455,8 +457,9 @@ class FlameTest : public QObject {
     SourceLinesPanel* lines = view.findChild<SourceLinesPanel*>();
     QVERIFY(lines);
     const SourceLines& source_view = lines->shown();
-    QVERIFY2(QString::fromStdString(source_view.file).endsWith("samples/pitfalls/accumulated_loss.cpp"),
-             source_view.file.c_str());
+    QVERIFY2(
+        QString::fromStdString(source_view.file).endsWith("samples/pitfalls/accumulated_loss.cpp"),
+        source_view.file.c_str());
     QVERIFY(source_view.text_read);
     QFile source(QString::fromStdString(source_view.file));
     QVERIFY(source.open(QIODevice::ReadOnly));

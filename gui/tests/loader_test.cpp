@@ -60,8 +60,8 @@ class LoaderTest : public QObject {
     const auto reserved = tidemark::analysis::reserved_at_peak(trace, data->devices[0].id, 10);
     QVERIFY(reserved && !reserved->groups.empty());
     const QString html = summary_html(*data);
-    QVERIFY2(html.contains("Reserved at the cpu reserved peak (" +
-                           bytes_text(reserved->bytes) + ", by site)"),
+    QVERIFY2(html.contains("Reserved at the cpu reserved peak (" + bytes_text(reserved->bytes) +
+                           ", by site)"),
              qPrintable(html));
     QVERIFY2(html.contains(QString::fromStdString(reserved->groups[0].label).toHtmlEscaped()),
              qPrintable(html));

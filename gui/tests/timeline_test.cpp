@@ -272,12 +272,14 @@ class TimelineTest : public QObject {
       env.insert("OMPI_COMM_WORLD_SIZE", "2");
       p.setProcessEnvironment(env);
       p.start(TIDEMARK_TRAIN_MLP, {r == 0 ? "20" : "5"});
-      QVERIFY2(p.waitForFinished(300000) && p.exitCode() == 0 && QFile::exists(path), p.readAll().constData());
+      QVERIFY2(p.waitForFinished(300000) && p.exitCode() == 0 && QFile::exists(path),
+               p.readAll().constData());
       ranks << path;
     }
     const QString merged = test_dir() + "/ranked_merged.db";
     QFile::remove(merged);
-    tidemark::analysis::merge_ranks({ranks[0].toStdString(), ranks[1].toStdString()}, merged.toStdString());
+    tidemark::analysis::merge_ranks({ranks[0].toStdString(), ranks[1].toStdString()},
+                                    merged.toStdString());
     QString error;
     TraceDataPtr data = TraceLoader::load_now(merged, &error);
     QVERIFY2(data, qPrintable(error));
@@ -318,7 +320,10 @@ class TimelineTest : public QObject {
             break;
           }
       QVERIFY2(std::abs(y - w.valueToY(peak->bytes, lane)) <= 1,
-               qPrintable(QString("lane %1: drawn %2, peak at %3").arg(lane).arg(y).arg(w.valueToY(peak->bytes, lane))));
+               qPrintable(QString("lane %1: drawn %2, peak at %3")
+                              .arg(lane)
+                              .arg(y)
+                              .arg(w.valueToY(peak->bytes, lane))));
     }
     // Any other trace is one lane, the whole plot.
     w.setTraceData(data_);

@@ -40,7 +40,8 @@ class WhatIfTest : public QObject {
     QCOMPARE(static_cast<uint64_t>(peak->bytes), r.figures.peak_reserved);
     // A second replay replaces the first.
     QCOMPARE(replay_to_file(trace, {"", "1GiB"}, out), QString());
-    QCOMPARE(QString::fromStdString(an::Trace::open(out.toStdString()).reader().meta().allocator_settings),
+    QCOMPARE(QString::fromStdString(
+                 an::Trace::open(out.toStdString()).reader().meta().allocator_settings),
              QString::fromStdString(plans.front().recorded.text()));
   }
 

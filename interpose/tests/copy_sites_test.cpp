@@ -81,7 +81,8 @@ TEST(InterposeCallbacks, EveryCopyGetsItsCallSite) {
   const int enabled = cb::enable(api, nullptr);
   EXPECT_EQ(enabled, static_cast<int>(g_enabled.size()));
   auto is_enabled = [](CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-    return std::find(g_enabled.begin(), g_enabled.end(), std::pair{domain, cbid}) != g_enabled.end();
+    return std::find(g_enabled.begin(), g_enabled.end(), std::pair{domain, cbid}) !=
+           g_enabled.end();
   };
   EXPECT_TRUE(is_enabled(kRt, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020));
   EXPECT_TRUE(is_enabled(kDrv, CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoD_v2));
@@ -122,7 +123,8 @@ TEST(InterposeCallbacks, EveryCopyGetsItsCallSite) {
   for (const auto& r : trace.events())
     if (r.event.kind == ev::Kind::memcpy) {
       const auto fns = functions(trace, r.stack_id);
-      innermost[r.event.memcpy.bytes] = fns.empty() ? "" : fns.front().substr(0, fns.front().find('(', 1));
+      innermost[r.event.memcpy.bytes] =
+          fns.empty() ? "" : fns.front().substr(0, fns.front().find('(', 1));
     }
   EXPECT_EQ(innermost[8192], "(anonymous namespace)::program_copies_a_2d_region");
   EXPECT_EQ(innermost[16384], "(anonymous namespace)::program_copies_through_the_driver");

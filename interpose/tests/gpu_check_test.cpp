@@ -10,10 +10,10 @@
 #include <fstream>
 
 #include "interpose/callbacks.h"
-#include "tests/run_program.h"
 #include "interpose/tests/synthetic_cupti.h"
 #include "profiler/events/annotate.h"
 #include "profiler/record/recorder.h"
+#include "tests/run_program.h"
 
 namespace ia = tidemark::interpose::activity;
 namespace cb = tidemark::interpose::callbacks;

@@ -20,15 +20,15 @@
     }                                                              \
   } while (0)
 
-#define CHECK_CU(x)                                       \
-  do {                                                    \
-    CUresult r = (x);                                     \
-    if (r != CUDA_SUCCESS) {                              \
-      const char* name = nullptr;                         \
-      cuGetErrorName(r, &name);                           \
+#define CHECK_CU(x)                                            \
+  do {                                                         \
+    CUresult r = (x);                                          \
+    if (r != CUDA_SUCCESS) {                                   \
+      const char* name = nullptr;                              \
+      cuGetErrorName(r, &name);                                \
       std::fprintf(stderr, "%s: %s\n", #x, name ? name : "?"); \
-      std::exit(1);                                       \
-    }                                                     \
+      std::exit(1);                                            \
+    }                                                          \
   } while (0)
 
 constexpr size_t kMiB = 1 << 20;
@@ -116,6 +116,7 @@ int main() {
   CHECK(cudaFree(dev));
   CHECK(cudaStreamDestroy(stream));
   nvtxRangePop();
-  std::printf("device_ptr=%llu\n", static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(dev)));
+  std::printf("device_ptr=%llu\n",
+              static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(dev)));
   return 0;
 }

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "tests/run_program.h"
 #include "profiler/store/trace_reader.h"
+#include "tests/run_program.h"
 
 using ::testing::MatchesRegex;
 
@@ -42,8 +42,8 @@ TEST(InterposeInit, UnusableCuptiIsOneLineToo) {
                              ("tidemark_init2_" + std::to_string(getpid()) + ".db"))
                                 .string();
   tl_test::Result r = tl_test::run({TIDEMARK_INIT_PROBE},
-                            {"TIDEMARK_OUTPUT=" + trace, "TIDEMARK_CUPTI_PATH=libm.so.6"},
-                            {"TIDEMARK_ROOT_PID"});
+                                   {"TIDEMARK_OUTPUT=" + trace, "TIDEMARK_CUPTI_PATH=libm.so.6"},
+                                   {"TIDEMARK_ROOT_PID"});
   EXPECT_EQ(r.rc, 3);
   EXPECT_EQ(r.out, "InitializeInjection: 1 1\n");
   EXPECT_EQ(r.err,
@@ -59,9 +59,9 @@ TEST(InterposeInit, AnotherCuptiToolIsOneLineAndKeepsExitStatus) {
                                 .string();
   tl_test::Result r =
       tl_test::run({TIDEMARK_INIT_PROBE},
-                  {"TIDEMARK_OUTPUT=" + trace,
-                   std::string("TIDEMARK_CUPTI_PATH=") + TIDEMARK_FAKE_CUPTI, "FAKE_CUPTI_BUSY=1"},
-                  {"TIDEMARK_ROOT_PID"});
+                   {"TIDEMARK_OUTPUT=" + trace,
+                    std::string("TIDEMARK_CUPTI_PATH=") + TIDEMARK_FAKE_CUPTI, "FAKE_CUPTI_BUSY=1"},
+                   {"TIDEMARK_ROOT_PID"});
   EXPECT_EQ(r.rc, 3);
   EXPECT_EQ(r.out, "InitializeInjection: 1 1\n");
   EXPECT_EQ(r.err,
@@ -80,9 +80,9 @@ TEST(InterposeInit, CallSitesEndToEndThroughAStandInCupti) {
                              ("tidemark_init4_" + std::to_string(getpid()) + ".db"))
                                 .string();
   tl_test::Result r = tl_test::run({TIDEMARK_CUPTI_PROBE},
-                            {"TIDEMARK_OUTPUT=" + trace, "TIDEMARK_STACKS=8",
-                             std::string("TIDEMARK_CUPTI_PATH=") + TIDEMARK_FAKE_CUPTI},
-                            {"TIDEMARK_ROOT_PID", "FAKE_CUPTI_BUSY"});
+                                   {"TIDEMARK_OUTPUT=" + trace, "TIDEMARK_STACKS=8",
+                                    std::string("TIDEMARK_CUPTI_PATH=") + TIDEMARK_FAKE_CUPTI},
+                                   {"TIDEMARK_ROOT_PID", "FAKE_CUPTI_BUSY"});
   EXPECT_EQ(r.rc, 3) << r.out << r.err;
   EXPECT_EQ(r.out, "InitializeInjection: 1\n");
   EXPECT_EQ(r.err, "");

@@ -7,8 +7,8 @@
 
 #include <filesystem>
 
-#include "tests/run_program.h"
 #include "interpose/tests/trace_rows.h"
+#include "tests/run_program.h"
 
 using namespace tidemark::interpose::testing;
 using ::testing::ElementsAre;
@@ -86,7 +86,7 @@ TEST(InterposeNvtx, NoCudaTurnsInjectionOff) {
   const std::string trace = (dir / "off.db").string();
   tl_test::Result r =
       tl_test::run({TIDEMARK_CLI, "record", "--no-cuda", "-o", trace, "--", TIDEMARK_NVTX_SAMPLE},
-                  {}, {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"});
+                   {}, {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"});
   EXPECT_EQ(r.rc, 5) << r.err;
   EXPECT_THAT(r.err, HasSubstr("wrote no trace"));
   EXPECT_FALSE(std::filesystem::exists(trace));

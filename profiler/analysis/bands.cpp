@@ -18,10 +18,9 @@ constexpr size_t kCheckpoint = 128;  // changes between stored snapshots of ever
 constexpr size_t kMaxBands = 255;    // a band index fits the low byte of a change
 
 constexpr events::Category kCategoryOrder[] = {
-    events::Category::parameter,  events::Category::gradient, events::Category::optimizer_state,
-    events::Category::activation, events::Category::input,    events::Category::temporary,
-    events::Category::comm_buffer,
-    events::Category::unknown};
+    events::Category::parameter,   events::Category::gradient, events::Category::optimizer_state,
+    events::Category::activation,  events::Category::input,    events::Category::temporary,
+    events::Category::comm_buffer, events::Category::unknown};
 
 int band_of(int64_t change) {
   return static_cast<int>(change & 0xff);

@@ -233,7 +233,8 @@ bool detail::state_only(const Trace& trace, int64_t device) {
 
 void detail::note_inferred(const Trace& t, Finding& f) {
   if (!t.categories_inferred().empty())
-    f.evidence.push_back({"categories", "inferred, not recorded (from " + t.categories_inferred() + ")"});
+    f.evidence.push_back(
+        {"categories", "inferred, not recorded (from " + t.categories_inferred() + ")"});
   if (std::optional<std::string> s = steps_inferred_from(t))
     f.evidence.push_back({"steps", "inferred, not recorded (from " + *s + ")"});
 }

@@ -10,8 +10,8 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>

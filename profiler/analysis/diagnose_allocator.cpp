@@ -74,7 +74,8 @@ struct SegmentsAt {
   int64_t count = 0;
   int64_t largest_free = 0;
 };
-SegmentsAt segments_at(const Trace& trace, int64_t device, uint64_t ts, const char* pool = nullptr) {
+SegmentsAt segments_at(const Trace& trace, int64_t device, uint64_t ts,
+                       const char* pool = nullptr) {
   std::vector<std::pair<int64_t, int64_t>> ranges;  // [addr, end)
   {
     Stmt q(trace.db(), pool ? "SELECT addr, size FROM segments WHERE device = ? AND alloc_ts <= ? "
@@ -299,10 +300,12 @@ void detect_oom(const Trace& trace, Diagnosis& out) {
     f.device = device_label(trace, device);
     f.bytes = requested;
     f.severity = Severity::major;  // the run failed here, whatever the request (Note [Severity])
-    f.title = "out of memory at " + trace.time_text(ts) + ": a " + format_bytes(requested) + " request failed; " +
-              (fragmented ? format_bytes(cached) + " was cached but no free block held it (fragmentation)"
-                          : "the device was " + format_bytes(std::max<int64_t>(short_by, 0)) +
-                                " short, with " + format_bytes(allocated) + " allocated");
+    f.title =
+        "out of memory at " + trace.time_text(ts) + ": a " + format_bytes(requested) +
+        " request failed; " +
+        (fragmented ? format_bytes(cached) + " was cached but no free block held it (fragmentation)"
+                    : "the device was " + format_bytes(std::max<int64_t>(short_by, 0)) +
+                          " short, with " + format_bytes(allocated) + " allocated");
     set_site(trace, oom.u64(8), f);
     f.evidence.push_back({"failed request", bytes_text(requested)});
     if (device_total > 0) f.evidence.push_back({"device total", bytes_text(device_total)});
@@ -324,24 +327,28 @@ void detect_oom(const Trace& trace, Diagnosis& out) {
                                          [](const Group& g) { return g.key != "unknown"; });
     const std::string how = trace.categories_inferred().empty() ? "" : " (inferred)";
     for (const Group& g : categorised ? cats.groups : std::vector<Group>{})
-      f.evidence.push_back({"live at the OOM by category" + how + ": " + g.label,
-                            bytes_text(g.bytes) + " in " + std::to_string(g.count) + " allocations"});
+      f.evidence.push_back(
+          {"live at the OOM by category" + how + ": " + g.label,
+           bytes_text(g.bytes) + " in " + std::to_string(g.count) + " allocations"});
     const LiveBreakdown live = live_at(trace, device, at, GroupBy::site, 3);
-    for (const Group& g : live.groups) f.evidence.push_back({"live at the OOM: " + g.label, bytes_text(g.bytes)});
+    for (const Group& g : live.groups)
+      f.evidence.push_back({"live at the OOM: " + g.label, bytes_text(g.bytes)});
     f.evidence.push_back({"allocator settings", settings.empty() ? "(defaults)" : settings});
     // The words that fit: activations most of what was live call for checkpointing first.
     const bool activations_most = categorised && cats.groups.front().key == "activation" &&
                                   2 * cats.groups.front().bytes >= cats.bytes;
-    f.fix = fragmented ? kFragmentationFix
-            : activations_most
-                ? "Hold fewer activations at that moment: they are most of what was live (see "
-                  "activation-peak). Recompute them in backward (activation checkpointing) for the "
-                  "layers that hold them, use a smaller batch or sequence length, or run on a device "
-                  "with more memory."
-                : "Hold less at that moment: the sites live at the OOM above hold the most. Use a smaller "
-                  "batch or sequence length, recompute activations in backward (activation "
-                  "checkpointing) for the layers that hold them, release tensors kept across steps, "
-                  "or run on a device with more memory.";
+    f.fix =
+        fragmented ? kFragmentationFix
+        : activations_most
+            ? "Hold fewer activations at that moment: they are most of what was live (see "
+              "activation-peak). Recompute them in backward (activation checkpointing) for the "
+              "layers that hold them, use a smaller batch or sequence length, or run on a device "
+              "with more memory."
+            : "Hold less at that moment: the sites live at the OOM above hold the most. Use a "
+              "smaller "
+              "batch or sequence length, recompute activations in backward (activation "
+              "checkpointing) for the layers that hold them, release tensors kept across steps, "
+              "or run on a device with more memory.";
     out.findings.push_back(std::move(f));
   }
 }

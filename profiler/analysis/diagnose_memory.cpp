@@ -47,9 +47,9 @@ constexpr int64_t kMinUnusedActivations = 1 << 20;  // grad-in-eval: saved at th
 // in every layer (a 12-layer model: hundreds); one under no_grad keeps only what it returns
 // (its output, a cache: a handful), which the importer's rules may read as saved too.
 constexpr size_t kMinSavedBlocks = 32;
-constexpr int64_t kMinLeakedAtEnd = 1 << 20;        // leak: still allocated at the end
-constexpr size_t kMinCompleteSteps = 5;             // sync-in-loop: a loop, not a few calls
-constexpr double kSyncStepShare = 0.9;              // ... "nearly every" complete step
+constexpr int64_t kMinLeakedAtEnd = 1 << 20;  // leak: still allocated at the end
+constexpr size_t kMinCompleteSteps = 5;       // sync-in-loop: a loop, not a few calls
+constexpr double kSyncStepShare = 0.9;        // ... "nearly every" complete step
 
 // ---- small helpers -------------------------------------------------------------------------
 
@@ -91,7 +91,8 @@ struct Step {
 // Every step, or a device's (its rank's in a merged trace: Note [Steps of a rank]).
 std::vector<Step> load_steps(const Trace& t, std::optional<int64_t> device = std::nullopt) {
   std::vector<Step> out;
-  for (const StepSpan& s : steps_of(t, device)) out.push_back({s.number, s.ts, s.end_ts.value_or(kOpen)});
+  for (const StepSpan& s : steps_of(t, device))
+    out.push_back({s.number, s.ts, s.end_ts.value_or(kOpen)});
   return out;
 }
 constexpr const char* kNoSteps =
@@ -116,7 +117,8 @@ std::vector<Block> load_blocks(const Trace& t, int64_t device, bool activations_
                "category = 'activation', seq FROM allocations WHERE device = ? ORDER BY seq");
   q.bind(1, device);
   while (q.step()) {
-    const auto bytes = static_cast<int64_t>(store::checked_size(q.u64(0), "an allocation's size", t.path()));
+    const auto bytes =
+        static_cast<int64_t>(store::checked_size(q.u64(0), "an allocation's size", t.path()));
     out.push_back(
         {bytes, q.u64(1), q.is_null(2) ? kOpen : q.u64(2), q.u64(3), q.i64(4) != 0, q.u64(5)});
   }
@@ -645,8 +647,7 @@ void detect_leak(const Trace& trace, Diagnosis& out) {
 void detect_sync_in_loop(const Trace& trace, Diagnosis& out) {
   if (trace.imported_snapshot())
     return out.skipped.push_back(
-        {"sync-in-loop",
-         "the trace is an imported PyTorch snapshot: it records no syncs"});
+        {"sync-in-loop", "the trace is an imported PyTorch snapshot: it records no syncs"});
   const std::vector<Step> steps = load_steps(trace);
   if (steps.empty()) return out.skipped.push_back({"sync-in-loop", kNoSteps});
   // Note [The open last step] (steps.cpp): only complete steps count.

@@ -12,7 +12,7 @@
 namespace tidemark::analysis {
 
 struct DeviceDiff {
-  std::string device;  // matched by name ("cpu", "cuda:0")
+  std::string device;                 // matched by name ("cpu", "cuda:0")
   std::optional<DeviceSummary> a, b;  // empty: the device is absent from that trace
   int64_t peak_allocated_delta = 0, peak_reserved_delta = 0, final_allocated_delta = 0;
 };

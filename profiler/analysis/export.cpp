@@ -183,8 +183,7 @@ class ChromeWriter {
     w_.raw(",\"dur\":").micros(end_ts >= ts ? static_cast<int64_t>(end_ts - ts) : 0);
   }
   // An instant with scope "t" (thread) or "p" (process).
-  void instant(std::string_view name, std::string_view cat, uint64_t tid, uint64_t ts,
-               char scope) {
+  void instant(std::string_view name, std::string_view cat, uint64_t tid, uint64_t ts, char scope) {
     begin('i', name, cat, tid, ts);
     w_.raw(",\"s\":\"").raw(std::string_view(&scope, 1)).raw("\"");
   }
@@ -277,11 +276,9 @@ void chrome_steps(Db& db, ChromeWriter& cw, const TimeFrame& tf, uint64_t steps_
   }
 }
 
-void chrome_instants(Db& db, ChromeWriter& cw,
-                     const std::map<int64_t, std::string>& devices) {
+void chrome_instants(Db& db, ChromeWriter& cw, const std::map<int64_t, std::string>& devices) {
   {
-    Stmt s(db,
-           "SELECT ts, device, kind, duration_ns, stream, thread FROM syncs ORDER BY ts, seq");
+    Stmt s(db, "SELECT ts, device, kind, duration_ns, stream, thread FROM syncs ORDER BY ts, seq");
     while (s.step()) {
       std::string kind = s.text(2);
       cw.instant("sync " + kind, "sync", s.u64(5), s.u64(0), 't');
@@ -327,8 +324,7 @@ void chrome_instants(Db& db, ChromeWriter& cw,
     while (s.step()) {
       cw.instant(s.text(2), "allocator", s.u64(10), s.u64(0), 'p');
       cw.w().raw(",\"args\":{\"device\":").json_string(device_name(devices, s.i64(1)));
-      for (int i = 0; i < 7; ++i)
-        cw.w().raw(",\"").raw(kFields[i]).raw("\":").u64(s.u64(3 + i));
+      for (int i = 0; i < 7; ++i) cw.w().raw(",\"").raw(kFields[i]).raw("\":").u64(s.u64(3 + i));
       cw.w().raw("}");
       cw.end();
     }
@@ -396,8 +392,9 @@ void export_csv(const Trace& trace, std::ostream& out) {
   // Sites by Note [Allocation site] (trace.h), the rule `tidemark top --by site` uses.
   std::unordered_map<uint64_t, std::optional<store::ResolvedFrame>> sites;
   Writer w(out, trace.path());
-  w.raw("device,addr,size,requested_size,stream,segment,pool,alloc_ns,free_requested_ns,"
-        "free_completed_ns,thread,scope,category,stack,site_function,site_file,site_line\n");
+  w.raw(
+      "device,addr,size,requested_size,stream,segment,pool,alloc_ns,free_requested_ns,"
+      "free_completed_ns,thread,scope,category,stack,site_function,site_file,site_line\n");
   Stmt s(trace.db(),
          "SELECT a.device, a.addr, a.size, a.requested_size, a.stream, a.segment, a.pool, "
          "a.alloc_ts, a.free_requested_ts, a.free_completed_ts, a.thread, sc.text, a.category, "

@@ -184,7 +184,8 @@ class SnapshotWriter {
     // event while it was allocated, else the alloc's), read beside the events in seq order.
     std::optional<Stmt> cats;
     if (categories_) {
-      cats.emplace(trace_.db(), "SELECT seq, category FROM allocations WHERE device = ?1 ORDER BY seq");
+      cats.emplace(trace_.db(),
+                   "SELECT seq, category FROM allocations WHERE device = ?1 ORDER BY seq");
       cats->bind(1, d.row_id);
     }
     bool cat_row = cats && cats->step();
@@ -202,7 +203,11 @@ class SnapshotWriter {
           for (auto [a, n] : pieces(e.kind, b.addr, b.size)) {
             release(a, n);  // reserved already: its release was dropped
             entry(ev::kind_name(e.kind), a, n, b.stream, stack, "unknown");
-            ranges_[a] = {a + n, b.stream, stack, b.segment, b.pool == ev::Pool::small,
+            ranges_[a] = {a + n,
+                          b.stream,
+                          stack,
+                          b.segment,
+                          b.pool == ev::Pool::small,
                           e.kind == ev::Kind::segment_map};
           }
           break;
@@ -343,8 +348,8 @@ class SnapshotWriter {
     ++stats_.entries_restored;
   }
 
-  void entry(std::string_view action, uint64_t addr, uint64_t size, uint64_t stream,
-             uint64_t stack, const std::string& category) {
+  void entry(std::string_view action, uint64_t addr, uint64_t size, uint64_t stream, uint64_t stack,
+             const std::string& category) {
     list_->item();
     w_.empty_dict().mark();
     key("action"), key(action);
@@ -384,7 +389,8 @@ class SnapshotWriter {
     size_t i = 0;
     for (auto& [addr, blk] : blocks_) {  // every block lies in a range (the replay's rule)
       while (i < segs.size() && segs[i].addr + segs[i].size <= addr) ++i;
-      if (i < segs.size() && segs[i].addr <= addr) segs[i].blocks.emplace_back(addr, std::move(blk));
+      if (i < segs.size() && segs[i].addr <= addr)
+        segs[i].blocks.emplace_back(addr, std::move(blk));
     }
     for (FinalSegment& s : segs) finals_.emplace_back(index, std::move(s));
     blocks_.clear();

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <functional>
-#include <system_error>
 #include <map>
 #include <string_view>
+#include <system_error>
 #include <utility>
 
 namespace tidemark::analysis {
@@ -76,7 +76,8 @@ std::string_view frame_function(std::string_view frame) {
 
 FlameNode flame_diff(const FlameNode& a, const FlameNode& b) {
   FlameNode d = b;
-  std::function<void(const FlameNode*, FlameNode&)> mark = [&](const FlameNode* base, FlameNode& n) {
+  std::function<void(const FlameNode*, FlameNode&)> mark = [&](const FlameNode* base,
+                                                               FlameNode& n) {
     n.base_bytes = base ? base->bytes : 0;
     for (FlameNode& f : n.folded) f.base_bytes = n.base_bytes;
     for (FlameNode& c : n.children) {
@@ -203,7 +204,8 @@ size_t startup_frames(const std::vector<std::string>& frames) {
   size_t n = 0;
   while (n + 1 < frames.size()) {
     const std::string& f = frames[frames.size() - 1 - n];
-    const bool startup = f == "_start" || f.rfind("_start (", 0) == 0 || f.rfind("__libc_start", 0) == 0;
+    const bool startup =
+        f == "_start" || f.rfind("_start (", 0) == 0 || f.rfind("__libc_start", 0) == 0;
     if (!startup) break;
     ++n;
   }

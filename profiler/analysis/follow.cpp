@@ -70,10 +70,10 @@ struct LiveTrace::State {
   std::vector<std::vector<Change>> changes;  // per device, by (ts, seq)
   std::vector<std::vector<Point>> points;    // per device, the curves after each change
   std::vector<uint64_t> allocs;              // per device, alloc events read
-  std::vector<LiveTrace::Step> steps;         // by ts
+  std::vector<LiveTrace::Step> steps;        // by ts
   int64_t pid = 0, finalizer_pid = 0, start_unix_ns = 0;
   std::string host;
-  store::DecodedBlock block;                 // reused between blocks
+  store::DecodedBlock block;  // reused between blocks
 
   size_t device_index(ev::DeviceId id) {
     const std::string name = device_name(id);

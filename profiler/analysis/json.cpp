@@ -5,25 +5,34 @@ namespace tidemark::analysis {
 using nlohmann::json;
 
 void to_json(json& j, const Group& g) {
-  j = json{{"key", g.key},     {"label", g.label}, {"bytes", g.bytes},
-           {"requested_bytes", g.requested_bytes}, {"count", g.count}};
+  j = json{{"key", g.key},
+           {"label", g.label},
+           {"bytes", g.bytes},
+           {"requested_bytes", g.requested_bytes},
+           {"count", g.count}};
   if (!g.frames.empty()) j["frames"] = g.frames;
 }
 
 void to_json(json& j, const LiveBreakdown& b) {
-  j = json{{"device", b.device}, {"time_ns", b.time_ns}, {"bytes", b.bytes},
-           {"count", b.count},   {"by", group_by_name(b.by)}, {"groups", b.groups},
+  j = json{{"device", b.device},
+           {"time_ns", b.time_ns},
+           {"bytes", b.bytes},
+           {"count", b.count},
+           {"by", group_by_name(b.by)},
+           {"groups", b.groups},
            {"groups_total", b.groups_total}};
 }
 
 void to_json(json& j, const LeakReport& r) {
-  j = json{{"bytes", r.bytes}, {"count", r.count}, {"by", group_by_name(r.by)},
-           {"groups", r.groups}, {"groups_total", r.groups_total}};
+  j = json{{"bytes", r.bytes},
+           {"count", r.count},
+           {"by", group_by_name(r.by)},
+           {"groups", r.groups},
+           {"groups_total", r.groups_total}};
   json steps = json::array();
   for (const StepLeak& l : r.by_step)
-    steps.push_back({{"step", l.step ? json(*l.step) : json(nullptr)},
-                     {"bytes", l.bytes},
-                     {"count", l.count}});
+    steps.push_back(
+        {{"step", l.step ? json(*l.step) : json(nullptr)}, {"bytes", l.bytes}, {"count", l.count}});
   j["by_step"] = steps;
 }
 
@@ -48,7 +57,9 @@ void to_json(json& j, const DeviceSummary& s) {
            {"leaked_bytes", s.leaked_bytes}};
   json pools = json::array();
   for (const PrivatePoolSummary& p : s.private_pools)
-    pools.push_back({{"pool", {p.pool_a, p.pool_b}}, {"segments", p.segments}, {"reserved_bytes", p.reserved_bytes}});
+    pools.push_back({{"pool", {p.pool_a, p.pool_b}},
+                     {"segments", p.segments},
+                     {"reserved_bytes", p.reserved_bytes}});
   j["private_pools"] = pools;
 }
 
@@ -112,9 +123,12 @@ void to_json(json& j, const SyncReport& r) {
                      {"count", s.count},
                      {"total_ns", s.total_ns},
                      {"max_ns", s.max_ns}});
-  j = json{{"count", r.count},       {"total_ns", r.total_ns},
-           {"by_kind", kinds},       {"sites", sites},
-           {"sites_total", r.sites_total}, {"max_per_step", r.max_per_step},
+  j = json{{"count", r.count},
+           {"total_ns", r.total_ns},
+           {"by_kind", kinds},
+           {"sites", sites},
+           {"sites_total", r.sites_total},
+           {"max_per_step", r.max_per_step},
            {"max_step", r.max_step ? json(*r.max_step) : json(nullptr)}};
 }
 

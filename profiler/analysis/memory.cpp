@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <limits>
 #include <map>
-#include <stdexcept>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "profiler/analysis/steps.h"
@@ -63,8 +63,8 @@ namespace {
 // `end_column`, and its parameters.
 std::string live_where(const char* end_column, int64_t device, TimePoint at,
                        std::vector<int64_t>& params) {
-  std::string sql = std::string("WHERE device = ?1 AND (") + end_column + " IS NULL OR " +
-                    end_column + " > ?2) ";
+  std::string sql =
+      std::string("WHERE device = ?1 AND (") + end_column + " IS NULL OR " + end_column + " > ?2) ";
   // With a seq, the alloc event's seq decides (two events may share a time); alloc_ts bounds
   // the scan, allowing for cores whose clocks disagree by a little (1 ms).
   sql += at.seq ? "AND alloc_ts <= ?2 + 1000000 AND seq <= ?3 " : "AND alloc_ts <= ?2 ";
@@ -120,8 +120,8 @@ std::pair<std::string, std::string> line_of(const Trace& trace, uint64_t stack_i
   return {at, (f->function.empty() ? std::string("??") : f->function) + " (" + at + ")"};
 }
 
-std::vector<Group> group_members(const Trace& trace, const std::vector<Member>& members,
-                                 GroupBy by, size_t limit, uint64_t* groups_total) {
+std::vector<Group> group_members(const Trace& trace, const std::vector<Member>& members, GroupBy by,
+                                 size_t limit, uint64_t* groups_total) {
   std::unordered_map<std::string, Group> groups;
   // A site groups a function's allocations in one file (the key has no line, so diffs survive
   // edits); its label names the line that holds the most bytes of the group.
@@ -366,10 +366,12 @@ DeviceSummary summarize_device(const Trace& trace, const DeviceRef& device) {
       for (const nlohmann::json& p : j) {
         if (!p.is_object() || p.value("device", std::string()) != device.name) continue;
         const nlohmann::json pool = p.value("pool", nlohmann::json());
-        if (!pool.is_array() || pool.size() != 2 || !pool[0].is_number_integer() || !pool[1].is_number_integer())
+        if (!pool.is_array() || pool.size() != 2 || !pool[0].is_number_integer() ||
+            !pool[1].is_number_integer())
           continue;
         s.private_pools.push_back({pool[0].get<int64_t>(), pool[1].get<int64_t>(),
-                                   p.value("segments", uint64_t{0}), p.value("reserved_bytes", int64_t{0})});
+                                   p.value("segments", uint64_t{0}),
+                                   p.value("reserved_bytes", int64_t{0})});
       }
   }
   s.alloc_count = count("SELECT COUNT(*) FROM allocations WHERE device = ?");
@@ -451,9 +453,9 @@ size_t read_lod(const Trace& trace, int64_t device, int level, uint64_t t0, uint
   for (const store::LodRow& r : trace.reader().lod(device, level, t0, t1)) {
     LodSample x;
     x.t = r.t;
-    const int64_t v[12] = {r.allocated, r.allocated_min, r.allocated_max, r.active,
-                           r.active_min, r.active_max,   r.reserved,      r.reserved_min,
-                           r.reserved_max, r.requested,  r.requested_min, r.requested_max};
+    const int64_t v[12] = {r.allocated,    r.allocated_min, r.allocated_max, r.active,
+                           r.active_min,   r.active_max,    r.reserved,      r.reserved_min,
+                           r.reserved_max, r.requested,     r.requested_min, r.requested_max};
     std::copy(std::begin(v), std::end(v), x.v);
     out.push_back(x);
   }

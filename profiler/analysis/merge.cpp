@@ -22,9 +22,9 @@ namespace ev = tidemark::events;
 
 namespace {
 
-constexpr int kIdShift = 48;      // tensor and storage ids: id | rank << 48
+constexpr int kIdShift = 48;                           // tensor and storage ids: id | rank << 48
 constexpr int kThreadShift = store::kMergedRankShift;  // threads: thread | rank << 32
-constexpr int64_t kMaxRanks = int64_t{1} << 13;  // return addresses: ip | (rank + 1) << 48
+constexpr int64_t kMaxRanks = int64_t{1} << 13;        // return addresses: ip | (rank + 1) << 48
 
 struct Source {
   MergedRank info;
@@ -55,8 +55,9 @@ std::vector<Source> open_sources(const std::vector<std::string>& inputs,
       s.info.rank = *r;
       s.info.rank_from = "file name";
     } else {
-      throw MergeError(s.info.path + ": has no rank (not recorded under mpirun or torchrun, and no number "
-                              "in its name); record with -o run-%r.db or name it rank-N.db");
+      throw MergeError(s.info.path +
+                       ": has no rank (not recorded under mpirun or torchrun, and no number "
+                       "in its name); record with -o run-%r.db or name it rank-N.db");
     }
     if (s.info.rank >= kMaxRanks)
       throw MergeError(s.info.path + ": rank " + std::to_string(s.info.rank) + " is beyond the " +
@@ -80,9 +81,9 @@ int64_t check_one_run(const std::vector<Source>& sources, std::vector<std::strin
                        std::to_string(s.info.rank) + "; give each rank's trace once");
     if (!s.world_size) continue;
     if (sized && *sized->world_size != *s.world_size)
-      throw MergeError(sized->info.path + " and " + s.info.path +
-                       ": not of one run (world size " + std::to_string(*sized->world_size) +
-                       " and " + std::to_string(*s.world_size) + ")");
+      throw MergeError(sized->info.path + " and " + s.info.path + ": not of one run (world size " +
+                       std::to_string(*sized->world_size) + " and " +
+                       std::to_string(*s.world_size) + ")");
     sized = &s;
   }
   if (std::any_of(sources.begin(), sources.end(), [&](const Source& s) {
@@ -114,7 +115,8 @@ struct DeviceMap {
   int next[2] = {0, 0};
 
   ev::DeviceId add(int64_t rank, const store::DeviceInfo& d) {
-    const auto key = std::make_pair(rank, std::make_pair(static_cast<int>(d.id.type), int{d.id.index}));
+    const auto key =
+        std::make_pair(rank, std::make_pair(static_cast<int>(d.id.type), int{d.id.index}));
     if (auto it = ids.find(key); it != ids.end()) return it->second;
     int& n = next[d.id.type == ev::DeviceType::cuda ? 1 : 0];
     if (n > 127)
@@ -186,8 +188,8 @@ store::TraceMeta merged_meta(const std::vector<Source>& sources, const DeviceMap
     meta.stack_depth = std::max(meta.stack_depth, s.meta.stack_depth);
     if (!s.reader->loss_counted()) meta.loss_counted = false;  // Note [Counted losses]
     if (meta.categories_inferred.empty()) meta.categories_inferred = s.meta.categories_inferred;
-    nlohmann::json p = nlohmann::json::parse(renamed_pools(s.meta.private_pools, s.info.rank),
-                                             nullptr, false);
+    nlohmann::json p =
+        nlohmann::json::parse(renamed_pools(s.meta.private_pools, s.info.rank), nullptr, false);
     if (p.is_array())
       for (auto& x : p) pools.push_back(x);
     ranks.push_back({{"rank", s.info.rank},
@@ -265,7 +267,8 @@ std::optional<int64_t> rank_from_file_name(std::string_view path) {
   if (pick.empty()) return std::nullopt;
   if (pick.size() > 1)
     throw MergeError(std::string(path) + ": its name has several numbers (" + pick[0] + ", " +
-                     pick[1] + "), so which is the rank is ambiguous; name it rank-N or give --rank");
+                     pick[1] +
+                     "), so which is the rank is ambiguous; name it rank-N or give --rank");
   if (pick[0].size() > 6)
     throw MergeError(std::string(path) + ": " + pick[0] + " in its name is no rank");
   return std::stoll(pick[0]);
@@ -281,15 +284,17 @@ MergeResult merge_ranks(const std::vector<std::string>& inputs, const std::strin
   const Source* first = &sources.front();
   for (const Source& s : sources)
     if (s.meta.start_unix_ns < first->meta.start_unix_ns) first = &s;
-  const int64_t first_base = first->meta.synthetic_times
-                                 ? static_cast<int64_t>(first->meta.start_ts_ns)
-                                 : first->meta.start_unix_ns - static_cast<int64_t>(first->meta.start_ts_ns);
+  const int64_t first_base =
+      first->meta.synthetic_times
+          ? static_cast<int64_t>(first->meta.start_ts_ns)
+          : first->meta.start_unix_ns - static_cast<int64_t>(first->meta.start_ts_ns);
   DeviceMap devices;
   uint64_t nodes = 0;
   for (Source& s : sources) {
-    s.info.offset_ns = s.meta.synthetic_times
-                           ? first_base - static_cast<int64_t>(s.meta.start_ts_ns)
-                           : (s.meta.start_unix_ns - static_cast<int64_t>(s.meta.start_ts_ns)) - first_base;
+    s.info.offset_ns =
+        s.meta.synthetic_times
+            ? first_base - static_cast<int64_t>(s.meta.start_ts_ns)
+            : (s.meta.start_unix_ns - static_cast<int64_t>(s.meta.start_ts_ns)) - first_base;
     for (const store::DeviceInfo& d : s.meta.devices) devices.add(s.info.rank, d);
     // A first pass for the devices the events name and their count; the events themselves
     // are read again, streaming, by write_events.
@@ -298,18 +303,22 @@ MergeResult merge_ranks(const std::vector<std::string>& inputs, const std::strin
       ++s.info.events;
     });
     s.node_offset = nodes;
-    for (const store::StackNode& n : s.reader->stack_nodes()) nodes = std::max(nodes, n.id + s.node_offset);
+    for (const store::StackNode& n : s.reader->stack_nodes())
+      nodes = std::max(nodes, n.id + s.node_offset);
     if (!s.info.complete)
       result.warnings.push_back(
           "rank " + std::to_string(s.info.rank) + " (" + s.info.path + "): " +
-          (s.reader->clean_end() ? "not finalized" : "the recording did not end cleanly (was the rank killed?)") +
+          (s.reader->clean_end() ? "not finalized"
+                                 : "the recording did not end cleanly (was the rank killed?)") +
           "; merged the " + std::to_string(s.info.events) + " events it committed" +
-          (s.reader->finalized() ? "" : ", its stacks unresolved (`tidemark finalize " + s.info.path +
-                                            "` first resolves them)"));
+          (s.reader->finalized() ? ""
+                                 : ", its stacks unresolved (`tidemark finalize " + s.info.path +
+                                       "` first resolves them)"));
   }
   for (const store::DeviceInfo& d : devices.devices)
     for (Source& s : sources)
-      if (s.info.rank == *d.rank) s.info.devices.push_back("rank" + std::to_string(*d.rank) + "/" + device_name(d.rank_id));
+      if (s.info.rank == *d.rank)
+        s.info.devices.push_back("rank" + std::to_string(*d.rank) + "/" + device_name(d.rank_id));
 
   const store::TraceMeta meta = merged_meta(sources, devices, result.world_size, *first);
   store::remove_trace_sidecars(output);
@@ -320,7 +329,8 @@ MergeResult merge_ranks(const std::vector<std::string>& inputs, const std::strin
     const uint64_t tag = static_cast<uint64_t>(s.info.rank + 1) << kIdShift;
     const bool resolved = s.reader->finalized();
     for (const store::StackNode& n : s.reader->stack_nodes()) {
-      writer->add_stack_node(n.id + s.node_offset, n.parent ? n.parent + s.node_offset : 0, n.ip | tag);
+      writer->add_stack_node(n.id + s.node_offset, n.parent ? n.parent + s.node_offset : 0,
+                             n.ip | tag);
       if (resolved && !frames->count(n.ip | tag)) (*frames)[n.ip | tag] = s.reader->frames(n.ip);
     }
   }

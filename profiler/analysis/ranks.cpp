@@ -52,7 +52,9 @@ int64_t peak_bytes(const RankDevice& d, store::Curve curve) {
   return p ? p->bytes : 0;
 }
 
-const char* curve_name(store::Curve c) { return c == store::Curve::reserved ? "reserved" : "allocated"; }
+const char* curve_name(store::Curve c) {
+  return c == store::Curve::reserved ? "reserved" : "allocated";
+}
 
 }  // namespace
 
@@ -135,27 +137,31 @@ std::vector<Finding> rank_imbalance(const std::vector<RankDevice>& devices) {
     f.id = "rank-imbalance";
     f.device = "rank" + std::to_string(s.high_rank) + "/" + s.device;
     f.bytes = diff;
-    f.title = "rank " + std::to_string(s.high_rank) + " peaks at " + format_bytes(s.high_bytes) + " " +
-              curve_name(s.curve) + " on " + s.device + ", " + ratio_text(s.ratio()) + " rank " +
-              std::to_string(s.low_rank) + "'s " + format_bytes(s.low_bytes) +
+    f.title = "rank " + std::to_string(s.high_rank) + " peaks at " + format_bytes(s.high_bytes) +
+              " " + curve_name(s.curve) + " on " + s.device + ", " + ratio_text(s.ratio()) +
+              " rank " + std::to_string(s.low_rank) + "'s " + format_bytes(s.low_bytes) +
               ": the ranks do not hold the same memory";
     if (s.site) f.site = s.site->label;
     for (const auto& [rank, bytes] : s.peaks)
-      f.evidence.push_back({"rank " + std::to_string(rank) + " peak " + curve_name(s.curve), bytes_text(bytes)});
+      f.evidence.push_back(
+          {"rank " + std::to_string(rank) + " peak " + curve_name(s.curve), bytes_text(bytes)});
     f.evidence.push_back({"difference", bytes_text(diff)});
     if (s.site)
-      f.evidence.push_back({"site making the difference",
-                            s.site->label + ": " + format_bytes(s.site->high_bytes) + " on rank " +
-                                std::to_string(s.high_rank) + ", " + format_bytes(s.site->low_bytes) +
-                                " on rank " + std::to_string(s.low_rank)});
+      f.evidence.push_back(
+          {"site making the difference", s.site->label + ": " + format_bytes(s.site->high_bytes) +
+                                             " on rank " + std::to_string(s.high_rank) + ", " +
+                                             format_bytes(s.site->low_bytes) + " on rank " +
+                                             std::to_string(s.low_rank)});
     if (s.category)
       f.evidence.push_back({"category making the difference",
                             s.category->key + ": +" + format_bytes(s.category->delta())});
-    f.fix = "Make the ranks hold the same memory: state kept on one rank only (rank 0 saving or "
-            "logging, an unsharded optimizer) belongs on every rank or none; buckets and shards "
-            "of equal size; the same batch size on every rank. The site above is where the "
-            "high rank allocates more.";
-    f.share = s.high_bytes > 0 ? static_cast<double>(diff) / static_cast<double>(s.high_bytes) : 1.0;
+    f.fix =
+        "Make the ranks hold the same memory: state kept on one rank only (rank 0 saving or "
+        "logging, an unsharded optimizer) belongs on every rank or none; buckets and shards "
+        "of equal size; the same batch size on every rank. The site above is where the "
+        "high rank allocates more.";
+    f.share =
+        s.high_bytes > 0 ? static_cast<double>(diff) / static_cast<double>(s.high_bytes) : 1.0;
     f.severity = f.share >= kMajorMemoryShare      ? Severity::major
                  : f.share >= kModerateMemoryShare ? Severity::moderate
                                                    : Severity::minor;

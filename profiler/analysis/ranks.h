@@ -43,8 +43,8 @@ struct GroupDelta {
 
 // One curve's peak on one device name across the ranks.
 struct RankSpread {
-  std::string device;  // "cuda:0": the same device of every rank
-  store::Curve curve = store::Curve::allocated;  // allocated or reserved
+  std::string device;                              // "cuda:0": the same device of every rank
+  store::Curve curve = store::Curve::allocated;    // allocated or reserved
   std::vector<std::pair<int64_t, int64_t>> peaks;  // (rank, peak bytes), in rank order
   int64_t high_rank = 0, low_rank = 0, high_bytes = 0, low_bytes = 0;
   double ratio() const;  // high / low (infinity when low is 0 and high is not; 1 when both 0)

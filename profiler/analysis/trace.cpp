@@ -13,7 +13,8 @@ namespace tidemark::analysis {
 std::vector<DeviceMatch> match_devices(const std::vector<DeviceRef>& a,
                                        const std::vector<DeviceRef>& b) {
   // Note [Matching devices]
-  auto named = [](const std::vector<DeviceRef>& devices, const std::string& name) -> const DeviceRef* {
+  auto named = [](const std::vector<DeviceRef>& devices,
+                  const std::string& name) -> const DeviceRef* {
     for (const DeviceRef& d : devices)
       if (d.name == name) return &d;
     return nullptr;
@@ -47,8 +48,9 @@ Trace Trace::open(const std::string& path, store::TraceReader::Require require) 
   auto end = last ? last : t.reader_->end_ts();
   t.end_ns_ = end && *end >= t.origin_ns_ ? *end : t.origin_ns_;
   for (const store::DeviceRow& row : t.reader_->devices()) {
-    DeviceRef d{row.id, device_name(row.info.id), row.info.name, row.info.capacity, row.info.rank,
-                device_name(row.info.rank ? row.info.rank_id : row.info.id)};
+    DeviceRef d{row.id,        device_name(row.info.id),
+                row.info.name, row.info.capacity,
+                row.info.rank, device_name(row.info.rank ? row.info.rank_id : row.info.id)};
     if (d.rank) d.name = "rank" + std::to_string(*d.rank) + "/" + d.local_name;
     t.devices_.push_back(std::move(d));
   }

@@ -52,6 +52,8 @@ inline uint64_t step() noexcept {
 }
 
 // A named point in time ("eval starts").
-inline void mark(std::string_view name) noexcept { emit_name(Kind::mark, name); }
+inline void mark(std::string_view name) noexcept {
+  emit_name(Kind::mark, name);
+}
 
 }  // namespace tidemark::events

@@ -18,37 +18,37 @@
 namespace tidemark::events {
 
 enum class Kind : uint8_t {
-  segment_alloc,     // reserved memory grows
-  segment_free,      // reserved memory shrinks
-  segment_map,       // expandable segment: physical memory mapped into its range
-  segment_unmap,     // expandable segment: physical memory unmapped
-  alloc,             // a block handed to a caller
-  free_requested,    // the caller released the block (allocated bytes drop)
-  free_completed,    // the block is reusable (active bytes drop)
-  empty_cache,       // cached segments released on request
-  alloc_retry,       // a failed segment allocation: cache freed and retried
-  oom,               // an allocation failed for good
-  storage_create,    // a storage (owner of one block) is born
-  storage_release,   // ... and dies
-  tensor_create,     // a tensor or view is born
-  tensor_release,    // ... and dies
-  category,          // a block's role changes
-  sync,              // the host waited on the device
-  memcpy,            // a host<->device copy
-  scope_push,        // module path, NVTX range or user scope opens
-  scope_pop,         // ... and closes
-  step,              // iteration boundary
-  mark,              // user annotation
-  collective,        // a collective operation between processes ended (Note [Collectives])
+  segment_alloc,    // reserved memory grows
+  segment_free,     // reserved memory shrinks
+  segment_map,      // expandable segment: physical memory mapped into its range
+  segment_unmap,    // expandable segment: physical memory unmapped
+  alloc,            // a block handed to a caller
+  free_requested,   // the caller released the block (allocated bytes drop)
+  free_completed,   // the block is reusable (active bytes drop)
+  empty_cache,      // cached segments released on request
+  alloc_retry,      // a failed segment allocation: cache freed and retried
+  oom,              // an allocation failed for good
+  storage_create,   // a storage (owner of one block) is born
+  storage_release,  // ... and dies
+  tensor_create,    // a tensor or view is born
+  tensor_release,   // ... and dies
+  category,         // a block's role changes
+  sync,             // the host waited on the device
+  memcpy,           // a host<->device copy
+  scope_push,       // module path, NVTX range or user scope opens
+  scope_pop,        // ... and closes
+  step,             // iteration boundary
+  mark,             // user annotation
+  collective,       // a collective operation between processes ended (Note [Collectives])
 };
 inline constexpr int kNumKinds = static_cast<int>(Kind::collective) + 1;
 
 constexpr std::string_view kind_name(Kind k) {
   constexpr std::string_view names[] = {
-      "segment_alloc", "segment_free",   "segment_map",    "segment_unmap",   "alloc",
-      "free_requested", "free_completed", "empty_cache",   "alloc_retry",     "oom",
+      "segment_alloc",  "segment_free",    "segment_map",   "segment_unmap",  "alloc",
+      "free_requested", "free_completed",  "empty_cache",   "alloc_retry",    "oom",
       "storage_create", "storage_release", "tensor_create", "tensor_release", "category",
-      "sync",           "memcpy",          "scope_push",    "scope_pop",       "step",
+      "sync",           "memcpy",          "scope_push",    "scope_pop",      "step",
       "mark",           "collective"};
   return names[static_cast<int>(k)];
 }
@@ -67,9 +67,8 @@ enum class Category : uint8_t {
 inline constexpr int kNumCategories = static_cast<int>(Category::comm_buffer) + 1;
 
 constexpr std::string_view category_name(Category c) {
-  constexpr std::string_view names[] = {"unknown",         "parameter",  "gradient",
-                                        "optimizer_state", "activation", "input",
-                                        "temporary",       "comm_buffer"};
+  constexpr std::string_view names[] = {"unknown",    "parameter", "gradient",  "optimizer_state",
+                                        "activation", "input",     "temporary", "comm_buffer"};
   return names[static_cast<int>(c)];
 }
 
@@ -85,12 +84,18 @@ enum class Pool : uint8_t { small, large };
 
 // `collective`: the host waited for a collective operation to complete (Note [Collectives]).
 enum class SyncKind : uint8_t {
-  device, stream, event, item, copy_to_host, data_dependent, collective
+  device,
+  stream,
+  event,
+  item,
+  copy_to_host,
+  data_dependent,
+  collective
 };
 inline constexpr int kNumSyncKinds = static_cast<int>(SyncKind::collective) + 1;
 
 constexpr std::string_view sync_kind_name(SyncKind k) {
-  constexpr std::string_view names[] = {"device", "stream",       "event",          "item",
+  constexpr std::string_view names[] = {"device",       "stream",         "event",     "item",
                                         "copy_to_host", "data_dependent", "collective"};
   return names[static_cast<int>(k)];
 }
@@ -99,12 +104,17 @@ enum class CollectiveOp : uint8_t { all_reduce, broadcast, all_gather, reduce_sc
 inline constexpr int kNumCollectiveOps = static_cast<int>(CollectiveOp::barrier) + 1;
 
 constexpr std::string_view collective_op_name(CollectiveOp op) {
-  constexpr std::string_view names[] = {"all_reduce", "broadcast", "all_gather",
-                                        "reduce_scatter", "barrier"};
+  constexpr std::string_view names[] = {"all_reduce", "broadcast", "all_gather", "reduce_scatter",
+                                        "barrier"};
   return names[static_cast<int>(op)];
 }
 
-enum class CopyDirection : uint8_t { host_to_device, device_to_host, device_to_device, host_to_host };
+enum class CopyDirection : uint8_t {
+  host_to_device,
+  device_to_host,
+  device_to_device,
+  host_to_host
+};
 
 // Payload of segment_*, alloc, free_requested, free_completed.
 struct BlockInfo {
@@ -194,7 +204,15 @@ struct NameInfo {
 // Which member of Event's union a kind fills. Consumers switch on payload_of(e.kind) rather
 // than list the kinds of each payload again.
 enum class Payload : uint8_t {
-  block, allocator, storage, tensor, category, sync, memcpy, name, collective
+  block,
+  allocator,
+  storage,
+  tensor,
+  category,
+  sync,
+  memcpy,
+  name,
+  collective
 };
 
 constexpr Payload payload_of(Kind k) {
@@ -315,7 +333,8 @@ inline TscMap g_tsc;
 
 inline bool kernel_uses_tsc() noexcept {
 #if defined(__x86_64__)
-  std::FILE* f = std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
+  std::FILE* f =
+      std::fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "r");
   if (!f) return false;
   char buf[32] = {};
   bool tsc = std::fgets(buf, sizeof buf, f) && std::string_view(buf).substr(0, 3) == "tsc";
@@ -356,8 +375,8 @@ inline uint64_t now_ns() noexcept {
     // Another core's counter may trail the calibrating core's by a few ticks.
     int64_t dt = static_cast<int64_t>(__builtin_ia32_rdtsc() - detail::g_tsc.tsc0);
     if (dt < 0) dt = 0;
-    return detail::g_tsc.ns0 + static_cast<uint64_t>(
-                                   (static_cast<unsigned __int128>(dt) * detail::g_tsc.mult) >> 32);
+    return detail::g_tsc.ns0 +
+           static_cast<uint64_t>((static_cast<unsigned __int128>(dt) * detail::g_tsc.mult) >> 32);
   }
 #endif
   return steady_ns();
@@ -394,7 +413,6 @@ inline void remove_sink(Sink* s) noexcept {
     }
   }
 }
-
 
 inline uint64_t current_thread_id() noexcept {
   thread_local uint64_t id = detail::g_next_thread.fetch_add(1);

@@ -116,7 +116,9 @@ namespace tidemark::importers::infer {
 
 namespace {
 
-bool has(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
+bool has(std::string_view s, std::string_view part) {
+  return s.find(part) != std::string_view::npos;
+}
 
 // "tl::nn::Linear::Linear(...)": the last two components of the qualified name are equal.
 bool is_constructor(std::string_view function) {
@@ -142,13 +144,20 @@ bool in_file(std::string_view file, std::string_view dir) {
 
 int rank(Phase p) {
   switch (p) {
-    case Phase::none: return 0;
-    case Phase::forward: return 1;
-    case Phase::setup: return 2;
-    case Phase::data: return 3;
-    case Phase::optimizer: return 4;
-    case Phase::backward: return 5;
-    case Phase::recompute: return 6;
+    case Phase::none:
+      return 0;
+    case Phase::forward:
+      return 1;
+    case Phase::setup:
+      return 2;
+    case Phase::data:
+      return 3;
+    case Phase::optimizer:
+      return 4;
+    case Phase::backward:
+      return 5;
+    case Phase::recompute:
+      return 6;
   }
   return 0;
 }
@@ -157,13 +166,20 @@ int rank(Phase p) {
 
 std::string_view phase_name(Phase p) {
   switch (p) {
-    case Phase::none: return "none";
-    case Phase::setup: return "setup";
-    case Phase::data: return "data";
-    case Phase::forward: return "forward";
-    case Phase::backward: return "backward";
-    case Phase::optimizer: return "optimizer";
-    case Phase::recompute: return "recompute";
+    case Phase::none:
+      return "none";
+    case Phase::setup:
+      return "setup";
+    case Phase::data:
+      return "data";
+    case Phase::forward:
+      return "forward";
+    case Phase::backward:
+      return "backward";
+    case Phase::optimizer:
+      return "optimizer";
+    case Phase::recompute:
+      return "recompute";
   }
   return "none";
 }
@@ -203,20 +219,24 @@ Phase phase_of_frame(std::string_view full_function, std::string_view file) {
   const std::string name = qualified_name(full_function);
   const std::string_view function = name;
   // Backward: the autograd engine.
-  if (has(function, "torch::autograd::Engine") || has(function, "torch::autograd::python::PythonEngine") ||
+  if (has(function, "torch::autograd::Engine") ||
+      has(function, "torch::autograd::python::PythonEngine") ||
       has(function, "tl::autograd::backward") || has(function, "tl::autograd::Engine") ||
       function == "tl::autograd::grad" || has(function, "run_backward") ||
       has(function, "tl::Tensor::backward") || has(function, "_engine_run_backward") ||
       full_function.starts_with("autograd::engine::"))
     return Phase::backward;
-  if (function == "backward" && (in_file(file, "torch/_tensor.py") || in_file(file, "torch/autograd/")))
+  if (function == "backward" &&
+      (in_file(file, "torch/_tensor.py") || in_file(file, "torch/autograd/")))
     return Phase::backward;
   // torch.utils.checkpoint recomputing on the engine's thread (its hooks or its backward).
   if (in_file(file, "torch/utils/checkpoint.py") &&
-      (function == "backward" || function == "recompute_fn" || function == "unpack_hook" || function == "unpack"))
+      (function == "backward" || function == "recompute_fn" || function == "unpack_hook" ||
+       function == "unpack"))
     return Phase::backward;
   // Optimizer.
-  if (has(function, "tl::optim::") || in_file(file, "torch/optim/") || full_function.starts_with("Optimizer.step") ||
+  if (has(function, "tl::optim::") || in_file(file, "torch/optim/") ||
+      full_function.starts_with("Optimizer.step") ||
       full_function.starts_with("Optimizer.zero_grad"))
     return Phase::optimizer;
   // Data loading.
@@ -226,14 +246,16 @@ Phase phase_of_frame(std::string_view full_function, std::string_view file) {
   // Setup: building the model or moving it.
   const bool tl_nn = has(function, "tl::nn::");
   const bool torch_nn = in_file(file, "torch/nn/");
-  if (tl_nn && (is_constructor(function) || has(function, "reset_parameters") || has(function, "tl::nn::init::") ||
-                function.ends_with("::to") || has(function, "register_parameter") || has(function, "register_buffer")))
+  if (tl_nn && (is_constructor(function) || has(function, "reset_parameters") ||
+                has(function, "tl::nn::init::") || function.ends_with("::to") ||
+                has(function, "register_parameter") || has(function, "register_buffer")))
     return Phase::setup;
-  if (torch_nn && (function == "__init__" || function == "reset_parameters" || in_file(file, "torch/nn/init.py") ||
-                   in_file(file, "torch/nn/parameter.py") || function == "_apply" || function == "to" ||
-                   function == "cuda" || function == "convert" || function == "register_parameter" ||
-                   function == "register_buffer" || function == "load_state_dict" ||
-                   function == "_load_from_state_dict"))
+  if (torch_nn &&
+      (function == "__init__" || function == "reset_parameters" ||
+       in_file(file, "torch/nn/init.py") || in_file(file, "torch/nn/parameter.py") ||
+       function == "_apply" || function == "to" || function == "cuda" || function == "convert" ||
+       function == "register_parameter" || function == "register_buffer" ||
+       function == "load_state_dict" || function == "_load_from_state_dict"))
     return Phase::setup;
   // Forward: any other module code.
   if (tl_nn || torch_nn || full_function.starts_with("nn.Module: ")) return Phase::forward;
@@ -253,7 +275,8 @@ bool item_getter_frame(std::string_view function) {
 }
 
 bool checkpoint_frame(std::string_view function, std::string_view file) {
-  return qualified_name(function).starts_with("tl::checkpoint") || in_file(file, "torch/utils/checkpoint.py");
+  return qualified_name(function).starts_with("tl::checkpoint") ||
+         in_file(file, "torch/utils/checkpoint.py");
 }
 
 void StackPhase::add(Phase p) {
@@ -261,7 +284,9 @@ void StackPhase::add(Phase p) {
   if (rank(p) > rank(phase_)) phase_ = p;
 }
 
-Phase StackPhase::phase() const { return phase_ == Phase::backward && forward_ ? Phase::recompute : phase_; }
+Phase StackPhase::phase() const {
+  return phase_ == Phase::backward && forward_ ? Phase::recompute : phase_;
+}
 
 namespace {
 
@@ -437,7 +462,8 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
   }
   // The run position p falls in ([first, limit)), or runs.size().
   auto run_at = [&](uint64_t p) -> size_t {
-    auto it = std::upper_bound(runs.begin(), runs.end(), p, [](uint64_t v, const Run& r) { return v < r.first; });
+    auto it = std::upper_bound(runs.begin(), runs.end(), p,
+                               [](uint64_t v, const Run& r) { return v < r.first; });
     if (it == runs.begin()) return runs.size();
     const size_t r = static_cast<size_t>(it - runs.begin() - 1);
     return p < runs[r].limit ? r : runs.size();
@@ -458,7 +484,8 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
   // after run i that is neither backward nor recompute (runs.size(): none); next_stop[p], the
   // first position at or after p holding an alloc or a classified event (end: none).
   const size_t n = runs.size();
-  std::vector<std::vector<uint32_t>> next_of(kPhases, std::vector<uint32_t>(n + 1, static_cast<uint32_t>(n)));
+  std::vector<std::vector<uint32_t>> next_of(
+      kPhases, std::vector<uint32_t>(n + 1, static_cast<uint32_t>(n)));
   std::vector<uint32_t> next_done(n + 1, static_cast<uint32_t>(n));
   for (size_t i = n; i-- > 0;) {
     for (size_t k = 0; k < kPhases; ++k) next_of[k][i] = next_of[k][i + 1];
@@ -481,7 +508,8 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
   // The index of the first run beginning after position p.
   auto first_after = [&](uint64_t p) {
     return static_cast<size_t>(
-        std::upper_bound(runs.begin(), runs.end(), p, [](uint64_t v, const Run& r) { return v < r.first; }) -
+        std::upper_bound(runs.begin(), runs.end(), p,
+                         [](uint64_t v, const Run& r) { return v < r.first; }) -
         runs.begin());
   };
   // The first run of phase `ph` beginning after position p, or null.
@@ -497,10 +525,12 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
   std::vector<uint64_t> optimizer_ends, backward_ends;
   for (size_t i = 0; i < runs.size(); ++i) {
     auto in_backward = [&](size_t j) {
-      return j < runs.size() && (runs[j].phase == Phase::backward || runs[j].phase == Phase::recompute);
+      return j < runs.size() &&
+             (runs[j].phase == Phase::backward || runs[j].phase == Phase::recompute);
     };
     if (runs[i].phase == Phase::optimizer) optimizer_ends.push_back(runs[i].last);
-    if (runs[i].phase == Phase::backward && !in_backward(i + 1)) backward_ends.push_back(runs[i].last);
+    if (runs[i].phase == Phase::backward && !in_backward(i + 1))
+      backward_ends.push_back(runs[i].last);
     if (runs[i].phase == Phase::recompute && !in_backward(i + 1) && i > 0 && in_backward(i - 1))
       backward_ends.push_back(runs[i].last);
   }
@@ -538,7 +568,9 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
     const bool freed = b.free_event != kNever;
     w.pf_pos = freed ? b.free_event + 1 : end;
     w.pa = b.alloc_phase != Phase::none ? b.alloc_phase : phase_at(w.pa_pos);
-    w.pf = !freed ? Phase::none : b.free_phase != Phase::none ? b.free_phase : phase_of_free(w.pf_pos);
+    w.pf = !freed                        ? Phase::none
+           : b.free_phase != Phase::none ? b.free_phase
+                                         : phase_of_free(w.pf_pos);
     w.ra = run_at(w.pa_pos);
     w.within = false;
     if (freed) {
@@ -561,8 +593,12 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
     const bool freed = b.free_event != kNever;
     C c = C::unknown;
     switch (pa) {
-      case Phase::data: c = within || (b.item && freed) ? C::temporary : C::input; break;
-      case Phase::optimizer: c = within ? C::temporary : C::optimizer_state; break;
+      case Phase::data:
+        c = within || (b.item && freed) ? C::temporary : C::input;
+        break;
+      case Phase::optimizer:
+        c = within ? C::temporary : C::optimizer_state;
+        break;
       case Phase::backward: {
         // Alive when the next optimizer run begins; without one, when the backward pass is
         // over (the next run that is neither backward nor a recompute begins).
@@ -572,8 +608,12 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
         c = !freed || (after && pf_pos > after->first) ? C::gradient : C::temporary;
         break;
       }
-      case Phase::recompute: c = within ? C::temporary : C::activation; break;
-      case Phase::setup: c = within ? C::temporary : C::parameter; break;
+      case Phase::recompute:
+        c = within ? C::temporary : C::activation;
+        break;
+      case Phase::setup:
+        c = within ? C::temporary : C::parameter;
+        break;
       case Phase::forward:
       case Phase::none:
         if (b.before_trace && !freed && b.alloc_phase == Phase::none) {
@@ -582,7 +622,8 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
           c = C::activation;
         } else if (within) {
           c = C::temporary;
-        } else if (pa == Phase::forward && (b.checkpointed || (ra < runs.size() && runs[ra].last_alloc == pa_pos))) {
+        } else if (pa == Phase::forward &&
+                   (b.checkpointed || (ra < runs.size() && runs[ra].last_alloc == pa_pos))) {
           // A forward's result (its run's last alloc), or a checkpointed segment's (it saves
           // nothing): what the program reads, not what backward needs.
           c = freed ? C::temporary : C::unknown;
@@ -590,7 +631,8 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
           c = kept_by_graph(pa_pos, pf_pos);  // kept past its forward run
         } else if (pa == Phase::none && pa_pos < first_work && !freed && last_work > 0) {
           c = C::parameter;  // made by the program's own code before the work, kept through it
-        } else if (const Run* fw = next_run_of(Phase::forward, pa_pos); freed && fw && fw->saving && fw->limit <= pf_pos) {
+        } else if (const Run* fw = next_run_of(Phase::forward, pa_pos);
+                   freed && fw && fw->saving && fw->limit <= pf_pos) {
           c = kept_by_graph(fw->first, pf_pos);  // made outside a forward that kept it
         }
         break;

@@ -63,10 +63,10 @@ inline constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
 // One block lifetime (an alloc to its free_requested), by the positions of its events in the
 // device's event list given to infer().
 struct Block {
-  uint64_t alloc_event = 0;       // index of its alloc in `events` (ignored when before_trace)
-  uint64_t free_event = kNever;   // index of its free; kNever: allocated at the end of the trace
+  uint64_t alloc_event = 0;      // index of its alloc in `events` (ignored when before_trace)
+  uint64_t free_event = kNever;  // index of its free; kNever: allocated at the end of the trace
   Phase alloc_phase = Phase::none, free_phase = Phase::none;  // from its own frames
-  bool before_trace = false;      // allocated before the snapshot's history began
+  bool before_trace = false;       // allocated before the snapshot's history began
   bool freed_by_autograd = false;  // the free's frames are autograd's (autograd_frame)
   bool checkpointed = false;       // allocated in a checkpointed segment (checkpoint_frame)
   bool item = false;               // data loading: made by a dataset's item getter (one example)

@@ -178,7 +178,8 @@ class Memo {
       dense_.push_back(v);
       ++count_;
       // Entries put beyond the dense end join it when the gap closes.
-      for (auto it = sparse_.find(dense_.size()); it != sparse_.end(); it = sparse_.find(dense_.size())) {
+      for (auto it = sparse_.find(dense_.size()); it != sparse_.end();
+           it = sparse_.find(dense_.size())) {
         dense_.push_back(it->second);
         sparse_.erase(it);
       }
@@ -209,23 +210,34 @@ std::string_view opcode_name(uint8_t op) {
 
 std::string_view type_name(Type t) {
   switch (t) {
-    case Type::none: return "None";
-    case Type::boolean: return "bool";
-    case Type::integer: return "int";
-    case Type::floating: return "float";
-    case Type::string: return "str";
-    case Type::bytes: return "bytes";
-    case Type::list: return "list";
-    case Type::tuple: return "tuple";
-    case Type::dict: return "dict";
-    case Type::global: return "global";
+    case Type::none:
+      return "None";
+    case Type::boolean:
+      return "bool";
+    case Type::integer:
+      return "int";
+    case Type::floating:
+      return "float";
+    case Type::string:
+      return "str";
+    case Type::bytes:
+      return "bytes";
+    case Type::list:
+      return "list";
+    case Type::tuple:
+      return "tuple";
+    case Type::dict:
+      return "dict";
+    case Type::global:
+      return "global";
   }
   return "?";
 }
 
 class Parser {
  public:
-  Parser(std::string_view data, std::shared_ptr<const void> keep, const Limits& limits, AppendHook* hook)
+  Parser(std::string_view data, std::shared_ptr<const void> keep, const Limits& limits,
+         AppendHook* hook)
       : limits_(limits), hook_(hook) {
     doc_.keep_ = std::move(keep);
     doc_.data_ = data;
@@ -323,7 +335,9 @@ class Parser {
     doc_.containers_.push_back({t, false, 1, {}});
     return v;
   }
-  static bool is_container(Type t) { return t == Type::list || t == Type::tuple || t == Type::dict; }
+  static bool is_container(Type t) {
+    return t == Type::list || t == Type::tuple || t == Type::dict;
+  }
 
   // Items below the innermost MARK are out of reach until it is popped (as in Python).
   size_t fence() const { return marks_.empty() ? 0 : marks_.back(); }
@@ -370,7 +384,8 @@ class Parser {
   }
   void check_key(Val k) {
     if (k.type != Type::string && k.type != Type::integer)
-      fail("dict key of type " + std::string(type_name(k.type)) + " (only str and int keys are supported)");
+      fail("dict key of type " + std::string(type_name(k.type)) +
+           " (only str and int keys are supported)");
   }
 
   void append_items(size_t from) {  // stack[from..] into the list at stack[from - 1]
@@ -476,7 +491,8 @@ class Parser {
     switch (op_) {
       case PROTO: {
         uint8_t version = *take(1);
-        if (version > 5) fail("unsupported pickle protocol " + std::to_string(version) + " (2 to 5 are)");
+        if (version > 5)
+          fail("unsupported pickle protocol " + std::to_string(version) + " (2 to 5 are)");
         doc_.protocol_ = version;
         break;
       }
@@ -507,7 +523,9 @@ class Parser {
         if (reachable() == 0) fail("stack underflow");
         push(stack_.back());
         break;
-      case NONE: push(Val{}); break;
+      case NONE:
+        push(Val{});
+        break;
       case NEWTRUE:
       case NEWFALSE: {
         Val v;
@@ -516,10 +534,18 @@ class Parser {
         push(v);
         break;
       }
-      case BININT: push_int(static_cast<int32_t>(static_cast<uint32_t>(le<4>()))); break;
-      case BININT1: push_int(static_cast<int64_t>(le<1>())); break;
-      case BININT2: push_int(static_cast<int64_t>(le<2>())); break;
-      case LONG1: push_long(le<1>()); break;
+      case BININT:
+        push_int(static_cast<int32_t>(static_cast<uint32_t>(le<4>())));
+        break;
+      case BININT1:
+        push_int(static_cast<int64_t>(le<1>()));
+        break;
+      case BININT2:
+        push_int(static_cast<int64_t>(le<2>()));
+        break;
+      case LONG1:
+        push_long(le<1>());
+        break;
       case LONG4: {
         int32_t n = static_cast<int32_t>(static_cast<uint32_t>(le<4>()));
         if (n < 0) fail("negative length " + std::to_string(n));
@@ -536,23 +562,43 @@ class Parser {
         push(v);
         break;
       }
-      case SHORT_BINUNICODE: push_span(Type::string, length(le<1>())); break;
-      case BINUNICODE: push_span(Type::string, length(le<4>())); break;
-      case BINUNICODE8: push_span(Type::string, length(le<8>())); break;
-      case SHORT_BINSTRING: push_span(Type::string, length(le<1>())); break;  // Python 2 str
+      case SHORT_BINUNICODE:
+        push_span(Type::string, length(le<1>()));
+        break;
+      case BINUNICODE:
+        push_span(Type::string, length(le<4>()));
+        break;
+      case BINUNICODE8:
+        push_span(Type::string, length(le<8>()));
+        break;
+      case SHORT_BINSTRING:
+        push_span(Type::string, length(le<1>()));
+        break;  // Python 2 str
       case BINSTRING: {
         int32_t n = static_cast<int32_t>(static_cast<uint32_t>(le<4>()));
         if (n < 0) fail("negative length " + std::to_string(n));
         push_span(Type::string, length(static_cast<uint64_t>(n)));
         break;
       }
-      case SHORT_BINBYTES: push_span(Type::bytes, length(le<1>())); break;
-      case BINBYTES: push_span(Type::bytes, length(le<4>())); break;
+      case SHORT_BINBYTES:
+        push_span(Type::bytes, length(le<1>()));
+        break;
+      case BINBYTES:
+        push_span(Type::bytes, length(le<4>()));
+        break;
       case BINBYTES8:
-      case BYTEARRAY8: push_span(Type::bytes, length(le<8>())); break;
-      case EMPTY_LIST: push(new_container(Type::list)); break;
-      case EMPTY_DICT: push(new_container(Type::dict)); break;
-      case EMPTY_TUPLE: make_tuple(stack_.size()); break;
+      case BYTEARRAY8:
+        push_span(Type::bytes, length(le<8>()));
+        break;
+      case EMPTY_LIST:
+        push(new_container(Type::list));
+        break;
+      case EMPTY_DICT:
+        push(new_container(Type::dict));
+        break;
+      case EMPTY_TUPLE:
+        make_tuple(stack_.size());
+        break;
       case TUPLE1:
       case TUPLE2:
       case TUPLE3: {
@@ -561,19 +607,29 @@ class Parser {
         make_tuple(stack_.size() - k);
         break;
       }
-      case TUPLE: make_tuple(pop_mark()); break;
-      case LIST: make_from_mark(Type::list); break;
-      case DICT: make_from_mark(Type::dict); break;
+      case TUPLE:
+        make_tuple(pop_mark());
+        break;
+      case LIST:
+        make_from_mark(Type::list);
+        break;
+      case DICT:
+        make_from_mark(Type::dict);
+        break;
       case APPEND:
         if (reachable() < 2) fail("stack underflow: needs a list and an item");
         append_items(stack_.size() - 1);
         break;
-      case APPENDS: append_items(pop_mark()); break;
+      case APPENDS:
+        append_items(pop_mark());
+        break;
       case SETITEM:
         if (reachable() < 3) fail("stack underflow: needs a dict, a key and a value");
         set_items(stack_.size() - 2);
         break;
-      case SETITEMS: set_items(pop_mark()); break;
+      case SETITEMS:
+        set_items(pop_mark());
+        break;
       case MEMOIZE:
         if (reachable() == 0) fail("stack underflow: nothing to memoize");
         memo_.put(memo_.size(), stack_.back());
@@ -617,8 +673,9 @@ class Parser {
       case EXT1:
       case EXT2:
       case EXT4:
-        fail("would construct or call a Python object; this data-only reader refuses it "
-             "(a PyTorch memory snapshot holds plain data only)");
+        fail(
+            "would construct or call a Python object; this data-only reader refuses it "
+            "(a PyTorch memory snapshot holds plain data only)");
       case EMPTY_SET:
       case ADDITEMS:
       case FROZENSET:
@@ -666,7 +723,8 @@ Document parse(std::string data, const Limits& limits, AppendHook* hook) {
   const std::string_view view = *owned;
   return Parser(view, std::move(owned), limits, hook).run();
 }
-Document parse(std::string_view data, std::shared_ptr<const void> keep, const Limits& limits, AppendHook* hook) {
+Document parse(std::string_view data, std::shared_ptr<const void> keep, const Limits& limits,
+               AppendHook* hook) {
   return Parser(data, std::move(keep), limits, hook).run();
 }
 
@@ -706,20 +764,28 @@ std::optional<std::pair<std::string_view, std::string_view>> Ref::as_global() co
 }
 
 size_t Ref::size() const {
-  if (v_.type == Type::list || v_.type == Type::tuple) return doc_->containers_[v_.index].items.size();
+  if (v_.type == Type::list || v_.type == Type::tuple)
+    return doc_->containers_[v_.index].items.size();
   if (v_.type == Type::dict) return doc_->containers_[v_.index].items.size() / 2;
   return 0;
 }
-Ref Ref::operator[](size_t i) const { return {doc_, doc_->containers_[v_.index].items[i]}; }
-Ref Ref::key(size_t i) const { return {doc_, doc_->containers_[v_.index].items[2 * i]}; }
-Ref Ref::value(size_t i) const { return {doc_, doc_->containers_[v_.index].items[2 * i + 1]}; }
+Ref Ref::operator[](size_t i) const {
+  return {doc_, doc_->containers_[v_.index].items[i]};
+}
+Ref Ref::key(size_t i) const {
+  return {doc_, doc_->containers_[v_.index].items[2 * i]};
+}
+Ref Ref::value(size_t i) const {
+  return {doc_, doc_->containers_[v_.index].items[2 * i + 1]};
+}
 
 std::optional<Ref> Ref::get(std::string_view key) const {
   if (v_.type != Type::dict) return std::nullopt;
   const auto& items = doc_->containers_[v_.index].items;
   for (size_t i = items.size(); i >= 2; i -= 2) {
     const Val& k = items[i - 2];
-    if (k.type == Type::string && doc_->text(doc_->strings_[k.index]) == key) return Ref{doc_, items[i - 1]};
+    if (k.type == Type::string && doc_->text(doc_->strings_[k.index]) == key)
+      return Ref{doc_, items[i - 1]};
   }
   return std::nullopt;
 }
@@ -751,17 +817,27 @@ void repr_into(const Ref& r, std::string& out, size_t max_chars, int depth) {
     out += '\'';
   };
   switch (r.type()) {
-    case Type::none: out += "None"; break;
-    case Type::boolean: out += *r.as_bool() ? "True" : "False"; break;
-    case Type::integer: out += std::to_string(*r.as_int()); break;
+    case Type::none:
+      out += "None";
+      break;
+    case Type::boolean:
+      out += *r.as_bool() ? "True" : "False";
+      break;
+    case Type::integer:
+      out += std::to_string(*r.as_int());
+      break;
     case Type::floating: {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%.17g", *r.as_double());
       out += buf;
       break;
     }
-    case Type::string: quoted(*r.as_string(), ""); break;
-    case Type::bytes: quoted(*r.as_bytes(), "b"); break;
+    case Type::string:
+      quoted(*r.as_string(), "");
+      break;
+    case Type::bytes:
+      quoted(*r.as_bytes(), "b");
+      break;
     case Type::global: {
       auto [m, n] = *r.as_global();
       out += "<global ";

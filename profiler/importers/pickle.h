@@ -36,7 +36,18 @@ class PickleError : public ImportError {
 
 // The value model. `integer` is int64: LONG1/LONG4 integers that do not fit become `floating`
 // (the nearest double), documented in docs/importers.md. `dict` keys are str or int.
-enum class Type : uint8_t { none, boolean, integer, floating, string, bytes, list, tuple, dict, global };
+enum class Type : uint8_t {
+  none,
+  boolean,
+  integer,
+  floating,
+  string,
+  bytes,
+  list,
+  tuple,
+  dict,
+  global
+};
 std::string_view type_name(Type t);
 
 // Name of an opcode byte ("BINGET"), or "" for an unknown one.
@@ -69,8 +80,8 @@ class Ref {
   Type type() const { return v_.type; }
   bool is_none() const { return v_.type == Type::none; }
   std::optional<bool> as_bool() const;
-  std::optional<int64_t> as_int() const;     // integer only
-  std::optional<double> as_double() const;   // floating or integer
+  std::optional<int64_t> as_int() const;              // integer only
+  std::optional<double> as_double() const;            // floating or integer
   std::optional<std::string_view> as_string() const;  // str only
   std::optional<std::string_view> as_bytes() const;   // bytes only
   // The module and name of a `global`.
@@ -119,8 +130,8 @@ class Document {
   friend class Parser;
   struct Container {
     Type type;
-    bool sealed = false;  // nested in another container: immutable from then on
-    uint32_t height = 1;  // 1 + the deepest child container's height
+    bool sealed = false;     // nested in another container: immutable from then on
+    uint32_t height = 1;     // 1 + the deepest child container's height
     std::vector<Val> items;  // dict: key, value, key, value, ...
   };
   struct Span {

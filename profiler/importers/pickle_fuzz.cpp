@@ -20,7 +20,9 @@ class NullWriter final : public st::TraceWriter {
     // Touch what a real writer reads.
     sink_ += e.ts_ns + e.seq + stack_id + static_cast<uint64_t>(e.kind);
   }
-  void add_stack_node(uint64_t id, uint64_t parent, uint64_t ip) override { sink_ += id ^ parent ^ ip; }
+  void add_stack_node(uint64_t id, uint64_t parent, uint64_t ip) override {
+    sink_ += id ^ parent ^ ip;
+  }
   void add_modules(const std::vector<st::ModuleInfo>&) override {}
   void add_dropped(uint64_t, uint64_t) override {}
   void commit() override {}
@@ -44,8 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     st::SymbolizeFn symbolize;
     uint64_t end = 0;
     tidemark::importers::detail::convert_pytorch_snapshot(
-        std::move(bytes), "fuzz", [&](const st::TraceMeta&) -> st::TraceWriter& { return writer; }, &symbolize,
-        &end);
+        std::move(bytes), "fuzz", [&](const st::TraceMeta&) -> st::TraceWriter& { return writer; },
+        &symbolize, &end);
     if (symbolize) (void)symbolize(1);
   } catch (const tidemark::importers::ImportError&) {
   }

@@ -38,11 +38,13 @@ class PickleWriter {
   PickleWriter& integer(int64_t v) {
     if (v >= 0 && v < 256) return op('K').le(static_cast<uint64_t>(v), 1);
     if (v >= 0 && v < 65536) return op('M').le(static_cast<uint64_t>(v), 2);
-    if (v >= INT32_MIN && v <= INT32_MAX) return op('J').le(static_cast<uint32_t>(static_cast<int32_t>(v)), 4);
+    if (v >= INT32_MIN && v <= INT32_MAX)
+      return op('J').le(static_cast<uint32_t>(static_cast<int32_t>(v)), 4);
     // LONG1: the fewest little-endian two's complement bytes.
     int n = 8;
     while (n > 1) {
-      int64_t top = v >> (8 * (n - 1) - 1);  // the bits the top byte and the sign bit of the next hold
+      int64_t top =
+          v >> (8 * (n - 1) - 1);  // the bits the top byte and the sign bit of the next hold
       if (top != 0 && top != -1) break;
       --n;
     }

@@ -36,8 +36,8 @@
 #include "profiler/importers/snapshot_emitter.h"
 #include "profiler/importers/snapshot_file.h"
 #include "profiler/importers/snapshot_infer.h"
-#include "profiler/importers/snapshot_stacks.h"
 #include "profiler/importers/snapshot_reader.h"
+#include "profiler/importers/snapshot_stacks.h"
 #include "profiler/store/trace_writer.h"
 
 namespace tidemark::importers {
@@ -62,7 +62,8 @@ void phase(const char* what) {
     }
     std::fclose(f);
   }
-  std::fprintf(stderr, "[phase] %-20s %7.2f s  rss %6ld MB  hwm %6ld MB\n", what, s, rss / 1024, hwm / 1024);
+  std::fprintf(stderr, "[phase] %-20s %7.2f s  rss %6ld MB  hwm %6ld MB\n", what, s, rss / 1024,
+               hwm / 1024);
 }
 }  // namespace
 
@@ -172,7 +173,8 @@ struct DeviceState {
 class FinalSegments {
  public:
   explicit FinalSegments(const std::vector<Segment>& segments) {
-    for (const Segment& s : segments) (s.expandable ? expandable_ : whole_)[{s.device, s.addr}] = &s;
+    for (const Segment& s : segments)
+      (s.expandable ? expandable_ : whole_)[{s.device, s.addr}] = &s;
   }
   const Segment* whole_at(int device, uint64_t addr) const {
     auto it = whole_.find({device, addr});
@@ -191,8 +193,8 @@ class FinalSegments {
   std::map<std::pair<int, uint64_t>, const Segment*> whole_, expandable_;
 };
 
-DeviceState reconstruct(int device, const std::vector<Segment>& segments, const FinalSegments& final,
-                        const std::vector<Entry>& trace) {
+DeviceState reconstruct(int device, const std::vector<Segment>& segments,
+                        const FinalSegments& final, const std::vector<Entry>& trace) {
   struct Live {
     BlockState state;
     uint64_t size, requested, stream;
@@ -213,7 +215,8 @@ DeviceState reconstruct(int device, const std::vector<Segment>& segments, const 
       mapped.add(s.addr, s.addr + s.size);
     else
       segs[s.addr] = {s.size, s.stream, s.pool, s.frames};
-    for (const Block& b : s.blocks) blocks[b.addr] = {b.state, b.size, b.requested, s.stream, true, b.frames};
+    for (const Block& b : s.blocks)
+      blocks[b.addr] = {b.state, b.size, b.requested, s.stream, true, b.frames};
   }
 
   DeviceState out;
@@ -231,34 +234,49 @@ DeviceState reconstruct(int device, const std::vector<Segment>& segments, const 
       }
       case Action::free_requested: {
         auto [it, fresh] = blocks.try_emplace(e.addr);
-        if (fresh) it->second = {BlockState::allocated, round_block(e.size), e.size, e.stream, false, e.frames};
+        if (fresh)
+          it->second = {
+              BlockState::allocated, round_block(e.size), e.size, e.stream, false, e.frames};
         it->second.state = BlockState::allocated;
         break;
       }
       case Action::free_completed:
-        blocks[e.addr] = {BlockState::pending, round_block(e.size), e.size, e.stream, false, e.frames};
+        blocks[e.addr] = {
+            BlockState::pending, round_block(e.size), e.size, e.stream, false, e.frames};
         break;
       case Action::free:  // before it: allocated
-        blocks[e.addr] = {BlockState::allocated, round_block(e.size), e.size, e.stream, false, e.frames};
+        blocks[e.addr] = {
+            BlockState::allocated, round_block(e.size), e.size, e.stream, false, e.frames};
         break;
-      case Action::segment_alloc: segs.erase(e.addr); break;
+      case Action::segment_alloc:
+        segs.erase(e.addr);
+        break;
       case Action::segment_free:
-        segs[e.addr] = {e.size, e.stream, e.size == kSmallBuffer ? ev::Pool::small : ev::Pool::large, e.frames};
+        segs[e.addr] = {e.size, e.stream,
+                        e.size == kSmallBuffer ? ev::Pool::small : ev::Pool::large, e.frames};
         break;
-      case Action::segment_map: mapped.remove(e.addr, e.addr + e.size); break;
-      case Action::segment_unmap: mapped.add(e.addr, e.addr + e.size); break;
-      default: break;
+      case Action::segment_map:
+        mapped.remove(e.addr, e.addr + e.size);
+        break;
+      case Action::segment_unmap:
+        mapped.add(e.addr, e.addr + e.size);
+        break;
+      default:
+        break;
     }
   }
-  for (auto& [addr, s] : segs) out.segments.push_back({addr, s.size, s.stream, s.pool, false, s.frames});
+  for (auto& [addr, s] : segs)
+    out.segments.push_back({addr, s.size, s.stream, s.pool, false, s.frames});
   for (auto& [lo, hi] : mapped.ranges()) {
     ev::Pool pool = ev::Pool::large;
     if (const Segment* s = final.expandable_at(device, lo)) pool = s->pool;
     out.segments.push_back({lo, hi - lo, 0, pool, true, {}});
   }
-  for (auto& [addr, b] : blocks) out.blocks.push_back({addr, b.size, b.requested, b.stream, b.state, b.frames});
+  for (auto& [addr, b] : blocks)
+    out.blocks.push_back({addr, b.size, b.requested, b.stream, b.state, b.frames});
   std::sort(out.blocks.begin(), out.blocks.end(), [](const InitialBlock& x, const InitialBlock& y) {
-    return std::pair(x.state != BlockState::pending, x.addr) < std::pair(y.state != BlockState::pending, y.addr);
+    return std::pair(x.state != BlockState::pending, x.addr) <
+           std::pair(y.state != BlockState::pending, y.addr);
   });
   return out;
 }
@@ -285,7 +303,8 @@ std::vector<PrivatePool> private_pools(const std::vector<Segment>& segments) {
     if (s.pool_id == std::pair<int64_t, int64_t>{0, 0}) continue;
     PrivatePool& p = by_pool[{s.device, s.pool_id}];
     const ev::DeviceId id = device_id(s.device);  // the trace's name for it: "cuda:0", "cpu:1"
-    p.device = std::string(id.type == ev::DeviceType::cpu ? "cpu:" : "cuda:") + std::to_string(id.index);
+    p.device =
+        std::string(id.type == ev::DeviceType::cpu ? "cpu:" : "cuda:") + std::to_string(id.index);
     p.pool = s.pool_id;
     ++p.segments;
     p.reserved_bytes += s.size;
@@ -299,8 +318,8 @@ std::string private_pools_json(const std::vector<PrivatePool>& pools) {
   if (pools.empty()) return {};
   std::string j = "[";
   for (const PrivatePool& p : pools)
-    j += (j.size() > 1 ? ", " : "") + std::string("{\"device\": \"") + p.device + "\", \"pool\": [" +
-         std::to_string(p.pool.first) + ", " + std::to_string(p.pool.second) +
+    j += (j.size() > 1 ? ", " : "") + std::string("{\"device\": \"") + p.device +
+         "\", \"pool\": [" + std::to_string(p.pool.first) + ", " + std::to_string(p.pool.second) +
          "], \"segments\": " + std::to_string(p.segments) +
          ", \"reserved_bytes\": " + std::to_string(p.reserved_bytes) + "}";
   return j + "]";
@@ -310,8 +329,9 @@ std::string private_pools_json(const std::vector<PrivatePool>& pools) {
 
 namespace detail {
 
-static ImportStats convert(Input input, const std::string& source_name, const OpenWriter& open_writer,
-                           store::SymbolizeFn* symbolize, uint64_t* end_ts_ns, const ImportOptions& options) {
+static ImportStats convert(Input input, const std::string& source_name,
+                           const OpenWriter& open_writer, store::SymbolizeFn* symbolize,
+                           uint64_t* end_ts_ns, const ImportOptions& options) {
   check_pickle_start(input.bytes.substr(0, 16), source_name);
   const uint64_t input_bytes = input.bytes.size();
   phase("start");
@@ -338,7 +358,8 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   const FinalSegments final(reader.segments_);
   for (auto& [d, state] : states) {
     auto it = reader.traces_.find(d);
-    state = reconstruct(d, reader.segments_, final, it == reader.traces_.end() ? kNoEntries : it->second);
+    state = reconstruct(d, reader.segments_, final,
+                        it == reader.traces_.end() ? kNoEntries : it->second);
   }
 
   phase("reconstructed");
@@ -378,7 +399,8 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
       for (const Annotation& a : annotations)
         if (a.device == d) mine.push_back(a);
       auto it = reader.traces_.find(d);
-      inferred[d] = infer_device(reader, it == reader.traces_.end() ? kNoEntries : it->second, start, mine, t0);
+      inferred[d] = infer_device(reader, it == reader.traces_.end() ? kNoEntries : it->second,
+                                 start, mine, t0);
     }
   }
   std::vector<const DeviceInference*> inference;
@@ -523,7 +545,8 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   if (rule == StepRule::none) {
     for (auto& [d, i] : inferred)
       if (d != kPinnedHost && !i.step_ends.empty() &&
-          (i.step_basis == infer::StepBasis::optimizer || i.step_basis == infer::StepBasis::backward)) {
+          (i.step_basis == infer::StepBasis::optimizer ||
+           i.step_basis == infer::StepBasis::backward)) {
         frame_steps[d] = i.step_ends;  // the GPUs' steps: the same iterations
         step_basis = i.step_basis;
       }
@@ -546,9 +569,10 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
       ends.pop_back();
       if (ends.empty() || ends.front() != 0) ends.insert(ends.begin(), 0);
     }
-  const char* step_name = step_basis == infer::StepBasis::backward     ? "inferred from backward frames"
-                          : step_basis == infer::StepBasis::repetition ? "inferred from repeated allocations"
-                                                                       : "inferred from optimizer frames";
+  const char* step_name = step_basis == infer::StepBasis::backward ? "inferred from backward frames"
+                          : step_basis == infer::StepBasis::repetition
+                              ? "inferred from repeated allocations"
+                              : "inferred from optimizer frames";
   std::map<int, size_t> next_frame_step;
   // The next frame step due on a device whose entries before it are all written, if any; its
   // time is the last entry's (a step sits between entries of one time by its order).
@@ -559,8 +583,9 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
       size_t& next = next_frame_step[k.device];
       if (next == it->second.size() || it->second[next] > k.next) continue;
       ++next;
-      const uint64_t ts = k.next > 0 ? (*k.entries)[k.next - 1].time_ns
-                                     : k.next < k.entries->size() ? (*k.entries)[k.next].time_ns : t0;
+      const uint64_t ts = k.next > 0                   ? (*k.entries)[k.next - 1].time_ns
+                          : k.next < k.entries->size() ? (*k.entries)[k.next].time_ns
+                                                       : t0;
       out.step(devices[k.device], ts, ++steps, step_name);
       return true;
     }
@@ -571,7 +596,9 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
   for (;;) {
     Cursor* c = nullptr;
     for (Cursor& k : cursors)
-      if (k.next < k.entries->size() && (!c || (*k.entries)[k.next].time_ns < (*c->entries)[c->next].time_ns)) c = &k;
+      if (k.next < k.entries->size() &&
+          (!c || (*k.entries)[k.next].time_ns < (*c->entries)[c->next].time_ns))
+        c = &k;
     if (due_frame_step()) continue;
     if (next_annotation < annotations.size()) {
       const Annotation& a = annotations[next_annotation];
@@ -600,12 +627,17 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
       case Action::alloc: {
         auto exact = state.exact_size.find(i);
         uint64_t size = exact != state.exact_size.end() ? exact->second : round_block(e.size);
-        const ev::Category category = inferred.empty() ? e.category : inferred[c->device].entries[i];
+        const ev::Category category =
+            inferred.empty() ? e.category : inferred[c->device].entries[i];
         out.alloc(dev, ts, e.addr, size, e.size, e.stream, stack, category);
         break;
       }
-      case Action::free_requested: out.free(dev, ev::Kind::free_requested, ts, e.addr, e.size, e.stream, stack); break;
-      case Action::free_completed: out.free(dev, ev::Kind::free_completed, ts, e.addr, e.size, e.stream, stack); break;
+      case Action::free_requested:
+        out.free(dev, ev::Kind::free_requested, ts, e.addr, e.size, e.stream, stack);
+        break;
+      case Action::free_completed:
+        out.free(dev, ev::Kind::free_completed, ts, e.addr, e.size, e.stream, stack);
+        break;
       case Action::free:
         out.free(dev, ev::Kind::free_requested, ts, e.addr, e.size, e.stream, stack);
         out.free(dev, ev::Kind::free_completed, ts, e.addr, e.size, e.stream, stack);
@@ -614,18 +646,25 @@ static ImportStats convert(Input input, const std::string& source_name, const Op
       case Action::segment_map: {
         const bool mapped = e.action == Action::segment_map;
         ev::Pool pool = e.size == kSmallBuffer ? ev::Pool::small : ev::Pool::large;
-        if (const Segment* s = mapped ? final.expandable_at(c->device, e.addr) : final.whole_at(c->device, e.addr))
+        if (const Segment* s =
+                mapped ? final.expandable_at(c->device, e.addr) : final.whole_at(c->device, e.addr))
           pool = s->pool;
         out.segment_alloc(dev, ts, mapped, e.addr, e.size, e.stream, pool, e.addr, stack);
         break;
       }
       case Action::segment_free:
       case Action::segment_unmap:
-        out.segment_free(dev, ts, e.action == Action::segment_unmap, e.addr, e.size, e.stream, stack);
+        out.segment_free(dev, ts, e.action == Action::segment_unmap, e.addr, e.size, e.stream,
+                         stack);
         break;
-      case Action::snapshot: out.mark(dev, ts, kSnapshotMark, e.size); break;
-      case Action::oom: out.oom(dev, ts, e, stack); break;
-      case Action::other: break;
+      case Action::snapshot:
+        out.mark(dev, ts, kSnapshotMark, e.size);
+        break;
+      case Action::oom:
+        out.oom(dev, ts, e, stack);
+        break;
+      case Action::other:
+        break;
     }
   }
   contexts.leave(last_ts);
@@ -673,7 +712,8 @@ ImportStats convert_pytorch_snapshot(std::string pickle_bytes, const std::string
 
 void remove_trace(const std::string& path) noexcept {
   std::error_code ec;
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path + suffix, ec);
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"})
+    std::filesystem::remove(path + suffix, ec);
 }
 
 void rethrow_as_import_error(const std::string& source_name) {
@@ -691,8 +731,8 @@ void rethrow_as_import_error(const std::string& source_name) {
 }  // namespace detail
 
 namespace {
-ImportStats import_input(detail::Input input, const std::string& trace_path, const std::string& source_name,
-                         const ImportOptions& options) {
+ImportStats import_input(detail::Input input, const std::string& trace_path,
+                         const std::string& source_name, const ImportOptions& options) {
   std::unique_ptr<store::TraceWriter> writer;
   bool writing = false;  // from here on, a failure leaves a partial trace to remove
   try {
@@ -725,7 +765,8 @@ ImportStats import_input(detail::Input input, const std::string& trace_path, con
 }  // namespace
 
 ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::string& trace_path,
-                                         const std::string& source_name, const ImportOptions& options) {
+                                         const std::string& source_name,
+                                         const ImportOptions& options) {
   auto data = std::make_shared<const std::string>(std::move(pickle_bytes));
   detail::Input in;
   in.bytes = *data;

@@ -38,11 +38,11 @@ struct ImportStats {
   // Devices in the trace: cuda:N with segments or trace entries, and cpu:1 ("pinned host")
   // with host_segments or host_traces.
   int devices = 0;
-  uint64_t annotations = 0;      // external_annotations written as scopes
+  uint64_t annotations = 0;  // external_annotations written as scopes
   // Scopes from the entries' compile_context and user_metadata (Note [Entry contexts]): one per
   // run of entries with one value, more where annotations cut a run.
   uint64_t context_scopes = 0;
-  uint64_t inferred_steps = 0;   // step events inferred from them (Note [Inferred steps])
+  uint64_t inferred_steps = 0;  // step events inferred from them (Note [Inferred steps])
   // Step events inferred from the optimizer's frames instead, or the backward's when the
   // optimizer left none to go by, or else from the repeated allocations of a loop
   // (`frame_steps_from`: "optimizer", "backward", "repetition"), when no annotation gave any
@@ -81,7 +81,8 @@ ImportStats import_pytorch_snapshot(const std::string& pickle_path, const std::s
 // The same from the pickle's bytes; `source_name` names them in messages and in the trace's
 // meta (command_line).
 ImportStats import_pytorch_snapshot_data(std::string pickle_bytes, const std::string& trace_path,
-                                         const std::string& source_name, const ImportOptions& options = {});
+                                         const std::string& source_name,
+                                         const ImportOptions& options = {});
 
 namespace detail {
 // The conversion without the file around it (the fuzz target and tests use it): parses and

@@ -18,7 +18,8 @@ namespace tidemark::importers::snapshot {
 
 class Emitter {
  public:
-  Emitter(store::TraceWriter& writer, const std::string& source_name) : writer_(writer), name_(source_name) {}
+  Emitter(store::TraceWriter& writer, const std::string& source_name)
+      : writer_(writer), name_(source_name) {}
 
   struct LiveBlock {
     uint64_t size, requested, segment;
@@ -35,9 +36,9 @@ class Emitter {
     int64_t allocated = 0, reserved = 0;
   };
 
-  void block_event(Device& d, ev::Kind kind, uint64_t ts, uint64_t addr, uint64_t size, uint64_t requested,
-                   uint64_t stream, uint64_t segment, ev::Pool pool, uint64_t stack,
-                   ev::Category category = ev::Category::unknown) {
+  void block_event(Device& d, ev::Kind kind, uint64_t ts, uint64_t addr, uint64_t size,
+                   uint64_t requested, uint64_t stream, uint64_t segment, ev::Pool pool,
+                   uint64_t stack, ev::Category category = ev::Category::unknown) {
     ev::Event e;
     e.kind = kind;
     e.device = d.id;
@@ -56,13 +57,13 @@ class Emitter {
     named(d, ev::Kind::mark, ts, name, value);
   }
 
-  void segment_alloc(Device& d, uint64_t ts, bool mapped, uint64_t addr, uint64_t size, uint64_t stream,
-                     ev::Pool pool, uint64_t segment, uint64_t stack) {
+  void segment_alloc(Device& d, uint64_t ts, bool mapped, uint64_t addr, uint64_t size,
+                     uint64_t stream, ev::Pool pool, uint64_t segment, uint64_t stack) {
     d.ranges[addr] = {addr + size, pool};
     d.reserved += static_cast<int64_t>(size);
     check_live(d.reserved, "reserved");
-    block_event(d, mapped ? ev::Kind::segment_map : ev::Kind::segment_alloc, ts, addr, size, 0, stream,
-                segment, pool, stack);
+    block_event(d, mapped ? ev::Kind::segment_map : ev::Kind::segment_alloc, ts, addr, size, 0,
+                stream, segment, pool, stack);
   }
 
   // The segment or mapped range holding `addr`, if any.
@@ -73,19 +74,20 @@ class Emitter {
     return addr < it->second.end ? &*it : nullptr;
   }
 
-  void alloc(Device& d, uint64_t ts, uint64_t addr, uint64_t size, uint64_t requested, uint64_t stream,
-             uint64_t stack, ev::Category category = ev::Category::unknown) {
+  void alloc(Device& d, uint64_t ts, uint64_t addr, uint64_t size, uint64_t requested,
+             uint64_t stream, uint64_t stack, ev::Category category = ev::Category::unknown) {
     uint64_t segment = addr;
     ev::Pool pool = requested <= kSmallSize ? ev::Pool::small : ev::Pool::large;
     if (auto* r = range_of(d, addr)) segment = r->first, pool = r->second.pool;
     d.blocks[addr] = {size, requested, segment, pool};
     d.allocated += static_cast<int64_t>(size);
     check_live(d.allocated, "allocated");
-    block_event(d, ev::Kind::alloc, ts, addr, size, requested, stream, segment, pool, stack, category);
+    block_event(d, ev::Kind::alloc, ts, addr, size, requested, stream, segment, pool, stack,
+                category);
   }
 
-  void free(Device& d, ev::Kind kind, uint64_t ts, uint64_t addr, uint64_t trace_size, uint64_t stream,
-            uint64_t stack) {
+  void free(Device& d, ev::Kind kind, uint64_t ts, uint64_t addr, uint64_t trace_size,
+            uint64_t stream, uint64_t stack) {
     LiveBlock b{round_block(trace_size), trace_size, addr,
                 trace_size <= kSmallSize ? ev::Pool::small : ev::Pool::large};
     auto it = d.blocks.find(addr);
@@ -95,8 +97,8 @@ class Emitter {
     block_event(d, kind, ts, addr, b.size, b.requested, stream, b.segment, b.pool, stack);
   }
 
-  void segment_free(Device& d, uint64_t ts, bool mapped, uint64_t addr, uint64_t size, uint64_t stream,
-                    uint64_t stack) {
+  void segment_free(Device& d, uint64_t ts, bool mapped, uint64_t addr, uint64_t size,
+                    uint64_t stream, uint64_t stack) {
     ev::Pool pool = size == kSmallBuffer ? ev::Pool::small : ev::Pool::large;
     uint64_t segment = addr;
     if (!mapped) {
@@ -111,8 +113,8 @@ class Emitter {
       unmap(d, addr, addr + size);
     }
     d.reserved -= static_cast<int64_t>(size);
-    block_event(d, mapped ? ev::Kind::segment_unmap : ev::Kind::segment_free, ts, addr, size, 0, stream,
-                segment, pool, stack);
+    block_event(d, mapped ? ev::Kind::segment_unmap : ev::Kind::segment_free, ts, addr, size, 0,
+                stream, segment, pool, stack);
   }
 
   void oom(Device& d, uint64_t ts, const Entry& e, uint64_t stack) {

@@ -19,9 +19,12 @@ void check_pickle_start(std::string_view head, const std::string& source_name) {
   if (head.empty()) throw ImportError(source_name + ": not a pickle: the file is empty");
   if (static_cast<uint8_t>(head[0]) == 0x80) return;
   std::string hint = head.substr(0, 6) == "SQLite" ? " (it is a SQLite file: already a trace?)"
-                     : head.substr(0, 2) == "PK" ? " (it is a zip file: torch.save output, not a memory snapshot)"
-                                                 : "";
-  throw ImportError(source_name + ": not a pickle of protocol 2 to 5: it does not start with the PROTO opcode (0x80)" + hint);
+                     : head.substr(0, 2) == "PK"
+                         ? " (it is a zip file: torch.save output, not a memory snapshot)"
+                         : "";
+  throw ImportError(
+      source_name +
+      ": not a pickle of protocol 2 to 5: it does not start with the PROTO opcode (0x80)" + hint);
 }
 
 std::string read_snapshot_file(const std::string& path) {
@@ -31,7 +34,9 @@ std::string read_snapshot_file(const std::string& path) {
   if (!fs::exists(st)) throw ImportError(path + ": cannot open: no such file");
   if (fs::is_directory(st)) throw ImportError(path + ": cannot read: is a directory");
   if (!fs::is_regular_file(st))
-    throw ImportError(path + ": cannot read: not a regular file (a device, pipe or socket); save the snapshot to a file first");
+    throw ImportError(path +
+                      ": cannot read: not a regular file (a device, pipe or socket); save the "
+                      "snapshot to a file first");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ImportError(path + ": cannot open: " + std::strerror(errno));
   const uintmax_t n = fs::file_size(path, ec);

@@ -17,7 +17,7 @@ struct RunPhase {
   Phase phase = Phase::none;
   bool autograd = false;
   bool checkpoint = false;
-  bool item = false;  // made by a dataset's item getter the loader called
+  bool item = false;          // made by a dataset's item getter the loader called
   uint64_t forward_line = 0;  // infer::PhaseEvent::forward_line
 };
 
@@ -69,8 +69,8 @@ class Phases {
 }  // namespace
 
 DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Entry>& entries,
-                             const std::vector<StartBlock>& start, const std::vector<Annotation>& annotations,
-                             uint64_t) {
+                             const std::vector<StartBlock>& start,
+                             const std::vector<Annotation>& annotations, uint64_t) {
   DeviceInference out;
   Phases phases(reader);
   std::vector<infer::Block> blocks;
@@ -170,8 +170,9 @@ DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Ent
   }
   // A step before event p comes before its entry; after the last event, after its entry.
   for (uint64_t p : r.step_ends)
-    out.step_ends.push_back(p < entry_of_event.size() ? entry_of_event[p]
-                                                      : (entry_of_event.empty() ? 0 : entry_of_event.back() + 1));
+    out.step_ends.push_back(p < entry_of_event.size()
+                                ? entry_of_event[p]
+                                : (entry_of_event.empty() ? 0 : entry_of_event.back() + 1));
   out.step_basis = r.step_basis;
   for (size_t k = 0; k < out.runs.size(); ++k) out.runs[k] = r.runs[k];
   return out;
@@ -188,7 +189,8 @@ std::string inference_basis(const std::vector<const DeviceInference*>& devices) 
   if (!any) return {};
   std::string s = annotations ? "frames, annotations and lifetimes" : "frames and lifetimes";
   std::string list;
-  for (Phase p : {Phase::setup, Phase::data, Phase::forward, Phase::backward, Phase::recompute, Phase::optimizer}) {
+  for (Phase p : {Phase::setup, Phase::data, Phase::forward, Phase::backward, Phase::recompute,
+                  Phase::optimizer}) {
     const uint64_t n = runs[static_cast<size_t>(p)];
     if (n == 0) continue;
     if (!list.empty()) list += ", ";

@@ -28,15 +28,15 @@ struct DeviceInference {
   // entries (entries.size(): after the last).
   std::vector<uint64_t> step_ends;
   infer::StepBasis step_basis = infer::StepBasis::none;  // what ends the steps
-  std::array<uint64_t, infer::kPhases> runs{};     // runs per phase (infer::Phase)
-  bool annotations_used = false;      // an annotation gave an event its phase
-  bool any = false;                   // some block got a category other than unknown
+  std::array<uint64_t, infer::kPhases> runs{};           // runs per phase (infer::Phase)
+  bool annotations_used = false;                         // an annotation gave an event its phase
+  bool any = false;  // some block got a category other than unknown
 };
 
 // `annotations`: this device's, in time order. `t0`: the time of the start state.
 DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Entry>& entries,
-                             const std::vector<StartBlock>& start, const std::vector<Annotation>& annotations,
-                             uint64_t t0);
+                             const std::vector<StartBlock>& start,
+                             const std::vector<Annotation>& annotations, uint64_t t0);
 
 // The meta value `categories_inferred` for the devices' inferences ("frames and lifetimes
 // (...)"), empty when nothing was inferred.

@@ -42,9 +42,9 @@ namespace ev = tidemark::events;
 using pickle::Ref;
 using pickle::Type;
 
-constexpr uint64_t kMinBlock = 512;             // PyTorch's kMinBlockSize
-constexpr uint64_t kSmallSize = 1 << 20;        // largest small-pool request
-constexpr uint64_t kSmallBuffer = 2 << 20;      // small-pool segment
+constexpr uint64_t kMinBlock = 512;         // PyTorch's kMinBlockSize
+constexpr uint64_t kSmallSize = 1 << 20;    // largest small-pool request
+constexpr uint64_t kSmallBuffer = 2 << 20;  // small-pool segment
 // The largest size or address the importer takes (the trace's own bound). The emitter also
 // refuses a curve that passes kMaxLive, so no sum of sizes can overflow the curves' int64.
 constexpr uint64_t kMaxBytes = store::kMaxEventBytes;
@@ -311,7 +311,8 @@ class SnapshotReader : public pickle::AppendHook {
     int64_t i = integer(v, key, w);
     if (i < 0) fail(w, "'" + std::string(key) + "' is negative (" + std::to_string(i) + ")");
     if (static_cast<uint64_t>(i) > kMaxBytes)
-      fail(w, "'" + std::string(key) + "' " + std::to_string(i) + " is out of range (more than 2^56)");
+      fail(w,
+           "'" + std::string(key) + "' " + std::to_string(i) + " is out of range (more than 2^56)");
     return static_cast<uint64_t>(i);
   }
   uint64_t unsigned_field(Ref dict, std::string_view key, const Where& w) const {
@@ -350,7 +351,8 @@ class SnapshotReader : public pickle::AppendHook {
       for (size_t i = 0; i < n; ++i) {
         const pickle::Val v = list[i].val();
         run_key_.push_back(v);
-        h = (h ^ (uint64_t{static_cast<uint8_t>(v.type)} << 32 | v.index) ^ payload(v) * 31) * 0x9e3779b97f4a7c15ull;
+        h = (h ^ (uint64_t{static_cast<uint8_t>(v.type)} << 32 | v.index) ^ payload(v) * 31) *
+            0x9e3779b97f4a7c15ull;
         h ^= h >> 29;
       }
       auto same = [&](FrameRun r) {
@@ -372,7 +374,8 @@ class SnapshotReader : public pickle::AppendHook {
         runs_.emplace(h, run);
       }
     }
-    if (id >= run_of_list_.size()) run_of_list_.resize(std::max<size_t>(id + 1, run_of_list_.size() * 3 / 2), kNoRun);
+    if (id >= run_of_list_.size())
+      run_of_list_.resize(std::max<size_t>(id + 1, run_of_list_.size() * 3 / 2), kNoRun);
     run_of_list_[id] = run;
     return run;
   }
@@ -454,11 +457,13 @@ class SnapshotReader : public pickle::AppendHook {
                         ", expected a dict with 'segments' and 'device_traces'");
     }
     if (segments.type() != Type::list)
-      fail({"segments"}, "is " + std::string(pickle::type_name(segments.type())) + ", expected a list");
+      fail({"segments"},
+           "is " + std::string(pickle::type_name(segments.type())) + ", expected a list");
     read_segments(segments);
     if (traces.type() == Type::list) {
       for (size_t d = 0; d < traces.size(); ++d)
-        read_trace(static_cast<int>(std::min<size_t>(d, std::numeric_limits<int>::max())), traces[d]);
+        read_trace(static_cast<int>(std::min<size_t>(d, std::numeric_limits<int>::max())),
+                   traces[d]);
     } else if (traces.type() == Type::dict) {  // {device: [entries]}
       for (size_t i = 0; i < traces.size(); ++i) {
         auto d = traces.key(i).as_int();
@@ -466,7 +471,8 @@ class SnapshotReader : public pickle::AppendHook {
         read_trace(device_index(*d, {"device_traces"}), traces.value(i));
       }
     } else if (!traces.is_none()) {
-      fail({"device_traces"}, "is " + std::string(pickle::type_name(traces.type())) + ", expected a list");
+      fail({"device_traces"},
+           "is " + std::string(pickle::type_name(traces.type())) + ", expected a list");
     }
     read_host(host_segments, host_traces);
     if (untimed_ > 0) {
@@ -474,7 +480,9 @@ class SnapshotReader : public pickle::AppendHook {
       for (auto& [d, entries] : traces_)
         for (size_t i = 0; i < entries.size(); ++i) entries[i].time_ns = i * 1000;
       synthetic_times_ = true;
-      if (!annotations_.empty()) notes_.add("annotations left out (the trace has no times to place them at)", annotations_.size());
+      if (!annotations_.empty())
+        notes_.add("annotations left out (the trace has no times to place them at)",
+                   annotations_.size());
       annotations_.clear();
     }
     std::vector<Entry>().swap(early_);
@@ -519,8 +527,9 @@ class SnapshotReader : public pickle::AppendHook {
       }
       annotations_.push_back(out);
     }
-    std::stable_sort(annotations_.begin(), annotations_.end(),
-                     [](const Annotation& x, const Annotation& y) { return x.time_ns < y.time_ns; });
+    std::stable_sort(
+        annotations_.begin(), annotations_.end(),
+        [](const Annotation& x, const Annotation& y) { return x.time_ns < y.time_ns; });
   }
 
   // Note [Expansion bound]: a pickle's memo lets a small file name one list many times (one
@@ -554,7 +563,8 @@ class SnapshotReader : public pickle::AppendHook {
   void read_host(Ref segments, Ref traces) {
     if (!segments.is_none()) {
       if (segments.type() != Type::list)
-        fail({"host_segments"}, "is " + std::string(pickle::type_name(segments.type())) + ", expected a list");
+        fail({"host_segments"},
+             "is " + std::string(pickle::type_name(segments.type())) + ", expected a list");
       read_segments(segments, "host_segments", true);
     }
     if (traces.is_none()) return;
@@ -562,11 +572,14 @@ class SnapshotReader : public pickle::AppendHook {
     if (traces.type() == Type::list && traces.size() > 0 && traces[0].type() == Type::dict) {
       lists.emplace_back(-1, traces);  // one trace
     } else if (traces.type() == Type::list) {
-      for (size_t i = 0; i < traces.size(); ++i) lists.emplace_back(static_cast<int64_t>(i), traces[i]);
+      for (size_t i = 0; i < traces.size(); ++i)
+        lists.emplace_back(static_cast<int64_t>(i), traces[i]);
     } else if (traces.type() == Type::dict) {
-      for (size_t i = 0; i < traces.size(); ++i) lists.emplace_back(static_cast<int64_t>(i), traces.value(i));
+      for (size_t i = 0; i < traces.size(); ++i)
+        lists.emplace_back(static_cast<int64_t>(i), traces.value(i));
     } else {
-      fail({"host_traces"}, "is " + std::string(pickle::type_name(traces.type())) + ", expected a list");
+      fail({"host_traces"},
+           "is " + std::string(pickle::type_name(traces.type())) + ", expected a list");
     }
     size_t read = 0;
     for (const auto& [i, list] : lists) {
@@ -575,7 +588,8 @@ class SnapshotReader : public pickle::AppendHook {
     }
     if (read > 1) {
       std::vector<Entry>& t = traces_[kPinnedHost];
-      std::stable_sort(t.begin(), t.end(), [](const Entry& a, const Entry& b) { return a.time_ns < b.time_ns; });
+      std::stable_sort(t.begin(), t.end(),
+                       [](const Entry& a, const Entry& b) { return a.time_ns < b.time_ns; });
     }
   }
 
@@ -585,9 +599,11 @@ class SnapshotReader : public pickle::AppendHook {
     for (size_t i = 0; i < segments.size(); ++i) {
       Where w{what, static_cast<int64_t>(i)};
       Ref s = segments[i];
-      if (s.type() != Type::dict) fail(w, "is " + std::string(pickle::type_name(s.type())) + ", expected a dict");
+      if (s.type() != Type::dict)
+        fail(w, "is " + std::string(pickle::type_name(s.type())) + ", expected a dict");
       Segment seg;
-      seg.device = host ? kPinnedHost : device_index(integer(required(s, "device", w), "device", w), w);
+      seg.device =
+          host ? kPinnedHost : device_index(integer(required(s, "device", w), "device", w), w);
       seg.addr = unsigned_field(s, "address", w);
       seg.size = unsigned_field(s, "total_size", w);
       seg.stream = stream_field(s, w);
@@ -608,7 +624,8 @@ class SnapshotReader : public pickle::AppendHook {
         if (a && b)
           seg.pool_id = {*a, *b};
         else
-          notes_.add("segments whose 'segment_pool_id' is not a pair of ints (read as the default pool)");
+          notes_.add(
+              "segments whose 'segment_pool_id' is not a pair of ints (read as the default pool)");
       }
       Ref blocks = required(s, "blocks", w);
       if (blocks.type() != Type::list) fail(w, "'blocks' is not a list");
@@ -623,7 +640,8 @@ class SnapshotReader : public pickle::AppendHook {
         blk.size = unsigned_field(b, "size", bw);
         // PyTorch 2.0 gave a block's request and frames in `history` (newest first).
         std::optional<Ref> first;
-        if (auto h = b.get("history"); h && h->size() > 0 && (*h)[0].type() == Type::dict) first = (*h)[0];
+        if (auto h = b.get("history"); h && h->size() > 0 && (*h)[0].type() == Type::dict)
+          first = (*h)[0];
         if (b.get("requested_size"))
           blk.requested = unsigned_field(b, "requested_size", bw);
         else if (first && first->get("real_size"))
@@ -631,7 +649,10 @@ class SnapshotReader : public pickle::AppendHook {
         else
           blk.requested = blk.size;
         next = blk.addr + blk.size;
-        if (next > kMaxBytes) fail(bw, "the block ends beyond 2^56 (its address is its segment's plus the sizes before it)");
+        if (next > kMaxBytes)
+          fail(
+              bw,
+              "the block ends beyond 2^56 (its address is its segment's plus the sizes before it)");
         Ref state = required(b, "state", bw);
         auto st = state.as_string();
         if (st == "active_allocated") {
@@ -702,7 +723,8 @@ class SnapshotReader : public pickle::AppendHook {
       if (f[kFrames]->type() != Type::list && f[kFrames]->type() != Type::tuple) return false;
       entry.frames = run_of(*f[kFrames]);
     }
-    auto compile = context_of(f[kCompileContext], true), metadata = context_of(f[kUserMetadata], false);
+    auto compile = context_of(f[kCompileContext], true),
+         metadata = context_of(f[kUserMetadata], false);
     if (!compile || !metadata) return false;
     entry.compile_context = *compile;
     entry.user_metadata = *metadata;
@@ -730,7 +752,9 @@ class SnapshotReader : public pickle::AppendHook {
     return id;
   }
   // The text of an interned context ("" for none).
-  std::string_view context_text(ContextId id) const { return id < contexts_.size() ? contexts_[id] : ""; }
+  std::string_view context_text(ContextId id) const {
+    return id < contexts_.size() ? contexts_[id] : "";
+  }
 
   // Device `device`'s trace (device_traces[device]), or a trace of pinned host memory
   // (host_traces[index], on kPinnedHost).
@@ -753,7 +777,8 @@ class SnapshotReader : public pickle::AppendHook {
       uint64_t untimed = 0;
       for (size_t i = 0; i < trace.size() && all; ++i) {
         const pickle::Val v = trace[i].val();
-        all = v.type == Type::dict && v.index < entry_of_dict_.size() && entry_of_dict_[v.index] == i;
+        all =
+            v.type == Type::dict && v.index < entry_of_dict_.size() && entry_of_dict_[v.index] == i;
         if (all) untimed += !early_[i].timed;
       }
       if (all) {
@@ -770,7 +795,8 @@ class SnapshotReader : public pickle::AppendHook {
       Ref e = trace[i];
       if (e.type() == Type::dict && e.val().index < entry_of_dict_.size() &&
           entry_of_dict_[e.val().index] < early_home_->size()) {
-        const Entry early = (*early_home_)[entry_of_dict_[e.val().index]];  // a copy: `out` may be its home
+        const Entry early =
+            (*early_home_)[entry_of_dict_[e.val().index]];  // a copy: `out` may be its home
         untimed_ += !early.timed;
         out.push_back(early);
         continue;
@@ -819,9 +845,11 @@ class SnapshotReader : public pickle::AppendHook {
               entry.category = static_cast<ev::Category>(k);
       entry.frames = frames_of(f[kFrames]);
       for (bool compile : {true, false}) {
-        const std::optional<ContextId> c = context_of(f[compile ? kCompileContext : kUserMetadata], compile);
+        const std::optional<ContextId> c =
+            context_of(f[compile ? kCompileContext : kUserMetadata], compile);
         if (!c)
-          notes_.add(std::string("trace entries whose '") + (compile ? "compile_context" : "user_metadata") +
+          notes_.add(std::string("trace entries whose '") +
+                     (compile ? "compile_context" : "user_metadata") +
                      "' is not a str (read as none)");
         (compile ? entry.compile_context : entry.user_metadata) = c.value_or(0);
       }
@@ -832,12 +860,21 @@ class SnapshotReader : public pickle::AppendHook {
   // Fields of a trace entry. Keys are memoized strings, so the same few string values recur:
   // they are recognised by their index after the first comparison.
   enum EntryField {
-    kAction, kAddr, kSize, kStream, kTimeUs, kFrames, kDeviceFree, kCategory, kCompileContext, kUserMetadata,
+    kAction,
+    kAddr,
+    kSize,
+    kStream,
+    kTimeUs,
+    kFrames,
+    kDeviceFree,
+    kCategory,
+    kCompileContext,
+    kUserMetadata,
     kEntryFields
   };
   static constexpr const char* kEntryFieldNames[kEntryFields] = {
-      "action", "addr", "size", "stream", "time_us", "frames", "device_free", "category", "compile_context",
-      "user_metadata"};
+      "action", "addr",        "size",     "stream",          "time_us",
+      "frames", "device_free", "category", "compile_context", "user_metadata"};
   int entry_field(Ref key) {
     if (key.type() != Type::string) return -1;
     const uint32_t idx = key.val().index;
@@ -913,7 +950,7 @@ class SnapshotReader : public pickle::AppendHook {
   std::vector<size_t> run_end_{0};
   std::unordered_multimap<uint64_t, FrameRun> runs_;  // hash of the items -> run
   std::vector<pickle::Val> run_key_;                  // the items of the list being read
-  std::vector<uint32_t> run_of_list_;  // list identity -> run (kNoRun: not read yet)
+  std::vector<uint32_t> run_of_list_;                 // list identity -> run (kNoRun: not read yet)
   // Entries read while parsing (dict_appended), by dict identity.
   std::vector<Entry> early_;
   std::vector<Entry>* early_home_ = &early_;  // where they are: a trace took them without a copy

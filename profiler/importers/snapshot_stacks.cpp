@@ -61,7 +61,8 @@ void Stacks::frame(Ref f, std::vector<uint64_t>& out) {
   if (trace.find_first_not_of(" \t\r\n") == std::string_view::npos || !fx_frames(f, trace, out))
     out.push_back(intern(key));
   if (id != std::numeric_limits<uint32_t>::max()) {
-    frame_of_[id] = {static_cast<uint32_t>(frame_ips_.size()), static_cast<uint32_t>(out.size() - first)};
+    frame_of_[id] = {static_cast<uint32_t>(frame_ips_.size()),
+                     static_cast<uint32_t>(out.size() - first)};
     frame_ips_.insert(frame_ips_.end(), out.begin() + static_cast<ptrdiff_t>(first), out.end());
   }
 }
@@ -103,7 +104,8 @@ bool Stacks::fx_frames(Ref f, std::string_view trace, std::vector<uint64_t>& out
     std::string_view l = trace.substr(at, end - at);
     at = end + 1;
     const size_t start = l.find_first_not_of(' ');
-    if (start == std::string_view::npos || l.substr(start, 6) != "File \"") continue;  // code, carets
+    if (start == std::string_view::npos || l.substr(start, 6) != "File \"")
+      continue;  // code, carets
     l.remove_prefix(start + 6);
     while (!l.empty() && (l.back() == '\r' || l.back() == ' ')) l.remove_suffix(1);
     // FILE", line N, in NAME (a file name may hold '"', so the last `", line `)

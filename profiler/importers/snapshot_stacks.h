@@ -32,7 +32,9 @@ struct NodeKey {
   bool operator==(const NodeKey&) const = default;
 };
 struct NodeKeyHash {
-  size_t operator()(const NodeKey& k) const { return std::hash<uint64_t>{}(k.parent * 0x9e3779b97f4a7c15ull ^ k.ip); }
+  size_t operator()(const NodeKey& k) const {
+    return std::hash<uint64_t>{}(k.parent * 0x9e3779b97f4a7c15ull ^ k.ip);
+  }
 };
 
 // Frames -> synthetic ips (1, 2, ...) and stacks -> nodes of the prefix tree.
@@ -70,7 +72,7 @@ class Stacks {
   // frame dicts are few among the containers.
   std::unordered_map<uint32_t, std::pair<uint32_t, uint32_t>> frame_of_;
   std::vector<uint64_t> frame_ips_;
-  std::deque<std::string> names_;  // function names made here (an FX frame's), for FrameKey
+  std::deque<std::string> names_;   // function names made here (an FX frame's), for FrameKey
   std::vector<uint64_t> stack_of_;  // frame run -> stack id
   std::unordered_map<FrameKey, uint64_t, FrameKeyHash> by_content_;
   std::unordered_map<NodeKey, uint64_t, NodeKeyHash> nodes_;
@@ -84,6 +86,5 @@ class Stacks {
   std::vector<store::ResolvedFrame> frames_;  // ip - 1 -> frame
   size_t max_depth_ = 0;
 };
-
 
 }  // namespace tidemark::importers::snapshot

@@ -73,8 +73,8 @@ std::string shared_file_problem(std::string_view pattern, const RankEnv& ranks) 
   std::string size_variable = ranks.variable == "OMPI_COMM_WORLD_RANK" ? "OMPI_COMM_WORLD_SIZE"
                               : ranks.variable == "PMI_RANK"           ? "PMI_SIZE"
                                                                        : "WORLD_SIZE";
-  return std::string(pattern) + ": the " + std::to_string(*ranks.world_size) + " ranks of this run (" +
-         size_variable + "=" + std::to_string(*ranks.world_size) +
+  return std::string(pattern) + ": the " + std::to_string(*ranks.world_size) +
+         " ranks of this run (" + size_variable + "=" + std::to_string(*ranks.world_size) +
          ") would all write this one file; put %r (the rank) in the name, e.g. run-%r.db";
 }
 

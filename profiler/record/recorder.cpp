@@ -98,14 +98,14 @@ class XfszBlocked {
   sigset_t xfsz_{}, old_{};
   bool pending_before_ = false;
 };
-constexpr size_t kMaxString = 4096;                    // longer names are truncated
+constexpr size_t kMaxString = 4096;                              // longer names are truncated
 constexpr auto kCommitInterval = std::chrono::milliseconds(50);  // well inside 100 ms
 // How often the writer drains the rings when nobody wakes it: rarely enough that its wake-ups
 // do not compete with the program's threads, often enough that a ring (4 MiB by default)
 // holds what a busy thread emits meanwhile.
 constexpr auto kDrainInterval = std::chrono::milliseconds(10);
-constexpr int kWriterNice = 10;  // the writer thread's nice value
-constexpr auto kMaxWait = std::chrono::seconds(5);     // back-pressure before dropping
+constexpr int kWriterNice = 10;                     // the writer thread's nice value
+constexpr auto kMaxWait = std::chrono::seconds(5);  // back-pressure before dropping
 // Frames of the recorder itself at the top of a captured stack (record, on_event).
 constexpr int kRecorderFrames = 2;
 
@@ -118,17 +118,19 @@ struct RecordHeader {
   uint32_t str2_len;
 };
 
-constexpr size_t align8(size_t n) { return (n + 7) & ~size_t{7}; }
+constexpr size_t align8(size_t n) {
+  return (n + 7) & ~size_t{7};
+}
 
 struct Ring {
   explicit Ring(size_t capacity)
       : buf(new std::byte[capacity]), cap(capacity), mask(capacity - 1) {}
   std::unique_ptr<std::byte[]> buf;
   size_t cap, mask;
-  alignas(64) std::atomic<uint64_t> tail{0};  // written by the producer
-  alignas(64) std::atomic<uint64_t> head{0};  // written by the writer thread
+  alignas(64) std::atomic<uint64_t> tail{0};   // written by the producer
+  alignas(64) std::atomic<uint64_t> head{0};   // written by the writer thread
   alignas(64) std::atomic<uint64_t> owner{0};  // token of the owning thread; 0 once it exited
-  std::mutex producers;  // only for the shared ring of exiting threads
+  std::mutex producers;                        // only for the shared ring of exiting threads
   // Producer side: the head at which the producer last gave up waiting for room (Note
   // [Recorder rings]); kNoStall when it has not.
   static constexpr uint64_t kNoStall = ~uint64_t{0};
@@ -305,7 +307,8 @@ class Recorder final : public ev::Sink {
       commit_now_ = true;
     }
     wake_.notify_one();
-    while (commits_.load() < target && !failed_) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    while (commits_.load() < target && !failed_)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 
   const Options& options() const { return opts_; }
@@ -372,8 +375,8 @@ class Recorder final : public ev::Sink {
       dropped_.fetch_add(1, std::memory_order_relaxed);
       return;
     }
-    RecordHeader h{static_cast<uint32_t>(len), static_cast<uint32_t>(e.kind),
-                   static_cast<uint32_t>(n_ips), static_cast<uint32_t>(n_dims),
+    RecordHeader h{static_cast<uint32_t>(len),       static_cast<uint32_t>(e.kind),
+                   static_cast<uint32_t>(n_ips),     static_cast<uint32_t>(n_dims),
                    static_cast<uint32_t>(s1.size()), static_cast<uint32_t>(s2.size())};
     std::byte* p = dst;
     std::memcpy(p, &h, sizeof h);
@@ -471,7 +474,7 @@ class Recorder final : public ev::Sink {
         }
       }
       if (failed_) {
-        drain_all();  // counted, not written (Note [Writer failure])
+        drain_all();                               // counted, not written (Note [Writer failure])
         if (stopping) record_loss(/*last=*/true);  // the count is final (Note [Counted losses])
       }
       if (stopping) return;
@@ -643,8 +646,9 @@ int env_int(const char* name, int fallback, int lo, int hi) {
   char* end = nullptr;
   long x = std::strtol(v, &end, 10);
   if (*end != '\0' || x < lo || x > hi) {
-    throw std::invalid_argument(std::string("tidemark: ") + name + "='" + v + "' is not an integer in [" +
-                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    throw std::invalid_argument(std::string("tidemark: ") + name + "='" + v +
+                                "' is not an integer in [" + std::to_string(lo) + ", " +
+                                std::to_string(hi) + "]");
   }
   return static_cast<int>(x);
 }
@@ -665,7 +669,8 @@ Options options_from_env() {
 
 void start(const Options& options) {
   std::lock_guard<std::mutex> lock(g_control_mu);
-  if (g_current) throw std::runtime_error("tidemark: already recording to " + g_current->options().path);
+  if (g_current)
+    throw std::runtime_error("tidemark: already recording to " + g_current->options().path);
   Options o = options;
   if (o.path.empty()) throw std::runtime_error("tidemark: no output path given");
   // Note [Output patterns]: %p, %r and %% expanded here, in the recorded process.
@@ -693,7 +698,8 @@ void start(const Options& options) {
                                "replace it (tidemark record --force, or TIDEMARK_FORCE=1)");
   }
   if (o.stack_depth < 0 || o.stack_depth > kMaxStackDepth)
-    throw std::runtime_error("tidemark: stack depth must be 0-64, got " + std::to_string(o.stack_depth));
+    throw std::runtime_error("tidemark: stack depth must be 0-64, got " +
+                             std::to_string(o.stack_depth));
   o.ring_bytes = std::bit_ceil(std::max<size_t>(o.ring_bytes, 64 << 10));
   if (o.command_line.empty()) o.command_line = read_cmdline();
 
@@ -716,7 +722,8 @@ void start(const Options& options) {
                            .count();
   ev::calibrate_clock();
   meta.start_ts_ns = ev::now_ns();
-  uint64_t ram = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint64_t ram =
+      static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   meta.devices.push_back({ev::DeviceId{ev::DeviceType::cpu, 0}, "cpu", ram});
   if (const char* conf = std::getenv("TL_ALLOC_CONF")) meta.allocator_settings = conf;
   meta.stack_depth = o.stack_depth;
@@ -727,7 +734,8 @@ void start(const Options& options) {
     writer = store::TraceWriter::create(o.path, meta);
     if (o.stack_depth > 0) writer->add_modules(read_modules());
   } catch (const std::exception& ex) {
-    throw std::runtime_error(std::string("tidemark: cannot record to ") + o.path + ": " + ex.what());
+    throw std::runtime_error(std::string("tidemark: cannot record to ") + o.path + ": " +
+                             ex.what());
   }
   // Never deleted (Note [Recorder lifetime]); kept reachable for leak checkers.
   static auto* all_recorders = new std::vector<Recorder*>;

@@ -12,10 +12,10 @@
 namespace tidemark::record {
 
 struct Options {
-  std::string path;  // the trace file: %p the pid, %r the rank, %% a % (Note [Output patterns])
-  int stack_depth = 0;          // native frames per stack: 0 (off) to 64
-  bool tensors = true;          // record storage and tensor births and deaths
-  bool finalize = true;         // build the derived tables when recording stops
+  std::string path;      // the trace file: %p the pid, %r the rank, %% a % (Note [Output patterns])
+  int stack_depth = 0;   // native frames per stack: 0 (off) to 64
+  bool tensors = true;   // record storage and tensor births and deaths
+  bool finalize = true;  // build the derived tables when recording stops
   bool force = false;  // replace a regular file at `path` that is not a trace (never another kind)
   size_t ring_bytes = 4 << 20;  // per-thread buffer (power of two, >= 64 KiB)
   std::string command_line;     // default: this process's /proc/self/cmdline
@@ -54,12 +54,14 @@ void finalize_trace(const std::string& path);
 // The tensorlib-facing spelling: tl::profiler::start(path, options), Scope, step(), mark().
 namespace tl::profiler {
 using Options = tidemark::record::Options;
-using tidemark::events::Scope;
 using tidemark::events::mark;
+using tidemark::events::Scope;
 using tidemark::events::step;
 inline void start(const std::string& path, Options options = {}) {
   options.path = path;
   tidemark::record::start(options);
 }
-inline tidemark::record::RecordingStats stop() { return tidemark::record::stop(); }
+inline tidemark::record::RecordingStats stop() {
+  return tidemark::record::stop();
+}
 }  // namespace tl::profiler

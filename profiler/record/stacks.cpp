@@ -79,7 +79,9 @@ uint64_t StackTable::intern(const uint64_t* ips, int n, std::vector<Node>& creat
   return parent;
 }
 
-size_t StackTable::size() const { return impl_ ? impl_->ids.size() : 0; }
+size_t StackTable::size() const {
+  return impl_ ? impl_->ids.size() : 0;
+}
 
 std::vector<store::ModuleInfo> read_modules() {
   std::vector<store::ModuleInfo> modules;
@@ -94,8 +96,8 @@ std::vector<store::ModuleInfo> read_modules() {
     unsigned long long start, end, offset;
     char perms[8];
     int path_at = 0;
-    if (std::sscanf(line, "%llx-%llx %7s %llx %*s %*u %n", &start, &end, perms, &offset,
-                    &path_at) < 4 ||
+    if (std::sscanf(line, "%llx-%llx %7s %llx %*s %*u %n", &start, &end, perms, &offset, &path_at) <
+            4 ||
         path_at == 0)
       continue;
     if (std::strlen(perms) < 3 || perms[2] != 'x' || line[path_at] != '/') continue;

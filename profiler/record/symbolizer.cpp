@@ -47,12 +47,9 @@ std::string demangled_symbol(const char* name) {
 // DWARF spells base types as gcc does ("long unsigned int"), the demangler otherwise.
 const char* demangler_spelling(const char* base_type) {
   static const std::pair<const char*, const char*> kSpellings[] = {
-      {"long int", "long"},
-      {"long unsigned int", "unsigned long"},
-      {"short int", "short"},
-      {"short unsigned int", "unsigned short"},
-      {"long long int", "long long"},
-      {"long long unsigned int", "unsigned long long"},
+      {"long int", "long"},           {"long unsigned int", "unsigned long"},
+      {"short int", "short"},         {"short unsigned int", "unsigned short"},
+      {"long long int", "long long"}, {"long long unsigned int", "unsigned long long"},
   };
   for (auto [dwarf, demangler] : kSpellings)
     if (std::strcmp(base_type, dwarf) == 0) return demangler;
@@ -137,7 +134,7 @@ class DwarfNames {
         if (!first) params += ", ";
         first = false;
         Dwarf_Die type;
-        params += tag == DW_TAG_unspecified_parameters ? "..."
+        params += tag == DW_TAG_unspecified_parameters           ? "..."
                   : follow(&child, DW_AT_type, &type) != nullptr ? type_name(&type, 0)
                                                                  : "void";
       } while (dwarf_siblingof(&child, &child) == 0);
@@ -156,12 +153,18 @@ class DwarfNames {
       return (inner != nullptr ? type_name(inner, depth + 1) : std::string("void")) + suffix;
     };
     switch (dwarf_tag(type)) {
-      case DW_TAG_pointer_type: return wrap("*");
-      case DW_TAG_reference_type: return wrap("&");
-      case DW_TAG_rvalue_reference_type: return wrap("&&");
-      case DW_TAG_const_type: return wrap(" const");
-      case DW_TAG_volatile_type: return wrap(" volatile");
-      case DW_TAG_typedef: return inner != nullptr ? type_name(inner, depth + 1) : "?";
+      case DW_TAG_pointer_type:
+        return wrap("*");
+      case DW_TAG_reference_type:
+        return wrap("&");
+      case DW_TAG_rvalue_reference_type:
+        return wrap("&&");
+      case DW_TAG_const_type:
+        return wrap(" const");
+      case DW_TAG_volatile_type:
+        return wrap(" volatile");
+      case DW_TAG_typedef:
+        return inner != nullptr ? type_name(inner, depth + 1) : "?";
       case DW_TAG_base_type: {
         const char* name = dwarf_diename(type);
         return name != nullptr ? demangler_spelling(name) : "?";
@@ -177,7 +180,8 @@ class DwarfNames {
         }
         return it->second;
       }
-      default: return "?";  // arrays, function and member pointers: rare as parameters
+      default:
+        return "?";  // arrays, function and member pointers: rare as parameters
     }
   }
 
@@ -290,8 +294,8 @@ std::vector<store::ResolvedFrame> Symbolizer::Impl::resolve(uint64_t addr) {
   std::string module;
   if (info != nullptr) {
     module = info->path;
-  } else if (const char* name = dwfl_module_info(mod, nullptr, nullptr, nullptr, nullptr,
-                                                 nullptr, nullptr, nullptr)) {
+  } else if (const char* name = dwfl_module_info(mod, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                 nullptr, nullptr)) {
     module = name;
   }
 
@@ -347,8 +351,9 @@ std::vector<store::ResolvedFrame> Symbolizer::Impl::resolve(uint64_t addr) {
 
 Symbolizer::Symbolizer(std::vector<store::ModuleInfo> modules) : impl_(std::make_unique<Impl>()) {
   impl_->modules = std::move(modules);
-  std::sort(impl_->modules.begin(), impl_->modules.end(),
-            [](const store::ModuleInfo& a, const store::ModuleInfo& b) { return a.start < b.start; });
+  std::sort(
+      impl_->modules.begin(), impl_->modules.end(),
+      [](const store::ModuleInfo& a, const store::ModuleInfo& b) { return a.start < b.start; });
   elf_version(EV_CURRENT);
   impl_->dwfl = dwfl_begin(&kCallbacks);
   if (impl_->dwfl != nullptr) impl_->report_modules();

@@ -36,7 +36,8 @@ std::vector<Settings> grid_for(uint64_t requests, const std::vector<Settings>& f
   if (requests * full.size() <= kBudget) return full;
   std::vector<Settings> out;
   for (const Settings& s : full)
-    if (s.label == "expandable_segments:True" || s.label == "max_split_size_mb:256") out.push_back(s);
+    if (s.label == "expandable_segments:True" || s.label == "max_split_size_mb:256")
+      out.push_back(s);
   return out;
 }
 
@@ -69,9 +70,11 @@ void detect(const an::Trace& trace, an::Diagnosis& out) {
     const Figures& b = results[best].figures;
     const Figures& r = base.figures;
     const bool averts_oom = r.failed_requests > 0;
-    const uint64_t saved = r.peak_reserved > b.peak_reserved ? r.peak_reserved - b.peak_reserved : 0;
-    if (!averts_oom && (saved == 0 || (saved < kBytes && static_cast<double>(saved) <
-                                                              kShare * static_cast<double>(r.peak_reserved))))
+    const uint64_t saved =
+        r.peak_reserved > b.peak_reserved ? r.peak_reserved - b.peak_reserved : 0;
+    if (!averts_oom &&
+        (saved == 0 || (saved < kBytes && static_cast<double>(saved) <
+                                              kShare * static_cast<double>(r.peak_reserved))))
       continue;
     an::Finding f;
     f.id = "allocator-settings";
@@ -81,15 +84,18 @@ void detect(const an::Trace& trace, an::Diagnosis& out) {
     if (averts_oom) f.severity = an::Severity::major;
     const std::string& conf = grid[best].label;
     if (averts_oom)
-      f.title = "PYTORCH_CUDA_ALLOC_CONF=" + conf + " serves every request where the recorded settings ran out of memory";
+      f.title = "PYTORCH_CUDA_ALLOC_CONF=" + conf +
+                " serves every request where the recorded settings ran out of memory";
     else
-      f.title = "PYTORCH_CUDA_ALLOC_CONF=" + conf + " lowers the reserved peak by " + an::format_bytes(f.bytes) +
-                " (replayed)";
+      f.title = "PYTORCH_CUDA_ALLOC_CONF=" + conf + " lowers the reserved peak by " +
+                an::format_bytes(f.bytes) + " (replayed)";
     const std::string recorded = p.recorded.text().empty() ? "(defaults)" : p.recorded.text();
     f.evidence = {
         {"recorded settings", recorded},
-        {"reserved peak, recorded settings (replayed)", an::detail::bytes_text(static_cast<int64_t>(r.peak_reserved))},
-        {"reserved peak, " + conf + " (replayed)", an::detail::bytes_text(static_cast<int64_t>(b.peak_reserved))},
+        {"reserved peak, recorded settings (replayed)",
+         an::detail::bytes_text(static_cast<int64_t>(r.peak_reserved))},
+        {"reserved peak, " + conf + " (replayed)",
+         an::detail::bytes_text(static_cast<int64_t>(b.peak_reserved))},
         {"device allocations (recorded settings, " + conf + ")",
          std::to_string(r.device_allocations) + ", " + std::to_string(b.device_allocations)},
         {"reserved but unallocated at the peak (recorded settings, " + conf + ")",
@@ -100,7 +106,8 @@ void detect(const an::Trace& trace, an::Diagnosis& out) {
         {"settings replayed",
          std::to_string(grid.size()) +
              (grid.size() < full.size()
-                  ? " (of " + std::to_string(full.size()) + ": the trace has " + std::to_string(p.requests.size()) +
+                  ? " (of " + std::to_string(full.size()) + ": the trace has " +
+                        std::to_string(p.requests.size()) +
                         " requests; `tidemark replay --sweep` replays them all)"
                   : "")},
     };
@@ -116,7 +123,8 @@ void detect(const an::Trace& trace, an::Diagnosis& out) {
 
 void add_allocator_settings_detector() {
   an::add_detector({"allocator-settings",
-                    "allocator settings (PYTORCH_CUDA_ALLOC_CONF) that would lower the reserved peak or avoid an OOM, "
+                    "allocator settings (PYTORCH_CUDA_ALLOC_CONF) that would lower the reserved "
+                    "peak or avoid an OOM, "
                     "measured by replay"},
                    detect);
 }

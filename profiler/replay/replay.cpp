@@ -172,7 +172,8 @@ class PlanBuilder {
       free_run_ = false;
       completed_by_wait(run_bytes_);
       push(Request::Kind::empty_cache, 0, run_event_);
-      plan_.requests.back().retry = e.kind == ev::Kind::segment_alloc || e.kind == ev::Kind::segment_map;
+      plan_.requests.back().retry =
+          e.kind == ev::Kind::segment_alloc || e.kind == ev::Kind::segment_map;
     }
     curves_.on(e);
     switch (e.kind) {
@@ -306,8 +307,10 @@ class PlanBuilder {
   void completed_by_wait(uint64_t released) {
     size_t i = since_request_.size();
     uint64_t freed = 0;
-    while (i > 0 && !since_request_[i - 1].complete && freed < released) freed += since_request_[--i].value;
-    while (i > 0 && since_request_[i - 1].complete) plan_.requests[since_request_[--i].value].retry = true;
+    while (i > 0 && !since_request_[i - 1].complete && freed < released)
+      freed += since_request_[--i].value;
+    while (i > 0 && since_request_[i - 1].complete)
+      plan_.requests[since_request_[--i].value].retry = true;
     since_request_.clear();
   }
 
@@ -322,7 +325,9 @@ class PlanBuilder {
     r.stack_id = stack_id;
     plan_.requests.push_back(r);
   }
-  void push(Request::Kind kind, uint32_t block, const Source& s) { push(kind, block, s.event, s.stack_id); }
+  void push(Request::Kind kind, uint32_t block, const Source& s) {
+    push(kind, block, s.event, s.stack_id);
+  }
 
   void done(uint64_t ts) { curves_.request_done(ts); }
 
@@ -368,7 +373,7 @@ class PlanBuilder {
   std::unordered_map<uint64_t, uint32_t> awaiting_;  // deferred frees not yet complete
   std::optional<size_t> pending_free_;               // request index of the last free
   struct Step {
-    bool complete;   // a complete request (value: its index), else a segment freed (value: bytes)
+    bool complete;  // a complete request (value: its index), else a segment freed (value: bytes)
     uint64_t value;
   };
   std::vector<Step> since_request_;  // completions and segment frees since the last request
@@ -410,11 +415,10 @@ class Run {
     if (fn) result_.addresses.resize(plan.blocks.size());
     rederived_ = rederives(plan, settings);
     prime_request_.ts = plan.requests.empty() ? 0 : plan.requests.front().ts;
-    if (!plan.initial_blocks.empty()) prime_request_.ts = plan.blocks[plan.initial_blocks.front()].ts;
+    if (!plan.initial_blocks.empty())
+      prime_request_.ts = plan.blocks[plan.initial_blocks.front()].ts;
   }
-  ~Run() {
-    allocator_->set_event_sink(nullptr);
-  }
+  ~Run() { allocator_->set_event_sink(nullptr); }
 
   Result go() {
     if (rederived_) {
@@ -475,17 +479,22 @@ class Run {
 
   void step(const Request& r) {
     switch (r.kind) {
-      case Request::Kind::alloc: allocate(r.block, r); break;
+      case Request::Kind::alloc:
+        allocate(r.block, r);
+        break;
       case Request::Kind::failed: {
         if (allocate(r.block, r)) release(r.block, false);
         break;
       }
-      case Request::Kind::free: release(r.block, r.deferred); break;
+      case Request::Kind::free:
+        release(r.block, r.deferred);
+        break;
       case Request::Kind::complete: {
         if (r.retry) break;  // the allocator's own wait completes it
         auto it = pending_.find(r.block);
         if (it == pending_.end()) break;
-        for (mem::EventId e = it->second.first; e < it->second.second; ++e) fake_->complete_event(e);
+        for (mem::EventId e = it->second.first; e < it->second.second; ++e)
+          fake_->complete_event(e);
         pending_.erase(it);
         break;
       }
@@ -623,9 +632,10 @@ class Run {
         const BlockRequest& br = plan_.blocks[b];
         if (br.addr > cursor) fill(br.addr - cursor);
         // The block's own size when its request would round to less (an unsplit remainder).
-        uint64_t ask = mem::CachingAllocator::round_size(br.requested, allocator_->config()) == br.size
-                           ? br.requested
-                           : br.size;
+        uint64_t ask =
+            mem::CachingAllocator::round_size(br.requested, allocator_->config()) == br.size
+                ? br.requested
+                : br.size;
         ptrs_[b] = carve(ask, br.stream);
         note_address(b);
         placed[b] = ptrs_[b].ptr != nullptr && reinterpret_cast<uint64_t>(ptrs_[b].ptr) == br.addr;
@@ -672,7 +682,8 @@ std::vector<Plan> build_plans(const analysis::Trace& trace, const std::vector<in
   const store::TraceReader& reader = trace.reader();
   std::vector<Plan> plans;
   for (const analysis::DeviceRef& d : trace.devices()) {
-    if (!devices.empty() && std::find(devices.begin(), devices.end(), d.id) == devices.end()) continue;
+    if (!devices.empty() && std::find(devices.begin(), devices.end(), d.id) == devices.end())
+      continue;
     Plan p;
     p.device = d;
     plans.push_back(std::move(p));
@@ -680,7 +691,9 @@ std::vector<Plan> build_plans(const analysis::Trace& trace, const std::vector<in
   std::map<int64_t, size_t> by_row;
   for (size_t i = 0; i < plans.size(); ++i) by_row[plans[i].device.id] = i;
   std::vector<std::unique_ptr<PlanBuilder>> builders;
-  for (Plan& p : plans) builders.push_back(std::make_unique<PlanBuilder>(p, trace.imported_snapshot(), trace.synthetic_times()));
+  for (Plan& p : plans)
+    builders.push_back(
+        std::make_unique<PlanBuilder>(p, trace.imported_snapshot(), trace.synthetic_times()));
   std::map<std::pair<int, int>, PlanBuilder*> by_device;
   for (const store::DeviceRow& row : reader.devices()) {
     auto it = by_row.find(row.id);
@@ -709,8 +722,9 @@ std::vector<Plan> build_plans(const analysis::Trace& trace, const std::vector<in
     p.recorded = recorded;
     if (p.maps > 0 && !p.recorded.config.expandable_segments) {
       p.recorded.config.expandable_segments = true;
-      p.settings_note = "the trace maps pages into expandable segments, so expandable_segments:True "
-                        "is taken as recorded although allocator_settings does not say so";
+      p.settings_note =
+          "the trace maps pages into expandable segments, so expandable_segments:True "
+          "is taken as recorded although allocator_settings does not say so";
     }
     if (p.oom_device_total > 0) {
       p.capacity = p.oom_device_total;
@@ -775,7 +789,8 @@ std::vector<Settings> default_sweep() {
   return out;
 }
 
-std::vector<Result> sweep(const Plan& plan, const std::vector<Settings>& settings, unsigned threads) {
+std::vector<Result> sweep(const Plan& plan, const std::vector<Settings>& settings,
+                          unsigned threads) {
   std::vector<Result> results(settings.size());
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   threads = std::min<unsigned>(threads, static_cast<unsigned>(settings.size()));

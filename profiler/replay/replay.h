@@ -129,8 +129,8 @@ struct Oom {
 struct Figures {
   uint64_t peak_reserved = 0, peak_reserved_ts = 0;
   uint64_t peak_allocated = 0, peak_allocated_ts = 0;
-  uint64_t device_allocations = 0;  // cudaMalloc and cuMemMap calls (segment_alloc, segment_map)
-  uint64_t unallocated_at_peak = 0;  // reserved - allocated when reserved first peaked
+  uint64_t device_allocations = 0;    // cudaMalloc and cuMemMap calls (segment_alloc, segment_map)
+  uint64_t unallocated_at_peak = 0;   // reserved - allocated when reserved first peaked
   uint64_t largest_free_at_peak = 0;  // largest cached block then
   uint64_t final_reserved = 0, final_allocated = 0;
   uint64_t failed_requests = 0;  // allocations that raised OOM
@@ -140,8 +140,8 @@ struct Figures {
 // Everything the replay of one device needs, read from the trace once.
 struct Plan {
   analysis::DeviceRef device;
-  events::DeviceId event_device;  // the device as its events name it
-  AllocConf recorded;            // the settings the trace was recorded under
+  events::DeviceId event_device;     // the device as its events name it
+  AllocConf recorded;                // the settings the trace was recorded under
   std::optional<uint64_t> capacity;  // recorded (or inferred, see capacity_source); none: unknown
   // Where the capacity comes from: the device total an oom event reported (a capacity limit
   // such as TL_HOST_CAPACITY shows there, not in the device's row), else the device's
@@ -152,9 +152,9 @@ struct Plan {
   std::vector<Request> requests;
   // Recorded segment addresses, to hand out again: (index of the request they precede, base).
   std::vector<std::pair<uint32_t, uint64_t>> addresses;
-  std::vector<InitialSegment> initial;        // imported snapshots: the state before the trace
-  std::vector<uint32_t> initial_blocks;       // blocks live before the trace (by address)
-  std::vector<uint32_t> initial_pending;      // ... of which freed, pending completion
+  std::vector<InitialSegment> initial;    // imported snapshots: the state before the trace
+  std::vector<uint32_t> initial_blocks;   // blocks live before the trace (by address)
+  std::vector<uint32_t> initial_pending;  // ... of which freed, pending completion
   // What the settings read from the trace were corrected by ("" when nothing): a trace that
   // maps pages ran with expandable segments, whatever allocator_settings says (a program that
   // set TL_ALLOC_CONF itself, after the recorder started).
@@ -163,12 +163,13 @@ struct Plan {
   uint64_t unknown_frees = 0;  // frees of blocks allocated before the recording: skipped
   uint64_t events = 0;         // the device's allocator events read
   bool imported = false;
-  Figures recorded_figures;    // what the trace says happened
+  Figures recorded_figures;  // what the trace says happened
 };
 
 // Builds the plans of `devices` (every device with allocator events when empty) in one pass
 // over the trace's events. Throws SettingsError when none has an allocation.
-std::vector<Plan> build_plans(const analysis::Trace& trace, const std::vector<int64_t>& devices = {});
+std::vector<Plan> build_plans(const analysis::Trace& trace,
+                              const std::vector<int64_t>& devices = {});
 
 // Note [Rederived start]
 // ~~~~~~~~~~~~~~~~~~~~~~~
@@ -188,9 +189,9 @@ enum class Start : uint8_t { automatic, recorded, rederived };
 struct Settings {
   AllocConf conf;
   Start start = Start::automatic;
-  std::optional<uint64_t> capacity;  // none: the plan's, else unlimited
+  std::optional<uint64_t> capacity;       // none: the plan's, else unlimited
   std::optional<double> memory_fraction;  // set_per_process_memory_fraction
-  std::string label;  // for tables ("expandable_segments:True")
+  std::string label;                      // for tables ("expandable_segments:True")
 };
 
 // A replayed allocator event, for writing the replayed trace: `event` as the allocator emitted
@@ -199,8 +200,8 @@ using EventFn = std::function<void(const events::Event& event, const Request& du
 
 struct Result {
   Figures figures;
-  uint64_t capacity = 0;  // the capacity the device had (kUnlimited: none)
-  uint64_t unplaced = 0;  // blocks of the starting state not rebuilt at their address
+  uint64_t capacity = 0;   // the capacity the device had (kUnlimited: none)
+  uint64_t unplaced = 0;   // blocks of the starting state not rebuilt at their address
   bool rederived = false;  // the state before the window was rederived (Note [Rederived start])
   // With an EventFn: each block's address in the replay (0: never allocated), by block index.
   std::vector<uint64_t> addresses;
@@ -222,7 +223,8 @@ Result run(const Plan& plan, const Settings& settings, const EventFn& on_event =
 // off/0.8 (with a memory fraction of 1, as PyTorch collects only under one).
 std::vector<Settings> default_sweep();
 // Replays every setting on `threads` threads (0: the machine's cores); results in order.
-std::vector<Result> sweep(const Plan& plan, const std::vector<Settings>& settings, unsigned threads = 0);
+std::vector<Result> sweep(const Plan& plan, const std::vector<Settings>& settings,
+                          unsigned threads = 0);
 
 // Adds the `allocator-settings` detector to analysis::diagnose (analysis::add_detector): the
 // best setting of default_sweep() as a finding, with the bytes the replay saves (Note

@@ -53,7 +53,8 @@ void write_replayed_trace(const analysis::Trace& trace, const std::vector<Plan>&
       d.events.push_back(r);
     };
     d.result = run(plans[i], settings, keep, &trace);
-    for (uint32_t b = 0; b < plans[i].blocks.size(); ++b) d.block_by_seq[plans[i].blocks[b].seq] = b;
+    for (uint32_t b = 0; b < plans[i].blocks.size(); ++b)
+      d.block_by_seq[plans[i].blocks[b].seq] = b;
   }
 
   store::TraceMeta meta = reader.meta();
@@ -63,7 +64,8 @@ void write_replayed_trace(const analysis::Trace& trace, const std::vector<Plan>&
       if (info.id == d.id && d.result.capacity != kUnlimited) info.capacity = d.result.capacity;
   store::remove_trace_sidecars(out.part_path());
   auto writer = store::TraceWriter::create(out.part_path(), meta);
-  for (const store::StackNode& n : reader.stack_nodes()) writer->add_stack_node(n.id, n.parent, n.ip);
+  for (const store::StackNode& n : reader.stack_nodes())
+    writer->add_stack_node(n.id, n.parent, n.ip);
   writer->add_modules(reader.modules());
   for (const store::DroppedRow& d : reader.dropped()) writer->add_dropped(d.count, d.ts_ns);
 

@@ -19,14 +19,13 @@ using tl::memory::conf_syntax::trim;
 
 // Keys PyTorch's CUDA allocator takes that change nothing the replay models.
 constexpr std::string_view kIgnoredKeys[] = {
-    "pinned_use_cuda_host_register", "pinned_num_register_threads", "pinned_use_host_register",
-    "pinned_reserve_segment_size_mb", "pinned_use_background_threads",
-    "release_lock_on_cudamalloc", "graph_capture_record_stream_reuse",
-    "expandable_segments_handle_type"};
-constexpr std::string_view kModelledKeys[] = {"max_split_size_mb", "max_non_split_rounding_mb",
-                                              "roundup_power2_divisions",
-                                              "garbage_collection_threshold",
-                                              "expandable_segments"};
+    "pinned_use_cuda_host_register",     "pinned_num_register_threads",
+    "pinned_use_host_register",          "pinned_reserve_segment_size_mb",
+    "pinned_use_background_threads",     "release_lock_on_cudamalloc",
+    "graph_capture_record_stream_reuse", "expandable_segments_handle_type"};
+constexpr std::string_view kModelledKeys[] = {
+    "max_split_size_mb", "max_non_split_rounding_mb", "roundup_power2_divisions",
+    "garbage_collection_threshold", "expandable_segments"};
 
 tl::memory::AllocatorConfig parse_modelled(const std::string& conf, std::string_view what) {
   try {
@@ -41,7 +40,9 @@ tl::memory::AllocatorConfig parse_modelled(const std::string& conf, std::string_
 
 }  // namespace
 
-std::string AllocConf::text() const { return config.to_string(); }
+std::string AllocConf::text() const {
+  return config.to_string();
+}
 
 AllocConf parse_alloc_conf(std::string_view conf) {
   AllocConf out;
@@ -62,14 +63,18 @@ AllocConf parse_alloc_conf(std::string_view conf) {
         throw SettingsError(
             "--alloc-conf: backend:cudaMallocAsync hands memory to CUDA's own pool allocator, "
             "which the replay does not model (it replays PyTorch's native caching allocator)");
-      throw SettingsError("--alloc-conf: Unknown allocator backend, options should be native or "
-                          "cudaMallocAsync, got '" + std::string(value) + "'");
+      throw SettingsError(
+          "--alloc-conf: Unknown allocator backend, options should be native or "
+          "cudaMallocAsync, got '" +
+          std::string(value) + "'");
     }
-    if (std::find(std::begin(kIgnoredKeys), std::end(kIgnoredKeys), key) != std::end(kIgnoredKeys)) {
+    if (std::find(std::begin(kIgnoredKeys), std::end(kIgnoredKeys), key) !=
+        std::end(kIgnoredKeys)) {
       out.ignored.emplace_back(item);
       continue;
     }
-    if (std::find(std::begin(kModelledKeys), std::end(kModelledKeys), key) == std::end(kModelledKeys))
+    if (std::find(std::begin(kModelledKeys), std::end(kModelledKeys), key) ==
+        std::end(kModelledKeys))
       throw SettingsError("--alloc-conf: Unrecognized key '" + std::string(key) +
                           "' in CUDA allocator config (PyTorch refuses it too; the keys are "
                           "max_split_size_mb, max_non_split_rounding_mb, roundup_power2_divisions, "
@@ -123,7 +128,8 @@ AllocConf recorded_settings(const std::string& meta_value) {
     std::string t(*s);
     char* end = nullptr;
     long long bytes = std::strtoll(t.c_str(), &end, 10);
-    if (end == t.c_str() + t.size() && bytes >= 0) c.max_non_split_rounding = static_cast<size_t>(bytes);
+    if (end == t.c_str() + t.size() && bytes >= 0)
+      c.max_non_split_rounding = static_cast<size_t>(bytes);
   }
   if (auto s = field("garbage_collection_threshold")) {
     structured = true;
@@ -161,7 +167,8 @@ AllocConf recorded_settings(const std::string& meta_value) {
   if (structured) return out;
   // An older snapshot with only the raw text.
   size_t end = v.find(',');
-  return parse_alloc_conf(v.substr(kRaw.size(), end == std::string_view::npos ? end : end - kRaw.size()));
+  return parse_alloc_conf(
+      v.substr(kRaw.size(), end == std::string_view::npos ? end : end - kRaw.size()));
 }
 
 }  // namespace tidemark::replay

@@ -30,7 +30,9 @@ constexpr uint8_t kSeqNext = 0x80;        // seq == prev_seq + 1; otherwise zigz
 using detail::delta;
 using detail::unzigzag;
 using detail::zigzag;
-inline uint8_t* put(uint8_t* p, uint64_t v) { return detail::put_varint(p, v); }
+inline uint8_t* put(uint8_t* p, uint64_t v) {
+  return detail::put_varint(p, v);
+}
 
 // Three fields use a tag bit to pick a short form; the code 1 (never produced by a short
 // form) escapes to the raw value in a second varint, for values that do not fit beside a
@@ -133,7 +135,8 @@ void BlockEncoder::add(const ev::Event& e, uint64_t stack_id, uint64_t str_a, ui
       p = put_requested(p, b.size, b.requested_size);
       p = put(p, b.stream);
       p = put_segment(p, b.addr, b.segment);
-      *p++ = static_cast<uint8_t>(static_cast<uint8_t>(b.pool) | (static_cast<uint8_t>(b.category) << 1));
+      *p++ = static_cast<uint8_t>(static_cast<uint8_t>(b.pool) |
+                                  (static_cast<uint8_t>(b.category) << 1));
       break;
     }
     case ev::Payload::allocator: {

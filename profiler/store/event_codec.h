@@ -28,7 +28,7 @@ struct DecodedEvent {
 
 struct DecodedBlock {
   std::vector<DecodedEvent> events;
-  std::vector<int64_t> dims;  // sizes and strides of the block's tensor events
+  std::vector<int64_t> dims;     // sizes and strides of the block's tensor events
   std::vector<uint8_t> encoded;  // the block's decompressed encoding (reused between blocks)
 };
 

@@ -41,7 +41,7 @@ class EventStream {
   bool blocks_left_ = true;
   // Pending row of `blocks_` (valid while blocks_left_).
   uint64_t pending_first_seq_ = 0;
-  std::vector<std::unique_ptr<Cursor>> heap_;  // min-heap on seq()
+  std::vector<std::unique_ptr<Cursor>> heap_;   // min-heap on seq()
   std::unique_ptr<Cursor> retired_;             // keeps current_ alive after its block ended
   std::vector<std::unique_ptr<Cursor>> spare_;  // decoded-block buffers to reuse
   const DecodedEvent* current_ = nullptr;

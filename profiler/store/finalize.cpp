@@ -39,14 +39,20 @@ struct KeyHash {
   }
 };
 
-const char* pool_name(ev::Pool p) { return p == ev::Pool::small ? "small" : "large"; }
+const char* pool_name(ev::Pool p) {
+  return p == ev::Pool::small ? "small" : "large";
+}
 
 const char* direction_name(ev::CopyDirection d) {
   switch (d) {
-    case ev::CopyDirection::host_to_device: return "host_to_device";
-    case ev::CopyDirection::device_to_host: return "device_to_host";
-    case ev::CopyDirection::device_to_device: return "device_to_device";
-    case ev::CopyDirection::host_to_host: return "host_to_host";
+    case ev::CopyDirection::host_to_device:
+      return "host_to_device";
+    case ev::CopyDirection::device_to_host:
+      return "device_to_host";
+    case ev::CopyDirection::device_to_device:
+      return "device_to_device";
+    case ev::CopyDirection::host_to_host:
+      return "host_to_host";
   }
   return "host_to_host";
 }
@@ -189,8 +195,10 @@ class Finalizer {
       meta.bind(1, k::kFirstTsNs).bind(2, first_ts_).run();
       meta.bind(1, k::kLastTsNs).bind(2, last_ts_).run();
     }
-    if (duplicate_ids_) meta.bind(1, k::kDuplicateIds).bind(2, duplicate_ids_).run();
-    else Stmt(db_, "DELETE FROM meta WHERE key = ?").bind(1, k::kDuplicateIds).run();
+    if (duplicate_ids_)
+      meta.bind(1, k::kDuplicateIds).bind(2, duplicate_ids_).run();
+    else
+      Stmt(db_, "DELETE FROM meta WHERE key = ?").bind(1, k::kDuplicateIds).run();
   }
 
  private:
@@ -250,24 +258,28 @@ class Finalizer {
   }
 
   void prepare() {
-    ins_alloc_ = Stmt(db_,
-                      "INSERT INTO allocations (device, addr, size, requested_size, stream, segment, "
-                      "pool, alloc_ts, free_requested_ts, free_completed_ts, seq, thread, stack, "
-                      "scope, category) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    ins_alloc_ =
+        Stmt(db_,
+             "INSERT INTO allocations (device, addr, size, requested_size, stream, segment, "
+             "pool, alloc_ts, free_requested_ts, free_completed_ts, seq, thread, stack, "
+             "scope, category) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     ins_segment_ = Stmt(db_,
                         "INSERT INTO segments (device, kind, addr, size, segment, stream, pool, "
                         "alloc_ts, free_ts, seq, thread, stack) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    ins_storage_ = Stmt(db_,
-                        "INSERT OR IGNORE INTO storages (storage_id, device, addr, nbytes, create_ts, "
-                        "release_ts, thread, stack) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-    ins_tensor_ = Stmt(db_,
-                       "INSERT OR IGNORE INTO tensors (tensor_id, storage_id, base_id, device, sizes, strides, "
-                       "storage_offset, dtype, op, create_ts, release_ts, thread, stack) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-    ins_sync_ = Stmt(db_,
-                     "INSERT INTO syncs (ts, seq, device, kind, duration_ns, stream, thread, stack) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+    ins_storage_ =
+        Stmt(db_,
+             "INSERT OR IGNORE INTO storages (storage_id, device, addr, nbytes, create_ts, "
+             "release_ts, thread, stack) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+    ins_tensor_ = Stmt(
+        db_,
+        "INSERT OR IGNORE INTO tensors (tensor_id, storage_id, base_id, device, sizes, strides, "
+        "storage_offset, dtype, op, create_ts, release_ts, thread, stack) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    ins_sync_ =
+        Stmt(db_,
+             "INSERT INTO syncs (ts, seq, device, kind, duration_ns, stream, thread, stack) "
+             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
     ins_memcpy_ = Stmt(db_,
                        "INSERT INTO memcpys (ts, seq, device, direction, bytes, stream, pinned, "
                        "async, thread, stack) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
@@ -312,19 +324,33 @@ class Finalizer {
       case ev::Kind::alloc_retry:
       case ev::Kind::oom: {
         const ev::AllocatorInfo& a = e.allocator;
-        ins_allocator_.bind(1, e.ts_ns).bind(2, e.seq).bind(3, device_id(e.device))
+        ins_allocator_.bind(1, e.ts_ns)
+            .bind(2, e.seq)
+            .bind(3, device_id(e.device))
             .bind(4, std::string(ev::kind_name(e.kind)))
-            .bind(5, a.requested_size).bind(6, a.stream).bind(7, a.device_free)
-            .bind(8, a.device_total).bind(9, a.allocated).bind(10, a.reserved)
-            .bind(11, a.released).bind(12, e.thread_id).bind(13, d.stack_id).run();
+            .bind(5, a.requested_size)
+            .bind(6, a.stream)
+            .bind(7, a.device_free)
+            .bind(8, a.device_total)
+            .bind(9, a.allocated)
+            .bind(10, a.reserved)
+            .bind(11, a.released)
+            .bind(12, e.thread_id)
+            .bind(13, d.stack_id)
+            .run();
         break;
       }
       case ev::Kind::storage_create: {
         auto [it, fresh] = storages_.try_emplace(e.storage.storage_id);
         OpenStorage& s = it->second;
         if (!fresh) write_storage(s, std::nullopt);  // Note [Duplicate ids]
-        s = {device_id(e.device), e.storage.storage_id, e.storage.addr, e.storage.nbytes,
-             e.ts_ns, e.thread_id, d.stack_id};
+        s = {device_id(e.device),
+             e.storage.storage_id,
+             e.storage.addr,
+             e.storage.nbytes,
+             e.ts_ns,
+             e.thread_id,
+             d.stack_id};
         break;
       }
       case ev::Kind::storage_release: {
@@ -340,9 +366,9 @@ class Finalizer {
         auto [it, fresh] = tensors_.try_emplace(t.tensor_id);
         OpenTensor& o = it->second;
         if (!fresh) write_tensor(o, std::nullopt);
-        o = {device_id(e.device), t.tensor_id, t.storage_id, t.base_id, json_dims(t.sizes),
-             json_dims(t.strides), t.storage_offset, d.str_a, d.str_b, e.ts_ns, e.thread_id,
-             d.stack_id};
+        o = {device_id(e.device),  t.tensor_id,      t.storage_id, t.base_id, json_dims(t.sizes),
+             json_dims(t.strides), t.storage_offset, d.str_a,      d.str_b,   e.ts_ns,
+             e.thread_id,          d.stack_id};
         break;
       }
       case ev::Kind::tensor_release: {
@@ -359,24 +385,44 @@ class Finalizer {
         break;
       }
       case ev::Kind::sync:
-        ins_sync_.bind(1, e.ts_ns).bind(2, e.seq).bind(3, device_id(e.device))
+        ins_sync_.bind(1, e.ts_ns)
+            .bind(2, e.seq)
+            .bind(3, device_id(e.device))
             .bind(4, std::string(ev::sync_kind_name(e.sync.kind)))
-            .bind(5, e.sync.duration_ns).bind(6, e.sync.stream).bind(7, e.thread_id)
-            .bind(8, d.stack_id).run();
+            .bind(5, e.sync.duration_ns)
+            .bind(6, e.sync.stream)
+            .bind(7, e.thread_id)
+            .bind(8, d.stack_id)
+            .run();
         break;
       case ev::Kind::collective: {
         const ev::CollectiveInfo& c = e.collective;
-        ins_collective_.bind(1, e.ts_ns).bind(2, e.seq).bind(3, device_id(e.device))
-            .bind(4, std::string(ev::collective_op_name(c.op))).bind(5, c.bytes)
-            .bind(6, int64_t{c.group_size}).bind(7, int64_t{c.rank}).bind(8, c.group)
-            .bind(9, c.duration_ns).bind(10, e.thread_id).bind(11, d.stack_id).run();
+        ins_collective_.bind(1, e.ts_ns)
+            .bind(2, e.seq)
+            .bind(3, device_id(e.device))
+            .bind(4, std::string(ev::collective_op_name(c.op)))
+            .bind(5, c.bytes)
+            .bind(6, int64_t{c.group_size})
+            .bind(7, int64_t{c.rank})
+            .bind(8, c.group)
+            .bind(9, c.duration_ns)
+            .bind(10, e.thread_id)
+            .bind(11, d.stack_id)
+            .run();
         break;
       }
       case ev::Kind::memcpy:
-        ins_memcpy_.bind(1, e.ts_ns).bind(2, e.seq).bind(3, device_id(e.device))
-            .bind(4, direction_name(e.memcpy.direction)).bind(5, e.memcpy.bytes)
-            .bind(6, e.memcpy.stream).bind(7, int{e.memcpy.pinned}).bind(8, int{e.memcpy.async})
-            .bind(9, e.thread_id).bind(10, d.stack_id).run();
+        ins_memcpy_.bind(1, e.ts_ns)
+            .bind(2, e.seq)
+            .bind(3, device_id(e.device))
+            .bind(4, direction_name(e.memcpy.direction))
+            .bind(5, e.memcpy.bytes)
+            .bind(6, e.memcpy.stream)
+            .bind(7, int{e.memcpy.pinned})
+            .bind(8, int{e.memcpy.async})
+            .bind(9, e.thread_id)
+            .bind(10, d.stack_id)
+            .run();
         break;
       case ev::Kind::scope_push: {
         auto& stack = scopes_[e.thread_id];
@@ -422,8 +468,14 @@ class Finalizer {
         break;
       }
       case ev::Kind::mark:
-        ins_mark_.bind(1, e.ts_ns).bind(2, e.seq).bind(3, device_id(e.device)).bind(4, d.str_a)
-            .bind(5, e.name.value).bind(6, e.thread_id).bind(7, d.stack_id).run();
+        ins_mark_.bind(1, e.ts_ns)
+            .bind(2, e.seq)
+            .bind(3, device_id(e.device))
+            .bind(4, d.str_a)
+            .bind(5, e.name.value)
+            .bind(6, e.thread_id)
+            .bind(7, d.stack_id)
+            .run();
         break;
     }
   }
@@ -441,8 +493,8 @@ class Finalizer {
         auto [it, fresh] = segments_.try_emplace({dev, b.addr});
         OpenSegment& s = it->second;
         if (!fresh) write_segment(s, std::nullopt);
-        s = {dev,     "segment", b.addr, b.size,      b.segment, b.stream,
-             b.pool,  e.ts_ns,   e.seq,  e.thread_id, d.stack_id};
+        s = {dev,    "segment", b.addr, b.size,      b.segment, b.stream,
+             b.pool, e.ts_ns,   e.seq,  e.thread_id, d.stack_id};
         c.reserved += size;
         break;
       }
@@ -505,7 +557,8 @@ class Finalizer {
     if (b.size > kMaxEventBytes || b.requested_size > kMaxEventBytes)
       throw StoreError(db_.path() + ": damaged trace: event " + std::to_string(e.seq) + " (" +
                        std::string(ev::kind_name(e.kind)) + ") has a size of " +
-                       std::to_string(std::max(b.size, b.requested_size)) + " bytes, more than 2^56");
+                       std::to_string(std::max(b.size, b.requested_size)) +
+                       " bytes, more than 2^56");
     int64_t dev = device_id(e.device);
     detail::Curves& c = curves(dev);
     auto size = static_cast<int64_t>(b.size);
@@ -526,7 +579,8 @@ class Finalizer {
       }
       case ev::Kind::free_requested: {
         auto it = allocs_.find({dev, b.addr});
-        if (it != allocs_.end() && !it->second.free_requested_ts) it->second.free_requested_ts = e.ts_ns;
+        if (it != allocs_.end() && !it->second.free_requested_ts)
+          it->second.free_requested_ts = e.ts_ns;
         c.allocated -= size;
         c.requested -= requested;
         break;
@@ -548,17 +602,38 @@ class Finalizer {
 
   void write_alloc(const OpenAlloc& a, std::optional<uint64_t> free_completed) {
     const ev::BlockInfo& b = a.block;
-    ins_alloc_.bind(1, a.device).bind(2, b.addr).bind(3, b.size).bind(4, b.requested_size)
-        .bind(5, b.stream).bind(6, b.segment).bind(7, pool_name(b.pool)).bind(8, a.alloc_ts)
-        .bind(9, a.free_requested_ts).bind(10, free_completed).bind(11, a.seq)
-        .bind(12, a.thread).bind(13, a.stack).bind(14, a.scope)
-        .bind(15, std::string(ev::category_name(a.category))).run();
+    ins_alloc_.bind(1, a.device)
+        .bind(2, b.addr)
+        .bind(3, b.size)
+        .bind(4, b.requested_size)
+        .bind(5, b.stream)
+        .bind(6, b.segment)
+        .bind(7, pool_name(b.pool))
+        .bind(8, a.alloc_ts)
+        .bind(9, a.free_requested_ts)
+        .bind(10, free_completed)
+        .bind(11, a.seq)
+        .bind(12, a.thread)
+        .bind(13, a.stack)
+        .bind(14, a.scope)
+        .bind(15, std::string(ev::category_name(a.category)))
+        .run();
   }
 
   void write_segment(const OpenSegment& s, std::optional<uint64_t> free_ts) {
-    ins_segment_.bind(1, s.device).bind(2, s.kind).bind(3, s.addr).bind(4, s.size)
-        .bind(5, s.segment).bind(6, s.stream).bind(7, pool_name(s.pool)).bind(8, s.alloc_ts)
-        .bind(9, free_ts).bind(10, s.seq).bind(11, s.thread).bind(12, s.stack).run();
+    ins_segment_.bind(1, s.device)
+        .bind(2, s.kind)
+        .bind(3, s.addr)
+        .bind(4, s.size)
+        .bind(5, s.segment)
+        .bind(6, s.stream)
+        .bind(7, pool_name(s.pool))
+        .bind(8, s.alloc_ts)
+        .bind(9, free_ts)
+        .bind(10, s.seq)
+        .bind(11, s.thread)
+        .bind(12, s.stack)
+        .run();
   }
 
   // Note [Duplicate ids]
@@ -582,15 +657,33 @@ class Finalizer {
   }
   void insert_storage(const std::pair<OpenStorage, std::optional<uint64_t>>& row) {
     const auto& [s, release_ts] = row;
-    ins_storage_.bind(1, s.storage_id).bind(2, s.device).bind(3, s.addr).bind(4, s.nbytes)
-        .bind(5, s.create_ts).bind(6, release_ts).bind(7, s.thread).bind(8, s.stack).run();
+    ins_storage_.bind(1, s.storage_id)
+        .bind(2, s.device)
+        .bind(3, s.addr)
+        .bind(4, s.nbytes)
+        .bind(5, s.create_ts)
+        .bind(6, release_ts)
+        .bind(7, s.thread)
+        .bind(8, s.stack)
+        .run();
     count_duplicate();
   }
   void insert_tensor(const std::pair<OpenTensor, std::optional<uint64_t>>& row) {
     const auto& [t, release_ts] = row;
-    ins_tensor_.bind(1, t.tensor_id).bind(2, t.storage_id).bind(3, t.base_id).bind(4, t.device)
-        .bind(5, t.sizes).bind(6, t.strides).bind(7, t.offset).bind(8, t.dtype).bind(9, t.op)
-        .bind(10, t.create_ts).bind(11, release_ts).bind(12, t.thread).bind(13, t.stack).run();
+    ins_tensor_.bind(1, t.tensor_id)
+        .bind(2, t.storage_id)
+        .bind(3, t.base_id)
+        .bind(4, t.device)
+        .bind(5, t.sizes)
+        .bind(6, t.strides)
+        .bind(7, t.offset)
+        .bind(8, t.dtype)
+        .bind(9, t.op)
+        .bind(10, t.create_ts)
+        .bind(11, release_ts)
+        .bind(12, t.thread)
+        .bind(13, t.stack)
+        .run();
     count_duplicate();
   }
 
@@ -599,14 +692,28 @@ class Finalizer {
     if (sqlite3_changes(db_.handle()) == 0) ++duplicate_ids_;
   }
 
-  void write_scope(uint64_t thread, size_t depth, const OpenScope& s, std::optional<uint64_t> pop_ts) {
-    ins_scope_.bind(1, thread).bind(2, s.name).bind(3, s.path).bind(4, static_cast<int64_t>(depth))
-        .bind(5, s.value).bind(6, s.push_ts).bind(7, pop_ts).bind(8, s.seq).bind(9, s.stack).run();
+  void write_scope(uint64_t thread, size_t depth, const OpenScope& s,
+                   std::optional<uint64_t> pop_ts) {
+    ins_scope_.bind(1, thread)
+        .bind(2, s.name)
+        .bind(3, s.path)
+        .bind(4, static_cast<int64_t>(depth))
+        .bind(5, s.value)
+        .bind(6, s.push_ts)
+        .bind(7, pop_ts)
+        .bind(8, s.seq)
+        .bind(9, s.stack)
+        .run();
   }
 
   void write_step(const DecodedEvent& d, std::optional<uint64_t> end_ts) {
-    ins_step_.bind(1, d.event.name.value).bind(2, d.event.ts_ns).bind(3, end_ts)
-        .bind(4, d.event.seq).bind(5, d.event.thread_id).bind(6, d.str_a).run();
+    ins_step_.bind(1, d.event.name.value)
+        .bind(2, d.event.ts_ns)
+        .bind(3, end_ts)
+        .bind(4, d.event.seq)
+        .bind(5, d.event.thread_id)
+        .bind(6, d.str_a)
+        .run();
   }
 
   // What is still open at the end of the trace gets its row with NULL end times.
@@ -626,12 +733,14 @@ class Finalizer {
     for (auto& [id, t] : std::map<uint64_t, OpenTensor>(tensors_.begin(), tensors_.end()))
       write_tensor(t, std::nullopt);
     drain_pending_rows();
-    for (auto& [thread, stack] : std::map<uint64_t, std::vector<OpenScope>>(scopes_.begin(), scopes_.end()))
+    for (auto& [thread, stack] :
+         std::map<uint64_t, std::vector<OpenScope>>(scopes_.begin(), scopes_.end()))
       for (size_t i = 0; i < stack.size(); ++i) write_scope(thread, i, stack[i], std::nullopt);
     std::vector<const DecodedEvent*> last_steps;
     for (const auto& [run, d] : pending_steps_) last_steps.push_back(&d);
-    std::sort(last_steps.begin(), last_steps.end(),
-              [](const DecodedEvent* x, const DecodedEvent* y) { return x->event.seq < y->event.seq; });
+    std::sort(
+        last_steps.begin(), last_steps.end(),
+        [](const DecodedEvent* x, const DecodedEvent* y) { return x->event.seq < y->event.seq; });
     for (const DecodedEvent* d : last_steps) write_step(*d, std::nullopt);
   }
 
@@ -665,8 +774,14 @@ class Finalizer {
       }
       for (size_t i = 0; i < frames.size(); ++i) {
         const ResolvedFrame& f = frames[i];
-        ins.bind(1, ip).bind(2, static_cast<int64_t>(i)).bind(3, f.function).bind(4, f.file)
-            .bind(5, f.line).bind(6, int{f.inlined}).bind(7, f.module).run();
+        ins.bind(1, ip)
+            .bind(2, static_cast<int64_t>(i))
+            .bind(3, f.function)
+            .bind(4, f.file)
+            .bind(5, f.line)
+            .bind(6, int{f.inlined})
+            .bind(7, f.module)
+            .run();
       }
     }
   }
@@ -786,8 +901,10 @@ void finalize(const std::string& path, const FinalizeOptions& options) {
   // checkpoint that fails (no room for the main file to grow) leaves the -wal whole; the next
   // writer, or reader that can, folds it in.
   try {
-    if (options.journal == Journal::none) db->exec("PRAGMA journal_mode = WAL");
-    else db->exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    if (options.journal == Journal::none)
+      db->exec("PRAGMA journal_mode = WAL");
+    else
+      db->exec("PRAGMA wal_checkpoint(TRUNCATE)");
   } catch (const StoreError&) {
   }
 }

@@ -50,10 +50,14 @@ constexpr CurveField kFields[4][3] = {
 // Curve's index in kFields (allocated, active, reserved, requested).
 constexpr int curve_index(Curve c) {
   switch (c) {
-    case Curve::allocated: return 0;
-    case Curve::active: return 1;
-    case Curve::reserved: return 2;
-    case Curve::requested: return 3;
+    case Curve::allocated:
+      return 0;
+    case Curve::active:
+      return 1;
+    case Curve::reserved:
+      return 2;
+    case Curve::requested:
+      return 3;
   }
   return 0;
 }
@@ -91,8 +95,12 @@ int64_t read_value(VarintReader& r) {
 
 }  // namespace
 
-int64_t lod_value(const LodRow& r, Curve c) { return r.*kFields[curve_index(c)][0]; }
-int64_t lod_max(const LodRow& r, Curve c) { return r.*kFields[curve_index(c)][2]; }
+int64_t lod_value(const LodRow& r, Curve c) {
+  return r.*kFields[curve_index(c)][0];
+}
+int64_t lod_max(const LodRow& r, Curve c) {
+  return r.*kFields[curve_index(c)][2];
+}
 
 std::vector<uint8_t> encode_lod_chunk(int level, std::span<const LodRow> rows) {
   // Per row: t and seq or n, then 4 curves x up to 3 values, each at most two varints.
@@ -210,14 +218,18 @@ void LodBuilder::write(Db& db, int64_t device) {
     }
     const std::vector<uint8_t> data = encode_lod_chunk(level, part);
     chunk_row.bind(1, device).bind(2, level).bind(3, chunk).bind(4, lo).bind(5, hi);
-    if (level == 0) chunk_row.bind(6, *part.front().seq).bind(7, *part.back().seq);
-    else chunk_row.bind_null(6).bind_null(7);
-    chunk_row.bind(8, static_cast<int64_t>(part.size()))
-        .bind_blob(9, data)
-        .run();
+    if (level == 0)
+      chunk_row.bind(6, *part.front().seq).bind(7, *part.back().seq);
+    else
+      chunk_row.bind_null(6).bind_null(7);
+    chunk_row.bind(8, static_cast<int64_t>(part.size())).bind_blob(9, data).run();
   };
   auto put_level = [&](int level, uint64_t width, size_t rows) {
-    level_row.bind(1, device).bind(2, level).bind(3, width).bind(4, static_cast<int64_t>(rows)).run();
+    level_row.bind(1, device)
+        .bind(2, level)
+        .bind(3, width)
+        .bind(4, static_cast<int64_t>(rows))
+        .run();
   };
   auto row_of = [&](const Point& p) {
     LodRow r;
@@ -228,8 +240,7 @@ void LodBuilder::write(Db& db, int64_t device) {
     for (int c = 0; c < 4; ++c) {
       if (v[c] > kMaxLodValue || v[c] < -kMaxLodValue)
         throw StoreError(db.path() + ": damaged trace: after event " + std::to_string(p.seq) +
-                         " a memory curve reaches " + std::to_string(v[c]) +
-                         " bytes, beyond 2^60");
+                         " a memory curve reaches " + std::to_string(v[c]) + " bytes, beyond 2^60");
       r.*kFields[c][0] = r.*kFields[c][1] = r.*kFields[c][2] = v[c];
     }
     return r;

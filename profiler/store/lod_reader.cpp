@@ -71,7 +71,8 @@ void TraceReader::decode_lod(const LodChunks& chunks, size_t i, std::vector<LodR
   detail::decode_lod_chunk(chunks.level, s.blob(0), ch.rows, out, what);
   for (size_t k = before; k < out.size(); ++k) {
     const LodRow& r = out[k];
-    if (r.t < ch.min_t || r.t > ch.max_t || (chunks.level == 0 && (*r.seq < ch.first_seq || *r.seq > ch.last_seq)))
+    if (r.t < ch.min_t || r.t > ch.max_t ||
+        (chunks.level == 0 && (*r.seq < ch.first_seq || *r.seq > ch.last_seq)))
       throw StoreError(what + ": corrupt memory_lod chunk (a row outside the chunk's range)");
   }
 }
@@ -81,12 +82,14 @@ void TraceReader::for_each_lod(int64_t device, int level, uint64_t t0, uint64_t 
   const LodChunks& c = lod_chunks(device, level);
   if (t1 < t0) return;
   // Chunks [first, end) may hold rows in [t0, t1].
-  const size_t first = static_cast<size_t>(
-      std::partition_point(c.max_t_upto.begin(), c.max_t_upto.end(), [&](uint64_t m) { return m < t0; }) -
-      c.max_t_upto.begin());
-  const size_t end = static_cast<size_t>(
-      std::partition_point(c.min_t_from.begin(), c.min_t_from.end(), [&](uint64_t m) { return m <= t1; }) -
-      c.min_t_from.begin());
+  const size_t first =
+      static_cast<size_t>(std::partition_point(c.max_t_upto.begin(), c.max_t_upto.end(),
+                                               [&](uint64_t m) { return m < t0; }) -
+                          c.max_t_upto.begin());
+  const size_t end =
+      static_cast<size_t>(std::partition_point(c.min_t_from.begin(), c.min_t_from.end(),
+                                               [&](uint64_t m) { return m <= t1; }) -
+                          c.min_t_from.begin());
   std::vector<LodRow> rows;
   for (size_t i = first; i < end; ++i) {
     const LodChunks::Chunk& ch = c.chunks[i];
@@ -104,16 +107,17 @@ std::vector<LodRow> TraceReader::lod(int64_t device, int level, uint64_t t0, uin
     out.push_back(r);
     return true;
   });
-  std::stable_sort(out.begin(), out.end(), [](const LodRow& a, const LodRow& b) { return a.t < b.t; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const LodRow& a, const LodRow& b) { return a.t < b.t; });
   return out;
 }
 
 std::optional<LodRow> TraceReader::lod_before(int64_t device, int level, uint64_t ts) const {
   const LodChunks& c = lod_chunks(device, level);
   // Chunks [0, end) hold a row with t < ts.
-  size_t end = static_cast<size_t>(
-      std::partition_point(c.min_t_from.begin(), c.min_t_from.end(), [&](uint64_t m) { return m < ts; }) -
-      c.min_t_from.begin());
+  size_t end = static_cast<size_t>(std::partition_point(c.min_t_from.begin(), c.min_t_from.end(),
+                                                        [&](uint64_t m) { return m < ts; }) -
+                                   c.min_t_from.begin());
   std::optional<LodRow> best;
   size_t best_chunk = 0;
   std::vector<LodRow> rows;
@@ -159,7 +163,8 @@ std::optional<Peak> TraceReader::first_at_least(int64_t device, Curve curve, int
   // Coarse first: a bucket of a level holds exactly the changes with t in [start, start + w),
   // so the search descends into the buckets reaching `value`, earliest first; a bucket that
   // reaches it only outside [t0, t1) is left for the next.
-  std::sort(levels.begin(), levels.end(), [](const LodLevel& a, const LodLevel& b) { return a.level > b.level; });
+  std::sort(levels.begin(), levels.end(),
+            [](const LodLevel& a, const LodLevel& b) { return a.level > b.level; });
   std::function<std::optional<Peak>(size_t, uint64_t, uint64_t)> search =
       [&](size_t li, uint64_t from, uint64_t to) -> std::optional<Peak> {
     if (to <= from || li >= levels.size()) return std::nullopt;

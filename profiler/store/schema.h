@@ -28,8 +28,9 @@ inline constexpr const char* kDevicesV6 =
 
 // Tables finalize() builds; dropped and recreated by every finalize.
 inline constexpr const char* kDerivedTables[] = {
-    "frames", "allocations", "segments", "storages", "tensors", "syncs", "memcpys", "scopes",
-    "steps", "marks", "allocator_events", "collectives", "memory_lod", "lod_levels"};
+    "frames",     "allocations", "segments", "storages", "tensors",          "syncs",
+    "memcpys",    "scopes",      "steps",    "marks",    "allocator_events", "collectives",
+    "memory_lod", "lod_levels"};
 
 inline constexpr const char* kDerivedSchema = R"sql(
 CREATE TABLE frames (ip INTEGER NOT NULL, depth INTEGER NOT NULL, function TEXT NOT NULL,

@@ -117,8 +117,12 @@ Db::Db(const std::string& path, Mode mode) : path_(path) {
   }
   int flags = SQLITE_OPEN_NOMUTEX;
   switch (mode) {
-    case Mode::create: flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE; break;
-    case Mode::read_write: flags |= SQLITE_OPEN_READWRITE; break;
+    case Mode::create:
+      flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+      break;
+    case Mode::read_write:
+      flags |= SQLITE_OPEN_READWRITE;
+      break;
     case Mode::read_only:
     case Mode::follow:
       break;  // above
@@ -134,7 +138,9 @@ Db::Db(const std::string& path, Mode mode) : path_(path) {
   sqlite3_busy_timeout(db_, 5000);
 }
 
-Db::~Db() { sqlite3_close_v2(db_); }
+Db::~Db() {
+  sqlite3_close_v2(db_);
+}
 
 namespace {
 StoreError::Cause cause_of(sqlite3* db) {
@@ -231,7 +237,9 @@ Stmt::Stmt(Db& db, const char* sql) : db_(&db) {
   }
 }
 
-Stmt::~Stmt() { sqlite3_finalize(st_); }
+Stmt::~Stmt() {
+  sqlite3_finalize(st_);
+}
 
 Stmt& Stmt::operator=(Stmt&& o) noexcept {
   if (this != &o) {
@@ -288,9 +296,15 @@ void Stmt::reset() {
   sqlite3_clear_bindings(st_);
 }
 
-bool Stmt::is_null(int col) const { return sqlite3_column_type(st_, col) == SQLITE_NULL; }
-int64_t Stmt::i64(int col) const { return sqlite3_column_int64(st_, col); }
-double Stmt::f64(int col) const { return sqlite3_column_double(st_, col); }
+bool Stmt::is_null(int col) const {
+  return sqlite3_column_type(st_, col) == SQLITE_NULL;
+}
+int64_t Stmt::i64(int col) const {
+  return sqlite3_column_int64(st_, col);
+}
+double Stmt::f64(int col) const {
+  return sqlite3_column_double(st_, col);
+}
 std::string Stmt::text(int col) const {
   const unsigned char* p = sqlite3_column_text(st_, col);
   int n = sqlite3_column_bytes(st_, col);
@@ -302,7 +316,9 @@ std::span<const uint8_t> Stmt::blob(int col) const {
   return {static_cast<const uint8_t*>(p), p ? static_cast<size_t>(n) : 0};
 }
 
-Transaction::Transaction(Db& db, const char* begin) : db_(db) { db_.exec(begin); }
+Transaction::Transaction(Db& db, const char* begin) : db_(db) {
+  db_.exec(begin);
+}
 Transaction::~Transaction() {
   if (open_) {
     try {

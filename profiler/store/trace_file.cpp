@@ -39,13 +39,16 @@ void check_meta(Db& db) {
                      s.text(1).substr(0, 40) + "', not an integer");
   }
   // Counts, flags and depths are never negative (a negative count would print as 2^64 - 5).
-  Stmt n(db, "SELECT key, value FROM meta WHERE key IN (?, ?, ?, ?, ?, ?, ?) AND CAST(value AS INTEGER) < 0 LIMIT 1");
+  Stmt n(db,
+         "SELECT key, value FROM meta WHERE key IN (?, ?, ?, ?, ?, ?, ?) AND CAST(value AS "
+         "INTEGER) < 0 LIMIT 1");
   i = 0;
-  for (const char* key : {k::kEventCount, k::kDroppedCount, k::kStackDepth, k::kCleanEnd, k::kFinalized,
-                          k::kSchemaVersion, k::kSyntheticTimes})
+  for (const char* key : {k::kEventCount, k::kDroppedCount, k::kStackDepth, k::kCleanEnd,
+                          k::kFinalized, k::kSchemaVersion, k::kSyntheticTimes})
     n.bind(++i, key);
   if (n.step())
-    throw StoreError(db.path() + ": damaged trace: meta " + n.text(0) + " is " + n.text(1) + ", expected 0 or more");
+    throw StoreError(db.path() + ": damaged trace: meta " + n.text(0) + " is " + n.text(1) +
+                     ", expected 0 or more");
 }
 }  // namespace
 
@@ -78,8 +81,8 @@ std::unique_ptr<Db> open_trace(const std::string& path, Db::Mode mode, Need need
                      ", expected " + hex32(kApplicationId) + " (\"TDMK\")");
   }
   const std::string seen = path + ": trace schema version " + std::to_string(version);
-  const std::string reads = " this build of Tidemark reads (version " +
-                            std::to_string(kSchemaVersion) + ")";
+  const std::string reads =
+      " this build of Tidemark reads (version " + std::to_string(kSchemaVersion) + ")";
   if (version > kSchemaVersion)
     throw StoreError(seen + " is newer than" + reads + "; use a newer Tidemark");
   const bool upgradable = version >= kOldestUpgradableSchemaVersion;

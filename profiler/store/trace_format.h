@@ -46,8 +46,8 @@ class StoreError : public std::runtime_error {
 
 struct DeviceInfo {
   events::DeviceId id;
-  std::string name;        // "cpu", "cuda:0 (NVIDIA H200)"
-  uint64_t capacity = 0;   // bytes; 0 when unknown
+  std::string name;       // "cpu", "cuda:0 (NVIDIA H200)"
+  uint64_t capacity = 0;  // bytes; 0 when unknown
   // In a merged trace (Note [Merged devices] in profiler/analysis/merge.h): the rank the
   // device belongs to and its id in that rank's own trace (`id` is the merged trace's).
   std::optional<int64_t> rank;
@@ -110,7 +110,7 @@ struct ResolvedFrame {
   std::string file;      // "" when no debug info
   int line = 0;
   bool inlined = false;
-  std::string module;    // path of the binary or shared library
+  std::string module;  // path of the binary or shared library
 };
 
 // finalize() asks this for each distinct return address; it may return an empty vector.

@@ -80,12 +80,16 @@ bool is_trace_file(const std::string& path) {
 }
 
 TraceReader::TraceReader(std::unique_ptr<Db> db, int schema_version)
-    : db_(std::move(db)), schema_version_(schema_version), lod_cache_(std::make_unique<LodCache>()) {}
+    : db_(std::move(db)),
+      schema_version_(schema_version),
+      lod_cache_(std::make_unique<LodCache>()) {}
 TraceReader::~TraceReader() = default;
 TraceReader::TraceReader(TraceReader&&) noexcept = default;
 TraceReader& TraceReader::operator=(TraceReader&&) noexcept = default;
 
-const std::string& TraceReader::path() const { return db_->path(); }
+const std::string& TraceReader::path() const {
+  return db_->path();
+}
 
 std::optional<std::string> TraceReader::meta_value(const std::string& key) const {
   Stmt s(*db_, "SELECT value FROM meta WHERE key = ?");
@@ -96,8 +100,12 @@ std::optional<std::string> TraceReader::meta_value(const std::string& key) const
 
 namespace {
 // Time bounds are unsigned; SQLite integers are signed.
-int64_t bound(uint64_t t) { return t > INT64_MAX ? INT64_MAX : static_cast<int64_t>(t); }
-int64_t to_i64(const std::optional<std::string>& v) { return v ? std::stoll(*v) : 0; }
+int64_t bound(uint64_t t) {
+  return t > INT64_MAX ? INT64_MAX : static_cast<int64_t>(t);
+}
+int64_t to_i64(const std::optional<std::string>& v) {
+  return v ? std::stoll(*v) : 0;
+}
 }  // namespace
 
 TraceMeta TraceReader::meta() const {
@@ -123,8 +131,12 @@ TraceMeta TraceReader::meta() const {
   return m;
 }
 
-bool TraceReader::finalized() const { return to_i64(meta_value(meta_keys::kFinalized)) != 0; }
-bool TraceReader::clean_end() const { return to_i64(meta_value(meta_keys::kCleanEnd)) != 0; }
+bool TraceReader::finalized() const {
+  return to_i64(meta_value(meta_keys::kFinalized)) != 0;
+}
+bool TraceReader::clean_end() const {
+  return to_i64(meta_value(meta_keys::kCleanEnd)) != 0;
+}
 bool TraceReader::loss_counted() const {
   if (auto v = meta_value(meta_keys::kLossCounted)) return to_i64(v) != 0;
   return clean_end();
@@ -253,7 +265,9 @@ bool TraceReader::EventCursor::next() {
   return true;
 }
 
-TraceReader::EventCursor TraceReader::event_cursor() const { return EventCursor(*this); }
+TraceReader::EventCursor TraceReader::event_cursor() const {
+  return EventCursor(*this);
+}
 
 void TraceReader::for_each_event(
     const std::function<void(const ev::Event&, uint64_t stack_id)>& fn) const {
@@ -304,7 +318,8 @@ void TraceReader::require_finalized() const {
 
 uint64_t checked_size(uint64_t bytes, const char* what, const std::string& path) {
   if (bytes > kMaxEventBytes)
-    throw StoreError(path + ": damaged: " + what + " " + std::to_string(static_cast<int64_t>(bytes)) +
+    throw StoreError(path + ": damaged: " + what + " " +
+                     std::to_string(static_cast<int64_t>(bytes)) +
                      " is beyond what a trace holds (2^56 bytes); `tidemark finalize " + path +
                      "` rebuilds the tables from the events");
   return bytes;
@@ -337,7 +352,8 @@ AllocationRow allocation_row(const Stmt& s, const TraceReader& r) {
   if (!s.is_null(13)) a.scope = r.string(s.u64(13));
   std::string cat = s.text(14);
   for (int c = 0; c < ev::kNumCategories; ++c)
-    if (ev::category_name(static_cast<ev::Category>(c)) == cat) a.category = static_cast<ev::Category>(c);
+    if (ev::category_name(static_cast<ev::Category>(c)) == cat)
+      a.category = static_cast<ev::Category>(c);
   return a;
 }
 
@@ -379,7 +395,8 @@ std::vector<AllocationRow> TraceReader::allocations_live_at(int64_t device, uint
   std::vector<AllocationRow> out;
   Stmt s(*db_, (std::string(kAllocationColumns) +
                 "WHERE device = ? AND alloc_ts <= ? AND (free_requested_ts IS NULL OR "
-                "free_requested_ts > ?) ORDER BY seq").c_str());
+                "free_requested_ts > ?) ORDER BY seq")
+                   .c_str());
   s.bind(1, device).bind(2, bound(ts)).bind(3, bound(ts));
   while (s.step()) out.push_back(allocation_row(s, *this));
   return out;
@@ -394,15 +411,15 @@ std::vector<AllocationRow> TraceReader::allocations(int64_t device) const {
   return out;
 }
 
-std::vector<AllocationRow> TraceReader::allocations_where(const std::string& where,
-                                                       const std::vector<int64_t>& params) const {
+std::vector<AllocationRow> TraceReader::allocations_where(
+    const std::string& where, const std::vector<int64_t>& params) const {
   require_finalized();
   return rows_where(*db_, kAllocationColumns, where, params,
                     [this](const Stmt& s) { return allocation_row(s, *this); });
 }
 
 std::vector<SegmentRow> TraceReader::segments_where(const std::string& where,
-                                                 const std::vector<int64_t>& params) const {
+                                                    const std::vector<int64_t>& params) const {
   require_finalized();
   return rows_where(*db_, kSegmentColumns, where, params,
                     [this](const Stmt& s) { return segment_row(s, path()); });

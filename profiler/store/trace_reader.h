@@ -17,7 +17,7 @@ namespace tidemark::store {
 namespace detail {
 class Db;
 class EventStream;
-}
+}  // namespace detail
 
 // An event read back from a trace, owning its strings and dimensions: `event`'s spans and
 // string views point into this object (copies re-point them).
@@ -72,15 +72,15 @@ struct SegmentRow {
   uint64_t addr = 0, size = 0, segment = 0, stream = 0;
   events::Pool pool = events::Pool::small;
   uint64_t alloc_ts = 0;
-  std::optional<uint64_t> free_ts;  // empty: reserved at the end
+  std::optional<uint64_t> free_ts;             // empty: reserved at the end
   uint64_t seq = 0, thread = 0, stack_id = 0;  // of the segment_alloc / segment_map
 };
 
 // One row of `memory_lod`: at level 0 one change (min = max = value), above a bucket.
 struct LodRow {
-  uint64_t t = 0;  // level 0: the change's time; above: the bucket's start
+  uint64_t t = 0;               // level 0: the change's time; above: the bucket's start
   std::optional<uint64_t> seq;  // level 0 only
-  int64_t n = 0;   // changes summarised
+  int64_t n = 0;                // changes summarised
   int64_t allocated = 0, allocated_min = 0, allocated_max = 0;
   int64_t active = 0, active_min = 0, active_max = 0;
   int64_t reserved = 0, reserved_min = 0, reserved_max = 0;

@@ -87,7 +87,8 @@ class SqliteTraceWriter final : public TraceWriter {
       put_meta(k::kAllocatorSettings, meta.allocator_settings);
       put_meta(k::kStackDepth, int64_t{meta.stack_depth});
       put_meta(k::kSyntheticTimes, int64_t{meta.synthetic_times});
-      if (!meta.categories_inferred.empty()) put_meta(k::kCategoriesInferred, meta.categories_inferred);
+      if (!meta.categories_inferred.empty())
+        put_meta(k::kCategoriesInferred, meta.categories_inferred);
       if (!meta.private_pools.empty()) put_meta(k::kPrivatePools, meta.private_pools);
       if (meta.rank) put_meta(k::kRank, *meta.rank);
       if (meta.world_size) put_meta(k::kWorldSize, *meta.world_size);
@@ -97,8 +98,9 @@ class SqliteTraceWriter final : public TraceWriter {
       put_meta(k::kEventCount, int64_t{0});
       put_meta(k::kDroppedCount, int64_t{0});
       put_meta(k::kFinalized, int64_t{0});
-      add_device_ = Stmt(db_, "INSERT INTO devices (type, idx, name, capacity, rank, rank_idx) "
-                               "VALUES (?, ?, ?, ?, ?, ?)");
+      add_device_ = Stmt(db_,
+                         "INSERT INTO devices (type, idx, name, capacity, rank, rank_idx) "
+                         "VALUES (?, ?, ?, ?, ?, ?)");
       for (const DeviceInfo& d : meta.devices) add_device(d);
       tx.commit();
     }
@@ -238,8 +240,10 @@ class SqliteTraceWriter final : public TraceWriter {
         .bind(2, int{d.id.index})
         .bind(3, d.name)
         .bind(4, d.capacity);
-    if (d.rank) add_device_.bind(5, *d.rank).bind(6, int64_t{d.rank_id.index});
-    else add_device_.bind_null(5).bind_null(6);
+    if (d.rank)
+      add_device_.bind(5, *d.rank).bind(6, int64_t{d.rank_id.index});
+    else
+      add_device_.bind_null(5).bind_null(6);
     add_device_.run();
     devices_.push_back(d.id);
   }
@@ -268,8 +272,8 @@ class SqliteTraceWriter final : public TraceWriter {
   struct OpenBlock {
     explicit OpenBlock(uint64_t thread) : enc(thread) {}
     BlockEncoder enc;
-    int64_t row = 0;       // event_blocks.id; 0: not stored yet
-    uint32_t stored = 0;   // events the row holds
+    int64_t row = 0;      // event_blocks.id; 0: not stored yet
+    uint32_t stored = 0;  // events the row holds
   };
 
   OpenBlock& block_of(uint64_t thread) {

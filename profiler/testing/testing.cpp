@@ -249,8 +249,9 @@ struct ExpectNoLeaks::State final : Watcher {
       case ev::Kind::alloc:
         if (counts(e)) {
           Block& b = blocks[block_key(e.device, e.block.addr)];
-          b = {e.device, e.block.addr, e.block.size, e.block.requested_size, e.seq,
-               std::vector<uint64_t>(ips, ips + n)};
+          b = {e.device,     e.block.addr,
+               e.block.size, e.block.requested_size,
+               e.seq,        std::vector<uint64_t>(ips, ips + n)};
         }
         break;
       case ev::Kind::free_requested:
@@ -305,8 +306,10 @@ ExpectNoLeaks::~ExpectNoLeaks() {
   } catch (const std::exception& e) {
     // Symbolizing failed: still fail the test, without sites.
     message = "ExpectNoLeaks: " + std::to_string(live_tensors()) + " tensors and " +
-              std::to_string(live_blocks()) + " blocks allocated inside this scope are still "
-              "alive at its end (naming their sites failed: " + e.what() + ")";
+              std::to_string(live_blocks()) +
+              " blocks allocated inside this scope are still "
+              "alive at its end (naming their sites failed: " +
+              e.what() + ")";
   }
   if (!message.empty())
     ADD_FAILURE_AT(where_.file_name(), static_cast<int>(where_.line())) << message;
@@ -392,8 +395,8 @@ std::string ExpectNoLeaks::report() const {
   if (!tensors.empty()) head += count(tensors.size(), "tensor");
   if (!tensors.empty() && blocks.size() > 0) head += " and ";
   if (!blocks.empty()) head += count(blocks.size(), "block");
-  head += " allocated inside this scope " + std::string(tensors.size() + blocks.size() == 1
-                                                             ? "is" : "are") +
+  head += " allocated inside this scope " +
+          std::string(tensors.size() + blocks.size() == 1 ? "is" : "are") +
           " still alive at its end";
   if (total > 0) head += " (" + bytes_text(static_cast<int64_t>(total)) + " in blocks)";
   head += ":\n";

@@ -51,8 +51,8 @@ inline Options parse(int argc, char** argv, const char* name, const char* what, 
         std::exit(2);
       }
       o.steps = static_cast<int>(v);
-    } else if (a == "--device" && i + 1 < argc && (std::strcmp(argv[i + 1], "cpu") == 0 ||
-                                                   std::strcmp(argv[i + 1], "cuda") == 0)) {
+    } else if (a == "--device" && i + 1 < argc &&
+               (std::strcmp(argv[i + 1], "cpu") == 0 || std::strcmp(argv[i + 1], "cuda") == 0)) {
       o.device = tl::Device(argv[++i]);
       try {
         (void)tl::zeros({1}, o.device);  // fails early without a backend or a device

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   double checksum = 0;
   for (int step = 0; step < o.steps; ++step) {
     tl::profiler::step();
-    tl::Tensor a = tl::randn({2048, 1024}, o.device);                // 8 MiB
+    tl::Tensor a = tl::randn({2048, 1024}, o.device);      // 8 MiB
     tl::Tensor at = o.fixed ? a.t() : a.t().contiguous();  // BUG unfixed: an 8 MiB copy
     tl::Tensor c = tl::matmul(at, b);
     checksum += c.sum().item<double>();

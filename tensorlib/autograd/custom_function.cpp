@@ -10,7 +10,8 @@ variable_list AutogradContext::get_saved_variables() const {
   return out;
 }
 
-void CustomNodeBase::finish(const std::shared_ptr<Node>& self, const std::vector<Tensor*>& outputs) {
+void CustomNodeBase::finish(const std::shared_ptr<Node>& self,
+                            const std::vector<Tensor*>& outputs) {
   for (const Tensor& t : ctx.to_save_) {
     bool is_output = false;
     for (const Tensor* o : outputs) is_output = is_output || (t.defined() && t.is_same(*o));

@@ -40,7 +40,8 @@ class AutogradContext {
   std::map<std::string, std::any> saved_data;
 
  private:
-  template <class T> friend struct Function;
+  template <class T>
+  friend struct Function;
   friend struct CustomNodeBase;
   variable_list to_save_;
   std::vector<SavedVariable> saved_;
@@ -63,8 +64,10 @@ template <class T>
 struct CustomNode final : CustomNodeBase {
   variable_list apply(variable_list&& grads) override {
     variable_list result = T::backward(&ctx, std::move(grads));
-    TL_CHECK(result.size() == num_args, "function ", name(), " returned an incorrect number of "
-             "gradients (expected ", num_args, ", got ", result.size(), ")");
+    TL_CHECK(result.size() == num_args, "function ", name(),
+             " returned an incorrect number of "
+             "gradients (expected ",
+             num_args, ", got ", result.size(), ")");
     return result;
   }
   std::string name() const override { return "CustomFunctionBackward"; }

@@ -33,9 +33,9 @@ void check_anomaly(const Node& n, const variable_list& outs) {
     AutoGradMode no_grad(false);
     if (g.ne(g).to(kInt64).sum().item<int64_t>() == 0) continue;
     TL_CHECK(false, "Function '", n.name(), "' returned nan values in its ", i, "th output.",
-             n.creation_trace.empty() ? std::string()
-                                      : "\nTraceback of forward call that caused the error:\n" +
-                                            n.creation_trace);
+             n.creation_trace.empty()
+                 ? std::string()
+                 : "\nTraceback of forward call that caused the error:\n" + n.creation_trace);
   }
 }
 
@@ -60,8 +60,8 @@ variable_list run_backward(const variable_list& outputs, const variable_list& gr
   variable_list root_grads;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
-    TL_CHECK(out.defined() && out.requires_grad(),
-             "element ", i, " of tensors does not require grad and does not have a grad_fn");
+    TL_CHECK(out.defined() && out.requires_grad(), "element ", i,
+             " of tensors does not require grad and does not have a grad_fn");
     Tensor g = grad_outputs.empty() ? Tensor() : grad_outputs[i];
     if (!g.defined()) {
       TL_CHECK(out.numel() == 1, "grad can be implicitly created only for scalar outputs");
@@ -176,12 +176,14 @@ variable_list grad(const variable_list& outputs, const variable_list& inputs,
                    bool create_graph, bool allow_unused) {
   std::vector<Edge> edges;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    TL_CHECK(inputs[i].defined() && inputs[i].requires_grad(), "One of the differentiated Tensors "
-             "does not require grad (input ", i, ")");
+    TL_CHECK(inputs[i].defined() && inputs[i].requires_grad(),
+             "One of the differentiated Tensors "
+             "does not require grad (input ",
+             i, ")");
     edges.push_back(gradient_edge(inputs[i]));
   }
-  variable_list result = run_backward(outputs, grad_outputs, retain_graph.value_or(create_graph),
-                                      create_graph, edges);
+  variable_list result =
+      run_backward(outputs, grad_outputs, retain_graph.value_or(create_graph), create_graph, edges);
   for (size_t i = 0; i < result.size(); ++i) {
     TL_CHECK(result[i].defined() || allow_unused,
              "One of the differentiated Tensors appears to not have been used in the graph. Set "

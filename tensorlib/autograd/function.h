@@ -13,7 +13,8 @@ namespace tl::autograd {
 
 // grads: gradients of the op's outputs (one); saved: the unpacked saved tensors, in order.
 // Returns one gradient per input (undefined where none flows).
-using BackwardFn = std::function<variable_list(const variable_list& grads, const variable_list& saved)>;
+using BackwardFn =
+    std::function<variable_list(const variable_list& grads, const variable_list& saved)>;
 
 struct FunctionNode final : Node {
   FunctionNode(std::string op, std::vector<SavedVariable> saved, BackwardFn fn)

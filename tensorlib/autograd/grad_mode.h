@@ -17,7 +17,9 @@ void set_detect_anomaly(bool enabled);
 // Anomaly detection for a scope (torch.autograd.detect_anomaly()).
 class DetectAnomalyGuard {
  public:
-  DetectAnomalyGuard() : prev_(autograd::is_anomaly_enabled()) { autograd::set_detect_anomaly(true); }
+  DetectAnomalyGuard() : prev_(autograd::is_anomaly_enabled()) {
+    autograd::set_detect_anomaly(true);
+  }
   ~DetectAnomalyGuard() { autograd::set_detect_anomaly(prev_); }
   DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
   DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;

@@ -18,7 +18,8 @@ bool Tensor::requires_grad() const {
 }
 
 Tensor& Tensor::requires_grad_(bool r) {
-  TL_CHECK(is_leaf() || r, "you can only change requires_grad flags of leaf variables. If you want "
+  TL_CHECK(is_leaf() || r,
+           "you can only change requires_grad flags of leaf variables. If you want "
            "to use a computed variable in a subgraph that doesn't require differentiation use "
            "var_no_grad = var.detach().");
   TL_CHECK(!r || is_floating_point(), "only Tensors of floating point dtype can require gradients");
@@ -45,14 +46,18 @@ const Tensor& Tensor::grad() const {
   return m ? m->grad : undefined;
 }
 
-Tensor& Tensor::mutable_grad() { return impl()->ensure_autograd_meta()->grad; }
+Tensor& Tensor::mutable_grad() {
+  return impl()->ensure_autograd_meta()->grad;
+}
 
 std::shared_ptr<autograd::Node> Tensor::grad_fn() const {
   const AutogradMeta* m = impl()->autograd_meta();
   return m ? m->grad_fn : nullptr;
 }
 
-bool Tensor::is_leaf() const { return grad_fn() == nullptr; }
+bool Tensor::is_leaf() const {
+  return grad_fn() == nullptr;
+}
 
 uint32_t Tensor::output_nr() const {
   const AutogradMeta* m = impl()->autograd_meta();
@@ -95,7 +100,8 @@ void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
 }
 
 void Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const {
-  TL_CHECK(is_leaf() && requires_grad(), "post accumulate grad hooks cannot be registered on "
+  TL_CHECK(is_leaf() && requires_grad(),
+           "post accumulate grad hooks cannot be registered on "
            "non-leaf tensors");
   impl()->autograd_meta()->post_accumulate_hooks.push_back(std::move(hook));
 }

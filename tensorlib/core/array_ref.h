@@ -25,15 +25,33 @@ class ArrayRef {
   ArrayRef(const std::vector<T>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT
   ArrayRef(std::span<const T> s) : data_(s.data()), size_(s.size()) {}     // NOLINT
 
-  const T* begin() const { return data_; }
-  const T* end() const { return data_ + size_; }
-  const T* data() const { return data_; }
-  size_t size() const { return size_; }
-  bool empty() const { return size_ == 0; }
-  const T& operator[](size_t i) const { return data_[i]; }
-  const T& back() const { return data_[size_ - 1]; }
-  std::vector<T> vec() const { return std::vector<T>(begin(), end()); }
-  operator std::span<const T>() const { return {data_, size_}; }  // NOLINT
+  const T* begin() const {
+    return data_;
+  }
+  const T* end() const {
+    return data_ + size_;
+  }
+  const T* data() const {
+    return data_;
+  }
+  size_t size() const {
+    return size_;
+  }
+  bool empty() const {
+    return size_ == 0;
+  }
+  const T& operator[](size_t i) const {
+    return data_[i];
+  }
+  const T& back() const {
+    return data_[size_ - 1];
+  }
+  std::vector<T> vec() const {
+    return std::vector<T>(begin(), end());
+  }
+  operator std::span<const T>() const {
+    return {data_, size_};
+  }  // NOLINT
 
   friend bool operator==(ArrayRef a, ArrayRef b) {
     if (a.size_ != b.size_) return false;

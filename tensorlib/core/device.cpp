@@ -45,7 +45,9 @@ std::string Device::str() const {
   return s;
 }
 
-std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+std::ostream& operator<<(std::ostream& os, const Device& d) {
+  return os << d.str();
+}
 std::ostream& operator<<(std::ostream& os, DeviceType t) {
   return os << (t == DeviceType::CPU ? "cpu" : "cuda");
 }

@@ -11,28 +11,33 @@ size_t element_size(ScalarType t) {
   switch (t) {
     case ScalarType::Bool:
     case ScalarType::UInt8:
-    case ScalarType::Int8: return 1;
+    case ScalarType::Int8:
+      return 1;
     case ScalarType::Int16:
     case ScalarType::Float16:
-    case ScalarType::BFloat16: return 2;
+    case ScalarType::BFloat16:
+      return 2;
     case ScalarType::Int32:
-    case ScalarType::Float32: return 4;
+    case ScalarType::Float32:
+      return 4;
     case ScalarType::Int64:
-    case ScalarType::Float64: return 8;
+    case ScalarType::Float64:
+      return 8;
   }
   TL_INTERNAL_ASSERT(false, "bad ScalarType ", int(t));
   return 0;
 }
 
 std::string_view dtype_name(ScalarType t) {
-  constexpr std::string_view names[] = {"bool",    "uint8",   "int8",     "int16",
-                                        "int32",   "int64",   "float16",  "bfloat16",
-                                        "float32", "float64"};
+  constexpr std::string_view names[] = {"bool",  "uint8",   "int8",     "int16",   "int32",
+                                        "int64", "float16", "bfloat16", "float32", "float64"};
   static_assert(std::size(names) == kNumScalarTypes);
   return names[static_cast<int>(t)];
 }
 
-std::ostream& operator<<(std::ostream& os, ScalarType t) { return os << dtype_name(t); }
+std::ostream& operator<<(std::ostream& os, ScalarType t) {
+  return os << dtype_name(t);
+}
 
 // PyTorch's promote_types restricted to tensorlib's dtypes: bool promotes to anything;
 // integers to the wider integer (int8 < int16 < int32 < int64, uint8 < int16), uint8 with int8
@@ -58,7 +63,9 @@ namespace {
 std::atomic<ScalarType> g_default_dtype{ScalarType::Float32};
 }
 
-ScalarType get_default_dtype() { return g_default_dtype.load(std::memory_order_relaxed); }
+ScalarType get_default_dtype() {
+  return g_default_dtype.load(std::memory_order_relaxed);
+}
 
 void set_default_dtype(ScalarType t) {
   TL_CHECK(t == ScalarType::Float32 || t == ScalarType::Float64 || t == ScalarType::Float16 ||
@@ -77,7 +84,7 @@ uint16_t Half::from_float(float f) {
   if (exp == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0));
   int32_t e = static_cast<int32_t>(exp) - 127 + 15;
   if (e >= 0x1f) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
-  if (e <= 0) {                                                  // subnormal or zero
+  if (e <= 0) {                                                 // subnormal or zero
     if (e < -10) return static_cast<uint16_t>(sign);
     mant |= 0x800000u;
     uint32_t shift = static_cast<uint32_t>(14 - e);

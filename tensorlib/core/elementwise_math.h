@@ -28,42 +28,84 @@ namespace tl::math {
 
 enum class UnaryOp : uint8_t {
   // keep the dtype (bool computes as int)
-  neg, abs, relu,
+  neg,
+  abs,
+  relu,
   // floating only (integer inputs are converted to the default dtype first)
-  exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, gelu, reciprocal,
+  exp,
+  log,
+  sqrt,
+  rsqrt,
+  sin,
+  cos,
+  tanh,
+  sigmoid,
+  gelu,
+  reciprocal,
 };
 inline constexpr int kNumUnaryOps = 13;
-inline constexpr bool keeps_dtype(UnaryOp op) { return op <= UnaryOp::relu; }
+inline constexpr bool keeps_dtype(UnaryOp op) {
+  return op <= UnaryOp::relu;
+}
 
 enum class BinaryOp : uint8_t {
-  add, sub, mul, div, pow,   // result in the common dtype (add/sub take alpha)
-  eq, ne, lt, le, gt, ge,    // result bool
-  gelu_backward,             // (grad, x) -> grad * d/dx gelu(x); floating only
-  relu_backward,             // (grad, relu's result y) -> y > 0 ? grad : 0 (threshold_backward)
+  add,
+  sub,
+  mul,
+  div,
+  pow,  // result in the common dtype (add/sub take alpha)
+  eq,
+  ne,
+  lt,
+  le,
+  gt,
+  ge,             // result bool
+  gelu_backward,  // (grad, x) -> grad * d/dx gelu(x); floating only
+  relu_backward,  // (grad, relu's result y) -> y > 0 ? grad : 0 (threshold_backward)
 };
-inline constexpr bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq && op <= BinaryOp::ge; }
+inline constexpr bool is_comparison(BinaryOp op) {
+  return op >= BinaryOp::eq && op <= BinaryOp::ge;
+}
 
 /// The ops' names as PyTorch spells them, for messages.
 inline const char* name(UnaryOp op) {
-  constexpr const char* names[] = {"neg", "abs",  "relu", "exp",     "log",  "sqrt",      "rsqrt",
-                                   "sin", "cos",  "tanh", "sigmoid", "gelu", "reciprocal"};
+  constexpr const char* names[] = {"neg", "abs", "relu", "exp",     "log",  "sqrt",      "rsqrt",
+                                   "sin", "cos", "tanh", "sigmoid", "gelu", "reciprocal"};
   return names[static_cast<int>(op)];
 }
 inline const char* name(BinaryOp op) {
-  constexpr const char* names[] = {"add", "sub", "mul", "div", "pow", "eq",
-                                   "ne",  "lt",  "le",  "gt",  "ge",  "gelu_backward",
+  constexpr const char* names[] = {"add",
+                                   "sub",
+                                   "mul",
+                                   "div",
+                                   "pow",
+                                   "eq",
+                                   "ne",
+                                   "lt",
+                                   "le",
+                                   "gt",
+                                   "ge",
+                                   "gelu_backward",
                                    "threshold_backward"};
   return names[static_cast<int>(op)];
 }
 
 #if defined(__CUDA_ARCH__)
-#define TL_MATH_FN(NAME)                                                      \
-  TL_HOST_DEVICE inline float NAME##_(float x) { return ::NAME##f(x); }       \
-  TL_HOST_DEVICE inline double NAME##_(double x) { return ::NAME(x); }
+#define TL_MATH_FN(NAME)                           \
+  TL_HOST_DEVICE inline float NAME##_(float x) {   \
+    return ::NAME##f(x);                           \
+  }                                                \
+  TL_HOST_DEVICE inline double NAME##_(double x) { \
+    return ::NAME(x);                              \
+  }
 #else
-#define TL_MATH_FN(NAME)                                                 \
-  inline float NAME##_(float x) { return std::NAME(x); }                 \
-  inline double NAME##_(double x) { return std::NAME(x); }
+#define TL_MATH_FN(NAME)            \
+  inline float NAME##_(float x) {   \
+    return std::NAME(x);            \
+  }                                 \
+  inline double NAME##_(double x) { \
+    return std::NAME(x);            \
+  }
 #endif
 TL_MATH_FN(exp)
 TL_MATH_FN(log)
@@ -117,8 +159,8 @@ TL_HOST_DEVICE inline M int_pow(M base, M exp) {
   }
 }
 
-inline constexpr double kSqrtHalf = 0.70710678118654752440;     // 1/sqrt(2)
-inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/sqrt(2 pi)
+inline constexpr double kSqrtHalf = 0.70710678118654752440;    // 1/sqrt(2)
+inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1/sqrt(2 pi)
 
 template <UnaryOp Op, typename M>
 TL_HOST_DEVICE inline M unary(M x) {

@@ -2,9 +2,13 @@
 
 namespace tl::detail {
 
-void check_fail(const char* /*file*/, int /*line*/, const std::string& msg) { throw Error(msg); }
+void check_fail(const char* /*file*/, int /*line*/, const std::string& msg) {
+  throw Error(msg);
+}
 
-void index_fail(const std::string& msg) { throw IndexError(msg); }
+void index_fail(const std::string& msg) {
+  throw IndexError(msg);
+}
 
 void internal_assert_fail(const char* cond, const char* file, int line, const std::string& msg) {
   throw Error(str("internal assert failed: ", cond, " at ", file, ":", line,

@@ -36,21 +36,20 @@ std::string str(Args&&... args) {
 
 }  // namespace tl
 
-#define TL_CHECK(cond, ...)                                                   \
-  do {                                                                        \
-    if (__builtin_expect(!(cond), 0))                                         \
+#define TL_CHECK(cond, ...)                                                         \
+  do {                                                                              \
+    if (__builtin_expect(!(cond), 0))                                               \
       ::tl::detail::check_fail(__FILE__, __LINE__, ::tl::detail::str(__VA_ARGS__)); \
   } while (0)
 
-#define TL_CHECK_INDEX(cond, ...)                                             \
-  do {                                                                        \
-    if (__builtin_expect(!(cond), 0))                                         \
-      ::tl::detail::index_fail(::tl::detail::str(__VA_ARGS__));               \
+#define TL_CHECK_INDEX(cond, ...)                                                               \
+  do {                                                                                          \
+    if (__builtin_expect(!(cond), 0)) ::tl::detail::index_fail(::tl::detail::str(__VA_ARGS__)); \
   } while (0)
 
-#define TL_INTERNAL_ASSERT(cond, ...)                                         \
-  do {                                                                        \
-    if (__builtin_expect(!(cond), 0))                                         \
-      ::tl::detail::internal_assert_fail(#cond, __FILE__, __LINE__,           \
+#define TL_INTERNAL_ASSERT(cond, ...)                                                       \
+  do {                                                                                      \
+    if (__builtin_expect(!(cond), 0))                                                       \
+      ::tl::detail::internal_assert_fail(#cond, __FILE__, __LINE__,                         \
                                          ::tl::detail::str("" __VA_OPT__(, ) __VA_ARGS__)); \
   } while (0)

@@ -5,8 +5,8 @@
 #include <memory>
 #include <mutex>
 
-#include "tensorlib/core/kernels.h"
 #include "tensorlib/core/generator.h"
+#include "tensorlib/core/kernels.h"
 #include "tensorlib/core/make_tensor.h"
 #include "tensorlib/core/shape_util.h"
 #include "tensorlib/core/tensor.h"
@@ -77,9 +77,9 @@ Tensor random_tensor(IntArrayRef sizes, const TensorOptions& options, ScalarType
   const int64_t n = out.numel();
   const int64_t per_counter = dist == detail::RandomDist::integer ? 2 : 4;
   PhiloxGenerator& gen = default_generator(out.device());
-  const detail::RandomFill fill{dist, gen.seed(),
-                                gen.reserve(static_cast<uint64_t>((n + per_counter - 1) / per_counter)),
-                                low, range};
+  const detail::RandomFill fill{
+      dist, gen.seed(), gen.reserve(static_cast<uint64_t>((n + per_counter - 1) / per_counter)),
+      low, range};
   if (n == 0) return out;
   detail::kernels_for(out.device()).random(out, fill);
   return out;
@@ -92,15 +92,19 @@ Tensor empty(IntArrayRef sizes, TensorOptions options) {
 }
 
 Tensor empty_strided(IntArrayRef sizes, IntArrayRef strides, TensorOptions options) {
-  TL_CHECK(sizes.size() == strides.size(), "empty_strided: mismatch in length of strides and shape");
+  TL_CHECK(sizes.size() == strides.size(),
+           "empty_strided: mismatch in length of strides and shape");
   int64_t extent = 1;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] == 0) { extent = 0; break; }
+    if (sizes[i] == 0) {
+      extent = 0;
+      break;
+    }
     extent += (sizes[i] - 1) * strides[i];
   }
   Tensor base = make_tensor({extent}, options.dtype(), options.device(), "empty_strided");
-  auto impl = std::make_shared<TensorImpl>(base.storage(), sizes.vec(), strides.vec(), 0,
-                                           options.dtype());
+  auto impl =
+      std::make_shared<TensorImpl>(base.storage(), sizes.vec(), strides.vec(), 0, options.dtype());
   impl->set_origin("empty_strided", nullptr);
   return Tensor(std::move(impl));
 }
@@ -126,17 +130,24 @@ Tensor full(IntArrayRef sizes, const Scalar& value, TensorOptions options) {
 
 Tensor empty_like(const Tensor& t, std::optional<TensorOptions> o) {
   auto opts = o.value_or(t.options());
-  return empty(t.sizes(), TensorOptions(opts.has_dtype() ? opts.dtype() : t.dtype()).device(opts.device()));
+  return empty(t.sizes(),
+               TensorOptions(opts.has_dtype() ? opts.dtype() : t.dtype()).device(opts.device()));
 }
-Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> o) { return full_like(t, 0, o); }
-Tensor ones_like(const Tensor& t, std::optional<TensorOptions> o) { return full_like(t, 1, o); }
+Tensor zeros_like(const Tensor& t, std::optional<TensorOptions> o) {
+  return full_like(t, 0, o);
+}
+Tensor ones_like(const Tensor& t, std::optional<TensorOptions> o) {
+  return full_like(t, 1, o);
+}
 Tensor full_like(const Tensor& t, const Scalar& value, std::optional<TensorOptions> o) {
   Tensor out = empty_like(t, o);
   detail::fill(out, value);
   return out;
 }
 
-Tensor arange(const Scalar& end, TensorOptions options) { return arange(0, end, 1, options); }
+Tensor arange(const Scalar& end, TensorOptions options) {
+  return arange(0, end, 1, options);
+}
 
 Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, TensorOptions options) {
   bool floating = start.is_floating_point() || end.is_floating_point() || step.is_floating_point();
@@ -164,14 +175,16 @@ Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, TensorOpt
     // Symmetric evaluation (from both ends) so the last value is exactly `end`, as PyTorch.
     int64_t half = n / 2;
     for (int64_t i = 0; i < n; ++i) {
-      double v = i < half ? s + step * static_cast<double>(i)
-                          : e - step * static_cast<double>(n - 1 - i);
+      double v =
+          i < half ? s + step * static_cast<double>(i) : e - step * static_cast<double>(n - 1 - i);
       p[i] = cpu::convert<T>(v);
     }
   });
 }
 
-Tensor eye(int64_t n, TensorOptions options) { return eye(n, n, options); }
+Tensor eye(int64_t n, TensorOptions options) {
+  return eye(n, n, options);
+}
 
 Tensor eye(int64_t n, int64_t m, TensorOptions options) {
   TL_CHECK(n >= 0 && m >= 0, "eye: n and m must be non-negative, got ", n, " and ", m);
@@ -203,8 +216,12 @@ Tensor randint(int64_t low, int64_t high, IntArrayRef sizes, TensorOptions optio
                        detail::RandomDist::integer, low, static_cast<uint64_t>(high - low));
 }
 
-Tensor rand_like(const Tensor& t) { return rand(t.sizes(), t.options()); }
-Tensor randn_like(const Tensor& t) { return randn(t.sizes(), t.options()); }
+Tensor rand_like(const Tensor& t) {
+  return rand(t.sizes(), t.options());
+}
+Tensor randn_like(const Tensor& t) {
+  return randn(t.sizes(), t.options());
+}
 
 Tensor from_blob(void* data, IntArrayRef sizes, TensorOptions options) {
   return from_blob(data, sizes, detail::contiguous_strides(sizes), options);
@@ -264,7 +281,7 @@ void flatten_into(const NestedList& l, std::vector<Scalar>& out) {
 }  // namespace
 
 Tensor tensor(const NestedList& values, TensorOptions options) {
-  ScalarType dt = options.has_dtype() ? options.dtype()
+  ScalarType dt = options.has_dtype()                     ? options.dtype()
                   : values.kind() == Scalar::Kind::Double ? get_default_dtype()
                   : values.kind() == Scalar::Kind::Int    ? kInt64
                                                           : kBool;

@@ -36,7 +36,9 @@ inline AvgSpan avg_span(int64_t o, int64_t in, int64_t kernel, int64_t stride, i
 
 // Adaptive pooling's window along one axis (ATen's start_index / end_index):
 // [floor(i * in / out), ceil((i + 1) * in / out)).
-inline int64_t adaptive_start(int64_t i, int64_t out, int64_t in) { return (i * in) / out; }
+inline int64_t adaptive_start(int64_t i, int64_t out, int64_t in) {
+  return (i * in) / out;
+}
 inline int64_t adaptive_end(int64_t i, int64_t out, int64_t in) {
   return ((i + 1) * in + out - 1) / out;
 }

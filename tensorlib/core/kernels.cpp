@@ -30,7 +30,9 @@ const Kernels* table_of(DeviceType type) {
 }
 }  // namespace
 
-bool has_kernels(DeviceType type) { return table_of(type) != nullptr; }
+bool has_kernels(DeviceType type) {
+  return table_of(type) != nullptr;
+}
 
 const Kernels& kernels_for(Device device) {
   const Kernels* k = table_of(device.type());
@@ -48,8 +50,10 @@ Device check_device(const char* op, std::initializer_list<const Tensor*> tensors
     if (!device) {
       device = d;
     } else {
-      TL_CHECK(*device == d, "Expected all tensors to be on the same device, but found at least "
-               "two devices, ", *device, " and ", d, "! (in ", op, ")");
+      TL_CHECK(*device == d,
+               "Expected all tensors to be on the same device, but found at least "
+               "two devices, ",
+               *device, " and ", d, "! (in ", op, ")");
     }
   }
   if (!device) return Device(kCPU);  // only CPU scalars
@@ -82,13 +86,15 @@ void Kernels::fill(const Tensor&, const Scalar&) const {
 void Kernels::unary(math::UnaryOp, const Tensor&, const Tensor&) const {
   missing("unary");
 }
-void Kernels::binary(math::BinaryOp, const Tensor&, const Tensor&, const Tensor&, const Scalar&) const {
+void Kernels::binary(math::BinaryOp, const Tensor&, const Tensor&, const Tensor&,
+                     const Scalar&) const {
   missing("binary");
 }
 void Kernels::where(const Tensor&, const Tensor&, const Tensor&, const Tensor&) const {
   missing("where");
 }
-void Kernels::clamp(const Tensor&, const Tensor&, const std::optional<Scalar>&, const std::optional<Scalar>&) const {
+void Kernels::clamp(const Tensor&, const Tensor&, const std::optional<Scalar>&,
+                    const std::optional<Scalar>&) const {
   missing("clamp");
 }
 void Kernels::masked_fill(const Tensor&, const Tensor&, const Scalar&) const {
@@ -115,13 +121,15 @@ void Kernels::im2col(const Tensor&, const Tensor&, const Window2d&, double) cons
 void Kernels::col2im(const Tensor&, const Tensor&, const Window2d&) const {
   missing("col2im");
 }
-void Kernels::reduce_rows(ReduceOp, const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t, int64_t) const {
+void Kernels::reduce_rows(ReduceOp, const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t,
+                          int64_t) const {
   missing("reduce_rows");
 }
 Tensor Kernels::sum_leading(const Tensor&, const std::vector<bool>&, bool, ScalarType) const {
   return Tensor();  // no fast path: the caller reduces rows
 }
-bool Kernels::adam_step(const AdamStep&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) const {
+bool Kernels::adam_step(const AdamStep&, const Tensor&, const Tensor&, const Tensor&,
+                        const Tensor&) const {
   return false;  // no fused path: the optimizer composes the update
 }
 void Kernels::softmax(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, bool) const {
@@ -130,34 +138,42 @@ void Kernels::softmax(const Tensor&, const Tensor&, int64_t, int64_t, int64_t, b
 void Kernels::random(const Tensor&, const RandomFill&) const {
   missing("random");
 }
-void Kernels::matmul(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&, bool) const {
+void Kernels::matmul(const Tensor&, const Tensor&, const Tensor&, const Scalar&, const Scalar&,
+                     bool) const {
   missing("matmul");
 }
 
 // The image ops (Note [Image kernels]): no kernel, so the front-ends compose them; a backward
 // entry is reached only through its forward's result.
-Tensor Kernels::conv2d(const Tensor&, const Tensor&, const Tensor&, const Window2d&, int64_t) const {
+Tensor Kernels::conv2d(const Tensor&, const Tensor&, const Tensor&, const Window2d&,
+                       int64_t) const {
   return Tensor();
 }
-void Kernels::conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Window2d&, int64_t) const {
+void Kernels::conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                              const Tensor&, const Tensor&, const Window2d&, int64_t) const {
   missing("conv2d_backward");
 }
-Tensor Kernels::conv_transpose2d(const Tensor&, const Tensor&, const Tensor&, const Window2d&, int64_t) const {
+Tensor Kernels::conv_transpose2d(const Tensor&, const Tensor&, const Tensor&, const Window2d&,
+                                 int64_t) const {
   return Tensor();
 }
-void Kernels::conv_transpose2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Window2d&, int64_t) const {
+void Kernels::conv_transpose2d_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                        const Tensor&, const Tensor&, const Window2d&,
+                                        int64_t) const {
   missing("conv_transpose2d_backward");
 }
 Tensor Kernels::max_pool2d(const Tensor&, const Window2d&, Tensor&) const {
   return Tensor();
 }
-void Kernels::max_pool2d_backward(const Tensor&, const Tensor&, const Tensor&, const Window2d&) const {
+void Kernels::max_pool2d_backward(const Tensor&, const Tensor&, const Tensor&,
+                                  const Window2d&) const {
   missing("max_pool2d_backward");
 }
 Tensor Kernels::avg_pool2d(const Tensor&, const Window2d&, const AvgPool2d&) const {
   return Tensor();
 }
-void Kernels::avg_pool2d_backward(const Tensor&, const Tensor&, const Window2d&, const AvgPool2d&) const {
+void Kernels::avg_pool2d_backward(const Tensor&, const Tensor&, const Window2d&,
+                                  const AvgPool2d&) const {
   missing("avg_pool2d_backward");
 }
 Tensor Kernels::adaptive_avg_pool2d(const Tensor&, const Window2d&) const {
@@ -169,7 +185,8 @@ void Kernels::adaptive_avg_pool2d_backward(const Tensor&, const Tensor&, const W
 Tensor Kernels::upsample2d(const Tensor&, const Window2d&, const Resize2d&) const {
   return Tensor();
 }
-void Kernels::upsample2d_backward(const Tensor&, const Tensor&, const Window2d&, const Resize2d&) const {
+void Kernels::upsample2d_backward(const Tensor&, const Tensor&, const Window2d&,
+                                  const Resize2d&) const {
   missing("upsample2d_backward");
 }
 

@@ -97,8 +97,7 @@ class Kernels {
   virtual void binary(math::BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b,
                       const Scalar& alpha) const;
   /// out = cond ? a : b (cond bool; a, b of out's dtype).
-  virtual void where(const Tensor& out, const Tensor& cond, const Tensor& a,
-                     const Tensor& b) const;
+  virtual void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) const;
   virtual void clamp(const Tensor& out, const Tensor& in, const std::optional<Scalar>& lo,
                      const std::optional<Scalar>& hi) const;
   /// self[mask] = value, mask already expanded to self's shape.
@@ -121,8 +120,7 @@ class Kernels {
   virtual void unravel(const Tensor& out, const Tensor& flat, IntArrayRef sizes) const;
   /// cols [batch, channels*kh*kw, out_h*out_w] = the windows of contiguous `img` (pixels in
   /// the padding read as `pad`).
-  virtual void im2col(const Tensor& cols, const Tensor& img, const Window2d& w,
-                      double pad) const;
+  virtual void im2col(const Tensor& cols, const Tensor& img, const Window2d& w, double pad) const;
   /// The adjoint: img (contiguous) = the sum of every column entry at the pixel it was read from.
   virtual void col2im(const Tensor& img, const Tensor& cols, const Window2d& w) const;
   /// out[i] = op(rows[i, :]) for a contiguous rows buffer; `indices` (int64) receives the
@@ -173,8 +171,7 @@ class Kernels {
                                   const Window2d& g, int64_t groups) const;
   virtual void conv_transpose2d_backward(const Tensor& grad_out, const Tensor& x,
                                          const Tensor& weight, const Tensor& gx, const Tensor& gw,
-                                         const Tensor& gb, const Window2d& g,
-                                         int64_t groups) const;
+                                         const Tensor& gb, const Window2d& g, int64_t groups) const;
   /// The maximum of each window (padding counts as -inf; the first maximum in scan order, a NaN
   /// counts as one) and, in `indices` (int64, set here), its position h * W + w in its plane.
   virtual Tensor max_pool2d(const Tensor& x, const Window2d& g, Tensor& indices) const;
@@ -184,8 +181,8 @@ class Kernels {
   /// The mean of each window (dilation 1) clipped to the input, divided as `a` says (the
   /// window's span in the padded input: avg_span in core/image_windows.h).
   virtual Tensor avg_pool2d(const Tensor& x, const Window2d& g, const AvgPool2d& a) const;
-  virtual void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out,
-                                   const Window2d& g, const AvgPool2d& a) const;
+  virtual void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Window2d& g,
+                                   const AvgPool2d& a) const;
   /// The mean over adaptive_start..adaptive_end along each axis (the kernel fields unused).
   virtual Tensor adaptive_avg_pool2d(const Tensor& x, const Window2d& g) const;
   virtual void adaptive_avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out,
@@ -193,13 +190,14 @@ class Kernels {
   /// interpolate to out_h x out_w (the kernel fields unused), with the indices and taps of
   /// core/image_windows.h.
   virtual Tensor upsample2d(const Tensor& x, const Window2d& g, const Resize2d& r) const;
-  virtual void upsample2d_backward(const Tensor& grad_in, const Tensor& grad_out,
-                                   const Window2d& g, const Resize2d& r) const;
+  virtual void upsample2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Window2d& g,
+                                   const Resize2d& r) const;
 
   /// out[b] = alpha * a[b] @ b[b] + beta * out[b] (out not read when !use_beta) over the
   /// leading batch dims (a and b broadcast by stride 0); float32 and float64 through cuBLAS.
   virtual void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& alpha,
                       const Scalar& beta, bool use_beta) const;
+
  protected:
   /// Throws: `op` has no kernel on this backend's device.
   [[noreturn]] void missing(const char* op) const;

@@ -11,7 +11,6 @@ Tensor make_tensor(IntArrayRef sizes, ScalarType dtype, Device device, const cha
 Tensor make_view(const Tensor& self, std::vector<int64_t> sizes, std::vector<int64_t> strides,
                  int64_t storage_offset, const char* op);
 
-
 // Note [Version counter]
 // A tensor's version counter (`_version()`, shared by its views) counts the user-visible
 // in-place writes to it, as PyTorch's: copy_, fill_, zero_, add_ and the other `op_` forms

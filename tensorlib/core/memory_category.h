@@ -1,4 +1,5 @@
-// What a tensor's memory holds, as the profiler sees it (a `category` event, profiler/events/events.h).
+// What a tensor's memory holds, as the profiler sees it (a `category` event,
+// profiler/events/events.h).
 #pragma once
 
 #include "profiler/events/events.h"

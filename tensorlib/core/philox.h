@@ -71,7 +71,8 @@ TL_HOST_DEVICE inline M uniform_bits(uint32_t r, int bits) {
 /// Box-Muller's uniform in (0, 1]: never 0, so the log is finite.
 template <typename M>
 TL_HOST_DEVICE inline M uniform_open0(uint32_t x) {
-  return (static_cast<M>(x) + static_cast<M>(0.5)) * (static_cast<M>(1) / static_cast<M>(4294967296.0));
+  return (static_cast<M>(x) + static_cast<M>(0.5)) *
+         (static_cast<M>(1) / static_cast<M>(4294967296.0));
 }
 
 /// Two standard normals from two words (Box-Muller), computed in M.

@@ -90,16 +90,20 @@ void print_dim(std::ostream& os, const Tensor& t, const Formatter& f, int indent
     emit_range([&](int64_t i) {
       if (!first) os << ", ";
       first = false;
-      if (i < 0) os << " ...";
-      else os << f.padded(t.select(0, i).item().to_double());
+      if (i < 0)
+        os << " ...";
+      else
+        os << f.padded(t.select(0, i).item().to_double());
     });
   } else {
     std::string sep = "," + std::string(t.dim() - 1, '\n') + std::string(indent + 1, ' ');
     emit_range([&](int64_t i) {
       if (!first) os << sep;
       first = false;
-      if (i < 0) os << "...";
-      else print_dim(os, t.select(0, i), f, indent + 1, summarize);
+      if (i < 0)
+        os << "...";
+      else
+        print_dim(os, t.select(0, i), f, indent + 1, summarize);
     });
   }
   os << ']';

@@ -67,7 +67,9 @@ TL_HOST_DEVICE inline RowMoments<M> merge_lse(const RowMoments<M>& a, const RowM
 template <typename M>
 TL_HOST_DEVICE inline M finish_var(M m2, int64_t n, int64_t correction, bool take_sqrt) {
   const int64_t denom = n - correction > 0 ? n - correction : 0;
-  M r = n == 0 ? M(NAN) : denom > 0 ? m2 / M(denom) : (m2 == M(0) || m2 != m2 ? M(NAN) : M(INFINITY));
+  M r = n == 0      ? M(NAN)
+        : denom > 0 ? m2 / M(denom)
+                    : (m2 == M(0) || m2 != m2 ? M(NAN) : M(INFINITY));
   return take_sqrt ? sqrt_(r) : r;
 }
 

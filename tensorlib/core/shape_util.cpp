@@ -6,8 +6,8 @@ namespace tl::detail {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim) {
   int64_t n = ndim == 0 ? 1 : ndim;
-  TL_CHECK_INDEX(dim >= -n && dim < n, "Dimension out of range (expected to be in range of [",
-                 -n, ", ", n - 1, "], but got ", dim, ")");
+  TL_CHECK_INDEX(dim >= -n && dim < n, "Dimension out of range (expected to be in range of [", -n,
+                 ", ", n - 1, "], but got ", dim, ")");
   return dim < 0 ? dim + n : dim;
 }
 
@@ -70,7 +70,8 @@ std::optional<std::vector<int64_t>> view_strides(IntArrayRef sizes, IntArrayRef 
   int64_t view_numel = 1;
   for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
     tensor_numel *= sizes[d];
-    bool chunk_ends = d == 0 || (sizes[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride);
+    bool chunk_ends =
+        d == 0 || (sizes[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride);
     if (chunk_ends) {
       while (view_d >= 0 && (view_numel < tensor_numel || new_sizes[view_d] == 1)) {
         out[view_d] = view_numel * chunk_base_stride;

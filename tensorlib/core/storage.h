@@ -29,8 +29,12 @@ class StorageImpl {
   // The allocator's handle, for record_stream and the profiler.
   const memory::DataPtr& data_ptr() const { return data_; }
   // What the block holds as the profiler was last told (tl::set_memory_category).
-  tidemark::events::Category memory_category() const { return category_.load(std::memory_order_relaxed); }
-  void set_memory_category(tidemark::events::Category c) { category_.store(c, std::memory_order_relaxed); }
+  tidemark::events::Category memory_category() const {
+    return category_.load(std::memory_order_relaxed);
+  }
+  void set_memory_category(tidemark::events::Category c) {
+    category_.store(c, std::memory_order_relaxed);
+  }
 
  private:
   memory::DataPtr data_;

@@ -2,13 +2,13 @@
 
 #include <cstring>
 
+#include "profiler/events/events.h"
+#include "tensorlib/autograd/grad_mode.h"
+#include "tensorlib/autograd/node.h"
 #include "tensorlib/core/cuda_hooks.h"
 #include "tensorlib/core/kernels.h"
 #include "tensorlib/core/shape_util.h"
-#include "tensorlib/autograd/grad_mode.h"
-#include "tensorlib/autograd/node.h"
 #include "tensorlib/cpu/loops.h"
-#include "profiler/events/events.h"
 
 namespace tl {
 

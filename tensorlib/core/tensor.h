@@ -131,15 +131,22 @@ class Tensor {
   long use_count() const { return impl_.use_count(); }
 
   void* data_ptr() const;
-  template <typename T> T* data_ptr() const {
+  template <typename T>
+  T* data_ptr() const {
     TL_CHECK(scalar_type_of<T>() == dtype(), "data_ptr<", dtype_name(scalar_type_of<T>()),
              ">() called on a tensor of dtype ", dtype());
     return static_cast<T*>(data_ptr());
   }
-  template <typename T> const T* const_data_ptr() const { return data_ptr<T>(); }
+  template <typename T>
+  const T* const_data_ptr() const {
+    return data_ptr<T>();
+  }
   // The value of a one-element tensor.
   Scalar item() const;
-  template <typename T> T item() const { return item().to<T>(); }
+  template <typename T>
+  T item() const {
+    return item().to<T>();
+  }
 
   // ---- Views (share storage, never copy) -------------------------------------------------
   Tensor view(IntArrayRef sizes) const;
@@ -296,10 +303,12 @@ class Tensor {
   Tensor std(IntArrayRef dims, bool unbiased = true, bool keepdim = false) const;
   // `t.var({1})` must reduce dim 1, not convert {1} to `unbiased`: a braced list prefers
   // these overloads (libtorch has this trap; tensorlib does not).
-  Tensor var(std::initializer_list<int64_t> dims, bool unbiased = true, bool keepdim = false) const {
+  Tensor var(std::initializer_list<int64_t> dims, bool unbiased = true,
+             bool keepdim = false) const {
     return var(IntArrayRef(dims), unbiased, keepdim);
   }
-  Tensor std(std::initializer_list<int64_t> dims, bool unbiased = true, bool keepdim = false) const {
+  Tensor std(std::initializer_list<int64_t> dims, bool unbiased = true,
+             bool keepdim = false) const {
     return std(IntArrayRef(dims), unbiased, keepdim);
   }
   Tensor logsumexp(IntArrayRef dims, bool keepdim = false) const;
@@ -360,9 +369,9 @@ Tensor from_blob(void* data, IntArrayRef sizes, std::function<void(void*)> delet
 // default dtype, bools give bool (as torch.tensor).
 class NestedList {
  public:
-  NestedList(bool v) : scalar_(v), kind_(Scalar::Kind::Bool) {}  // NOLINT
-  NestedList(int v) : scalar_(v), kind_(Scalar::Kind::Int) {}    // NOLINT
-  NestedList(long v) : scalar_(v), kind_(Scalar::Kind::Int) {}   // NOLINT
+  NestedList(bool v) : scalar_(v), kind_(Scalar::Kind::Bool) {}      // NOLINT
+  NestedList(int v) : scalar_(v), kind_(Scalar::Kind::Int) {}        // NOLINT
+  NestedList(long v) : scalar_(v), kind_(Scalar::Kind::Int) {}       // NOLINT
   NestedList(long long v) : scalar_(v), kind_(Scalar::Kind::Int) {}  // NOLINT
   NestedList(float v) : scalar_(v), kind_(Scalar::Kind::Double) {}   // NOLINT
   NestedList(double v) : scalar_(v), kind_(Scalar::Kind::Double) {}  // NOLINT

@@ -12,14 +12,26 @@ namespace tl {
 class TensorOptions {
  public:
   TensorOptions() = default;
-  TensorOptions(ScalarType dtype) : dtype_(dtype) {}  // NOLINT(google-explicit-constructor)
-  TensorOptions(Device device) : device_(device) {}   // NOLINT(google-explicit-constructor)
+  TensorOptions(ScalarType dtype) : dtype_(dtype) {}         // NOLINT(google-explicit-constructor)
+  TensorOptions(Device device) : device_(device) {}          // NOLINT(google-explicit-constructor)
   TensorOptions(DeviceType type) : device_(Device(type)) {}  // NOLINT(google-explicit-constructor)
   TensorOptions(const char* device) : device_(Device(device)) {}  // NOLINT
 
-  TensorOptions dtype(ScalarType d) const { auto o = *this; o.dtype_ = d; return o; }
-  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
-  TensorOptions requires_grad(bool r) const { auto o = *this; o.requires_grad_ = r; return o; }
+  TensorOptions dtype(ScalarType d) const {
+    auto o = *this;
+    o.dtype_ = d;
+    return o;
+  }
+  TensorOptions device(Device d) const {
+    auto o = *this;
+    o.device_ = d;
+    return o;
+  }
+  TensorOptions requires_grad(bool r) const {
+    auto o = *this;
+    o.requires_grad_ = r;
+    return o;
+  }
 
   ScalarType dtype() const { return dtype_.value_or(get_default_dtype()); }
   bool has_dtype() const { return dtype_.has_value(); }
@@ -33,7 +45,11 @@ class TensorOptions {
   bool requires_grad_ = false;
 };
 
-inline TensorOptions dtype(ScalarType d) { return TensorOptions().dtype(d); }
-inline TensorOptions device(Device d) { return TensorOptions().device(d); }
+inline TensorOptions dtype(ScalarType d) {
+  return TensorOptions().dtype(d);
+}
+inline TensorOptions device(Device d) {
+  return TensorOptions().device(d);
+}
 
 }  // namespace tl

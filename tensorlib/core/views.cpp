@@ -19,21 +19,21 @@ namespace {
 // Backward of a view that keeps every element (view, reshape, squeeze, ...): the gradient
 // reshaped to the input's shape.
 void record_reshape_like(const Tensor& out, const Tensor& self, const char* op) {
-  record(out, op, {&self}, {}, [sizes = self.sizes().vec()](const variable_list& g,
-                                                             const variable_list&) {
-    return variable_list{g[0].reshape(sizes)};
-  });
+  record(out, op, {&self}, {},
+         [sizes = self.sizes().vec()](const variable_list& g, const variable_list&) {
+           return variable_list{g[0].reshape(sizes)};
+         });
 }
 // Backward of a view that picks some elements (select, narrow, slice, diagonal): the
 // gradient written into the same view of a zero tensor shaped like the input.
 template <typename View>
 void record_scatter_like(const Tensor& out, const Tensor& self, const char* op, View view) {
-  record(out, op, {&self}, {}, [sizes = self.sizes().vec(), view](const variable_list& g,
-                                                                  const variable_list&) {
-    Tensor grad = tl::zeros(sizes, g[0].options());
-    view(grad).copy_(g[0]);
-    return variable_list{grad};
-  });
+  record(out, op, {&self}, {},
+         [sizes = self.sizes().vec(), view](const variable_list& g, const variable_list&) {
+           Tensor grad = tl::zeros(sizes, g[0].options());
+           view(grad).copy_(g[0]);
+           return variable_list{grad};
+         });
 }
 }  // namespace
 
@@ -180,8 +180,8 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   TL_CHECK_INDEX(dim() > 0, "select() cannot be applied to a 0-dim tensor.");
   d = wrap_dim(d, dim());
   int64_t cur = sizes()[d];
-  TL_CHECK_INDEX(index >= -cur && index < cur, "index ", index,
-                 " is out of bounds for dimension ", d, " with size ", cur);
+  TL_CHECK_INDEX(index >= -cur && index < cur, "index ", index, " is out of bounds for dimension ",
+                 d, " with size ", cur);
   if (index < 0) index += cur;
   auto sz = sizes().vec();
   auto st = strides().vec();
@@ -189,7 +189,8 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   sz.erase(sz.begin() + d);
   st.erase(st.begin() + d);
   Tensor out = make_view(*this, std::move(sz), std::move(st), offset, "select");
-  record_scatter_like(out, *this, "Select", [d, index](const Tensor& t) { return t.select(d, index); });
+  record_scatter_like(out, *this, "Select",
+                      [d, index](const Tensor& t) { return t.select(d, index); });
   return out;
 }
 
@@ -217,10 +218,10 @@ Tensor Tensor::expand(IntArrayRef target) const {
     st[i] = (have == want) ? strides()[j] : 0;
   }
   Tensor out = make_view(*this, std::move(sz), std::move(st), storage_offset(), "expand");
-  record(out, "Expand", {this}, {}, [sizes = sizes().vec()](const variable_list& g,
-                                                           const variable_list&) {
-    return variable_list{autograd::sum_to(g[0], sizes)};
-  });
+  record(out, "Expand", {this}, {},
+         [sizes = sizes().vec()](const variable_list& g, const variable_list&) {
+           return variable_list{autograd::sum_to(g[0], sizes)};
+         });
   return out;
 }
 
@@ -329,8 +330,10 @@ Tensor Tensor::as_strided(IntArrayRef sz, IntArrayRef st,
   bool empty = false;
   for (size_t i = 0; i < sz.size(); ++i) {
     TL_CHECK(sz[i] >= 0 && st[i] >= 0, "as_strided: negative size or stride in ", sz, " / ", st);
-    if (sz[i] == 0) empty = true;
-    else last += (sz[i] - 1) * st[i];
+    if (sz[i] == 0)
+      empty = true;
+    else
+      last += (sz[i] - 1) * st[i];
   }
   int64_t capacity = static_cast<int64_t>(storage()->nbytes() / element_size());
   TL_CHECK(empty || last < capacity, "setStorage: sizes ", sz, ", strides ", st,
@@ -340,11 +343,11 @@ Tensor Tensor::as_strided(IntArrayRef sz, IntArrayRef st,
   // The gradient lands in a buffer laid out like the storage, at the view's positions, and
   // is read back at the input's positions. Overlapping windows (the same element in several
   // places of the view) are not summed: the last write wins.
-  record(out, "AsStrided", {this},
-         {}, [in_sizes = sizes().vec(), in_strides = strides().vec(), in_offset = storage_offset(),
-              out_sizes = sz.vec(), out_strides = st.vec(), out_offset = offset,
-              extent = static_cast<int64_t>(storage()->nbytes() / element_size())](
-                 const variable_list& g, const variable_list&) {
+  record(out, "AsStrided", {this}, {},
+         [in_sizes = sizes().vec(), in_strides = strides().vec(), in_offset = storage_offset(),
+          out_sizes = sz.vec(), out_strides = st.vec(), out_offset = offset,
+          extent = static_cast<int64_t>(storage()->nbytes() / element_size())](
+             const variable_list& g, const variable_list&) {
            Tensor buffer = tl::zeros({extent}, g[0].options());
            buffer.as_strided(out_sizes, out_strides, out_offset).copy_(g[0]);
            return variable_list{buffer.as_strided(in_sizes, in_strides, in_offset).clone()};
@@ -363,7 +366,8 @@ std::vector<Tensor> Tensor::split(int64_t split_size, int64_t d) const {
     out.push_back(narrow(d, 0, 0));
     return out;
   }
-  for (int64_t s = 0; s < n; s += split_size) out.push_back(narrow(d, s, std::min(split_size, n - s)));
+  for (int64_t s = 0; s < n; s += split_size)
+    out.push_back(narrow(d, s, std::min(split_size, n - s)));
   return out;
 }
 
@@ -371,8 +375,8 @@ std::vector<Tensor> Tensor::split_with_sizes(IntArrayRef split_sizes, int64_t d)
   d = wrap_dim(d, dim());
   int64_t total = std::accumulate(split_sizes.begin(), split_sizes.end(), int64_t(0));
   TL_CHECK(total == sizes()[d], "split_with_sizes expects split_sizes to sum exactly to ",
-           sizes()[d], " (input tensor's size at dimension ", d, "), but got split_sizes=",
-           split_sizes);
+           sizes()[d], " (input tensor's size at dimension ", d,
+           "), but got split_sizes=", split_sizes);
   std::vector<Tensor> out;
   int64_t start = 0;
   for (int64_t s : split_sizes) {
@@ -404,14 +408,15 @@ std::vector<Tensor> Tensor::unbind(int64_t d) const {
   return out;
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const {
+  return is_contiguous() ? *this : clone();
+}
 
 Tensor Tensor::clone() const {
   Tensor out = detail::make_tensor(sizes(), dtype(), device(), "clone");
   detail::copy(out, *this);  // a new tensor: version 0 (Note [Version counter])
-  record(out, "Clone", {this}, {}, [](const variable_list& g, const variable_list&) {
-    return variable_list{g[0]};
-  });
+  record(out, "Clone", {this}, {},
+         [](const variable_list& g, const variable_list&) { return variable_list{g[0]}; });
   return out;
 }
 
@@ -424,21 +429,41 @@ Tensor Tensor::detach() const {
 }
 
 // Free-function spellings.
-Tensor transpose(const Tensor& t, int64_t d0, int64_t d1) { return t.transpose(d0, d1); }
-Tensor permute(const Tensor& t, IntArrayRef dims) { return t.permute(dims); }
-Tensor reshape(const Tensor& t, IntArrayRef sizes) { return t.reshape(sizes); }
-Tensor flatten(const Tensor& t, int64_t s, int64_t e) { return t.flatten(s, e); }
-Tensor squeeze(const Tensor& t) { return t.squeeze(); }
-Tensor unsqueeze(const Tensor& t, int64_t d) { return t.unsqueeze(d); }
-Tensor narrow(const Tensor& t, int64_t d, int64_t s, int64_t l) { return t.narrow(d, s, l); }
+Tensor transpose(const Tensor& t, int64_t d0, int64_t d1) {
+  return t.transpose(d0, d1);
+}
+Tensor permute(const Tensor& t, IntArrayRef dims) {
+  return t.permute(dims);
+}
+Tensor reshape(const Tensor& t, IntArrayRef sizes) {
+  return t.reshape(sizes);
+}
+Tensor flatten(const Tensor& t, int64_t s, int64_t e) {
+  return t.flatten(s, e);
+}
+Tensor squeeze(const Tensor& t) {
+  return t.squeeze();
+}
+Tensor unsqueeze(const Tensor& t, int64_t d) {
+  return t.unsqueeze(d);
+}
+Tensor narrow(const Tensor& t, int64_t d, int64_t s, int64_t l) {
+  return t.narrow(d, s, l);
+}
 Tensor diagonal(const Tensor& t, int64_t o, int64_t d1, int64_t d2) {
   return t.diagonal(o, d1, d2);
 }
 Tensor as_strided(const Tensor& t, IntArrayRef sz, IntArrayRef st, std::optional<int64_t> off) {
   return t.as_strided(sz, st, off);
 }
-std::vector<Tensor> split(const Tensor& t, int64_t s, int64_t d) { return t.split(s, d); }
-std::vector<Tensor> chunk(const Tensor& t, int64_t c, int64_t d) { return t.chunk(c, d); }
-std::vector<Tensor> unbind(const Tensor& t, int64_t d) { return t.unbind(d); }
+std::vector<Tensor> split(const Tensor& t, int64_t s, int64_t d) {
+  return t.split(s, d);
+}
+std::vector<Tensor> chunk(const Tensor& t, int64_t c, int64_t d) {
+  return t.chunk(c, d);
+}
+std::vector<Tensor> unbind(const Tensor& t, int64_t d) {
+  return t.unbind(d);
+}
 
 }  // namespace tl

@@ -17,9 +17,9 @@
 namespace tl::cpu {
 namespace {
 
+using image::WindowGeometry;
 using tl::detail::images_per_chunk;
 using tl::detail::Window2d;
-using image::WindowGeometry;
 
 struct ConvShape {
   int64_t batch, in_channels, out_channels, groups;
@@ -43,7 +43,7 @@ void conv2d_forward_kernel(const T* x, const T* w, const T* b, T* y, const ConvS
     image::im2col(x + n0 * per_image, cnt, g, c);
     for (int64_t grp = 0; grp < s.groups; ++grp)
       image::gemm<T>(false, false, out_g, cols, rows_g, 1, w + grp * out_g * rows_g, rows_g,
-                      c + grp * rows_g * cols, cols, 0, dst + grp * out_g * cols, cols);
+                     c + grp * rows_g * cols, cols, 0, dst + grp * out_g * cols, cols);
     if (cnt == 1) {
       if (b)
         for (int64_t o = 0; o < s.out_channels; ++o)
@@ -79,14 +79,14 @@ void conv2d_backward_kernel(const T* gy, const T* x, const T* w, T* gx, T* gw, T
       image::im2col(x + n0 * per_image, cnt, g, c);
       for (int64_t grp = 0; grp < s.groups; ++grp)
         image::gemm<T>(false, true, out_g, rows_g, cols, 1, gyc + grp * out_g * cols, cols,
-                        c + grp * rows_g * cols, cols, n0 == 0 ? 0 : 1, gw + grp * out_g * rows_g,
-                        rows_g);
+                       c + grp * rows_g * cols, cols, n0 == 0 ? 0 : 1, gw + grp * out_g * rows_g,
+                       rows_g);
     }
     if (gx) {
       T* c = col.data_ptr<T>();
       for (int64_t grp = 0; grp < s.groups; ++grp)
         image::gemm<T>(true, false, rows_g, cols, out_g, 1, w + grp * out_g * rows_g, rows_g,
-                        gyc + grp * out_g * cols, cols, 0, c + grp * rows_g * cols, cols);
+                       gyc + grp * out_g * cols, cols, 0, c + grp * rows_g * cols, cols);
       image::col2im(c, cnt, g, gx + n0 * per_image);
     }
   }
@@ -125,7 +125,7 @@ void conv_transpose2d_forward_kernel(const T* x, const T* w, const T* b, T* y, c
     T* c = col.data_ptr<T>();
     for (int64_t grp = 0; grp < s.groups; ++grp)
       image::gemm<T>(true, false, rows_g, cols, in_g, 1, w + grp * in_g * rows_g, rows_g,
-                      xc + grp * in_g * cols, cols, 0, c + grp * rows_g * cols, cols);
+                     xc + grp * in_g * cols, cols, 0, c + grp * rows_g * cols, cols);
     image::col2im(c, cnt, g, y + n0 * out_image);
   }
   if (b) add_bias_planes(y, b, s.batch, s.out_channels, g.height * g.width);
@@ -154,10 +154,10 @@ void conv_transpose2d_backward_kernel(const T* gy, const T* x, const T* w, T* gx
       T* dst = cnt == 1 ? gx + n0 * s.in_channels * L : cm.data_ptr<T>();
       for (int64_t grp = 0; grp < s.groups; ++grp)
         image::gemm<T>(false, false, in_g, cols, rows_g, 1, w + grp * in_g * rows_g, rows_g,
-                        c + grp * rows_g * cols, cols, 0, dst + grp * in_g * cols, cols);
+                       c + grp * rows_g * cols, cols, 0, dst + grp * in_g * cols, cols);
       if (cnt > 1)
         image::from_channel_major<T>(dst, cnt, s.in_channels, L, nullptr,
-                                      gx + n0 * s.in_channels * L);
+                                     gx + n0 * s.in_channels * L);
     }
     if (gw) {
       const T* xc = x + n0 * s.in_channels * L;
@@ -167,8 +167,8 @@ void conv_transpose2d_backward_kernel(const T* gy, const T* x, const T* w, T* gx
       }
       for (int64_t grp = 0; grp < s.groups; ++grp)
         image::gemm<T>(false, true, in_g, rows_g, cols, 1, xc + grp * in_g * cols, cols,
-                        c + grp * rows_g * cols, cols, n0 == 0 ? 0 : 1, gw + grp * in_g * rows_g,
-                        rows_g);
+                       c + grp * rows_g * cols, cols, n0 == 0 ? 0 : 1, gw + grp * in_g * rows_g,
+                       rows_g);
     }
   }
 }
@@ -183,8 +183,7 @@ T* mutable_ptr_or_null(const Tensor& t) {
 }
 
 // conv2d's shape from its input geometry; conv_transpose2d's from its output geometry.
-ConvShape conv_shape(const Window2d& g, int64_t in_channels, int64_t out_channels,
-                     int64_t groups) {
+ConvShape conv_shape(const Window2d& g, int64_t in_channels, int64_t out_channels, int64_t groups) {
   return {g.batch, in_channels, out_channels, groups, image::geometry_of(g)};
 }
 
@@ -215,8 +214,8 @@ void run_backward(const Tensor& grad_out, const Tensor& input, const Tensor& wei
   if (image::is_reduced(input.dtype())) {  // Note [Reduced-precision image kernels]
     const Tensor fx = image::float_buffer_for(gx), fw = image::float_buffer_for(gw),
                  fb = image::float_buffer_for(gb);
-    run_backward(image::to_float(grad_out), image::to_float(input), image::to_float(weight), fx,
-                 fw, fb, s, backward);
+    run_backward(image::to_float(grad_out), image::to_float(input), image::to_float(weight), fx, fw,
+                 fb, s, backward);
     image::round_into(gx, fx);
     image::round_into(gw, fw);
     image::round_into(gb, fb);
@@ -231,14 +230,14 @@ void run_backward(const Tensor& grad_out, const Tensor& input, const Tensor& wei
 
 }  // namespace
 
-Tensor Kernels::conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                       const Window2d& g, int64_t groups) const {
+Tensor Kernels::conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Window2d& g,
+                       int64_t groups) const {
   const ConvShape s = conv_shape(g, g.channels, weight.size(0), groups);
-  return run_forward(x, weight, bias, s, g.out_h, g.out_w,
-                     []<typename T>(const T* xp, const T* wp, const T* bp, T* yp,
-                                    const ConvShape& shape) {
-                       conv2d_forward_kernel<T>(xp, wp, bp, yp, shape);
-                     });
+  return run_forward(
+      x, weight, bias, s, g.out_h, g.out_w,
+      []<typename T>(const T* xp, const T* wp, const T* bp, T* yp, const ConvShape& shape) {
+        conv2d_forward_kernel<T>(xp, wp, bp, yp, shape);
+      });
 }
 
 void Kernels::conv2d_backward(const Tensor& grad_out, const Tensor& x, const Tensor& weight,
@@ -255,17 +254,16 @@ void Kernels::conv2d_backward(const Tensor& grad_out, const Tensor& x, const Ten
 Tensor Kernels::conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                                  const Window2d& g, int64_t groups) const {
   const ConvShape s = conv_shape(g, x.size(1), g.channels, groups);
-  return run_forward(x, weight, bias, s, g.height, g.width,
-                     []<typename T>(const T* xp, const T* wp, const T* bp, T* yp,
-                                    const ConvShape& shape) {
-                       conv_transpose2d_forward_kernel<T>(xp, wp, bp, yp, shape);
-                     });
+  return run_forward(
+      x, weight, bias, s, g.height, g.width,
+      []<typename T>(const T* xp, const T* wp, const T* bp, T* yp, const ConvShape& shape) {
+        conv_transpose2d_forward_kernel<T>(xp, wp, bp, yp, shape);
+      });
 }
 
 void Kernels::conv_transpose2d_backward(const Tensor& grad_out, const Tensor& x,
                                         const Tensor& weight, const Tensor& gx, const Tensor& gw,
-                                        const Tensor& gb, const Window2d& g,
-                                        int64_t groups) const {
+                                        const Tensor& gb, const Window2d& g, int64_t groups) const {
   const ConvShape s = conv_shape(g, x.size(1), g.channels, groups);
   run_backward(grad_out, x, weight, gx, gw, gb, s,
                []<typename T>(const T* gy, const T* xp, const T* wp, T* gxp, T* gwp, T* gbp,

@@ -33,11 +33,11 @@ void run_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b
         return convert<T>(math::binary<BinaryOp::add>(M(x), M(y), al));
       });
       return;
-#define TL_ARITHMETIC(NAME)                                                \
-  case BinaryOp::NAME:                                                     \
-    binary_kernel<T, T, T>(out, a, b, [al](T x, T y) {                     \
-      return convert<T>(math::binary<BinaryOp::NAME>(M(x), M(y), al));     \
-    });                                                                    \
+#define TL_ARITHMETIC(NAME)                                            \
+  case BinaryOp::NAME:                                                 \
+    binary_kernel<T, T, T>(out, a, b, [al](T x, T y) {                 \
+      return convert<T>(math::binary<BinaryOp::NAME>(M(x), M(y), al)); \
+    });                                                                \
     return;
       TL_ARITHMETIC(sub)
       TL_ARITHMETIC(mul)
@@ -46,9 +46,9 @@ void run_binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b
       TL_ARITHMETIC(gelu_backward)
       TL_ARITHMETIC(relu_backward)
 #undef TL_ARITHMETIC
-#define TL_COMPARE(NAME)                                                                     \
-  case BinaryOp::NAME:                                                                       \
-    binary_kernel<bool, T, T>(out, a, b,                                                     \
+#define TL_COMPARE(NAME)                                                                           \
+  case BinaryOp::NAME:                                                                             \
+    binary_kernel<bool, T, T>(out, a, b,                                                           \
                               [](T x, T y) { return math::compare<BinaryOp::NAME>(M(x), M(y)); }); \
     return;
       TL_COMPARE(eq)
@@ -78,8 +78,8 @@ void run_unary(const Tensor& out, const Tensor& in) {
 
 void Kernels::unary(UnaryOp op, const Tensor& out, const Tensor& in) const {
   switch (op) {
-#define TL_UNARY(NAME)  \
-  case UnaryOp::NAME:   \
+#define TL_UNARY(NAME) \
+  case UnaryOp::NAME:  \
     return run_unary<UnaryOp::NAME>(out, in);
     TL_UNARY(neg)
     TL_UNARY(abs)
@@ -100,7 +100,8 @@ void Kernels::unary(UnaryOp op, const Tensor& out, const Tensor& in) const {
 
 void Kernels::binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b,
                      const Scalar& alpha) const {
-  TL_DISPATCH_ALL(a.dtype(), math::name(op), [&]<typename T>() { run_binary<T>(op, out, a, b, alpha); });
+  TL_DISPATCH_ALL(a.dtype(), math::name(op),
+                  [&]<typename T>() { run_binary<T>(op, out, a, b, alpha); });
 }
 
 void Kernels::where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) const {
@@ -115,7 +116,8 @@ void Kernels::clamp(const Tensor& out, const Tensor& in, const std::optional<Sca
     using M = compute_t<T>;
     const bool has_lo = lo.has_value(), has_hi = hi.has_value();
     const M l = has_lo ? lo->to<M>() : M(0), h = has_hi ? hi->to<M>() : M(0);
-    unary_kernel<T, T>(out, in, [=](T x) { return convert<T>(math::clamp(M(x), has_lo, l, has_hi, h)); });
+    unary_kernel<T, T>(out, in,
+                       [=](T x) { return convert<T>(math::clamp(M(x), has_lo, l, has_hi, h)); });
   });
 }
 

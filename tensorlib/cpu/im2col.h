@@ -70,7 +70,7 @@ inline PlaneShape planes_of(const tl::detail::Window2d& g) {
 
 // The geometry of one image of a Window2d.
 inline WindowGeometry geometry_of(const tl::detail::Window2d& w) {
-  return {w.channels, w.height, w.width, w.kh, w.kw, w.sh,   w.sw,
+  return {w.channels, w.height, w.width, w.kh, w.kw,    w.sh,   w.sw,
           w.ph,       w.pw,     w.dh,    w.dw, w.out_h, w.out_w};
 }
 
@@ -92,9 +92,13 @@ void dispatch_floating(ScalarType dt, F&& f) {
 // compute these dtypes in float ("opmath") and round the result. The float copies are
 // transient tensors of the op (they show in a trace as the op's scratch memory); the results
 // and the gradients have the input's dtype.
-inline bool is_reduced(ScalarType t) { return t == kFloat16 || t == kBFloat16; }
+inline bool is_reduced(ScalarType t) {
+  return t == kFloat16 || t == kBFloat16;
+}
 // A float32 copy of an operand (undefined stays undefined).
-inline Tensor to_float(const Tensor& t) { return t.defined() ? t.to(kFloat32) : t; }
+inline Tensor to_float(const Tensor& t) {
+  return t.defined() ? t.to(kFloat32) : t;
+}
 // A float32 buffer for a gradient of the op's dtype (undefined: not needed, stays undefined),
 // then the gradient rounded once from it.
 inline Tensor float_buffer_for(const Tensor& grad) {

@@ -47,9 +47,8 @@ void random_fill(T* p, int64_t n, const detail::RandomFill& f) {
 }  // namespace
 
 void Kernels::random(const Tensor& out, const detail::RandomFill& fill) const {
-  TL_DISPATCH_ALL(out.dtype(), "random", [&]<typename T>() {
-    random_fill(out.data_ptr<T>(), out.numel(), fill);
-  });
+  TL_DISPATCH_ALL(out.dtype(), "random",
+                  [&]<typename T>() { random_fill(out.data_ptr<T>(), out.numel(), fill); });
 }
 
 }  // namespace tl::cpu

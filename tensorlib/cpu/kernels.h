@@ -66,16 +66,16 @@ class Kernels final : public detail::Kernels {
                            const detail::Window2d& g) const override;
   Tensor avg_pool2d(const Tensor& x, const detail::Window2d& g,
                     const detail::AvgPool2d& a) const override;
-  void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out,
-                           const detail::Window2d& g, const detail::AvgPool2d& a) const override;
+  void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const detail::Window2d& g,
+                           const detail::AvgPool2d& a) const override;
   Tensor adaptive_avg_pool2d(const Tensor& x, const detail::Window2d& g) const override;
   void adaptive_avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out,
                                     const detail::Window2d& g) const override;
   // upsample.cpp
   Tensor upsample2d(const Tensor& x, const detail::Window2d& g,
                     const detail::Resize2d& r) const override;
-  void upsample2d_backward(const Tensor& grad_in, const Tensor& grad_out,
-                           const detail::Window2d& g, const detail::Resize2d& r) const override;
+  void upsample2d_backward(const Tensor& grad_in, const Tensor& grad_out, const detail::Window2d& g,
+                           const detail::Resize2d& r) const override;
 };
 
 /// The CPU backend's table.

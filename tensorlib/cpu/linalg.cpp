@@ -88,8 +88,8 @@ void gemm_blas(int64_t m, int64_t n, int64_t k, MatRef<T> a, MatRef<T> b, T* c, 
 
 }  // namespace
 
-void Kernels::matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in,
-                     const Scalar& alpha, const Scalar& beta, bool use_beta) const {
+void Kernels::matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in, const Scalar& alpha,
+                     const Scalar& beta, bool use_beta) const {
   Tensor a = a_in, b = b_in;
   const int64_t nd = out.dim();
   const int64_t m = out.size(nd - 2), n = out.size(nd - 1), k = a.size(nd - 1);

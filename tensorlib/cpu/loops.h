@@ -34,7 +34,7 @@ void parallel_for(int64_t n, F&& f) {
   int max_threads = omp_get_max_threads();
   if (n >= 2 * kGrainSize && max_threads > 1 && !omp_in_parallel()) {
     int64_t threads = std::min<int64_t>(max_threads, n / kGrainSize);
-#pragma omp parallel num_threads(static_cast<int>(threads))
+#pragma omp parallel num_threads(static_cast <int>(threads))
     {
       int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
       int64_t chunk = (n + nt - 1) / nt;
@@ -54,7 +54,8 @@ class StridedIter {
   // the output.
   StridedIter(IntArrayRef shape, const std::array<const Tensor*, N>& ops) {
     const size_t nd = shape.size();
-    TL_CHECK(nd <= kMaxDims, "tensors with more than ", kMaxDims, " dimensions are not supported, got ", nd);
+    TL_CHECK(nd <= kMaxDims, "tensors with more than ", kMaxDims,
+             " dimensions are not supported, got ", nd);
     numel_ = 1;
     for (auto s : shape) numel_ *= s;
     for (size_t k = 0; k < N; ++k) {
@@ -142,7 +143,7 @@ class StridedIter {
   }
 
  private:
-  std::vector<int64_t> sizes_;                 // innermost first
+  std::vector<int64_t> sizes_;                   // innermost first
   std::vector<std::array<int64_t, N>> strides_;  // bytes, innermost first
   std::array<char*, N> data_;
   std::array<int64_t, N> elem_;

@@ -30,19 +30,19 @@ struct AdamScalars {
 
 // One element range; `Decay`: 0 none, 1 Adam's (into the gradient), 2 AdamW's (into p).
 template <typename M, int Decay>
-void adam_range(M* __restrict p, const M* __restrict g, M* __restrict m, M* __restrict v,
-                int64_t n, const AdamScalars<M>& k) {
+void adam_range(M* __restrict p, const M* __restrict g, M* __restrict m, M* __restrict v, int64_t n,
+                const AdamScalars<M>& k) {
   for (int64_t i = 0; i < n; ++i) {
     M gi = g[i];
     M pi = p[i];
-    if constexpr (Decay == 1) gi = gi + pi * k.wd;  // g + p * wd
-    if constexpr (Decay == 2) pi = pi * k.decay;    // p.mul_(1 - lr * wd)
-    const M mi = m[i] * k.beta1 + k.one_minus_beta1 * gi;          // m.mul_(b1).add_(g, 1 - b1)
-    const M vi = v[i] * k.beta2 + k.one_minus_beta2 * (gi * gi);   // v.mul_(b2).add_(g * g, 1 - b2)
-    const M denom = std::sqrt(vi) / k.bias_correction2 + k.eps;    // (v.sqrt() / bc2).add_(eps)
+    if constexpr (Decay == 1) gi = gi + pi * k.wd;                // g + p * wd
+    if constexpr (Decay == 2) pi = pi * k.decay;                  // p.mul_(1 - lr * wd)
+    const M mi = m[i] * k.beta1 + k.one_minus_beta1 * gi;         // m.mul_(b1).add_(g, 1 - b1)
+    const M vi = v[i] * k.beta2 + k.one_minus_beta2 * (gi * gi);  // v.mul_(b2).add_(g * g, 1 - b2)
+    const M denom = std::sqrt(vi) / k.bias_correction2 + k.eps;   // (v.sqrt() / bc2).add_(eps)
     m[i] = mi;
     v[i] = vi;
-    p[i] = pi - k.step_size * (mi / denom);                        // p.sub_(m / denom, lr / bc1)
+    p[i] = pi - k.step_size * (mi / denom);  // p.sub_(m / denom, lr / bc1)
   }
 }
 
@@ -56,9 +56,12 @@ void adam_all(const detail::AdamStep& step, const Tensor& p, const Tensor& g, co
   M* vp = v.data_ptr<M>();
   const int decay = step.weight_decay == 0 ? 0 : step.decoupled ? 2 : 1;
   parallel_for(p.numel(), [&](int64_t b, int64_t e) {
-    if (decay == 0) adam_range<M, 0>(pp + b, gp + b, mp + b, vp + b, e - b, k);
-    else if (decay == 1) adam_range<M, 1>(pp + b, gp + b, mp + b, vp + b, e - b, k);
-    else adam_range<M, 2>(pp + b, gp + b, mp + b, vp + b, e - b, k);
+    if (decay == 0)
+      adam_range<M, 0>(pp + b, gp + b, mp + b, vp + b, e - b, k);
+    else if (decay == 1)
+      adam_range<M, 1>(pp + b, gp + b, mp + b, vp + b, e - b, k);
+    else
+      adam_range<M, 2>(pp + b, gp + b, mp + b, vp + b, e - b, k);
   });
 }
 
@@ -78,9 +81,12 @@ bool Kernels::adam_step(const detail::AdamStep& step, const Tensor& p, const Ten
     for (int j = i + 1; j < 4; ++j)
       if (start(*all[i]) < start(*all[j]) + bytes && start(*all[j]) < start(*all[i]) + bytes)
         return false;
-  if (t == kFloat32) adam_all<float>(step, p, g, m, v);
-  else if (t == kFloat64) adam_all<double>(step, p, g, m, v);
-  else return false;  // half, bfloat16: computed in float by the composed ops
+  if (t == kFloat32)
+    adam_all<float>(step, p, g, m, v);
+  else if (t == kFloat64)
+    adam_all<double>(step, p, g, m, v);
+  else
+    return false;  // half, bfloat16: computed in float by the composed ops
   return true;
 }
 

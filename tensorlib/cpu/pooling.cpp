@@ -18,12 +18,12 @@
 namespace tl::cpu {
 namespace {
 
-using image::PlaneShape;
 using image::planes_of;
+using image::PlaneShape;
 using tl::detail::adaptive_end;
 using tl::detail::adaptive_start;
-using tl::detail::AvgSpan;
 using tl::detail::avg_span;
+using tl::detail::AvgSpan;
 using tl::detail::Window2d;
 
 struct PoolWindow {
@@ -138,7 +138,8 @@ struct AvgWindow {
 
 AvgWindow avg_window(int64_t oh, int64_t ow, const PlaneShape& p, const PoolWindow& k,
                      bool count_include_pad, std::optional<int64_t> divisor_override) {
-  const AvgSpan h = avg_span(oh, p.in_h, k.kh, k.sh, k.ph), w = avg_span(ow, p.in_w, k.kw, k.sw, k.pw);
+  const AvgSpan h = avg_span(oh, p.in_h, k.kh, k.sh, k.ph),
+                w = avg_span(ow, p.in_w, k.kw, k.sw, k.pw);
   if (h.lo >= h.hi || w.lo >= w.hi) return {h.lo, h.hi, w.lo, w.hi, 0};
   const int64_t divisor = divisor_override    ? *divisor_override
                           : count_include_pad ? h.padded * w.padded
@@ -194,13 +195,16 @@ void mean_backward(const T* grad_out, T* grad_in, const PlaneShape& p, int64_t w
   });
 }
 
-PoolWindow window_of(const Window2d& g) { return {g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw}; }
+PoolWindow window_of(const Window2d& g) {
+  return {g.kh, g.kw, g.sh, g.sw, g.ph, g.pw, g.dh, g.dw};
+}
 
 // The result of `forward(in, out)` over x's planes: a new [N, C, out_h, out_w] tensor of x's
 // dtype, computed in float for float16 and bfloat16 (Note [Reduced-precision image kernels]).
 template <typename Forward>
 Tensor pool_forward(const Tensor& x, const Window2d& g, Forward forward) {
-  if (image::is_reduced(x.dtype())) return pool_forward(image::to_float(x), g, forward).to(x.dtype());
+  if (image::is_reduced(x.dtype()))
+    return pool_forward(image::to_float(x), g, forward).to(x.dtype());
   const Tensor in = x.contiguous();
   Tensor out = empty({g.batch, g.channels, g.out_h, g.out_w}, x.dtype());
   if (out.numel() > 0) {
@@ -266,8 +270,8 @@ Tensor Kernels::avg_pool2d(const Tensor& x, const Window2d& g,
   });
 }
 
-void Kernels::avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out,
-                                  const Window2d& g, const tl::detail::AvgPool2d& a) const {
+void Kernels::avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Window2d& g,
+                                  const tl::detail::AvgPool2d& a) const {
   const PlaneShape p = planes_of(g);
   const PoolWindow k = window_of(g);
   const auto window = [&](int64_t oh, int64_t ow) {

@@ -142,9 +142,8 @@ void variance(const Tensor& out, const Tensor& rows, int64_t n_rows, int64_t row
 
 }  // namespace
 
-void Kernels::reduce_rows(ReduceOp op, const Tensor& out, const Tensor& indices,
-                          const Tensor& rows, int64_t n_rows, int64_t row_len,
-                          int64_t correction) const {
+void Kernels::reduce_rows(ReduceOp op, const Tensor& out, const Tensor& indices, const Tensor& rows,
+                          int64_t n_rows, int64_t row_len, int64_t correction) const {
   if (n_rows == 0) return;
   switch (op) {
     case ReduceOp::sum:

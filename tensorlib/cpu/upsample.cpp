@@ -13,11 +13,11 @@
 namespace tl::cpu {
 namespace {
 
-using image::PlaneShape;
 using image::planes_of;
+using image::PlaneShape;
 using tl::detail::AxisScale;
-using tl::detail::LinearTaps;
 using tl::detail::linear_taps;
+using tl::detail::LinearTaps;
 using tl::detail::nearest_indices;
 using tl::detail::Resize2d;
 using tl::detail::Window2d;
@@ -98,8 +98,12 @@ void bilinear_backward(const T* grad_out, T* grad_in, const PlaneShape& p, const
 }
 
 // The per-axis scales of an interpolation of g.
-AxisScale rows_of(const Window2d& g, const Resize2d& r) { return {g.height, g.out_h, r.scale_h}; }
-AxisScale cols_of(const Window2d& g, const Resize2d& r) { return {g.width, g.out_w, r.scale_w}; }
+AxisScale rows_of(const Window2d& g, const Resize2d& r) {
+  return {g.height, g.out_h, r.scale_h};
+}
+AxisScale cols_of(const Window2d& g, const Resize2d& r) {
+  return {g.width, g.out_w, r.scale_w};
+}
 
 }  // namespace
 
@@ -123,8 +127,8 @@ Tensor Kernels::upsample2d(const Tensor& x, const Window2d& g, const Resize2d& r
   return out;
 }
 
-void Kernels::upsample2d_backward(const Tensor& grad_in, const Tensor& grad_out,
-                                  const Window2d& g, const Resize2d& r) const {
+void Kernels::upsample2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Window2d& g,
+                                  const Resize2d& r) const {
   if (image::is_reduced(grad_in.dtype())) {
     const Tensor gi = image::float_buffer_for(grad_in);
     upsample2d_backward(gi, image::to_float(grad_out), g, r);

@@ -1,4 +1,5 @@
-// Matrix products on CUDA tensors through cuBLAS (the CUDA kernel table's matmul; front-ends in ops/linalg.cpp).
+// Matrix products on CUDA tensors through cuBLAS (the CUDA kernel table's matmul; front-ends in
+// ops/linalg.cpp).
 //
 // Note [cuBLAS layouts]
 // cuBLAS is column-major; tensorlib's matrices are row-major views with strides (rs, cs). A
@@ -27,14 +28,22 @@ namespace {
 
 const char* cublas_error(cublasStatus_t s) {
   switch (s) {
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    default: return "cuBLAS error";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    default:
+      return "cuBLAS error";
   }
 }
 
@@ -48,7 +57,8 @@ void check_cublas(cublasStatus_t s, const char* what, int device) {
 cublasHandle_t handle_for(int device) {
   thread_local std::vector<cublasHandle_t> handles;
   if (handles.size() <= static_cast<size_t>(device)) handles.resize(device + 1, nullptr);
-  if (handles[device] == nullptr) check_cublas(cublasCreate(&handles[device]), "cublasCreate", device);
+  if (handles[device] == nullptr)
+    check_cublas(cublasCreate(&handles[device]), "cublasCreate", device);
   return handles[device];
 }
 
@@ -82,12 +92,14 @@ int64_t collapsed_batch_stride(const Tensor& t, int64_t nb, IntArrayRef batch) {
 Operand operand_of(Tensor t, int64_t nb, IntArrayRef batch, int64_t rows, int64_t cols) {
   auto layout = [&](const Tensor& x, Operand& o) {
     const int64_t rs = x.stride(nb), cs = x.stride(nb + 1);
-    if ((cols == 1 || cs == 1) && (rows == 1 || rs >= std::max<int64_t>(1, cols)) && rs <= INT_MAX) {
+    if ((cols == 1 || cs == 1) && (rows == 1 || rs >= std::max<int64_t>(1, cols)) &&
+        rs <= INT_MAX) {
       o.op = CUBLAS_OP_N;
       o.ld = rows == 1 ? std::max<int64_t>(1, cols) : rs;
       return true;
     }
-    if ((rows == 1 || rs == 1) && (cols == 1 || cs >= std::max<int64_t>(1, rows)) && cs <= INT_MAX) {
+    if ((rows == 1 || rs == 1) && (cols == 1 || cs >= std::max<int64_t>(1, rows)) &&
+        cs <= INT_MAX) {
       o.op = CUBLAS_OP_T;
       o.ld = cols == 1 ? std::max<int64_t>(1, rows) : cs;
       return true;
@@ -140,10 +152,21 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& a
   if (!is_floating_point(out.dtype())) {  // the tiled integer kernel (int_gemm.cu)
     auto rs = [](const Operand& o) { return o.op == CUBLAS_OP_N ? o.ld : int64_t{1}; };
     auto cs = [](const Operand& o) { return o.op == CUBLAS_OP_N ? int64_t{1} : o.ld; };
-    const kernels::IntGemm g{A.data,      B.data,      out.data_ptr(), m,
-                             n,           k,           batches,        rs(A),
-                             cs(A),       A.batch_stride, rs(B),       cs(B),
-                             B.batch_stride, alpha.to<int64_t>(), use_beta ? beta.to<int64_t>() : 0,
+    const kernels::IntGemm g{A.data,
+                             B.data,
+                             out.data_ptr(),
+                             m,
+                             n,
+                             k,
+                             batches,
+                             rs(A),
+                             cs(A),
+                             A.batch_stride,
+                             rs(B),
+                             cs(B),
+                             B.batch_stride,
+                             alpha.to<int64_t>(),
+                             use_beta ? beta.to<int64_t>() : 0,
                              use_beta};
     l.check(kernels::launch_int_gemm(g, out.dtype(), l.stream()));
     return;
@@ -164,18 +187,23 @@ void matmul(const Tensor& out, const Tensor& a, const Tensor& b, const Scalar& a
       alpha_p = &al;
       beta_p = &be;
       break;
-    case kFloat16: type = CUDA_R_16F; break;
-    case kBFloat16: type = CUDA_R_16BF; break;
-    default: break;
+    case kFloat16:
+      type = CUDA_R_16F;
+      break;
+    case kBFloat16:
+      type = CUDA_R_16BF;
+      break;
+    default:
+      break;
   }
   // Row-major C[m, n] = A @ B is column-major C^T[n, m] = B^T[n, k] @ A^T[k, m].
-  check_cublas(cublasGemmStridedBatchedEx(
-                   h, B.op, A.op, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k),
-                   alpha_p, B.data, type, static_cast<int>(B.ld), B.batch_stride, A.data, type,
-                   static_cast<int>(A.ld), A.batch_stride, beta_p, out.data_ptr(), type,
-                   static_cast<int>(n), m * n, static_cast<int>(batches), compute,
-                   CUBLAS_GEMM_DEFAULT),
-               "cublasGemmStridedBatchedEx", device);
+  check_cublas(
+      cublasGemmStridedBatchedEx(h, B.op, A.op, static_cast<int>(n), static_cast<int>(m),
+                                 static_cast<int>(k), alpha_p, B.data, type, static_cast<int>(B.ld),
+                                 B.batch_stride, A.data, type, static_cast<int>(A.ld),
+                                 A.batch_stride, beta_p, out.data_ptr(), type, static_cast<int>(n),
+                                 m * n, static_cast<int>(batches), compute, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmStridedBatchedEx", device);
 }
 
 }  // namespace tl::cuda::detail

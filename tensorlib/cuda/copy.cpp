@@ -78,9 +78,10 @@ void transfer(void* dst, const void* src, size_t bytes, ev::CopyDirection dir, i
   }
   TL_CUDA_CHECK(cudaStreamSynchronize(s));
   if (wait != HostWait::none) {
-    emit_sync(cuda_device(index), wait == HostWait::copy_to_host ? ev::SyncKind::copy_to_host
-                                                                 : ev::SyncKind::data_dependent,
-              stream, t0);
+    emit_sync(
+        cuda_device(index),
+        wait == HostWait::copy_to_host ? ev::SyncKind::copy_to_host : ev::SyncKind::data_dependent,
+        stream, t0);
   }
 }
 
@@ -223,7 +224,6 @@ namespace {
 
 class Hooks final : public tl::detail::CudaHooks {
  public:
-
   void read_scalar(const Tensor& t, void* out) const override {
     transfer(out, t.data_ptr(), t.element_size(), ev::CopyDirection::device_to_host,
              t.device().resolved().index(), out, HostWait::none);

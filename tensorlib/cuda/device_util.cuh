@@ -15,28 +15,74 @@
 namespace tl::cuda::kernels {
 
 // The device type of each ScalarType (bit layouts equal tl::Half / tl::BFloat16).
-template <ScalarType S> struct DevType;
-template <> struct DevType<ScalarType::Bool> { using type = bool; };
-template <> struct DevType<ScalarType::UInt8> { using type = uint8_t; };
-template <> struct DevType<ScalarType::Int8> { using type = int8_t; };
-template <> struct DevType<ScalarType::Int16> { using type = int16_t; };
-template <> struct DevType<ScalarType::Int32> { using type = int32_t; };
-template <> struct DevType<ScalarType::Int64> { using type = int64_t; };
-template <> struct DevType<ScalarType::Float16> { using type = __half; };
-template <> struct DevType<ScalarType::BFloat16> { using type = __nv_bfloat16; };
-template <> struct DevType<ScalarType::Float32> { using type = float; };
-template <> struct DevType<ScalarType::Float64> { using type = double; };
+template <ScalarType S>
+struct DevType;
+template <>
+struct DevType<ScalarType::Bool> {
+  using type = bool;
+};
+template <>
+struct DevType<ScalarType::UInt8> {
+  using type = uint8_t;
+};
+template <>
+struct DevType<ScalarType::Int8> {
+  using type = int8_t;
+};
+template <>
+struct DevType<ScalarType::Int16> {
+  using type = int16_t;
+};
+template <>
+struct DevType<ScalarType::Int32> {
+  using type = int32_t;
+};
+template <>
+struct DevType<ScalarType::Int64> {
+  using type = int64_t;
+};
+template <>
+struct DevType<ScalarType::Float16> {
+  using type = __half;
+};
+template <>
+struct DevType<ScalarType::BFloat16> {
+  using type = __nv_bfloat16;
+};
+template <>
+struct DevType<ScalarType::Float32> {
+  using type = float;
+};
+template <>
+struct DevType<ScalarType::Float64> {
+  using type = double;
+};
 
-template <typename T> inline constexpr bool is_low_float_v =
+template <typename T>
+inline constexpr bool is_low_float_v =
     std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
-template <typename T> inline constexpr bool is_float_v = std::is_floating_point_v<T> || is_low_float_v<T>;
+template <typename T>
+inline constexpr bool is_float_v = std::is_floating_point_v<T> || is_low_float_v<T>;
 
 // The compute type, as opmath_t on the CPU (bool computes as int, as the CPU kernels do).
-template <typename T> struct DevOpMath { using type = T; };
-template <> struct DevOpMath<__half> { using type = float; };
-template <> struct DevOpMath<__nv_bfloat16> { using type = float; };
-template <> struct DevOpMath<bool> { using type = int; };
-template <typename T> using dev_opmath_t = typename DevOpMath<T>::type;
+template <typename T>
+struct DevOpMath {
+  using type = T;
+};
+template <>
+struct DevOpMath<__half> {
+  using type = float;
+};
+template <>
+struct DevOpMath<__nv_bfloat16> {
+  using type = float;
+};
+template <>
+struct DevOpMath<bool> {
+  using type = int;
+};
+template <typename T>
+using dev_opmath_t = typename DevOpMath<T>::type;
 
 template <typename M, typename T>
 __device__ __forceinline__ M to_math(T v) {
@@ -70,16 +116,26 @@ __device__ __forceinline__ To convert(From v) {
 template <typename F>
 void dispatch_all(ScalarType dtype, F&& f) {
   switch (dtype) {
-    case ScalarType::Bool: return f.template operator()<bool>();
-    case ScalarType::UInt8: return f.template operator()<uint8_t>();
-    case ScalarType::Int8: return f.template operator()<int8_t>();
-    case ScalarType::Int16: return f.template operator()<int16_t>();
-    case ScalarType::Int32: return f.template operator()<int32_t>();
-    case ScalarType::Int64: return f.template operator()<int64_t>();
-    case ScalarType::Float16: return f.template operator()<__half>();
-    case ScalarType::BFloat16: return f.template operator()<__nv_bfloat16>();
-    case ScalarType::Float32: return f.template operator()<float>();
-    case ScalarType::Float64: return f.template operator()<double>();
+    case ScalarType::Bool:
+      return f.template operator()<bool>();
+    case ScalarType::UInt8:
+      return f.template operator()<uint8_t>();
+    case ScalarType::Int8:
+      return f.template operator()<int8_t>();
+    case ScalarType::Int16:
+      return f.template operator()<int16_t>();
+    case ScalarType::Int32:
+      return f.template operator()<int32_t>();
+    case ScalarType::Int64:
+      return f.template operator()<int64_t>();
+    case ScalarType::Float16:
+      return f.template operator()<__half>();
+    case ScalarType::BFloat16:
+      return f.template operator()<__nv_bfloat16>();
+    case ScalarType::Float32:
+      return f.template operator()<float>();
+    case ScalarType::Float64:
+      return f.template operator()<double>();
   }
 }
 
@@ -93,7 +149,8 @@ template <int N, typename Index>
 __device__ __forceinline__ void offsets_of(const Strided<N>& s, int64_t linear, Index* off) {
   if (s.ndim == 1) {
 #pragma unroll
-    for (int k = 0; k < N; ++k) off[k] = static_cast<Index>(linear) * static_cast<Index>(s.strides[k][0]);
+    for (int k = 0; k < N; ++k)
+      off[k] = static_cast<Index>(linear) * static_cast<Index>(s.strides[k][0]);
     return;
   }
 #pragma unroll

@@ -70,9 +70,9 @@ struct CopyFn {
   __device__ void operator()(const Strided<2>& s, const Index* off) const {
     Dst& d = ref<Dst>(s, 0, off[0]);
     switch (src) {
-#define TL_COPY_CASE(S)                                                                     \
-  case ScalarType::S:                                                                       \
-    d = convert<Dst>(load<typename DevType<ScalarType::S>::type>(s, 1, off[1]));            \
+#define TL_COPY_CASE(S)                                                          \
+  case ScalarType::S:                                                            \
+    d = convert<Dst>(load<typename DevType<ScalarType::S>::type>(s, 1, off[1])); \
     return;
       TL_COPY_CASE(Bool)
       TL_COPY_CASE(UInt8)
@@ -105,14 +105,22 @@ struct UnaryFn {
     const M x = to_math<M>(load<T>(s, 1, off[1]));
     M y = x;
     switch (op) {
-      case math::UnaryOp::neg: y = math::unary<math::UnaryOp::neg>(x); break;
-      case math::UnaryOp::abs: y = math::unary<math::UnaryOp::abs>(x); break;
-      case math::UnaryOp::relu: y = math::unary<math::UnaryOp::relu>(x); break;
+      case math::UnaryOp::neg:
+        y = math::unary<math::UnaryOp::neg>(x);
+        break;
+      case math::UnaryOp::abs:
+        y = math::unary<math::UnaryOp::abs>(x);
+        break;
+      case math::UnaryOp::relu:
+        y = math::unary<math::UnaryOp::relu>(x);
+        break;
       default:
         if constexpr (std::is_floating_point_v<M>) {
           switch (op) {
-#define TL_UNARY_CASE(NAME) \
-  case math::UnaryOp::NAME: y = math::unary<math::UnaryOp::NAME>(x); break;
+#define TL_UNARY_CASE(NAME)                  \
+  case math::UnaryOp::NAME:                  \
+    y = math::unary<math::UnaryOp::NAME>(x); \
+    break;
             TL_UNARY_CASE(exp)
             TL_UNARY_CASE(log)
             TL_UNARY_CASE(sqrt)
@@ -124,7 +132,8 @@ struct UnaryFn {
             TL_UNARY_CASE(gelu)
             TL_UNARY_CASE(reciprocal)
 #undef TL_UNARY_CASE
-            default: break;
+            default:
+              break;
           }
         }
     }
@@ -145,8 +154,10 @@ struct BinaryFn {
     if (math::is_comparison(op)) {
       bool r = false;
       switch (op) {
-#define TL_COMPARE_CASE(NAME) \
-  case BinaryOp::NAME: r = math::compare<BinaryOp::NAME>(x, y); break;
+#define TL_COMPARE_CASE(NAME)                \
+  case BinaryOp::NAME:                       \
+    r = math::compare<BinaryOp::NAME>(x, y); \
+    break;
         TL_COMPARE_CASE(eq)
         TL_COMPARE_CASE(ne)
         TL_COMPARE_CASE(lt)
@@ -154,15 +165,18 @@ struct BinaryFn {
         TL_COMPARE_CASE(gt)
         TL_COMPARE_CASE(ge)
 #undef TL_COMPARE_CASE
-        default: break;
+        default:
+          break;
       }
       ref<bool>(s, 0, off[0]) = r;
       return;
     }
     M r = M(0);
     switch (op) {
-#define TL_ARITH_CASE(NAME) \
-  case BinaryOp::NAME: r = math::binary<BinaryOp::NAME>(x, y, alpha); break;
+#define TL_ARITH_CASE(NAME)                        \
+  case BinaryOp::NAME:                             \
+    r = math::binary<BinaryOp::NAME>(x, y, alpha); \
+    break;
       TL_ARITH_CASE(add)
       TL_ARITH_CASE(sub)
       TL_ARITH_CASE(mul)
@@ -171,7 +185,8 @@ struct BinaryFn {
       TL_ARITH_CASE(gelu_backward)
       TL_ARITH_CASE(relu_backward)
 #undef TL_ARITH_CASE
-      default: break;
+      default:
+        break;
     }
     ref<T>(s, 0, off[0]) = convert<T>(r);
   }
@@ -217,7 +232,8 @@ cudaError_t launch_copy(const Strided<2>& s, ScalarType dst, ScalarType src, cud
 
 cudaError_t launch_fill(const Strided<1>& s, ScalarType dtype, Number value, cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
-  dispatch_all(dtype, [&]<typename T>() { err = launch_strided(s, stream, FillFn<T>{value_as<T>(value)}); });
+  dispatch_all(
+      dtype, [&]<typename T>() { err = launch_strided(s, stream, FillFn<T>{value_as<T>(value)}); });
   return err;
 }
 
@@ -243,13 +259,13 @@ cudaError_t launch_where(const Strided<4>& s, ScalarType dtype, cudaStream_t str
   return err;
 }
 
-cudaError_t launch_clamp(const Strided<2>& s, ScalarType dtype, bool has_lo, Number lo,
-                         bool has_hi, Number hi, cudaStream_t stream) {
+cudaError_t launch_clamp(const Strided<2>& s, ScalarType dtype, bool has_lo, Number lo, bool has_hi,
+                         Number hi, cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
   dispatch_all(dtype, [&]<typename T>() {
     using M = dev_opmath_t<T>;
-    err = launch_strided(s, stream,
-                         ClampFn<T>{has_lo, has_hi, math_value<M>(lo), math_value<M>(hi)});
+    err =
+        launch_strided(s, stream, ClampFn<T>{has_lo, has_hi, math_value<M>(lo), math_value<M>(hi)});
   });
   return err;
 }

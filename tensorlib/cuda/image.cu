@@ -12,7 +12,8 @@ __global__ void __launch_bounds__(kBlock) im2col_kernel(const T* img, T* cols, W
   const int64_t positions = w.out_h * w.out_w;
   const int64_t total = w.batch * w.channels * w.kh * w.kw * positions;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += step) {
     // i = ((n * C + c) * kh * kw + ki * kw + kj) * positions + oh * out_w + ow
     const int64_t pos = i % positions;
     int64_t rest = i / positions;
@@ -33,7 +34,8 @@ __global__ void __launch_bounds__(kBlock) col2im_kernel(const T* cols, T* img, W
   const int64_t positions = w.out_h * w.out_w;
   const int64_t total = w.batch * w.channels * w.height * w.width;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += step) {
     const int64_t x = i % w.width;
     const int64_t h = (i / w.width) % w.height;
     const int64_t plane = i / (w.width * w.height);
@@ -55,9 +57,12 @@ __global__ void __launch_bounds__(kBlock) col2im_kernel(const T* cols, T* img, W
 template <typename F>
 cudaError_t dispatch_float(ScalarType dtype, F&& f) {
   switch (dtype) {
-    case ScalarType::Float32: return f.template operator()<float>();
-    case ScalarType::Float64: return f.template operator()<double>();
-    default: return cudaErrorInvalidValue;
+    case ScalarType::Float32:
+      return f.template operator()<float>();
+    case ScalarType::Float64:
+      return f.template operator()<double>();
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 

@@ -64,8 +64,8 @@ struct AlongDimFn {
   int64_t dim_stride, dim_size;
   template <typename Index>
   __device__ void operator()(const Strided<3>& s, const Index* off) const {
-    const int64_t i = checked_index(load<int64_t>(s, 0, off[0]), dim_size,
-                                    kScatter ? "scatter_add_" : "gather");
+    const int64_t i =
+        checked_index(load<int64_t>(s, 0, off[0]), dim_size, kScatter ? "scatter_add_" : "gather");
     T* self = reinterpret_cast<T*>(s.data[1]) + static_cast<int64_t>(off[1]) + i * dim_stride;
     if constexpr (kScatter) {
       atomic_add(self, load<T>(s, 2, off[2]));

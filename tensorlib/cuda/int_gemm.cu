@@ -10,7 +10,7 @@ namespace {
 constexpr int kTile = 16;
 
 template <typename T>
-__global__ void __launch_bounds__(kTile * kTile) int_gemm_kernel(IntGemm g) {
+__global__ void __launch_bounds__(kTile* kTile) int_gemm_kernel(IntGemm g) {
   __shared__ uint64_t as[kTile][kTile + 1];
   __shared__ uint64_t bs[kTile][kTile + 1];
   const T* a = static_cast<const T*>(g.a);
@@ -47,22 +47,35 @@ __global__ void __launch_bounds__(kTile * kTile) int_gemm_kernel(IntGemm g) {
   }
 }
 
-unsigned grid_dim(int64_t n, int64_t cap) { return static_cast<unsigned>(n < cap ? n : cap); }
+unsigned grid_dim(int64_t n, int64_t cap) {
+  return static_cast<unsigned>(n < cap ? n : cap);
+}
 
 }  // namespace
 
 cudaError_t launch_int_gemm(const IntGemm& g, ScalarType dtype, cudaStream_t stream) {
   if (g.m == 0 || g.n == 0 || g.batches == 0) return cudaSuccess;
   const dim3 block(kTile, kTile);
-  const dim3 grid(grid_dim((g.n + kTile - 1) / kTile, 65535), grid_dim((g.m + kTile - 1) / kTile, 65535),
-                  grid_dim(g.batches, 65535));
+  const dim3 grid(grid_dim((g.n + kTile - 1) / kTile, 65535),
+                  grid_dim((g.m + kTile - 1) / kTile, 65535), grid_dim(g.batches, 65535));
   switch (dtype) {
-    case ScalarType::UInt8: int_gemm_kernel<uint8_t><<<grid, block, 0, stream>>>(g); break;
-    case ScalarType::Int8: int_gemm_kernel<int8_t><<<grid, block, 0, stream>>>(g); break;
-    case ScalarType::Int16: int_gemm_kernel<int16_t><<<grid, block, 0, stream>>>(g); break;
-    case ScalarType::Int32: int_gemm_kernel<int32_t><<<grid, block, 0, stream>>>(g); break;
-    case ScalarType::Int64: int_gemm_kernel<int64_t><<<grid, block, 0, stream>>>(g); break;
-    default: return cudaErrorInvalidValue;
+    case ScalarType::UInt8:
+      int_gemm_kernel<uint8_t><<<grid, block, 0, stream>>>(g);
+      break;
+    case ScalarType::Int8:
+      int_gemm_kernel<int8_t><<<grid, block, 0, stream>>>(g);
+      break;
+    case ScalarType::Int16:
+      int_gemm_kernel<int16_t><<<grid, block, 0, stream>>>(g);
+      break;
+    case ScalarType::Int32:
+      int_gemm_kernel<int32_t><<<grid, block, 0, stream>>>(g);
+      break;
+    case ScalarType::Int64:
+      int_gemm_kernel<int64_t><<<grid, block, 0, stream>>>(g);
+      break;
+    default:
+      return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }

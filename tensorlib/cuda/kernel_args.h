@@ -43,8 +43,8 @@ cudaError_t launch_binary(math::BinaryOp op, const Strided<3>& s, ScalarType dty
                           cudaStream_t stream);
 /// Operands (out, cond, a, b).
 cudaError_t launch_where(const Strided<4>& s, ScalarType dtype, cudaStream_t stream);
-cudaError_t launch_clamp(const Strided<2>& s, ScalarType dtype, bool has_lo, Number lo,
-                         bool has_hi, Number hi, cudaStream_t stream);
+cudaError_t launch_clamp(const Strided<2>& s, ScalarType dtype, bool has_lo, Number lo, bool has_hi,
+                         Number hi, cudaStream_t stream);
 /// Operands (self, mask).
 cudaError_t launch_masked_fill(const Strided<2>& s, ScalarType dtype, Number value,
                                cudaStream_t stream);
@@ -90,8 +90,7 @@ inline constexpr int64_t kMaxSplitBlocks = 2048;
 /// Into how many chunks each row is split (1: one pass, a warp or block per row). A function
 /// of the shape only, so results do not depend on the GPU.
 inline int64_t reduce_chunks(int64_t n_rows, int64_t row_len) {
-  if (n_rows <= 0 || row_len < 2 * kSplitChunk || n_rows > kMaxSplitBlocks / 2)
-    return 1;
+  if (n_rows <= 0 || row_len < 2 * kSplitChunk || n_rows > kMaxSplitBlocks / 2) return 1;
   const int64_t by_len = row_len / kSplitChunk;  // >= 2
   const int64_t by_blocks = kMaxSplitBlocks / n_rows;
   return by_len < by_blocks ? by_len : by_blocks;

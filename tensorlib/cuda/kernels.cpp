@@ -27,7 +27,8 @@ using kernels::RowOp;
 RowOp row_op(tl::detail::ReduceOp op) {
   return static_cast<RowOp>(static_cast<uint8_t>(op));  // same order (static_asserts below)
 }
-static_assert(static_cast<int>(RowOp::logsumexp) == static_cast<int>(tl::detail::ReduceOp::logsumexp));
+static_assert(static_cast<int>(RowOp::logsumexp) ==
+              static_cast<int>(tl::detail::ReduceOp::logsumexp));
 static_assert(static_cast<int>(RowOp::argmin) == static_cast<int>(tl::detail::ReduceOp::argmin));
 static_assert(static_cast<int>(kernels::RandomKind::integer) ==
               static_cast<int>(tl::detail::RandomDist::integer));
@@ -35,8 +36,8 @@ static_assert(static_cast<int>(kernels::RandomKind::normal) ==
               static_cast<int>(tl::detail::RandomDist::normal));
 
 kernels::Window window_of(const tl::detail::Window2d& w) {
-  return {w.batch, w.channels, w.height, w.width, w.kh, w.kw, w.sh, w.sw,
-          w.ph,    w.pw,       w.dh,     w.dw,    w.out_h, w.out_w};
+  return {w.batch, w.channels, w.height, w.width, w.kh, w.kw,    w.sh,
+          w.sw,    w.ph,       w.pw,     w.dh,    w.dw, w.out_h, w.out_w};
 }
 
 class Kernels final : public tl::detail::Kernels {
@@ -64,8 +65,8 @@ class Kernels final : public tl::detail::Kernels {
   void where(const Tensor& out, const Tensor& cond, const Tensor& a,
              const Tensor& b) const override {
     Launch l("where", out.device());
-    l.check(kernels::launch_where(make_strided<4>(out.sizes(), {&out, &cond, &a, &b}),
-                                  out.dtype(), l.stream()));
+    l.check(kernels::launch_where(make_strided<4>(out.sizes(), {&out, &cond, &a, &b}), out.dtype(),
+                                  l.stream()));
   }
 
   void clamp(const Tensor& out, const Tensor& in, const std::optional<Scalar>& lo,
@@ -79,8 +80,8 @@ class Kernels final : public tl::detail::Kernels {
 
   void masked_fill(const Tensor& self, const Tensor& mask, const Scalar& value) const override {
     Launch l("masked_fill_", self.device());
-    l.check(kernels::launch_masked_fill(make_strided<2>(self.sizes(), {&self, &mask}),
-                                        self.dtype(), number_of(value), l.stream()));
+    l.check(kernels::launch_masked_fill(make_strided<2>(self.sizes(), {&self, &mask}), self.dtype(),
+                                        number_of(value), l.stream()));
   }
 
   // A gather with the index expanded along the other dims.
@@ -112,8 +113,8 @@ class Kernels final : public tl::detail::Kernels {
     self_strides[dim] = 0;
     const auto s = make_strided<3>(index.sizes(), {&index, &self, &src},
                                    {nullptr, self_strides.data(), src.strides().data()});
-    l.check(kernels::launch_scatter_add(s, self.dtype(), self.stride(dim), self.size(dim),
-                                        l.stream()));
+    l.check(
+        kernels::launch_scatter_add(s, self.dtype(), self.stride(dim), self.size(dim), l.stream()));
   }
 
   Tensor flat_nonzero(const Tensor& flags) const override {
@@ -124,21 +125,23 @@ class Kernels final : public tl::detail::Kernels {
     Launch l("nonzero", flags.device());
     Tensor positions = empty({n}, i64), count = empty({}, i64);
     size_t temp_bytes = 0;
-    l.check(kernels::launch_select_flagged(nullptr, &temp_bytes, flags.data_ptr<bool>(), n,
-                                           nullptr, nullptr, l.stream()));
+    l.check(kernels::launch_select_flagged(nullptr, &temp_bytes, flags.data_ptr<bool>(), n, nullptr,
+                                           nullptr, l.stream()));
     Tensor temp = empty({static_cast<int64_t>(std::max<size_t>(temp_bytes, 1))},
                         TensorOptions(kUInt8).device(flags.device()));
-    l.check(kernels::launch_select_flagged(temp.data_ptr(), &temp_bytes, flags.data_ptr<bool>(),
-                                           n, positions.data_ptr<int64_t>(),
-                                           count.data_ptr<int64_t>(), l.stream()));
+    l.check(kernels::launch_select_flagged(temp.data_ptr(), &temp_bytes, flags.data_ptr<bool>(), n,
+                                           positions.data_ptr<int64_t>(), count.data_ptr<int64_t>(),
+                                           l.stream()));
     int64_t k = 0;
     read_data_dependent(&k, count.data_ptr(), sizeof k, flags.device().resolved().index());
     return positions.slice(0, 0, k).clone();  // exact size: the n-element buffer is released
   }
 
   void unravel(const Tensor& out, const Tensor& flat, IntArrayRef sizes) const override {
-    TL_CHECK(static_cast<int64_t>(sizes.size()) <= kernels::kMaxDims, "nonzero: CUDA tensors with "
-             "more than ", kernels::kMaxDims, " dims are not supported, got ", sizes.size());
+    TL_CHECK(static_cast<int64_t>(sizes.size()) <= kernels::kMaxDims,
+             "nonzero: CUDA tensors with "
+             "more than ",
+             kernels::kMaxDims, " dims are not supported, got ", sizes.size());
     Launch l("nonzero", out.device());
     l.check(kernels::launch_unravel(flat.data_ptr<int64_t>(), flat.numel(), sizes.data(),
                                     static_cast<int>(sizes.size()), out.data_ptr<int64_t>(),
@@ -168,10 +171,9 @@ class Kernels final : public tl::detail::Kernels {
     // A split reduction's partials (Note [Split full reductions] in reduce.cu): at most
     // kMaxSplitBlocks * kPartialBytes = 64 KiB from the caching allocator.
     const int64_t chunks = kernels::reduce_chunks(n_rows, row_len);
-    const Tensor partials =
-        chunks > 1 ? empty({n_rows * chunks * kernels::kPartialBytes},
-                           TensorOptions(kUInt8).device(out.device()))
-                   : Tensor();
+    const Tensor partials = chunks > 1 ? empty({n_rows * chunks * kernels::kPartialBytes},
+                                               TensorOptions(kUInt8).device(out.device()))
+                                       : Tensor();
     l.check(kernels::launch_reduce_rows(
         row_op(op), rows.data_ptr(), rows.dtype(), out.data_ptr(), out.dtype(),
         indices.defined() ? static_cast<int64_t*>(indices.data_ptr()) : nullptr, n_rows, row_len,
@@ -190,10 +192,13 @@ class Kernels final : public tl::detail::Kernels {
     TL_INTERNAL_ASSERT(out.is_contiguous());
     Launch l("random", out.device());
     const ScalarType dt = out.dtype();
-    const kernels::RandomArgs args{static_cast<kernels::RandomKind>(f.dist),
-                                   random::uniform_bits_for(static_cast<int>(element_size(dt)),
-                                                            dt == kBFloat16),
-                                   f.seed, f.offset, f.low, f.range};
+    const kernels::RandomArgs args{
+        static_cast<kernels::RandomKind>(f.dist),
+        random::uniform_bits_for(static_cast<int>(element_size(dt)), dt == kBFloat16),
+        f.seed,
+        f.offset,
+        f.low,
+        f.range};
     l.check(kernels::launch_random(out.data_ptr(), dt, out.numel(), args, l.stream()));
   }
 
@@ -213,8 +218,8 @@ const tl::detail::Kernels* op_kernels() {
 // Device-to-device copy of any strides and dtypes on the destination's device (copy.cpp).
 void copy_on_device(const Tensor& dst, const Tensor& src) {
   Launch l("copy_", dst.device());
-  l.check(kernels::launch_copy(make_strided<2>(dst.sizes(), {&dst, &src}), dst.dtype(),
-                               src.dtype(), l.stream()));
+  l.check(kernels::launch_copy(make_strided<2>(dst.sizes(), {&dst, &src}), dst.dtype(), src.dtype(),
+                               l.stream()));
 }
 
 void fill_on_device(const Tensor& t, const Scalar& value) {

@@ -21,7 +21,8 @@ __global__ void __launch_bounds__(kBlock) random_kernel(T* out, int64_t n, Rando
     const int64_t first = c * per;
     if (a.dist == RandomKind::integer) {
       for (int k = 0; k < 2 && first + k < n; ++k)
-        out[first + k] = convert<T>(random::uniform_int(r.w[2 * k], r.w[2 * k + 1], a.low, a.range));
+        out[first + k] =
+            convert<T>(random::uniform_int(r.w[2 * k], r.w[2 * k + 1], a.low, a.range));
       continue;
     }
     M z[4];

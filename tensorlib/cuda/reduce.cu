@@ -7,8 +7,8 @@
 // combine with warp shuffles (and shared memory across warps), and thread 0 writes. As
 // PyTorch's CUDA reductions, floating inputs accumulate in opmath (float for float32 and the
 // 16-bit floats, double for float64); integers in 64-bit arithmetic that wraps. var/std and
-// logsumexp read their row (or chunk) twice, mean or maximum first. max/min and argmax/argmin keep the
-// first position on ties and propagate NaN (its first position), as the CPU kernels do.
+// logsumexp read their row (or chunk) twice, mean or maximum first. max/min and argmax/argmin keep
+// the first position on ties and propagate NaN (its first position), as the CPU kernels do.
 #include <cfloat>
 #include <cmath>
 
@@ -160,8 +160,10 @@ __device__ void reduce_row(const RowArgs<T>& a, int64_t row, int64_t lo, int64_t
     case RowOp::prod: {
       const bool prod = a.op == RowOp::prod;
       Acc acc = prod ? Acc(1) : Acc(0);
-      for (int64_t i = lo + tid; i < hi; i += Threads) acc = prod ? acc * as_acc(p[i]) : acc + as_acc(p[i]);
-      acc = row_combine<Threads>(acc, [prod](Acc x, Acc y) { return prod ? x * y : x + y; }, scratch);
+      for (int64_t i = lo + tid; i < hi; i += Threads)
+        acc = prod ? acc * as_acc(p[i]) : acc + as_acc(p[i]);
+      acc = row_combine<Threads>(
+          acc, [prod](Acc x, Acc y) { return prod ? x * y : x + y; }, scratch);
       if (tid != 0) return;
       if (partial != nullptr) {
         *reinterpret_cast<Acc*>(partial) = acc;
@@ -192,7 +194,8 @@ __device__ void reduce_row(const RowArgs<T>& a, int64_t row, int64_t lo, int64_t
           const M d = to_math<M>(p[i]) - shift;
           second += lse ? math::exp_(d) : d * d;
         }
-        second = row_combine<Threads>(second, [](M x, M y) { return x + y; }, scratch);
+        second = row_combine<Threads>(
+            second, [](M x, M y) { return x + y; }, scratch);
         if (tid != 0) return;
         if (partial != nullptr) {
           *reinterpret_cast<math::RowMoments<M>*>(partial) = {first, second, hi - lo};
@@ -215,7 +218,8 @@ __device__ void reduce_row(const RowArgs<T>& a, int64_t row, int64_t lo, int64_t
       // Combine field by field (shuffles move scalars).
 #pragma unroll
       for (int d = kWarp / 2; d > 0; d /= 2) {
-        Pos<M> o{shfl_down(best.v, d), shfl_down(best.at, d), static_cast<bool>(shfl_down(int(best.nan), d))};
+        Pos<M> o{shfl_down(best.v, d), shfl_down(best.at, d),
+                 static_cast<bool>(shfl_down(int(best.nan), d))};
         best = pick(is_max, best, o);
       }
       if constexpr (Threads > kWarp) {
@@ -339,8 +343,8 @@ cudaError_t launch_rows(const RowArgs<T>& a, cudaStream_t stream) {
 
 // One warp per (outer, inner) column of a [outer, len, inner] buffer: max, sum of exp, write.
 template <typename T>
-__global__ void __launch_bounds__(256) softmax_kernel(const T* in, T* out, int64_t outer,
-                                                      int64_t len, int64_t inner, bool log) {
+__global__ void __launch_bounds__(256)
+    softmax_kernel(const T* in, T* out, int64_t outer, int64_t len, int64_t inner, bool log) {
   using M = dev_opmath_t<T>;
   const int lane = threadIdx.x % kWarp;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / kWarp);
@@ -375,8 +379,11 @@ cudaError_t launch_reduce_rows(RowOp op, const void* in, ScalarType in_dtype, vo
   if (chunks > 1 && partials == nullptr) return cudaErrorInvalidValue;
   cudaError_t err = cudaSuccess;
   dispatch_all(in_dtype, [&]<typename T>() {
-    RowArgs<T> a{op,     static_cast<const T*>(in), out, indices, n_rows, row_len, correction,
-                 static_cast<unsigned char*>(partials), chunks};
+    RowArgs<T> a{op,         static_cast<const T*>(in),
+                 out,        indices,
+                 n_rows,     row_len,
+                 correction, static_cast<unsigned char*>(partials),
+                 chunks};
     // Output types: the input's, or int64 (integer sums and products, arg reductions).
     if (out_dtype == ScalarType::Int64 && in_dtype != ScalarType::Int64) {
       err = launch_rows<T, int64_t>(a, stream);

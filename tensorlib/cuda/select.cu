@@ -2,16 +2,16 @@
 // DeviceSelect over a counting iterator: one pass writes the positions and their count) and
 // their conversion to multi-dim indices. nonzero and masked_select (cpu/indexing.cpp) read the
 // count back on the host, the sync point PyTorch's nonzero has too.
-#include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
+#include <cub/device/device_select.cuh>
 
 #include "tensorlib/cuda/device_util.cuh"
 
 namespace tl::cuda::kernels {
 namespace {
 
-__global__ void __launch_bounds__(kBlock) unravel_kernel(const int64_t* flat, int64_t n,
-                                                         Strided<1> shape, int64_t* out) {
+__global__ void __launch_bounds__(kBlock)
+    unravel_kernel(const int64_t* flat, int64_t n, Strided<1> shape, int64_t* out) {
   const int nd = shape.ndim;
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
@@ -27,8 +27,8 @@ __global__ void __launch_bounds__(kBlock) unravel_kernel(const int64_t* flat, in
 
 cudaError_t launch_select_flagged(void* temp, size_t* temp_bytes, const bool* flags, int64_t n,
                                   int64_t* out, int64_t* count, cudaStream_t stream) {
-  return cub::DeviceSelect::Flagged(temp, *temp_bytes, thrust::counting_iterator<int64_t>(0),
-                                    flags, out, count, n, stream);
+  return cub::DeviceSelect::Flagged(temp, *temp_bytes, thrust::counting_iterator<int64_t>(0), flags,
+                                    out, count, n, stream);
 }
 
 cudaError_t launch_unravel(const int64_t* flat, int64_t n, const int64_t* sizes, int nd,

@@ -57,6 +57,8 @@ Example TensorDataset::get_batch(IntArrayRef indices) const {
   return {data_.index_select(0, idx), targets_.index_select(0, idx)};
 }
 
-void announce_input(const Tensor& t) { set_memory_category(t, MemoryCategory::input); }
+void announce_input(const Tensor& t) {
+  set_memory_category(t, MemoryCategory::input);
+}
 
 }  // namespace tl::data

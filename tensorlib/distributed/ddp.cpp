@@ -20,7 +20,7 @@ struct Reducer {
     Tensor buffer;               // flat; tagged comm_buffer
     std::vector<size_t> params;  // indices into Reducer::params
     std::vector<int64_t> offsets;
-    size_t pending = 0;          // gradients still to arrive in this iteration
+    size_t pending = 0;  // gradients still to arrive in this iteration
   };
 
   std::shared_ptr<distributed::ProcessGroup> group;
@@ -151,12 +151,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
                                                  DistributedDataParallelOptions options)
     : module_(std::move(module)), options_(std::move(options)) {
   TL_CHECK(module_, "DistributedDataParallel: the module is null");
-  TL_CHECK(options_.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got ",
-           options_.bucket_cap_mb);
+  TL_CHECK(options_.bucket_cap_mb > 0,
+           "DistributedDataParallel: bucket_cap_mb must be positive, got ", options_.bucket_cap_mb);
   register_module("module", module_);
   reducer_ = std::make_shared<detail::Reducer>();
-  reducer_->group = options_.process_group ? options_.process_group
-                                           : distributed::default_group_ptr();
+  reducer_->group =
+      options_.process_group ? options_.process_group : distributed::default_group_ptr();
   // Every replica starts from rank 0's parameters and buffers.
   for (auto& [name, p] : module_->named_parameters()) reducer_->group->broadcast(p, 0);
   for (auto& [name, b] : module_->named_buffers()) reducer_->group->broadcast(b, 0);
@@ -193,7 +193,9 @@ DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp)
   reducer_->sync = false;
 }
 
-DistributedDataParallel::NoSync::~NoSync() { reducer_->sync = previous_; }
+DistributedDataParallel::NoSync::~NoSync() {
+  reducer_->sync = previous_;
+}
 
 std::vector<std::vector<size_t>> DistributedDataParallel::bucket_indices() const {
   std::vector<std::vector<size_t>> out;

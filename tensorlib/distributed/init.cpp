@@ -68,10 +68,10 @@ bool is_backend_available(std::string_view backend) {
 
 void init_process_group(std::string_view backend) {
   std::lock_guard lock(g_mutex);
-  TL_CHECK(!g_default, "init_process_group: the default process group is already initialised ",
-           "(", g_default->backend(), ", rank ", g_default->rank(), " of ", g_default->size(), ")");
-  TL_CHECK(backend == "mpi" || backend == "nccl", "init_process_group: unknown backend '",
-           backend, "' (mpi or nccl)");
+  TL_CHECK(!g_default, "init_process_group: the default process group is already initialised ", "(",
+           g_default->backend(), ", rank ", g_default->rank(), " of ", g_default->size(), ")");
+  TL_CHECK(backend == "mpi" || backend == "nccl", "init_process_group: unknown backend '", backend,
+           "' (mpi or nccl)");
   TL_CHECK(is_backend_available(backend), "init_process_group: the ", backend,
            " backend is not built into this tensorlib (NCCL and the CUDA backend were not found "
            "when it was configured)");
@@ -81,12 +81,13 @@ void init_process_group(std::string_view backend) {
   detail::mpi_check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "init_process_group: MPI_Comm_rank");
   detail::mpi_check(MPI_Comm_size(MPI_COMM_WORLD, &size), "init_process_group: MPI_Comm_size");
   TL_CHECK(!env.rank || (*env.rank == rank && *env.world_size == size),
-           "init_process_group: the environment (", env.source, ") says rank ", *env.rank,
-           " of ", *env.world_size, " but MPI's world has this process as rank ", rank, " of ",
-           size, ": start the processes with mpirun -np ", *env.world_size,
+           "init_process_group: the environment (", env.source, ") says rank ", *env.rank, " of ",
+           *env.world_size, " but MPI's world has this process as rank ", rank, " of ", size,
+           ": start the processes with mpirun -np ", *env.world_size,
            " (tensorlib's process groups run on MPI)");
-  g_default = backend == "mpi" ? detail::make_mpi_group(MPI_COMM_WORLD, 0)
-                               : detail::make_nccl_group(MPI_COMM_WORLD, 0, env.local_rank.value_or(0));
+  g_default = backend == "mpi"
+                  ? detail::make_mpi_group(MPI_COMM_WORLD, 0)
+                  : detail::make_nccl_group(MPI_COMM_WORLD, 0, env.local_rank.value_or(0));
 }
 
 bool is_initialized() {
@@ -96,14 +97,21 @@ bool is_initialized() {
 
 std::shared_ptr<ProcessGroup> default_group_ptr() {
   std::lock_guard lock(g_mutex);
-  TL_CHECK(g_default, "tl::distributed: the default process group is not initialised; call "
-                      "init_process_group() first");
+  TL_CHECK(g_default,
+           "tl::distributed: the default process group is not initialised; call "
+           "init_process_group() first");
   return g_default;
 }
 
-ProcessGroup& default_group() { return *default_group_ptr(); }
-int get_rank() { return default_group().rank(); }
-int get_world_size() { return default_group().size(); }
+ProcessGroup& default_group() {
+  return *default_group_ptr();
+}
+int get_rank() {
+  return default_group().rank();
+}
+int get_world_size() {
+  return default_group().size();
+}
 
 void destroy_process_group() {
   std::lock_guard lock(g_mutex);
@@ -111,14 +119,20 @@ void destroy_process_group() {
   detail::finalize_mpi_if_ours();
 }
 
-void all_reduce(const Tensor& tensor, ReduceOp op) { default_group().all_reduce(tensor, op); }
-void broadcast(const Tensor& tensor, int src) { default_group().broadcast(tensor, src); }
+void all_reduce(const Tensor& tensor, ReduceOp op) {
+  default_group().all_reduce(tensor, op);
+}
+void broadcast(const Tensor& tensor, int src) {
+  default_group().broadcast(tensor, src);
+}
 void all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
   default_group().all_gather(outputs, input);
 }
 void reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) {
   default_group().reduce_scatter(output, inputs, op);
 }
-void barrier() { default_group().barrier(); }
+void barrier() {
+  default_group().barrier();
+}
 
 }  // namespace tl::distributed

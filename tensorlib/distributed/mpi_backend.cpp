@@ -19,14 +19,22 @@ void mpi_check(int err, std::string_view what) {
 
 MPI_Datatype mpi_type(ScalarType dtype, std::string_view op) {
   switch (dtype) {
-    case ScalarType::UInt8: return MPI_UINT8_T;
-    case ScalarType::Int8: return MPI_INT8_T;
-    case ScalarType::Int16: return MPI_INT16_T;
-    case ScalarType::Int32: return MPI_INT32_T;
-    case ScalarType::Int64: return MPI_INT64_T;
-    case ScalarType::Float32: return MPI_FLOAT;
-    case ScalarType::Float64: return MPI_DOUBLE;
-    default: break;
+    case ScalarType::UInt8:
+      return MPI_UINT8_T;
+    case ScalarType::Int8:
+      return MPI_INT8_T;
+    case ScalarType::Int16:
+      return MPI_INT16_T;
+    case ScalarType::Int32:
+      return MPI_INT32_T;
+    case ScalarType::Int64:
+      return MPI_INT64_T;
+    case ScalarType::Float32:
+      return MPI_FLOAT;
+    case ScalarType::Float64:
+      return MPI_DOUBLE;
+    default:
+      break;
   }
   TL_CHECK(false, op, ": the mpi backend has no ", dtype,
            " (it takes float32, float64 and the integer dtypes)");
@@ -51,10 +59,13 @@ void finalize_at_exit() {
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::max: return MPI_MAX;
-    case ReduceOp::min: return MPI_MIN;
+    case ReduceOp::max:
+      return MPI_MAX;
+    case ReduceOp::min:
+      return MPI_MIN;
     case ReduceOp::sum:
-    case ReduceOp::avg: break;
+    case ReduceOp::avg:
+      break;
   }
   return MPI_SUM;  // avg: the sum, divided afterwards
 }
@@ -124,8 +135,9 @@ void ensure_mpi() {
   int initialised = 0, finalized = 0;
   MPI_Initialized(&initialised);
   MPI_Finalized(&finalized);
-  TL_CHECK(!finalized, "init_process_group: MPI was finalized in this process and cannot start "
-                       "again (destroy_process_group ends it)");
+  TL_CHECK(!finalized,
+           "init_process_group: MPI was finalized in this process and cannot start "
+           "again (destroy_process_group ends it)");
   if (initialised) return;
   int provided = 0;
   mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided),
@@ -170,8 +182,7 @@ void mpi_agree(MPI_Comm comm, const int64_t (&sig)[4], std::string_view what) {
            sig[0] == 1 ? "source ranks (" : "reductions (",
            sig[0] == 1 ? std::to_string(lo[3]) : std::string(reduce_op_name(ReduceOp(lo[3]))),
            " and ",
-           sig[0] == 1 ? std::to_string(hi[3]) : std::string(reduce_op_name(ReduceOp(hi[3]))),
-           ")");
+           sig[0] == 1 ? std::to_string(hi[3]) : std::string(reduce_op_name(ReduceOp(hi[3]))), ")");
 }
 
 std::shared_ptr<ProcessGroup> make_mpi_group(MPI_Comm comm, uint64_t id) {

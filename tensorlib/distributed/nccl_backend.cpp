@@ -21,15 +21,24 @@ void nccl_check(ncclResult_t r, std::string_view what) {
 
 ncclDataType_t nccl_type(ScalarType dtype, std::string_view op) {
   switch (dtype) {
-    case ScalarType::UInt8: return ncclUint8;
-    case ScalarType::Int8: return ncclInt8;
-    case ScalarType::Int32: return ncclInt32;
-    case ScalarType::Int64: return ncclInt64;
-    case ScalarType::Float16: return ncclFloat16;
-    case ScalarType::BFloat16: return ncclBfloat16;
-    case ScalarType::Float32: return ncclFloat32;
-    case ScalarType::Float64: return ncclFloat64;
-    default: break;
+    case ScalarType::UInt8:
+      return ncclUint8;
+    case ScalarType::Int8:
+      return ncclInt8;
+    case ScalarType::Int32:
+      return ncclInt32;
+    case ScalarType::Int64:
+      return ncclInt64;
+    case ScalarType::Float16:
+      return ncclFloat16;
+    case ScalarType::BFloat16:
+      return ncclBfloat16;
+    case ScalarType::Float32:
+      return ncclFloat32;
+    case ScalarType::Float64:
+      return ncclFloat64;
+    default:
+      break;
   }
   TL_CHECK(false, op, ": the nccl backend has no ", dtype);
   __builtin_unreachable();
@@ -37,10 +46,14 @@ ncclDataType_t nccl_type(ScalarType dtype, std::string_view op) {
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::sum: return ncclSum;
-    case ReduceOp::avg: return ncclAvg;
-    case ReduceOp::max: return ncclMax;
-    case ReduceOp::min: return ncclMin;
+    case ReduceOp::sum:
+      return ncclSum;
+    case ReduceOp::avg:
+      return ncclAvg;
+    case ReduceOp::max:
+      return ncclMax;
+    case ReduceOp::min:
+      return ncclMin;
   }
   return ncclSum;
 }
@@ -53,7 +66,8 @@ class ProcessGroupNCCL final : public ProcessGroup {
     ncclUniqueId unique{};
     if (rank == 0) nccl_check(ncclGetUniqueId(&unique), "init_process_group: ncclGetUniqueId");
     mpi_check(MPI_Bcast(&unique, sizeof unique, MPI_BYTE, 0, mpi_), "init_process_group");
-    nccl_check(ncclCommInitRank(&comm_, size, unique, rank), "init_process_group: ncclCommInitRank");
+    nccl_check(ncclCommInitRank(&comm_, size, unique, rank),
+               "init_process_group: ncclCommInitRank");
   }
   ~ProcessGroupNCCL() override {
     ncclCommDestroy(comm_);
@@ -82,14 +96,15 @@ class ProcessGroupNCCL final : public ProcessGroup {
   }
   void do_reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op) override {
     stream(out);
-    nccl_check(ncclReduceScatter(in.data_ptr(), out.data_ptr(), size_t(out.numel()),
-                                 nccl_type(in.dtype(), "reduce_scatter"), nccl_op(op), comm_,
-                                 stream(in)),
-               "reduce_scatter");
+    nccl_check(
+        ncclReduceScatter(in.data_ptr(), out.data_ptr(), size_t(out.numel()),
+                          nccl_type(in.dtype(), "reduce_scatter"), nccl_op(op), comm_, stream(in)),
+        "reduce_scatter");
   }
   void do_barrier() override {
     // As torch.distributed's NCCL barrier: the device's queued work, then every rank.
-    cuda::current_stream(Device(DeviceType::CUDA, static_cast<Device::Index>(device_))).synchronize();
+    cuda::current_stream(Device(DeviceType::CUDA, static_cast<Device::Index>(device_)))
+        .synchronize();
     mpi_check(MPI_Barrier(mpi_), "barrier");
   }
   std::shared_ptr<ProcessGroup> do_split(int color, int key, uint64_t id) override {
@@ -104,8 +119,8 @@ class ProcessGroupNCCL final : public ProcessGroup {
  private:
   // The tensor's current stream; the tensor must be on this process's device.
   cudaStream_t stream(const Tensor& t) const {
-    TL_CHECK(t.device().index() == device_, "the nccl group of this process runs on cuda:",
-             device_, " but the tensor is on ", t.device());
+    TL_CHECK(t.device().index() == device_, "the nccl group of this process runs on cuda:", device_,
+             " but the tensor is on ", t.device());
     return static_cast<cudaStream_t>(cuda::current_stream(t.device()).native());
   }
 
@@ -116,7 +131,9 @@ class ProcessGroupNCCL final : public ProcessGroup {
 
 }  // namespace
 
-bool nccl_built() { return true; }
+bool nccl_built() {
+  return true;
+}
 
 std::shared_ptr<ProcessGroup> make_nccl_group(MPI_Comm comm, uint64_t id, int local_rank) {
   const int devices = cuda::device_count();
@@ -134,7 +151,9 @@ std::shared_ptr<ProcessGroup> make_nccl_group(MPI_Comm comm, uint64_t id, int lo
 
 namespace tl::distributed::detail {
 
-bool nccl_built() { return false; }
+bool nccl_built() {
+  return false;
+}
 
 std::shared_ptr<ProcessGroup> make_nccl_group(MPI_Comm, uint64_t, int) {
   TL_CHECK(false, "init_process_group: the nccl backend is not built into this tensorlib");

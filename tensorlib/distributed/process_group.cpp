@@ -35,8 +35,8 @@ namespace {
 
 void check_same(const Tensor& t, const Tensor& like, std::string_view op, std::string_view name,
                 std::string_view like_name) {
-  TL_CHECK(t.dtype() == like.dtype(), op, ": ", name, " is ", t.dtype(), " but ", like_name,
-           " is ", like.dtype(), " (the dtypes must match)");
+  TL_CHECK(t.dtype() == like.dtype(), op, ": ", name, " is ", t.dtype(), " but ", like_name, " is ",
+           like.dtype(), " (the dtypes must match)");
   TL_CHECK(t.numel() == like.numel(), op, ": ", name, " has ", t.numel(), " elements (sizes ",
            t.sizes(), ") but ", like_name, " has ", like.numel(), " (sizes ", like.sizes(), ")");
 }
@@ -74,7 +74,7 @@ void ProcessGroup::run(uint8_t op, const Tensor* tensor, uint64_t bytes, F&& bod
   }
   e.kind = ev::Kind::collective;
   e.collective = {static_cast<ev::CollectiveOp>(op), bytes, static_cast<uint32_t>(size_),
-                  static_cast<uint32_t>(rank_), id_, duration};
+                  static_cast<uint32_t>(rank_),      id_,   duration};
   ev::dispatch(e);
 }
 
@@ -92,8 +92,8 @@ void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
 
 void ProcessGroup::broadcast(const Tensor& tensor, int src) {
   check_tensor(tensor, "broadcast", "the tensor");
-  TL_CHECK(src >= 0 && src < size_, "broadcast: source rank ", src, " is not in the group (",
-           size_, " ranks: 0 to ", size_ - 1, ")");
+  TL_CHECK(src >= 0 && src < size_, "broadcast: source rank ", src, " is not in the group (", size_,
+           " ranks: 0 to ", size_ - 1, ")");
   run(uint8_t(ev::CollectiveOp::broadcast), &tensor, tensor.nbytes(), [&] {
     agree({int64_t(ev::CollectiveOp::broadcast), int64_t(tensor.dtype()), tensor.numel(), src},
           "broadcast");
@@ -107,8 +107,8 @@ void ProcessGroup::all_gather_into_tensor(const Tensor& output, const Tensor& in
   check_tensor(output, "all_gather", "the output");
   TL_CHECK(output.dtype() == input.dtype(), "all_gather: the output is ", output.dtype(),
            " but the input is ", input.dtype(), " (the dtypes must match)");
-  TL_CHECK(output.numel() == input.numel() * size_, "all_gather: the output has ",
-           output.numel(), " elements; it must hold ", size_, " x ", input.numel(),
+  TL_CHECK(output.numel() == input.numel() * size_, "all_gather: the output has ", output.numel(),
+           " elements; it must hold ", size_, " x ", input.numel(),
            " (the group's size times the input's)");
   run(uint8_t(ev::CollectiveOp::all_gather), &input, input.nbytes(), [&] {
     agree({int64_t(ev::CollectiveOp::all_gather), int64_t(input.dtype()), input.numel(), 0},
@@ -141,8 +141,8 @@ void ProcessGroup::reduce_scatter_tensor(const Tensor& output, const Tensor& inp
   check_avg(output, op, "reduce_scatter");
   TL_CHECK(output.dtype() == input.dtype(), "reduce_scatter: the output is ", output.dtype(),
            " but the input is ", input.dtype(), " (the dtypes must match)");
-  TL_CHECK(input.numel() == output.numel() * size_, "reduce_scatter: the input has ",
-           input.numel(), " elements; it must hold ", size_, " x ", output.numel(),
+  TL_CHECK(input.numel() == output.numel() * size_, "reduce_scatter: the input has ", input.numel(),
+           " elements; it must hold ", size_, " x ", output.numel(),
            " (the group's size times the output's)");
   run(uint8_t(ev::CollectiveOp::reduce_scatter), &input, input.nbytes(), [&] {
     agree({int64_t(ev::CollectiveOp::reduce_scatter), int64_t(input.dtype()), output.numel(),

@@ -26,7 +26,8 @@ std::string_view reduce_op_name(ReduceOp op);
 // MPI_LOCALRANKID), torchrun's RANK / WORLD_SIZE / LOCAL_RANK, in that order of precedence.
 struct LaunchEnv {
   std::optional<int> rank, world_size, local_rank;
-  std::string source;  // the variables read ("OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE"), "" when none
+  std::string
+      source;  // the variables read ("OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE"), "" when none
 };
 // Reads the environment; a variable that is set but is not a number in range throws tl::Error
 // naming it and its value.
@@ -66,7 +67,8 @@ class ProcessGroup {
                       ReduceOp op = ReduceOp::sum);
   // `output` becomes the reduction of the rank()-th of size() equal slices of every rank's
   // `input` (size() times the output's elements).
-  void reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::sum);
+  void reduce_scatter_tensor(const Tensor& output, const Tensor& input,
+                             ReduceOp op = ReduceOp::sum);
   // Returns when every rank of the group has called it.
   void barrier();
   // The groups of processes that pass the same `color`, ranked by `key` (ties by rank()), as

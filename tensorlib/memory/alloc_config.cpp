@@ -64,8 +64,8 @@ void parse_roundup(std::string_view v, AllocatorConfig& c) {
     TL_CHECK(parse_uint(size, mb) && std::has_single_bit(mb), "TL_ALLOC_CONF: ", key,
              " interval sizes must be powers of two (in MiB) or '>', got '", size, "'");
     size_t index = std::min<size_t>(std::bit_width(mb) - 1, AllocatorConfig::kRoundupIntervals - 1);
-    TL_CHECK(index >= next, "TL_ALLOC_CONF: ", key,
-             " interval sizes must increase, got '", size, "' after a larger one in '", v, "'");
+    TL_CHECK(index >= next, "TL_ALLOC_CONF: ", key, " interval sizes must increase, got '", size,
+             "' after a larger one in '", v, "'");
     // An entry covers its own interval and any earlier one no entry has covered yet.
     for (size_t i = next; i <= index; ++i) c.roundup_power2_divisions[i] = divisions;
     next = index + 1;
@@ -169,8 +169,9 @@ std::string AllocatorConfig::to_string() const {
   if (roundup_power2_divisions != d.roundup_power2_divisions) {
     os << sep << "roundup_power2_divisions:[";
     for (size_t i = 0; i < kRoundupIntervals; ++i)
-      os << (i ? "," : "") << (i + 1 == kRoundupIntervals ? std::string(">") : std::to_string(size_t{1} << i))
-         << ":" << roundup_power2_divisions[i];
+      os << (i ? "," : "")
+         << (i + 1 == kRoundupIntervals ? std::string(">") : std::to_string(size_t{1} << i)) << ":"
+         << roundup_power2_divisions[i];
     os << "]";
     sep = ",";
   }

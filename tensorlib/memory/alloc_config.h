@@ -17,10 +17,10 @@ struct AllocatorConfig {
   // [0, 2 MiB), [2 MiB, 4 MiB), ..., [32 GiB, inf) -- interval i starts at 2^i MiB.
   static constexpr size_t kRoundupIntervals = 16;
 
-  size_t max_split_size = SIZE_MAX;               // bytes; SIZE_MAX = unlimited
-  size_t max_non_split_rounding = size_t{20} << 20;  // bytes
+  size_t max_split_size = SIZE_MAX;                                  // bytes; SIZE_MAX = unlimited
+  size_t max_non_split_rounding = size_t{20} << 20;                  // bytes
   std::array<size_t, kRoundupIntervals> roundup_power2_divisions{};  // 0 or 1 = plain 512 B
-  double garbage_collection_threshold = 0.0;      // 0 = off
+  double garbage_collection_threshold = 0.0;                         // 0 = off
   bool expandable_segments = false;
 
   /// Parses `key:value,...`; throws tl::Error naming the key, the value and what is allowed.

@@ -66,7 +66,7 @@ struct CachingAllocator::Impl {
   DeviceStats stats;
   BlockPool small_pool;
   BlockPool large_pool;
-  std::map<uintptr_t, Segment*> segments;  // owned
+  std::map<uintptr_t, Segment*> segments;                    // owned
   std::map<std::pair<StreamId, bool>, Segment*> expandable;  // (stream, small) -> segment
   std::unordered_set<Block*> allocated;
   std::map<StreamId, std::deque<std::pair<EventId, Block*>>> pending;  // Note [Deferred frees]
@@ -89,7 +89,8 @@ struct CachingAllocator::Impl {
     for (auto& [addr, seg] : segments) {
       if (seg->expandable) {
         for (Block* b = seg->head; b; b = b->next)
-          if (b->mapped) device->unmap(reinterpret_cast<void*>(seg->addr), b->addr - seg->addr, b->size);
+          if (b->mapped)
+            device->unmap(reinterpret_cast<void*>(seg->addr), b->addr - seg->addr, b->size);
         device->release_range(reinterpret_cast<void*>(seg->addr), seg->size);
       } else {
         device->raw_free(reinterpret_cast<void*>(seg->addr), seg->size);
@@ -209,8 +210,10 @@ struct CachingAllocator::Impl {
     if (src == dst->prev) {
       dst->addr = src->addr;
       dst->prev = src->prev;
-      if (dst->prev) dst->prev->next = dst;
-      else dst->segment->head = dst;
+      if (dst->prev)
+        dst->prev->next = dst;
+      else
+        dst->segment->head = dst;
     } else {
       TL_INTERNAL_ASSERT(src == dst->next);
       dst->next = src->next;
@@ -238,8 +241,10 @@ struct CachingAllocator::Impl {
     front->mapped = b->mapped;
     front->prev = b->prev;
     front->next = b;
-    if (b->prev) b->prev->next = front;
-    else b->segment->head = front;
+    if (b->prev)
+      b->prev->next = front;
+    else
+      b->segment->head = front;
     b->prev = front;
     b->addr += size;
     b->size -= size;
@@ -404,7 +409,8 @@ struct CachingAllocator::Impl {
       if (have >= p.size || have + u->size < p.size) continue;
       size_t need = align_up(p.size - have, seg->page);
       if (!fits_fraction(need)) return nullptr;
-      if (!device->map(reinterpret_cast<void*>(seg->addr), u->addr - seg->addr, need)) return nullptr;
+      if (!device->map(reinterpret_cast<void*>(seg->addr), u->addr - seg->addr, need))
+        return nullptr;
       Block* m = need == u->size ? u : insert_before(u, need);
       m->mapped = true;
       bool first = seg->mapped == 0;
@@ -569,8 +575,8 @@ struct CachingAllocator::Impl {
   // the average, until enough is reclaimed or nothing is left. A block's age counts the cache
   // lookups (any pool) since it was cached.
   void garbage_collect() {
-    auto threshold = static_cast<size_t>(config.garbage_collection_threshold *
-                                         static_cast<double>(allowed));
+    auto threshold =
+        static_cast<size_t>(config.garbage_collection_threshold * static_cast<double>(allowed));
     auto now = static_cast<size_t>(reserved());
     if (now <= threshold) return;
     size_t target = now - threshold;
@@ -631,10 +637,10 @@ struct CachingAllocator::Impl {
     p.alloc_size = allocation_size(p.size);
     Block* b = get_free_block(p);  // 2 (3: no free-memory callbacks)
     if (b == nullptr) {
-      if (gc_enabled()) garbage_collect();  // 4
-      b = alloc_segment(p);                 // 5
+      if (gc_enabled()) garbage_collect();                                           // 4
+      b = alloc_segment(p);                                                          // 5
       if (b == nullptr && release_available_cached_blocks(p)) b = alloc_segment(p);  // 6
-      if (b == nullptr) {                                                             // 7
+      if (b == nullptr) {                                                            // 7
         size_t released = release_cached_blocks();
         ++stats.num_alloc_retries;
         emit_decision(ev::Kind::alloc_retry, nbytes, stream, released);
@@ -673,7 +679,7 @@ struct CachingAllocator::Impl {
       bs.address = b->addr;
       bs.size = b->size;
       bs.requested_size = b->requested_size;
-      bs.state = b->allocated          ? BlockState::active_allocated
+      bs.state = b->allocated         ? BlockState::active_allocated
                  : b->event_count > 0 ? BlockState::active_pending_free
                                       : BlockState::inactive;
       return bs;
@@ -706,14 +712,17 @@ struct CachingAllocator::Impl {
   }
 };
 
-CachingAllocator::CachingAllocator(std::unique_ptr<DeviceInterface> device, AllocatorConfig config) {
+CachingAllocator::CachingAllocator(std::unique_ptr<DeviceInterface> device,
+                                   AllocatorConfig config) {
   TL_CHECK(device != nullptr, "CachingAllocator needs a device, got nullptr");
   impl_ = std::make_unique<Impl>(std::move(device), config);
 }
 
 CachingAllocator::~CachingAllocator() = default;
 
-DataPtr CachingAllocator::allocate(size_t nbytes) { return allocate(nbytes, 0); }
+DataPtr CachingAllocator::allocate(size_t nbytes) {
+  return allocate(nbytes, 0);
+}
 
 DataPtr CachingAllocator::allocate(size_t nbytes, StreamId stream) {
   if (nbytes == 0) return DataPtr{nullptr, nullptr, this, 0};
@@ -784,15 +793,21 @@ void CachingAllocator::set_memory_fraction(double fraction) {
   TL_CHECK(fraction >= 0.0 && fraction <= 1.0,
            "set_memory_fraction: fraction must be between 0 and 1, got ", fraction);
   std::lock_guard<std::mutex> guard(impl_->mu);
-  impl_->allowed = static_cast<size_t>(fraction *
-                                       static_cast<double>(impl_->device->memory_info().total));
+  impl_->allowed =
+      static_cast<size_t>(fraction * static_cast<double>(impl_->device->memory_info().total));
   impl_->fraction_set = true;
 }
 
-const AllocatorConfig& CachingAllocator::config() const { return impl_->config; }
+const AllocatorConfig& CachingAllocator::config() const {
+  return impl_->config;
+}
 
-Device CachingAllocator::device() const { return impl_->device->device(); }
+Device CachingAllocator::device() const {
+  return impl_->device->device();
+}
 
-DeviceInterface& CachingAllocator::device_interface() { return *impl_->device; }
+DeviceInterface& CachingAllocator::device_interface() {
+  return *impl_->device;
+}
 
 }  // namespace tl::memory

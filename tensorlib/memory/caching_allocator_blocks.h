@@ -12,8 +12,12 @@
 
 namespace tl::memory::allocator_detail {
 
-inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
-inline size_t align_down(size_t n, size_t a) { return n / a * a; }
+inline size_t align_up(size_t n, size_t a) {
+  return (n + a - 1) / a * a;
+}
+inline size_t align_down(size_t n, size_t a) {
+  return n / a * a;
+}
 
 struct Segment;
 
@@ -27,12 +31,12 @@ struct Block {
   Block* prev = nullptr;  // neighbours within the segment, by address
   Block* next = nullptr;
   bool allocated = false;
-  bool mapped = true;            // false only for unmapped ranges of expandable segments
-  bool in_pool = false;          // cached and reusable
-  bool counted_split = false;    // counted in inactive_split while in the pool
-  int event_count = 0;           // outstanding events of a deferred free
+  bool mapped = true;              // false only for unmapped ranges of expandable segments
+  bool in_pool = false;            // cached and reusable
+  bool counted_split = false;      // counted in inactive_split while in the pool
+  int event_count = 0;             // outstanding events of a deferred free
   std::set<StreamId> stream_uses;  // other streams that used the block (record_stream)
-  uint64_t gc_stamp = 0;         // gc clock when the block entered the pool
+  uint64_t gc_stamp = 0;           // gc clock when the block entered the pool
 
   uintptr_t end() const { return addr + size; }
   bool is_split() const { return prev != nullptr || next != nullptr; }

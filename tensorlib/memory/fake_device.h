@@ -89,7 +89,7 @@ class FakeDevice final : public DeviceInterface {
   int fail_next_ = 0;
   uintptr_t last_address_ = 0;
   size_t last_size_ = 0;
-  uintptr_t preferred_ = 0;  // 0: none
+  uintptr_t preferred_ = 0;               // 0: none
   std::map<uintptr_t, size_t> segments_;  // live raw allocations
   std::map<uintptr_t, size_t> ranges_;    // live reserved ranges
   EventId next_event_ = 1;

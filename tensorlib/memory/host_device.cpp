@@ -90,6 +90,8 @@ void HostDevice::unmap(void* base, size_t offset, size_t nbytes) {
   give_back(nbytes);
 }
 
-void HostDevice::release_range(void* base, size_t nbytes) { munmap(base, nbytes); }
+void HostDevice::release_range(void* base, size_t nbytes) {
+  munmap(base, nbytes);
+}
 
 }  // namespace tl::memory

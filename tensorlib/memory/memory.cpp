@@ -20,8 +20,8 @@ namespace memory {
 
 namespace {
 
-constexpr size_t kNumTypes = 2;      // cpu, cuda
-constexpr size_t kMaxIndex = 128;    // Device::Index is int8_t
+constexpr size_t kNumTypes = 2;    // cpu, cuda
+constexpr size_t kMaxIndex = 128;  // Device::Index is int8_t
 
 struct Registry {
   std::mutex mu;
@@ -115,8 +115,12 @@ std::map<std::string, int64_t> memory_stats(Device device) {
 memory::Snapshot memory_snapshot(Device device) {
   return memory::caching_allocator(device)->snapshot();
 }
-void empty_cache(Device device) { memory::caching_allocator(device)->empty_cache(); }
-void synchronize(Device device) { memory::caching_allocator(device)->synchronize(); }
+void empty_cache(Device device) {
+  memory::caching_allocator(device)->empty_cache();
+}
+void synchronize(Device device) {
+  memory::caching_allocator(device)->synchronize();
+}
 void set_per_process_memory_fraction(double fraction, Device device) {
   memory::caching_allocator(device)->set_memory_fraction(fraction);
 }

@@ -9,12 +9,10 @@ std::string oom_message(const OutOfMemoryError::Details& d) {
   using memory::format_size;
   std::ostringstream os;
   os << "Out of memory on device " << d.device << ". Tried to allocate "
-     << format_size(d.allocation_bytes) << ". Device " << d.device
-     << " has a total capacity of " << format_size(d.device_total) << " of which "
-     << format_size(d.device_free) << " is free. ";
+     << format_size(d.allocation_bytes) << ". Device " << d.device << " has a total capacity of "
+     << format_size(d.device_total) << " of which " << format_size(d.device_free) << " is free. ";
   if (d.allowed != 0) os << format_size(d.allowed) << " allowed; ";
-  os << "Of the allocated memory " << format_size(d.allocated)
-     << " is allocated by tensorlib, and "
+  os << "Of the allocated memory " << format_size(d.allocated) << " is allocated by tensorlib, and "
      << format_size(d.reserved > d.allocated ? d.reserved - d.allocated : 0)
      << " is reserved by tensorlib but unallocated. If reserved but unallocated memory is large "
         "try setting TL_ALLOC_CONF=expandable_segments:True to avoid fragmentation.";

@@ -15,14 +15,14 @@ namespace tl {
 class OutOfMemoryError : public Error {
  public:
   struct Details {
-    std::string device;             // "cpu", "cuda:0"
-    size_t requested_bytes = 0;     // what the caller asked for
-    size_t allocation_bytes = 0;    // what the allocator tried to get (segment size)
+    std::string device;           // "cpu", "cuda:0"
+    size_t requested_bytes = 0;   // what the caller asked for
+    size_t allocation_bytes = 0;  // what the allocator tried to get (segment size)
     size_t device_free = 0;
     size_t device_total = 0;
-    size_t allocated = 0;           // allocated_bytes.all.current
-    size_t reserved = 0;            // reserved_bytes.all.current
-    size_t allowed = 0;             // set_memory_fraction's limit; 0 = none
+    size_t allocated = 0;  // allocated_bytes.all.current
+    size_t reserved = 0;   // reserved_bytes.all.current
+    size_t allowed = 0;    // set_memory_fraction's limit; 0 = none
   };
 
   OutOfMemoryError(Details details, memory::Snapshot snapshot);

@@ -13,7 +13,8 @@ namespace tl::memory {
 
 enum class BlockState : uint8_t {
   active_allocated,     // handed to a caller
-  active_pending_free,  // freed by the caller, still in use by another stream (Note [Deferred frees])
+  active_pending_free,  // freed by the caller, still in use by another stream (Note [Deferred
+                        // frees])
   inactive,             // cached, reusable
 };
 
@@ -37,7 +38,7 @@ struct SegmentSnapshot {
   size_t requested_size = 0;  // requested sizes of the active blocks
   uint64_t stream = 0;
   tidemark::events::Pool pool = tidemark::events::Pool::small;
-  bool is_expandable = false;  // one mapped run of an expandable segment
+  bool is_expandable = false;         // one mapped run of an expandable segment
   std::vector<BlockSnapshot> blocks;  // by address; they tile [address, address + total_size)
 
   std::string_view segment_type() const {

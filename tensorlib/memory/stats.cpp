@@ -6,9 +6,9 @@ namespace {
 
 template <typename F>
 void for_each_array(DeviceStats& s, F&& f) {
-  for (StatArray* a : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
-                       &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes,
-                       &s.requested_bytes})
+  for (StatArray* a :
+       {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
+        &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes})
     for (Stat& stat : *a) f(stat);
   f(s.oversize_allocations);
   f(s.oversize_segments);

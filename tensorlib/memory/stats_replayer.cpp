@@ -11,16 +11,17 @@ namespace {
 void update(StatArray& a, bool small, int64_t delta) {
   for (StatType t : {StatType::all, small ? StatType::small_pool : StatType::large_pool}) {
     Stat& s = a[static_cast<size_t>(t)];
-    if (delta >= 0) s.increase(delta);
-    else s.decrease(-delta);
+    if (delta >= 0)
+      s.increase(delta);
+    else
+      s.decrease(-delta);
   }
 }
 
 // The free gap around [addr, addr + size) in a segment: from the end of the previous active
 // block (or the segment start) to the start of the next one (or the segment end).
 std::pair<uint64_t, uint64_t> gap_around(const std::map<uint64_t, uint64_t>& active,
-                                         uint64_t segment, uint64_t segment_size,
-                                         uint64_t addr) {
+                                         uint64_t segment, uint64_t segment_size, uint64_t addr) {
   uint64_t lo = segment;
   uint64_t hi = segment + segment_size;
   auto next = active.upper_bound(addr);

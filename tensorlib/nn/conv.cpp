@@ -66,22 +66,21 @@ Tensor run_conv(const char* op, bool transposed, const Tensor& input, const Tens
   const bool need_x = input.requires_grad(), need_w = weight.requires_grad();
   const bool need_b = bias.defined() && bias.requires_grad();
   const int64_t out_channels = out.size(1);
-  autograd::record(
-      out, "Convolution", {&input, &weight, &bias}, {input, weight},
-      [=](const variable_list& g, const variable_list& saved) {
-        check_no_double_backward(op);
-        const Tensor &x = saved[0], &w = saved[1];
-        Tensor gx = need_x ? empty(x.sizes(), x.options()) : Tensor();
-        Tensor gw = need_w ? empty(w.sizes(), w.options()) : Tensor();
-        Tensor gb = need_b ? empty({out_channels}, w.options()) : Tensor();
-        const tl::detail::Kernels& k = tl::detail::kernels_for(x.device());
-        if (transposed) {
-          k.conv_transpose2d_backward(g[0], x, w, gx, gw, gb, win, groups);
-        } else {
-          k.conv2d_backward(g[0], x, w, gx, gw, gb, win, groups);
-        }
-        return variable_list{gx, gw, gb};
-      });
+  autograd::record(out, "Convolution", {&input, &weight, &bias}, {input, weight},
+                   [=](const variable_list& g, const variable_list& saved) {
+                     check_no_double_backward(op);
+                     const Tensor &x = saved[0], &w = saved[1];
+                     Tensor gx = need_x ? empty(x.sizes(), x.options()) : Tensor();
+                     Tensor gw = need_w ? empty(w.sizes(), w.options()) : Tensor();
+                     Tensor gb = need_b ? empty({out_channels}, w.options()) : Tensor();
+                     const tl::detail::Kernels& k = tl::detail::kernels_for(x.device());
+                     if (transposed) {
+                       k.conv_transpose2d_backward(g[0], x, w, gx, gw, gb, win, groups);
+                     } else {
+                       k.conv2d_backward(g[0], x, w, gx, gw, gb, win, groups);
+                     }
+                     return variable_list{gx, gw, gb};
+                   });
   return out;
 }
 
@@ -111,9 +110,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
            w + 2 * padding.w, ") of input shape ", input.sizes());
   const int64_t oh = (h + 2 * padding.h - eff_kh) / stride.h + 1;
   const int64_t ow = (w + 2 * padding.w - eff_kw) / stride.w + 1;
-  const tl::detail::Window2d win{n,          c_in,       h,          w,         kh, kw, stride.h,
-                                 stride.w,   padding.h,  padding.w,  dilation.h, dilation.w,
-                                 oh,         ow};
+  const tl::detail::Window2d win{n,          c_in,       h,        w,         kh,
+                                 kw,         stride.h,   stride.w, padding.h, padding.w,
+                                 dilation.h, dilation.w, oh,       ow};
   if (Tensor out = run_conv("conv2d", false, input, weight, bias, win, groups); out.defined())
     return out;
   detail::check_composable("conv2d", input);
@@ -152,9 +151,9 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
            ") is too small for input shape ", input.sizes(), ", kernel (", kh, " x ", kw,
            "), stride ", stride, ", padding ", padding, " and dilation ", dilation);
   // The output's geometry, windows at the input's pixels.
-  const tl::detail::Window2d win{n,          c_out,      oh,         ow,        kh, kw, stride.h,
-                                 stride.w,   padding.h,  padding.w,  dilation.h, dilation.w,
-                                 h,          w};
+  const tl::detail::Window2d win{n,          c_out,      oh,       ow,        kh,
+                                 kw,         stride.h,   stride.w, padding.h, padding.w,
+                                 dilation.h, dilation.w, h,        w};
   if (Tensor out = run_conv("conv_transpose2d", true, input, weight, bias, win, groups);
       out.defined())
     return out;

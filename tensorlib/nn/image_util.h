@@ -64,15 +64,14 @@ Tensor run_image_op(const char* op, const char* node, const Tensor& input, const
   }
   if (!out.defined()) return out;
   using autograd::variable_list;
-  autograd::record(
-      out, node, {&input}, keep.defined() ? variable_list{keep} : variable_list{},
-      [op, backward, in_sizes = input.sizes().vec()](const variable_list& g,
-                                                     const variable_list& saved) {
-        check_no_double_backward(op);
-        Tensor gi = empty(in_sizes, g[0].options());
-        if (gi.numel() > 0) backward(gi, g[0], saved);
-        return variable_list{gi};
-      });
+  autograd::record(out, node, {&input}, keep.defined() ? variable_list{keep} : variable_list{},
+                   [op, backward, in_sizes = input.sizes().vec()](const variable_list& g,
+                                                                  const variable_list& saved) {
+                     check_no_double_backward(op);
+                     Tensor gi = empty(in_sizes, g[0].options());
+                     if (gi.numel() > 0) backward(gi, g[0], saved);
+                     return variable_list{gi};
+                   });
   return out;
 }
 

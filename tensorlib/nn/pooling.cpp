@@ -39,13 +39,13 @@ int64_t pooled_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int
 // The geometry of a pooling of 4-D x: its planes, window and output size.
 Window2d pooled_window(const char* op, const Tensor& x, IntPair kernel, IntPair stride,
                        IntPair padding, IntPair dilation, bool ceil_mode) {
-  Window2d g{x.size(0),  x.size(1), x.size(2),  x.size(3),  kernel.h,   kernel.w, stride.h,
-             stride.w,   padding.h, padding.w,  dilation.h, dilation.w, 0,        0};
+  Window2d g{x.size(0), x.size(1), x.size(2), x.size(3),  kernel.h,   kernel.w, stride.h,
+             stride.w,  padding.h, padding.w, dilation.h, dilation.w, 0,        0};
   g.out_h = pooled_size(g.height, kernel.h, stride.h, padding.h, dilation.h, ceil_mode);
   g.out_w = pooled_size(g.width, kernel.w, stride.w, padding.w, dilation.w, ceil_mode);
   TL_CHECK(g.out_h > 0 && g.out_w > 0, op, ": input of shape ", x.sizes(), " gives an output of ",
-           g.out_h, " x ", g.out_w, " with kernel_size ", kernel, ", stride ", stride,
-           ", padding ", padding, " and dilation ", dilation, ": output size is too small");
+           g.out_h, " x ", g.out_w, " with kernel_size ", kernel, ", stride ", stride, ", padding ",
+           padding, " and dilation ", dilation, ": output size is too small");
   return g;
 }
 
@@ -64,8 +64,10 @@ std::tuple<Tensor, Tensor> max_pool2d_composed(const Tensor& input, const Window
   const TensorOptions i64 = TensorOptions(kInt64).device(input.device());
   // at = ki * kw + kj; the pixel is (oh*sh - ph + ki*dh, ow*sw - pw + kj*dw).
   const Tensor ki = at.div(g.kw).to(kInt64), kj = at - ki * g.kw;
-  const Tensor oh = arange(g.out_h, i64).view({g.out_h, 1}).expand({g.out_h, g.out_w}).reshape({-1});
-  const Tensor ow = arange(g.out_w, i64).view({1, g.out_w}).expand({g.out_h, g.out_w}).reshape({-1});
+  const Tensor oh =
+      arange(g.out_h, i64).view({g.out_h, 1}).expand({g.out_h, g.out_w}).reshape({-1});
+  const Tensor ow =
+      arange(g.out_w, i64).view({1, g.out_w}).expand({g.out_h, g.out_w}).reshape({-1});
   const Tensor hh = oh * g.sh - g.ph + ki * g.dh, ww = ow * g.sw - g.pw + kj * g.dw;
   Tensor indices = (hh * g.width + ww).view({n, c, g.out_h, g.out_w});
   return {values.view({n, c, g.out_h, g.out_w}), indices};
@@ -79,12 +81,13 @@ namespace detail {
 // nn/unfold.cpp): 1 / the axis's factor of the divisor over the window's span; with a
 // divisor_override, 1 over the rows and 1 / override over the columns.
 AxisWeights avg_pool_axis(int64_t out, int64_t in, int64_t kernel, int64_t stride, int64_t pad,
-                             bool count_include_pad, std::optional<int64_t> divisor_override,
-                             bool carries_override) {
+                          bool count_include_pad, std::optional<int64_t> divisor_override,
+                          bool carries_override) {
   AxisWeights a(out, in);
   for (int64_t o = 0; o < out; ++o) {
     const tl::detail::AvgSpan s = tl::detail::avg_span(o, in, kernel, stride, pad);
-    const double weight = divisor_override    ? (carries_override ? 1.0 / double(*divisor_override) : 1.0)
+    const double weight = divisor_override
+                              ? (carries_override ? 1.0 / double(*divisor_override) : 1.0)
                           : count_include_pad ? 1.0 / double(s.padded)
                                               : 1.0 / double(s.hi - s.lo);
     for (int64_t i = s.lo; i < s.hi; ++i) a.at(o, i) = weight;

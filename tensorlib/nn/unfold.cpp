@@ -50,15 +50,15 @@ Tensor fold2d(const Tensor& cols, const tl::detail::Window2d& w) {
     img = empty({w.batch, w.channels, w.height, w.width}, c.options());
     col2im_any(img, c, w);
   }
-  autograd::record(img, "Fold2d", {&cols}, {},
-                   [w](const autograd::variable_list& g, const autograd::variable_list&) {
-                     check_no_double_backward("fold2d");
-                     const Tensor gi = g[0].contiguous();
-                     Tensor gc = empty({w.batch, w.channels * w.kh * w.kw, w.out_h * w.out_w},
-                                       gi.options());
-                     im2col_any(gc, gi, w, 0.0);
-                     return autograd::variable_list{gc};
-                   });
+  autograd::record(
+      img, "Fold2d", {&cols}, {},
+      [w](const autograd::variable_list& g, const autograd::variable_list&) {
+        check_no_double_backward("fold2d");
+        const Tensor gi = g[0].contiguous();
+        Tensor gc = empty({w.batch, w.channels * w.kh * w.kw, w.out_h * w.out_w}, gi.options());
+        im2col_any(gc, gi, w, 0.0);
+        return autograd::variable_list{gc};
+      });
   return img;
 }
 
@@ -85,10 +85,9 @@ struct Chunks {
 
   Chunks(const tl::detail::Window2d& w, int64_t column_rows, ScalarType dtype, int64_t budget)
       : win(w),
-        per_chunk(tl::detail::images_per_chunk(w.batch,
-                                   column_rows * w.out_h * w.out_w *
-                                       static_cast<int64_t>(element_size(dtype)),
-                                   budget)) {}
+        per_chunk(tl::detail::images_per_chunk(
+            w.batch, column_rows * w.out_h * w.out_w * static_cast<int64_t>(element_size(dtype)),
+            budget)) {}
 
   template <typename F>
   void each(F&& f) const {
@@ -102,7 +101,9 @@ struct Chunks {
 };
 
 // The images [n0, n0 + cnt) of a contiguous [N, ...] tensor (contiguous too).
-Tensor images(const Tensor& t, int64_t n0, int64_t cnt) { return t.slice(0, n0, n0 + cnt); }
+Tensor images(const Tensor& t, int64_t n0, int64_t cnt) {
+  return t.slice(0, n0, n0 + cnt);
+}
 
 // im2col of the chunk's images `img` into new [cnt, rows, L] columns.
 Tensor columns_of(const Tensor& img, const tl::detail::Window2d& w) {
@@ -140,7 +141,8 @@ Tensor conv2d_unfolded(const Tensor& input, const Tensor& weight, const Tensor& 
         const Tensor gy = g[0].contiguous();
         const Tensor& xs = saved[0];
         const Tensor wg = saved[1].view({groups, cog, K});
-        Tensor gx = need_x ? empty({n, win.channels, win.height, win.width}, gy.options()) : Tensor();
+        Tensor gx =
+            need_x ? empty({n, win.channels, win.height, win.width}, gy.options()) : Tensor();
         Tensor gw = need_w ? zeros({groups, cog, K}, gy.options()) : Tensor();
         chunks.each([&](int64_t n0, int64_t cnt, const tl::detail::Window2d& w) {
           const Tensor gyc = images(gy, n0, cnt).view({cnt, groups, cog, L});

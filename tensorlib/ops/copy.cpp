@@ -36,7 +36,9 @@ void copy(const Tensor& dst, const Tensor& src) {
   kernels_for(dst.is_cpu() ? s.device() : dst.device()).copy(dst, s);
 }
 
-void fill(const Tensor& t, const Scalar& value) { kernels_for(t.device()).fill(t, value); }
+void fill(const Tensor& t, const Scalar& value) {
+  kernels_for(t.device()).fill(t, value);
+}
 
 }  // namespace detail
 
@@ -50,12 +52,12 @@ Tensor& Tensor::copy_(const Tensor& src) {
     }
     // The old value is overwritten: no gradient flows to it; src gets the gradient summed
     // back to its shape.
-    autograd::record(*this, "Copy", {this, &src}, {},
-                     [ss = src.sizes().vec(), dt = src.dtype()](const autograd::variable_list& g,
-                                                                const autograd::variable_list&) {
-                       return autograd::variable_list{tl::zeros_like(g[0]),
-                                                      autograd::sum_to(g[0], ss).to(dt)};
-                     });
+    autograd::record(
+        *this, "Copy", {this, &src}, {},
+        [ss = src.sizes().vec(), dt = src.dtype()](const autograd::variable_list& g,
+                                                   const autograd::variable_list&) {
+          return autograd::variable_list{tl::zeros_like(g[0]), autograd::sum_to(g[0], ss).to(dt)};
+        });
     if (is_view()) autograd::rebase_view_base(*this, *this);
     return *this;
   }
@@ -91,8 +93,12 @@ bool Tensor::is_pinned() const {
   return hooks != nullptr && hooks->is_pinned(*this);
 }
 
-Tensor Tensor::to(ScalarType dtype, bool copy) const { return to(device(), dtype, copy); }
-Tensor Tensor::to(Device device, bool copy) const { return to(device, dtype(), copy); }
+Tensor Tensor::to(ScalarType dtype, bool copy) const {
+  return to(device(), dtype, copy);
+}
+Tensor Tensor::to(Device device, bool copy) const {
+  return to(device, dtype(), copy);
+}
 Tensor Tensor::to(TensorOptions options, bool copy) const {
   return to(options.device(), options.has_dtype() ? options.dtype() : dtype(), copy);
 }
@@ -101,10 +107,11 @@ Tensor Tensor::to(Device device, ScalarType dtype, bool copy) const {
   if (!copy && dtype == this->dtype() && device.resolved() == this->device()) return *this;
   Tensor out = detail::make_tensor(sizes(), dtype, device, "to");
   detail::copy(out, *this);
-  autograd::record(out, "ToCopy", {this}, {}, [dt = this->dtype()](const autograd::variable_list& g,
-                                                                    const autograd::variable_list&) {
-    return autograd::variable_list{g[0].to(dt)};
-  });
+  autograd::record(
+      out, "ToCopy", {this}, {},
+      [dt = this->dtype()](const autograd::variable_list& g, const autograd::variable_list&) {
+        return autograd::variable_list{g[0].to(dt)};
+      });
   return out;
 }
 

@@ -67,7 +67,8 @@ std::vector<Tensor> broadcast_tensors(TensorList tensors) {
   std::vector<int64_t> shape;
   for (const Tensor& t : tensors) shape = broadcast_shapes(shape, t.sizes());
   std::vector<Tensor> out;
-  for (const Tensor& t : tensors) out.push_back(t.sizes() == IntArrayRef(shape) ? t : t.expand(shape));
+  for (const Tensor& t : tensors)
+    out.push_back(t.sizes() == IntArrayRef(shape) ? t : t.expand(shape));
   return out;
 }
 
@@ -91,7 +92,8 @@ Operand wrap(const Scalar& s) {
 ScalarType combine_categories(std::optional<ScalarType> higher, std::optional<ScalarType> lower) {
   if (!higher) return lower.value_or(kFloat32);
   if (is_floating_point(*higher)) return *higher;
-  if (lower && (*higher == kBool || is_floating_point(*lower))) return promote_types(*higher, *lower);
+  if (lower && (*higher == kBool || is_floating_point(*lower)))
+    return promote_types(*higher, *lower);
   return *higher;
 }
 
@@ -110,9 +112,8 @@ ScalarType result_type_of(std::initializer_list<const Operand*> ops) {
       update(dim, o->t.dtype());
     }
   }
-  std::optional<ScalarType> lower = zero || wrapped
-                                        ? std::optional<ScalarType>(combine_categories(zero, wrapped))
-                                        : std::nullopt;
+  std::optional<ScalarType> lower =
+      zero || wrapped ? std::optional<ScalarType>(combine_categories(zero, wrapped)) : std::nullopt;
   return combine_categories(dim, lower);
 }
 
@@ -128,7 +129,9 @@ void check_inplace_cast(ScalarType result, const Tensor& self) {
            " can't be cast to the desired output type ", self.dtype());
 }
 
-Tensor as_dtype(const Tensor& t, ScalarType dt) { return t.dtype() == dt ? t : t.to(dt); }
+Tensor as_dtype(const Tensor& t, ScalarType dt) {
+  return t.dtype() == dt ? t : t.to(dt);
+}
 
 // t broadcast to `shape`, except that a 0-dim CPU operand of an op on another device stays as
 // it is: the backend passes it by value (Note [Device dispatch]).
@@ -186,7 +189,9 @@ Tensor binary(BinaryOp op, const Operand& a, const Operand& b, const Scalar& alp
   return out;
 }
 
-Operand tensor_op(const Tensor& t) { return {t, false}; }
+Operand tensor_op(const Tensor& t) {
+  return {t, false};
+}
 
 // Unary math that always produces a floating result (integers go to the default dtype).
 template <UnaryOp Op>
@@ -236,32 +241,32 @@ ScalarType result_type(const Tensor& a, const Scalar& b) {
 
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   Tensor out = forward([&] { return binary(BinaryOp::add, tensor_op(a), tensor_op(b), alpha); });
-  record(out, "Add", {&a, &b}, {}, [as = a.sizes().vec(), bs = b.sizes().vec(), alpha](
-                                       const variable_list& g, const variable_list&) {
-    return variable_list{sum_to(g[0], as), sum_to(g[0] * alpha, bs)};
-  });
+  record(out, "Add", {&a, &b}, {},
+         [as = a.sizes().vec(), bs = b.sizes().vec(), alpha](const variable_list& g,
+                                                             const variable_list&) {
+           return variable_list{sum_to(g[0], as), sum_to(g[0] * alpha, bs)};
+         });
   return out;
 }
 Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha) {
   Tensor out = forward([&] { return binary(BinaryOp::add, tensor_op(a), wrap(b), alpha); });
-  record(out, "Add", {&a}, {}, [](const variable_list& g, const variable_list&) {
-    return variable_list{g[0]};
-  });
+  record(out, "Add", {&a}, {},
+         [](const variable_list& g, const variable_list&) { return variable_list{g[0]}; });
   return out;
 }
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha) {
   Tensor out = forward([&] { return binary(BinaryOp::sub, tensor_op(a), tensor_op(b), alpha); });
-  record(out, "Sub", {&a, &b}, {}, [as = a.sizes().vec(), bs = b.sizes().vec(), alpha](
-                                       const variable_list& g, const variable_list&) {
-    return variable_list{sum_to(g[0], as), sum_to(g[0] * (-alpha.to_double()), bs)};
-  });
+  record(out, "Sub", {&a, &b}, {},
+         [as = a.sizes().vec(), bs = b.sizes().vec(), alpha](const variable_list& g,
+                                                             const variable_list&) {
+           return variable_list{sum_to(g[0], as), sum_to(g[0] * (-alpha.to_double()), bs)};
+         });
   return out;
 }
 Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha) {
   Tensor out = forward([&] { return binary(BinaryOp::sub, tensor_op(a), wrap(b), alpha); });
-  record(out, "Sub", {&a}, {}, [](const variable_list& g, const variable_list&) {
-    return variable_list{g[0]};
-  });
+  record(out, "Sub", {&a}, {},
+         [](const variable_list& g, const variable_list&) { return variable_list{g[0]}; });
   return out;
 }
 Tensor mul(const Tensor& a, const Tensor& b) {
@@ -273,9 +278,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 Tensor mul(const Tensor& a, const Scalar& b) {
   Tensor out = forward([&] { return binary(BinaryOp::mul, tensor_op(a), wrap(b)); });
-  record(out, "Mul", {&a}, {}, [b](const variable_list& g, const variable_list&) {
-    return variable_list{g[0] * b};
-  });
+  record(out, "Mul", {&a}, {},
+         [b](const variable_list& g, const variable_list&) { return variable_list{g[0] * b}; });
   return out;
 }
 Tensor div(const Tensor& a, const Tensor& b) {
@@ -288,19 +292,17 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 Tensor div(const Tensor& a, const Scalar& b) {
   Tensor out = forward([&] { return binary(BinaryOp::div, tensor_op(a), wrap(b)); });
-  record(out, "Div", {&a}, {}, [b](const variable_list& g, const variable_list&) {
-    return variable_list{g[0] / b};
-  });
+  record(out, "Div", {&a}, {},
+         [b](const variable_list& g, const variable_list&) { return variable_list{g[0] / b}; });
   return out;
 }
 Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return binary(BinaryOp::pow, tensor_op(a), tensor_op(b)); });
-  record(out, "Pow", {&a, &b}, {a, b, out},
-         [](const variable_list& g, const variable_list& s) {
-           Tensor ga = g[0] * s[1] * s[0].pow(s[1] - 1);
-           Tensor gb = g[0] * s[2] * s[0].log();
-           return variable_list{sum_to(ga, s[0].sizes()), sum_to(gb, s[1].sizes())};
-         });
+  record(out, "Pow", {&a, &b}, {a, b, out}, [](const variable_list& g, const variable_list& s) {
+    Tensor ga = g[0] * s[1] * s[0].pow(s[1] - 1);
+    Tensor gb = g[0] * s[2] * s[0].log();
+    return variable_list{sum_to(ga, s[0].sizes()), sum_to(gb, s[1].sizes())};
+  });
   return out;
 }
 Tensor pow(const Tensor& a, const Scalar& b) {
@@ -321,23 +323,55 @@ Tensor pow(const Scalar& a, const Tensor& b) {
   });
   return out;
 }
-Tensor eq(const Tensor& a, const Tensor& b) { return binary(BinaryOp::eq, tensor_op(a), tensor_op(b)); }
-Tensor ne(const Tensor& a, const Tensor& b) { return binary(BinaryOp::ne, tensor_op(a), tensor_op(b)); }
-Tensor lt(const Tensor& a, const Tensor& b) { return binary(BinaryOp::lt, tensor_op(a), tensor_op(b)); }
-Tensor le(const Tensor& a, const Tensor& b) { return binary(BinaryOp::le, tensor_op(a), tensor_op(b)); }
-Tensor gt(const Tensor& a, const Tensor& b) { return binary(BinaryOp::gt, tensor_op(a), tensor_op(b)); }
-Tensor ge(const Tensor& a, const Tensor& b) { return binary(BinaryOp::ge, tensor_op(a), tensor_op(b)); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::eq, tensor_op(a), tensor_op(b));
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::ne, tensor_op(a), tensor_op(b));
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::lt, tensor_op(a), tensor_op(b));
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::le, tensor_op(a), tensor_op(b));
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::gt, tensor_op(a), tensor_op(b));
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return binary(BinaryOp::ge, tensor_op(a), tensor_op(b));
+}
 
-Tensor Tensor::add(const Tensor& o, const Scalar& alpha) const { return tl::add(*this, o, alpha); }
-Tensor Tensor::add(const Scalar& o, const Scalar& alpha) const { return tl::add(*this, o, alpha); }
-Tensor Tensor::sub(const Tensor& o, const Scalar& alpha) const { return tl::sub(*this, o, alpha); }
-Tensor Tensor::sub(const Scalar& o, const Scalar& alpha) const { return tl::sub(*this, o, alpha); }
-Tensor Tensor::mul(const Tensor& o) const { return tl::mul(*this, o); }
-Tensor Tensor::mul(const Scalar& o) const { return tl::mul(*this, o); }
-Tensor Tensor::div(const Tensor& o) const { return tl::div(*this, o); }
-Tensor Tensor::div(const Scalar& o) const { return tl::div(*this, o); }
-Tensor Tensor::pow(const Tensor& e) const { return tl::pow(*this, e); }
-Tensor Tensor::pow(const Scalar& e) const { return tl::pow(*this, e); }
+Tensor Tensor::add(const Tensor& o, const Scalar& alpha) const {
+  return tl::add(*this, o, alpha);
+}
+Tensor Tensor::add(const Scalar& o, const Scalar& alpha) const {
+  return tl::add(*this, o, alpha);
+}
+Tensor Tensor::sub(const Tensor& o, const Scalar& alpha) const {
+  return tl::sub(*this, o, alpha);
+}
+Tensor Tensor::sub(const Scalar& o, const Scalar& alpha) const {
+  return tl::sub(*this, o, alpha);
+}
+Tensor Tensor::mul(const Tensor& o) const {
+  return tl::mul(*this, o);
+}
+Tensor Tensor::mul(const Scalar& o) const {
+  return tl::mul(*this, o);
+}
+Tensor Tensor::div(const Tensor& o) const {
+  return tl::div(*this, o);
+}
+Tensor Tensor::div(const Scalar& o) const {
+  return tl::div(*this, o);
+}
+Tensor Tensor::pow(const Tensor& e) const {
+  return tl::pow(*this, e);
+}
+Tensor Tensor::pow(const Scalar& e) const {
+  return tl::pow(*this, e);
+}
 
 namespace {
 // An in-place binary op: through autograd when self or the other tensor needs grad (Note
@@ -355,50 +389,62 @@ Tensor& binary_in_place(Tensor& self, const Tensor* other, BinaryOp op, const Sc
 }  // namespace
 
 Tensor& Tensor::add_(const Tensor& o, const Scalar& alpha) {
-  return binary_in_place(*this, &o, BinaryOp::add, alpha, [&] { return tensor_op(o); },
-                         [&](const Tensor& s) { return tl::add(s, o, alpha); });
+  return binary_in_place(
+      *this, &o, BinaryOp::add, alpha, [&] { return tensor_op(o); },
+      [&](const Tensor& s) { return tl::add(s, o, alpha); });
 }
 Tensor& Tensor::add_(const Scalar& o, const Scalar& alpha) {
-  return binary_in_place(*this, nullptr, BinaryOp::add, alpha, [&] { return wrap(o); },
-                         [&](const Tensor& s) { return tl::add(s, o, alpha); });
+  return binary_in_place(
+      *this, nullptr, BinaryOp::add, alpha, [&] { return wrap(o); },
+      [&](const Tensor& s) { return tl::add(s, o, alpha); });
 }
 Tensor& Tensor::sub_(const Tensor& o, const Scalar& alpha) {
-  return binary_in_place(*this, &o, BinaryOp::sub, alpha, [&] { return tensor_op(o); },
-                         [&](const Tensor& s) { return tl::sub(s, o, alpha); });
+  return binary_in_place(
+      *this, &o, BinaryOp::sub, alpha, [&] { return tensor_op(o); },
+      [&](const Tensor& s) { return tl::sub(s, o, alpha); });
 }
 Tensor& Tensor::sub_(const Scalar& o, const Scalar& alpha) {
-  return binary_in_place(*this, nullptr, BinaryOp::sub, alpha, [&] { return wrap(o); },
-                         [&](const Tensor& s) { return tl::sub(s, o, alpha); });
+  return binary_in_place(
+      *this, nullptr, BinaryOp::sub, alpha, [&] { return wrap(o); },
+      [&](const Tensor& s) { return tl::sub(s, o, alpha); });
 }
 Tensor& Tensor::mul_(const Tensor& o) {
-  return binary_in_place(*this, &o, BinaryOp::mul, 1, [&] { return tensor_op(o); },
-                         [&](const Tensor& s) { return tl::mul(s, o); });
+  return binary_in_place(
+      *this, &o, BinaryOp::mul, 1, [&] { return tensor_op(o); },
+      [&](const Tensor& s) { return tl::mul(s, o); });
 }
 Tensor& Tensor::mul_(const Scalar& o) {
-  return binary_in_place(*this, nullptr, BinaryOp::mul, 1, [&] { return wrap(o); },
-                         [&](const Tensor& s) { return tl::mul(s, o); });
+  return binary_in_place(
+      *this, nullptr, BinaryOp::mul, 1, [&] { return wrap(o); },
+      [&](const Tensor& s) { return tl::mul(s, o); });
 }
 Tensor& Tensor::div_(const Tensor& o) {
-  return binary_in_place(*this, &o, BinaryOp::div, 1, [&] { return tensor_op(o); },
-                         [&](const Tensor& s) { return tl::div(s, o); });
+  return binary_in_place(
+      *this, &o, BinaryOp::div, 1, [&] { return tensor_op(o); },
+      [&](const Tensor& s) { return tl::div(s, o); });
 }
 Tensor& Tensor::div_(const Scalar& o) {
-  return binary_in_place(*this, nullptr, BinaryOp::div, 1, [&] { return wrap(o); },
-                         [&](const Tensor& s) { return tl::div(s, o); });
+  return binary_in_place(
+      *this, nullptr, BinaryOp::div, 1, [&] { return wrap(o); },
+      [&](const Tensor& s) { return tl::div(s, o); });
 }
 Tensor& Tensor::pow_(const Tensor& e) {
-  return binary_in_place(*this, &e, BinaryOp::pow, 1, [&] { return tensor_op(e); },
-                         [&](const Tensor& s) { return tl::pow(s, e); });
+  return binary_in_place(
+      *this, &e, BinaryOp::pow, 1, [&] { return tensor_op(e); },
+      [&](const Tensor& s) { return tl::pow(s, e); });
 }
 Tensor& Tensor::pow_(const Scalar& e) {
-  return binary_in_place(*this, nullptr, BinaryOp::pow, 1, [&] { return wrap(e); },
-                         [&](const Tensor& s) { return tl::pow(s, e); });
+  return binary_in_place(
+      *this, nullptr, BinaryOp::pow, 1, [&] { return wrap(e); },
+      [&](const Tensor& s) { return tl::pow(s, e); });
 }
 
-#define TL_DEFINE_COMPARE(NAME)                                                   \
-  Tensor Tensor::NAME(const Tensor& o) const { return tl::NAME(*this, o); }       \
-  Tensor Tensor::NAME(const Scalar& o) const {                                    \
-    return binary(BinaryOp::NAME, tensor_op(*this), wrap(o));                     \
+#define TL_DEFINE_COMPARE(NAME)                               \
+  Tensor Tensor::NAME(const Tensor& o) const {                \
+    return tl::NAME(*this, o);                                \
+  }                                                           \
+  Tensor Tensor::NAME(const Scalar& o) const {                \
+    return binary(BinaryOp::NAME, tensor_op(*this), wrap(o)); \
   }
 TL_DEFINE_COMPARE(eq)
 TL_DEFINE_COMPARE(ne)
@@ -413,11 +459,14 @@ TL_DEFINE_COMPARE(ge)
 namespace {
 Tensor where_impl(const Tensor& cond, const Operand& a, const Operand& b) {
   const Device device = detail::check_device("where", {&cond, &a.t, &b.t}, true);
-  TL_CHECK(cond.dtype() == kBool, "where expected condition to be a boolean tensor, but got a "
-           "tensor with dtype ", cond.dtype());
+  TL_CHECK(cond.dtype() == kBool,
+           "where expected condition to be a boolean tensor, but got a "
+           "tensor with dtype ",
+           cond.dtype());
   ScalarType common = result_type_of({&a, &b});
   auto shape = broadcast_shapes(broadcast_shapes(cond.sizes(), a.t.sizes()), b.t.sizes());
-  Tensor c = broadcast_on(cond, shape, device), x = broadcast_on(as_dtype(a.t, common), shape, device),
+  Tensor c = broadcast_on(cond, shape, device),
+         x = broadcast_on(as_dtype(a.t, common), shape, device),
          y = broadcast_on(as_dtype(b.t, common), shape, device);
   Tensor out = detail::make_tensor(shape, common, device, "where");
   detail::kernels_for(device).where(out, c, x, y);
@@ -427,26 +476,28 @@ Tensor where_impl(const Tensor& cond, const Operand& a, const Operand& b) {
 
 Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) {
   Tensor out = forward([&] { return where_impl(c, tensor_op(a), tensor_op(b)); });
-  record(out, "Where", {&a, &b}, {c}, [as = a.sizes().vec(), bs = b.sizes().vec()](
-                                          const variable_list& g, const variable_list& s) {
-    return variable_list{sum_to(tl::where(s[0], g[0], 0), as), sum_to(tl::where(s[0], 0, g[0]), bs)};
-  });
+  record(
+      out, "Where", {&a, &b}, {c},
+      [as = a.sizes().vec(), bs = b.sizes().vec()](const variable_list& g, const variable_list& s) {
+        return variable_list{sum_to(tl::where(s[0], g[0], 0), as),
+                             sum_to(tl::where(s[0], 0, g[0]), bs)};
+      });
   return out;
 }
 Tensor where(const Tensor& c, const Scalar& a, const Tensor& b) {
   Tensor out = forward([&] { return where_impl(c, wrap(a), tensor_op(b)); });
-  record(out, "Where", {&b}, {c}, [bs = b.sizes().vec()](const variable_list& g,
-                                                          const variable_list& s) {
-    return variable_list{sum_to(tl::where(s[0], 0, g[0]), bs)};
-  });
+  record(out, "Where", {&b}, {c},
+         [bs = b.sizes().vec()](const variable_list& g, const variable_list& s) {
+           return variable_list{sum_to(tl::where(s[0], 0, g[0]), bs)};
+         });
   return out;
 }
 Tensor where(const Tensor& c, const Tensor& a, const Scalar& b) {
   Tensor out = forward([&] { return where_impl(c, tensor_op(a), wrap(b)); });
-  record(out, "Where", {&a}, {c}, [as = a.sizes().vec()](const variable_list& g,
-                                                          const variable_list& s) {
-    return variable_list{sum_to(tl::where(s[0], g[0], 0), as)};
-  });
+  record(out, "Where", {&a}, {c},
+         [as = a.sizes().vec()](const variable_list& g, const variable_list& s) {
+           return variable_list{sum_to(tl::where(s[0], g[0], 0), as)};
+         });
   return out;
 }
 
@@ -458,7 +509,11 @@ Tensor clamp_impl(const Tensor& t, std::optional<Scalar> lo, std::optional<Scala
   Operand a{t};
   std::optional<Operand> wl, wh;
   ScalarType dt = t.dtype();
-  if (lo) { wl = wrap(*lo); Operand x = *wl; dt = result_type_of({&a, &x}); }
+  if (lo) {
+    wl = wrap(*lo);
+    Operand x = *wl;
+    dt = result_type_of({&a, &x});
+  }
   if (hi) {
     wh = wrap(*hi);
     Operand x = *wh;
@@ -492,7 +547,8 @@ Tensor Tensor::clamp(std::optional<Scalar> lo, std::optional<Scalar> hi) const {
 }
 Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
   if (autograd::needs_grad({this}))
-    return inplace_with_grad(*this, "clamp_", [&](const Tensor& s) { return tl::clamp(s, lo, hi); });
+    return inplace_with_grad(*this, "clamp_",
+                             [&](const Tensor& s) { return tl::clamp(s, lo, hi); });
   clamp_impl(*this, lo, hi, this);
   return *this;
 }
@@ -501,11 +557,15 @@ namespace {
 // masked_fill_ without autograd and without bumping the version (Note [Version counter]).
 void masked_fill_into(const Tensor& self, const Tensor& mask, const Scalar& value) {
   const Device device = detail::check_device("masked_fill_", {&self, &mask});
-  TL_CHECK(mask.dtype() == kBool, "masked_fill_ only supports boolean masks, but got mask with "
-           "dtype ", mask.dtype());
+  TL_CHECK(mask.dtype() == kBool,
+           "masked_fill_ only supports boolean masks, but got mask with "
+           "dtype ",
+           mask.dtype());
   TL_CHECK(broadcast_shapes(self.sizes(), mask.sizes()) == self.sizes().vec(),
-           "masked_fill_: mask of shape ", mask.sizes(), " cannot be broadcast to the tensor's "
-           "shape ", self.sizes());
+           "masked_fill_: mask of shape ", mask.sizes(),
+           " cannot be broadcast to the tensor's "
+           "shape ",
+           self.sizes());
   detail::check_no_internal_overlap("masked_fill_", self);
   detail::kernels_for(device).masked_fill(self, mask.expand(self.sizes()), value);
 }
@@ -513,7 +573,8 @@ void masked_fill_into(const Tensor& self, const Tensor& mask, const Scalar& valu
 
 Tensor& Tensor::masked_fill_(const Tensor& mask, const Scalar& value) {
   if (autograd::needs_grad({this}))
-    return inplace_with_grad(*this, "masked_fill_", [&](const Tensor& s) { return s.masked_fill(mask, value); });
+    return inplace_with_grad(*this, "masked_fill_",
+                             [&](const Tensor& s) { return s.masked_fill(mask, value); });
   masked_fill_into(*this, mask, value);
   bump_version();
   return *this;
@@ -538,9 +599,8 @@ Tensor masked_fill(const Tensor& t, const Tensor& mask, const Scalar& value) {
 Tensor Tensor::neg() const {
   check_neg(*this);
   Tensor out = forward([&] { return unary_same<UnaryOp::neg>("neg", *this); });
-  record(out, "Neg", {this}, {}, [](const variable_list& g, const variable_list&) {
-    return variable_list{-g[0]};
-  });
+  record(out, "Neg", {this}, {},
+         [](const variable_list& g, const variable_list&) { return variable_list{-g[0]}; });
   return out;
 }
 Tensor Tensor::abs() const {
@@ -567,17 +627,20 @@ Tensor Tensor::relu() const {
 }
 Tensor& Tensor::neg_() {
   check_neg(*this);
-  if (autograd::needs_grad({this})) return inplace_with_grad(*this, "neg_", [&](const Tensor& s) { return s.neg(); });
+  if (autograd::needs_grad({this}))
+    return inplace_with_grad(*this, "neg_", [&](const Tensor& s) { return s.neg(); });
   unary_same<UnaryOp::neg>("neg_", *this, this);
   return *this;
 }
 Tensor& Tensor::abs_() {
-  if (autograd::needs_grad({this})) return inplace_with_grad(*this, "abs_", [&](const Tensor& s) { return s.abs(); });
+  if (autograd::needs_grad({this}))
+    return inplace_with_grad(*this, "abs_", [&](const Tensor& s) { return s.abs(); });
   unary_same<UnaryOp::abs>("abs_", *this, this);
   return *this;
 }
 Tensor& Tensor::relu_() {
-  if (autograd::needs_grad({this})) return inplace_with_grad(*this, "relu_", [&](const Tensor& s) { return s.relu(); });
+  if (autograd::needs_grad({this}))
+    return inplace_with_grad(*this, "relu_", [&](const Tensor& s) { return s.relu(); });
   unary_same<UnaryOp::relu>("relu_", *this, this);
   return *this;
 }
@@ -608,22 +671,23 @@ Tensor unary_derivative(const char* name, const Tensor& g, const Tensor& x, cons
 }
 }  // namespace
 
-#define TL_DEFINE_UNARY_FLOAT(NAME)                                                 \
-  Tensor Tensor::NAME() const {                                                        \
+#define TL_DEFINE_UNARY_FLOAT(NAME)                                                               \
+  Tensor Tensor::NAME() const {                                                                   \
     Tensor out = forward([&] { return unary_float<UnaryOp::NAME>(#NAME, *this); });               \
-    record(out, #NAME, {this}, {*this, out},                                  \
-           [](const variable_list& g, const variable_list& s) {                        \
-             return variable_list{unary_derivative(#NAME, g[0], s[0], s[1])};          \
-           });                                                                         \
-    return out;                                                                        \
-  }                                                                                    \
-  Tensor& Tensor::NAME##_() {                                                          \
-    if (autograd::needs_grad({this}))                                                  \
-      return inplace_with_grad(*this, #NAME "_", [](const Tensor& s) { return s.NAME(); }); \
+    record(out, #NAME, {this}, {*this, out}, [](const variable_list& g, const variable_list& s) { \
+      return variable_list{unary_derivative(#NAME, g[0], s[0], s[1])};                            \
+    });                                                                                           \
+    return out;                                                                                   \
+  }                                                                                               \
+  Tensor& Tensor::NAME##_() {                                                                     \
+    if (autograd::needs_grad({this}))                                                             \
+      return inplace_with_grad(*this, #NAME "_", [](const Tensor& s) { return s.NAME(); });       \
     unary_float<UnaryOp::NAME>(#NAME "_", *this, this);                                           \
-    return *this;                                                                      \
-  }                                                                                    \
-  Tensor NAME(const Tensor& t) { return t.NAME(); }
+    return *this;                                                                                 \
+  }                                                                                               \
+  Tensor NAME(const Tensor& t) {                                                                  \
+    return t.NAME();                                                                              \
+  }
 TL_DEFINE_UNARY_FLOAT(exp)
 TL_DEFINE_UNARY_FLOAT(log)
 TL_DEFINE_UNARY_FLOAT(sqrt)
@@ -636,9 +700,15 @@ TL_DEFINE_UNARY_FLOAT(gelu)
 TL_DEFINE_UNARY_FLOAT(reciprocal)
 #undef TL_DEFINE_UNARY_FLOAT
 
-Tensor neg(const Tensor& t) { return t.neg(); }
-Tensor abs(const Tensor& t) { return t.abs(); }
-Tensor relu(const Tensor& t) { return t.relu(); }
+Tensor neg(const Tensor& t) {
+  return t.neg();
+}
+Tensor abs(const Tensor& t) {
+  return t.abs();
+}
+Tensor relu(const Tensor& t) {
+  return t.relu();
+}
 
 // ---- Comparisons of whole tensors ---------------------------------------------------------
 
@@ -664,23 +734,42 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
 
 // ---- Operators ----------------------------------------------------------------------------
 
-Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, b); }
-Tensor operator+(const Scalar& a, const Tensor& b) { return add(b, a); }
-Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+Tensor operator+(const Tensor& a, const Scalar& b) {
+  return add(a, b);
+}
+Tensor operator+(const Scalar& a, const Tensor& b) {
+  return add(b, a);
+}
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+Tensor operator-(const Tensor& a, const Scalar& b) {
+  return sub(a, b);
+}
 Tensor operator-(const Scalar& a, const Tensor& b) {
   Tensor out = forward([&] { return binary(BinaryOp::sub, wrap(a), tensor_op(b)); });
-  record(out, "Rsub", {&b}, {}, [](const variable_list& g, const variable_list&) {
-    return variable_list{-g[0]};
-  });
+  record(out, "Rsub", {&b}, {},
+         [](const variable_list& g, const variable_list&) { return variable_list{-g[0]}; });
   return out;
 }
-Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
-Tensor operator*(const Scalar& a, const Tensor& b) { return mul(b, a); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+Tensor operator*(const Tensor& a, const Scalar& b) {
+  return mul(a, b);
+}
+Tensor operator*(const Scalar& a, const Tensor& b) {
+  return mul(b, a);
+}
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+Tensor operator/(const Tensor& a, const Scalar& b) {
+  return div(a, b);
+}
 Tensor operator/(const Scalar& a, const Tensor& b) {
   Tensor out = forward([&] { return binary(BinaryOp::div, wrap(a), tensor_op(b)); });
   record(out, "Rdiv", {&b}, {b, out}, [](const variable_list& g, const variable_list& s) {
@@ -688,26 +777,68 @@ Tensor operator/(const Scalar& a, const Tensor& b) {
   });
   return out;
 }
-Tensor operator-(const Tensor& a) { return a.neg(); }
-Tensor operator==(const Tensor& a, const Tensor& b) { return a.eq(b); }
-Tensor operator==(const Tensor& a, const Scalar& b) { return a.eq(b); }
-Tensor operator!=(const Tensor& a, const Tensor& b) { return a.ne(b); }
-Tensor operator!=(const Tensor& a, const Scalar& b) { return a.ne(b); }
-Tensor operator<(const Tensor& a, const Tensor& b) { return a.lt(b); }
-Tensor operator<(const Tensor& a, const Scalar& b) { return a.lt(b); }
-Tensor operator<=(const Tensor& a, const Tensor& b) { return a.le(b); }
-Tensor operator<=(const Tensor& a, const Scalar& b) { return a.le(b); }
-Tensor operator>(const Tensor& a, const Tensor& b) { return a.gt(b); }
-Tensor operator>(const Tensor& a, const Scalar& b) { return a.gt(b); }
-Tensor operator>=(const Tensor& a, const Tensor& b) { return a.ge(b); }
-Tensor operator>=(const Tensor& a, const Scalar& b) { return a.ge(b); }
-Tensor& operator+=(Tensor& a, const Tensor& b) { return a.add_(b); }
-Tensor& operator+=(Tensor& a, const Scalar& b) { return a.add_(b); }
-Tensor& operator-=(Tensor& a, const Tensor& b) { return a.sub_(b); }
-Tensor& operator-=(Tensor& a, const Scalar& b) { return a.sub_(b); }
-Tensor& operator*=(Tensor& a, const Tensor& b) { return a.mul_(b); }
-Tensor& operator*=(Tensor& a, const Scalar& b) { return a.mul_(b); }
-Tensor& operator/=(Tensor& a, const Tensor& b) { return a.div_(b); }
-Tensor& operator/=(Tensor& a, const Scalar& b) { return a.div_(b); }
+Tensor operator-(const Tensor& a) {
+  return a.neg();
+}
+Tensor operator==(const Tensor& a, const Tensor& b) {
+  return a.eq(b);
+}
+Tensor operator==(const Tensor& a, const Scalar& b) {
+  return a.eq(b);
+}
+Tensor operator!=(const Tensor& a, const Tensor& b) {
+  return a.ne(b);
+}
+Tensor operator!=(const Tensor& a, const Scalar& b) {
+  return a.ne(b);
+}
+Tensor operator<(const Tensor& a, const Tensor& b) {
+  return a.lt(b);
+}
+Tensor operator<(const Tensor& a, const Scalar& b) {
+  return a.lt(b);
+}
+Tensor operator<=(const Tensor& a, const Tensor& b) {
+  return a.le(b);
+}
+Tensor operator<=(const Tensor& a, const Scalar& b) {
+  return a.le(b);
+}
+Tensor operator>(const Tensor& a, const Tensor& b) {
+  return a.gt(b);
+}
+Tensor operator>(const Tensor& a, const Scalar& b) {
+  return a.gt(b);
+}
+Tensor operator>=(const Tensor& a, const Tensor& b) {
+  return a.ge(b);
+}
+Tensor operator>=(const Tensor& a, const Scalar& b) {
+  return a.ge(b);
+}
+Tensor& operator+=(Tensor& a, const Tensor& b) {
+  return a.add_(b);
+}
+Tensor& operator+=(Tensor& a, const Scalar& b) {
+  return a.add_(b);
+}
+Tensor& operator-=(Tensor& a, const Tensor& b) {
+  return a.sub_(b);
+}
+Tensor& operator-=(Tensor& a, const Scalar& b) {
+  return a.sub_(b);
+}
+Tensor& operator*=(Tensor& a, const Tensor& b) {
+  return a.mul_(b);
+}
+Tensor& operator*=(Tensor& a, const Scalar& b) {
+  return a.mul_(b);
+}
+Tensor& operator/=(Tensor& a, const Tensor& b) {
+  return a.div_(b);
+}
+Tensor& operator/=(Tensor& a, const Scalar& b) {
+  return a.div_(b);
+}
 
 }  // namespace tl

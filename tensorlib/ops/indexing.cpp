@@ -5,9 +5,9 @@
 
 #include "tensorlib/autograd/function.h"
 #include "tensorlib/autograd/grad_mode.h"
+#include "tensorlib/core/error.h"
 #include "tensorlib/core/kernels.h"
 #include "tensorlib/core/make_tensor.h"
-#include "tensorlib/core/error.h"
 #include "tensorlib/core/shape_util.h"
 #include "tensorlib/core/tensor.h"
 
@@ -31,16 +31,16 @@ Tensor index_select_forward(const Tensor& t, int64_t dim, const Tensor& index);
 Tensor index_select(const Tensor& t, int64_t dim, const Tensor& index) {
   Tensor out = autograd::forward_no_grad([&] { return index_select_forward(t, dim, index); });
   // The gradient scatters back to the selected positions (summing repeats).
-  autograd::record(out, "IndexSelect", {&t}, {index},
-                   [sizes = t.sizes().vec(), dim](const autograd::variable_list& g,
-                                                  const autograd::variable_list& s) {
-                     const int64_t d = detail::wrap_dim(dim, static_cast<int64_t>(sizes.size()));
-                     std::vector<int64_t> shape(g[0].dim(), 1);
-                     if (g[0].dim() > 0) shape[d] = -1;
-                     Tensor idx = g[0].dim() > 0 ? s[0].reshape(shape).expand(g[0].sizes()) : s[0];
-                     return autograd::variable_list{
-                         tl::zeros(sizes, g[0].options()).scatter_add(d, idx, g[0])};
-                   });
+  autograd::record(
+      out, "IndexSelect", {&t}, {index},
+      [sizes = t.sizes().vec(), dim](const autograd::variable_list& g,
+                                     const autograd::variable_list& s) {
+        const int64_t d = detail::wrap_dim(dim, static_cast<int64_t>(sizes.size()));
+        std::vector<int64_t> shape(g[0].dim(), 1);
+        if (g[0].dim() > 0) shape[d] = -1;
+        Tensor idx = g[0].dim() > 0 ? s[0].reshape(shape).expand(g[0].sizes()) : s[0];
+        return autograd::variable_list{tl::zeros(sizes, g[0].options()).scatter_add(d, idx, g[0])};
+      });
   return out;
 }
 
@@ -148,24 +148,27 @@ Tensor cat(TensorList tensors, int64_t dim) {
   std::vector<int64_t> lengths;
   for (const Tensor& t : tensors) {
     inputs.push_back(&t);
-    lengths.push_back(t.dim() == 1 && t.size(0) == 0 ? -1 : t.size(out.dim() > 0 ? detail::wrap_dim(dim, out.dim()) : 0));
+    lengths.push_back(t.dim() == 1 && t.size(0) == 0
+                          ? -1
+                          : t.size(out.dim() > 0 ? detail::wrap_dim(dim, out.dim()) : 0));
   }
   // Each input's gradient is its slice of the output gradient.
-  autograd::record(out, "Cat", inputs, {}, [lengths, dim](const autograd::variable_list& g,
-                                                          const autograd::variable_list&) {
-    const int64_t d = detail::wrap_dim(dim, g[0].dim());
-    autograd::variable_list grads;
-    int64_t offset = 0;
-    for (int64_t len : lengths) {
-      if (len < 0) {
-        grads.emplace_back();  // a skipped empty 1-D input
-        continue;
-      }
-      grads.push_back(g[0].narrow(d, offset, len));
-      offset += len;
-    }
-    return grads;
-  });
+  autograd::record(
+      out, "Cat", inputs, {},
+      [lengths, dim](const autograd::variable_list& g, const autograd::variable_list&) {
+        const int64_t d = detail::wrap_dim(dim, g[0].dim());
+        autograd::variable_list grads;
+        int64_t offset = 0;
+        for (int64_t len : lengths) {
+          if (len < 0) {
+            grads.emplace_back();  // a skipped empty 1-D input
+            continue;
+          }
+          grads.push_back(g[0].narrow(d, offset, len));
+          offset += len;
+        }
+        return grads;
+      });
   return out;
 }
 
@@ -246,8 +249,12 @@ Tensor masked_select(const Tensor& t, const Tensor& mask) {
   return t.expand(shape).reshape({-1}).index_select(0, at);
 }
 
-Tensor Tensor::nonzero() const { return tl::nonzero(*this); }
-Tensor Tensor::masked_select(const Tensor& mask) const { return tl::masked_select(*this, mask); }
+Tensor Tensor::nonzero() const {
+  return tl::nonzero(*this);
+}
+Tensor Tensor::masked_select(const Tensor& mask) const {
+  return tl::masked_select(*this, mask);
+}
 
 Tensor stack(TensorList tensors, int64_t dim) {
   TL_CHECK(!tensors.empty(), "stack(): expected a non-empty list of Tensors");

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "tensorlib/autograd/function.h"
-#include "tensorlib/core/kernels.h"
 #include "tensorlib/core/error.h"
+#include "tensorlib/core/kernels.h"
 #include "tensorlib/core/row_moments.h"
 #include "tensorlib/core/shape_util.h"
 #include "tensorlib/core/tensor.h"
@@ -83,8 +83,8 @@ Tensor accumulate(const Tensor& t, IntArrayRef dims, bool keepdim, std::optional
   const ScalarType out_dtype = dtype ? *dtype : (is_integral(t.dtype(), true) ? kInt64 : t.dtype());
   if constexpr (Op == AccumulateOp::kSum) {
     // Note [Sums over leading dimensions] (cpu/reduce.cpp): where the backend has it.
-    if (Tensor out = detail::kernels_for(device).sum_leading(
-            x, detail::dim_mask(dims, x.dim(), op), keepdim, out_dtype);
+    if (Tensor out = detail::kernels_for(device).sum_leading(x, detail::dim_mask(dims, x.dim(), op),
+                                                             keepdim, out_dtype);
         out.defined())
       return out;
   }

@@ -10,8 +10,10 @@ namespace tl::optim {
 
 void Optimizer::zero_grad(bool set_to_none) {
   for (Tensor& p : params_) {
-    if (set_to_none) p.mutable_grad() = Tensor();
-    else if (p.grad().defined()) p.mutable_grad().zero_();
+    if (set_to_none)
+      p.mutable_grad() = Tensor();
+    else if (p.grad().defined())
+      p.mutable_grad().zero_();
   }
 }
 
@@ -69,10 +71,10 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions o, bool decoupled)
 // ~~~~~~~~~~~~~~~~~
 // Composed from ops, the update makes ten passes over each parameter and four temporaries; on
 // the CPU it was half of the MLP's training step (docs/performance.md). A backend with a fused
-// kernel (Kernels::adam_step, the CPU's in tensorlib/cpu/optim.cpp) makes one pass, reading p, g, m and v
-// once, with the same arithmetic in the same order and precision, so the result is the composed
-// update's to the bit (a test holds the two paths equal). The composed ops remain for what the
-// kernel declines (half and bfloat16 parameters, non-contiguous or overlapping tensors, a
+// kernel (Kernels::adam_step, the CPU's in tensorlib/cpu/optim.cpp) makes one pass, reading p, g, m
+// and v once, with the same arithmetic in the same order and precision, so the result is the
+// composed update's to the bit (a test holds the two paths equal). The composed ops remain for what
+// the kernel declines (half and bfloat16 parameters, non-contiguous or overlapping tensors, a
 // backend without one). Either way p, m and v each count one in-place write (their version
 // counters).
 void Adam::step() {
@@ -89,8 +91,8 @@ void Adam::step() {
       m_[i] = new_state(p);
       v_[i] = new_state(p);
     }
-    const detail::AdamStep fused{o_.beta1,           o_.beta2, lr_ / bc1, std::sqrt(bc2), o_.eps,
-                                 o_.weight_decay,    decoupled_, lr_};
+    const detail::AdamStep fused{o_.beta1, o_.beta2,        lr_ / bc1,  std::sqrt(bc2),
+                                 o_.eps,   o_.weight_decay, decoupled_, lr_};
     if (o_.fused && detail::check_device("adam", {&p, &g, &m_[i], &v_[i]}) == p.device() &&
         detail::kernels_for(p.device()).adam_step(fused, p, g, m_[i], v_[i])) {
       p.bump_version();
@@ -99,8 +101,10 @@ void Adam::step() {
       continue;
     }
     if (o_.weight_decay != 0) {
-      if (decoupled_) p.mul_(1 - lr_ * o_.weight_decay);
-      else g = g + p * o_.weight_decay;
+      if (decoupled_)
+        p.mul_(1 - lr_ * o_.weight_decay);
+      else
+        g = g + p * o_.weight_decay;
     }
     m_[i].mul_(o_.beta1).add_(g, 1 - o_.beta1);
     v_[i].mul_(o_.beta2).add_(g * g, 1 - o_.beta2);

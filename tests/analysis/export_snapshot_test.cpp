@@ -11,8 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "profiler/analysis/export.h"
@@ -57,9 +57,9 @@ Check export_and_check(const std::string& trace, const std::string& name) {
   }
   const std::string script = (fs::path(__FILE__).parent_path() / "snapshot_check.py").string();
   tl_test::Result r = tl_test::run({"python3", script, pickle.string(), "--dump"});
-  EXPECT_TRUE(r.rc == 0 || r.rc == 1) << "python3 " << script << " exited " << r.rc
-                                      << " (python3 comes with `make test`'s dependencies): "
-                                      << r.err;
+  EXPECT_TRUE(r.rc == 0 || r.rc == 1)
+      << "python3 " << script << " exited " << r.rc
+      << " (python3 comes with `make test`'s dependencies): " << r.err;
   c.result = json::parse(r.out.empty() ? "{}" : r.out);
   EXPECT_EQ(c.result.value("ok", false), true) << r.out.substr(0, 2000);
   return c;
@@ -190,10 +190,10 @@ TEST(ExportSnapshot, EveryFieldOfAHandWrittenHistory) {
   EXPECT_EQ(cpu[1]["time_us"], (kStartUnix + 2000) / 1000);
   EXPECT_EQ(cpu[1]["stream"], 0);
   // Innermost first; inlined frames before their caller; an unresolved address by its value.
-  EXPECT_EQ(cpu[1]["frames"], json::array({frame("tl::alloc(unsigned long)", "/src/alloc.cpp", 7),
-                                           frame("make_weights(int)", "model.h", 12),
-                                           frame("build_model()", "/bin/t", 0),
-                                           frame("0x1000", "??", 0)}));
+  EXPECT_EQ(cpu[1]["frames"],
+            json::array({frame("tl::alloc(unsigned long)", "/src/alloc.cpp", 7),
+                         frame("make_weights(int)", "model.h", 12),
+                         frame("build_model()", "/bin/t", 0), frame("0x1000", "??", 0)}));
   EXPECT_EQ(cpu[0]["frames"].size(), 3u);
   EXPECT_EQ(cpu[2]["frames"], json::array());
 
@@ -241,10 +241,11 @@ TEST(ExportSnapshot, EveryFieldOfAHandWrittenHistory) {
   EXPECT_EQ(c.stats.segments, 2u);
   EXPECT_EQ(c.stats.blocks, 3u);
 
-  EXPECT_EQ(snap["allocator_settings"],
-            (json{{"max_split_size_mb", 128}, {"expandable_segments", true},
-                  {"garbage_collection_threshold", 0.6},
-                  {"roundup_power2_divisions", "[256:1,512:2,>:8]"}, {"backend", "native"}}));
+  EXPECT_EQ(snap["allocator_settings"], (json{{"max_split_size_mb", 128},
+                                              {"expandable_segments", true},
+                                              {"garbage_collection_threshold", 0.6},
+                                              {"roundup_power2_divisions", "[256:1,512:2,>:8]"},
+                                              {"backend", "native"}}));
   EXPECT_EQ(snap["external_annotations"], json::array());
 
   // The replay from the start agrees with the history.
@@ -305,7 +306,8 @@ TEST(ExportSnapshot, ARecordingOfTensorlibReplaysToItsOwnCurves) {
   for (const json& e : c.result["snapshot"]["device_traces"][0])
     if (e["action"] == "alloc" && e["size"] == (1 << 12) * 4)
       for (const json& f : e["frames"])
-        named = named || f["name"].get<std::string>().find("snapshot_test_allocate") != std::string::npos;
+        named = named ||
+                f["name"].get<std::string>().find("snapshot_test_allocate") != std::string::npos;
   EXPECT_TRUE(named);
   // Every stack starts at the allocator, below the recorder's own frames (Note [The recorder's
   // own frames]): as memory_viz shows them, as the importer reads them back.
@@ -337,8 +339,8 @@ TEST(ExportSnapshot, ARecordingStartedLateLeavesOutBlocksOfUnseenSegments) {
   EXPECT_EQ(c.stats.entries_left_out, 3u);  // `during`'s alloc, and `before`'s two frees
   EXPECT_EQ(c.stats.blocks, 0u);            // `during` is not drawn: no segment holds it
   const json& d = c.result["devices"]["0"];
-  EXPECT_EQ(d["actions"], json::array({"alloc", "free_completed", "free_requested",
-                                       "segment_alloc"}));
+  EXPECT_EQ(d["actions"],
+            json::array({"alloc", "free_completed", "free_requested", "segment_alloc"}));
   EXPECT_EQ(d["peak_requested"], (1 << 22) * 4);
 }
 

@@ -32,10 +32,9 @@ void each_node(const an::FlameNode& n, const std::function<void(const an::FlameN
 }
 
 TEST(FlameTree, MergesStacksFromTheOutermostFrame) {
-  an::FlameNode root = an::flame_tree({stack({"c", "b", "main"}, 10, 2),
-                                       stack({"d", "main"}, 25, 1),
-                                       stack({"main"}, 4, 1),
-                                       stack({}, 3, 3)});
+  an::FlameNode root =
+      an::flame_tree({stack({"c", "b", "main"}, 10, 2), stack({"d", "main"}, 25, 1),
+                      stack({"main"}, 4, 1), stack({}, 3, 3)});
   EXPECT_EQ(root.frame, "");
   EXPECT_EQ(root.bytes, 42);
   EXPECT_EQ(root.count, 7u);
@@ -61,10 +60,12 @@ TEST(FlameTree, MergesStacksFromTheOutermostFrame) {
 
 TEST(FlameTree, OneFunctionCalledFromSeveralLinesIsOneFrameWithItsLocations) {
   an::FlameNode root = an::flame_tree(
-      {stack({"alloc (x.cpp:5)", "main (m.cpp:10)", "__libc_start_main (libc-start.c:360)",
-              "_start"}, 6, 1),
+      {stack(
+           {"alloc (x.cpp:5)", "main (m.cpp:10)", "__libc_start_main (libc-start.c:360)", "_start"},
+           6, 1),
        stack({"alloc (x.cpp:5)", "main (m.cpp:12)", "__libc_start_call_main (c.h:58)",
-              "__libc_start_main (libc-start.c:360)"}, 4, 1)});
+              "__libc_start_main (libc-start.c:360)"},
+             4, 1)});
   ASSERT_EQ(root.children.size(), 1u);  // the C runtime's start-up frames are left out
   const an::FlameNode& main = root.children[0];
   EXPECT_EQ(main.frame, "main (m.cpp)");

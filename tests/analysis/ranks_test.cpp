@@ -51,8 +51,8 @@ void make_rank(const std::string& path, std::optional<int64_t> rank, std::option
 class RanksTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("tidemark_ranks_" + std::to_string(::getpid()));
+    dir_ =
+        std::filesystem::temp_directory_path() / ("tidemark_ranks_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -78,10 +78,12 @@ TEST_F(RanksTest, UnevenRanksAreAFindingNamingRankBytesAndSite) {
   EXPECT_EQ(f[0].severity, an::Severity::major);  // 40% of the high rank's peak
   bool category = false;
   for (const auto& [what, value] : f[0].evidence)
-    category = category || (what == "category making the difference" && value == "activation: +8.00 MiB");
+    category =
+        category || (what == "category making the difference" && value == "activation: +8.00 MiB");
   EXPECT_TRUE(category);
 
-  std::vector<an::RankSpread> s = an::rank_spreads(an::rank_devices(std::vector<an::RankedTrace>{{0, &a}, {1, &b}}));
+  std::vector<an::RankSpread> s =
+      an::rank_spreads(an::rank_devices(std::vector<an::RankedTrace>{{0, &a}, {1, &b}}));
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].curve, st::Curve::allocated);
   EXPECT_EQ(s[0].high_rank, 1);
@@ -196,11 +198,13 @@ TEST_F(RanksTest, TracesNotOfOneRunAreRefused) {
     }
     return "";
   };
-  EXPECT_EQ(refused({path("a.db"), path("b.db")}),
-            path("a.db") + " and " + path("b.db") + ": both are rank 0; give each rank's trace once");
+  EXPECT_EQ(
+      refused({path("a.db"), path("b.db")}),
+      path("a.db") + " and " + path("b.db") + ": both are rank 0; give each rank's trace once");
   EXPECT_EQ(refused({path("a.db"), path("c.db")}),
             path("a.db") + " and " + path("c.db") + ": not of one run (world size 2 and 4)");
-  EXPECT_NE(refused({path("a.db"), path("norank.db")}).find("norank.db: has no rank"), std::string::npos);
+  EXPECT_NE(refused({path("a.db"), path("norank.db")}).find("norank.db: has no rank"),
+            std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(path("out.db")));
 }
 
@@ -209,8 +213,9 @@ TEST_F(RanksTest, AKilledRanksPartialTraceMergesWithAWarning) {
   make_rank(path("run-1.db"), 1, 2, 12 * MiB, 1'000'000'000, /*finish=*/false);
   an::MergeResult r = an::merge_ranks({path("run-0.db"), path("run-1.db")}, path("all.db"));
   ASSERT_EQ(r.warnings.size(), 1u);
-  EXPECT_NE(r.warnings[0].find("rank 1 (" + path("run-1.db") + "): the recording did not end cleanly"),
-            std::string::npos);
+  EXPECT_NE(
+      r.warnings[0].find("rank 1 (" + path("run-1.db") + "): the recording did not end cleanly"),
+      std::string::npos);
   EXPECT_FALSE(r.ranks[1].complete);
   const an::Trace m = an::Trace::open(path("all.db"));
   // What rank 1 committed: its 20 MiB peak, and A never freed.

@@ -205,10 +205,14 @@ inline void make_segments_trace(const std::string& path, bool keep_warmup = fals
   st::FinalizeOptions options;
   options.symbolize = [](uint64_t ip) -> std::vector<st::ResolvedFrame> {
     switch (ip) {
-      case 0xa1: return {{"load_model", "/src/train.py", 10, false, ""}};
-      case 0xa2: return {{"load_model", "/src/train.py", 14, false, ""}};
-      case 0xb1: return {{"warmup", "/src/train.py", 30, false, ""}};
-      default: return {};
+      case 0xa1:
+        return {{"load_model", "/src/train.py", 10, false, ""}};
+      case 0xa2:
+        return {{"load_model", "/src/train.py", 14, false, ""}};
+      case 0xb1:
+        return {{"warmup", "/src/train.py", 30, false, ""}};
+      default:
+        return {};
     }
   };
   b.finish(7000, options);

@@ -90,8 +90,9 @@ TEST_F(CliTest, SummarySplitsThePeakByCategory) {
   nlohmann::json plain = nlohmann::json::parse(tidemark({"summary", trace_, "--json"}).out);
   EXPECT_TRUE(plain["categories_at_peak"].is_null()) << plain["categories_at_peak"].dump();
   const std::string path = (temp_dir() / "loss.db").string();
-  Result rec = tidemark({"record", "-o", path, "--", std::string(TIDEMARK_SAMPLES_BIN) +
-                         "/pitfall_accumulated_loss", "--steps", "5"});
+  Result rec =
+      tidemark({"record", "-o", path, "--",
+                std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_accumulated_loss", "--steps", "5"});
   ASSERT_EQ(rec.rc, 0) << rec.err;
   nlohmann::json j = nlohmann::json::parse(tidemark({"summary", path, "--json"}).out);
   ASSERT_TRUE(j["categories_at_peak"].is_object()) << j.dump(2);
@@ -102,7 +103,8 @@ TEST_F(CliTest, SummarySplitsThePeakByCategory) {
     keys.insert(g["key"].get<std::string>());
   }
   EXPECT_EQ(sum, j["top_at_peak"]["bytes"].get<int64_t>());
-  EXPECT_TRUE(keys.count("parameter") && keys.count("activation")) << j["categories_at_peak"].dump();
+  EXPECT_TRUE(keys.count("parameter") && keys.count("activation"))
+      << j["categories_at_peak"].dump();
   Result text = tidemark({"summary", path});
   EXPECT_NE(text.out.find("\n  by category: activation "), std::string::npos) << text.out;
 }
@@ -127,7 +129,8 @@ Folded parse_folded(const std::string& out) {
       f.well_formed = false;
       continue;
     }
-    if (line.find(";;") != std::string::npos || line[0] == ';') f.well_formed = false;  // an empty frame
+    if (line.find(";;") != std::string::npos || line[0] == ';')
+      f.well_formed = false;  // an empty frame
     f.bytes += std::stoll(line.substr(space + 1));
     size_t main = line.find("main ("), sample = line.find("samples::");
     if (main != std::string::npos && sample != std::string::npos && main < sample)
@@ -142,8 +145,8 @@ Folded parse_folded(const std::string& out) {
 // a fold stands for exactly the frames it replaces: counting a fold as its N frames, the user
 // lines hold as many frames as the --frames all lines.
 TEST_F(CliTest, FoldedStacksFoldRunsOfLibraryFramesUnlessFramesAll) {
-  const std::string snapshot =
-      std::string(TIDEMARK_TEST_DATA) + "/pytorch/niu_forward_and_backward_memory_snapshot_200.pickle";
+  const std::string snapshot = std::string(TIDEMARK_TEST_DATA) +
+                               "/pytorch/niu_forward_and_backward_memory_snapshot_200.pickle";
   const std::string db = (temp_dir() / "folded-library.db").string();
   ASSERT_EQ(tidemark({"import", snapshot, "-o", db}).rc, 0);
   Result user = tidemark({"top", db, "--folded"});
@@ -177,7 +180,8 @@ TEST_F(CliTest, FoldedStacksFoldRunsOfLibraryFramesUnlessFramesAll) {
     return n;
   };
   size_t user_folds = 0, all_folds = 0;
-  const size_t user_frames = frames(user.out, &user_folds), all_frames = frames(all.out, &all_folds);
+  const size_t user_frames = frames(user.out, &user_folds),
+               all_frames = frames(all.out, &all_folds);
   EXPECT_GT(user_folds, 0u) << user.out.substr(0, 2000);
   EXPECT_EQ(all_folds, 0u);
   EXPECT_EQ(user_frames, all_frames);
@@ -190,8 +194,8 @@ TEST_F(CliTest, FoldedStacksAddUpToThePeakAndTheLeaks) {
   Result top = tidemark({"top", trace_, "--folded"});
   ASSERT_EQ(top.rc, 0) << top.err;
   Folded f = parse_folded(top.out);
-  nlohmann::json j =
-      nlohmann::json::parse(tidemark({"top", trace_, "--by", "stack", "--limit", "0", "--json"}).out);
+  nlohmann::json j = nlohmann::json::parse(
+      tidemark({"top", trace_, "--by", "stack", "--limit", "0", "--json"}).out);
   EXPECT_TRUE(f.well_formed) << top.out.substr(0, 2000);
   EXPECT_EQ(f.bytes, j["bytes"].get<int64_t>());
   EXPECT_EQ(f.lines, j["groups_total"].get<size_t>());
@@ -244,8 +248,9 @@ TEST_F(CliTest, FoldedStacksAddUpToThePeakAndTheLeaks) {
     b += y;
   }
   auto peak = [&](const std::string& path) {
-    return nlohmann::json::parse(tidemark({"summary", path, "--json"}).out)["devices"][0]
-        ["peak_allocated_bytes"].get<int64_t>();
+    return nlohmann::json::parse(
+               tidemark({"summary", path, "--json"}).out)["devices"][0]["peak_allocated_bytes"]
+        .get<int64_t>();
   };
   EXPECT_EQ(a, peak(trace_));
   EXPECT_EQ(b, peak(db));
@@ -383,23 +388,22 @@ TEST(CliSummary, ReservedMemoryBySiteOnASegmentsOnlyTrace) {
   EXPECT_TRUE(j["top_at_peak"].is_null());  // no allocations anywhere
   const uint64_t MiB = 1 << 20;
   using J = nlohmann::json;
-  EXPECT_EQ(j["reserved_at_peak"],
-            (J{{"device", "cuda:0"},
-               {"time_ns", 4000},
-               {"bytes", 28 * MiB},
-               {"count", 3},
-               {"by", "site"},
-               {"groups", J::array({J{{"key", "load_model@train.py"},
-                                      {"label", "load_model (train.py:14)"},
-                                      {"bytes", 26 * MiB},
-                                      {"requested_bytes", 0},
-                                      {"count", 2}},
-                                    J{{"key", "(no stack)"},
-                                      {"label", "(no stack)"},
-                                      {"bytes", 2 * MiB},
-                                      {"requested_bytes", 0},
-                                      {"count", 1}}})},
-               {"groups_total", 2}}))
+  EXPECT_EQ(j["reserved_at_peak"], (J{{"device", "cuda:0"},
+                                      {"time_ns", 4000},
+                                      {"bytes", 28 * MiB},
+                                      {"count", 3},
+                                      {"by", "site"},
+                                      {"groups", J::array({J{{"key", "load_model@train.py"},
+                                                             {"label", "load_model (train.py:14)"},
+                                                             {"bytes", 26 * MiB},
+                                                             {"requested_bytes", 0},
+                                                             {"count", 2}},
+                                                           J{{"key", "(no stack)"},
+                                                             {"label", "(no stack)"},
+                                                             {"bytes", 2 * MiB},
+                                                             {"requested_bytes", 0},
+                                                             {"count", 1}}})},
+                                      {"groups_total", 2}}))
       << j["reserved_at_peak"].dump(2);
 }
 
@@ -421,7 +425,9 @@ TEST(CliFinalize, UpgradesASchemaVersion1Trace) {
   }
   Result f = tidemark({"finalize", path});
   ASSERT_EQ(f.rc, 0) << f.err;
-  EXPECT_NE(f.out.find("upgraded from schema version 1 to " + std::to_string(st::kSchemaVersion)), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("upgraded from schema version 1 to " + std::to_string(st::kSchemaVersion)),
+            std::string::npos)
+      << f.out;
   Result s = tidemark({"summary", path, "--json"});
   ASSERT_EQ(s.rc, 0) << s.err;
   nlohmann::json j = nlohmann::json::parse(s.out);
@@ -528,8 +534,9 @@ TEST(CliExport, ARecordingSurvivesExportAndImportWithItsCategories) {
   const std::string db = (temp_dir() / "cat.db").string();
   const std::string pickle = (temp_dir() / "cat.pickle").string();
   const std::string again = (temp_dir() / "cat-again.db").string();
-  Result rec = tidemark({"record", "-o", db, "--", std::string(TIDEMARK_SAMPLES_BIN) +
-                         "/pitfall_accumulated_loss", "--steps", "5"});
+  Result rec =
+      tidemark({"record", "-o", db, "--",
+                std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_accumulated_loss", "--steps", "5"});
   ASSERT_EQ(rec.rc, 0) << rec.err;
   ASSERT_EQ(tidemark({"export", db, "--format", "snapshot", "-o", pickle}).rc, 0);
   Result imp = tidemark({"import", pickle, "-o", again});

@@ -125,13 +125,15 @@ TEST_F(DiagnoseCli, GraphRetentionNamesTheForwardOfTheAccumulatedLoss) {
 TEST_F(DiagnoseCli, GraphRetentionOnTheAccumulatedLossAsASnapshot) {
   auto as_snapshot = [&](bool fixed) {
     const std::string name = std::string("accumulated_loss") + (fixed ? "_fixed" : "");
-    const std::string pickle = (dir() / (name + ".pickle")).string(), db = (dir() / (name + "_imported.db")).string();
-    Result r = tidemark({"export", pitfall("accumulated_loss", fixed), "--format", "snapshot", "--no-categories",
-                         "-o", pickle});
+    const std::string pickle = (dir() / (name + ".pickle")).string(),
+                      db = (dir() / (name + "_imported.db")).string();
+    Result r = tidemark({"export", pitfall("accumulated_loss", fixed), "--format", "snapshot",
+                         "--no-categories", "-o", pickle});
     EXPECT_EQ(r.rc, 0) << r.err;
     r = tidemark({"import", pickle, "-o", db});
     EXPECT_EQ(r.rc, 0) << r.err;
-    EXPECT_NE(r.out.find("20 steps inferred from the repeated allocations"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("20 steps inferred from the repeated allocations"), std::string::npos)
+        << r.out;
     return db;
   };
   const json recorded = finding(diagnose(pitfall("accumulated_loss", false)), "graph-retention");
@@ -144,7 +146,8 @@ TEST_F(DiagnoseCli, GraphRetentionOnTheAccumulatedLossAsASnapshot) {
   auto growth = [](const json& g) {
     const std::string text = g["evidence"][0][1];  // "2.26 MiB (2,374,647 bytes)"
     std::string digits;
-    for (char c : text.substr(text.find('('))) if (c >= '0' && c <= '9') digits += c;
+    for (char c : text.substr(text.find('(')))
+      if (c >= '0' && c <= '9') digits += c;
     return std::stod(digits);
   };
   EXPECT_EQ(f["evidence"][0][0], "growth per step");
@@ -152,7 +155,8 @@ TEST_F(DiagnoseCli, GraphRetentionOnTheAccumulatedLossAsASnapshot) {
   EXPECT_EQ(f["site"], recorded["site"]);
   bool inferred = false;
   for (const json& e : f["evidence"])
-    inferred |= e[0] == "steps" && e[1].get<std::string>().find("repeated allocations") != std::string::npos;
+    inferred |= e[0] == "steps" &&
+                e[1].get<std::string>().find("repeated allocations") != std::string::npos;
   EXPECT_TRUE(inferred) << f.dump(2);
   EXPECT_EQ(ids(diagnose(as_snapshot(true), kMemoryDetectors)).count("graph-retention"), 0u);
 }
@@ -502,8 +506,7 @@ TEST_F(DiagnoseCli, CheckNoFindingsGatesOnFindings) {
 }
 
 TEST_F(DiagnoseCli, ImportedPyTorchSnapshotSaysWhichDetectorsCannotRun) {
-  const fs::path snapshot =
-      fs::path(TIDEMARK_TEST_DATA) / "pytorch/snapshot_small_gpu.pickle";
+  const fs::path snapshot = fs::path(TIDEMARK_TEST_DATA) / "pytorch/snapshot_small_gpu.pickle";
   const std::string trace = (dir() / "snapshot.db").string();
   Result r = tidemark({"import", snapshot.string(), "-o", trace});
   ASSERT_EQ(r.rc, 0) << r.err;

@@ -33,26 +33,31 @@ using tidemark::store::TraceReader;
 using tl_test::Result;
 using tl_test::tidemark;
 
-fs::path dir() { return tl_test::temp_dir("tidemark_infer"); }
+fs::path dir() {
+  return tl_test::temp_dir("tidemark_infer");
+}
 
 // tensorlib leaves a block it knows no role for `unknown` (an op's output no backward saved):
 // a temporary, or unknown, is the right answer for it.
 bool right(ev::Category truth, ev::Category inferred) {
-  if (truth == ev::Category::unknown) return inferred == ev::Category::unknown || inferred == ev::Category::temporary;
+  if (truth == ev::Category::unknown)
+    return inferred == ev::Category::unknown || inferred == ev::Category::temporary;
   return truth == inferred;
 }
 
 struct Measured {
   uint64_t peak_bytes = 0, right_bytes = 0;
   uint64_t tagged_bytes = 0, tagged_right_bytes = 0;  // blocks tensorlib gave a role
-  std::map<std::pair<ev::Category, ev::Category>, uint64_t> confusion;  // (truth, inferred) -> bytes
+  std::map<std::pair<ev::Category, ev::Category>, uint64_t>
+      confusion;  // (truth, inferred) -> bytes
   size_t recorded_steps = 0, inferred_steps = 0, steps_in_place = 0;
   std::string basis;  // meta categories_inferred
 };
 
 std::string pct(uint64_t a, uint64_t b) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 100.0);
+  std::snprintf(buf, sizeof buf, "%.1f%%",
+                b ? 100.0 * static_cast<double>(a) / static_cast<double>(b) : 100.0);
   return buf;
 }
 
@@ -82,7 +87,8 @@ Measured measure(const std::string& name, const std::vector<std::string>& progra
   int64_t peak = -1;
   uint64_t peak_ts = 0;
   for (const auto& d : truth.devices())
-    if (auto p = truth.reader().peak(d.id); p && p->bytes > peak) peak = p->bytes, peak_ts = p->ts_ns, device = d.id;
+    if (auto p = truth.reader().peak(d.id); p && p->bytes > peak)
+      peak = p->bytes, peak_ts = p->ts_ns, device = d.id;
   EXPECT_EQ(guess.devices().size(), 1u);
   if (peak < 0 || guess.devices().size() != 1) return m;
   const int64_t imported_device = guess.devices()[0].id;
@@ -95,7 +101,8 @@ Measured measure(const std::string& name, const std::vector<std::string>& progra
   if (a.size() != b.size()) return m;
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].addr, b[i].addr) << "allocation " << i;
-    const bool live = a[i].alloc_ts <= peak_ts && (!a[i].free_requested_ts || *a[i].free_requested_ts > peak_ts);
+    const bool live =
+        a[i].alloc_ts <= peak_ts && (!a[i].free_requested_ts || *a[i].free_requested_ts > peak_ts);
     if (!live) continue;
     m.peak_bytes += a[i].size;
     m.confusion[{a[i].category, b[i].category}] += a[i].size;
@@ -120,8 +127,10 @@ Measured measure(const std::string& name, const std::vector<std::string>& progra
     sqlite3* db = nullptr;
     EXPECT_EQ(sqlite3_open_v2(imported.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
     sqlite3_stmt* q = nullptr;
-    EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT seq FROM steps ORDER BY ts, seq", -1, &q, nullptr), SQLITE_OK);
-    while (q && sqlite3_step(q) == SQLITE_ROW) out.push_back(static_cast<uint64_t>(sqlite3_column_int64(q, 0)));
+    EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT seq FROM steps ORDER BY ts, seq", -1, &q, nullptr),
+              SQLITE_OK);
+    while (q && sqlite3_step(q) == SQLITE_ROW)
+      out.push_back(static_cast<uint64_t>(sqlite3_column_int64(q, 0)));
     sqlite3_finalize(q);
     sqlite3_close(db);
     return out;
@@ -141,11 +150,14 @@ Measured measure(const std::string& name, const std::vector<std::string>& progra
   for (auto& [k, bytes] : m.confusion)
     confusion += "\n    recorded " + std::string(ev::category_name(k.first)) + ", inferred " +
                  std::string(ev::category_name(k.second)) + ": " + std::to_string(bytes) + " B";
-  std::printf("%s: %s of %llu B live at the allocated peak right (%s of the %llu B tensorlib tagged); "
-              "steps: %zu recorded, %zu inferred, %zu in place; inferred from %s%s\n",
-              name.c_str(), pct(m.right_bytes, m.peak_bytes).c_str(), static_cast<unsigned long long>(m.peak_bytes),
-              pct(m.tagged_right_bytes, m.tagged_bytes).c_str(), static_cast<unsigned long long>(m.tagged_bytes),
-              m.recorded_steps, m.inferred_steps, m.steps_in_place, m.basis.c_str(), confusion.c_str());
+  std::printf(
+      "%s: %s of %llu B live at the allocated peak right (%s of the %llu B tensorlib tagged); "
+      "steps: %zu recorded, %zu inferred, %zu in place; inferred from %s%s\n",
+      name.c_str(), pct(m.right_bytes, m.peak_bytes).c_str(),
+      static_cast<unsigned long long>(m.peak_bytes),
+      pct(m.tagged_right_bytes, m.tagged_bytes).c_str(),
+      static_cast<unsigned long long>(m.tagged_bytes), m.recorded_steps, m.inferred_steps,
+      m.steps_in_place, m.basis.c_str(), confusion.c_str());
   return m;
 }
 
@@ -156,8 +168,9 @@ void expect_accurate(const Measured& m) {
 }
 
 TEST(InferCategories, FashionMnistTraining) {
-  Measured m = measure("fashion_mnist", {std::string(TIDEMARK_SAMPLES_BIN) + "/train_fashion_mnist", "--model",
-                                         "mlp", "--epochs", "1", "--limit", "1000", "--batch-size", "100"});
+  Measured m = measure("fashion_mnist",
+                       {std::string(TIDEMARK_SAMPLES_BIN) + "/train_fashion_mnist", "--model",
+                        "mlp", "--epochs", "1", "--limit", "1000", "--batch-size", "100"});
   expect_accurate(m);
   // Steps from the optimizer's frames: one per training step, each where it was recorded.
   EXPECT_EQ(m.inferred_steps, m.recorded_steps);
@@ -185,7 +198,8 @@ TEST_P(InferPitfall, Accurate) {
 // The fixed variants, which the rules were not written against: their steps.
 TEST_P(InferPitfall, StepsOfTheFixedVariant) {
   const std::string sample = GetParam();
-  Measured m = measure(sample + "_fixed", {std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_" + sample, "--fixed"});
+  Measured m = measure(sample + "_fixed",
+                       {std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_" + sample, "--fixed"});
   expect_steps(m);
 }
 
@@ -195,14 +209,20 @@ TEST_P(InferPitfall, StepsOfTheFixedVariant) {
 // iterations, and `summary` labels the categories as inferred.
 TEST(InferCategories, RealTrainingSnapshotHasItsIterations) {
   const std::string trace = (dir() / "niu.db").string();
-  Result r = tidemark({"import", std::string(TIDEMARK_TEST_DATA) + "/pytorch/niu_forward_and_backward_memory_snapshot_200.pickle",
+  Result r = tidemark({"import",
+                       std::string(TIDEMARK_TEST_DATA) +
+                           "/pytorch/niu_forward_and_backward_memory_snapshot_200.pickle",
                        "-o", trace});
   ASSERT_EQ(r.rc, 0) << r.err;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("([0-9]+) steps inferred from the annotations"))) << r.out;
+  ASSERT_TRUE(
+      std::regex_search(r.out, m, std::regex("([0-9]+) steps inferred from the annotations")))
+      << r.out;
   const std::string iterations = m[1];
   EXPECT_EQ(iterations, "3");
-  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("allocation categories inferred from ([^\n]*)"))) << r.out;
+  ASSERT_TRUE(
+      std::regex_search(r.out, m, std::regex("allocation categories inferred from ([^\n]*)")))
+      << r.out;
   const std::string basis = m[1];
   EXPECT_NE(basis.find(iterations + " backward"), std::string::npos) << basis;
   EXPECT_NE(basis.find(iterations + " optimizer"), std::string::npos) << basis;
@@ -222,23 +242,27 @@ TEST(InferCategories, RealTrainingSnapshotHasItsIterations) {
 // A recorded trace's categories are not inferred: `categories_inferred` is null.
 TEST(InferCategories, RecordedCategoriesAreNotMarkedInferred) {
   const std::string trace = (dir() / "recorded.db").string();
-  Result r = tidemark({"record", "-o", trace, "--", std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_retain_graph", "--steps", "2"});
+  Result r =
+      tidemark({"record", "-o", trace, "--",
+                std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_retain_graph", "--steps", "2"});
   ASSERT_EQ(r.rc, 0) << r.err;
   nlohmann::json s = nlohmann::json::parse(tidemark({"summary", trace, "--json"}).out);
   EXPECT_TRUE(s["categories_at_peak"].is_object());
   EXPECT_TRUE(s["categories_inferred"].is_null());
   // --no-categories is for snapshots only.
-  r = tidemark({"export", trace, "--format", "csv", "--no-categories", "-o", (dir() / "x.csv").string()});
+  r = tidemark(
+      {"export", trace, "--format", "csv", "--no-categories", "-o", (dir() / "x.csv").string()});
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("--no-categories"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir() / "x.csv"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Samples, InferPitfall,
-                         ::testing::Values("accumulated_loss", "retain_graph", "eval_without_no_grad",
-                                           "sync_in_loop", "empty_cache_referenced", "fragmentation",
-                                           "checkpointing", "view_retention", "transpose_contiguous",
-                                           "dataloader_workers"));
+                         ::testing::Values("accumulated_loss", "retain_graph",
+                                           "eval_without_no_grad", "sync_in_loop",
+                                           "empty_cache_referenced", "fragmentation",
+                                           "checkpointing", "view_retention",
+                                           "transpose_contiguous", "dataloader_workers"));
 
 // Note [State before the history] and Note [Allocation site] on a real one-step AdamW benchmark
 // (a 2.7B model, fp32, the history begun after two warm-up steps): the expert's account of the

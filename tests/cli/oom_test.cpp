@@ -20,16 +20,17 @@ TEST(Oom, AnUncaughtOutOfMemoryErrorIsRecordedAndExplained) {
   const std::string trace = (tl_test::temp_dir("tidemark_oom") / "oom.db").string();
   // A 32 MiB "device" (TL_HOST_CAPACITY) and an accumulated loss that outgrows it.
   // Deep stacks, so the site reaches main() in the sanitizer build too (no inlining there).
-  tl_test::Result r = tl_test::run({TIDEMARK_CLI, "record", "-o", trace, "--stacks", "64", "--", "/usr/bin/env",
-                                    "TL_HOST_CAPACITY=33554432",
-                                    std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_accumulated_loss", "--steps",
-                                    "200"});
+  tl_test::Result r = tl_test::run({TIDEMARK_CLI, "record", "-o", trace, "--stacks", "64", "--",
+                                    "/usr/bin/env", "TL_HOST_CAPACITY=33554432",
+                                    std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_accumulated_loss",
+                                    "--steps", "200"});
   // The allocator's own report, on the program's stderr (PyTorch's wording and rounding).
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.err, m,
-                                std::regex("total capacity of ([0-9.]+ [KMG]iB) of which ([0-9.]+ [KMGi]*B|0 bytes) "
-                                           "is free\\. Of the allocated memory ([0-9.]+ [KMG]iB) is allocated by "
-                                           "tensorlib, and ([0-9.]+ [KMG]iB) is reserved")))
+  ASSERT_TRUE(std::regex_search(
+      r.err, m,
+      std::regex("total capacity of ([0-9.]+ [KMG]iB) of which ([0-9.]+ [KMGi]*B|0 bytes) "
+                 "is free\\. Of the allocated memory ([0-9.]+ [KMG]iB) is allocated by "
+                 "tensorlib, and ([0-9.]+ [KMG]iB) is reserved")))
       << r.err;
   const std::string total = m[1], allocated = m[3], unallocated = m[4];
 

@@ -46,16 +46,20 @@ class RanksCliTest : public ::testing::Test {
   fs::path dir_;
 };
 
-size_t lines(const std::string& s) { return static_cast<size_t>(std::count(s.begin(), s.end(), '\n')); }
+size_t lines(const std::string& s) {
+  return static_cast<size_t>(std::count(s.begin(), s.end(), '\n'));
+}
 
 TEST_F(RanksCliTest, SummaryShowsEachRankAndTheSpread) {
   Result r = tidemark({"summary", at("run-1.db"), at("run-0.db")});
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(r.out.find("cpu allocated               12.00 MiB    20.00 MiB  1.67x (rank 1 +8.00 MiB "
-                       "over rank 0); site warmup (train.py:30) +8.00 MiB; activation +8.00 MiB"),
-            std::string::npos)
+  EXPECT_NE(
+      r.out.find("cpu allocated               12.00 MiB    20.00 MiB  1.67x (rank 1 +8.00 MiB "
+                 "over rank 0); site warmup (train.py:30) +8.00 MiB; activation +8.00 MiB"),
+      std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("cpu reserved                64.00 MiB    64.00 MiB  even"), std::string::npos)
+  EXPECT_NE(r.out.find("cpu reserved                64.00 MiB    64.00 MiB  even"),
+            std::string::npos)
       << r.out;
   Result j = tidemark({"summary", at("run-0.db"), at("run-1.db"), "--json"});
   ASSERT_EQ(j.rc, 0) << j.err;
@@ -70,13 +74,17 @@ TEST_F(RanksCliTest, SummaryShowsEachRankAndTheSpread) {
 }
 
 TEST_F(RanksCliTest, CheckAppliesItsLimitsToEveryRank) {
-  Result fail = tidemark({"check", at("run-0.db"), at("run-1.db"), "--max-peak-allocated", "16MiB"});
+  Result fail =
+      tidemark({"check", at("run-0.db"), at("run-1.db"), "--max-peak-allocated", "16MiB"});
   EXPECT_EQ(fail.rc, 1) << fail.err;
-  EXPECT_NE(fail.out.find("2 ranks: check failed on rank 1 (" + at("run-1.db") + ")"), std::string::npos)
+  EXPECT_NE(fail.out.find("2 ranks: check failed on rank 1 (" + at("run-1.db") + ")"),
+            std::string::npos)
       << fail.out;
-  Result pass = tidemark({"check", at("run-0.db"), at("run-1.db"), "--max-peak-allocated", "20MiB"});
+  Result pass =
+      tidemark({"check", at("run-0.db"), at("run-1.db"), "--max-peak-allocated", "20MiB"});
   EXPECT_EQ(pass.rc, 0) << pass.out;
-  Result j = tidemark({"check", at("run-0.db"), at("run-1.db"), "--max-peak-allocated", "16MiB", "--json"});
+  Result j = tidemark(
+      {"check", at("run-0.db"), at("run-1.db"), "--max-peak-allocated", "16MiB", "--json"});
   nlohmann::json v = nlohmann::json::parse(j.out);
   EXPECT_EQ(v["passed"], false);
   EXPECT_EQ(v["failed_ranks"], nlohmann::json::array({1}));
@@ -84,7 +92,8 @@ TEST_F(RanksCliTest, CheckAppliesItsLimitsToEveryRank) {
 }
 
 TEST_F(RanksCliTest, DiagnoseFindsTheImbalanceOnAnUnevenPairOnly) {
-  Result r = tidemark({"diagnose", at("run-0.db"), at("run-1.db"), "--json", "--only", "rank-imbalance"});
+  Result r =
+      tidemark({"diagnose", at("run-0.db"), at("run-1.db"), "--json", "--only", "rank-imbalance"});
   ASSERT_EQ(r.rc, 0) << r.err;
   nlohmann::json f = nlohmann::json::parse(r.out)["findings"];
   ASSERT_EQ(f.size(), 1u);
@@ -95,7 +104,8 @@ TEST_F(RanksCliTest, DiagnoseFindsTheImbalanceOnAnUnevenPairOnly) {
   make_rank(at("even-1.db"), 1, 2, 4 * MiB);
   Result even = tidemark({"diagnose", at("run-0.db"), at("even-1.db"), "--json", "--all"});
   ASSERT_EQ(even.rc, 0) << even.err;
-  const nlohmann::json even_findings = nlohmann::json::parse(even.out)["findings"];  // kept: the loop reads it
+  const nlohmann::json even_findings =
+      nlohmann::json::parse(even.out)["findings"];  // kept: the loop reads it
   for (const auto& x : even_findings) EXPECT_NE(x["id"], "rank-imbalance");
   // The merged trace says the same.
   ASSERT_EQ(tidemark({"merge", at("run-0.db"), at("run-1.db"), "-o", at("all.db")}).rc, 0);
@@ -125,12 +135,14 @@ TEST_F(RanksCliTest, BadInputIsOneLineAndExit2) {
 }
 
 TEST_F(RanksCliTest, ImportTakesSeveralRanksSnapshots) {
-  const std::string tiny = std::string(TIDEMARK_TEST_DATA) + "/../importers/data/snapshot_tiny_p5.pkl";
+  const std::string tiny =
+      std::string(TIDEMARK_TEST_DATA) + "/../importers/data/snapshot_tiny_p5.pkl";
   fs::copy_file(tiny, at("snapshot_rank0.pickle"));
   fs::copy_file(tiny, at("rank-1.pickle"));
   fs::copy_file(tiny, at("run-2024-3.pickle"));
   ASSERT_EQ(tidemark({"import", tiny, "-o", at("one.db")}).rc, 0);
-  Result r = tidemark({"import", at("rank-1.pickle"), at("snapshot_rank0.pickle"), "-o", at("all.db")});
+  Result r =
+      tidemark({"import", at("rank-1.pickle"), at("snapshot_rank0.pickle"), "-o", at("all.db")});
   ASSERT_EQ(r.rc, 0) << r.err;
   auto one = st::TraceReader::open(at("one.db"), st::TraceReader::Require::finalized);
   auto all = st::TraceReader::open(at("all.db"), st::TraceReader::Require::finalized);

@@ -31,7 +31,8 @@ std::string mpirun() {
 class RanksMpiTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (mpirun().empty()) GTEST_SKIP() << "mpirun not installed (openmpi-bin): no MPI run to record";
+    if (mpirun().empty())
+      GTEST_SKIP() << "mpirun not installed (openmpi-bin): no MPI run to record";
     dir_ = tl_test::temp_dir("tidemark_ranks_mpi");
   }
   void TearDown() override {
@@ -53,8 +54,8 @@ void expect_rank_meta(const std::string& path, int64_t rank, int64_t world) {
 
 TEST_F(RanksMpiTest, MpirunStartsTheRecorders) {
   std::vector<std::string> argv = mpi(2);
-  for (const std::string& a : std::vector<std::string>{TIDEMARK_CLI, "record", "-o", at("run-%r.db"),
-                                                      "--", TIDEMARK_TRAIN_MLP, "20"})
+  for (const std::string& a : std::vector<std::string>{
+           TIDEMARK_CLI, "record", "-o", at("run-%r.db"), "--", TIDEMARK_TRAIN_MLP, "20"})
     argv.push_back(a);
   Result r = tl_test::run(argv);
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -112,12 +113,13 @@ TEST_F(RanksMpiTest, TheRecorderStartsMpirun) {
 
 TEST_F(RanksMpiTest, RanksSharingOneFileAreRefused) {
   std::vector<std::string> argv = mpi(2);
-  for (const std::string& a : std::vector<std::string>{TIDEMARK_CLI, "record", "-o", at("run.db"), "--",
-                                                      TIDEMARK_TRAIN_MLP, "5"})
+  for (const std::string& a : std::vector<std::string>{TIDEMARK_CLI, "record", "-o", at("run.db"),
+                                                       "--", TIDEMARK_TRAIN_MLP, "5"})
     argv.push_back(a);
   Result r = tl_test::run(argv);
   EXPECT_NE(r.rc, 0);
-  EXPECT_NE(r.err.find("-o " + at("run.db") + ": the 2 ranks of this run (OMPI_COMM_WORLD_SIZE=2) "
+  EXPECT_NE(r.err.find("-o " + at("run.db") +
+                       ": the 2 ranks of this run (OMPI_COMM_WORLD_SIZE=2) "
                        "would all write this one file; put %r (the rank) in the name"),
             std::string::npos)
       << r.err;
@@ -128,12 +130,16 @@ TEST_F(RanksMpiTest, AKilledRankLeavesTheOthersWholeAndItsOwnAPrefix) {
   // Rank 1 records without finalizing until it is SIGKILLed; rank 0 records train_mlp.
   const std::string script =
       "if [ \"$OMPI_COMM_WORLD_RANK\" = 1 ]; then "
-      "  " + tl_test::quote(TIDEMARK_CRASH_CHILD) + " " + tl_test::quote(at("run-%r.db")) + " > " +
-      tl_test::quote(at("ready")) + " & child=$!; "
-      "  while ! grep -q ready " + tl_test::quote(at("ready")) + " 2>/dev/null; do sleep 0.05; done; "
+      "  " +
+      tl_test::quote(TIDEMARK_CRASH_CHILD) + " " + tl_test::quote(at("run-%r.db")) + " > " +
+      tl_test::quote(at("ready")) +
+      " & child=$!; "
+      "  while ! grep -q ready " +
+      tl_test::quote(at("ready")) +
+      " 2>/dev/null; do sleep 0.05; done; "
       "  kill -9 $child; wait $child; exit 0; "
-      "else TIDEMARK_OUTPUT=" + tl_test::quote(at("run-%r.db")) + " " +
-      tl_test::quote(TIDEMARK_TRAIN_MLP) + " 20; fi";
+      "else TIDEMARK_OUTPUT=" +
+      tl_test::quote(at("run-%r.db")) + " " + tl_test::quote(TIDEMARK_TRAIN_MLP) + " 20; fi";
   std::vector<std::string> argv = mpi(2);
   for (const std::string& a : std::vector<std::string>{"sh", "-c", script}) argv.push_back(a);
   Result r = tl_test::run(argv);

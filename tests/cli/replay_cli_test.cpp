@@ -21,13 +21,17 @@ namespace {
 namespace ev = tidemark::events;
 using nlohmann::json;
 
-std::string pitfall(const std::string& name) { return std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_" + name; }
+std::string pitfall(const std::string& name) {
+  return std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_" + name;
+}
 
 std::string record(const std::string& name, const std::string& conf, const std::string& tag,
                    const std::vector<std::string>& env_extra = {}) {
-  const std::string trace = (tl_test::temp_dir("tidemark_replay") / (name + "_" + tag + ".db")).string();
-  std::vector<std::string> argv = {TIDEMARK_CLI, "record", "-o", trace, "--no-stacks", "--", "/usr/bin/env",
-                                   "TL_ALLOC_CONF=" + conf};
+  const std::string trace =
+      (tl_test::temp_dir("tidemark_replay") / (name + "_" + tag + ".db")).string();
+  std::vector<std::string> argv = {
+      TIDEMARK_CLI,  "record", "-o",           trace,
+      "--no-stacks", "--",     "/usr/bin/env", "TL_ALLOC_CONF=" + conf};
   for (const std::string& e : env_extra) argv.push_back(e);
   argv.push_back(pitfall(name));
   argv.push_back("--steps");
@@ -90,7 +94,10 @@ TEST(ReplayCli, EveryPitfallAndTrainingRunReplaysToItsOwnSegmentEvents) {
     expect_faithful(name, "");
   // A training run of the MLP sample (20 steps).
   const std::string trace = (tl_test::temp_dir("tidemark_replay") / "train_mlp.db").string();
-  ASSERT_EQ(tl_test::run({TIDEMARK_CLI, "record", "-o", trace, "--no-stacks", "--", TIDEMARK_TRAIN_MLP, "20"}).rc, 0);
+  ASSERT_EQ(tl_test::run({TIDEMARK_CLI, "record", "-o", trace, "--no-stacks", "--",
+                          TIDEMARK_TRAIN_MLP, "20"})
+                .rc,
+            0);
   const std::string replayed = trace + ".replayed.db";
   json j = replay_json({trace, "-o", replayed});
   ASSERT_TRUE(j.contains("devices"));
@@ -99,22 +106,26 @@ TEST(ReplayCli, EveryPitfallAndTrainingRunReplaysToItsOwnSegmentEvents) {
 }
 
 TEST(ReplayCli, EachSettingReplaysFaithfully) {
-  for (const char* conf : {"expandable_segments:True", "max_split_size_mb:20", "roundup_power2_divisions:4",
-                           "max_split_size_mb:32,roundup_power2_divisions:[1:2,>:8]"})
-    for (const char* name : {"fragmentation", "accumulated_loss", "empty_cache_referenced"}) expect_faithful(name, conf);
+  for (const char* conf :
+       {"expandable_segments:True", "max_split_size_mb:20", "roundup_power2_divisions:4",
+        "max_split_size_mb:32,roundup_power2_divisions:[1:2,>:8]"})
+    for (const char* name : {"fragmentation", "accumulated_loss", "empty_cache_referenced"})
+      expect_faithful(name, conf);
 }
 
 // The what-if proper: the default recording, replayed under a setting, predicts the recording
 // made under that setting.
 TEST(ReplayCli, ADefaultRecordingPredictsTheRunUnderOtherSettings) {
   const std::string base = record("fragmentation", "", "default");
-  for (const char* conf : {"expandable_segments:True", "max_split_size_mb:20", "roundup_power2_divisions:4"}) {
+  for (const char* conf :
+       {"expandable_segments:True", "max_split_size_mb:20", "roundup_power2_divisions:4"}) {
     SCOPED_TRACE(conf);
     const std::string actual = record("fragmentation", conf, std::string("actual_") + conf);
     json predicted = replay_json({base, "--alloc-conf", conf});
     json truth = replay_json({actual});
     ASSERT_TRUE(predicted.contains("devices") && truth.contains("devices"));
-    EXPECT_EQ(predicted["devices"][0]["replayed"]["peak_reserved"], truth["devices"][0]["recorded"]["peak_reserved"]);
+    EXPECT_EQ(predicted["devices"][0]["replayed"]["peak_reserved"],
+              truth["devices"][0]["recorded"]["peak_reserved"]);
     EXPECT_EQ(predicted["devices"][0]["replayed"]["device_allocations"],
               truth["devices"][0]["recorded"]["device_allocations"]);
   }
@@ -124,8 +135,9 @@ TEST(ReplayCli, ADefaultRecordingPredictsTheRunUnderOtherSettings) {
 // same request; on a larger device the request is served.
 TEST(ReplayCli, TheRecordedOomIsReproducedAndAvertedByMoreMemory) {
   const std::string trace = (tl_test::temp_dir("tidemark_replay") / "oom.db").string();
-  tl_test::Result r = tl_test::run({TIDEMARK_CLI, "record", "-o", trace, "--no-stacks", "--", "/usr/bin/env",
-                                    "TL_HOST_CAPACITY=33554432", pitfall("accumulated_loss"), "--steps", "200"});
+  tl_test::Result r =
+      tl_test::run({TIDEMARK_CLI, "record", "-o", trace, "--no-stacks", "--", "/usr/bin/env",
+                    "TL_HOST_CAPACITY=33554432", pitfall("accumulated_loss"), "--steps", "200"});
   ASSERT_NE(r.rc, 0) << "the program was meant to run out of memory";
   json same = replay_json({trace});
   ASSERT_TRUE(same.contains("devices"));
@@ -152,7 +164,8 @@ TEST(ReplayCli, BadInputIsRefusedInOneLine) {
       {{trace, "--alloc-conf", "max_split_size_mb:10"}, "max_split_size_mb must be >= 20"},
       {{trace, "--alloc-conf", "foo:1"}, "Unrecognized key 'foo'"},
       {{trace, "--alloc-conf", "backend:cudaMallocAsync"}, "cudaMallocAsync"},
-      {{trace, "--alloc-conf", "expandable_segments:yes"}, "expandable_segments must be True or False"},
+      {{trace, "--alloc-conf", "expandable_segments:yes"},
+       "expandable_segments must be True or False"},
       {{trace, "--alloc-conf", "garbage_collection_threshold:1.5"}, "garbage_collection_threshold"},
       {{trace, "--capacity", "lots"}, "--capacity lots"},
       {{trace, "--capacity", "1GiB,2GiB"}, "a list of capacities is for --sweep"},
@@ -169,7 +182,6 @@ TEST(ReplayCli, BadInputIsRefusedInOneLine) {
   }
   // The input survived the refused -o.
   EXPECT_FALSE(segment_events(trace).empty());
-
 }
 
 }  // namespace
@@ -215,13 +227,15 @@ TEST(ReplayCli, ASweepOverCapacitiesRanksEverySettingOnEach) {
 // than a quarter of its reserved peak, and the bytes it states are those two replays give.
 TEST(ReplayCli, DiagnoseNamesTheSettingThatLowersTheReservedPeak) {
   const std::string trace = record("fragmentation", "", "diagnose");
-  tl_test::Result r = tl_test::run({TIDEMARK_CLI, "diagnose", trace, "--only", "allocator-settings", "--json"});
+  tl_test::Result r =
+      tl_test::run({TIDEMARK_CLI, "diagnose", trace, "--only", "allocator-settings", "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
   json d = json::parse(r.out);
   ASSERT_EQ(d["findings"].size(), 1u) << d.dump(2);
   const json& f = d["findings"][0];
   EXPECT_EQ(f["id"], "allocator-settings");
-  EXPECT_NE(f["title"].get<std::string>().find("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), std::string::npos)
+  EXPECT_NE(f["title"].get<std::string>().find("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+            std::string::npos)
       << f.dump(2);
   json as_recorded = replay_json({trace});
   json expandable = replay_json({trace, "--alloc-conf", "expandable_segments:True"});
@@ -230,9 +244,10 @@ TEST(ReplayCli, DiagnoseNamesTheSettingThatLowersTheReservedPeak) {
   EXPECT_GT(saved, 0);
   EXPECT_EQ(f["bytes"], saved);
   // The fixed program keeps its reserved memory near what it allocates: nothing to gain.
-  const std::string fixed = (tl_test::temp_dir("tidemark_replay") / "fragmentation_fixed.db").string();
-  ASSERT_EQ(tl_test::run({TIDEMARK_CLI, "record", "-o", fixed, "--no-stacks", "--", pitfall("fragmentation"),
-                          "--fixed", "--steps", "3"})
+  const std::string fixed =
+      (tl_test::temp_dir("tidemark_replay") / "fragmentation_fixed.db").string();
+  ASSERT_EQ(tl_test::run({TIDEMARK_CLI, "record", "-o", fixed, "--no-stacks", "--",
+                          pitfall("fragmentation"), "--fixed", "--steps", "3"})
                 .rc,
             0);
   r = tl_test::run({TIDEMARK_CLI, "diagnose", fixed, "--only", "allocator-settings", "--json"});

@@ -221,7 +221,8 @@ TEST_F(Safety, AnOutputThatCannotBeWrittenLeavesTheOldFileAndNoTemporary) {
 TEST_F(Safety, AFileSizeLimitIsAWriteErrorNotADeath) {
   const std::string svg = at("limited.svg");
   std::ofstream(svg) << "keep me\n";
-  Result r = shell("ulimit -f 4; exec " + quote(TIDEMARK_CLI) + " timeline " + quote(trace_) + " --svg " + quote(svg));
+  Result r = shell("ulimit -f 4; exec " + quote(TIDEMARK_CLI) + " timeline " + quote(trace_) +
+                   " --svg " + quote(svg));
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_TRUE(contains(r.err, svg)) << r.err;
   EXPECT_EQ(slurp(svg), "keep me\n");

@@ -62,7 +62,8 @@ class Loop {
   // 2 MiB segment per step (no blocks are recorded).
   void segment_step(int64_t k) {
     const uint64_t t = step_event(k);
-    block(ev::Kind::segment_alloc, t + 1000, 0x40000000 + static_cast<uint64_t>(k) * 2 * kMiB, 2 * kMiB);
+    block(ev::Kind::segment_alloc, t + 1000, 0x40000000 + static_cast<uint64_t>(k) * 2 * kMiB,
+          2 * kMiB);
     w_->commit();
     end_ = t + 5000;
   }
@@ -106,7 +107,9 @@ class Loop {
   uint64_t seq_ = 0, end_ = kStart;
 };
 
-fs::path dir() { return tl_test::temp_dir("tidemark_watch"); }
+fs::path dir() {
+  return tl_test::temp_dir("tidemark_watch");
+}
 
 // The pid of a child that has exited (free, or reused much later): a recording process gone.
 pid_t dead_pid() {
@@ -268,7 +271,8 @@ TEST(Watch, RecordWatchPrintsWhileTheProgramRuns) {
                 std::string(TIDEMARK_SAMPLES_BIN) + "/pitfall_accumulated_loss", "--steps", "20"});
   ASSERT_EQ(r.rc, 0) << r.err;
   const size_t header = r.err.find("steps    allocated"), growing = r.err.find("! live memory");
-  const size_t peaks = r.err.find("finalized: peak allocated"), recorded = r.err.find("tidemark: recorded");
+  const size_t peaks = r.err.find("finalized: peak allocated"),
+               recorded = r.err.find("tidemark: recorded");
   EXPECT_NE(header, std::string::npos) << r.err;
   EXPECT_NE(growing, std::string::npos) << r.err;  // 20 steps of an accumulated loss
   ASSERT_NE(peaks, std::string::npos) << r.err;
@@ -303,12 +307,16 @@ TEST(Watch, RecordWatchPrintsWhileTheProgramRuns) {
 }
 
 TEST(Watch, BadArgumentsExit2WithOneLine) {
-  const tl_test::Result missing = tidemark({"watch", (dir() / "none.db").string(), "--wait", "100ms"});
+  const tl_test::Result missing =
+      tidemark({"watch", (dir() / "none.db").string(), "--wait", "100ms"});
   EXPECT_EQ(missing.rc, 2);
-  EXPECT_NE(missing.err.find("none.db: no such file (waited 100ms"), std::string::npos) << missing.err;
-  const tl_test::Result interval = tidemark({"watch", (dir() / "none.db").string(), "--interval", "fast"});
+  EXPECT_NE(missing.err.find("none.db: no such file (waited 100ms"), std::string::npos)
+      << missing.err;
+  const tl_test::Result interval =
+      tidemark({"watch", (dir() / "none.db").string(), "--interval", "fast"});
   EXPECT_EQ(interval.rc, 2);
-  EXPECT_NE(interval.err.find("--interval: expected a duration"), std::string::npos) << interval.err;
+  EXPECT_NE(interval.err.find("--interval: expected a duration"), std::string::npos)
+      << interval.err;
   std::ofstream((dir() / "text.db").string()) << "not a trace\n";
   const tl_test::Result text = tidemark({"watch", (dir() / "text.db").string(), "--once"});
   EXPECT_EQ(text.rc, 2);

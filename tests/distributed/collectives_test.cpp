@@ -89,7 +89,8 @@ TYPED_TEST(Collectives, ReduceScatter) {
   dist::reduce_scatter(out, ins);
   EXPECT_EQ(values(out), r == 0 ? (std::vector<double>{3, 5}) : (std::vector<double>{21, 41}));
   dist::reduce_scatter(out, ins, dist::ReduceOp::avg);
-  EXPECT_EQ(values(out), r == 0 ? (std::vector<double>{1.5, 2.5}) : (std::vector<double>{10.5, 20.5}));
+  EXPECT_EQ(values(out),
+            r == 0 ? (std::vector<double>{1.5, 2.5}) : (std::vector<double>{10.5, 20.5}));
   Tensor flat = this->make({1.0 + r, 2.0 + r, 10.0 + r, 20.0 + r});
   dist::default_group().reduce_scatter_tensor(out, flat, dist::ReduceOp::max);
   EXPECT_EQ(values(out), r == 0 ? (std::vector<double>{2, 3}) : (std::vector<double>{11, 21}));
@@ -147,7 +148,8 @@ TEST(Collectives, BarrierWaitsForTheLastRank) {
   if (dist::get_rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const auto t0 = std::chrono::steady_clock::now();
   dist::barrier();
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (dist::get_rank() == 0) {
     EXPECT_GE(waited, 0.2) << "rank 0 left the barrier before rank 1 came";
   }
@@ -155,31 +157,39 @@ TEST(Collectives, BarrierWaitsForTheLastRank) {
 
 TEST(CollectiveErrors, LocalBadInput) {
   Tensor m = tl::zeros({3, 2});
-  EXPECT_NE(error_of([&] { dist::all_reduce(m.t()); }).find("all_reduce: the tensor must be contiguous"),
+  EXPECT_NE(
+      error_of([&] { dist::all_reduce(m.t()); }).find("all_reduce: the tensor must be contiguous"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of([&] { dist::all_reduce(Tensor()); }).find("all_reduce: the tensor is undefined"),
+      std::string::npos);
+  EXPECT_NE(error_of([&] {
+              dist::all_reduce(tl::zeros({2}, tl::kInt64), dist::ReduceOp::avg);
+            }).find("avg needs a floating-point tensor, got int64"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { dist::all_reduce(Tensor()); }).find("all_reduce: the tensor is undefined"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] { dist::all_reduce(tl::zeros({2}, tl::kInt64), dist::ReduceOp::avg); })
-                .find("avg needs a floating-point tensor, got int64"),
-            std::string::npos);
-  EXPECT_NE(error_of([&] { dist::all_reduce(tl::zeros({2}, tl::kBFloat16)); })
-                .find("the mpi backend has no bfloat16"),
+  EXPECT_NE(error_of([&] {
+              dist::all_reduce(tl::zeros({2}, tl::kBFloat16));
+            }).find("the mpi backend has no bfloat16"),
             std::string::npos);
   const int n = dist::get_world_size();
-  EXPECT_NE(error_of([&] { dist::broadcast(tl::zeros({2}), n); })
-                .find("broadcast: source rank " + std::to_string(n) + " is not in the group"),
+  EXPECT_NE(error_of([&] {
+              dist::broadcast(tl::zeros({2}), n);
+            }).find("broadcast: source rank " + std::to_string(n) + " is not in the group"),
             std::string::npos);
   std::vector<Tensor> too_few(n + 1, tl::zeros({2}));
-  EXPECT_NE(error_of([&] { dist::all_gather(too_few, tl::zeros({2})); })
-                .find(std::to_string(n + 1) + " outputs for a group of " + std::to_string(n)),
+  EXPECT_NE(error_of([&] {
+              dist::all_gather(too_few, tl::zeros({2}));
+            }).find(std::to_string(n + 1) + " outputs for a group of " + std::to_string(n)),
             std::string::npos);
   std::vector<Tensor> wrong_dtype(n, tl::zeros({2}, tl::kFloat64));
-  EXPECT_NE(error_of([&] { dist::all_gather(wrong_dtype, tl::zeros({2})); })
-                .find("output 0 is float64 but the input is float32"),
+  EXPECT_NE(error_of([&] {
+              dist::all_gather(wrong_dtype, tl::zeros({2}));
+            }).find("output 0 is float64 but the input is float32"),
             std::string::npos);
   std::vector<Tensor> wrong_size(n, tl::zeros({3}));
-  EXPECT_NE(error_of([&] { dist::reduce_scatter(tl::zeros({2}), wrong_size); })
-                .find("input 0 has 3 elements"),
+  EXPECT_NE(error_of([&] {
+              dist::reduce_scatter(tl::zeros({2}), wrong_size);
+            }).find("input 0 has 3 elements"),
             std::string::npos);
 }
 
@@ -199,8 +209,9 @@ TEST(CollectiveErrors, RanksThatDisagreeAllGetTheError) {
               }
             }).find("called different collectives (all_reduce and broadcast)"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { dist::broadcast(tl::zeros({2}), r); })
-                .find("different source ranks (0 and 1)"),
+  EXPECT_NE(error_of([&] {
+              dist::broadcast(tl::zeros({2}), r);
+            }).find("different source ranks (0 and 1)"),
             std::string::npos);
   // Nothing ran: the group still works.
   Tensor t = tl::ones({2});

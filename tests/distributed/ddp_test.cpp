@@ -150,7 +150,9 @@ TEST_F(DDP, GradientsIdenticalOnEveryRankAndEqualToOneProcess) {
   train_and_compare(rank(), 25);
 }
 
-TEST_F(DDP, SameWithSmallBuckets) { train_and_compare(rank(), 1e-9); }
+TEST_F(DDP, SameWithSmallBuckets) {
+  train_and_compare(rank(), 1e-9);
+}
 
 class CollectiveCount : public ev::Sink {
  public:

@@ -27,9 +27,15 @@ class Env {
   ~Env() {
     for (const char* name : kAll) unsetenv(name);
   }
-  static constexpr const char* kAll[] = {
-      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK",
-      "PMI_SIZE", "MPI_LOCALRANKID", "RANK", "WORLD_SIZE", "LOCAL_RANK"};
+  static constexpr const char* kAll[] = {"OMPI_COMM_WORLD_RANK",
+                                         "OMPI_COMM_WORLD_SIZE",
+                                         "OMPI_COMM_WORLD_LOCAL_RANK",
+                                         "PMI_RANK",
+                                         "PMI_SIZE",
+                                         "MPI_LOCALRANKID",
+                                         "RANK",
+                                         "WORLD_SIZE",
+                                         "LOCAL_RANK"};
 };
 
 TEST(LaunchEnv, ReadsEachLauncherInOrder) {
@@ -56,8 +62,11 @@ TEST(LaunchEnv, ReadsEachLauncherInOrder) {
     EXPECT_FALSE(e.local_rank);
   }
   {
-    Env env({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
-             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"PMI_RANK", "0"}, {"PMI_SIZE", "2"}});
+    Env env({{"OMPI_COMM_WORLD_RANK", "1"},
+             {"OMPI_COMM_WORLD_SIZE", "2"},
+             {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+             {"PMI_RANK", "0"},
+             {"PMI_SIZE", "2"}});
     dist::LaunchEnv e = dist::launch_environment();
     EXPECT_EQ(e.rank, 1);
     EXPECT_EQ(e.world_size, 2);
@@ -105,8 +114,9 @@ TEST(DefaultGroup, UnknownOrMissingBackends) {
   EXPECT_EQ(error_of([] { dist::init_process_group("gloo"); }),
             "init_process_group: unknown backend 'gloo' (mpi or nccl)");
   if (dist::is_backend_available("nccl")) GTEST_SKIP() << "NCCL is built in";
-  EXPECT_NE(error_of([] { dist::init_process_group("nccl"); })
-                .find("the nccl backend is not built into this tensorlib"),
+  EXPECT_NE(error_of([] {
+              dist::init_process_group("nccl");
+            }).find("the nccl backend is not built into this tensorlib"),
             std::string::npos);
 }
 

@@ -26,9 +26,9 @@ inline std::vector<double> values(const tl::Tensor& t) {
 
 }  // namespace mpi_test
 
-#define MPI_TEST_MAIN()                                                        \
-  int main(int argc, char** argv) {                                            \
-    ::testing::InitGoogleTest(&argc, argv);                                    \
-    ::testing::AddGlobalTestEnvironment(new mpi_test::Environment);            \
-    return RUN_ALL_TESTS();                                                    \
+#define MPI_TEST_MAIN()                                             \
+  int main(int argc, char** argv) {                                 \
+    ::testing::InitGoogleTest(&argc, argv);                         \
+    ::testing::AddGlobalTestEnvironment(new mpi_test::Environment); \
+    return RUN_ALL_TESTS();                                         \
   }

@@ -64,7 +64,8 @@ class Log : public ev::Sink {
  public:
   void on_event(const ev::Event& e) noexcept override {
     std::lock_guard lock(mutex);
-    if (e.kind == ev::Kind::collective || (e.kind == ev::Kind::sync && e.sync.kind == ev::SyncKind::collective))
+    if (e.kind == ev::Kind::collective ||
+        (e.kind == ev::Kind::sync && e.sync.kind == ev::SyncKind::collective))
       events.push_back(e);
   }
   std::mutex mutex;
@@ -98,7 +99,8 @@ TEST_F(Nccl, DdpGradientsOnTheGpuEqualOneProcessOverTheUnion) {
                                     y.index_select(0, mine).to(tl::Device("cuda")))
       .backward();
   tl::nn::functional::cross_entropy((*reference)(x), y).backward();
-  EXPECT_LT((model->weight.grad().cpu() - reference->weight.grad()).abs().max().item<double>(), 1e-5);
+  EXPECT_LT((model->weight.grad().cpu() - reference->weight.grad()).abs().max().item<double>(),
+            1e-5);
 }
 
 }  // namespace

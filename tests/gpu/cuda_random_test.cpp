@@ -40,7 +40,8 @@ TEST(CudaRandom, SameNumbersAsTheCpuLoop) {
     EXPECT_TRUE(allclose(zg.cpu().to(kFloat64), zc.to(kFloat64), tol, tol));
   }
   manual_seed(6);
-  Tensor ic = randint(-7, 1 << 20, {1001}), ig = randint(-7, 1 << 20, {1001}, TensorOptions(kInt64).device(kGpu));
+  Tensor ic = randint(-7, 1 << 20, {1001}),
+         ig = randint(-7, 1 << 20, {1001}, TensorOptions(kInt64).device(kGpu));
   EXPECT_TRUE(equal(ic, ig.cpu()));
 }
 

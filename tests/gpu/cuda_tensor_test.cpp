@@ -214,8 +214,11 @@ TEST(CudaTensor, OpsWithoutKernelsFailClearly) {
   Tensor flags = ones({2, 2}, TensorOptions(kBool).device(kGpu));
   expect_error([&] { (void)flags.matmul(flags); }, "not implemented for 'bool' tensors");
   Tensor cpu_side = ones({2, 2});
-  expect_error([&] { (void)cpu_side.matmul(ones({2, 2}, TensorOptions().device(kGpu))); },
-               "Expected all tensors to be on the same device");
+  expect_error(
+      [&] {
+        (void)cpu_side.matmul(ones({2, 2}, TensorOptions().device(kGpu)));
+      },
+      "Expected all tensors to be on the same device");
 }
 
 // Runs everywhere: without a device the backend answers with clear errors, never aborts.

@@ -33,8 +33,8 @@ TEST(CudaTraining, MlpOneEpochReachesTheCpuAccuracy) {
                           {.batch_size = 64, .shuffle = true, .pin_memory = true, .seed = 0});
   for (auto& batch : loader) {
     opt.zero_grad();
-    Tensor loss = nn::functional::cross_entropy((*model)(batch.data.to(device)),
-                                                batch.target.to(device));
+    Tensor loss =
+        nn::functional::cross_entropy((*model)(batch.data.to(device)), batch.target.to(device));
     loss.backward();
     opt.step();
   }

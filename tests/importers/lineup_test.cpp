@@ -1,7 +1,7 @@
 // A PyTorch snapshot imported onto an injected trace of the same run (Note [Snapshot line-up]):
-// a real snapshot (tests/data/pytorch), and a trace built here as libtidemark_inject.so would record
-// that run (PyTorch's segments as cudaMalloc records on the recording's own clock, a sync, an
-// NVTX range), with a clock that disagrees with the recording's meta by a few milliseconds.
+// a real snapshot (tests/data/pytorch), and a trace built here as libtidemark_inject.so would
+// record that run (PyTorch's segments as cudaMalloc records on the recording's own clock, a sync,
+// an NVTX range), with a clock that disagrees with the recording's meta by a few milliseconds.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -188,8 +188,7 @@ TEST(ImportLineup, SnapshotBlocksSitInsideRecordedSegments) {
             one(f("alone.db"), "SELECT count(*) FROM allocations"));
   EXPECT_EQ(one(merged, kLiveSegmentAt), 0);
   // Allocated never exceeds reserved, and the allocated peak is the snapshot's.
-  EXPECT_EQ(allocated_over_reserved(merged),
-            0);
+  EXPECT_EQ(allocated_over_reserved(merged), 0);
   const auto m = st::TraceReader::open(merged, st::TraceReader::Require::finalized);
   const auto cuda0 = m.device_row_id({ev::DeviceType::cuda, 0});
   const auto alone0 = alone.device_row_id({ev::DeviceType::cuda, 0});
@@ -250,8 +249,7 @@ TEST(ImportLineup, MappedRangesMatchWhenRecordedMappingsCoverThem) {
   EXPECT_EQ(segments_on(merged, 1), segments_on(f("alone.db"), 1));
   EXPECT_EQ(stats.snapshot_segments - stats.matched_segments,
             static_cast<uint64_t>(segments_on(f("alone.db"), 1)));
-  EXPECT_EQ(allocated_over_reserved(merged),
-            0);
+  EXPECT_EQ(allocated_over_reserved(merged), 0);
   EXPECT_EQ(one(merged, kLiveSegmentAt), 0);
 }
 

@@ -53,8 +53,20 @@ void check_reference(const pk::Document& doc, bool with_bytes) {
   ASSERT_EQ(root.size(), 4u);
   auto ints = root.get("ints");
   ASSERT_TRUE(ints);
-  const int64_t expected[] = {0, 1, 255, 256, 65535, 65536, -1, -70000, INT32_MAX, INT32_MIN,
-                              int64_t{1} << 40, -(int64_t{1} << 40), INT64_MAX, INT64_MIN};
+  const int64_t expected[] = {0,
+                              1,
+                              255,
+                              256,
+                              65535,
+                              65536,
+                              -1,
+                              -70000,
+                              INT32_MAX,
+                              INT32_MIN,
+                              int64_t{1} << 40,
+                              -(int64_t{1} << 40),
+                              INT64_MAX,
+                              INT64_MIN};
   ASSERT_EQ(ints->size(), 16u);
   for (size_t i = 0; i < std::size(expected); ++i) {
     EXPECT_EQ((*ints)[i].as_int(), expected[i]) << i;
@@ -125,10 +137,10 @@ TEST(Pickle, Scalars) {
   EXPECT_TRUE(parse_ops("N").root().is_none());
   EXPECT_EQ(parse_ops(bytes({0x88})).root().as_bool(), true);
   EXPECT_EQ(parse_ops(bytes({0x89})).root().as_bool(), false);
-  EXPECT_EQ(parse_ops(bytes({'K', 200})).root().as_int(), 200);                 // BININT1
-  EXPECT_EQ(parse_ops(bytes({'M', 0x34, 0x12})).root().as_int(), 0x1234);       // BININT2
+  EXPECT_EQ(parse_ops(bytes({'K', 200})).root().as_int(), 200);                    // BININT1
+  EXPECT_EQ(parse_ops(bytes({'M', 0x34, 0x12})).root().as_int(), 0x1234);          // BININT2
   EXPECT_EQ(parse_ops(bytes({'J', 0xfe, 0xff, 0xff, 0xff})).root().as_int(), -2);  // BININT
-  EXPECT_EQ(parse_ops(bytes({0x8a, 0})).root().as_int(), 0);                     // LONG1 empty
+  EXPECT_EQ(parse_ops(bytes({0x8a, 0})).root().as_int(), 0);                       // LONG1 empty
   EXPECT_EQ(parse_ops(bytes({0x8a, 1, 0xff})).root().as_int(), -1);
   EXPECT_EQ(parse_ops(bytes({0x8a, 2, 0xff, 0x00})).root().as_int(), 255);
   // LONG1 of a 6-byte address, as snapshots hold them.
@@ -136,25 +148,32 @@ TEST(Pickle, Scalars) {
             int64_t{0x7f4444a00000});
   // Redundant sign bytes still fit an int64.
   EXPECT_EQ(parse_ops(bytes({0x8a, 10, 0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}))
-                .root().as_int(), -2);
+                .root()
+                .as_int(),
+            -2);
   EXPECT_EQ(parse_ops(bytes({0x8b, 2, 0, 0, 0, 0x01, 0x01})).root().as_int(), 257);  // LONG4
   // 2^64 - 1 (9 bytes): a double.
-  pk::Document big = parse_ops(bytes({0x8a, 9, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00}));
+  pk::Document big =
+      parse_ops(bytes({0x8a, 9, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00}));
   EXPECT_EQ(big.root().type(), Type::floating);
   EXPECT_DOUBLE_EQ(*big.root().as_double(), 18446744073709551615.0);
   EXPECT_DOUBLE_EQ(*parse_ops(bytes({'G', 0x3f, 0xf8, 0, 0, 0, 0, 0, 0})).root().as_double(), 1.5);
 }
 
 TEST(Pickle, StringsAndBytes) {
-  EXPECT_EQ(parse_ops(bytes({0x8c, 2}) + "ab").root().as_string(), "ab");            // SHORT_BINUNICODE
+  EXPECT_EQ(parse_ops(bytes({0x8c, 2}) + "ab").root().as_string(), "ab");  // SHORT_BINUNICODE
   EXPECT_EQ(parse_ops(bytes({'X', 3, 0, 0, 0}) + "abc").root().as_string(), "abc");  // BINUNICODE
-  EXPECT_EQ(parse_ops(bytes({0x8d, 1, 0, 0, 0, 0, 0, 0, 0}) + "z").root().as_string(), "z");  // BINUNICODE8
-  EXPECT_EQ(parse_ops(bytes({'U', 2}) + "py", 2).root().as_string(), "py");          // SHORT_BINSTRING
-  EXPECT_EQ(parse_ops(bytes({'T', 1, 0, 0, 0}) + "q", 2).root().as_string(), "q");    // BINSTRING
-  EXPECT_EQ(parse_ops(bytes({'C', 2, 0, 1})).root().as_bytes(), std::string("\0\1", 2));  // SHORT_BINBYTES
-  EXPECT_EQ(parse_ops(bytes({'B', 1, 0, 0, 0, 7})).root().as_bytes(), "\7");         // BINBYTES
-  EXPECT_EQ(parse_ops(bytes({0x8e, 1, 0, 0, 0, 0, 0, 0, 0, 9})).root().as_bytes(), "\t");  // BINBYTES8
-  EXPECT_EQ(parse_ops(bytes({0x96, 1, 0, 0, 0, 0, 0, 0, 0, 9}), 5).root().as_bytes(), "\t");  // BYTEARRAY8
+  EXPECT_EQ(parse_ops(bytes({0x8d, 1, 0, 0, 0, 0, 0, 0, 0}) + "z").root().as_string(),
+            "z");                                                            // BINUNICODE8
+  EXPECT_EQ(parse_ops(bytes({'U', 2}) + "py", 2).root().as_string(), "py");  // SHORT_BINSTRING
+  EXPECT_EQ(parse_ops(bytes({'T', 1, 0, 0, 0}) + "q", 2).root().as_string(), "q");  // BINSTRING
+  EXPECT_EQ(parse_ops(bytes({'C', 2, 0, 1})).root().as_bytes(),
+            std::string("\0\1", 2));                                          // SHORT_BINBYTES
+  EXPECT_EQ(parse_ops(bytes({'B', 1, 0, 0, 0, 7})).root().as_bytes(), "\7");  // BINBYTES
+  EXPECT_EQ(parse_ops(bytes({0x8e, 1, 0, 0, 0, 0, 0, 0, 0, 9})).root().as_bytes(),
+            "\t");  // BINBYTES8
+  EXPECT_EQ(parse_ops(bytes({0x96, 1, 0, 0, 0, 0, 0, 0, 0, 9}), 5).root().as_bytes(),
+            "\t");  // BYTEARRAY8
   EXPECT_EQ(parse_ops(bytes({0x8c, 0})).root().as_string(), "");
 }
 
@@ -164,7 +183,8 @@ TEST(Pickle, Containers) {
   ASSERT_EQ(l.root().type(), Type::list);
   ASSERT_EQ(l.root().size(), 3u);
   EXPECT_EQ(l.root()[2].as_int(), 3);
-  pk::Document d = parse_ops(bytes({'}', 0x8c, 1, 'a', 'K', 1, 's', '(', 0x8c, 1, 'b', 'K', 2, 'u'}));
+  pk::Document d =
+      parse_ops(bytes({'}', 0x8c, 1, 'a', 'K', 1, 's', '(', 0x8c, 1, 'b', 'K', 2, 'u'}));
   ASSERT_EQ(d.root().type(), Type::dict);
   EXPECT_EQ(d.root().size(), 2u);
   EXPECT_EQ(d.root().get("b")->as_int(), 2);
@@ -199,12 +219,12 @@ TEST(Pickle, StackOpcodes) {
 
 TEST(Pickle, MemoAndFrames) {
   // FRAME; MEMOIZE (implicit indices 0, 1); BINGET / LONG_BINGET; BINPUT / LONG_BINPUT.
-  std::string body = bytes({0x95, 5, 0, 0, 0, 0, 0, 0, 0,             // FRAME (a hint only)
-                            ']', 0x94,                                 // [] -> memo 0
-                            '(', 0x8c, 1, 'x', 0x94,                   // 'x' -> memo 1
-                            'h', 1, 'j', 1, 0, 0, 0, 'e',              // APPENDS 'x', 'x', 'x'
-                            'q', 5, 'r', 6, 0, 0, 0, '0',              // list -> memo 5, 6; POP
-                            'h', 5, 'j', 6, 0, 0, 0, 0x86});           // (memo 5, memo 6)
+  std::string body = bytes({0x95, 5,    0,   0,   0,    0, 0, 0,   0,  // FRAME (a hint only)
+                            ']',  0x94,                                // [] -> memo 0
+                            '(',  0x8c, 1,   'x', 0x94,                // 'x' -> memo 1
+                            'h',  1,    'j', 1,   0,    0, 0, 'e',     // APPENDS 'x', 'x', 'x'
+                            'q',  5,    'r', 6,   0,    0, 0, '0',     // list -> memo 5, 6; POP
+                            'h',  5,    'j', 6,   0,    0, 0, 0x86});  // (memo 5, memo 6)
   pk::Document doc = parse_ops(body);
   pk::Ref t = doc.root();
   ASSERT_EQ(t.type(), Type::tuple);
@@ -214,8 +234,9 @@ TEST(Pickle, MemoAndFrames) {
   EXPECT_EQ(t[0][2].as_string(), "x");
   EXPECT_EQ(t.repr(), "(['x', 'x', 'x'], ['x', 'x', 'x'])");
   // Protocol 2/3 memo: BINPUT then BINGET, and a MEMOIZE after sparse puts uses len(memo).
-  pk::Document p2 = parse_ops(bytes({'K', 1, 'q', 0, '0', 'K', 2, 'q', 9, '0', 'K', 3, 0x94, '0',
-                                     'h', 0, 'h', 9, 'h', 2, 0x87}), 2);
+  pk::Document p2 = parse_ops(bytes({'K', 1,    'q', 0,   '0', 'K', 2, 'q', 9, '0', 'K',
+                                     3,   0x94, '0', 'h', 0,   'h', 9, 'h', 2, 0x87}),
+                              2);
   EXPECT_EQ(p2.root().repr(), "(1, 2, 3)");
 }
 
@@ -299,10 +320,12 @@ TEST(Pickle, GlobalsAreInertValues) {
   ASSERT_EQ(g.root().type(), Type::global);
   EXPECT_EQ(g.root().as_global()->first, "os");
   EXPECT_EQ(g.root().as_global()->second, "system");
-  pk::Document sg = parse_ops(bytes({0x8c, 8}) + "builtins" + bytes({0x8c, 4}) + "eval" + bytes({0x93}));
+  pk::Document sg =
+      parse_ops(bytes({0x8c, 8}) + "builtins" + bytes({0x8c, 4}) + "eval" + bytes({0x93}));
   EXPECT_EQ(sg.root().repr(), "<global builtins.eval>");
   // ... and anything that would call it is refused.
-  std::string msg = error_of(bytes({0x80, 2}) + "cos\nsystem\n" + bytes({0x8c, 2}) + "id" + bytes({0x85, 'R', '.'}));
+  std::string msg = error_of(bytes({0x80, 2}) + "cos\nsystem\n" + bytes({0x8c, 2}) + "id" +
+                             bytes({0x85, 'R', '.'}));
   EXPECT_NE(msg.find("REDUCE (0x52)"), std::string::npos) << msg;
   for (int op : {int{'b'}, 0x81, 0x92, int{'i'}, int{'o'}, int{'P'}, int{'Q'}, 0x82, 0x83, 0x84}) {
     std::string m = error_of(bytes({0x80, 4, op, 0, 0, 0, 0, 0, 0, 0, 0, '.'}));
@@ -346,7 +369,8 @@ TEST(PickleHostile, UnknownOpcode) {
   }
   EXPECT_NE(error_of(bytes({0x80, 4, 'I'}) + "12\n.").find("protocol 0"), std::string::npos);
   EXPECT_NE(error_of(bytes({0x80, 4, 0x8f, '.'})).find("EMPTY_SET"), std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 6, 'N', '.'})).find("unsupported pickle protocol 6"), std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 6, 'N', '.'})).find("unsupported pickle protocol 6"),
+            std::string::npos);
 }
 
 TEST(PickleHostile, TruncatedAtEveryOffset) {
@@ -370,34 +394,53 @@ TEST(PickleHostile, TruncatedAtEveryOffset) {
 }
 
 TEST(PickleHostile, MemoMisuse) {
-  EXPECT_EQ(error_of(bytes({0x80, 4, 'h', 3, '.'})), "pickle: offset 2: BINGET (0x68): memo entry 3 is not defined");
-  EXPECT_NE(error_of(bytes({0x80, 4, 'j', 0xff, 0xff, 0xff, 0xff, '.'})).find("LONG_BINGET (0x6a): memo entry 4294967295"),
+  EXPECT_EQ(error_of(bytes({0x80, 4, 'h', 3, '.'})),
+            "pickle: offset 2: BINGET (0x68): memo entry 3 is not defined");
+  EXPECT_NE(error_of(bytes({0x80, 4, 'j', 0xff, 0xff, 0xff, 0xff, '.'}))
+                .find("LONG_BINGET (0x6a): memo entry 4294967295"),
             std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, 0x94, '.'})).find("MEMOIZE (0x94): stack underflow"), std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, 'q', 1, '.'})).find("BINPUT (0x71): stack underflow"), std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 4, 0x94, '.'})).find("MEMOIZE (0x94): stack underflow"),
+            std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 4, 'q', 1, '.'})).find("BINPUT (0x71): stack underflow"),
+            std::string::npos);
   // A far index costs one entry, not a 4G table.
-  pk::Document far = pk::parse(bytes({0x80, 2, 'K', 7, 'r', 0xfe, 0xff, 0xff, 0xff, '0', 'j', 0xfe, 0xff, 0xff, 0xff, '.'}));
+  pk::Document far = pk::parse(
+      bytes({0x80, 2, 'K', 7, 'r', 0xfe, 0xff, 0xff, 0xff, '0', 'j', 0xfe, 0xff, 0xff, 0xff, '.'}));
   EXPECT_EQ(far.root().as_int(), 7);
 }
 
 TEST(PickleHostile, StackUnderflow) {
-  EXPECT_NE(error_of(bytes({0x80, 4, '.'})).find("STOP (0x2e): the stack is empty"), std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, 'a', '.'})).find("APPEND (0x61): stack underflow"), std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, 'K', 1, 'a', '.'})).find("APPEND (0x61): stack underflow"), std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, 'K', 1, 'K', 1, 'a', '.'})).find("expects a list"), std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, 'e', '.'})).find("APPENDS (0x65): no MARK is open"), std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, 'u', '.'})).find("SETITEMS (0x75): no MARK"), std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, '}', '(', 'K', 1, 'u', '.'})).find("odd number"), std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, 'K', 1, 0x86, '.'})).find("TUPLE2 (0x86): stack underflow"), std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, '0', '.'})).find("POP (0x30): stack underflow"), std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, '2', '.'})).find("DUP (0x32): stack underflow"), std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, 't', '.'})).find("TUPLE (0x74): no MARK"), std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, 0x93, '.'})).find("STACK_GLOBAL (0x93): stack underflow"), std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, 'K', 1, 'K', 1, 0x93, '.'})).find("expects two str"), std::string::npos);
-  // Items below a MARK are out of reach: a list below the MARK cannot take an APPEND.
-  EXPECT_NE(error_of(bytes({0x80, 4, ']', '(', 'K', 1, 'a', '.'})).find("APPEND (0x61): stack underflow"),
+  EXPECT_NE(error_of(bytes({0x80, 4, '.'})).find("STOP (0x2e): the stack is empty"),
             std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, ']', '(', 0x85, '.'})).find("TUPLE1 (0x85): stack underflow"), std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 4, 'a', '.'})).find("APPEND (0x61): stack underflow"),
+            std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 4, 'K', 1, 'a', '.'})).find("APPEND (0x61): stack underflow"),
+            std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 4, 'K', 1, 'K', 1, 'a', '.'})).find("expects a list"),
+            std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 4, 'e', '.'})).find("APPENDS (0x65): no MARK is open"),
+            std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 4, 'u', '.'})).find("SETITEMS (0x75): no MARK"),
+            std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 4, '}', '(', 'K', 1, 'u', '.'})).find("odd number"),
+            std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 4, 'K', 1, 0x86, '.'})).find("TUPLE2 (0x86): stack underflow"),
+            std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 4, '0', '.'})).find("POP (0x30): stack underflow"),
+            std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 4, '2', '.'})).find("DUP (0x32): stack underflow"),
+            std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 4, 't', '.'})).find("TUPLE (0x74): no MARK"), std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 4, 0x93, '.'})).find("STACK_GLOBAL (0x93): stack underflow"),
+            std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 4, 'K', 1, 'K', 1, 0x93, '.'})).find("expects two str"),
+            std::string::npos);
+  // Items below a MARK are out of reach: a list below the MARK cannot take an APPEND.
+  EXPECT_NE(
+      error_of(bytes({0x80, 4, ']', '(', 'K', 1, 'a', '.'})).find("APPEND (0x61): stack underflow"),
+      std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 4, ']', '(', 0x85, '.'})).find("TUPLE1 (0x85): stack underflow"),
+            std::string::npos);
   // A mark over nothing but the dict: MARK ... SETITEMS needs the dict below the MARK, not above.
   EXPECT_NE(error_of(bytes({0x80, 4, '(', '}', 'u', '.'})).find("SETITEMS (0x75): stack underflow"),
             std::string::npos);
@@ -410,24 +453,34 @@ TEST(PickleHostile, AbsurdLengths) {
     return s;
   };
   EXPECT_EQ(error_of(bytes({0x80, 4, 0x8d}) + le8(uint64_t{1} << 63) + "."),
-            "pickle: offset 2: BINUNICODE8 (0x8d): declared length 9223372036854775808 exceeds the 1 bytes left");
-  EXPECT_NE(error_of(bytes({0x80, 4, 0x8e}) + le8(~uint64_t{0}) + ".").find("BINBYTES8 (0x8e): declared length"),
+            "pickle: offset 2: BINUNICODE8 (0x8d): declared length 9223372036854775808 exceeds the "
+            "1 bytes left");
+  EXPECT_NE(error_of(bytes({0x80, 4, 0x8e}) + le8(~uint64_t{0}) + ".")
+                .find("BINBYTES8 (0x8e): declared length"),
             std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, 'X', 0xff, 0xff, 0xff, 0xff, '.'})).find("BINUNICODE (0x58): declared length 4294967295"),
+  EXPECT_NE(error_of(bytes({0x80, 4, 'X', 0xff, 0xff, 0xff, 0xff, '.'}))
+                .find("BINUNICODE (0x58): declared length 4294967295"),
             std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, 'B', 0xff, 0xff, 0xff, 0x7f, '.'})).find("declared length"), std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, 0x8b, 0xff, 0xff, 0xff, 0x7f, '.'})).find("LONG4 (0x8b): declared length"),
+  EXPECT_NE(error_of(bytes({0x80, 4, 'B', 0xff, 0xff, 0xff, 0x7f, '.'})).find("declared length"),
             std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, 0x8b, 0xff, 0xff, 0xff, 0xff, '.'})).find("LONG4 (0x8b): negative length"),
+  EXPECT_NE(error_of(bytes({0x80, 4, 0x8b, 0xff, 0xff, 0xff, 0x7f, '.'}))
+                .find("LONG4 (0x8b): declared length"),
             std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 2, 'T', 0xff, 0xff, 0xff, 0xff, '.'})).find("BINSTRING (0x54): negative length"),
+  EXPECT_NE(error_of(bytes({0x80, 4, 0x8b, 0xff, 0xff, 0xff, 0xff, '.'}))
+                .find("LONG4 (0x8b): negative length"),
+            std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 2, 'T', 0xff, 0xff, 0xff, 0xff, '.'}))
+                .find("BINSTRING (0x54): negative length"),
             std::string::npos);
   EXPECT_NE(
       error_of(bytes({0x80, 4, 0x95}) + le8(1000) + "N.")
           .find("FRAME (0x95): truncated pickle: a frame of 1000 bytes, but only 2 bytes are left"),
       std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 2}) + "cos\nsys").find("GLOBAL (0x63): truncated: no newline"), std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, 0x8a, 200, 1, 2, '.'})).find("LONG1 (0x8a): declared length 200"), std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 2}) + "cos\nsys").find("GLOBAL (0x63): truncated: no newline"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of(bytes({0x80, 4, 0x8a, 200, 1, 2, '.'})).find("LONG1 (0x8a): declared length 200"),
+      std::string::npos);
 }
 
 TEST(PickleHostile, DeepNesting) {
@@ -460,27 +513,35 @@ TEST(PickleHostile, DeepNesting) {
   uint32_t deep = w.memoize();
   w.op(0x85).get(deep).op(0x86);  // ((deep,), deep): 202 deep
   limits.max_depth = 201;
-  EXPECT_NE(error_of(w.finish(), limits).find("TUPLE2 (0x86): containers nested deeper than 201"), std::string::npos);
+  EXPECT_NE(error_of(w.finish(), limits).find("TUPLE2 (0x86): containers nested deeper than 201"),
+            std::string::npos);
 }
 
 TEST(PickleHostile, SelfReferenceIsRefused) {
   // l = []; l.append(l)
-  EXPECT_NE(error_of(bytes({0x80, 4, ']', 0x94, 'h', 0, 'a', '.'})).find("appends a list to itself"), std::string::npos);
+  EXPECT_NE(
+      error_of(bytes({0x80, 4, ']', 0x94, 'h', 0, 'a', '.'})).find("appends a list to itself"),
+      std::string::npos);
   // d = {}; d['d'] = d
-  EXPECT_NE(error_of(bytes({0x80, 4, '}', 0x94, 0x8c, 1, 'd', 'h', 0, 's', '.'})).find("into itself"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(bytes({0x80, 4, '}', 0x94, 0x8c, 1, 'd', 'h', 0, 's', '.'})).find("into itself"),
+      std::string::npos);
   // a = []; b = [a]; a.append(b): a is nested in b, so it can no longer change.
-  std::string msg = error_of(bytes({0x80, 4, ']', 0x94, ']', 'h', 0, 'a', 0x94, '0', 'h', 0, 'h', 1, 'a', '.'}));
+  std::string msg =
+      error_of(bytes({0x80, 4, ']', 0x94, ']', 'h', 0, 'a', 0x94, '0', 'h', 0, 'h', 1, 'a', '.'}));
   EXPECT_NE(msg.find("already nested"), std::string::npos) << msg;
   // Python writes such cycles the same way.
-  EXPECT_NE(error_of(bytes({0x80, 4, ']', 0x94, '(', 'h', 0, 'e', '.'})).find("APPENDS (0x65): appends a list to itself"),
+  EXPECT_NE(error_of(bytes({0x80, 4, ']', 0x94, '(', 'h', 0, 'e', '.'}))
+                .find("APPENDS (0x65): appends a list to itself"),
             std::string::npos);
 }
 
 TEST(PickleHostile, DictKeys) {
-  EXPECT_NE(error_of(bytes({0x80, 4, '}', ']', 'N', 's', '.'})).find("SETITEM (0x73): dict key of type list"),
+  EXPECT_NE(error_of(bytes({0x80, 4, '}', ']', 'N', 's', '.'}))
+                .find("SETITEM (0x73): dict key of type list"),
             std::string::npos);
-  EXPECT_NE(error_of(bytes({0x80, 4, '}', 'N', 'N', 's', '.'})).find("dict key of type None"), std::string::npos);
+  EXPECT_NE(error_of(bytes({0x80, 4, '}', 'N', 'N', 's', '.'})).find("dict key of type None"),
+            std::string::npos);
 }
 
 // Every single-byte change of a valid pickle parses or fails cleanly.

@@ -36,18 +36,22 @@ TEST(PytorchSnapshotErrors, FilesThatAreNotSnapshots) {
   EXPECT_EQ(import_error(missing, out), missing + ": cannot open: no such file");
   std::string empty = write(dir, "empty", "");
   EXPECT_EQ(import_error(empty, out), empty + ": not a pickle: the file is empty");
-  std::string sqlite = write(dir, "x.db", std::string("SQLite format 3\0", 16) + std::string(100, '\0'));
+  std::string sqlite =
+      write(dir, "x.db", std::string("SQLite format 3\0", 16) + std::string(100, '\0'));
   EXPECT_NE(import_error(sqlite, out).find("already a trace?"), std::string::npos);
   std::string text = write(dir, "t.txt", "hello");
-  EXPECT_NE(import_error(text, out).find(text + ": not a pickle of protocol 2 to 5"), std::string::npos);
+  EXPECT_NE(import_error(text, out).find(text + ": not a pickle of protocol 2 to 5"),
+            std::string::npos);
   PickleWriter w(4);
   std::string number = write(dir, "n.pickle", w.integer(3).finish());
-  EXPECT_EQ(import_error(number, out), number +
-                                           ": not a PyTorch memory snapshot: the pickle holds int 3, expected "
-                                           "a dict with 'segments' and 'device_traces'");
+  EXPECT_EQ(import_error(number, out),
+            number +
+                ": not a PyTorch memory snapshot: the pickle holds int 3, expected "
+                "a dict with 'segments' and 'device_traces'");
   PickleWriter w2(4);
   std::string nosegs = write(dir, "d.pickle", w2.empty_dict().finish());
-  EXPECT_EQ(import_error(nosegs, out), nosegs + ": not a PyTorch memory snapshot: snapshot: no 'segments' field");
+  EXPECT_EQ(import_error(nosegs, out),
+            nosegs + ": not a PyTorch memory snapshot: snapshot: no 'segments' field");
   EXPECT_NE(import_error(dir.file(""), out).find("is a directory"), std::string::npos);
 }
 
@@ -55,32 +59,64 @@ TEST(PytorchSnapshotErrors, FilesThatAreNotSnapshots) {
 // file; odd values are read as unknown and counted.
 TEST(PytorchSnapshot, OddDescriptiveFieldsAreCountedNotFatal) {
   TempDir dir;
-  std::vector<Seg> segs = {{0, 0x1000, 2 * MiB, 0, "medium", false, {{0x1000, 512, 512, "zombie", {}},
-                                                                       {0x1200, 1024, 1000, "active_allocated", {}}}}};
+  std::vector<Seg> segs = {
+      {0,
+       0x1000,
+       2 * MiB,
+       0,
+       "medium",
+       false,
+       {{0x1000, 512, 512, "zombie", {}}, {0x1200, 1024, 1000, "active_allocated", {}}}}};
   std::string in = write(dir, "odd.pickle", SnapshotBuilder().build(segs, {}));
   im::ImportStats stats = im::import_pytorch_snapshot(in, dir.file("odd.db"));
   EXPECT_EQ(stats.notes, (std::vector<std::string>{
                              "1 segments of an unknown 'segment_type' (pool taken from the size)",
                              "1 blocks of an unknown 'state' (read as inactive)"}));
-  st::TraceReader r = st::TraceReader::open(dir.file("odd.db"), st::TraceReader::Require::finalized);
-  EXPECT_EQ(final_values(r, device_row(r, 0)).allocated, 1024);  // the zombie is not allocated
+  st::TraceReader r =
+      st::TraceReader::open(dir.file("odd.db"), st::TraceReader::Require::finalized);
+  EXPECT_EQ(final_values(r, device_row(r, 0)).allocated, 1024);     // the zombie is not allocated
   EXPECT_EQ(r.segments_where("", {}).at(0).pool, ev::Pool::small);  // 2 MiB: the small pool's size
 
   // Frames: one not a dict, one with a float line and a name that is a list, one with a None line.
   PickleWriter w(4);
   w.empty_dict().mark().str("segments").empty_list().str("device_traces").empty_list().mark();
   w.empty_list().mark().empty_dict().mark();
-  w.str("action").str("alloc").str("addr").integer(4096).str("size").integer(512).str("time_us").integer(1);
+  w.str("action")
+      .str("alloc")
+      .str("addr")
+      .integer(4096)
+      .str("size")
+      .integer(512)
+      .str("time_us")
+      .integer(1);
   w.str("frames").empty_list().mark().str("not a frame");
-  w.empty_dict().mark().str("name").empty_list().str("filename").str("a.py").str("line").floating(1.8446744073709552e19).setitems();
-  w.empty_dict().mark().str("name").str("f").str("filename").str("b.py").str("line").none().setitems();
+  w.empty_dict()
+      .mark()
+      .str("name")
+      .empty_list()
+      .str("filename")
+      .str("a.py")
+      .str("line")
+      .floating(1.8446744073709552e19)
+      .setitems();
+  w.empty_dict()
+      .mark()
+      .str("name")
+      .str("f")
+      .str("filename")
+      .str("b.py")
+      .str("line")
+      .none()
+      .setitems();
   w.appends().setitems().appends().appends().setitems();
   std::string fr = write(dir, "frames.pickle", w.finish());
   stats = im::import_pytorch_snapshot(fr, dir.file("frames.db"));
-  EXPECT_EQ(stats.notes, (std::vector<std::string>{"1 frames whose 'name' is not a str (read as unknown)",
-                                                   "1 frames whose 'line' is not a line number (read as unknown)",
-                                                   "1 frames that are not dicts (read as unknown)"}));
-  st::TraceReader fr_r = st::TraceReader::open(dir.file("frames.db"), st::TraceReader::Require::finalized);
+  EXPECT_EQ(stats.notes, (std::vector<std::string>{
+                             "1 frames whose 'name' is not a str (read as unknown)",
+                             "1 frames whose 'line' is not a line number (read as unknown)",
+                             "1 frames that are not dicts (read as unknown)"}));
+  st::TraceReader fr_r =
+      st::TraceReader::open(dir.file("frames.db"), st::TraceReader::Require::finalized);
   auto allocs = fr_r.allocations(device_row(fr_r, 0));
   ASSERT_EQ(allocs.size(), 1u);
   std::vector<uint64_t> ips = fr_r.stack(allocs[0].stack_id);
@@ -96,13 +132,15 @@ TEST(PytorchSnapshotErrors, BadFieldsNameTheEntry) {
   std::string out = dir.file("out.db");
   std::vector<Seg> bad_dev = {{200, 0x1000, 2 * MiB, 0, "small", false, {}}};
   std::string dev_path = write(dir, "dev.pickle", SnapshotBuilder().build(bad_dev, {}));
-  EXPECT_NE(import_error(dev_path, out).find("segments[0]: device index 200 is out of range"), std::string::npos);
+  EXPECT_NE(import_error(dev_path, out).find("segments[0]: device index 200 is out of range"),
+            std::string::npos);
   // A trace for device 128.
   std::vector<std::vector<Ent>> many(129);
   many[128] = {{"alloc", 0x1000, 512, 5, 0, {}}};
   std::string many_path = write(dir, "many.pickle", SnapshotBuilder().build({}, many));
-  EXPECT_NE(import_error(many_path, out).find("device_traces[128]: device index 128 is out of range"),
-            std::string::npos);
+  EXPECT_NE(
+      import_error(many_path, out).find("device_traces[128]: device index 128 is out of range"),
+      std::string::npos);
   // A missing field.
   PickleWriter m(4);
   m.empty_dict().mark().str("segments").empty_list().str("device_traces").empty_list().mark();
@@ -110,14 +148,16 @@ TEST(PytorchSnapshotErrors, BadFieldsNameTheEntry) {
   m.str("action").str("free_requested").str("size").integer(512).str("time_us").integer(1);
   m.setitems().appends().appends().setitems();
   std::string miss = write(dir, "miss.pickle", m.finish());
-  EXPECT_EQ(import_error(miss, out), miss + ": not a PyTorch memory snapshot: device_traces[0][0]: no 'addr' field");
+  EXPECT_EQ(import_error(miss, out),
+            miss + ": not a PyTorch memory snapshot: device_traces[0][0]: no 'addr' field");
 }
 
 TEST(PytorchSnapshotErrors, HostilePickles) {
   TempDir dir;
   std::string out = dir.file("out.db");
-  std::vector<std::vector<Ent>> traces = {{{"alloc", 0x1000, 512, 5, 0, {{"f", "g.py", 1}}},
-                                           {"free_requested", 0x1000, 512, 6, 0, {{"f", "g.py", 1}}}}};
+  std::vector<std::vector<Ent>> traces = {
+      {{"alloc", 0x1000, 512, 5, 0, {{"f", "g.py", 1}}},
+       {"free_requested", 0x1000, 512, 6, 0, {{"f", "g.py", 1}}}}};
   std::string good = SnapshotBuilder().build({}, traces);
   // Every truncation fails cleanly and leaves no output.
   for (size_t n = 1; n < good.size(); n += 7) {
@@ -140,7 +180,8 @@ TEST(PytorchSnapshotErrors, NotARegularFile) {
   TempDir dir;
   std::string out = dir.file("out.db");
   EXPECT_EQ(import_error("/dev/zero", out),
-            "/dev/zero: cannot read: not a regular file (a device, pipe or socket); save the snapshot to a file first");
+            "/dev/zero: cannot read: not a regular file (a device, pipe or socket); save the "
+            "snapshot to a file first");
   // A large file of another kind is refused on its first byte, before it is read.
   std::string big = dir.file("big.bin");
   {
@@ -148,7 +189,8 @@ TEST(PytorchSnapshotErrors, NotARegularFile) {
     f << "x";
   }
   fs::resize_file(big, uint64_t{4} << 30);  // 4 GiB, sparse
-  EXPECT_NE(import_error(big, out).find(big + ": not a pickle of protocol 2 to 5"), std::string::npos);
+  EXPECT_NE(import_error(big, out).find(big + ": not a pickle of protocol 2 to 5"),
+            std::string::npos);
 }
 
 TEST(PytorchSnapshotErrors, SizesOutOfRangeNameTheField) {
@@ -156,16 +198,25 @@ TEST(PytorchSnapshotErrors, SizesOutOfRangeNameTheField) {
   std::string out = dir.file("out.db");
   std::vector<std::vector<Ent>> traces = {{{"alloc", 0x1000, uint64_t{INT64_MAX}, 5, 0, {}}}};
   std::string huge = write(dir, "huge.pickle", SnapshotBuilder().build({}, traces));
-  EXPECT_EQ(import_error(huge, out),
-            huge + ": not a PyTorch memory snapshot: device_traces[0][0]: 'size' 9223372036854775807 is out of "
-                   "range (more than 2^56)");
+  EXPECT_EQ(import_error(huge, out), huge +
+                                         ": not a PyTorch memory snapshot: device_traces[0][0]: "
+                                         "'size' 9223372036854775807 is out of "
+                                         "range (more than 2^56)");
   PickleWriter w(4);  // a segment whose total_size is -17
   w.empty_dict().mark().str("segments").empty_list().mark().empty_dict().mark();
-  w.str("device").integer(0).str("address").integer(4096).str("total_size").integer(-17).str("blocks").empty_list();
+  w.str("device")
+      .integer(0)
+      .str("address")
+      .integer(4096)
+      .str("total_size")
+      .integer(-17)
+      .str("blocks")
+      .empty_list();
   w.setitems().appends().setitems();
   std::string negative = write(dir, "neg.pickle", w.finish());
-  EXPECT_EQ(import_error(negative, out),
-            negative + ": not a PyTorch memory snapshot: segments[0]: 'total_size' is negative (-17)");
+  EXPECT_EQ(
+      import_error(negative, out),
+      negative + ": not a PyTorch memory snapshot: segments[0]: 'total_size' is negative (-17)");
 }
 
 TEST(PytorchSnapshotErrors, MemoSharedTracesCannotExpandWithoutBound) {
@@ -178,7 +229,15 @@ TEST(PytorchSnapshotErrors, MemoSharedTracesCannotExpandWithoutBound) {
   w.empty_list();
   uint32_t list = w.memoize();
   w.mark();
-  w.empty_dict().mark().str("action").str("snapshot").str("size").integer(0).str("time_us").integer(1).setitems();
+  w.empty_dict()
+      .mark()
+      .str("action")
+      .str("snapshot")
+      .str("size")
+      .integer(0)
+      .str("time_us")
+      .integer(1)
+      .setitems();
   uint32_t entry = w.memoize();
   for (int i = 1; i < 20000; ++i) w.get(entry);
   w.appends();
@@ -186,8 +245,10 @@ TEST(PytorchSnapshotErrors, MemoSharedTracesCannotExpandWithoutBound) {
   w.appends().setitems();
   std::string bomb = write(dir, "bomb.pickle", w.finish());
   std::string msg = import_error(bomb, out);
-  EXPECT_NE(msg.find(bomb + ": device_traces[50]: the snapshot expands to more than 1000000 trace entries"),
-            std::string::npos)
+  EXPECT_NE(
+      msg.find(bomb +
+               ": device_traces[50]: the snapshot expands to more than 1000000 trace entries"),
+      std::string::npos)
       << msg;
   EXPECT_NE(msg.find("--max-events raises the limit"), std::string::npos);
   // A caller who means it raises the limit.
@@ -206,13 +267,23 @@ TEST(PytorchSnapshotErrors, MemoSharedTraceOfDistinctEntries) {
   const uint32_t list = w.memoize();
   w.mark();
   for (int i = 0; i < 3; ++i)
-    w.empty_dict().mark().str("action").str("alloc").str("addr").integer(0x1000 * (i + 1)).str("size")
-        .integer(1024).str("time_us").integer(i + 1).setitems();
+    w.empty_dict()
+        .mark()
+        .str("action")
+        .str("alloc")
+        .str("addr")
+        .integer(0x1000 * (i + 1))
+        .str("size")
+        .integer(1024)
+        .str("time_us")
+        .integer(i + 1)
+        .setitems();
   w.appends();
   w.get(list);
   w.appends().setitems();
   const std::string out = dir.file("out.db");
-  const im::ImportStats s = im::import_pytorch_snapshot(write(dir, "shared.pickle", w.finish()), out);
+  const im::ImportStats s =
+      im::import_pytorch_snapshot(write(dir, "shared.pickle", w.finish()), out);
   EXPECT_EQ(s.devices, 2);
   st::TraceReader r = st::TraceReader::open(out, st::TraceReader::Require::finalized);
   for (int d : {0, 1}) EXPECT_EQ(final_values(r, device_row(r, d)).allocated, 3 * 1024);

@@ -1,7 +1,7 @@
-// PyTorch snapshot import: a real snapshot (tests/data/pytorch; peaks and final values checked against
-// tests/importers/data/snapshot_small_gpu_expected.json, which the Python script beside it computes
-// independently with Python's own pickle), and small snapshots built here for each case the
-// importer handles: history that started late, blocks pending free, segment_free, expandable
+// PyTorch snapshot import: a real snapshot (tests/data/pytorch; peaks and final values checked
+// against tests/importers/data/snapshot_small_gpu_expected.json, which the Python script beside it
+// computes independently with Python's own pickle), and small snapshots built here for each case
+// the importer handles: history that started late, blocks pending free, segment_free, expandable
 // segments, several devices, frames, the pre-2.1 format (bad input:
 // pytorch_snapshot_errors_test.cpp).
 #include <gtest/gtest.h>
@@ -58,7 +58,8 @@ TEST(PytorchSnapshot, RealSnapshotMatchesIndependentPythonReplay) {
 
     // One allocation row per alloc in the trace plus one per block that existed before it.
     auto allocs = r.allocations(dev);
-    EXPECT_EQ(allocs.size(), d["actions"]["alloc"].get<size_t>() + d["initial_blocks"].get<size_t>());
+    EXPECT_EQ(allocs.size(),
+              d["actions"]["alloc"].get<size_t>() + d["initial_blocks"].get<size_t>());
   }
 
   // Segments carry the frames of their segment_alloc entry (the 7 of the history, with 50, 87,
@@ -78,7 +79,8 @@ TEST(PytorchSnapshot, RealSnapshotMatchesIndependentPythonReplay) {
     }
   }
   EXPECT_EQ(r.meta().start_ts_ns, expected["devices"][0]["first_time_ns"].get<uint64_t>());
-  EXPECT_EQ(r.meta_value("last_ts_ns"), std::to_string(expected["devices"][0]["last_time_ns"].get<uint64_t>()));
+  EXPECT_EQ(r.meta_value("last_ts_ns"),
+            std::to_string(expected["devices"][0]["last_time_ns"].get<uint64_t>()));
 
   // Marks: the start-state marker (its value: the synthetic events after it) and one per
   // `snapshot` entry, whose size PyTorch records as the allocated bytes at that moment: replaying
@@ -101,7 +103,8 @@ TEST(PytorchSnapshot, RealSnapshotMatchesIndependentPythonReplay) {
   const auto& d0 = expected["devices"][0];
   EXPECT_EQ(snapshot_marks, d0["actions"]["snapshot"].get<int>());
   EXPECT_EQ(start_marks, 1);
-  EXPECT_EQ(synthetic, d0["initial_blocks"].get<uint64_t>() + d0["initial_segments"].get<uint64_t>());
+  EXPECT_EQ(synthetic,
+            d0["initial_blocks"].get<uint64_t>() + d0["initial_segments"].get<uint64_t>());
 
   // Frames: the stack of the first alloc after the trace's first instant, innermost first,
   // resolved from the snapshot's frames.
@@ -125,7 +128,8 @@ TEST(PytorchSnapshot, RealSnapshotMatchesIndependentPythonReplay) {
   EXPECT_EQ(r.frames(ips.back())[0].function, "_start");
 }
 
-// ---- Snapshots built here (snapshot_builder.h) ---------------------------------------------------
+// ---- Snapshots built here (snapshot_builder.h)
+// ---------------------------------------------------
 
 // History that started late: blocks and segments that existed before the trace.
 TEST(PytorchSnapshot, RebuildsTheStateBeforeTheTrace) {
@@ -133,7 +137,12 @@ TEST(PytorchSnapshot, RebuildsTheStateBeforeTheTrace) {
   const uint64_t B1 = S1, B2 = S1 + MiB, B3 = S1 + 3 * MiB, B4 = S2, B5 = S1 + 8 * MiB;
   std::vector<Frame> stack = {{"inner", "a.cpp", 10}, {"??", "??", 0}, {"outer", "train.py", 7}};
   std::vector<Seg> segs = {
-      {0, S1, 20 * MiB, 0, "large", false,
+      {0,
+       S1,
+       20 * MiB,
+       0,
+       "large",
+       false,
        {{B1, MiB, MiB, "active_allocated", stack},
         {B2, 2 * MiB, 2 * MiB, "active_allocated", {{"before", "b.py", 3}}},
         {B3, 4096, 4000, "active_pending_free", {}},
@@ -198,7 +207,8 @@ TEST(PytorchSnapshot, RebuildsTheStateBeforeTheTrace) {
   auto frames_of = [&](uint64_t stack_id) {
     std::vector<std::string> names;
     for (uint64_t ip : r.stack(stack_id))
-      for (const auto& fr : r.frames(ip)) names.push_back(fr.function + "@" + fr.file + ":" + std::to_string(fr.line));
+      for (const auto& fr : r.frames(ip))
+        names.push_back(fr.function + "@" + fr.file + ":" + std::to_string(fr.line));
     return names;
   };
   EXPECT_EQ(frames_of(by_addr[B2].stack_id), std::vector<std::string>{"before@b.py:3"});
@@ -225,7 +235,13 @@ TEST(PytorchSnapshot, RebuildsTheStateBeforeTheTrace) {
 TEST(PytorchSnapshot, ExpandableSegmentsAndSeveralDevices) {
   const uint64_t E = 0x50000000, P = 0x70000000;
   std::vector<Seg> segs = {
-      {0, E, 40 * MiB, 0, "large", true, {{E + 20 * MiB, 8 * MiB, 8 * MiB, "active_allocated", {}}}},
+      {0,
+       E,
+       40 * MiB,
+       0,
+       "large",
+       true,
+       {{E + 20 * MiB, 8 * MiB, 8 * MiB, "active_allocated", {}}}},
       {1, P, 2 * MiB, 0, "small", false, {{P, 512, 512, "active_allocated", {}}}},
   };
   std::vector<std::vector<Ent>> traces = {
@@ -295,7 +311,8 @@ TEST(PytorchSnapshot, SegmentsOnlyFormat) {
   std::string in = write(dir, "old.pickle", w.finish());
   im::ImportStats stats = im::import_pytorch_snapshot(in, dir.file("old.db"));
   EXPECT_EQ(stats.segments, 1u);
-  st::TraceReader r = st::TraceReader::open(dir.file("old.db"), st::TraceReader::Require::finalized);
+  st::TraceReader r =
+      st::TraceReader::open(dir.file("old.db"), st::TraceReader::Require::finalized);
   int64_t dev = device_row(r, 0);
   EXPECT_EQ(final_values(r, dev).allocated, 4096 + 1024);
   EXPECT_EQ(final_values(r, dev).reserved, int64_t(2 * MiB));
@@ -310,7 +327,8 @@ TEST(PytorchSnapshot, EmptySnapshot) {
   im::ImportStats stats = im::import_pytorch_snapshot(in, dir.file("empty.db"));
   EXPECT_EQ(stats.events, 0u);
   EXPECT_EQ(stats.devices, 0);
-  st::TraceReader r = st::TraceReader::open(dir.file("empty.db"), st::TraceReader::Require::finalized);
+  st::TraceReader r =
+      st::TraceReader::open(dir.file("empty.db"), st::TraceReader::Require::finalized);
   EXPECT_TRUE(r.devices().empty());
 }
 
@@ -318,7 +336,8 @@ TEST(PytorchSnapshot, EmptySnapshot) {
 TEST(PytorchSnapshot, EveryActionFromPython) {
   TempDir dir;
   std::string out = dir.file("every.db");
-  im::ImportStats stats = im::import_pytorch_snapshot((kData / "snapshot_every_action.pkl").string(), out);
+  im::ImportStats stats =
+      im::import_pytorch_snapshot((kData / "snapshot_every_action.pkl").string(), out);
   EXPECT_EQ(stats.devices, 2);
   st::TraceReader r = st::TraceReader::open(out, st::TraceReader::Require::finalized);
   int64_t d0 = device_row(r, 0), d1 = device_row(r, 1);
@@ -341,7 +360,8 @@ TEST(PytorchSnapshot, EveryActionFromPython) {
   for (const st::SegmentRow& s : r.segments_where("WHERE device = ?1 ORDER BY addr", {d0})) {
     std::string frames;
     for (uint64_t ip : r.stack(s.stack_id))
-      for (const auto& f : r.frames(ip)) frames += f.function + "@" + f.file + ":" + std::to_string(f.line);
+      for (const auto& f : r.frames(ip))
+        frames += f.function + "@" + f.file + ":" + std::to_string(f.line);
     mapped.push_back(std::to_string(s.addr) + " " + frames);
   }
   EXPECT_EQ(mapped, (std::vector<std::string>{std::to_string(0x40000000) + " ",
@@ -360,35 +380,93 @@ TEST(PytorchSnapshot, EntriesReadWhileParsingKeepSharedFrames) {
   TempDir dir;
   PickleWriter w(4);
   w.empty_dict().mark().str("segments").empty_list().mark();
-  w.empty_dict().mark().str("device").integer(0).str("address").integer(0x1000).str("total_size")
-      .integer(2 * MiB).str("stream").integer(0).str("segment_type").str("small").str("blocks").empty_list().mark();
-  w.empty_dict().mark().str("address").integer(0x1200).str("size").integer(512).str("requested_size")
-      .integer(512).str("state").str("active_allocated").str("frames").empty_list().mark();
-  w.empty_dict().mark().str("name").str("f").str("filename").str("a.py").str("line").integer(3).setitems();
+  w.empty_dict()
+      .mark()
+      .str("device")
+      .integer(0)
+      .str("address")
+      .integer(0x1000)
+      .str("total_size")
+      .integer(2 * MiB)
+      .str("stream")
+      .integer(0)
+      .str("segment_type")
+      .str("small")
+      .str("blocks")
+      .empty_list()
+      .mark();
+  w.empty_dict()
+      .mark()
+      .str("address")
+      .integer(0x1200)
+      .str("size")
+      .integer(512)
+      .str("requested_size")
+      .integer(512)
+      .str("state")
+      .str("active_allocated")
+      .str("frames")
+      .empty_list()
+      .mark();
+  w.empty_dict()
+      .mark()
+      .str("name")
+      .str("f")
+      .str("filename")
+      .str("a.py")
+      .str("line")
+      .integer(3)
+      .setitems();
   w.appends();
   const uint32_t shared = w.memoize();
   w.setitems().appends().setitems().appends();
   w.str("device_traces").empty_list().mark().empty_list().mark();
-  w.empty_dict().mark().str("action").str("alloc").str("addr").integer(0x1000).str("size").integer(500)
-      .str("time_us").integer(10).str("frames").get(shared).setitems();
+  w.empty_dict()
+      .mark()
+      .str("action")
+      .str("alloc")
+      .str("addr")
+      .integer(0x1000)
+      .str("size")
+      .integer(500)
+      .str("time_us")
+      .integer(10)
+      .str("frames")
+      .get(shared)
+      .setitems();
   w.empty_dict().mark().str("action").str("weird").str("time_us").integer(11).setitems();
-  w.empty_dict().mark().str("action").str("alloc").str("addr").integer(0x1400).str("size").integer(100)
-      .str("time_us").integer(12).str("frames").get(shared).setitems();
+  w.empty_dict()
+      .mark()
+      .str("action")
+      .str("alloc")
+      .str("addr")
+      .integer(0x1400)
+      .str("size")
+      .integer(100)
+      .str("time_us")
+      .integer(12)
+      .str("frames")
+      .get(shared)
+      .setitems();
   w.appends().appends().setitems();
   std::string in = write(dir, "shared.pickle", w.finish());
   im::ImportStats stats = im::import_pytorch_snapshot(in, dir.file("shared.db"));
-  EXPECT_EQ(stats.notes, (std::vector<std::string>{
-                             "1 entries of an action the importer does not know, such as 'weird' (skipped)"}));
-  st::TraceReader r = st::TraceReader::open(dir.file("shared.db"), st::TraceReader::Require::finalized);
+  EXPECT_EQ(stats.notes,
+            (std::vector<std::string>{
+                "1 entries of an action the importer does not know, such as 'weird' (skipped)"}));
+  st::TraceReader r =
+      st::TraceReader::open(dir.file("shared.db"), st::TraceReader::Require::finalized);
   std::vector<std::string> allocs;
   for (const auto& a : r.allocations(device_row(r, 0))) {
     std::string frames;
     for (uint64_t ip : r.stack(a.stack_id))
-      for (const auto& f : r.frames(ip)) frames += f.function + "@" + f.file + ":" + std::to_string(f.line);
+      for (const auto& f : r.frames(ip))
+        frames += f.function + "@" + f.file + ":" + std::to_string(f.line);
     allocs.push_back(std::to_string(a.addr) + " " + std::to_string(a.size) + " " + frames);
   }
   std::sort(allocs.begin(), allocs.end());
-  EXPECT_EQ(allocs, (std::vector<std::string>{"4096 512 f@a.py:3", "4608 512 f@a.py:3", "5120 512 f@a.py:3"}));
+  EXPECT_EQ(allocs, (std::vector<std::string>{"4096 512 f@a.py:3", "4608 512 f@a.py:3",
+                                              "5120 512 f@a.py:3"}));
 }
 
 // Note [Frame dicts by content]: a pickle whose frame dicts are written anew at every use (no
@@ -492,14 +570,30 @@ TEST(PytorchSnapshot, NoTimesMeansEntryOrder) {
   w.empty_dict().mark().str("segments").empty_list().str("device_traces").empty_list().mark();
   w.empty_list().mark();
   for (uint64_t a : {0x1000, 0x2000})
-    w.empty_dict().mark().str("action").str("alloc").str("addr").integer(static_cast<int64_t>(a))
-        .str("size").integer(512).setitems();
-  w.empty_dict().mark().str("action").str("free_requested").str("addr").integer(0x1000).str("size").integer(512).setitems();
+    w.empty_dict()
+        .mark()
+        .str("action")
+        .str("alloc")
+        .str("addr")
+        .integer(static_cast<int64_t>(a))
+        .str("size")
+        .integer(512)
+        .setitems();
+  w.empty_dict()
+      .mark()
+      .str("action")
+      .str("free_requested")
+      .str("addr")
+      .integer(0x1000)
+      .str("size")
+      .integer(512)
+      .setitems();
   w.appends().appends().setitems();
   std::string in = write(dir, "old.pickle", w.finish());
   im::ImportStats stats = im::import_pytorch_snapshot(in, dir.file("old.db"));
   EXPECT_TRUE(stats.synthetic_times);
-  st::TraceReader r = st::TraceReader::open(dir.file("old.db"), st::TraceReader::Require::finalized);
+  st::TraceReader r =
+      st::TraceReader::open(dir.file("old.db"), st::TraceReader::Require::finalized);
   EXPECT_TRUE(r.meta().synthetic_times);
   EXPECT_EQ(r.meta().start_unix_ns, 0);
   std::vector<uint64_t> times;

@@ -32,7 +32,8 @@ namespace an = tidemark::analysis;
 namespace ev = tidemark::events;
 
 const fs::path kSnapshots = fs::path(TIDEMARK_TEST_DATA) / "pytorch";
-const fs::path kExpected = fs::path(TIDEMARK_TEST_DATA).parent_path() / "importers/data/real_snapshots_expected.json";
+const fs::path kExpected =
+    fs::path(TIDEMARK_TEST_DATA).parent_path() / "importers/data/real_snapshots_expected.json";
 
 nlohmann::json expected_files() {
   std::ifstream in(kExpected);
@@ -41,7 +42,8 @@ nlohmann::json expected_files() {
 }
 
 std::string temp_file(const std::string& name) {
-  return (fs::temp_directory_path() / ("tidemark-real-" + std::to_string(::getpid()) + "-" + name)).string();
+  return (fs::temp_directory_path() / ("tidemark-real-" + std::to_string(::getpid()) + "-" + name))
+      .string();
 }
 
 std::string read_file(const fs::path& p) {
@@ -94,7 +96,8 @@ TEST(RealSnapshots, CurvesEqualAnIndependentReplay) {
       // (verl's vLLM KV cache and its other private pool).
       std::map<std::string, std::pair<uint64_t, int64_t>> pools, want;
       for (const an::PrivatePoolSummary& p : s.private_pools)
-        pools[std::to_string(p.pool_a) + "," + std::to_string(p.pool_b)] = {p.segments, p.reserved_bytes};
+        pools[std::to_string(p.pool_a) + "," + std::to_string(p.pool_b)] = {p.segments,
+                                                                            p.reserved_bytes};
       for (const auto& [pool, v] : d["private_pools"].items())
         want[pool] = {v["segments"].get<uint64_t>(), v["reserved_bytes"].get<int64_t>()};
       EXPECT_EQ(pools, want);
@@ -106,10 +109,12 @@ TEST(RealSnapshots, CurvesEqualAnIndependentReplay) {
 // Protocol 5 (Python 3.14's default; memory_viz cannot read it): the same real snapshot written
 // again with it gives the same curves as the protocol 4 original.
 TEST(RealSnapshots, Protocol5GivesTheSameTrace) {
-  const fs::path p5 = fs::path(TIDEMARK_TEST_DATA).parent_path() / "importers/data/yiyi_oom_snapshot_p5.pkl";
+  const fs::path p5 =
+      fs::path(TIDEMARK_TEST_DATA).parent_path() / "importers/data/yiyi_oom_snapshot_p5.pkl";
   ASSERT_EQ(read_file(p5).substr(0, 2), std::string("\x80\x05", 2));
   const std::string a = temp_file("p4.db"), b = temp_file("p5.db");
-  im::ImportStats s4 = im::import_pytorch_snapshot((kSnapshots / "yiyi_oom_snapshot.pickle").string(), a);
+  im::ImportStats s4 =
+      im::import_pytorch_snapshot((kSnapshots / "yiyi_oom_snapshot.pickle").string(), a);
   im::ImportStats s5 = im::import_pytorch_snapshot(p5.string(), b);
   EXPECT_EQ(s4.events, s5.events);
   EXPECT_EQ(s4.frames, s5.frames);
@@ -127,12 +132,14 @@ TEST(RealSnapshots, Protocol5GivesTheSameTrace) {
 // A record_function annotation becomes a scope that the allocations inside it fall in.
 TEST(RealSnapshots, AnnotationsBecomeScopes) {
   const std::string out = temp_file("niu.db");
-  im::import_pytorch_snapshot((kSnapshots / "niu_forward_and_backward_memory_snapshot_200.pickle").string(), out);
+  im::import_pytorch_snapshot(
+      (kSnapshots / "niu_forward_and_backward_memory_snapshot_200.pickle").string(), out);
   st::TraceReader r = st::TraceReader::open(out, st::TraceReader::Require::finalized);
   std::vector<std::string> pushed;
   int depth = 0, max_depth = 0;
   r.for_each_event([&](const ev::Event& e, uint64_t) {
-    if (e.kind == ev::Kind::scope_push) pushed.emplace_back(e.name.name), max_depth = std::max(max_depth, ++depth);
+    if (e.kind == ev::Kind::scope_push)
+      pushed.emplace_back(e.name.name), max_depth = std::max(max_depth, ++depth);
     if (e.kind == ev::Kind::scope_pop) --depth;
   });
   EXPECT_EQ(pushed.size(), 6u);  // 12 annotations: zero_grad and step, three iterations
@@ -145,7 +152,8 @@ TEST(RealSnapshots, AnnotationsBecomeScopes) {
     EXPECT_EQ(an::steps_inferred_from(t), "Optimizer.zero_grad#NIUAdam.zero_grad");
     const std::vector<an::StepStats> steps = an::step_stats(t, t.device("cuda:0").id);
     EXPECT_EQ(steps.size(), 3u);
-    for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i].number, static_cast<int64_t>(i + 1));
+    for (size_t i = 0; i < steps.size(); ++i)
+      EXPECT_EQ(steps[i].number, static_cast<int64_t>(i + 1));
   }
   im::detail::remove_trace(out);
 }
@@ -213,8 +221,9 @@ TEST(RealSnapshots, SitesAreTheUsersCode) {
     an::Summary s = an::summarize(t, {});
     ASSERT_TRUE(s.top_at_peak);
     for (const an::Group& g : s.top_at_peak->groups)
-      for (const char* library : {"torch::", "c10::", "at::", "pybind11", "cfunction_call", "method_vectorcall",
-                                  "slot_", "site-packages", "std::", "_Py", "pthread"})
+      for (const char* library :
+           {"torch::", "c10::", "at::", "pybind11", "cfunction_call", "method_vectorcall", "slot_",
+            "site-packages", "std::", "_Py", "pthread"})
         EXPECT_EQ(g.label.find(library), std::string::npos) << g.label;
     if (auto it = top_site.find(name); it != top_site.end()) {
       EXPECT_EQ(s.top_at_peak->groups.at(0).label, it->second);
@@ -232,7 +241,8 @@ TEST(RealSnapshots, SitesAreTheUsersCode) {
   an::Trace t = an::Trace::open(out);
   const an::Summary s = an::summarize(t, {});
   bool engine = false;
-  for (const an::Group& g : s.top_at_peak->groups) engine |= g.label == "backward (autograd engine)";
+  for (const an::Group& g : s.top_at_peak->groups)
+    engine |= g.label == "backward (autograd engine)";
   EXPECT_TRUE(engine);
   im::detail::remove_trace(out);
 }

@@ -221,8 +221,8 @@ class SnapshotBuilder {
     if (fs.empty()) return;
     w_.mark();
     for (const Frame& f : fs) {
-      std::string id = f.name + "\n" + f.file + "\n" + std::to_string(f.line) + "\n" + f.fx_node_name + "\n" +
-                       f.fx_original_trace;
+      std::string id = f.name + "\n" + f.file + "\n" + std::to_string(f.line) + "\n" +
+                       f.fx_node_name + "\n" + f.fx_original_trace;
       auto it = frames_.find(id);
       if (it != frames_.end()) {
         w_.get(it->second);
@@ -237,10 +237,11 @@ class SnapshotBuilder {
       w_.str(f.file);
       key("line");
       w_.integer(f.line);
-      for (const auto& [k, v] : {std::pair<const char*, const std::string&>{"fx_node_op", f.fx_node_op},
-                                 {"fx_node_name", f.fx_node_name},
-                                 {"fx_node_target", f.fx_node_target},
-                                 {"fx_original_trace", f.fx_original_trace}})
+      for (const auto& [k, v] :
+           {std::pair<const char*, const std::string&>{"fx_node_op", f.fx_node_op},
+            {"fx_node_name", f.fx_node_name},
+            {"fx_node_target", f.fx_node_target},
+            {"fx_original_trace", f.fx_original_trace}})
         if (!v.empty()) key(k), w_.str(v);
       w_.setitems();
       frames_[id] = m;

@@ -55,16 +55,19 @@ TEST(SnapshotFields, FxFramesNameTheUsersSource) {
       {"alloc", 0x600000, 2 * MiB, 30, 0, {op, plain, dynamo, loop}},
   };
   const std::string out = dir.file("fx.db");
-  const im::ImportStats stats = im::import_pytorch_snapshot(write(dir, "fx.pickle", SnapshotBuilder().build({}, {trace})), out);
+  const im::ImportStats stats = im::import_pytorch_snapshot(
+      write(dir, "fx.pickle", SnapshotBuilder().build({}, {trace})), out);
   EXPECT_EQ(stats.notes,
-            std::vector<std::string>{"1 frames whose 'fx_original_trace' is not a Python traceback (kept as they are)"});
+            std::vector<std::string>{
+                "1 frames whose 'fx_original_trace' is not a Python traceback (kept as they are)"});
 
   // The site of the first alloc is the user's line that made the node, the node in its label;
   // the others keep the generated frame, which is not library code, so it is their site (one
   // site: a site is a function in a file, labelled with its line holding the most bytes).
   an::Trace t = an::Trace::open(out);
   std::map<std::string, int64_t> by_site;
-  for (const an::Group& g : an::leaks(t, t.device("cuda:0").id, an::GroupBy::site, 0).groups) by_site[g.label] = g.bytes;
+  for (const an::Group& g : an::leaks(t, t.device("cuda:0").id, an::GroupBy::site, 0).groups)
+    by_site[g.label] = g.bytes;
   const std::map<std::string, int64_t> want = {
       {"forward [fx addmm: aten.addmm.default] (model.py:12)", int64_t{4 * MiB}},
       {"forward (<eval_with_key>.3:11)", int64_t{1 * MiB + 2 * MiB}},
@@ -80,12 +83,13 @@ TEST(SnapshotFields, FxFramesNameTheUsersSource) {
       stacks[a.addr].push_back(f.function + " " + f.file + ":" + std::to_string(f.line));
     }
   const std::string op_line = "addmm /usr/lib/python3/site-packages/torch/_ops.py:723",
-                    dynamo_line = "_fn /usr/lib/python3/site-packages/torch/_dynamo/eval_frame.py:600",
+                    dynamo_line =
+                        "_fn /usr/lib/python3/site-packages/torch/_dynamo/eval_frame.py:600",
                     loop_line = "main /x/train.py:80";
   const std::map<uint64_t, std::vector<std::string>> want_stacks = {
       {0x100000,
-       {op_line, "forward [fx addmm: aten.addmm.default] /x/model.py:12", "forward /x/train.py:40", dynamo_line,
-        loop_line}},
+       {op_line, "forward [fx addmm: aten.addmm.default] /x/model.py:12", "forward /x/train.py:40",
+        dynamo_line, loop_line}},
       {0x500000, {op_line, "forward <eval_with_key>.3:9", dynamo_line, loop_line}},
       {0x600000, {op_line, "forward <eval_with_key>.3:11", dynamo_line, loop_line}},
   };
@@ -100,7 +104,8 @@ const std::string kRegion = "Torch-Compiled Region: 0/0";
 // as live at the end of the snapshot, and `top --by scope` groups by).
 std::map<std::string, int64_t> live_by_scope(const an::Trace& t, const std::string& device) {
   std::map<std::string, int64_t> out;
-  for (const an::Group& g : an::leaks(t, t.device(device).id, an::GroupBy::scope, 0).groups) out[g.label] = g.bytes;
+  for (const an::Group& g : an::leaks(t, t.device(device).id, an::GroupBy::scope, 0).groups)
+    out[g.label] = g.bytes;
   return out;
 }
 
@@ -116,14 +121,15 @@ TEST(SnapshotFields, ContextsBecomeScopes) {
   TempDir dir;
   // PyTorch writes both keys on every entry: "N/A" and "" when there is none.
   const std::vector<Ent> trace = {
-      alloc(0x100000, 1 * MiB, 20, kRegion, ""),            // A: in the region
-      alloc(0x200000, 2 * MiB, 30, kRegion, "phase=fwd"),   // B: in the region, metadata set
-      alloc(0x400000, 512 * KiB, 40, "N/A", "phase=fwd"),   // C: region left, metadata kept
-      alloc(0x480000, 256 * KiB, 50, "N/A", ""),            // D: neither
-      alloc(0x4c0000, 128 * KiB, 60, kRegion, ""),          // E: the region again
+      alloc(0x100000, 1 * MiB, 20, kRegion, ""),           // A: in the region
+      alloc(0x200000, 2 * MiB, 30, kRegion, "phase=fwd"),  // B: in the region, metadata set
+      alloc(0x400000, 512 * KiB, 40, "N/A", "phase=fwd"),  // C: region left, metadata kept
+      alloc(0x480000, 256 * KiB, 50, "N/A", ""),           // D: neither
+      alloc(0x4c0000, 128 * KiB, 60, kRegion, ""),         // E: the region again
   };
   const std::string out = dir.file("ctx.db");
-  const im::ImportStats stats = im::import_pytorch_snapshot(write(dir, "ctx.pickle", SnapshotBuilder().build({}, {trace})), out);
+  const im::ImportStats stats = im::import_pytorch_snapshot(
+      write(dir, "ctx.pickle", SnapshotBuilder().build({}, {trace})), out);
   EXPECT_TRUE(stats.notes.empty());
   // Runs: the region over A-B and E, the metadata over B (inside the region) and C (outside).
   EXPECT_EQ(stats.context_scopes, 4u);
@@ -131,7 +137,7 @@ TEST(SnapshotFields, ContextsBecomeScopes) {
   an::Trace t = an::Trace::open(out);
   const std::string region = "compile: " + kRegion, meta = "metadata: phase=fwd";
   const std::map<std::string, int64_t> want = {
-      {region, int64_t{1 * MiB + 128 * KiB}},  // A and E: one name, two runs
+      {region, int64_t{1 * MiB + 128 * KiB}},   // A and E: one name, two runs
       {region + "/" + meta, int64_t{2 * MiB}},  // B
       {meta, int64_t{512 * KiB}},               // C
       {"(no scope)", int64_t{256 * KiB}},       // D
@@ -141,7 +147,8 @@ TEST(SnapshotFields, ContextsBecomeScopes) {
   // The spans: a run closes at the first entry outside it (the metadata closes with the
   // region at 40 us and opens again outside it), the last at the last entry.
   std::vector<std::tuple<std::string, uint64_t, uint64_t>> spans;
-  for (const an::ScopeSpan& s : an::scopes(t, 0, INT64_MAX)) spans.emplace_back(s.path, s.push_ts / 1000, s.pop_ts.value_or(0) / 1000);
+  for (const an::ScopeSpan& s : an::scopes(t, 0, INT64_MAX))
+    spans.emplace_back(s.path, s.push_ts / 1000, s.pop_ts.value_or(0) / 1000);
   const std::vector<std::tuple<std::string, uint64_t, uint64_t>> want_spans = {
       {region, 20, 40}, {region + "/" + meta, 30, 40}, {meta, 40, 50}, {region, 60, 60}};
   EXPECT_EQ(spans, want_spans);
@@ -152,16 +159,17 @@ TEST(SnapshotFields, ContextsBecomeScopes) {
 TEST(SnapshotFields, ContextsNestInsideAnnotations) {
   TempDir dir;
   const std::vector<Ent> trace = {
-      alloc(0x100000, 1 * MiB, 20, kRegion, ""),            // A: the region, before the range
-      alloc(0x200000, 2 * MiB, 30, kRegion, "phase=fwd"),   // B: inside Optimizer.step (25-45)
-      alloc(0x400000, 512 * KiB, 40, "N/A", "phase=fwd"),   // C: inside it too
-      alloc(0x480000, 256 * KiB, 50, "N/A", "phase=fwd"),   // D: after it
+      alloc(0x100000, 1 * MiB, 20, kRegion, ""),           // A: the region, before the range
+      alloc(0x200000, 2 * MiB, 30, kRegion, "phase=fwd"),  // B: inside Optimizer.step (25-45)
+      alloc(0x400000, 512 * KiB, 40, "N/A", "phase=fwd"),  // C: inside it too
+      alloc(0x480000, 256 * KiB, 50, "N/A", "phase=fwd"),  // D: after it
   };
   const std::string step = "Optimizer.step#SGD.step";
   SnapshotBuilder b;
   b.annotations({{"START", step, 0, 25}, {"END", step, 0, 45}});
   const std::string out = dir.file("nest.db");
-  const im::ImportStats stats = im::import_pytorch_snapshot(write(dir, "nest.pickle", b.build({}, {trace})), out);
+  const im::ImportStats stats =
+      im::import_pytorch_snapshot(write(dir, "nest.pickle", b.build({}, {trace})), out);
   EXPECT_EQ(stats.annotations, 2u);
   // The region at 20 (closed at 25 by the range), again at 30 with the metadata, the metadata
   // alone at 40 (closed at 45 by the range's end) and again at 50.
@@ -202,9 +210,11 @@ TEST(SnapshotFields, OddContextsAreNotes) {
   }
   w.appends().appends().setitems();
   const std::string out = dir.file("odd.db");
-  const im::ImportStats stats = im::import_pytorch_snapshot(write(dir, "odd.pickle", w.finish()), out);
-  const std::vector<std::string> want = {"2 trace entries whose 'compile_context' is not a str (read as none)",
-                                         "1 trace entries whose 'user_metadata' is not a str (read as none)"};
+  const im::ImportStats stats =
+      im::import_pytorch_snapshot(write(dir, "odd.pickle", w.finish()), out);
+  const std::vector<std::string> want = {
+      "2 trace entries whose 'compile_context' is not a str (read as none)",
+      "1 trace entries whose 'user_metadata' is not a str (read as none)"};
   EXPECT_EQ(stats.notes, want);
   EXPECT_EQ(stats.context_scopes, 0u);
   an::Trace t = an::Trace::open(out);
@@ -219,7 +229,12 @@ TEST(SnapshotFields, PinnedHostMemoryIsADeviceOfItsOwn) {
   // The pinned host allocator: a 4 MiB segment; 1 MiB and 2 MiB blocks (peak 3 MiB at 30 us),
   // the first freed, then 512 KiB. Its `device` (-1 here) is not a CUDA index and is not read.
   Host host;
-  host.segments = {{-1, H, 4 * MiB, 0, "large", false,
+  host.segments = {{-1,
+                    H,
+                    4 * MiB,
+                    0,
+                    "large",
+                    false,
                     {{H + 1 * MiB, 2 * MiB, 2 * MiB}, {H + 3 * MiB, 512 * KiB, 512 * KiB}}}};
   host.traces = {{{"segment_alloc", H, 4 * MiB, 10, 0, {}},
                   {"alloc", H, 1 * MiB, 20, 0, {}},
@@ -228,7 +243,8 @@ TEST(SnapshotFields, PinnedHostMemoryIsADeviceOfItsOwn) {
                   {"free_completed", H, 1 * MiB, 40, 0, {}},
                   {"alloc", H + 3 * MiB, 512 * KiB, 50, 0, {}}}};
   // The GPU beside it: one 2 MiB segment holding a 1 MiB block.
-  const std::vector<Seg> segs = {{0, 0x200000, 2 * MiB, 0, "large", false, {{0x200000, 1 * MiB, 1 * MiB}}}};
+  const std::vector<Seg> segs = {
+      {0, 0x200000, 2 * MiB, 0, "large", false, {{0x200000, 1 * MiB, 1 * MiB}}}};
   const std::vector<std::vector<Ent>> traces = {
       {{"segment_alloc", 0x200000, 2 * MiB, 15, 0, {}}, {"alloc", 0x200000, 1 * MiB, 25, 0, {}}}};
   for (bool flat : {false, true}) {
@@ -237,7 +253,8 @@ TEST(SnapshotFields, PinnedHostMemoryIsADeviceOfItsOwn) {
     SnapshotBuilder b;
     b.host(host);
     const std::string out = dir.file(flat ? "flat.db" : "pinned.db");
-    const im::ImportStats stats = im::import_pytorch_snapshot(write(dir, "pinned.pickle", b.build(segs, traces)), out);
+    const im::ImportStats stats =
+        im::import_pytorch_snapshot(write(dir, "pinned.pickle", b.build(segs, traces)), out);
     EXPECT_TRUE(stats.notes.empty()) << stats.notes.front();
     EXPECT_EQ(stats.devices, 2);
 
@@ -265,8 +282,10 @@ TEST(SnapshotFields, PinnedHostMemoryIsADeviceOfItsOwn) {
     im::import_pytorch_snapshot(bad, dir.file("bad.db"));
     ADD_FAILURE() << "imported";
   } catch (const im::ImportError& e) {
-    EXPECT_EQ(std::string(e.what()), bad + ": not a PyTorch memory snapshot: host_traces[0][2]: 'size' "
-                                           "1152921504606846976 is out of range (more than 2^56)");
+    EXPECT_EQ(std::string(e.what()),
+              bad +
+                  ": not a PyTorch memory snapshot: host_traces[0][2]: 'size' "
+                  "1152921504606846976 is out of range (more than 2^56)");
   }
 }
 
@@ -284,7 +303,8 @@ TEST(SnapshotFields, PrivatePoolsAreCountedPerPool) {
       {1, 0x10000000, 8 * MiB, 0, "large", false, {}, {0, 3}},
   };
   const std::string out = dir.file("pools.db");
-  const im::ImportStats stats = im::import_pytorch_snapshot(write(dir, "pools.pickle", SnapshotBuilder().build(segs, {})), out);
+  const im::ImportStats stats = im::import_pytorch_snapshot(
+      write(dir, "pools.pickle", SnapshotBuilder().build(segs, {})), out);
   ASSERT_EQ(stats.private_pools.size(), 3u);
   EXPECT_EQ(stats.private_pools[0].device, "cuda:0");
   EXPECT_EQ(stats.private_pools[0].pool, (std::pair<int64_t, int64_t>{0, 1}));
@@ -319,9 +339,12 @@ TEST(SnapshotFields, PrivatePoolsAreCountedPerPool) {
   w.str("segment_pool_id").str("graph").str("blocks").empty_list();
   w.setitems().appends().setitems();
   const std::string plain = dir.file("plain.db");
-  const im::ImportStats ps = im::import_pytorch_snapshot(write(dir, "plain.pickle", w.finish()), plain);
-  EXPECT_EQ(ps.notes,
-            std::vector<std::string>{"1 segments whose 'segment_pool_id' is not a pair of ints (read as the default pool)"});
+  const im::ImportStats ps =
+      im::import_pytorch_snapshot(write(dir, "plain.pickle", w.finish()), plain);
+  EXPECT_EQ(
+      ps.notes,
+      std::vector<std::string>{
+          "1 segments whose 'segment_pool_id' is not a pair of ints (read as the default pool)"});
   EXPECT_TRUE(ps.private_pools.empty());
   an::Trace pt = an::Trace::open(plain);
   EXPECT_EQ(pt.meta_text("private_pools"), "");

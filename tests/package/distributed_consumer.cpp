@@ -11,7 +11,8 @@ int main() {
   const int rank = tl::distributed::get_rank();
   tl::Tensor x = tl::full({1}, static_cast<double>(rank + 1));
   tl::distributed::all_reduce(x);
-  if (rank == 0) std::printf("sum %g of %d ranks\n", x.item<float>(), tl::distributed::get_world_size());
+  if (rank == 0)
+    std::printf("sum %g of %d ranks\n", x.item<float>(), tl::distributed::get_world_size());
   tl::distributed::destroy_process_group();
   return 0;
 }

@@ -14,13 +14,13 @@
 
 namespace {
 
+using ::testing::HasSubstr;
 using tidemark::record::capture_stack;
 using tidemark::record::kMaxStackDepth;
 using tidemark::record::read_modules;
 using tidemark::record::StackTable;
 using tidemark::record::Symbolizer;
 using tidemark::store::ResolvedFrame;
-using ::testing::HasSubstr;
 
 // Lines of the calls in the chain below, recorded next to each call.
 int g_line_capture = 0, g_line_one = 0, g_line_two = 0, g_line_inline_capture = 0,
@@ -35,27 +35,32 @@ struct Captured {
 #define BARRIER() asm volatile("" ::: "memory")
 
 [[gnu::noinline]] void level_three(Captured& c, int skip, int depth) {
-  c.n = capture_stack(c.ips, depth, skip); g_line_capture = __LINE__;
+  c.n = capture_stack(c.ips, depth, skip);
+  g_line_capture = __LINE__;
   BARRIER();
 }
 
 [[gnu::noinline]] void level_two(Captured& c, int skip, int depth) {
-  level_three(c, skip, depth); g_line_two = __LINE__;
+  level_three(c, skip, depth);
+  g_line_two = __LINE__;
   BARRIER();
 }
 
 [[gnu::noinline]] void level_one(Captured& c, int skip, int depth) {
-  level_two(c, skip, depth); g_line_one = __LINE__;
+  level_two(c, skip, depth);
+  g_line_one = __LINE__;
   BARRIER();
 }
 
 [[gnu::always_inline]] inline void inlined_capture(Captured& c) {
-  c.n = capture_stack(c.ips, kMaxStackDepth, 0); g_line_inline_capture = __LINE__;
+  c.n = capture_stack(c.ips, kMaxStackDepth, 0);
+  g_line_inline_capture = __LINE__;
   BARRIER();
 }
 
 [[gnu::noinline]] void calls_inlined(Captured& c) {
-  inlined_capture(c); g_line_inline_call = __LINE__;
+  inlined_capture(c);
+  g_line_inline_call = __LINE__;
   BARRIER();
 }
 

@@ -14,9 +14,9 @@
 #include "profiler/store/compress.h"
 #include "profiler/store/event_codec.h"
 #include "profiler/store/lod.h"
-#include "profiler/store/varint.h"
 #include "profiler/store/trace_reader.h"
 #include "profiler/store/trace_writer.h"
+#include "profiler/store/varint.h"
 
 namespace {
 
@@ -55,14 +55,23 @@ std::vector<ev::Event> every_kind(uint64_t seq0, uint64_t ts0) {
       case ev::Kind::alloc:
       case ev::Kind::free_requested:
       case ev::Kind::free_completed:
-        e.block = {0x7f0000001000ull + k * 512ull, 1024ull * (k + 1) + (k % 2),
-                   1000ull + k, static_cast<uint64_t>(k), 0x7f0000000000ull,
-                   k % 2 ? ev::Pool::large : ev::Pool::small, static_cast<ev::Category>(k % 7)};
+        e.block = {0x7f0000001000ull + k * 512ull,
+                   1024ull * (k + 1) + (k % 2),
+                   1000ull + k,
+                   static_cast<uint64_t>(k),
+                   0x7f0000000000ull,
+                   k % 2 ? ev::Pool::large : ev::Pool::small,
+                   static_cast<ev::Category>(k % 7)};
         break;
       case ev::Kind::empty_cache:
       case ev::Kind::alloc_retry:
       case ev::Kind::oom:
-        e.allocator = {1ull << 30, 3, 123456789, 80ull << 30, 5ull << 30, 6ull << 30,
+        e.allocator = {1ull << 30,
+                       3,
+                       123456789,
+                       80ull << 30,
+                       5ull << 30,
+                       6ull << 30,
                        static_cast<uint64_t>(k)};
         break;
       case ev::Kind::storage_create:
@@ -226,9 +235,13 @@ TEST(StoreCodec, ExtremeAndBackwardDeltas) {
     e.seq = vals[(i + 3) % std::size(vals)];
     e.ts_ns = vals[i];
     e.device = {ev::DeviceType::cuda, static_cast<int8_t>(i % 2 ? -1 : 127)};
-    e.block = {vals[i], vals[(i + 1) % std::size(vals)], vals[(i + 2) % std::size(vals)],
-               vals[(i + 4) % std::size(vals)], vals[(i + 5) % std::size(vals)],
-               ev::Pool::large, ev::Category::temporary};
+    e.block = {vals[i],
+               vals[(i + 1) % std::size(vals)],
+               vals[(i + 2) % std::size(vals)],
+               vals[(i + 4) % std::size(vals)],
+               vals[(i + 5) % std::size(vals)],
+               ev::Pool::large,
+               ev::Category::temporary};
     events.push_back(e);
   }
   st::BlockEncoder enc(3);
@@ -273,7 +286,8 @@ TEST(StoreCodec, CorruptBlocksThrow) {
     st::decode_block(framed(bad), enc.header(), v6, block, "f.db: event block 1");
     ADD_FAILURE() << "no error";
   } catch (const st::StoreError& e) {
-    EXPECT_NE(std::string(e.what()).find("f.db: event block 1: corrupt event block"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("f.db: event block 1: corrupt event block"),
+              std::string::npos)
         << e.what();
   }
   EXPECT_THROW(st::decode_block(framed(data), with_count(enc.count() - 1), v6, block, "x"),
@@ -444,8 +458,8 @@ TEST(StoreCodec, AllocatorEventsAreCompact) {
     e.seq = ++seq;
     e.ts_ns = ts += 100 + rng() % 2000;
     uint64_t seg = 0x7f0000000000ull + (rng() % 64) * (2ull << 20);
-    e.block = {seg + (rng() % 4096) * 512, 512 * (1 + rng() % 2048), 0, 0, seg,
-               ev::Pool::small, ev::Category::unknown};
+    e.block = {seg + (rng() % 4096) * 512, 512 * (1 + rng() % 2048), 0, 0, seg, ev::Pool::small,
+               ev::Category::unknown};
     e.block.requested_size = e.block.size - rng() % 512;
     enc.add(e, 1 + rng() % 5000, 0, 0);
   }
@@ -478,7 +492,8 @@ TEST(StoreRoundTrip, EveryFieldStringAndSpan) {
     w->add_stack_node(1, 0, 0x401000);
     w->add_stack_node(2, 1, 0x402000);
     w->add_stack_node(3, 2, 0x403000);
-    w->add_modules({{"/usr/bin/train", 0x400000, 0x500000, 0}, {"/lib/libc.so.6", 0x7f00, 0x8f00, 0x1000}});
+    w->add_modules(
+        {{"/usr/bin/train", 0x400000, 0x500000, 0}, {"/lib/libc.so.6", 0x7f00, 0x8f00, 0x1000}});
     for (size_t i = 0; i < events.size(); ++i) w->append(events[i], i % 3 ? 3 : 0);
     w->add_dropped(17, 5'500'000);
     w->close(9'000'000);
@@ -540,8 +555,13 @@ TEST(StoreRoundTrip, ManyThreadsInterleavedComeBackInSeqOrder) {
     ts = ts + 50 - (rng() % 60);
     e.ts_ns = ts;
     e.thread_id = static_cast<uint64_t>(t + 1);
-    e.block = {0x1000000 + (rng() % 100000) * 512, 512 * (1 + rng() % 100), 100, 0, 0x1000000,
-               ev::Pool::small, ev::Category::unknown};
+    e.block = {0x1000000 + (rng() % 100000) * 512,
+               512 * (1 + rng() % 100),
+               100,
+               0,
+               0x1000000,
+               ev::Pool::small,
+               ev::Category::unknown};
     per_thread[t].push_back(e);
     all.push_back(e);
   }
@@ -594,11 +614,13 @@ TEST(StoreRoundTrip, BlocksGrowAcrossCommits) {
     sqlite3* db = nullptr;
     EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
     sqlite3_stmt* st = nullptr;
-    sqlite3_prepare_v2(db, "SELECT thread, first_seq, last_seq, count FROM event_blocks ORDER BY id", -1, &st,
-                       nullptr);
+    sqlite3_prepare_v2(db,
+                       "SELECT thread, first_seq, last_seq, count FROM event_blocks ORDER BY id",
+                       -1, &st, nullptr);
     while (sqlite3_step(st) == SQLITE_ROW)
-      out.push_back(std::to_string(sqlite3_column_int64(st, 0)) + ":" + std::to_string(sqlite3_column_int64(st, 1)) +
-                    "-" + std::to_string(sqlite3_column_int64(st, 2)) + "x" +
+      out.push_back(std::to_string(sqlite3_column_int64(st, 0)) + ":" +
+                    std::to_string(sqlite3_column_int64(st, 1)) + "-" +
+                    std::to_string(sqlite3_column_int64(st, 2)) + "x" +
                     std::to_string(sqlite3_column_int64(st, 3)));
     sqlite3_finalize(st);
     sqlite3_close(db);
@@ -617,7 +639,8 @@ TEST(StoreRoundTrip, BlocksGrowAcrossCommits) {
   w->close(1000);
   EXPECT_EQ(blocks(), (std::vector<std::string>{"1:1-22x17", "2:11-25x8"}));
   std::vector<uint64_t> seqs;
-  st::TraceReader::open(path).for_each_event([&](const ev::Event& e, uint64_t) { seqs.push_back(e.seq); });
+  st::TraceReader::open(path).for_each_event(
+      [&](const ev::Event& e, uint64_t) { seqs.push_back(e.seq); });
   EXPECT_EQ(seqs.size(), 25u);
   EXPECT_TRUE(std::is_sorted(seqs.begin(), seqs.end()));
   remove_trace(path);

@@ -37,7 +37,8 @@ std::vector<std::string> rows(const std::string& path, const std::string& query)
   EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   tl_test::add_zstd_functions(db);
   sqlite3_stmt* s = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(db, query.c_str(), -1, &s, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  EXPECT_EQ(sqlite3_prepare_v2(db, query.c_str(), -1, &s, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(db);
   std::vector<std::string> out;
   while (sqlite3_step(s) == SQLITE_ROW) {
     std::string r;
@@ -53,9 +54,9 @@ std::vector<std::string> rows(const std::string& path, const std::string& query)
   return out;
 }
 
-constexpr uint64_t S = 0x100000;           // small segment
-constexpr uint64_t S2 = 0x10000000;        // large segment
-constexpr uint64_t E = 0x40000000;         // expandable segment
+constexpr uint64_t S = 0x100000;     // small segment
+constexpr uint64_t S2 = 0x10000000;  // large segment
+constexpr uint64_t E = 0x40000000;   // expandable segment
 constexpr uint64_t MiB = 1 << 20;
 
 struct History {
@@ -74,8 +75,8 @@ struct History {
     stacks.push_back(stack);
     return events.back();
   }
-  void block(ev::Kind k, uint64_t ts, uint64_t thread, uint64_t addr, uint64_t size,
-             uint64_t req, uint64_t seg, ev::Pool pool = ev::Pool::small, uint64_t stack = 0) {
+  void block(ev::Kind k, uint64_t ts, uint64_t thread, uint64_t addr, uint64_t size, uint64_t req,
+             uint64_t seg, ev::Pool pool = ev::Pool::small, uint64_t stack = 0) {
     add(k, ts, thread, stack).block = {addr, size, req, 0, seg, pool, ev::Category::unknown};
   }
   void name(ev::Kind k, uint64_t ts, uint64_t thread, const char* n, uint64_t value = 0) {
@@ -165,7 +166,8 @@ TEST(StoreFinalize, DerivedTablesOfASmallHistory) {
   st::FinalizeOptions opt;
   opt.symbolize = [](uint64_t ip) -> std::vector<st::ResolvedFrame> {
     if (ip != 0x3000) return {};
-    return {{"inlined_helper", "a.h", 12, true, "/bin/x"}, {"caller()", "a.cpp", 40, false, "/bin/x"}};
+    return {{"inlined_helper", "a.h", 12, true, "/bin/x"},
+            {"caller()", "a.cpp", 40, false, "/bin/x"}};
   };
   st::finalize(path, opt);
 
@@ -205,18 +207,22 @@ TEST(StoreFinalize, DerivedTablesOfASmallHistory) {
   EXPECT_EQ(r.peak(dev, st::Curve::reserved)->bytes, static_cast<int64_t>(22 * MiB));
   EXPECT_EQ(r.peak(dev, st::Curve::active)->bytes, 1024 + 512 + 2048);
 
-  EXPECT_EQ(rows(path, "SELECT kind, addr, size, pool, alloc_ts, free_ts FROM segments ORDER BY addr"),
-            (std::vector<std::string>{
-                "segment|" + std::to_string(S) + "|" + std::to_string(2 * MiB) + "|small|100|NULL",
-                "segment|" + std::to_string(S2) + "|" + std::to_string(20 * MiB) + "|large|300|350",
-                "mapped|" + std::to_string(E) + "|" + std::to_string(2 * MiB) + "|large|500|NULL",
-                "mapped|" + std::to_string(E + 2 * MiB) + "|" + std::to_string(2 * MiB) + "|large|500|520",
-                "mapped|" + std::to_string(E + 4 * MiB) + "|" + std::to_string(2 * MiB) + "|large|510|520",
-            }));
-  EXPECT_EQ(rows(path, "SELECT t.tensor_id, t.storage_id, t.base_id, t.sizes, t.strides, "
-                       "t.storage_offset, d.text, o.text, t.create_ts, t.release_ts, t.stack "
-                       "FROM tensors t JOIN strings d ON d.id = t.dtype JOIN strings o ON o.id = t.op "
-                       "ORDER BY t.tensor_id"),
+  EXPECT_EQ(
+      rows(path, "SELECT kind, addr, size, pool, alloc_ts, free_ts FROM segments ORDER BY addr"),
+      (std::vector<std::string>{
+          "segment|" + std::to_string(S) + "|" + std::to_string(2 * MiB) + "|small|100|NULL",
+          "segment|" + std::to_string(S2) + "|" + std::to_string(20 * MiB) + "|large|300|350",
+          "mapped|" + std::to_string(E) + "|" + std::to_string(2 * MiB) + "|large|500|NULL",
+          "mapped|" + std::to_string(E + 2 * MiB) + "|" + std::to_string(2 * MiB) +
+              "|large|500|520",
+          "mapped|" + std::to_string(E + 4 * MiB) + "|" + std::to_string(2 * MiB) +
+              "|large|510|520",
+      }));
+  EXPECT_EQ(rows(path,
+                 "SELECT t.tensor_id, t.storage_id, t.base_id, t.sizes, t.strides, "
+                 "t.storage_offset, d.text, o.text, t.create_ts, t.release_ts, t.stack "
+                 "FROM tensors t JOIN strings d ON d.id = t.dtype JOIN strings o ON o.id = t.op "
+                 "ORDER BY t.tensor_id"),
             (std::vector<std::string>{"10|1|0|[10,50]|[50,1]|0|float32|empty|281|NULL|2",
                                       "11|1|10|[50,10]|[1,50]|0|float32|transpose|282|290|0"}));
   EXPECT_EQ(rows(path, "SELECT storage_id, addr, nbytes, create_ts, release_ts FROM storages"),
@@ -224,9 +230,10 @@ TEST(StoreFinalize, DerivedTablesOfASmallHistory) {
   // Views of a storage: the tensors that share it.
   EXPECT_EQ(rows(path, "SELECT count(*) FROM tensors WHERE storage_id = 1"),
             (std::vector<std::string>{"2"}));
-  EXPECT_EQ(rows(path, "SELECT s.thread, n.text, p.text, s.depth, s.push_ts, s.pop_ts FROM scopes s "
-                       "JOIN strings n ON n.id = s.name JOIN strings p ON p.id = s.path "
-                       "ORDER BY s.thread, s.push_ts"),
+  EXPECT_EQ(rows(path,
+                 "SELECT s.thread, n.text, p.text, s.depth, s.push_ts, s.pop_ts FROM scopes s "
+                 "JOIN strings n ON n.id = s.name JOIN strings p ON p.id = s.path "
+                 "ORDER BY s.thread, s.push_ts"),
             (std::vector<std::string>{"1|model|model|0|110|260", "1|layer1|model/layer1|1|120|170",
                                       "2|loader|loader|0|130|NULL"}));
   EXPECT_EQ(rows(path, "SELECT number, ts, end_ts FROM steps ORDER BY ts"),
@@ -235,14 +242,16 @@ TEST(StoreFinalize, DerivedTablesOfASmallHistory) {
             (std::vector<std::string>{"320|item|15|7|1|3"}));
   EXPECT_EQ(rows(path, "SELECT ts, direction, bytes, stream, pinned, async FROM memcpys"),
             (std::vector<std::string>{"330|device_to_host|4096|7|0|1"}));
-  EXPECT_EQ(rows(path, "SELECT m.ts, s.text, m.thread FROM marks m JOIN strings s ON s.id = m.name"),
-            (std::vector<std::string>{"410|eval|2"}));
-  EXPECT_EQ(rows(path, "SELECT ts, kind, requested_size, device_free, device_total, allocated, "
-                       "reserved, released FROM allocator_events"),
-            (std::vector<std::string>{"340|oom|" + std::to_string(30 * MiB) + "|" +
-                                      std::to_string(MiB) + "|" + std::to_string(64 * MiB) +
-                                      "|3584|" + std::to_string(22 * MiB) + "|" +
-                                      std::to_string(20 * MiB)}));
+  EXPECT_EQ(
+      rows(path, "SELECT m.ts, s.text, m.thread FROM marks m JOIN strings s ON s.id = m.name"),
+      (std::vector<std::string>{"410|eval|2"}));
+  EXPECT_EQ(
+      rows(path,
+           "SELECT ts, kind, requested_size, device_free, device_total, allocated, "
+           "reserved, released FROM allocator_events"),
+      (std::vector<std::string>{"340|oom|" + std::to_string(30 * MiB) + "|" + std::to_string(MiB) +
+                                "|" + std::to_string(64 * MiB) + "|3584|" +
+                                std::to_string(22 * MiB) + "|" + std::to_string(20 * MiB)}));
   auto frames = r.frames(0x3000);
   ASSERT_EQ(frames.size(), 2u);
   EXPECT_EQ(frames[0].function, "inlined_helper");
@@ -258,8 +267,8 @@ TEST(StoreFinalize, DerivedTablesOfASmallHistory) {
 TEST(StoreFinalize, CollectivesAndTheirHostWaits) {
   History h;
   h.add(ev::Kind::sync, 1000, 1, 2).sync = {ev::SyncKind::collective, 0, 400};
-  h.add(ev::Kind::collective, 1000, 1, 2).collective = {ev::CollectiveOp::all_reduce, 4 * MiB, 2,
-                                                        1, 0, 400};
+  h.add(ev::Kind::collective, 1000, 1, 2).collective = {
+      ev::CollectiveOp::all_reduce, 4 * MiB, 2, 1, 0, 400};
   {
     ev::Event& e = h.add(ev::Kind::collective, 1500, 1);
     e.device = {ev::DeviceType::cuda, 1};
@@ -270,9 +279,10 @@ TEST(StoreFinalize, CollectivesAndTheirHostWaits) {
   st::finalize(path);
   EXPECT_EQ(rows(path, "SELECT ts, kind, duration_ns, stack FROM syncs"),
             (std::vector<std::string>{"1000|collective|400|2"}));
-  EXPECT_EQ(rows(path, "SELECT c.ts, d.name, c.op, c.bytes, c.group_size, c.rank, c.group_id, "
-                       "c.duration_ns, c.thread, c.stack FROM collectives c "
-                       "JOIN devices d ON d.id = c.device ORDER BY c.ts"),
+  EXPECT_EQ(rows(path,
+                 "SELECT c.ts, d.name, c.op, c.bytes, c.group_size, c.rank, c.group_id, "
+                 "c.duration_ns, c.thread, c.stack FROM collectives c "
+                 "JOIN devices d ON d.id = c.device ORDER BY c.ts"),
             (std::vector<std::string>{"1000|cpu|all_reduce|4194304|2|1|0|400|1|2",
                                       "1500|cuda:1|all_gather|512|8|7|3|20|1|0"}));
   remove_trace(path);
@@ -291,12 +301,28 @@ std::vector<Running> running_stats(const History& h) {
     auto size = static_cast<int64_t>(e.block.size);
     auto rq = static_cast<int64_t>(e.block.requested_size);
     switch (e.kind) {
-      case ev::Kind::segment_alloc: case ev::Kind::segment_map: res += size; break;
-      case ev::Kind::segment_free: case ev::Kind::segment_unmap: res -= size; break;
-      case ev::Kind::alloc: a += size; act += size; req += rq; break;
-      case ev::Kind::free_requested: a -= size; req -= rq; break;
-      case ev::Kind::free_completed: act -= size; break;
-      default: continue;
+      case ev::Kind::segment_alloc:
+      case ev::Kind::segment_map:
+        res += size;
+        break;
+      case ev::Kind::segment_free:
+      case ev::Kind::segment_unmap:
+        res -= size;
+        break;
+      case ev::Kind::alloc:
+        a += size;
+        act += size;
+        req += rq;
+        break;
+      case ev::Kind::free_requested:
+        a -= size;
+        req -= rq;
+        break;
+      case ev::Kind::free_completed:
+        act -= size;
+        break;
+      default:
+        continue;
     }
     out.push_back({e.ts_ns, e.seq, a, act, res, req});
   }
@@ -324,8 +350,10 @@ History random_history(int n, uint64_t seed) {
       auto [addr, size] = live[k];
       live.erase(live.begin() + static_cast<long>(k));
       h.block(ev::Kind::free_requested, ts, 1, addr, size, size, S2);
-      if (rng() % 3) h.block(ev::Kind::free_completed, ts, 1, addr, size, size, S2);
-      else pending.push_back({addr, size});
+      if (rng() % 3)
+        h.block(ev::Kind::free_completed, ts, 1, addr, size, size, S2);
+      else
+        pending.push_back({addr, size});
     } else if (!pending.empty()) {
       auto [addr, size] = pending.back();
       pending.pop_back();
@@ -428,7 +456,8 @@ TEST(StoreFinalize, CurveQueriesMatchAPlainReadingOfTheHistory) {
     std::vector<Running> out;
     for (const Running& w : want)
       if (w.ts >= t0 && w.ts <= t1) out.push_back(w);
-    std::stable_sort(out.begin(), out.end(), [](const Running& a, const Running& b) { return a.ts < b.ts; });
+    std::stable_sort(out.begin(), out.end(),
+                     [](const Running& a, const Running& b) { return a.ts < b.ts; });
     return out;
   };
   for (int k = 0; k < 300; ++k) {
@@ -477,16 +506,18 @@ TEST(StoreFinalize, CurveQueriesMatchAPlainReadingOfTheHistory) {
   }
   EXPECT_FALSE(r.lod_at_seq(dev, want.back().seq + 1));
   EXPECT_EQ(r.lod_last(dev, 0)->seq, want.back().seq);
-  for (st::Curve c : {st::Curve::allocated, st::Curve::active, st::Curve::reserved, st::Curve::requested}) {
+  for (st::Curve c :
+       {st::Curve::allocated, st::Curve::active, st::Curve::reserved, st::Curve::requested}) {
     auto v = [c](const Running& x) {
-      return c == st::Curve::allocated ? x.allocated
-             : c == st::Curve::active  ? x.active
+      return c == st::Curve::allocated  ? x.allocated
+             : c == st::Curve::active   ? x.active
              : c == st::Curve::reserved ? x.reserved
                                         : x.requested;
     };
     const Running* top = &want[0];
     for (const Running& x : want)
-      if (v(x) > v(*top) || (v(x) == v(*top) && (x.ts < top->ts || (x.ts == top->ts && x.seq < top->seq))))
+      if (v(x) > v(*top) ||
+          (v(x) == v(*top) && (x.ts < top->ts || (x.ts == top->ts && x.seq < top->seq))))
         top = &x;
     const std::optional<st::Peak> p = r.peak(dev, c);
     ASSERT_TRUE(p);
@@ -517,21 +548,26 @@ TEST(StoreFinalize, ADamagedCurveChunkIsRefusedNamingTheFile) {
     return error;
   };
   const std::string file = path + ".damaged";
-  auto starts = [](const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; };
+  auto starts = [](const std::string& s, const std::string& prefix) {
+    return s.rfind(prefix, 0) == 0;
+  };
   // The encoding damaged inside an intact frame (tests/zstd_sql.h), then the frame itself.
   std::string e = damage(
-      "UPDATE memory_lod SET data = zstd(substr(unzstd(data), 1, length(unzstd(data)) - 3)) WHERE chunk = 1");
+      "UPDATE memory_lod SET data = zstd(substr(unzstd(data), 1, length(unzstd(data)) - 3)) WHERE "
+      "chunk = 1");
   EXPECT_TRUE(starts(e, file + ": memory_lod chunk ")) << e;
   EXPECT_NE(e.find("corrupt memory_lod chunk (truncated)"), std::string::npos) << e;
-  e = damage("UPDATE memory_lod SET data = zstd(unzstd(data) || x'00') WHERE chunk = 0 AND level = 0");
+  e = damage(
+      "UPDATE memory_lod SET data = zstd(unzstd(data) || x'00') WHERE chunk = 0 AND level = 0");
   EXPECT_NE(e.find("(bytes after the last row)"), std::string::npos) << e;
   e = damage("UPDATE memory_lod SET data = substr(data, 1, length(data) - 3) WHERE chunk = 1");
   EXPECT_NE(e.find("corrupt memory_lod chunk (zstd: "), std::string::npos) << e;
   e = damage("UPDATE memory_lod SET data = unzstd(data) WHERE chunk = 1");
   EXPECT_NE(e.find("corrupt memory_lod chunk (not a zstd frame)"), std::string::npos) << e;
   // A value of 2^61 in the first row of the first chunk (escape code, then zigzag(2^61)).
-  e = damage("UPDATE memory_lod SET data = zstd(x'0002' || x'01' || x'808080808080808040' || "
-             "x'000000'), rows = 1 WHERE chunk = 0 AND level = 0");
+  e = damage(
+      "UPDATE memory_lod SET data = zstd(x'0002' || x'01' || x'808080808080808040' || "
+      "x'000000'), rows = 1 WHERE chunk = 0 AND level = 0");
   EXPECT_NE(e.find("beyond 2^60"), std::string::npos) << e;
   e = damage("UPDATE memory_lod SET min_t = max_t + 1 WHERE chunk = 0 AND level = 0");
   EXPECT_TRUE(starts(e, file + ": damaged: memory_lod chunk ")) << e;
@@ -559,14 +595,15 @@ TEST(StoreFinalize, SegmentsKeepTheThreadAndStackOfTheirAllocOrMap) {
   write(path, h);
   st::finalize(path);
   auto n = [](uint64_t v) { return std::to_string(v); };
-  EXPECT_EQ(rows(path, "SELECT kind, addr, size, free_ts, thread, stack FROM segments ORDER BY addr"),
-            (std::vector<std::string>{
-                "segment|" + n(S) + "|" + n(2 * MiB) + "|NULL|1|2",
-                "segment|" + n(S2) + "|" + n(20 * MiB) + "|150|2|3",
-                "mapped|" + n(E) + "|" + n(2 * MiB) + "|NULL|2|1",
-                "mapped|" + n(E + 2 * MiB) + "|" + n(2 * MiB) + "|140|2|1",
-                "mapped|" + n(E + 4 * MiB) + "|" + n(2 * MiB) + "|140|1|0",
-            }));
+  EXPECT_EQ(
+      rows(path, "SELECT kind, addr, size, free_ts, thread, stack FROM segments ORDER BY addr"),
+      (std::vector<std::string>{
+          "segment|" + n(S) + "|" + n(2 * MiB) + "|NULL|1|2",
+          "segment|" + n(S2) + "|" + n(20 * MiB) + "|150|2|3",
+          "mapped|" + n(E) + "|" + n(2 * MiB) + "|NULL|2|1",
+          "mapped|" + n(E + 2 * MiB) + "|" + n(2 * MiB) + "|140|2|1",
+          "mapped|" + n(E + 4 * MiB) + "|" + n(2 * MiB) + "|140|1|0",
+      }));
   remove_trace(path);
 }
 
@@ -579,7 +616,8 @@ TEST(StoreFinalize, AddressesTheSymbolizerCannotResolveKeepTheirFrames) {
   first.symbolize = [](uint64_t ip) -> std::vector<st::ResolvedFrame> {
     if (ip == 0x1000) return {{"main", "main.cpp", 5, false, "/bin/x"}};
     if (ip == 0x3000)
-      return {{"inlined_helper", "a.h", 12, true, "/bin/x"}, {"caller()", "a.cpp", 40, false, "/bin/x"}};
+      return {{"inlined_helper", "a.h", 12, true, "/bin/x"},
+              {"caller()", "a.cpp", 40, false, "/bin/x"}};
     return {};
   };
   st::finalize(path, first);
@@ -589,7 +627,8 @@ TEST(StoreFinalize, AddressesTheSymbolizerCannotResolveKeepTheirFrames) {
     return {};
   };
   st::finalize(path, second);
-  const char* q = "SELECT ip, depth, function, file, line, inlined, module FROM frames ORDER BY ip, depth";
+  const char* q =
+      "SELECT ip, depth, function, file, line, inlined, module FROM frames ORDER BY ip, depth";
   EXPECT_EQ(rows(path, q), (std::vector<std::string>{"4096|0|main|main.cpp|5|0|/bin/x",
                                                      "12288|0|rebuilt()|b.cpp|9|0|/bin/y"}));
   st::finalize(path);  // no symbolizer: everything kept
@@ -633,9 +672,13 @@ TEST(StoreFinalize, IsIdempotent) {
   std::string path = temp_path("finalize_twice");
   write(path, small_history());
   st::finalize(path);
-  const char* dump[] = {"SELECT * FROM allocations ORDER BY id", "SELECT device, level, chunk, min_t, max_t, first_seq, last_seq, rows, hex(data) FROM memory_lod ORDER BY rowid",
-                        "SELECT * FROM scopes ORDER BY id", "SELECT * FROM segments ORDER BY id",
-                        "SELECT * FROM tensors ORDER BY tensor_id", "SELECT * FROM strings ORDER BY id",
+  const char* dump[] = {"SELECT * FROM allocations ORDER BY id",
+                        "SELECT device, level, chunk, min_t, max_t, first_seq, last_seq, rows, "
+                        "hex(data) FROM memory_lod ORDER BY rowid",
+                        "SELECT * FROM scopes ORDER BY id",
+                        "SELECT * FROM segments ORDER BY id",
+                        "SELECT * FROM tensors ORDER BY tensor_id",
+                        "SELECT * FROM strings ORDER BY id",
                         "SELECT * FROM lod_levels"};
   std::vector<std::vector<std::string>> first;
   for (const char* q : dump) first.push_back(rows(path, q));

@@ -65,7 +65,8 @@ std::vector<std::string> rows(const std::string& path, const char* query) {
 void sql(const std::string& path, const char* statements) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, statements, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  ASSERT_EQ(sqlite3_exec(db, statements, nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(db);
   sqlite3_close(db);
 }
 
@@ -191,9 +192,9 @@ std::vector<std::string> curves(const std::string& path) {
   for (const st::DeviceRow& d : r.devices())
     for (const st::LodLevel& l : r.lod_levels(d.id))
       for (const st::LodRow& x : r.lod(d.id, l.level, 0, UINT64_MAX))
-        out.push_back(std::to_string(l.level) + " " + std::to_string(x.t) + " " + std::to_string(x.n) + " " +
-                      std::to_string(x.allocated) + " " + std::to_string(x.allocated_min) + " " +
-                      std::to_string(x.allocated_max));
+        out.push_back(std::to_string(l.level) + " " + std::to_string(x.t) + " " +
+                      std::to_string(x.n) + " " + std::to_string(x.allocated) + " " +
+                      std::to_string(x.allocated_min) + " " + std::to_string(x.allocated_max));
   return out;
 }
 
@@ -227,7 +228,8 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion3Trace) {
                 "(version 7); `tidemark finalize " +
                 path + "` upgrades it");
   st::finalize(path);
-  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), st::kSchemaVersion);
+  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(),
+            st::kSchemaVersion);
   EXPECT_EQ(dump(), before);
   remove_trace(path);
 }
@@ -279,7 +281,8 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion4Trace) {
                 "(version 7); `tidemark finalize " +
                 path + "` upgrades it");
   st::finalize(path);
-  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(), st::kSchemaVersion);
+  EXPECT_EQ(st::TraceReader::open(path, st::TraceReader::Require::finalized).schema_version(),
+            st::kSchemaVersion);
   EXPECT_EQ(dump(), before);
   EXPECT_EQ(rows(path, "SELECT * FROM tensors ORDER BY tensor_id"), tensors);
   // Every block is a zstd frame again (its magic number, little-endian).
@@ -309,9 +312,10 @@ TEST(StoreReader, FinalizeUpgradesASchemaVersion5Trace) {
   }
   st::finalize(path);
   ASSERT_EQ(tl_test::make_schema_v6(path), "");
-  sql(path, "ALTER TABLE devices DROP COLUMN rank; ALTER TABLE devices DROP COLUMN rank_idx; "
-            "DROP TABLE collectives; "
-            "PRAGMA user_version = 5");
+  sql(path,
+      "ALTER TABLE devices DROP COLUMN rank; ALTER TABLE devices DROP COLUMN rank_idx; "
+      "DROP TABLE collectives; "
+      "PRAGMA user_version = 5");
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
             path +
                 ": trace schema version 5 is older than this build of Tidemark reads "
@@ -390,8 +394,9 @@ TEST(StoreReader, RefusesAnUnfinalizedTraceWhereFinalizedDataIsNeeded) {
   st::TraceWriter::create(path, {})->close(0);
   EXPECT_EQ(open_error(path), "(no error)");
   EXPECT_EQ(open_error(path, st::TraceReader::Require::finalized),
-            path + ": trace is not finalized (meta finalized = 0, expected 1): finalize it first "
-                   "to build the allocation, tensor and timeline tables");
+            path +
+                ": trace is not finalized (meta finalized = 0, expected 1): finalize it first "
+                "to build the allocation, tensor and timeline tables");
   // A reader that refuses the file leaves nothing beside it (a WAL-mode file without a -wal
   // has no writer: it is opened immutable, so SQLite makes no -wal or -shm).
   EXPECT_FALSE(std::filesystem::exists(path + "-wal"));
@@ -432,8 +437,9 @@ TEST(StoreReader, NegativeCountsAndImpossibleSizesAreNamed) {
     st::finalize(path);
     ADD_FAILURE() << "finalized a trace with a 2^60-byte block";
   } catch (const st::StoreError& e) {
-    EXPECT_EQ(std::string(e.what()),
-              path + ": damaged trace: event 1 (alloc) has a size of 1152921504606846976 bytes, more than 2^56");
+    EXPECT_EQ(std::string(e.what()), path +
+                                         ": damaged trace: event 1 (alloc) has a size of "
+                                         "1152921504606846976 bytes, more than 2^56");
   }
   EXPECT_FALSE(st::TraceReader::open(path).finalized());  // nothing was written
   remove_trace(path);

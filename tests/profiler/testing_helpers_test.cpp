@@ -18,19 +18,21 @@
 namespace {
 
 namespace ev = tidemark::events;
+using ::testing::HasSubstr;
+using ::testing::Not;
 using tidemark::testing::ExpectNoLeaks;
 using tidemark::testing::ExpectPeakBelow;
 using tidemark::testing::NoLeaksOptions;
 using tidemark::testing::PeakOptions;
 using tidemark::testing::Threads;
-using ::testing::HasSubstr;
-using ::testing::Not;
 
 // Tensors a test leaks on purpose: outside the statements EXPECT_NONFATAL_FAILURE runs
 // (it accepts no locals), cleared after the check.
 std::vector<tl::Tensor> g_kept;
 
-[[gnu::noinline]] tl::Tensor make_leaky_tensor() { return tl::ones({32, 32}); }
+[[gnu::noinline]] tl::Tensor make_leaky_tensor() {
+  return tl::ones({32, 32});
+}
 [[gnu::noinline]] void allocate_and_free_temporaries() {
   tl::Tensor a = tl::ones({64, 64});
   tl::Tensor b = a * 2 + 1;
@@ -79,7 +81,8 @@ TEST(ExpectNoLeaks, TheMessageDescribesTheTensorAndPointsAtTheGuard) {
   EXPECT_EQ(f.line_number(), guard_line);
   EXPECT_THAT(f.file_name(), HasSubstr("testing_helpers_test.cpp"));
   std::string m = f.message();
-  EXPECT_THAT(m, HasSubstr("1 tensor and 1 block allocated inside this scope are still alive")) << m;
+  EXPECT_THAT(m, HasSubstr("1 tensor and 1 block allocated inside this scope are still alive"))
+      << m;
   EXPECT_THAT(m, HasSubstr("float32 [32, 32]")) << m;
   EXPECT_THAT(m, HasSubstr("4096 bytes")) << m;
   EXPECT_THAT(m, HasSubstr("make_leaky_tensor()")) << m;

@@ -36,7 +36,8 @@ TEST(ReplaySettings, PyTorchKeysAreReadAndTheOnesWithoutEffectListed) {
   EXPECT_EQ(c.config.divisions_for(size_t{1} << 20), 1u);
   EXPECT_EQ(c.config.divisions_for(size_t{1} << 30), 4u);
   EXPECT_DOUBLE_EQ(c.config.garbage_collection_threshold, 0.6);
-  EXPECT_EQ(c.ignored, (std::vector<std::string>{"pinned_use_cuda_host_register:True", "backend:native"}));
+  EXPECT_EQ(c.ignored,
+            (std::vector<std::string>{"pinned_use_cuda_host_register:True", "backend:native"}));
   EXPECT_EQ(rp::parse_alloc_conf("").text(), "");
   EXPECT_THROW(rp::parse_alloc_conf("nope:1"), rp::SettingsError);
   EXPECT_THROW(rp::parse_alloc_conf("backend:cudaMallocAsync"), rp::SettingsError);
@@ -46,16 +47,20 @@ TEST(ReplaySettings, PyTorchKeysAreReadAndTheOnesWithoutEffectListed) {
 TEST(ReplaySettings, ASnapshotsAllocatorSettingsDictIsRead) {
   // As the importer renders a PyTorch 2.x snapshot's allocator_settings (tests/data/pytorch).
   rp::AllocConf c = rp::recorded_settings(
-      "PYTORCH_CUDA_ALLOC_CONF:expandable_segments:True,max_split_size:-1,garbage_collection_threshold:0,"
+      "PYTORCH_CUDA_ALLOC_CONF:expandable_segments:True,max_split_size:-1,garbage_collection_"
+      "threshold:0,"
       "expandable_segments:True,pinned_num_register_threads:1,release_lock_on_cudamalloc:False,"
-      "pinned_use_cuda_host_register:False,roundup_power2_divisions:{1:0,2:0,4:0,8:0,16:0,32:0,64:0,128:0,"
+      "pinned_use_cuda_host_register:False,roundup_power2_divisions:{1:0,2:0,4:0,8:0,16:0,32:0,64:"
+      "0,128:0,"
       "256:0,512:0,1024:0,2048:0,4096:0,8192:0,16384:0,32768:0}");
   EXPECT_TRUE(c.config.expandable_segments);
   EXPECT_EQ(c.config.max_split_size, SIZE_MAX);
   EXPECT_EQ(c.config.garbage_collection_threshold, 0.0);
   rp::AllocConf d = rp::recorded_settings(
-      "PYTORCH_CUDA_ALLOC_CONF:max_split_size_mb:256,max_split_size:268435456,garbage_collection_threshold:0.8,"
-      "expandable_segments:False,roundup_power2_divisions:{1:0,2:0,4:0,8:0,16:0,32:0,64:0,128:0,256:4,"
+      "PYTORCH_CUDA_ALLOC_CONF:max_split_size_mb:256,max_split_size:268435456,garbage_collection_"
+      "threshold:0.8,"
+      "expandable_segments:False,roundup_power2_divisions:{1:0,2:0,4:0,8:0,16:0,32:0,64:0,128:0,"
+      "256:4,"
       "512:4,1024:4,2048:4,4096:4,8192:4,16384:4,32768:4}");
   EXPECT_EQ(d.config.max_split_size, size_t{256} << 20);
   EXPECT_DOUBLE_EQ(d.config.garbage_collection_threshold, 0.8);
@@ -181,14 +186,17 @@ void expect_faithful_replay(const std::string& conf, bool expandable_device, uin
   s.memory_fraction = 0.5;
   std::vector<SegmentEvent> replayed;
   rp::Result r = rp::run(plans[0], s, [&](const ev::Event& e, const rp::Request&) {
-    if (e.kind <= ev::Kind::free_completed) replayed.emplace_back(e.kind, e.block.size, e.block.addr);
+    if (e.kind <= ev::Kind::free_completed)
+      replayed.emplace_back(e.kind, e.block.size, e.block.addr);
   });
   const std::vector<SegmentEvent> recorded = recorded_block_events(t.path());
   ASSERT_GT(recorded.size(), 10u);
   size_t same = 0;
-  while (same < recorded.size() && same < replayed.size() && recorded[same] == replayed[same]) ++same;
-  EXPECT_EQ(same, recorded.size()) << "the replay departs from the recording at event " << same
-                                   << " of " << recorded.size() << " (" << replayed.size() << " replayed)";
+  while (same < recorded.size() && same < replayed.size() && recorded[same] == replayed[same])
+    ++same;
+  EXPECT_EQ(same, recorded.size())
+      << "the replay departs from the recording at event " << same << " of " << recorded.size()
+      << " (" << replayed.size() << " replayed)";
   EXPECT_EQ(r.figures.peak_reserved, plans[0].recorded_figures.peak_reserved);
   EXPECT_EQ(r.figures.peak_allocated, plans[0].recorded_figures.peak_allocated);
   EXPECT_EQ(r.figures.failed_requests, plans[0].recorded_figures.failed_requests);
@@ -233,7 +241,8 @@ TEST(Replay, ASweepRanksSettingsAndRunsThemInParallel) {
   const auto serial = rp::sweep(plans[0], grid, 1);
   for (size_t i = 0; i < grid.size(); ++i) {
     EXPECT_EQ(parallel[i].figures.peak_reserved, serial[i].figures.peak_reserved) << grid[i].label;
-    EXPECT_EQ(parallel[i].figures.device_allocations, serial[i].figures.device_allocations) << grid[i].label;
+    EXPECT_EQ(parallel[i].figures.device_allocations, serial[i].figures.device_allocations)
+        << grid[i].label;
   }
   // By hand: 30 MiB..59 MiB one after another, each freed. Defaults: 30 MiB makes a segment;
   // each odd request is larger than every cached segment and makes one of the next 2 MiB
@@ -268,7 +277,9 @@ TEST(Replay, ATraceWithoutAllocationsIsRefusedNamingIt) {
     rp::build_plans(trace);
     ADD_FAILURE() << "a trace without allocations was replayed";
   } catch (const rp::SettingsError& e) {
-    EXPECT_NE(std::string(e.what()).find(t.path() + ": no allocations to replay"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(t.path() + ": no allocations to replay"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -298,7 +309,8 @@ TEST(Replay, EveryRealSnapshotReplaysToItsReservedPeak) {
       EXPECT_EQ(p.recorded_figures.peak_reserved, expected);
       const double replayed = static_cast<double>(r.figures.peak_reserved);
       if (name.starts_with("constructorsun")) {
-        EXPECT_NEAR(replayed / static_cast<double>(expected), 1.0, p.device.name == "cuda:1" ? 0.02 : 0.01);
+        EXPECT_NEAR(replayed / static_cast<double>(expected), 1.0,
+                    p.device.name == "cuda:1" ? 0.02 : 0.01);
       } else {
         EXPECT_EQ(r.figures.peak_reserved, expected);
         EXPECT_EQ(r.figures.device_allocations, p.recorded_figures.device_allocations);

@@ -46,11 +46,11 @@ TEST(AllocConfig, ParsesEveryKey) {
 
 TEST(AllocConfig, RoundupBucketsCoverTheirIntervalAndEverythingBelow) {
   AllocatorConfig c = AllocatorConfig::parse("roundup_power2_divisions:[64:8,256:2,>:1]");
-  EXPECT_EQ(c.divisions_for(4096), 8u);         // below the first key
-  EXPECT_EQ(c.divisions_for(100 * MiB), 8u);    // [64, 128) MiB
-  EXPECT_EQ(c.divisions_for(200 * MiB), 2u);    // [128, 256): not covered before 256
-  EXPECT_EQ(c.divisions_for(300 * MiB), 2u);    // [256, 512)
-  EXPECT_EQ(c.divisions_for(600 * MiB), 1u);    // >
+  EXPECT_EQ(c.divisions_for(4096), 8u);       // below the first key
+  EXPECT_EQ(c.divisions_for(100 * MiB), 8u);  // [64, 128) MiB
+  EXPECT_EQ(c.divisions_for(200 * MiB), 2u);  // [128, 256): not covered before 256
+  EXPECT_EQ(c.divisions_for(300 * MiB), 2u);  // [256, 512)
+  EXPECT_EQ(c.divisions_for(600 * MiB), 1u);  // >
   EXPECT_EQ(c.divisions_for(size_t{1} << 40), 1u);
   AllocatorConfig d = AllocatorConfig::parse("roundup_power2_divisions:[1:4]");
   EXPECT_EQ(d.divisions_for(MiB + 1), 4u);

@@ -32,11 +32,19 @@ struct FakeAllocator {
   CachingAllocator* operator->() { return alloc.get(); }
 };
 
-inline uintptr_t addr(const DataPtr& p) { return reinterpret_cast<uintptr_t>(p.ptr); }
+inline uintptr_t addr(const DataPtr& p) {
+  return reinterpret_cast<uintptr_t>(p.ptr);
+}
 
-inline const Stat& all(const StatArray& a) { return a[0]; }
-inline const Stat& small(const StatArray& a) { return a[1]; }
-inline const Stat& large(const StatArray& a) { return a[2]; }
+inline const Stat& all(const StatArray& a) {
+  return a[0];
+}
+inline const Stat& small(const StatArray& a) {
+  return a[1];
+}
+inline const Stat& large(const StatArray& a) {
+  return a[2];
+}
 
 // Collects allocator events (copies: Note [Event lifetime]). Installed for its lifetime.
 class CollectingSink : public tidemark::events::Sink {

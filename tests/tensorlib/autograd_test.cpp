@@ -56,8 +56,7 @@ TEST(Gradcheck, Unary) {
   gradcheck("reciprocal", [](const auto& v) { return v[0].reciprocal(); }, {pos});
   gradcheck("clamp", [](const auto& v) { return v[0].clamp(-0.5, 0.5); }, {away});
   Tensor mask = tl::tensor({{true, false, true}, {false, false, true}});
-  gradcheck("where", [&](const auto& v) { return tl::where(mask, v[0], v[1]); },
-            {x, randd({3})});
+  gradcheck("where", [&](const auto& v) { return tl::where(mask, v[0], v[1]); }, {x, randd({3})});
   gradcheck("masked_fill", [&](const auto& v) { return v[0].masked_fill(mask, 2.0); }, {x});
 }
 
@@ -83,8 +82,10 @@ TEST(Gradcheck, Reductions) {
 TEST(Gradcheck, MatmulShapeRules) {
   tl::manual_seed(4);
   gradcheck("dot", [](const auto& v) { return tl::matmul(v[0], v[1]); }, {randd({3}), randd({3})});
-  gradcheck("mv", [](const auto& v) { return tl::matmul(v[0], v[1]); }, {randd({2, 3}), randd({3})});
-  gradcheck("vm", [](const auto& v) { return tl::matmul(v[0], v[1]); }, {randd({3}), randd({3, 2})});
+  gradcheck("mv", [](const auto& v) { return tl::matmul(v[0], v[1]); },
+            {randd({2, 3}), randd({3})});
+  gradcheck("vm", [](const auto& v) { return tl::matmul(v[0], v[1]); },
+            {randd({3}), randd({3, 2})});
   gradcheck("mm", [](const auto& v) { return tl::mm(v[0], v[1]); }, {randd({2, 3}), randd({3, 4})});
   gradcheck("mm_t", [](const auto& v) { return tl::matmul(v[0].t(), v[1]); },
             {randd({3, 2}), randd({3, 4})});
@@ -111,10 +112,12 @@ TEST(Gradcheck, ViewsAndIndexing) {
   gradcheck("squeeze", [](const auto& v) { return v[0].unsqueeze(0).squeeze(); }, {x});
   gradcheck("flatten", [](const auto& v) { return v[0].flatten(); }, {randd({2, 2, 2})});
   gradcheck("diagonal", [](const auto& v) { return v[0].diagonal(1); }, {x});
-  gradcheck("split", [](const auto& v) {
-    auto parts = v[0].split(2, 1);
-    return parts[0] * parts[1];
-  }, {x});
+  gradcheck("split",
+            [](const auto& v) {
+              auto parts = v[0].split(2, 1);
+              return parts[0] * parts[1];
+            },
+            {x});
   Tensor idx = tl::tensor({2, 0, 2});
   gradcheck("index_select", [&](const auto& v) { return v[0].index_select(0, idx); }, {x});
   Tensor gidx = tl::tensor({{0, 3}, {1, 1}, {2, 0}});
@@ -124,15 +127,16 @@ TEST(Gradcheck, ViewsAndIndexing) {
   gradcheck("cat", [](const auto& v) { return tl::cat({v[0], v[1]}, 1); }, {x, randd({3, 2})});
   gradcheck("stack", [](const auto& v) { return tl::stack({v[0], v[1]}, 1); }, {x, randd({3, 4})});
   gradcheck("clone_contiguous", [](const auto& v) { return v[0].t().contiguous().clone(); }, {x});
-  gradcheck("to_float32", [](const auto& v) { return v[0].to(tl::kFloat32).to(tl::kFloat64); },
-            {x}, 1e-3, 1e-3);
+  gradcheck(
+      "to_float32", [](const auto& v) { return v[0].to(tl::kFloat32).to(tl::kFloat64); }, {x}, 1e-3,
+      1e-3);
 }
 
 TEST(AutogradSemantics, SecondBackwardWithoutRetainGraphRaisesPyTorchsError) {
   Tensor x = tl::tensor({1.0, 2.0}).requires_grad_();
   Tensor y = (x.exp() * 2).sum();
   y.backward(Tensor(), /*retain_graph=*/true);
-  y.backward();  // allowed: the first kept the graph
+  y.backward();                                           // allowed: the first kept the graph
   EXPECT_NEAR(at(x.grad(), 0), 4 * std::exp(1.0), 1e-5);  // accumulated twice
   try {
     y.backward();
@@ -205,7 +209,7 @@ TEST(AutogradSemantics, HooksRetainGradAndGradFunction) {
   int post = 0;
   x.register_post_accumulate_grad_hook([&](const Tensor&) { ++post; });
   y.sum().backward();
-  EXPECT_NEAR(at(y.grad(), 0), 1.0, 1e-6);          // retained before y's own hook ran
+  EXPECT_NEAR(at(y.grad(), 0), 1.0, 1e-6);             // retained before y's own hook ran
   EXPECT_NEAR(at(x.grad(), 1), 2 * 2 * 2 * 10, 1e-5);  // 2x * 2 (y hook) * 10 (x hook)
   EXPECT_EQ(post, 1);
 
@@ -271,8 +275,10 @@ TEST(AutogradMemory, AccumulatingTheLossTensorKeepsEveryGraphAlive) {
     for (int i = 0; i < 5; ++i) {
       Tensor x = tl::rand({64, 256});
       Tensor loss = tl::matmul(x, w).tanh().mean();
-      if (leak) total = total + loss;  // keeps loss's graph (and its activations) alive
-      else total_item += loss.item<double>();
+      if (leak)
+        total = total + loss;  // keeps loss's graph (and its activations) alive
+      else
+        total_item += loss.item<double>();
       growth.push_back(tl::memory_allocated(cpu) - start);
     }
     return growth;
@@ -361,7 +367,8 @@ TEST(Checkpoint, LowersThePeakOfA20LayerMlpWithTheSameGradients) {
     tl::reset_peak_memory_stats(cpu);
     int64_t base = tl::memory_allocated(cpu);
     Tensor h = x;
-    for (int b = 0; b < 4; ++b) h = use_checkpoint ? tl::checkpoint(block(5 * b), h) : block(5 * b)(h);
+    for (int b = 0; b < 4; ++b)
+      h = use_checkpoint ? tl::checkpoint(block(5 * b), h) : block(5 * b)(h);
     h.pow(2).mean().backward();
     return tl::max_memory_allocated(cpu) - base;
   };
@@ -372,7 +379,8 @@ TEST(Checkpoint, LowersThePeakOfA20LayerMlpWithTheSameGradients) {
   for (size_t i = 0; i < ws.size(); ++i)
     EXPECT_TRUE(tl::allclose(ws[i].grad(), grads_plain[i], 1e-4, 1e-6)) << "layer " << i;
   // 20 saved activations of 512 KiB each without; about 4 boundaries + one block with.
-  EXPECT_LT(checkpointed, plain * 6 / 10) << "plain " << plain << " B, checkpointed " << checkpointed;
+  EXPECT_LT(checkpointed, plain * 6 / 10)
+      << "plain " << plain << " B, checkpointed " << checkpointed;
   std::printf("20-layer MLP forward+backward peak: %.1f MiB plain, %.1f MiB checkpointed\n",
               plain / 1048576.0, checkpointed / 1048576.0);
 }
@@ -413,7 +421,9 @@ struct WithMask : ag::Function<WithMask> {
 
 struct WrongCount : ag::Function<WrongCount> {
   static Tensor forward(ag::AutogradContext*, Tensor x) { return x * 1; }
-  static ag::variable_list backward(ag::AutogradContext*, ag::variable_list g) { return {g[0], g[0]}; }
+  static ag::variable_list backward(ag::AutogradContext*, ag::variable_list g) {
+    return {g[0], g[0]};
+  }
 };
 
 TEST(CustomFunction, ForwardBackwardSavedTensorsAndNonDifferentiableOutputs) {
@@ -490,7 +500,8 @@ TEST(AutogradSemantics, AnomalyModeNamesTheNodeThatProducedNan) {
     } catch (const tl::Error& e) {
       std::string m = e.what();
       EXPECT_NE(m.find("Function 'SqrtBackward0' returned nan values in its 0th output"),
-                std::string::npos) << m;
+                std::string::npos)
+          << m;
       EXPECT_NE(m.find("Traceback of forward call"), std::string::npos) << m;
     }
   }
@@ -509,36 +520,52 @@ Fn first_derivative(const Fn& f) {
     std::vector<Tensor> xs;
     for (const Tensor& t : x) xs.push_back(t.requires_grad() ? t : t.detach().requires_grad_());
     Tensor y = f(xs);
-    return tl::autograd::grad({y.pow(2).sum()}, {xs[0]}, {}, std::nullopt, /*create_graph=*/true)[0];
+    return tl::autograd::grad({y.pow(2).sum()}, {xs[0]}, {}, std::nullopt,
+                              /*create_graph=*/true)[0];
   };
 }
 
 TEST(Gradgradcheck, ElementwiseReductionsAndMatmul) {
   tl::manual_seed(8);
   Tensor x = randd({2, 3}), w = randd({3, 2});
-  gradcheck("mul", first_derivative([](const auto& v) { return v[0] * v[0] * 3; }), {x}, 1e-6, 1e-4);
-  gradcheck("exp_tanh", first_derivative([](const auto& v) { return v[0].exp().tanh(); }), {x}, 1e-6, 1e-4);
-  gradcheck("div_log", first_derivative([](const auto& v) { return (v[0] + 3).log() / (v[0] + 2); }), {x}, 1e-6, 1e-4);
-  gradcheck("sum_mean", first_derivative([](const auto& v) { return v[0].sum({1}) * v[0].mean(); }), {x}, 1e-6, 1e-4);
-  gradcheck("softmax", first_derivative([](const auto& v) { return v[0].softmax(1); }), {x}, 1e-6, 1e-4);
-  gradcheck("matmul", first_derivative([&](const auto& v) { return tl::matmul(v[0], w).sigmoid(); }), {x}, 1e-6, 1e-4);
+  gradcheck("mul", first_derivative([](const auto& v) { return v[0] * v[0] * 3; }), {x}, 1e-6,
+            1e-4);
+  gradcheck("exp_tanh", first_derivative([](const auto& v) { return v[0].exp().tanh(); }), {x},
+            1e-6, 1e-4);
+  gradcheck("div_log",
+            first_derivative([](const auto& v) { return (v[0] + 3).log() / (v[0] + 2); }), {x},
+            1e-6, 1e-4);
+  gradcheck("sum_mean", first_derivative([](const auto& v) { return v[0].sum({1}) * v[0].mean(); }),
+            {x}, 1e-6, 1e-4);
+  gradcheck("softmax", first_derivative([](const auto& v) { return v[0].softmax(1); }), {x}, 1e-6,
+            1e-4);
+  gradcheck("matmul",
+            first_derivative([&](const auto& v) { return tl::matmul(v[0], w).sigmoid(); }), {x},
+            1e-6, 1e-4);
   gradcheck("select_narrow", first_derivative([](const auto& v) {
-    return v[0][0] * v[0].narrow(1, 0, 2).sum() + v[0].max();
-  }), {x}, 1e-6, 1e-4);
+              return v[0][0] * v[0].narrow(1, 0, 2).sum() + v[0].max();
+            }),
+            {x}, 1e-6, 1e-4);
   gradcheck("transpose_expand", first_derivative([](const auto& v) {
-    return v[0].t().unsqueeze(0).expand({2, 3, 2}) * v[0].t();
-  }), {x}, 1e-6, 1e-4);
+              return v[0].t().unsqueeze(0).expand({2, 3, 2}) * v[0].t();
+            }),
+            {x}, 1e-6, 1e-4);
 }
 }  // namespace
 
 namespace {
 TEST(Gradcheck, AsStridedAndDetachInPlace) {
   tl::manual_seed(9);
-  gradcheck("as_strided", [](const auto& v) { return v[0].as_strided({2, 2}, {1, 3}, 1) * 2; },
+  gradcheck("as_strided",
+            [](const auto& v) {
+              return v[0].as_strided({2, 2}, {1, 3}, 1) * 2;
+            },
             {randd({3, 3})});
-  gradcheck("as_strided_of_view", [](const auto& v) {
-    return v[0].t().as_strided({3}, {4}, 0);  // the diagonal, through a transposed view
-  }, {randd({3, 3})});
+  gradcheck("as_strided_of_view",
+            [](const auto& v) {
+              return v[0].t().as_strided({3}, {4}, 0);  // the diagonal, through a transposed view
+            },
+            {randd({3, 3})});
   Tensor x = tl::ones({2}).requires_grad_();
   Tensor y = x * 2;
   y.detach_();

@@ -13,7 +13,9 @@ using namespace testing;  // NOLINT
 using K = tidemark::events::Kind;
 using State = BlockState;
 
-AllocatorConfig conf(const char* s) { return AllocatorConfig::parse(s); }
+AllocatorConfig conf(const char* s) {
+  return AllocatorConfig::parse(s);
+}
 
 TEST(CachingAllocatorOom, MessageNumbersAndRecovery) {
   FakeAllocator a({}, 64 * MiB);
@@ -193,11 +195,11 @@ TEST(CachingAllocatorFraction, NoGarbageCollectionBelowThreshold) {
 TEST(CachingAllocatorEmptyCache, ReleasesOnlySegmentsWithoutLiveBlocks) {
   FakeAllocator a;
   CollectingSink sink;
-  DataPtr live = a->allocate(1000);          // small segment, stays
-  DataPtr freed_small = a->allocate(1000);   // same segment, freed: segment still live
-  DataPtr large = a->allocate(5 * MiB);      // 20 MiB segment
-  DataPtr huge = a->allocate(16 * MiB);      // too big for the 15 MiB rest: 16 MiB segment
-  DataPtr pending = a->allocate(3 * MiB);    // in `large`'s segment
+  DataPtr live = a->allocate(1000);         // small segment, stays
+  DataPtr freed_small = a->allocate(1000);  // same segment, freed: segment still live
+  DataPtr large = a->allocate(5 * MiB);     // 20 MiB segment
+  DataPtr huge = a->allocate(16 * MiB);     // too big for the 15 MiB rest: 16 MiB segment
+  DataPtr pending = a->allocate(3 * MiB);   // in `large`'s segment
   a->record_stream(pending, 4);
   for (const DataPtr& p : {freed_small, large, huge, pending}) a->deallocate(p);
   sink.take();
@@ -310,7 +312,7 @@ TEST(CachingAllocatorExpandable, FallsBackWhenDeviceCannotMap) {
 
 TEST(CachingAllocatorExpandable, OomWhenPagesRunOut) {
   FakeAllocator a(conf("expandable_segments:True"), 50 * MiB);
-  DataPtr p = a->allocate(30 * MiB);  // two 20 MiB pages
+  DataPtr p = a->allocate(30 * MiB);                          // two 20 MiB pages
   EXPECT_THROW(a->allocate(30 * MiB), tl::OutOfMemoryError);  // needs 20 MiB more: 60 > 50
   a->deallocate(p);
   DataPtr q = a->allocate(35 * MiB);  // the mapped 40 MiB serve it

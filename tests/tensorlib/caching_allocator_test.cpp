@@ -27,7 +27,9 @@ void expect_layout(const SegmentSnapshot& seg, const Layout& expected) {
   }
 }
 
-AllocatorConfig conf(const char* s) { return AllocatorConfig::parse(s); }
+AllocatorConfig conf(const char* s) {
+  return AllocatorConfig::parse(s);
+}
 
 TEST(CachingAllocatorRounding, RoundsTo512Bytes) {
   AllocatorConfig c;
@@ -168,8 +170,8 @@ TEST(CachingAllocatorLayout, LargePoolSplitsOnlyForMoreThan1MiB) {
   DataPtr q = a->allocate(14 * MiB);  // 15 MiB free: remainder exactly 1 MiB, no split
   Snapshot s = a->snapshot();
   ASSERT_EQ(s.segments.size(), 1u);
-  expect_layout(s.segments[0],
-                {{0, 5 * MiB, State::active_allocated}, {5 * MiB, 15 * MiB, State::active_allocated}});
+  expect_layout(s.segments[0], {{0, 5 * MiB, State::active_allocated},
+                                {5 * MiB, 15 * MiB, State::active_allocated}});
   EXPECT_EQ(all(a->stats().allocated_bytes).current, int64_t(20 * MiB));
   a->deallocate(q);
   DataPtr r = a->allocate(14 * MiB - 512);  // remainder 1 MiB + 512: split
@@ -201,18 +203,17 @@ TEST(CachingAllocatorLayout, BestFitTakesSmallestBlockThenLowestAddress) {
   EXPECT_EQ(addr(z), base + 15872);
   DataPtr w = a->allocate(5000);  // 5120: the 8192 hole, not the tail
   EXPECT_EQ(addr(w), base + 4608);
-  expect_layout(a->snapshot().segments[0],
-                {{0, 3072, State::active_allocated},
-                 {3072, 1024, State::inactive},
-                 {4096, 512, State::active_allocated},
-                 {4608, 5120, State::active_allocated},
-                 {9728, 3072, State::inactive},
-                 {12800, 512, State::active_allocated},
-                 {13312, 2048, State::active_allocated},
-                 {15360, 512, State::active_allocated},
-                 {15872, 4096, State::active_allocated},
-                 {19968, 512, State::active_allocated},
-                 {20480, 2 * MiB - 20480, State::inactive}});
+  expect_layout(a->snapshot().segments[0], {{0, 3072, State::active_allocated},
+                                            {3072, 1024, State::inactive},
+                                            {4096, 512, State::active_allocated},
+                                            {4608, 5120, State::active_allocated},
+                                            {9728, 3072, State::inactive},
+                                            {12800, 512, State::active_allocated},
+                                            {13312, 2048, State::active_allocated},
+                                            {15360, 512, State::active_allocated},
+                                            {15872, 4096, State::active_allocated},
+                                            {19968, 512, State::active_allocated},
+                                            {20480, 2 * MiB - 20480, State::inactive}});
   for (const DataPtr& p : {k1, k2, k3, k4, x, y, z, w}) a->deallocate(p);
 }
 
@@ -433,7 +434,8 @@ TEST(CachingAllocatorReplayHooks, OwnSinkTakesTheEventsAlone) {
   a->set_event_sink(&own);
   a->deallocate(a->allocate(1000));
   using K = tidemark::events::Kind;
-  EXPECT_EQ(own.kinds, (std::vector<K>{K::segment_alloc, K::alloc, K::free_requested, K::free_completed}));
+  EXPECT_EQ(own.kinds,
+            (std::vector<K>{K::segment_alloc, K::alloc, K::free_requested, K::free_completed}));
   EXPECT_TRUE(installed.take().empty());
   a->set_event_sink(nullptr);
   a->deallocate(a->allocate(1000));  // from the cache: alloc, free_requested, free_completed
@@ -467,7 +469,8 @@ TEST(CachingAllocatorReplayHooks, FakeDeviceHandsOutThePreferredAddress) {
   void* b = d.raw_alloc(2 * MiB);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(b), FakeDevice::next_address(want, 2 * MiB));
   void* c = d.raw_alloc(2 * MiB);  // the hint was spent on `b`
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(c), FakeDevice::next_address(reinterpret_cast<uintptr_t>(b), 2 * MiB));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(c),
+            FakeDevice::next_address(reinterpret_cast<uintptr_t>(b), 2 * MiB));
   EXPECT_EQ(d.next_event_id(), 1u);
   d.record_event(0);
   EXPECT_EQ(d.next_event_id(), 2u);

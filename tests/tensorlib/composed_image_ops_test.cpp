@@ -23,8 +23,7 @@ namespace D = tl::nn::detail;
 using Fn = std::function<Tensor(const Tensor&)>;
 
 // `fused` and `composed` agree on x (float64, a transposed view) and in x's gradient.
-void expect_same(const std::string& what, const Fn& fused, const Fn& composed,
-                 const Tensor& x0) {
+void expect_same(const std::string& what, const Fn& fused, const Fn& composed, const Tensor& x0) {
   SCOPED_TRACE(what);
   Tensor xa = x0.clone().requires_grad_(true), xb = x0.clone().requires_grad_(true);
   Tensor ya = fused(xa.transpose(2, 3)), yb = composed(xb.transpose(2, 3));
@@ -48,56 +47,67 @@ TEST(ComposedImageOps, ConvolutionThroughUnfoldAndFold) {
   tl::manual_seed(2);
   const Tensor w = tl::randn({6, 2, 3, 2}, tl::kFloat64), b = tl::randn({6}, tl::kFloat64);
   // conv2d: groups 2, stride (2, 1), padding (1, 2), dilation (1, 2).
-  expect_same("conv2d", [&](const Tensor& in) { return F::conv2d(in, w, b, {2, 1}, {1, 2}, {1, 2}, 2); },
-              [&](const Tensor& in) {
-                const int64_t oh = (6 + 2 - 3) / 2 + 1, ow = (7 + 4 - 3) / 1 + 1;
-                return D::conv2d_unfolded(in, w, b, {2, 4, 6, 7, 3, 2, 2, 1, 1, 2, 1, 2, oh, ow}, 2);
-              },
-              x);
+  expect_same(
+      "conv2d",
+      [&](const Tensor& in) {
+        return F::conv2d(in, w, b, {2, 1}, {1, 2}, {1, 2}, 2);
+      },
+      [&](const Tensor& in) {
+        const int64_t oh = (6 + 2 - 3) / 2 + 1, ow = (7 + 4 - 3) / 1 + 1;
+        return D::conv2d_unfolded(in, w, b, {2, 4, 6, 7, 3, 2, 2, 1, 1, 2, 1, 2, oh, ow}, 2);
+      },
+      x);
   // The same in chunks of one image (Note [Chunked convolution columns]): columns recomputed in
   // backward; the weight's and the bias's gradients too.
   Tensor wa = w.clone().requires_grad_(true), wb = w.clone().requires_grad_(true);
   Tensor ba = b.clone().requires_grad_(true), bb = b.clone().requires_grad_(true);
-  expect_same("conv2d in chunks of one image",
-              [&](const Tensor& in) { return F::conv2d(in, wa, ba, {2, 1}, {1, 2}, {1, 2}, 2); },
-              [&](const Tensor& in) {
-                return D::conv2d_unfolded(in, wb, bb, {2, 4, 6, 7, 3, 2, 2, 1, 1, 2, 1, 2, 3, 9}, 2,
-                                          /*col_budget_bytes=*/1);
-              },
-              x);
+  expect_same(
+      "conv2d in chunks of one image",
+      [&](const Tensor& in) {
+        return F::conv2d(in, wa, ba, {2, 1}, {1, 2}, {1, 2}, 2);
+      },
+      [&](const Tensor& in) {
+        return D::conv2d_unfolded(in, wb, bb, {2, 4, 6, 7, 3, 2, 2, 1, 1, 2, 1, 2, 3, 9}, 2,
+                                  /*col_budget_bytes=*/1);
+      },
+      x);
   EXPECT_TRUE(tl::allclose(wb.grad(), wa.grad(), 1e-12, 1e-12));
   EXPECT_TRUE(tl::allclose(bb.grad(), ba.grad(), 1e-12, 1e-12));
   // conv_transpose2d: weight [in 4, out/groups 3], groups 2, stride (2, 3), padding (1, 0),
   // output_padding (1, 2), dilation (1, 2).
   const Tensor wt = tl::randn({4, 3, 3, 2}, tl::kFloat64);
-  expect_same("conv_transpose2d",
-              [&](const Tensor& in) {
-                return F::conv_transpose2d(in, wt, b, {2, 3}, {1, 0}, {1, 2}, 2, {1, 2});
-              },
-              [&](const Tensor& in) {
-                const int64_t oh = (6 - 1) * 2 - 2 + 1 * 2 + 1 + 1, ow = (7 - 1) * 3 - 0 + 2 * 1 + 2 + 1;
-                return D::conv_transpose2d_folded(in, wt, b, {2, 6, oh, ow, 3, 2, 2, 3, 1, 0, 1, 2, 6, 7},
-                                                  2);
-              },
-              x);
-  expect_same("conv_transpose2d plain", [&](const Tensor& in) { return F::conv_transpose2d(in, wt); },
-              [&](const Tensor& in) {
-                return D::conv_transpose2d_folded(in, wt, {}, {2, 3, 8, 8, 3, 2, 1, 1, 0, 0, 1, 1, 6, 7}, 1);
-              },
-              x);
+  expect_same(
+      "conv_transpose2d",
+      [&](const Tensor& in) {
+        return F::conv_transpose2d(in, wt, b, {2, 3}, {1, 0}, {1, 2}, 2, {1, 2});
+      },
+      [&](const Tensor& in) {
+        const int64_t oh = (6 - 1) * 2 - 2 + 1 * 2 + 1 + 1, ow = (7 - 1) * 3 - 0 + 2 * 1 + 2 + 1;
+        return D::conv_transpose2d_folded(in, wt, b, {2, 6, oh, ow, 3, 2, 2, 3, 1, 0, 1, 2, 6, 7},
+                                          2);
+      },
+      x);
+  expect_same(
+      "conv_transpose2d plain", [&](const Tensor& in) { return F::conv_transpose2d(in, wt); },
+      [&](const Tensor& in) {
+        return D::conv_transpose2d_folded(in, wt, {}, {2, 3, 8, 8, 3, 2, 1, 1, 0, 0, 1, 1, 6, 7},
+                                          1);
+      },
+      x);
   // conv_transpose2d in chunks of one image, with the weight's and the bias's gradients.
   Tensor ta = wt.clone().requires_grad_(true), tb = wt.clone().requires_grad_(true);
   Tensor ca = b.clone().requires_grad_(true), cb = b.clone().requires_grad_(true);
-  expect_same("conv_transpose2d in chunks of one image",
-              [&](const Tensor& in) {
-                return F::conv_transpose2d(in, ta, ca, {2, 3}, {1, 0}, {1, 2}, 2, {1, 2});
-              },
-              [&](const Tensor& in) {
-                const int64_t oh = (6 - 1) * 2 - 2 + 1 * 2 + 1 + 1, ow = (7 - 1) * 3 - 0 + 2 * 1 + 2 + 1;
-                return D::conv_transpose2d_folded(in, tb, cb, {2, 6, oh, ow, 3, 2, 2, 3, 1, 0, 1, 2, 6, 7},
-                                                  2, /*col_budget_bytes=*/1);
-              },
-              x);
+  expect_same(
+      "conv_transpose2d in chunks of one image",
+      [&](const Tensor& in) {
+        return F::conv_transpose2d(in, ta, ca, {2, 3}, {1, 0}, {1, 2}, 2, {1, 2});
+      },
+      [&](const Tensor& in) {
+        const int64_t oh = (6 - 1) * 2 - 2 + 1 * 2 + 1 + 1, ow = (7 - 1) * 3 - 0 + 2 * 1 + 2 + 1;
+        return D::conv_transpose2d_folded(in, tb, cb, {2, 6, oh, ow, 3, 2, 2, 3, 1, 0, 1, 2, 6, 7},
+                                          2, /*col_budget_bytes=*/1);
+      },
+      x);
   EXPECT_TRUE(tl::allclose(tb.grad(), ta.grad(), 1e-12, 1e-12));
   EXPECT_TRUE(tl::allclose(cb.grad(), ca.grad(), 1e-12, 1e-12));
 }
@@ -194,18 +204,20 @@ TEST(ComposedImageOps, AveragePoolingIsSeparable) {
       return F::avg_pool2d(in, c.k, c.s, c.p, c.ceil, c.include_pad, c.divisor);
     };
     expect_same("avg_pool2d " + c.what, fused,
-                separable(fused,
-                          [c](int64_t out, int64_t in) {
-                            return D::avg_pool_axis(out, in, c.k.h, c.s.h, c.p.h, c.include_pad,
-                                                    c.divisor, false);
-                          },
-                          [c](int64_t out, int64_t in) {
-                            return D::avg_pool_axis(out, in, c.k.w, c.s.w, c.p.w, c.include_pad,
-                                                    c.divisor, true);
-                          }),
+                separable(
+                    fused,
+                    [c](int64_t out, int64_t in) {
+                      return D::avg_pool_axis(out, in, c.k.h, c.s.h, c.p.h, c.include_pad,
+                                              c.divisor, false);
+                    },
+                    [c](int64_t out, int64_t in) {
+                      return D::avg_pool_axis(out, in, c.k.w, c.s.w, c.p.w, c.include_pad,
+                                              c.divisor, true);
+                    }),
                 x);
   }
-  for (tl::nn::IntPair size : {tl::nn::IntPair{3, 4}, tl::nn::IntPair{9, 1}, tl::nn::IntPair{6, 7}}) {
+  for (tl::nn::IntPair size :
+       {tl::nn::IntPair{3, 4}, tl::nn::IntPair{9, 1}, tl::nn::IntPair{6, 7}}) {
     const Fn fused = [size](const Tensor& in) { return F::adaptive_avg_pool2d(in, size); };
     expect_same("adaptive_avg_pool2d " + std::to_string(size.h) + "x" + std::to_string(size.w),
                 fused, separable(fused, D::adaptive_pool_axis, D::adaptive_pool_axis), x);
@@ -228,24 +240,28 @@ TEST(ComposedImageOps, UpsamplingIsSeparable) {
   for (const Case& c : cases) {
     auto scale_h = [c]() { return c.scale ? std::optional<double>(c.scale->h) : std::nullopt; };
     auto scale_w = [c]() { return c.scale ? std::optional<double>(c.scale->w) : std::nullopt; };
-    const Fn nearest = [c](const Tensor& in) { return F::interpolate(in, c.size, c.scale, "nearest"); };
-    expect_same("nearest " + c.what, nearest,
-                separable(nearest,
-                          [=](int64_t out, int64_t in) { return D::nearest_axis(in, out, scale_h()); },
-                          [=](int64_t out, int64_t in) { return D::nearest_axis(in, out, scale_w()); }),
-                x);
+    const Fn nearest = [c](const Tensor& in) {
+      return F::interpolate(in, c.size, c.scale, "nearest");
+    };
+    expect_same(
+        "nearest " + c.what, nearest,
+        separable(
+            nearest, [=](int64_t out, int64_t in) { return D::nearest_axis(in, out, scale_h()); },
+            [=](int64_t out, int64_t in) { return D::nearest_axis(in, out, scale_w()); }),
+        x);
     for (bool align : {false, true}) {
       const Fn bilinear = [c, align](const Tensor& in) {
         return F::interpolate(in, c.size, c.scale, "bilinear", align);
       };
       expect_same("bilinear " + c.what + (align ? " align_corners" : ""), bilinear,
-                  separable(bilinear,
-                            [=](int64_t out, int64_t in) {
-                              return D::linear_axis(in, out, scale_h(), align, tl::kFloat64);
-                            },
-                            [=](int64_t out, int64_t in) {
-                              return D::linear_axis(in, out, scale_w(), align, tl::kFloat64);
-                            }),
+                  separable(
+                      bilinear,
+                      [=](int64_t out, int64_t in) {
+                        return D::linear_axis(in, out, scale_h(), align, tl::kFloat64);
+                      },
+                      [=](int64_t out, int64_t in) {
+                        return D::linear_axis(in, out, scale_w(), align, tl::kFloat64);
+                      }),
                   x);
     }
   }

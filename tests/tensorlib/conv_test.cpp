@@ -69,7 +69,9 @@ double ulp_bound(tl::ScalarType dt) {
   return dt == tl::kFloat16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
 }
 
-Tensor as_f64(const Tensor& t) { return t.defined() ? t.to(tl::kFloat64) : t; }
+Tensor as_f64(const Tensor& t) {
+  return t.defined() ? t.to(tl::kFloat64) : t;
+}
 
 // |got - want| within the dtype's rounding of want (+ float32 accumulation's error).
 void expect_rounded_once(const Tensor& got, const Tensor& want, tl::ScalarType dt,

@@ -13,8 +13,8 @@ using tl::Tensor;
 TEST(Dtype, HalfConversionMatchesIEEEBinary16) {
   EXPECT_EQ(tl::Half(1.0f).x, 0x3c00);
   EXPECT_EQ(tl::Half(-2.0f).x, 0xc000);
-  EXPECT_EQ(tl::Half(65504.0f).x, 0x7bff);          // largest finite
-  EXPECT_EQ(tl::Half(65520.0f).x, 0x7c00);          // rounds to inf
+  EXPECT_EQ(tl::Half(65504.0f).x, 0x7bff);               // largest finite
+  EXPECT_EQ(tl::Half(65520.0f).x, 0x7c00);               // rounds to inf
   EXPECT_EQ(tl::Half(std::ldexp(1.0f, -24)).x, 0x0001);  // smallest subnormal
   EXPECT_EQ(tl::Half(0.1f).x, 0x2e66);
   EXPECT_EQ(float(tl::Half::to_float(0x0001)), std::ldexp(1.0f, -24));

@@ -12,7 +12,9 @@ namespace {
 using tl::Tensor;
 
 // Reads element i of a 1-D tensor of any float dtype as double, through its strides.
-double get(const Tensor& t, int64_t i) { return t.select(0, i).item<double>(); }
+double get(const Tensor& t, int64_t i) {
+  return t.select(0, i).item<double>();
+}
 
 std::vector<double> to_vector(const Tensor& t) {
   Tensor c = t.to(tl::kFloat64).contiguous().view({-1});
@@ -20,7 +22,7 @@ std::vector<double> to_vector(const Tensor& t) {
 }
 
 TEST(Elementwise, BroadcastsColumnAgainstRow) {
-  Tensor col = tl::tensor({{1.0}, {2.0}, {3.0}});     // [3, 1]
+  Tensor col = tl::tensor({{1.0}, {2.0}, {3.0}});       // [3, 1]
   Tensor row = tl::tensor({{10.0, 20.0, 30.0, 40.0}});  // [1, 4]
   Tensor s = col + row;
   ASSERT_EQ(s.sizes().vec(), (std::vector<int64_t>{3, 4}));
@@ -65,19 +67,29 @@ struct UnaryCase {
 TEST(Elementwise, UnaryMathMatchesDoubleReference) {
   std::vector<UnaryCase> cases = {
       {"exp", [](const Tensor& t) { return t.exp(); }, [](double x) { return std::exp(x); }, -3, 3},
-      {"log", [](const Tensor& t) { return t.log(); }, [](double x) { return std::log(x); }, 0.1, 9},
-      {"sqrt", [](const Tensor& t) { return t.sqrt(); }, [](double x) { return std::sqrt(x); }, 0, 9},
-      {"rsqrt", [](const Tensor& t) { return t.rsqrt(); }, [](double x) { return 1 / std::sqrt(x); }, 0.1, 9},
+      {"log", [](const Tensor& t) { return t.log(); }, [](double x) { return std::log(x); }, 0.1,
+       9},
+      {"sqrt", [](const Tensor& t) { return t.sqrt(); }, [](double x) { return std::sqrt(x); }, 0,
+       9},
+      {"rsqrt", [](const Tensor& t) { return t.rsqrt(); },
+       [](double x) { return 1 / std::sqrt(x); }, 0.1, 9},
       {"sin", [](const Tensor& t) { return t.sin(); }, [](double x) { return std::sin(x); }, -4, 4},
       {"cos", [](const Tensor& t) { return t.cos(); }, [](double x) { return std::cos(x); }, -4, 4},
-      {"tanh", [](const Tensor& t) { return t.tanh(); }, [](double x) { return std::tanh(x); }, -4, 4},
-      {"sigmoid", [](const Tensor& t) { return t.sigmoid(); }, [](double x) { return 1 / (1 + std::exp(-x)); }, -8, 8},
-      {"relu", [](const Tensor& t) { return t.relu(); }, [](double x) { return x > 0 ? x : 0; }, -2, 2},
-      {"gelu", [](const Tensor& t) { return t.gelu(); }, [](double x) { return x * 0.5 * std::erfc(-x / std::sqrt(2.0)); }, -4, 4},
-      {"abs", [](const Tensor& t) { return t.abs(); }, [](double x) { return std::fabs(x); }, -2, 2},
+      {"tanh", [](const Tensor& t) { return t.tanh(); }, [](double x) { return std::tanh(x); }, -4,
+       4},
+      {"sigmoid", [](const Tensor& t) { return t.sigmoid(); },
+       [](double x) { return 1 / (1 + std::exp(-x)); }, -8, 8},
+      {"relu", [](const Tensor& t) { return t.relu(); }, [](double x) { return x > 0 ? x : 0; }, -2,
+       2},
+      {"gelu", [](const Tensor& t) { return t.gelu(); },
+       [](double x) { return x * 0.5 * std::erfc(-x / std::sqrt(2.0)); }, -4, 4},
+      {"abs", [](const Tensor& t) { return t.abs(); }, [](double x) { return std::fabs(x); }, -2,
+       2},
       {"neg", [](const Tensor& t) { return -t; }, [](double x) { return -x; }, -2, 2},
-      {"reciprocal", [](const Tensor& t) { return t.reciprocal(); }, [](double x) { return 1 / x; }, 0.5, 4},
-      {"pow2.5", [](const Tensor& t) { return t.pow(2.5); }, [](double x) { return std::pow(x, 2.5); }, 0, 3},
+      {"reciprocal", [](const Tensor& t) { return t.reciprocal(); }, [](double x) { return 1 / x; },
+       0.5, 4},
+      {"pow2.5", [](const Tensor& t) { return t.pow(2.5); },
+       [](double x) { return std::pow(x, 2.5); }, 0, 3},
   };
   for (const auto& c : cases) {
     Tensor x = tl::linspace(c.lo, c.hi, 101, tl::kFloat64);
@@ -86,8 +98,10 @@ TEST(Elementwise, UnaryMathMatchesDoubleReference) {
     ASSERT_EQ(y.dtype(), tl::kFloat64) << c.name;
     for (int64_t i = 0; i < 101; ++i) {
       double xi = c.lo + (c.hi - c.lo) * i / 100.0;
-      EXPECT_NEAR(get(y, i), c.ref(xi), 1e-12 * std::max(1.0, std::fabs(c.ref(xi)))) << c.name << " at " << xi;
-      EXPECT_NEAR(get(yf, i), c.ref(xi), 1e-5 * std::max(1.0, std::fabs(c.ref(xi)))) << c.name << " f32 at " << xi;
+      EXPECT_NEAR(get(y, i), c.ref(xi), 1e-12 * std::max(1.0, std::fabs(c.ref(xi))))
+          << c.name << " at " << xi;
+      EXPECT_NEAR(get(yf, i), c.ref(xi), 1e-5 * std::max(1.0, std::fabs(c.ref(xi))))
+          << c.name << " f32 at " << xi;
     }
   }
 }
@@ -125,7 +139,7 @@ TEST(Elementwise, InPlaceOpsWriteThroughAndBumpTheVersion) {
   a.clamp_(-0.5, 1.5);
   EXPECT_EQ(to_vector(a), (std::vector<double>{-0.5, -0.5, -0.5, 0, 1, 1.5}));
   Tensor b = tl::ones({3});
-  EXPECT_THROW(b.add_(tl::ones({2, 3})), tl::Error);  // would need to grow b
+  EXPECT_THROW(b.add_(tl::ones({2, 3})), tl::Error);           // would need to grow b
   EXPECT_THROW(tl::ones({1}).expand({3}).add_(1), tl::Error);  // overlapping output
 }
 
@@ -140,7 +154,8 @@ TEST(Elementwise, ComparisonsWhereClampMaskedFill) {
   Tensor ci = tl::tensor({1, 5, 9}).clamp(2.5, std::nullopt);  // int with float bound -> float
   EXPECT_EQ(ci.dtype(), tl::kFloat32);
   EXPECT_EQ(to_vector(ci), (std::vector<double>{2.5, 5, 9}));
-  EXPECT_EQ(to_vector(tl::tensor({1, 5, 9}).clamp(std::nullopt, 6)), (std::vector<double>{1, 5, 6}));
+  EXPECT_EQ(to_vector(tl::tensor({1, 5, 9}).clamp(std::nullopt, 6)),
+            (std::vector<double>{1, 5, 6}));
   Tensor grid = tl::zeros({2, 3});
   Tensor filled = grid.masked_fill(tl::tensor({true, false, true}), -1);  // broadcast mask
   EXPECT_EQ(to_vector(filled), (std::vector<double>{-1, 0, -1, -1, 0, -1}));
@@ -174,7 +189,7 @@ namespace {
 TEST(ElementwiseParallel, LargeStridedBroadcastOpMatchesPlainLoop) {
   const int64_t rows = 301, cols = 517;  // odd sizes: chunk boundaries fall inside rows
   Tensor a = tl::arange(rows * cols, tl::kFloat64).view({cols, rows}).t();  // [rows, cols]
-  Tensor b = tl::arange(cols, tl::kFloat64).mul(0.5);                        // broadcast row
+  Tensor b = tl::arange(cols, tl::kFloat64).mul(0.5);                       // broadcast row
   Tensor r = a * 2 + b;
   Tensor rc = r.contiguous();
   const double* p = rc.data_ptr<double>();

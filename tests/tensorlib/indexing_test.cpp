@@ -229,8 +229,9 @@ TEST(StackTest, Errors) {
 
 // nonzero: row-major indices of the non-zero elements, [n, dim], int64 (PyTorch's example).
 TEST(NonzeroTest, IndicesInRowMajorOrder) {
-  Tensor t = tl::tensor({0.6, 0.0, 0.0, 0.0, 0.0, 0.4, 0.0, 0.0, 0.0, 0.0, 1.2, 0.0, 0.0, 0.0, 0.0,
-                         -0.4}).view({4, 4});
+  Tensor t =
+      tl::tensor({0.6, 0.0, 0.0, 0.0, 0.0, 0.4, 0.0, 0.0, 0.0, 0.0, 1.2, 0.0, 0.0, 0.0, 0.0, -0.4})
+          .view({4, 4});
   Tensor nz = t.nonzero();
   EXPECT_EQ(nz.sizes(), tl::IntArrayRef(Sizes{4, 2}));
   EXPECT_EQ(nz.dtype(), tl::kInt64);

@@ -38,7 +38,8 @@ TEST(Kernels, TheCpuTableRunsWhatTheFrontEndsDispatch) {
 TEST(Kernels, AnUnfilledEntryNamesTheOpAndTheDevice) {
   const BareKernels bare;
   const Tensor t = tl::zeros({2});
-  EXPECT_ERROR(bare.unary(tl::math::UnaryOp::exp, t, t), "unary: not implemented for tensors on cpu");
+  EXPECT_ERROR(bare.unary(tl::math::UnaryOp::exp, t, t),
+               "unary: not implemented for tensors on cpu");
   EXPECT_ERROR(bare.fill(t, 1), "fill_: not implemented for tensors on cpu");
   // Optional entries answer instead: no fast path, no image kernel (Note [Image kernels]).
   EXPECT_FALSE(bare.sum_leading(t, {true}, false, tl::kFloat32).defined());
@@ -51,8 +52,9 @@ TEST(Kernels, AnUnfilledEntryNamesTheOpAndTheDevice) {
   EXPECT_FALSE(bare.avg_pool2d(img, g, {true, std::nullopt}).defined());
   EXPECT_FALSE(bare.upsample2d(img, g, {false, false, std::nullopt, std::nullopt}).defined());
   // A backward entry without its forward names itself.
-  EXPECT_ERROR(bare.max_pool2d_backward(img, tl::ones({1, 1, 2, 2}), tl::zeros({1, 1, 2, 2}, tl::kInt64), g),
-               "max_pool2d_backward: not implemented for tensors on cpu");
+  EXPECT_ERROR(
+      bare.max_pool2d_backward(img, tl::ones({1, 1, 2, 2}), tl::zeros({1, 1, 2, 2}, tl::kInt64), g),
+      "max_pool2d_backward: not implemented for tensors on cpu");
 }
 
 // The CPU table's image entries are the kernels the nn front-ends run: a 2 x 2 window over a

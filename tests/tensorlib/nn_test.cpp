@@ -268,14 +268,19 @@ TEST(Optim, FusedAdamEqualsTheComposedUpdateBitForBit) {
       for (int64_t n : {int64_t{1}, int64_t{37}, int64_t{70'003}}) {
         tl::manual_seed(11);
         Tensor start = tl::randn({n}).to(dtype);
-        Tensor fused_p = start.clone().requires_grad_(), composed_p = start.clone().requires_grad_();
-        tl::optim::AdamOptions o{.lr = 3e-3, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6,
+        Tensor fused_p = start.clone().requires_grad_(),
+               composed_p = start.clone().requires_grad_();
+        tl::optim::AdamOptions o{.lr = 3e-3,
+                                 .beta1 = 0.8,
+                                 .beta2 = 0.99,
+                                 .eps = 1e-6,
                                  .weight_decay = rule.weight_decay};
         auto make = [&](Tensor p, bool fused) {
           tl::optim::AdamOptions with = o;
           with.fused = fused;
-          return rule.decoupled ? std::unique_ptr<tl::optim::Optimizer>(new tl::optim::AdamW({p}, with))
-                                : std::unique_ptr<tl::optim::Optimizer>(new tl::optim::Adam({p}, with));
+          return rule.decoupled
+                     ? std::unique_ptr<tl::optim::Optimizer>(new tl::optim::AdamW({p}, with))
+                     : std::unique_ptr<tl::optim::Optimizer>(new tl::optim::Adam({p}, with));
         };
         auto fused = make(fused_p, true), composed = make(composed_p, false);
         for (int step = 0; step < 4; ++step) {

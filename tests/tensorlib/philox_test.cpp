@@ -21,9 +21,13 @@ TEST(Philox, KnownAnswerVectors) {
   };
   const Kat kats[] = {
       {{{0, 0, 0, 0}}, 0, 0, {{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}}},
-      {{{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}}, 0xffffffff, 0xffffffff,
+      {{{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}},
+       0xffffffff,
+       0xffffffff,
        {{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}}},
-      {{{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}}, 0xa4093822, 0x299f31d0,
+      {{{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}},
+       0xa4093822,
+       0x299f31d0,
        {{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}}},
   };
   for (const Kat& k : kats) {
@@ -34,8 +38,8 @@ TEST(Philox, KnownAnswerVectors) {
 
 TEST(Philox, BlockPutsTheCounterInTheLowWordsAndTheSeedInTheKey) {
   const uint64_t seed = 0x299f31d0a4093822ull, c = 0x85a308d3243f6a88ull;
-  const Words4 direct = tl::random::philox4x32_10(
-      Words4{{0x243f6a88, 0x85a308d3, 0, 0}}, 0xa4093822, 0x299f31d0);
+  const Words4 direct =
+      tl::random::philox4x32_10(Words4{{0x243f6a88, 0x85a308d3, 0, 0}}, 0xa4093822, 0x299f31d0);
   const auto block = tl::PhiloxGenerator::block(seed, c);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(block[i], direct.w[i]);
 }

@@ -122,7 +122,10 @@ TEST(Pooling, HalfAndBFloat16Gradients) {
   const std::vector<std::pair<std::string, Op>> ops = {
       {"max_pool2d", [](const Tensor& x) { return F::max_pool2d(x, 3, 2, 1); }},
       {"avg_pool2d", [](const Tensor& x) { return F::avg_pool2d(x, 3, 2, 1, true, false); }},
-      {"adaptive_avg_pool2d", [](const Tensor& x) { return F::adaptive_avg_pool2d(x, {3, 2}); }},
+      {"adaptive_avg_pool2d",
+       [](const Tensor& x) {
+         return F::adaptive_avg_pool2d(x, {3, 2});
+       }},
       {"bilinear",
        [](const Tensor& x) {
          return F::interpolate(x, tl::nn::InterpolateOptions().size({9, 7}).mode("bilinear"));
@@ -299,7 +302,9 @@ TEST(Pooling, ErrorsNameTheArgument) {
                "max_pool2d: padding [2, 2] should be at most half of the effective kernel size");
   EXPECT_ERROR(F::max_pool2d(x, 6),
                "max_pool2d: input of shape [1, 2, 5, 5] gives an output of 0 x 0");
-  EXPECT_ERROR(F::max_pool2d(x.to(tl::kInt64), 2), "max_pool2d: expected a floating-point input (float32, float64, float16 or bfloat16), got int64");
+  EXPECT_ERROR(F::max_pool2d(x.to(tl::kInt64), 2),
+               "max_pool2d: expected a floating-point input (float32, float64, float16 or "
+               "bfloat16), got int64");
   EXPECT_ERROR(F::avg_pool2d(x, 3, std::nullopt, 2),
                "avg_pool2d: padding [2, 2] should be at most half of kernel_size [3, 3]");
   EXPECT_ERROR(F::avg_pool2d(x, 2, std::nullopt, 0, false, true, 0),

@@ -25,7 +25,8 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 template <typename M>
 RowMoments<M> chunk_moments(const std::vector<double>& x, size_t lo, size_t hi, bool lse) {
   M first = lse ? M(-INFINITY) : M(0);
-  for (size_t i = lo; i < hi; ++i) first = lse ? tl::math::nan_max(M(x[i]), first) : first + M(x[i]);
+  for (size_t i = lo; i < hi; ++i)
+    first = lse ? tl::math::nan_max(M(x[i]), first) : first + M(x[i]);
   if (!lse) first /= M(hi - lo);
   const M shift = lse ? tl::math::lse_shift(first) : first;
   M second = 0;

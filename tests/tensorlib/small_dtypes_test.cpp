@@ -98,8 +98,8 @@ TEST(SmallIntegers, IndexingReductionsAndProducts) {
 
 TEST(SmallIntegers, SafetensorsKeepsTheDtype) {
   const std::string path = "/tmp/tl_small_dtypes_" + std::to_string(::getpid()) + ".safetensors";
-  tl::nn::save_safetensors({{"a", tl::tensor({-3, 4}, tl::kInt8)}, {"b", tl::tensor({-300}, tl::kInt16)}},
-                           path);
+  tl::nn::save_safetensors(
+      {{"a", tl::tensor({-3, 4}, tl::kInt8)}, {"b", tl::tensor({-300}, tl::kInt16)}}, path);
   auto loaded = tl::nn::load_safetensors(path);
   std::remove(path.c_str());
   EXPECT_EQ(loaded.at("a").dtype(), tl::kInt8);

@@ -8,7 +8,9 @@ namespace {
 using tl::Tensor;
 using Shape = std::vector<int64_t>;
 
-Shape vec(tl::IntArrayRef a) { return a.vec(); }
+Shape vec(tl::IntArrayRef a) {
+  return a.vec();
+}
 
 // Reads element (i, j) of a 2-D tensor through its strides, independently of the op code.
 double at2(const Tensor& t, int64_t i, int64_t j) {
@@ -83,14 +85,15 @@ TEST(Views, CopyFromAPartlyOverlappingViewIsRefused) {
     x.slice(0, 1, 6).copy_(x.slice(0, 0, 5));
     FAIL() << "a partly overlapping copy must throw";
   } catch (const tl::Error& err) {
-    EXPECT_NE(std::string(err.what()).find("some elements of the input tensor and the written-to "
-                                           "tensor refer to a single memory location"),
+    EXPECT_NE(std::string(err.what())
+                  .find("some elements of the input tensor and the written-to "
+                        "tensor refer to a single memory location"),
               std::string::npos)
         << err.what();
   }
   EXPECT_TRUE(tl::equal(x, tl::arange(6, tl::kFloat32)));  // nothing was written
-  x.copy_(x);                                               // the same memory: allowed
-  x.slice(0, 0, 3).copy_(x.slice(0, 3, 6));                 // disjoint halves of one storage
+  x.copy_(x);                                              // the same memory: allowed
+  x.slice(0, 0, 3).copy_(x.slice(0, 3, 6));                // disjoint halves of one storage
   EXPECT_EQ(x[0].item<float>(), 3.0f);
   EXPECT_EQ(x[2].item<float>(), 5.0f);
 }
@@ -215,7 +218,8 @@ TEST(Views, DimErrorsNameTheRange) {
     a.transpose(0, 2);
     FAIL();
   } catch (const tl::IndexError& e) {
-    EXPECT_STREQ(e.what(), "Dimension out of range (expected to be in range of [-2, 1], but got 2)");
+    EXPECT_STREQ(e.what(),
+                 "Dimension out of range (expected to be in range of [-2, 1], but got 2)");
   }
   try {
     a.select(1, 3);

@@ -6,7 +6,7 @@ JOBS       ?= $(shell nproc)
 WERROR     ?= $(if $(TIDEMARK_WERROR),$(TIDEMARK_WERROR),OFF)
 CMAKE_ARGS ?=
 
-.PHONY: deps deps-demo configure configure-demo build build-demo demo test test-fast test-sanitize bench format clean
+.PHONY: deps deps-demo configure configure-demo build build-demo demo test test-fast test-sanitize bench format format-check clean
 
 deps:
 	@scripts/install-deps.sh
@@ -89,6 +89,9 @@ bench: build
 
 format:
 	@git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' | xargs clang-format -i
+
+format-check: deps
+	@scripts/check-format.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -15,7 +15,7 @@ packages=(
 case "${1:-}" in
   --demo) ;;
   "") packages+=(libgtest-dev libgmock-dev libbenchmark-dev clang-14 libclang-rt-14-dev xvfb xauth zstd
-        libopenmpi-dev openmpi-bin chromium pybind11-dev python3-dev python3-venv) ;;
+        libopenmpi-dev openmpi-bin chromium pybind11-dev python3-dev python3-venv clang-format) ;;
   *) echo "usage: install-deps.sh [--demo]" >&2; exit 2 ;;
 esac
 

@@ -22,7 +22,7 @@ using tidemark::record::StackTable;
 using tidemark::record::Symbolizer;
 using tidemark::store::ResolvedFrame;
 
-// Lines of the calls in the chain below, recorded next to each call.
+// Lines of the calls in the chain below, recorded on the line after each call.
 int g_line_capture = 0, g_line_one = 0, g_line_two = 0, g_line_inline_capture = 0,
     g_line_inline_call = 0;
 
@@ -36,31 +36,31 @@ struct Captured {
 
 [[gnu::noinline]] void level_three(Captured& c, int skip, int depth) {
   c.n = capture_stack(c.ips, depth, skip);
-  g_line_capture = __LINE__;
+  g_line_capture = __LINE__ - 1;  // the call, on the line above
   BARRIER();
 }
 
 [[gnu::noinline]] void level_two(Captured& c, int skip, int depth) {
   level_three(c, skip, depth);
-  g_line_two = __LINE__;
+  g_line_two = __LINE__ - 1;  // the call, on the line above
   BARRIER();
 }
 
 [[gnu::noinline]] void level_one(Captured& c, int skip, int depth) {
   level_two(c, skip, depth);
-  g_line_one = __LINE__;
+  g_line_one = __LINE__ - 1;  // the call, on the line above
   BARRIER();
 }
 
 [[gnu::always_inline]] inline void inlined_capture(Captured& c) {
   c.n = capture_stack(c.ips, kMaxStackDepth, 0);
-  g_line_inline_capture = __LINE__;
+  g_line_inline_capture = __LINE__ - 1;  // the call, on the line above
   BARRIER();
 }
 
 [[gnu::noinline]] void calls_inlined(Captured& c) {
   inlined_capture(c);
-  g_line_inline_call = __LINE__;
+  g_line_inline_call = __LINE__ - 1;  // the call, on the line above
   BARRIER();
 }
 

@@ -151,12 +151,4 @@ std::string Tensor::toString() const {
   return os.str();
 }
 
-namespace cpu {
-void check_cpu(const char* op, std::initializer_list<const Tensor*> tensors) {
-  const Device d = detail::check_device(op, tensors);
-  TL_CHECK(d.is_cpu(), op, ": not implemented for CUDA tensors in this build yet (got a tensor on ",
-           d, "; copy it to the CPU with .cpu())");
-}
-}  // namespace cpu
-
 }  // namespace tl

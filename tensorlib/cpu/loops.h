@@ -227,7 +227,4 @@ inline To convert(From v) {
   }
 }
 
-// Checks that all tensors are on the CPU; names the op and the device otherwise.
-void check_cpu(const char* op, std::initializer_list<const Tensor*> tensors);
-
 }  // namespace tl::cpu

@@ -39,6 +39,7 @@
 #include "tensorlib/memory/caching_allocator.h"
 
 #include <algorithm>
+#include <bit>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -55,6 +56,27 @@ namespace tl::memory {
 namespace ev = tidemark::events;
 
 using namespace allocator_detail;  // Block, Segment, BlockPool, Params, align_up/down, pool_of
+
+// The size policy above: how a request is rounded into a block, and how large a segment is
+// reserved for a block that fits no cached one.
+size_t CachingAllocator::round_size(size_t nbytes, const AllocatorConfig& config) {
+  if (nbytes < kMinBlockSize) return kMinBlockSize;
+  size_t divisions = config.divisions_for(nbytes);
+  if (divisions > 1 && nbytes > kMinBlockSize * divisions) {
+    // nbytes > 512 x divisions, so each step (floor power of two / divisions) is a power of
+    // two of at least 512 bytes and blocks stay multiples of kMinBlockSize.
+    size_t floor = std::bit_floor(nbytes);
+    if (floor == nbytes) return nbytes;
+    return align_up(nbytes, floor / divisions);
+  }
+  return align_up(nbytes, kMinBlockSize);
+}
+
+size_t CachingAllocator::allocation_size(size_t rounded) {
+  if (rounded <= kSmallSize) return kSmallBuffer;
+  if (rounded < kMinLargeAlloc) return kLargeBuffer;
+  return align_up(rounded, kRoundLarge);
+}
 
 struct CachingAllocator::Impl {
   std::unique_ptr<DeviceInterface> device;

@@ -33,31 +33,37 @@ std::vector<uint64_t> backward_times(const Trace& trace, int64_t device) {
     return out;
   }
   std::map<uint64_t, bool> memo;
-  for (const store::AllocationRow& r : live_in_range(trace, device, 0, kNever)) {
-    if (!r.stack_id) continue;
-    auto [it, fresh] = memo.try_emplace(r.stack_id, false);
+  Stmt q(trace.db(), "SELECT stack, alloc_ts FROM allocations WHERE device = ?1 AND stack <> 0");
+  q.bind(1, device);
+  while (q.step()) {
+    auto [it, fresh] = memo.try_emplace(q.u64(0), false);
     if (fresh)
-      for (const store::ResolvedFrame& f : trace.resolved_frames(r.stack_id))
+      for (const store::ResolvedFrame& f : trace.resolved_frames(q.u64(0)))
         if (is_autograd_engine_frame(f)) it->second = true;
-    if (it->second) out.push_back(r.alloc_ts);
+    if (it->second) out.push_back(q.u64(1));
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
-// One step's forward, from the step's start to its first backward, and the gradients made
-// before the step that are live at its start.
+// A gradient block: when it was allocated and freed (kNever: never), its bytes.
+struct Grad {
+  uint64_t alloc_ts = 0, freed_ts = kNever;
+  int64_t bytes = 0;
+};
+
+// One step's forward, from the step's start to its first backward.
 struct Forward {
   int64_t step = 0;
   uint64_t from = 0, to = 0;
-  std::vector<store::AllocationRow> stale;  // by free_requested_ts (never freed: last)
-  int64_t stale_bytes = 0;
-  bool freed_in_forward = false;  // all of them freed before its backward: zero_grad after it
 };
 
-uint64_t freed_at(const store::AllocationRow& r) {
-  return r.free_requested_ts.value_or(kNever);
-}
+// What one forward held of the gradients made before it.
+struct Stale {
+  std::vector<Grad> grads;  // live at the forward's start, made before it; by freed_ts
+  int64_t bytes = 0;
+  bool freed_in_forward = true;  // all of them freed before its backward: zero_grad after it
+};
 
 }  // namespace
 
@@ -84,48 +90,80 @@ void detect_stale_grads(const Trace& trace, Diagnosis& out) {
     if (steps.size() < 2) continue;  // a forward after a backward needs two steps
     const std::optional<store::Peak> pk = peak(trace, dev.id, store::Curve::allocated);
     if (!pk || pk->bytes <= 0) continue;
-    std::vector<store::AllocationRow> grads = trace.reader().allocations_where(
-        "WHERE device = ?1 AND category = 'gradient' ORDER BY seq", {dev.id});
-    if (grads.empty()) continue;
+    if (!scalar(trace,
+                "SELECT 1 FROM allocations WHERE device = ? AND category = 'gradient' LIMIT 1",
+                {dev.id}))
+      continue;
     const std::vector<uint64_t> backwards = backward_times(trace, dev.id);
     std::vector<Forward> forwards;
     for (const StepSpan& s : steps) {
       const uint64_t end = s.end_ts.value_or(kNever);
       auto b = std::lower_bound(backwards.begin(), backwards.end(), s.ts);
       if (b == backwards.end() || *b >= end) continue;  // no backward: not a training step
-      Forward f{s.number, s.ts, *b, {}, 0, true};
-      for (const store::AllocationRow& g : grads)
-        if (g.alloc_ts < s.ts && freed_at(g) > s.ts) {
-          f.stale.push_back(g);
-          f.stale_bytes += static_cast<int64_t>(g.size);
-          f.freed_in_forward = f.freed_in_forward && freed_at(g) <= f.to;
-        }
-      if (f.stale.empty()) continue;
-      std::sort(f.stale.begin(), f.stale.end(),
-                [](const auto& a, const auto& b) { return freed_at(a) < freed_at(b); });
-      forwards.push_back(std::move(f));
+      forwards.push_back({s.number, s.ts, *b});
     }
     if (forwards.empty()) continue;
-    // The allocated curve with the stale gradients taken out of the forwards: its highest
-    // value, and the forward (and its moment) where the most was live with them.
-    int64_t without = 0, worst_value = -1;
+    // One pass in time order: the gradients, read as the curve goes (memory: the gradients live
+    // at once, not every one of the trace), and the allocated curve with the stale ones taken
+    // out of each forward. `live`: the gradients allocated so far and not yet freed.
+    Stmt grads(trace.db(),
+               "SELECT alloc_ts, free_requested_ts, size FROM allocations WHERE device = ?1 AND "
+               "category = 'gradient' ORDER BY alloc_ts, seq");
+    grads.bind(1, dev.id);
+    std::optional<Grad> next_grad;
+    auto read_grad = [&] {
+      next_grad.reset();
+      if (grads.step())
+        next_grad = Grad{grads.u64(0), grads.is_null(1) ? kNever : grads.u64(1),
+                         static_cast<int64_t>(grads.u64(2))};
+    };
+    read_grad();
+    auto by_free = [](const Grad& a, const Grad& b) { return a.freed_ts > b.freed_ts; };
+    std::vector<Grad> live;  // a heap: the first to be freed on top
+    Stale current, worst_stale;
+    size_t fi = 0, freed = 0, had_stale = 0, freed_before_backward = 0;
+    bool in_forward = false;
+    int64_t without = 0, stale_live = 0, worst_value = -1;
     const Forward* worst = nullptr;
     std::optional<uint64_t> worst_seq;
     uint64_t worst_ts = 0;
-    size_t fi = 0, freed = 0;
-    int64_t stale_live = 0;
+    auto enter = [&](const Forward& f) {  // the gradients made before `f` and live at its start
+      for (; next_grad && next_grad->alloc_ts < f.from; read_grad()) {
+        live.push_back(*next_grad);
+        std::push_heap(live.begin(), live.end(), by_free);
+      }
+      for (; !live.empty() && live.front().freed_ts <= f.from; live.pop_back())
+        std::pop_heap(live.begin(), live.end(), by_free);
+      current = Stale{live, 0, true};
+      std::sort(current.grads.begin(), current.grads.end(),
+                [](const Grad& a, const Grad& b) { return a.freed_ts < b.freed_ts; });
+      for (const Grad& g : current.grads) {
+        current.bytes += g.bytes;
+        current.freed_in_forward = current.freed_in_forward && g.freed_ts <= f.to;
+      }
+      if (!current.grads.empty()) {
+        ++had_stale;
+        freed_before_backward += current.freed_in_forward ? 1 : 0;
+      }
+      stale_live = current.bytes;
+      freed = 0;
+    };
     trace.reader().for_each_lod(
         dev.id, 0, 0, std::numeric_limits<int64_t>::max(), [&](const store::LodRow& row) {
-          while (fi < forwards.size() && row.t >= forwards[fi].to) ++fi, freed = 0;
+          while (fi < forwards.size() && row.t >= forwards[fi].to) ++fi, in_forward = false;
           int64_t value = row.allocated;
           if (fi < forwards.size() && row.t >= forwards[fi].from) {
-            const Forward& f = forwards[fi];
-            if (freed == 0) stale_live = f.stale_bytes;
-            for (; freed < f.stale.size() && freed_at(f.stale[freed]) <= row.t; ++freed)
-              stale_live -= static_cast<int64_t>(f.stale[freed].size);
+            if (!in_forward) enter(forwards[fi]), in_forward = true;
+            for (; freed < current.grads.size() && current.grads[freed].freed_ts <= row.t; ++freed)
+              stale_live -= current.grads[freed].bytes;
             value -= stale_live;
-            if (row.allocated > worst_value)
-              worst_value = row.allocated, worst = &f, worst_seq = row.seq, worst_ts = row.t;
+            if (!current.grads.empty() && row.allocated > worst_value) {
+              worst_value = row.allocated, worst = &forwards[fi], worst_seq = row.seq;
+              worst_ts = row.t;
+              if (worst_stale.grads.size() != current.grads.size() ||
+                  worst_stale.bytes != current.bytes)
+                worst_stale = current;
+            }
           }
           without = std::max(without, value);
           return true;
@@ -134,13 +172,11 @@ void detect_stale_grads(const Trace& trace, Diagnosis& out) {
     if (!worst || saving < kMinStaleSaving ||
         static_cast<double>(saving) < kMinStaleShare * static_cast<double>(pk->bytes))
       continue;
-    size_t freed_before_backward = 0;
-    for (const Forward& f : forwards) freed_before_backward += f.freed_in_forward ? 1 : 0;
     Finding f;
     f.id = "stale-grads";
     f.device = dev.name;
     f.bytes = saving;
-    f.title = "the last step's gradients (" + format_bytes(worst->stale_bytes) +
+    f.title = "the last step's gradients (" + format_bytes(worst_stale.bytes) +
               ") are still live in the next step's forward: the peak would be " +
               format_bytes(without) + " without them";
     if (worst_seq) {
@@ -152,19 +188,19 @@ void detect_stale_grads(const Trace& trace, Diagnosis& out) {
         {"phase", "forward of a training step, before its backward"},
         {"peak allocated", bytes_text(pk->bytes) + " at " + trace.time_text(pk->ts_ns)},
         {"gradients from earlier steps live in a forward",
-         bytes_text(worst->stale_bytes) + " in " + std::to_string(worst->stale.size()) +
+         bytes_text(worst_stale.bytes) + " in " + std::to_string(worst_stale.grads.size()) +
              " allocations (step " + std::to_string(worst->step) + ", at " +
              trace.time_text(worst_ts) + ")"},
         {"steps whose forward had them",
-         std::to_string(forwards.size()) + " of " + std::to_string(steps.size())},
+         std::to_string(had_stale) + " of " + std::to_string(steps.size())},
         {"freed before the step's backward",
-         freed_before_backward == forwards.size() ? "yes: zeroed after the forward"
+         freed_before_backward == had_stale ? "yes: zeroed after the forward"
          : freed_before_backward == 0 ? "no: zeroed in place (set_to_none=False) or never zeroed"
                                       : std::to_string(freed_before_backward) + " of " +
-                                            std::to_string(forwards.size()) + " steps"},
+                                            std::to_string(had_stale) + " steps"},
         {"peak without them", bytes_text(without)}};
     note_inferred(trace, f);
-    f.fix = freed_before_backward == forwards.size()
+    f.fix = freed_before_backward == had_stale
                 ? "Call optimizer.zero_grad() before the forward, not after it (tl: "
                   "optimizer.zero_grad() before model(x)): the gradients are then freed before "
                   "the forward saves its activations, and backward makes them again."

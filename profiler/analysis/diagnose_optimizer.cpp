@@ -53,8 +53,6 @@ OptimizerFrames optimizer_frames(const Trace& t, uint64_t stack) {
 
 }  // namespace
 
-constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
-
 // Note [Optimizer peak]: an optimizer step runs after backward, with the parameters, their
 // gradients and the optimizer's state all live; whatever the step allocates for itself comes
 // on top of all three. torch.optim's default multi-tensor (foreach) AdamW allocates a
@@ -102,11 +100,17 @@ void detect_optimizer_peak(const Trace& trace, Diagnosis& out) {
     // The allocated curve with every optimizer temporary of the window taken out (each
     // step's, not only the peak's): its highest value is the peak without them.
     std::vector<std::pair<uint64_t, int64_t>> changes;  // (time, +size at alloc / -size at free)
-    for (const store::AllocationRow& r : live_in_range(trace, dev.id, 0, kNever)) {
-      if (!temporary(r)) continue;
-      changes.emplace_back(r.alloc_ts, static_cast<int64_t>(r.size));
-      if (r.free_requested_ts)
-        changes.emplace_back(*r.free_requested_ts, -static_cast<int64_t>(r.size));
+    Stmt q(trace.db(),
+           "SELECT stack, alloc_ts, free_requested_ts, size FROM allocations WHERE device = ?1 "
+           "AND stack <> 0 AND category NOT IN ('optimizer_state', 'parameter', 'gradient')");
+    q.bind(1, dev.id);
+    while (q.step()) {  // the rows one at a time: a long run has millions
+      auto [it, fresh] = memo.try_emplace(q.u64(0));
+      if (fresh) it->second = optimizer_frames(trace, q.u64(0));
+      if (!it->second.optimizer) continue;
+      const auto size = static_cast<int64_t>(q.u64(3));
+      changes.emplace_back(q.u64(1), size);
+      if (!q.is_null(2)) changes.emplace_back(q.u64(2), -size);
     }
     std::sort(changes.begin(), changes.end());
     int64_t without = 0, live = 0, outside = 0;

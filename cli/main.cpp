@@ -129,7 +129,8 @@ static int run_command(int argc, char** argv) {
                    "Python: the frames each allocation keeps: python, or all (C++ too)")
       ->check(CLI::IsMember({"python", "all"}));
   record->add_option("--step-on", rec.step_on,
-                     "Python: MODULE:FUNC whose return ends a step (default: each optimizer step)");
+                     "Python: MODULE:FUNC whose return ends a step, __main__:FUNC for the "
+                     "script's own (default: each optimizer step)");
   record->add_flag("--dry-run", rec.dry_run,
                    "Print what would run and be injected, and run nothing");
   // The program and its arguments follow "--" (split off before parsing, so the program's

@@ -10,7 +10,8 @@ initialised CUDA in the process:
 * turns on PyTorch's allocator history (`torch.cuda.memory._record_memory_history`, with
   TIDEMARK_PYTHON_MAX_ENTRIES entries and TIDEMARK_PYTHON_STACKS frames: python or all);
 * marks each step where the program's optimizers step (an optimizer step post-hook), or where
-  TIDEMARK_PYTHON_STEP_ON (MODULE:FUNC) returns; the marks go into the snapshot as
+  TIDEMARK_PYTHON_STEP_ON (MODULE:FUNC, `__main__:FUNC` for the script's own) returns; the
+  marks go into the snapshot as
   `tidemark.step` annotations, which the importer takes as the steps, and into NVTX ranges named
   `step` when TIDEMARK_PYTHON_NVTX is set (CUPTI injection on);
 * writes the snapshot (`torch.cuda.memory._snapshot()`, the marks added) into
@@ -70,8 +71,8 @@ class _Hook:
         has run, whenever the program first imports it."""
         hook = self
         pending = {"torch"}
-        if self.step_on:
-            pending.add(self.step_on.split(":")[0])
+        if self.step_on and self.step_module() != "__main__":
+            pending.add(self.step_module())
 
         class Finder:
             def find_spec(self, name, path=None, target=None):
@@ -101,11 +102,41 @@ class _Hook:
 
         sys.meta_path.insert(0, Finder())
 
+    def step_module(self):
+        return self.step_on.split(":")[0]
+
     def imported(self, name, module):
         if name == "torch":
             self.on_torch(module)
-        if self.step_on and name == self.step_on.split(":")[0]:
+        if self.step_on and name == self.step_module():
             self.wrap_step_function(module)
+
+    def watch_main(self):
+        """--step-on __main__:FUNC: the script's own function exists only once the script has run
+        its definition, and the script is run, not imported. A profile function looks at each
+        call until FUNC's first one: it then wraps FUNC where the script finds it (the later
+        calls), marks the step when that first call returns, and goes, handing back any profile
+        function the program had set; the rest of the run runs without one."""
+        hook = self
+        attr = self.step_on.split(":", 1)[1] if ":" in self.step_on else ""
+        before = sys.getprofile()
+        first = []
+
+        def profile(frame, event, arg):
+            if before:
+                before(frame, event, arg)
+            if event == "call" and not first and frame.f_code.co_name == attr.rsplit(".", 1)[-1]:
+                main = sys.modules.get("__main__")
+                if main is not None and frame.f_globals is vars(main) and \
+                        getattr(frame.f_code, "co_qualname", attr) == attr:
+                    hook.wrap_step_function(main)
+                    first.append(frame)
+            elif event == "return" and first and frame is first[0]:
+                sys.setprofile(before)
+                hook.mark_step()
+
+        if attr:
+            sys.setprofile(profile)
 
     def on_torch(self, torch):
         import atexit
@@ -242,6 +273,8 @@ def _install(out):
 
     hook = _Hook(out)
     hook.watch_imports()
+    if hook.step_on and hook.step_module() == "__main__":
+        hook.watch_main()
     atexit.register(hook.at_exit)
     if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         try:

@@ -137,6 +137,19 @@ TEST(RecordPython, StepOnMarksAStepWhereTheFunctionReturns) {
   EXPECT_EQ(t.steps, 4u);
 }
 
+// The script's own step function: `train.py train` calls its `train_step` (defined in the
+// script, run as __main__) once a step; with --step-on the optimizer's hook is not used, so the
+// five steps are the five returns, the first one included.
+TEST(RecordPython, StepOnTheScriptsOwnFunctionMarksEachReturn) {
+  const std::string out = dir() + "/main_step.db";
+  tl_test::Result r = record(
+      {"-o", out, "--step-on", "__main__:train_step", "--", "python3", kTrain, "train", "5"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const Trace t = read(out);
+  expect_same(printed(r.out), t.devices.at("cuda:0"));
+  EXPECT_EQ(t.steps, 5u);
+}
+
 TEST(RecordPython, TheEnvironmentsOwnSitecustomizeStillRuns) {
   const std::string user = dir() + "/user_site";
   std::filesystem::create_directories(user);

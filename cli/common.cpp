@@ -89,11 +89,6 @@ std::string trace_file_for(const std::string& path) {
   }
 }
 
-std::string shown_path(const analysis::Trace& trace) {
-  std::string snapshot = importers::snapshot_of(trace.path());
-  return snapshot.empty() ? trace.path() : snapshot;
-}
-
 analysis::Trace open_trace(const std::string& given, bool require_finalized) {
   const std::string path = trace_file_for(given);
   Progress p("reading " + given);
@@ -120,14 +115,14 @@ std::vector<analysis::DeviceRef> select_devices(const analysis::Trace& trace,
   try {
     return {trace.device(device_spec)};
   } catch (const std::invalid_argument& e) {
-    throw UsageError(shown_path(trace) + ": " + e.what());
+    throw UsageError(trace.shown_path() + ": " + e.what());
   }
 }
 
 analysis::DeviceRef primary_device(const analysis::Trace& trace, const std::string& device_spec) {
   if (!device_spec.empty()) return select_devices(trace, device_spec).front();
   const analysis::DeviceRef* best = analysis::busiest_device(trace);
-  if (!best) throw UsageError(shown_path(trace) + ": the trace has no devices (no memory events)");
+  if (!best) throw UsageError(trace.shown_path() + ": the trace has no devices (no memory events)");
   return *best;
 }
 

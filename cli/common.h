@@ -65,8 +65,7 @@ void use_category_rules(const std::string& file);
 // gives the file to open: `path` itself, or the trace imported from it (an import error is a
 // UsageError naming `path`).
 std::string trace_file_for(const std::string& path);
-// The file a user named for `trace`: the snapshot it was imported from, else its own path.
-std::string shown_path(const analysis::Trace& trace);
+// Opens trace_file_for(path), named `path` in what it says (Trace::shown_path).
 analysis::Trace open_trace(const std::string& path, bool require_finalized = true);
 
 // Text for XML and HTML (JUnit reports, the HTML report): & < > " ' as entities.

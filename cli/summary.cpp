@@ -31,7 +31,6 @@ int run_summary(const SummaryArgs& a) {
     Progress p("summarising " + a.file);
     s = an::summarize(t, o);
   }
-  s.path = a.file;  // a snapshot's own name, not its temporary trace's
   if (a.json) {
     print_json(s);
     return kExitOk;

@@ -43,7 +43,7 @@ void draw_terminal(const an::Trace& t, const an::Timeline& tl, size_t height) {
   const int64_t top = scale_top(tl);
   const size_t w = tl.width();
   const int peak_col = tl.peak_allocated ? column_of(tl, tl.peak_allocated->ts_ns) : -1;
-  fmt::print("{} on {}: allocated █ over reserved ░, {} to {}\n", shown_path(t), tl.device,
+  fmt::print("{} on {}: allocated █ over reserved ░, {} to {}\n", t.shown_path(), tl.device,
              t.time_text(tl.from_ts), t.time_text(tl.to_ts));
   // The peak marker row.
   std::string marker(kLabelWidth, ' ');
@@ -169,7 +169,7 @@ void write_svg(an::OutputFile& out, const an::Trace& t, const an::Timeline& tl, 
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
       "font-family=\"sans-serif\" font-size=\"11\">\n",
       static_cast<double>(w) + margin + 10, h + 20);
-  f << fmt::format("<title>{} on {}</title>\n", shown_path(t), tl.device);
+  f << fmt::format("<title>{} on {}</title>\n", t.shown_path(), tl.device);
   f << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   f << fmt::format("<path d=\"{}\" fill=\"#c6dbef\"><title>reserved</title></path>\n",
                    area(tl.reserved));

@@ -38,15 +38,16 @@ OptimizerFrames optimizer_frames(const Trace& t, uint64_t stack) {
     if (torch || r.function.find("tl::optim::") != std::string::npos ||
         (r.function == "step" && base.find("optim") != std::string::npos))
       o.optimizer = true;
-    // torch.optim's own step, when its frame is the innermost optimizer frame: a hand-written
-    // optimizer's step is called through torch.optim.Optimizer's wrapper too.
-    if (o.optimizer && !was) o.torch = torch;
+    if (o.optimizer && !was) {  // the innermost optimizer frame
+      // torch.optim's own step only when it is innermost: a hand-written optimizer's step is
+      // called through torch.optim.Optimizer's wrapper too.
+      o.torch = torch;
+      o.where = std::string(qualified_name(r.function)) + " (" + base + ":" +
+                std::to_string(r.line) + ")";
+    }
     if (r.function.starts_with("_multi_tensor_") ||
         r.function.find("tl::optim::Adam::multi_tensor_step") != std::string::npos)
       o.multi_tensor = true;
-    if (o.optimizer && !was)
-      o.where = std::string(qualified_name(r.function)) + " (" + base + ":" +
-                std::to_string(r.line) + ")";
   }
   return o;
 }

@@ -42,12 +42,6 @@ class Imports {
     import_pytorch_snapshot(path, out.string());
     return traces_[path] = out.string();
   }
-  std::string snapshot_of(const std::string& trace) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& [snapshot, imported] : traces_)
-      if (imported == trace) return snapshot;
-    return {};
-  }
 
  private:
   std::mutex mutex_;
@@ -75,10 +69,6 @@ std::string imported_trace(const std::string& path) {
 
 std::string trace_file_for(const std::string& path) {
   return starts_as_pickle(path) ? imported_trace(path) : path;
-}
-
-std::string snapshot_of(const std::string& trace_path) {
-  return imports().snapshot_of(trace_path);
 }
 
 }  // namespace tidemark::importers

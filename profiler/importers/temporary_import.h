@@ -20,7 +20,5 @@ bool starts_as_pickle(const std::string& path);
 std::string imported_trace(const std::string& path);
 // The trace to open for `path`: imported_trace(path) when it starts as a pickle, else itself.
 std::string trace_file_for(const std::string& path);
-// The snapshot a temporary trace was imported from; empty for any other file.
-std::string snapshot_of(const std::string& trace_path);
 
 }  // namespace tidemark::importers

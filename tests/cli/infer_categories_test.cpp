@@ -15,6 +15,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -114,8 +115,12 @@ Measured measure(const std::string& name, const std::vector<std::string>& progra
   }
   EXPECT_EQ(static_cast<int64_t>(m.peak_bytes), peak) << "the live allocations add up to the peak";
 
-  // Steps: the k-th inferred boundary falls in the k-th recorded step (its last allocation
-  // before the boundary is one the recorded step made).
+  // Steps: the k-th inferred boundary falls in the k-th recorded step (the last allocation
+  // before the boundary made by the thread that marked the steps -- the loop's -- is one the
+  // recorded step made). Other threads' allocations are left out of the placing: a DataLoader
+  // worker's next batch is ordered against the loop's step mark by the scheduler alone, so one
+  // landing between the mark and the loop's first allocation of the step is no fault of the
+  // boundary.
   const std::vector<an::StepStats> rs = an::step_stats(truth, device);
   const std::vector<an::StepStats> is = an::step_stats(guess, imported_device);
   m.recorded_steps = rs.size();
@@ -136,9 +141,24 @@ Measured measure(const std::string& name, const std::vector<std::string>& progra
     return out;
   }();
   EXPECT_EQ(step_seqs.size(), is.size());
+  const std::set<uint64_t> loop_threads = [&] {
+    std::set<uint64_t> out;
+    sqlite3* db = nullptr;
+    EXPECT_EQ(sqlite3_open_v2(recorded.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* q = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT DISTINCT thread FROM steps", -1, &q, nullptr),
+              SQLITE_OK);
+    while (q && sqlite3_step(q) == SQLITE_ROW)
+      out.insert(static_cast<uint64_t>(sqlite3_column_int64(q, 0)));
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    return out;
+  }();
+  EXPECT_EQ(loop_threads.size(), 1u) << "the samples mark their steps from one thread";
   for (size_t k = 0; k < is.size() && k < rs.size() && k < step_seqs.size(); ++k) {
     size_t before = 0;  // imported allocations made before the boundary
     while (before < b.size() && b[before].seq < step_seqs[k]) ++before;
+    while (before > 0 && !loop_threads.count(a[before - 1].thread)) --before;
     if (before == 0) continue;
     const uint64_t t = a[before - 1].alloc_ts;  // that allocation in the recorded trace
     const uint64_t start = truth.origin_ns() + rs[k].start_ns;

@@ -63,6 +63,20 @@ std::string pct(uint64_t a, uint64_t b) {
 }
 
 // Records `program`, exports it without categories, imports it, and compares.
+// One integer column of a query on a trace file, read directly (the trace's schema is a contract).
+std::vector<uint64_t> column(const fs::path& trace, const char* sql) {
+  std::vector<uint64_t> out;
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open_v2(trace.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK) << trace;
+  sqlite3_stmt* q = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(db, sql, -1, &q, nullptr), SQLITE_OK) << sql;
+  while (q && sqlite3_step(q) == SQLITE_ROW)
+    out.push_back(static_cast<uint64_t>(sqlite3_column_int64(q, 0)));
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  return out;
+}
+
 Measured measure(const std::string& name, const std::vector<std::string>& program) {
   Measured m;
   const std::string recorded = (dir() / (name + ".db")).string();
@@ -127,33 +141,11 @@ Measured measure(const std::string& name, const std::vector<std::string>& progra
   m.inferred_steps = is.size();
   // A step is placed by order, not time (entries of a fast loop share microseconds): the
   // allocations before it are those of smaller seq.
-  const std::vector<uint64_t> step_seqs = [&] {
-    std::vector<uint64_t> out;
-    sqlite3* db = nullptr;
-    EXPECT_EQ(sqlite3_open_v2(imported.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-    sqlite3_stmt* q = nullptr;
-    EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT seq FROM steps ORDER BY ts, seq", -1, &q, nullptr),
-              SQLITE_OK);
-    while (q && sqlite3_step(q) == SQLITE_ROW)
-      out.push_back(static_cast<uint64_t>(sqlite3_column_int64(q, 0)));
-    sqlite3_finalize(q);
-    sqlite3_close(db);
-    return out;
-  }();
+  const std::vector<uint64_t> step_seqs =
+      column(imported, "SELECT seq FROM steps ORDER BY ts, seq");
   EXPECT_EQ(step_seqs.size(), is.size());
-  const std::set<uint64_t> loop_threads = [&] {
-    std::set<uint64_t> out;
-    sqlite3* db = nullptr;
-    EXPECT_EQ(sqlite3_open_v2(recorded.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-    sqlite3_stmt* q = nullptr;
-    EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT DISTINCT thread FROM steps", -1, &q, nullptr),
-              SQLITE_OK);
-    while (q && sqlite3_step(q) == SQLITE_ROW)
-      out.insert(static_cast<uint64_t>(sqlite3_column_int64(q, 0)));
-    sqlite3_finalize(q);
-    sqlite3_close(db);
-    return out;
-  }();
+  const std::vector<uint64_t> threads = column(recorded, "SELECT DISTINCT thread FROM steps");
+  const std::set<uint64_t> loop_threads(threads.begin(), threads.end());
   EXPECT_EQ(loop_threads.size(), 1u) << "the samples mark their steps from one thread";
   for (size_t k = 0; k < is.size() && k < rs.size() && k < step_seqs.size(); ++k) {
     size_t before = 0;  // imported allocations made before the boundary

@@ -2,8 +2,9 @@
 // 100 ms in WAL mode (docs/recording.md), so a reader sees a growing file long before
 // finalize builds the derived tables. LiveTrace reads the blocks committed since its last
 // poll() -- one cheap `MAX(id)` query when nothing is new -- and keeps the memory curves
-// (allocated, active, reserved per device, the statistics of docs/allocator.md) in memory, so a
-// viewer extends its timeline without reading the trace again.
+// (allocated, active, reserved and requested per device, the statistics of docs/allocator.md,
+// folded as Note [Memory curves] in profiler/events/events.h says) in memory, so a viewer
+// extends its timeline without reading the trace again.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
+#include "profiler/events/events.h"
 
 namespace tidemark::analysis {
 
@@ -44,8 +46,15 @@ class LiveTrace {
   std::optional<store::Peak> peak(size_t device) const;
   // The curves of a device over `width` columns, as analysis::timeline() gives them for a
   // finalized trace (min, max and last of each column), from the events read so far. Only
-  // the curves: steps and peak_allocated stay empty; `requested` too.
+  // the curves: steps and peak_allocated stay empty.
   Timeline timeline(size_t device, const TimelineRequest& request) const;
+  // Every change of a device's curves read so far, by time (ties by seq), with the curves
+  // after it: what level 0 of the finalized trace's memory_lod holds.
+  struct Change {
+    uint64_t ts = 0, seq = 0;
+    events::Curves after;
+  };
+  const std::vector<Change>& changes(size_t device) const;
 
   // The step events read so far (tl::profiler::step(), or a step range), by time: a step
   // runs from its event to the next one's (the last one to end_ns()).

@@ -272,6 +272,65 @@ struct Event {
   Event() : block() {}
 };
 
+// Note [Memory curves]
+// A device's memory is four curves, each the running sum of its events' changes from zero at
+// the start of the trace, the statistics of PyTorch's allocator (docs/allocator.md):
+//   allocated  bytes of blocks handed out and not yet released by their caller: + size at
+//              alloc, - size at free_requested;
+//   active     bytes of blocks not yet reusable (allocated, or released while a stream still
+//              uses them): + size at alloc, - size at free_completed;
+//   reserved   bytes the allocator holds from the device: + size at segment_alloc and
+//              segment_map, - size at segment_free and segment_unmap;
+//   requested  bytes the callers asked for: + requested_size at alloc, - requested_size at
+//              free_requested.
+// No other kind moves a curve. curve_delta() is that rule, and everything that folds events
+// into curves (finalize's level of detail, the live view, replay, the stats replayer, the
+// snapshot importer, the test helpers) sums it rather than restate it.
+struct Curves {
+  int64_t allocated = 0, active = 0, reserved = 0, requested = 0;
+
+  constexpr Curves& operator+=(const Curves& d) {
+    allocated += d.allocated;
+    active += d.active;
+    reserved += d.reserved;
+    requested += d.requested;
+    return *this;
+  }
+  friend constexpr bool operator==(const Curves&, const Curves&) = default;
+};
+
+// How an event moves its device's curves (Note [Memory curves]); zero for kinds that do not.
+inline Curves curve_delta(const Event& e) {
+  Curves d;
+  if (payload_of(e.kind) != Payload::block) return d;
+  const auto size = static_cast<int64_t>(e.block.size);
+  const auto requested = static_cast<int64_t>(e.block.requested_size);
+  switch (e.kind) {
+    case Kind::alloc:
+      d.allocated = d.active = size;
+      d.requested = requested;
+      break;
+    case Kind::free_requested:
+      d.allocated = -size;
+      d.requested = -requested;
+      break;
+    case Kind::free_completed:
+      d.active = -size;
+      break;
+    case Kind::segment_alloc:
+    case Kind::segment_map:
+      d.reserved = size;
+      break;
+    case Kind::segment_free:
+    case Kind::segment_unmap:
+      d.reserved = -size;
+      break;
+    default:
+      break;
+  }
+  return d;
+}
+
 // Note [Stamped events]
 // Some events are emitted away from the call that caused them: interpose parses CUPTI's
 // activity records on a thread of its own, long after the CUDA call they describe. Such a

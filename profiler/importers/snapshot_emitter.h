@@ -33,7 +33,7 @@ class Emitter {
     ev::DeviceId id;
     std::unordered_map<uint64_t, LiveBlock> blocks;
     std::map<uint64_t, LiveRange> ranges;  // segments and mapped ranges by start
-    int64_t allocated = 0, reserved = 0;
+    ev::Curves curves;                     // after the events emitted so far
   };
 
   void block_event(Device& d, ev::Kind kind, uint64_t ts, uint64_t addr, uint64_t size,
@@ -50,6 +50,10 @@ class Emitter {
     e.block.segment = segment;
     e.block.pool = pool;
     e.block.category = category;
+    const ev::Curves by = ev::curve_delta(e);
+    d.curves += by;
+    if (by.allocated > 0) check_live(d.curves.allocated, "allocated");
+    if (by.reserved > 0) check_live(d.curves.reserved, "reserved");
     append(e, ts, stack);
   }
 
@@ -60,8 +64,6 @@ class Emitter {
   void segment_alloc(Device& d, uint64_t ts, bool mapped, uint64_t addr, uint64_t size,
                      uint64_t stream, ev::Pool pool, uint64_t segment, uint64_t stack) {
     d.ranges[addr] = {addr + size, pool};
-    d.reserved += static_cast<int64_t>(size);
-    check_live(d.reserved, "reserved");
     block_event(d, mapped ? ev::Kind::segment_map : ev::Kind::segment_alloc, ts, addr, size, 0,
                 stream, segment, pool, stack);
   }
@@ -80,8 +82,6 @@ class Emitter {
     ev::Pool pool = requested <= kSmallSize ? ev::Pool::small : ev::Pool::large;
     if (auto* r = range_of(d, addr)) segment = r->first, pool = r->second.pool;
     d.blocks[addr] = {size, requested, segment, pool};
-    d.allocated += static_cast<int64_t>(size);
-    check_live(d.allocated, "allocated");
     block_event(d, ev::Kind::alloc, ts, addr, size, requested, stream, segment, pool, stack,
                 category);
   }
@@ -92,7 +92,6 @@ class Emitter {
                 trace_size <= kSmallSize ? ev::Pool::small : ev::Pool::large};
     auto it = d.blocks.find(addr);
     if (it != d.blocks.end()) b = it->second;
-    if (kind == ev::Kind::free_requested) d.allocated -= static_cast<int64_t>(b.size);
     if (kind == ev::Kind::free_completed && it != d.blocks.end()) d.blocks.erase(it);
     block_event(d, kind, ts, addr, b.size, b.requested, stream, b.segment, b.pool, stack);
   }
@@ -112,7 +111,6 @@ class Emitter {
       if (auto* r = range_of(d, addr)) pool = r->second.pool, segment = r->first;
       unmap(d, addr, addr + size);
     }
-    d.reserved -= static_cast<int64_t>(size);
     block_event(d, mapped ? ev::Kind::segment_unmap : ev::Kind::segment_free, ts, addr, size, 0,
                 stream, segment, pool, stack);
   }
@@ -125,8 +123,8 @@ class Emitter {
     x.allocator.requested_size = e.size;
     x.allocator.stream = e.stream;
     x.allocator.device_free = e.device_free();
-    x.allocator.allocated = static_cast<uint64_t>(std::max<int64_t>(d.allocated, 0));
-    x.allocator.reserved = static_cast<uint64_t>(std::max<int64_t>(d.reserved, 0));
+    x.allocator.allocated = static_cast<uint64_t>(std::max<int64_t>(d.curves.allocated, 0));
+    x.allocator.reserved = static_cast<uint64_t>(std::max<int64_t>(d.curves.reserved, 0));
     append(x, ts, stack);
   }
 

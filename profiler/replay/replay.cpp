@@ -33,33 +33,22 @@ namespace {
 // the allocator right after that call returned.
 class Curves {
  public:
+  // The curves move by Note [Memory curves] (profiler/events/events.h); a replay that starts
+  // mid-trace may free what it never saw allocated, so neither goes below zero.
   void on(const ev::Event& e) {
-    switch (e.kind) {
-      case ev::Kind::segment_alloc:
-      case ev::Kind::segment_map:
-        reserved_ += e.block.size;
-        ++f_.device_allocations;
-        if (reserved_ > f_.peak_reserved) {
-          f_.peak_reserved = reserved_;
-          peak_open_ = true;
-        }
-        break;
-      case ev::Kind::segment_free:
-      case ev::Kind::segment_unmap:
-        reserved_ -= std::min(reserved_, e.block.size);
-        break;
-      case ev::Kind::alloc:
-        allocated_ += e.block.size;
-        if (allocated_ > f_.peak_allocated) {
-          f_.peak_allocated = allocated_;
-          f_.peak_allocated_ts = ts_;
-        }
-        break;
-      case ev::Kind::free_requested:
-        allocated_ -= std::min(allocated_, e.block.size);
-        break;
-      default:
-        break;
+    const ev::Curves d = ev::curve_delta(e);
+    reserved_ = grown(reserved_, d.reserved);
+    allocated_ = grown(allocated_, d.allocated);
+    if (e.kind == ev::Kind::segment_alloc || e.kind == ev::Kind::segment_map) {
+      ++f_.device_allocations;
+      if (reserved_ > f_.peak_reserved) {
+        f_.peak_reserved = reserved_;
+        peak_open_ = true;
+      }
+    }
+    if (d.allocated > 0 && allocated_ > f_.peak_allocated) {
+      f_.peak_allocated = allocated_;
+      f_.peak_allocated_ts = ts_;
     }
   }
   // The request at `ts` is done: closes a peak it reached. Returns true when it did.
@@ -87,6 +76,9 @@ class Curves {
   }
 
  private:
+  static uint64_t grown(uint64_t v, int64_t by) {
+    return by >= 0 ? v + static_cast<uint64_t>(by) : v - std::min(v, static_cast<uint64_t>(-by));
+  }
   Figures f_;
   uint64_t reserved_ = 0, allocated_ = 0, ts_ = 0;
   bool peak_open_ = false;

@@ -480,14 +480,18 @@ class Finalizer {
     }
   }
 
-  detail::Curves& curves(int64_t device) { return curves_[device]; }
+  // A block event changes its device's curves (Note [Memory curves] in
+  // profiler/events/events.h): level 0 of the level of detail keeps the curves after it.
+  void add_change(int64_t dev, const ev::Event& e) {
+    detail::Curves& c = curves_[dev];
+    c += ev::curve_delta(e);
+    lod_[dev].add(e.ts_ns, e.seq, c);
+  }
 
   void on_segment(const DecodedEvent& d) {
     const ev::Event& e = d.event;
     const ev::BlockInfo& b = e.block;
     int64_t dev = device_id(e.device);
-    detail::Curves& c = curves(dev);
-    auto size = static_cast<int64_t>(b.size);
     switch (e.kind) {
       case ev::Kind::segment_alloc: {
         auto [it, fresh] = segments_.try_emplace({dev, b.addr});
@@ -495,7 +499,6 @@ class Finalizer {
         if (!fresh) write_segment(s, std::nullopt);
         s = {dev,    "segment", b.addr, b.size,      b.segment, b.stream,
              b.pool, e.ts_ns,   e.seq,  e.thread_id, d.stack_id};
-        c.reserved += size;
         break;
       }
       case ev::Kind::segment_free: {
@@ -504,13 +507,11 @@ class Finalizer {
           write_segment(it->second, e.ts_ns);
           segments_.erase(it);
         }
-        c.reserved -= size;
         break;
       }
       case ev::Kind::segment_map:
         mapped_[dev][b.addr] = {dev,    "mapped", b.addr, b.size,      b.segment, b.stream,
                                 b.pool, e.ts_ns,  e.seq,  e.thread_id, d.stack_id};
-        c.reserved += size;
         break;
       case ev::Kind::segment_unmap: {
         // Unmapping may cover part of one mapped range or several: the covered pieces end
@@ -542,13 +543,12 @@ class Finalizer {
             ++it;
           }
         }
-        c.reserved -= size;
         break;
       }
       default:
         break;
     }
-    lod_[dev].add(e.ts_ns, e.seq, c);
+    add_change(dev, e);
   }
 
   void on_block(const DecodedEvent& d) {
@@ -560,9 +560,6 @@ class Finalizer {
                        std::to_string(std::max(b.size, b.requested_size)) +
                        " bytes, more than 2^56");
     int64_t dev = device_id(e.device);
-    detail::Curves& c = curves(dev);
-    auto size = static_cast<int64_t>(b.size);
-    auto requested = static_cast<int64_t>(b.requested_size);
     switch (e.kind) {
       case ev::Kind::alloc: {
         auto [it, fresh] = allocs_.try_emplace({dev, b.addr});
@@ -572,17 +569,12 @@ class Finalizer {
         auto sit = scopes_.find(e.thread_id);
         if (sit != scopes_.end() && !sit->second.empty()) scope = sit->second.back().path;
         a = {dev, b, e.ts_ns, e.seq, e.thread_id, d.stack_id, std::nullopt, scope, b.category};
-        c.allocated += size;
-        c.active += size;
-        c.requested += requested;
         break;
       }
       case ev::Kind::free_requested: {
         auto it = allocs_.find({dev, b.addr});
         if (it != allocs_.end() && !it->second.free_requested_ts)
           it->second.free_requested_ts = e.ts_ns;
-        c.allocated -= size;
-        c.requested -= requested;
         break;
       }
       case ev::Kind::free_completed: {
@@ -591,13 +583,12 @@ class Finalizer {
           write_alloc(it->second, e.ts_ns);
           allocs_.erase(it);
         }
-        c.active -= size;
         break;
       }
       default:
         break;
     }
-    lod_[dev].add(e.ts_ns, e.seq, c);
+    add_change(dev, e);
   }
 
   void write_alloc(const OpenAlloc& a, std::optional<uint64_t> free_completed) {

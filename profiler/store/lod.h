@@ -7,14 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "profiler/events/events.h"
 #include "profiler/store/sqlite_db.h"
 #include "profiler/store/trace_reader.h"
 
 namespace tidemark::store::detail {
 
-struct Curves {
-  int64_t allocated = 0, active = 0, reserved = 0, requested = 0;
-};
+using Curves = events::Curves;
 
 // Bucket width of a level: 4^level microseconds (level 0: no buckets, every change).
 constexpr uint64_t lod_width_ns(int level) {

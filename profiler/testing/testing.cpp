@@ -18,6 +18,7 @@
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -417,7 +418,7 @@ struct ExpectPeakBelow::State final : Watcher {
   uint64_t thread = 0;  // Threads::this_thread: the creating thread
   std::map<int, Device> devices;
   // Threads::this_thread: the blocks of that thread, so only their frees count.
-  std::unordered_map<BlockKey, uint64_t, BlockKeyHash> own_blocks;
+  std::unordered_set<BlockKey, BlockKeyHash> own_blocks;
 
   Device& device(ev::DeviceId id) {
     Device& d = devices[block_key(id, 0).first];
@@ -425,26 +426,28 @@ struct ExpectPeakBelow::State final : Watcher {
     return d;
   }
 
+  // Allocated memory, as Note [Memory curves] (profiler/events/events.h) folds it; with
+  // Threads::this_thread, of that thread's blocks only.
   void on_event(const ev::Event& e, const uint64_t*, int) override {
-    if (e.kind == ev::Kind::alloc) {
-      if (thread != 0 && e.thread_id != thread) return;
-      if (thread != 0) own_blocks[block_key(e.device, e.block.addr)] = e.block.size;
-      Device& d = device(e.device);
-      d.current += static_cast<int64_t>(e.block.size);
-      if (d.current > d.peak) {
-        d.peak = d.current;
-        d.peak_alloc_size = e.block.size;
-      }
-    } else if (e.kind == ev::Kind::free_requested) {
-      uint64_t size = e.block.size;
-      if (thread != 0) {
-        auto it = own_blocks.find(block_key(e.device, e.block.addr));
-        if (it == own_blocks.end()) return;
-        size = it->second;
-        own_blocks.erase(it);
-      }
-      device(e.device).current -= static_cast<int64_t>(size);
+    const int64_t by = ev::curve_delta(e).allocated;
+    if (by == 0) return;
+    if (thread != 0 && !own(e)) return;
+    Device& d = device(e.device);
+    d.current += by;
+    if (by > 0 && d.current > d.peak) {
+      d.peak = d.current;
+      d.peak_alloc_size = e.block.size;
     }
+  }
+  // Whether an allocated-memory change is of a block the creating thread allocated.
+  bool own(const ev::Event& e) {
+    const BlockKey key = block_key(e.device, e.block.addr);
+    if (e.kind == ev::Kind::alloc) {
+      if (e.thread_id != thread) return false;
+      own_blocks.insert(key);
+      return true;
+    }
+    return own_blocks.erase(key) > 0;
   }
 };
 

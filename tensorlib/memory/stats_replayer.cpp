@@ -49,12 +49,8 @@ void apply_split_delta(DeviceStats& s, bool small, int64_t count_before, int64_t
 
 void StatsReplayer::on_alloc(DeviceState& d, const ev::BlockInfo& b) {
   bool small = b.pool == ev::Pool::small;
-  auto size = static_cast<int64_t>(b.size);
   update(d.stats.allocation, small, 1);
-  update(d.stats.allocated_bytes, small, size);
-  update(d.stats.requested_bytes, small, static_cast<int64_t>(b.requested_size));
   update(d.stats.active, small, 1);
-  update(d.stats.active_bytes, small, size);
   auto it = d.segments.find(b.segment);
   TL_CHECK(it != d.segments.end(), "StatsReplayer: alloc at ", b.addr,
            " in a segment it has not seen (replay must start with the allocator)");
@@ -73,7 +69,6 @@ void StatsReplayer::on_alloc(DeviceState& d, const ev::BlockInfo& b) {
 void StatsReplayer::on_free_completed(DeviceState& d, const ev::BlockInfo& b) {
   bool small = b.pool == ev::Pool::small;
   update(d.stats.active, small, -1);
-  update(d.stats.active_bytes, small, -static_cast<int64_t>(b.size));
   auto it = d.segments.find(b.segment);
   TL_CHECK(it != d.segments.end(), "StatsReplayer: free_completed at ", b.addr,
            " in a segment it has not seen");
@@ -94,17 +89,23 @@ void StatsReplayer::on_event(const ev::Event& e) {
   DeviceStats& s = d.stats;
   const ev::BlockInfo& b = e.block;
   bool small = b.pool == ev::Pool::small;
+  if (ev::payload_of(e.kind) == ev::Payload::block) {
+    // The byte statistics are the memory curves (Note [Memory curves] in events.h) per pool.
+    const ev::Curves by = ev::curve_delta(e);
+    update(s.allocated_bytes, small, by.allocated);
+    update(s.active_bytes, small, by.active);
+    update(s.reserved_bytes, small, by.reserved);
+    update(s.requested_bytes, small, by.requested);
+  }
   switch (e.kind) {
     case ev::Kind::segment_alloc:
       d.segments[b.segment] = SegmentState{b.size, small, false, {}};
       update(s.segment, small, 1);
-      update(s.reserved_bytes, small, static_cast<int64_t>(b.size));
       ++s.num_device_alloc;
       break;
     case ev::Kind::segment_free:
       d.segments.erase(b.segment);
       update(s.segment, small, -1);
-      update(s.reserved_bytes, small, -static_cast<int64_t>(b.size));
       ++s.num_device_free;
       break;
     case ev::Kind::segment_map: {
@@ -113,14 +114,12 @@ void StatsReplayer::on_event(const ev::Event& e) {
       seg.expandable = true;
       if (seg.size == 0) update(s.segment, small, 1);
       seg.size += b.size;
-      update(s.reserved_bytes, small, static_cast<int64_t>(b.size));
       ++s.num_device_alloc;
       break;
     }
     case ev::Kind::segment_unmap: {
       SegmentState& seg = d.segments[b.segment];
       seg.size -= b.size;
-      update(s.reserved_bytes, small, -static_cast<int64_t>(b.size));
       if (seg.size == 0) {
         update(s.segment, small, -1);
         d.segments.erase(b.segment);
@@ -133,8 +132,6 @@ void StatsReplayer::on_event(const ev::Event& e) {
       break;
     case ev::Kind::free_requested:
       update(s.allocation, small, -1);
-      update(s.allocated_bytes, small, -static_cast<int64_t>(b.size));
-      update(s.requested_bytes, small, -static_cast<int64_t>(b.requested_size));
       break;
     case ev::Kind::free_completed:
       on_free_completed(d, b);

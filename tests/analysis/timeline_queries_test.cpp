@@ -6,12 +6,20 @@
 #include <cstdio>
 #include <numeric>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include <tensorlib/tensorlib.h>
+
+#include "../../samples/mlp.h"
+
+#include "live_fold_check.h"
 #include "profiler/analysis/allocator_state.h"
 #include "profiler/analysis/bands.h"
 #include "profiler/analysis/follow.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
+#include "profiler/record/recorder.h"
 #include "trace_builder.h"
 
 namespace {
@@ -260,6 +268,35 @@ TEST(TimelineQueriesLive, EachPollReadsWhatWasCommittedSince) {
   const an::Timeline done = an::timeline(t, t.devices()[0].id, {1000, 5000, 4});
   EXPECT_EQ(done.allocated.last, tl.allocated.last);
   EXPECT_EQ(done.allocated.max, tl.allocated.max);
+  remove_trace(path);
+}
+
+// A recorded training run, with threads allocating beside the loop: the live view's curves
+// are finalize's level 0, change for change (the fold of Note [Memory curves]).
+TEST(TimelineQueriesLive, TheCurvesOfARecordedRunAreTheFinalizedLevel0) {
+  const std::string path = temp_path("recorded");
+  tidemark::record::Options o;
+  o.path = path;
+  tidemark::record::start(o);
+  {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 2; ++t)
+      threads.emplace_back([] {
+        for (int i = 0; i < 500; ++i) {
+          tl::Tensor a = tl::empty({64, 64});
+          tl::Tensor b = a.t().contiguous();
+        }
+      });
+    samples::MlpConfig c;
+    c.steps = 10;
+    samples::MlpTrainer trainer(c);
+    for (int i = 0; i < c.steps; ++i) trainer.step();
+    for (auto& th : threads) th.join();
+  }
+  tl::empty_cache(tl::Device("cpu"));
+  const auto rs = tidemark::record::stop();
+  EXPECT_EQ(rs.dropped, 0u);
+  EXPECT_GT(analysis_test::expect_live_curves_equal_level_0(path), 2000u);
   remove_trace(path);
 }
 

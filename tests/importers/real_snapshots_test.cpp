@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/live_fold_check.h"
 #include "profiler/analysis/diagnose.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
@@ -61,6 +62,18 @@ TEST(RealSnapshots, EveryFileIsChecked) {
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(on_disk, expected);
   EXPECT_EQ(on_disk.size(), 8u);
+}
+
+// The live view folds an imported snapshot's events into the curves finalize stores.
+TEST(RealSnapshots, TheLiveCurvesAreTheFinalizedLevel0) {
+  for (const auto& file : expected_files()) {
+    const std::string name = file["source"];
+    SCOPED_TRACE(name);
+    const std::string out = temp_file(name + ".live.db");
+    ASSERT_NO_THROW(im::import_pytorch_snapshot((kSnapshots / name).string(), out));
+    EXPECT_GT(analysis_test::expect_live_curves_equal_level_0(out), 0u);
+    im::detail::remove_trace(out);
+  }
 }
 
 TEST(RealSnapshots, CurvesEqualAnIndependentReplay) {

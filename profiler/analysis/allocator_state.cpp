@@ -1,10 +1,8 @@
 #include "profiler/analysis/allocator_state.h"
 
-#include "profiler/store/sqlite_db.h"
+#include "profiler/store/allocator_tables.h"
 
 namespace tidemark::analysis {
-
-using store::detail::Stmt;
 
 uint64_t SegmentState::allocated_bytes() const {
   uint64_t n = 0;
@@ -26,24 +24,17 @@ AllocatorState allocator_state(const Trace& trace, int64_t device, uint64_t ts) 
   st.time_ns = ts >= trace.origin_ns() ? ts - trace.origin_ns() : 0;
   if (const DeviceRef* d = trace.device_by_id(device)) st.device = d->name;
   st.device_id = device;
-  if (!trace.db().table_exists("segments")) return st;
-  Stmt q(trace.db(),
-         "SELECT addr, size, pool, kind, stream FROM segments WHERE device = ? AND "
-         "alloc_ts <= ? AND (free_ts IS NULL OR free_ts > ?) ORDER BY addr");
-  q.bind(1, device).bind(2, ts).bind(3, ts);
-  while (q.step()) {
+  const store::TraceReader& reader = trace.reader();
+  for (const store::SegmentRow& r : store::segments_at(reader, device, ts)) {
     SegmentState s;
-    s.addr = q.u64(0);
-    s.size = q.u64(1);
-    s.pool = q.text(2);
-    s.kind = q.text(3);
-    s.stream = q.is_null(4) ? 0 : q.u64(4);
+    s.addr = r.addr;
+    s.size = r.size;
+    s.pool = store::pool_name(r.pool);
+    s.kind = r.mapped ? "mapped" : "segment";
+    s.stream = r.stream;
     st.segments.push_back(std::move(s));
   }
-  std::vector<store::AllocationRow> rows = trace.reader().allocations_where(
-      "WHERE device = ?1 AND alloc_ts <= ?2 AND (free_completed_ts IS NULL OR "
-      "free_completed_ts > ?2) ORDER BY addr",
-      {device, static_cast<int64_t>(ts)});
+  const std::vector<store::AllocationRow> rows = store::blocks_active_at(reader, device, ts);
   size_t seg = 0;
   for (const store::AllocationRow& a : rows) {
     while (seg < st.segments.size() && st.segments[seg].addr + st.segments[seg].size <= a.addr)

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <string>
 
+#include "profiler/store/event_tables.h"
 #include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis {
@@ -135,21 +136,14 @@ std::optional<TensorDetails> tensor_details(const Trace& trace, uint64_t tensor_
 
 std::vector<ScopeSpan> scopes(const Trace& trace, uint64_t from_ts, uint64_t to_ts) {
   std::vector<ScopeSpan> out;
-  if (!trace.db().table_exists("scopes")) return out;
-  Stmt q(trace.db(),
-         "SELECT s.thread, COALESCE(n.text, ''), COALESCE(p.text, ''), s.depth, s.push_ts, "
-         "s.pop_ts FROM scopes s LEFT JOIN strings n ON n.id = s.name "
-         "LEFT JOIN strings p ON p.id = s.path WHERE s.push_ts <= ? AND "
-         "(s.pop_ts IS NULL OR s.pop_ts >= ?) ORDER BY s.push_ts, s.push_seq");
-  q.bind(1, to_ts).bind(2, from_ts);
-  while (q.step()) {
+  for (store::ScopeRow& r : store::scopes_overlapping(trace.reader(), from_ts, to_ts)) {
     ScopeSpan s;
-    s.thread = q.u64(0);
-    s.name = q.text(1);
-    s.path = q.text(2);
-    s.depth = static_cast<int>(q.i64(3));
-    s.push_ts = q.u64(4);
-    if (!q.is_null(5)) s.pop_ts = q.u64(5);
+    s.thread = r.thread;
+    s.name = std::move(r.name);
+    s.path = std::move(r.path);
+    s.depth = static_cast<int>(r.depth);
+    s.push_ts = r.push_ts;
+    s.pop_ts = r.pop_ts;
     out.push_back(std::move(s));
   }
   return out;

@@ -9,6 +9,7 @@
 #include "profiler/analysis/ranks.h"
 #include "profiler/analysis/steps.h"
 #include "profiler/analysis/trace.h"
+#include "profiler/store/event_tables.h"
 #include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis {
@@ -116,11 +117,9 @@ namespace {
 bool at_the_limit(const Trace& trace, const std::string& device) {
   for (const DeviceRef& d : trace.devices()) {
     if (!device.empty() && d.name != device) continue;
-    store::detail::Stmt q(trace.db(),
-                          "SELECT 1 FROM allocator_events WHERE device = ?1 AND kind IN ('oom', "
-                          "'alloc_retry') LIMIT 1");
-    q.bind(1, d.id);
-    if (q.step()) return true;
+    if (!store::allocator_events(trace.reader(), "oom", d.id).empty() ||
+        !store::allocator_events(trace.reader(), "alloc_retry", d.id).empty())
+      return true;
     const std::optional<store::Peak> p = peak(trace, d.id, store::Curve::reserved);
     if (d.capacity > 0 && p &&
         static_cast<double>(p->bytes) >= kNearCapacityShare * static_cast<double>(d.capacity))

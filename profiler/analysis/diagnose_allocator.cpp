@@ -12,6 +12,9 @@
 
 #include "profiler/analysis/diagnose_allocator_support.h"
 #include "profiler/analysis/memory.h"
+#include "profiler/store/allocator_tables.h"
+#include "profiler/store/event_tables.h"
+#include "profiler/store/meta_keys.h"
 
 namespace tidemark::analysis::detail {
 
@@ -67,7 +70,7 @@ CurvesAt curves_at_seq(const Trace& trace, int64_t device, uint64_t seq) {
 
 // Reserved memory at `ts`: how many segments (or mapped ranges), and the largest cached free
 // block -- the largest gap between the blocks still active (not free_completed) inside one.
-// With `pool` ("small" or "large"), only that pool's segments: a request is served from its
+// With `pool`, only that pool's segments: a request is served from its
 // own pool (a request up to 1 MiB from small segments), so a free block of the other cannot
 // hold it.
 struct SegmentsAt {
@@ -75,25 +78,13 @@ struct SegmentsAt {
   int64_t largest_free = 0;
 };
 SegmentsAt segments_at(const Trace& trace, int64_t device, uint64_t ts,
-                       const char* pool = nullptr) {
+                       std::optional<events::Pool> pool = std::nullopt) {
   std::vector<std::pair<int64_t, int64_t>> ranges;  // [addr, end)
-  {
-    Stmt q(trace.db(), pool ? "SELECT addr, size FROM segments WHERE device = ? AND alloc_ts <= ? "
-                              "AND (free_ts IS NULL OR free_ts > ?) AND pool = ? ORDER BY addr"
-                            : "SELECT addr, size FROM segments WHERE device = ? AND alloc_ts <= ? "
-                              "AND (free_ts IS NULL OR free_ts > ?) ORDER BY addr");
-    q.bind(1, device).bind(2, ts).bind(3, ts);
-    if (pool) q.bind(4, std::string_view(pool));
-    while (q.step()) ranges.push_back({q.i64(0), q.i64(0) + q.i64(1)});
-  }
+  for (const store::SegmentRow& r : store::segments_at(trace.reader(), device, ts, pool))
+    ranges.push_back({static_cast<int64_t>(r.addr), static_cast<int64_t>(r.addr + r.size)});
   std::vector<std::pair<int64_t, int64_t>> blocks;
-  {
-    Stmt q(trace.db(),
-           "SELECT addr, size FROM allocations WHERE device = ? AND alloc_ts <= ? "
-           "AND (free_completed_ts IS NULL OR free_completed_ts > ?) ORDER BY addr");
-    q.bind(1, device).bind(2, ts).bind(3, ts);
-    while (q.step()) blocks.push_back({q.i64(0), q.i64(0) + q.i64(1)});
-  }
+  for (const store::AllocationRow& a : store::blocks_active_at(trace.reader(), device, ts))
+    blocks.push_back({static_cast<int64_t>(a.addr), static_cast<int64_t>(a.addr + a.size)});
   SegmentsAt out;
   out.count = static_cast<int64_t>(ranges.size());
   size_t b = 0;
@@ -110,8 +101,7 @@ SegmentsAt segments_at(const Trace& trace, int64_t device, uint64_t ts,
 }
 
 std::string allocator_settings(const Trace& trace) {
-  Stmt q(trace.db(), "SELECT value FROM meta WHERE key = 'allocator_settings'");
-  return q.step() && !q.is_null(0) ? q.text(0) : std::string();
+  return trace.meta_text(store::meta_keys::kAllocatorSettings);
 }
 
 // The stack of the first allocation on the device after event `seq` (the one a new segment
@@ -199,16 +189,16 @@ void detect_fragmentation(const Trace& trace, Diagnosis& out) {
     const std::string settings = allocator_settings(trace);
 
     // (2) out-of-memory errors with enough cached memory in total.
-    Stmt oom(trace.db(),
-             "SELECT ts, requested_size, allocated, reserved, stack FROM allocator_events "
-             "WHERE device = ? AND kind = 'oom' ORDER BY ts");
-    oom.bind(1, dev.id);
     bool reported = false;
-    while (oom.step() && !reported) {
-      const int64_t requested = oom.i64(1), alloc = oom.i64(2), res = oom.i64(3);
+    for (const store::AllocatorEventRow& oom :
+         store::allocator_events(trace.reader(), "oom", dev.id)) {
+      if (reported) break;
+      const auto requested = static_cast<int64_t>(oom.requested_size);
+      const auto alloc = static_cast<int64_t>(oom.allocated);
+      const auto res = static_cast<int64_t>(oom.reserved);
       const int64_t cached = res - alloc;
       if (requested <= 0 || cached < requested) continue;
-      const SegmentsAt seg = segments_at(trace, dev.id, oom.u64(0));
+      const SegmentsAt seg = segments_at(trace, dev.id, oom.ts);
       if (seg.largest_free >= requested) continue;
       Finding f;
       f.id = "fragmentation";
@@ -216,7 +206,7 @@ void detect_fragmentation(const Trace& trace, Diagnosis& out) {
       f.bytes = cached;
       f.title = "out of memory with " + format_bytes(cached) + " cached but free: no cached " +
                 "block held the " + format_bytes(requested) + " request";
-      set_site(trace, oom.u64(4), f);
+      set_site(trace, oom.stack_id, f);
       f.evidence = {{"failed request", bytes_text(requested)},
                     {"reserved at the OOM", bytes_text(res)},
                     {"allocated at the OOM", bytes_text(alloc)},
@@ -280,18 +270,17 @@ void detect_fragmentation(const Trace& trace, Diagnosis& out) {
 //    cache together; the fix is to hold less at that moment, and the sites say what.
 // Bytes at stake: the request. Site: the failed allocation's.
 void detect_oom(const Trace& trace, Diagnosis& out) {
-  Stmt oom(trace.db(),
-           "SELECT device, ts, seq, requested_size, device_free, device_total, allocated, "
-           "reserved, stack "
-           "FROM allocator_events WHERE kind = 'oom' ORDER BY ts, seq");
   const std::string settings = allocator_settings(trace);
-  while (oom.step()) {
-    const int64_t device = oom.i64(0);
-    const uint64_t ts = oom.u64(1);
-    const int64_t requested = oom.i64(3), device_free = oom.i64(4), device_total = oom.i64(5);
-    const int64_t allocated = oom.i64(6), reserved = oom.i64(7);
+  for (const store::AllocatorEventRow& oom : store::allocator_events(trace.reader(), "oom")) {
+    const int64_t device = oom.device;
+    const uint64_t ts = oom.ts;
+    const auto requested = static_cast<int64_t>(oom.requested_size);
+    const auto device_free = static_cast<int64_t>(oom.device_free);
+    const auto device_total = static_cast<int64_t>(oom.device_total);
+    const auto allocated = static_cast<int64_t>(oom.allocated);
+    const auto reserved = static_cast<int64_t>(oom.reserved);
     const int64_t cached = std::max<int64_t>(0, reserved - allocated);
-    const char* pool = requested <= kSmallSize ? "small" : "large";
+    const events::Pool pool = requested <= kSmallSize ? events::Pool::small : events::Pool::large;
     const SegmentsAt seg = segments_at(trace, device, ts, pool);
     const bool fragmented = cached >= requested && seg.largest_free < requested;
     const int64_t short_by = requested - device_free - cached;
@@ -306,20 +295,21 @@ void detect_oom(const Trace& trace, Diagnosis& out) {
         (fragmented ? format_bytes(cached) + " was cached but no free block held it (fragmentation)"
                     : "the device was " + format_bytes(std::max<int64_t>(short_by, 0)) +
                           " short, with " + format_bytes(allocated) + " allocated");
-    set_site(trace, oom.u64(8), f);
+    set_site(trace, oom.stack_id, f);
     f.evidence.push_back({"failed request", bytes_text(requested)});
     if (device_total > 0) f.evidence.push_back({"device total", bytes_text(device_total)});
     f.evidence.push_back({"device free (outside the cache)", bytes_text(device_free)});
     f.evidence.push_back({"allocated at the OOM", bytes_text(allocated)});
     f.evidence.push_back({"reserved at the OOM", bytes_text(reserved)});
     f.evidence.push_back({"cached free at the OOM", bytes_text(cached)});
-    f.evidence.push_back({std::string("largest cached free block of the ") + pool + " pool",
-                          bytes_text(seg.largest_free)});
+    f.evidence.push_back(
+        {std::string("largest cached free block of the ") + store::pool_name(pool) + " pool",
+         bytes_text(seg.largest_free)});
     if (!fragmented) f.evidence.push_back({"short by", bytes_text(std::max<int64_t>(short_by, 0))});
     if (device_total > 0 && device_total - reserved - device_free > kLargeBuffer)
       f.evidence.push_back({"held outside this allocator (other processes, CUDA context)",
                             bytes_text(device_total - reserved - device_free)});
-    const TimePoint at{ts, oom.u64(2)};
+    const TimePoint at{ts, oom.seq};
     // What was live by category: recorded (tensorlib) or inferred (an imported snapshot, Note
     // [Inferred categories] in profiler/importers/infer.cpp), said in each line's name.
     const LiveBreakdown cats = live_at(trace, device, at, GroupBy::category, 0);
@@ -373,14 +363,14 @@ void detect_cache_held(const Trace& trace, Diagnosis& out) {
   for (const DeviceRef& dev : trace.devices()) {
     if (skip_device_without_blocks(trace, dev, "cache-held", out)) continue;
     // (1)
-    Stmt ec(trace.db(),
-            "SELECT ts, allocated, reserved, released, stack FROM allocator_events "
-            "WHERE device = ? AND kind = 'empty_cache' ORDER BY ts");
-    ec.bind(1, dev.id);
     bool reported = false;
-    while (ec.step() && !reported) {
-      const uint64_t ts = ec.u64(0);
-      const int64_t alloc = ec.i64(1), res = ec.i64(2), released = ec.i64(3);
+    for (const store::AllocatorEventRow& ec :
+         store::allocator_events(trace.reader(), "empty_cache", dev.id)) {
+      if (reported) break;
+      const uint64_t ts = ec.ts;
+      const auto alloc = static_cast<int64_t>(ec.allocated);
+      const auto res = static_cast<int64_t>(ec.reserved);
+      const auto released = static_cast<int64_t>(ec.released);
       // The event is emitted after the release: `reserved` is what stayed.
       const int64_t before = res + released;
       if (alloc <= kLargeBuffer || 2 * alloc < before) continue;
@@ -399,13 +389,13 @@ void detect_cache_held(const Trace& trace, Diagnosis& out) {
           holder_stack = r.stack_id;
           break;
         }
-      set_site(trace, holder_stack ? holder_stack : ec.u64(4), f);
+      set_site(trace, holder_stack ? holder_stack : ec.stack_id, f);
       f.evidence = {
           {"reserved before", bytes_text(before)},
           {"released", bytes_text(released)},
           {"still allocated (referenced)", bytes_text(alloc)},
           {"cached but free after", bytes_text(std::max<int64_t>(0, before - released - alloc))}};
-      if (ec.u64(4)) f.evidence.push_back({"empty_cache() at", trace.site(ec.u64(4)).label});
+      if (ec.stack_id) f.evidence.push_back({"empty_cache() at", trace.site(ec.stack_id).label});
       if (!holders.empty())
         f.evidence.push_back({"held mostly by", holders[0].label + ": " +
                                                     bytes_text(holders[0].bytes) + " in " +

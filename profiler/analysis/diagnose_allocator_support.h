@@ -10,6 +10,7 @@
 
 #include "profiler/analysis/diagnose.h"
 #include "profiler/analysis/units.h"
+#include "profiler/store/event_tables.h"
 #include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis::detail {
@@ -65,8 +66,7 @@ inline int64_t scalar(const Trace& trace, const char* sql,
 // The steps' start times (absolute), in order.
 inline std::vector<uint64_t> step_times(const Trace& trace) {
   std::vector<uint64_t> out;
-  Stmt q(trace.db(), "SELECT ts FROM steps ORDER BY ts");
-  while (q.step()) out.push_back(q.u64(0));
+  store::for_each_step(trace.reader(), [&](const store::StepRow& r) { out.push_back(r.ts); });
   return out;
 }
 

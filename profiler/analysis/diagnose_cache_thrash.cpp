@@ -4,6 +4,7 @@
 
 #include "profiler/analysis/diagnose_allocator_support.h"
 #include "profiler/analysis/memory.h"
+#include "profiler/store/event_tables.h"
 
 namespace tidemark::analysis::detail {
 
@@ -35,9 +36,8 @@ void detect_cache_thrash(const Trace& trace, Diagnosis& out) {
     if (!reserved || reserved->bytes <= 0 || freed < kChurnFactor * reserved->bytes) continue;
     const int64_t reservations =
         scalar(trace, "SELECT count(*) FROM segments WHERE device = ?", {dev.id});
-    const int64_t empty_caches = scalar(
-        trace, "SELECT count(*) FROM allocator_events WHERE device = ? AND kind = 'empty_cache'",
-        {dev.id});
+    const auto empty_caches =
+        static_cast<int64_t>(store::allocator_events(trace.reader(), "empty_cache", dev.id).size());
     const int64_t streams =
         scalar(trace, "SELECT count(DISTINCT stream) FROM allocations WHERE device = ?", {dev.id});
     Finding f;

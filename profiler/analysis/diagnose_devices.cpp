@@ -7,6 +7,7 @@
 
 #include "profiler/analysis/diagnose_allocator_support.h"
 #include "profiler/analysis/memory.h"
+#include "profiler/store/event_tables.h"
 
 namespace tidemark::analysis::detail {
 
@@ -68,9 +69,8 @@ void detect_device_imbalance(const Trace& trace, Diagnosis& out) {
       static_cast<double>(heavy->peak) < kImbalanceRatio * static_cast<double>(light->peak) ||
       heavy->peak - light->peak < kMinImbalance)
     return;
-  const int64_t ooms =
-      scalar(trace, "SELECT count(*) FROM allocator_events WHERE device = ? AND kind = 'oom'",
-             {heavy->ref->id});
+  const auto ooms =
+      static_cast<int64_t>(store::allocator_events(trace.reader(), "oom", heavy->ref->id).size());
   std::string site_label;
   uint64_t site_stack = 0;
   for (const store::AllocationRow& r :

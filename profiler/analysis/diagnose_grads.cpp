@@ -10,6 +10,7 @@
 #include "profiler/analysis/diagnose_allocator_support.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
+#include "profiler/store/event_tables.h"
 
 namespace tidemark::analysis::detail {
 
@@ -26,10 +27,9 @@ constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
 std::vector<uint64_t> backward_times(const Trace& trace, int64_t device) {
   std::vector<uint64_t> out;
   if (!trace.imported_snapshot()) {
-    Stmt q(trace.db(),
-           "SELECT c.push_ts FROM scopes c JOIN strings s ON s.id = c.name WHERE s.text IN "
-           "('backward', 'backward(retain_graph)') ORDER BY c.push_ts");
-    while (q.step()) out.push_back(q.u64(0));
+    for (const store::ScopeRow& s :
+         store::scopes_named(trace.reader(), {"backward", "backward(retain_graph)"}))
+      out.push_back(s.push_ts);
     return out;
   }
   std::map<uint64_t, bool> memo;

@@ -29,6 +29,7 @@
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
 #include "profiler/analysis/units.h"
+#include "profiler/store/event_tables.h"
 #include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis::detail {
@@ -239,13 +240,11 @@ bool graph_retained(const Trace& t, int64_t device, const std::vector<Step>& ste
 
 std::vector<std::pair<uint64_t, uint64_t>> backward_scopes(const Trace& t, bool retain_only) {
   std::vector<std::pair<uint64_t, uint64_t>> out;
-  Stmt q(t.db(), retain_only ? "SELECT c.push_ts, c.pop_ts FROM scopes c JOIN strings s ON "
-                               "s.id = c.name WHERE s.text = 'backward(retain_graph)' "
-                               "ORDER BY c.push_ts"
-                             : "SELECT c.push_ts, c.pop_ts FROM scopes c JOIN strings s ON "
-                               "s.id = c.name WHERE s.text IN ('backward', "
-                               "'backward(retain_graph)') ORDER BY c.push_ts");
-  while (q.step()) out.emplace_back(q.u64(0), q.is_null(1) ? kOpen : q.u64(1));
+  const std::vector<std::string> names =
+      retain_only ? std::vector<std::string>{"backward(retain_graph)"}
+                  : std::vector<std::string>{"backward", "backward(retain_graph)"};
+  for (const store::ScopeRow& s : store::scopes_named(t.reader(), names))
+    out.emplace_back(s.push_ts, s.pop_ts.value_or(kOpen));
   return out;
 }
 
@@ -415,7 +414,7 @@ void grad_in_eval_snapshot(const Trace& trace, Diagnosis& out) {
   if (w.backward) return;  // its activations are used: nothing to report
   // A window that ran out of memory ended before a backward could come: a training step that
   // failed in its forward, not a forward that needed no graph.
-  if (any_row(trace, "SELECT 1 FROM allocator_events WHERE kind = 'oom' LIMIT 1"))
+  if (!store::allocator_events(trace.reader(), "oom").empty())
     return out.skipped.push_back(
         {"grad-in-eval",
          "the snapshot ran out of memory: its window ended before a backward could run"});
@@ -666,27 +665,26 @@ void detect_sync_in_loop(const Trace& trace, Diagnosis& out) {
     std::map<int64_t, bool> steps;
   };
   std::map<std::string, PerSite> sites;
-  Stmt q(trace.db(), "SELECT kind, duration_ns, stack, ts, device FROM syncs ORDER BY ts, seq");
   size_t si = 0;
-  while (q.step()) {
-    const uint64_t stack = q.u64(2), ts = q.u64(3);
+  store::for_each_sync(trace.reader(), [&](const store::SyncRow& q) {
+    const uint64_t stack = q.stack_id, ts = q.ts;
     const Site& site = trace.site(stack);
     PerSite& p = sites[site.key];
     if (!p.count) {
       p.label = site.label;
       p.stack = stack;
-      const DeviceRef* dev = trace.device_by_id(q.i64(4));
+      const DeviceRef* dev = trace.device_by_id(q.device);
       p.device = dev ? dev->name : "";
     }
     ++p.count;
-    p.total_ns += q.u64(1);
-    ++p.kinds[q.text(0)];
+    p.total_ns += q.duration_ns;
+    ++p.kinds[q.kind];
     while (si < complete.size() && complete[si].end_ts <= ts) ++si;
     if (si < complete.size() && complete[si].ts <= ts) {
       ++p.in_complete;
       p.steps[complete[si].number] = true;
     }
-  }
+  });
   std::vector<Finding> found;
   for (auto& [key, p] : sites) {
     const size_t with = p.steps.size();

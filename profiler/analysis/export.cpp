@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "profiler/analysis/output_file.h"
+#include "profiler/store/event_tables.h"
 #include "profiler/store/meta_keys.h"
 #include "profiler/store/sqlite_db.h"
 
@@ -28,7 +29,6 @@ namespace tidemark::analysis {
 
 namespace {
 
-using store::detail::Db;
 using store::detail::Stmt;
 
 constexpr size_t kFlushBytes = 1 << 16;
@@ -239,96 +239,69 @@ void chrome_counters(const store::TraceReader& reader, ChromeWriter& cw,
   }
 }
 
-void chrome_scopes(Db& db, ChromeWriter& cw, const TimeFrame& tf) {
-  Stmt s(db,
-         "SELECT s.thread, n.text, p.text, s.depth, s.value, s.push_ts, s.pop_ts FROM scopes s "
-         "LEFT JOIN strings n ON n.id = s.name LEFT JOIN strings p ON p.id = s.path "
-         "ORDER BY s.thread, s.push_ts, s.push_seq");
-  while (s.step()) {
-    std::string name = s.is_null(1) ? "" : s.text(1);
-    uint64_t push = s.u64(5);
-    bool open = s.is_null(6);
-    uint64_t pop = open ? std::max(tf.end, push) : s.u64(6);
-    cw.slice(name.empty() ? "(unnamed scope)" : name, "scope", s.u64(0), push, pop);
-    cw.w().raw(",\"args\":{\"path\":").json_string(s.is_null(2) ? "" : s.text(2));
-    cw.w().raw(",\"depth\":").i64(s.i64(3));
-    if (s.i64(4) != 0) cw.w().raw(",\"value\":").i64(s.i64(4));
+void chrome_scopes(const store::TraceReader& reader, ChromeWriter& cw, const TimeFrame& tf) {
+  store::for_each_scope(reader, [&](const store::ScopeRow& s) {
+    const bool open = !s.pop_ts;
+    const uint64_t pop = open ? std::max(tf.end, s.push_ts) : *s.pop_ts;
+    cw.slice(s.name.empty() ? "(unnamed scope)" : s.name, "scope", s.thread, s.push_ts, pop);
+    cw.w().raw(",\"args\":{\"path\":").json_string(s.path);
+    cw.w().raw(",\"depth\":").i64(s.depth);
+    if (s.value != 0) cw.w().raw(",\"value\":").i64(s.value);
     if (open) cw.w().raw(",\"open_at_end\":true");
     cw.w().raw("}");
     cw.end();
-  }
+  });
 }
 
-void chrome_steps(Db& db, ChromeWriter& cw, const TimeFrame& tf, uint64_t steps_tid) {
-  Stmt s(db,
-         "SELECT st.number, st.ts, st.end_ts, st.thread, n.text FROM steps st "
-         "LEFT JOIN strings n ON n.id = st.name ORDER BY st.ts, st.seq");
-  while (s.step()) {
-    int64_t number = s.i64(0);
-    uint64_t ts = s.u64(1);
-    bool last = s.is_null(2);
-    std::string label = s.is_null(4) || s.text(4).empty() ? "step" : s.text(4);
-    cw.slice(label + " " + std::to_string(number), "step", steps_tid, ts,
-             last ? std::max(tf.end, ts) : s.u64(2));
-    cw.w().raw(",\"args\":{\"number\":").i64(number).raw(",\"thread\":").u64(s.u64(3));
+void chrome_steps(const store::TraceReader& reader, ChromeWriter& cw, const TimeFrame& tf,
+                  uint64_t steps_tid) {
+  store::for_each_step(reader, [&](const store::StepRow& s) {
+    const std::string label = s.name.empty() ? "step" : s.name;
+    cw.slice(label + " " + std::to_string(s.number), "step", steps_tid, s.ts,
+             s.end_ts ? *s.end_ts : std::max(tf.end, s.ts));
+    cw.w().raw(",\"args\":{\"number\":").i64(s.number).raw(",\"thread\":").u64(s.thread);
     cw.w().raw("}");
     cw.end();
-  }
+  });
 }
 
-void chrome_instants(Db& db, ChromeWriter& cw, const std::map<int64_t, std::string>& devices) {
-  {
-    Stmt s(db, "SELECT ts, device, kind, duration_ns, stream, thread FROM syncs ORDER BY ts, seq");
-    while (s.step()) {
-      std::string kind = s.text(2);
-      cw.instant("sync " + kind, "sync", s.u64(5), s.u64(0), 't');
-      cw.w().raw(",\"args\":{\"kind\":").json_string(kind);
-      cw.w().raw(",\"duration_ns\":").u64(s.u64(3)).raw(",\"stream\":").u64(s.u64(4));
-      cw.w().raw(",\"device\":").json_string(device_name(devices, s.i64(1))).raw("}");
-      cw.end();
-    }
-  }
-  {
-    Stmt s(db,
-           "SELECT m.ts, m.device, n.text, m.value, m.thread FROM marks m "
-           "LEFT JOIN strings n ON n.id = m.name ORDER BY m.ts, m.seq");
-    while (s.step()) {
-      std::string name = s.is_null(2) ? "" : s.text(2);
-      cw.instant(name.empty() ? "(unnamed mark)" : name, "mark", s.u64(4), s.u64(0), 't');
-      cw.w().raw(",\"args\":{\"value\":").u64(s.u64(3)).raw("}");
-      cw.end();
-    }
-  }
-  {
-    Stmt s(db,
-           "SELECT ts, device, direction, bytes, stream, pinned, async, thread FROM memcpys "
-           "ORDER BY ts, seq");
-    while (s.step()) {
-      std::string direction = s.text(2);
-      cw.instant("memcpy " + direction, "memcpy", s.u64(7), s.u64(0), 't');
-      cw.w().raw(",\"args\":{\"direction\":").json_string(direction);
-      cw.w().raw(",\"bytes\":").u64(s.u64(3)).raw(",\"stream\":").u64(s.u64(4));
-      cw.w().raw(",\"pinned\":").raw(s.i64(5) ? "true" : "false");
-      cw.w().raw(",\"async\":").raw(s.i64(6) ? "true" : "false");
-      cw.w().raw(",\"device\":").json_string(device_name(devices, s.i64(1))).raw("}");
-      cw.end();
-    }
-  }
-  {
-    Stmt s(db,
-           "SELECT ts, device, kind, requested_size, stream, device_free, device_total, "
-           "allocated, reserved, released, thread FROM allocator_events ORDER BY ts, seq");
-    static constexpr const char* kFields[] = {"requested_size", "stream",    "device_free",
-                                              "device_total",   "allocated", "reserved",
-                                              "released"};
-    while (s.step()) {
-      cw.instant(s.text(2), "allocator", s.u64(10), s.u64(0), 'p');
-      cw.w().raw(",\"args\":{\"device\":").json_string(device_name(devices, s.i64(1)));
-      for (int i = 0; i < 7; ++i) cw.w().raw(",\"").raw(kFields[i]).raw("\":").u64(s.u64(3 + i));
-      cw.w().raw("}");
-      cw.end();
-    }
-  }
+void chrome_instants(const store::TraceReader& reader, ChromeWriter& cw,
+                     const std::map<int64_t, std::string>& devices) {
+  store::for_each_sync(reader, [&](const store::SyncRow& s) {
+    cw.instant("sync " + s.kind, "sync", s.thread, s.ts, 't');
+    cw.w().raw(",\"args\":{\"kind\":").json_string(s.kind);
+    cw.w().raw(",\"duration_ns\":").u64(s.duration_ns).raw(",\"stream\":").u64(s.stream);
+    cw.w().raw(",\"device\":").json_string(device_name(devices, s.device)).raw("}");
+    cw.end();
+  });
+  store::for_each_mark(reader, [&](const store::MarkRow& m) {
+    cw.instant(m.name.empty() ? "(unnamed mark)" : m.name, "mark", m.thread, m.ts, 't');
+    cw.w().raw(",\"args\":{\"value\":").u64(m.value).raw("}");
+    cw.end();
+  });
+  store::for_each_memcpy(reader, [&](const store::MemcpyRow& m) {
+    cw.instant("memcpy " + m.direction, "memcpy", m.thread, m.ts, 't');
+    cw.w().raw(",\"args\":{\"direction\":").json_string(m.direction);
+    cw.w().raw(",\"bytes\":").u64(m.bytes).raw(",\"stream\":").u64(m.stream);
+    cw.w().raw(",\"pinned\":").raw(m.pinned ? "true" : "false");
+    cw.w().raw(",\"async\":").raw(m.async ? "true" : "false");
+    cw.w().raw(",\"device\":").json_string(device_name(devices, m.device)).raw("}");
+    cw.end();
+  });
+  store::for_each_allocator_event(reader, [&](const store::AllocatorEventRow& a) {
+    cw.instant(a.kind, "allocator", a.thread, a.ts, 'p');
+    cw.w().raw(",\"args\":{\"device\":").json_string(device_name(devices, a.device));
+    const std::pair<const char*, uint64_t> fields[] = {{"requested_size", a.requested_size},
+                                                       {"stream", a.stream},
+                                                       {"device_free", a.device_free},
+                                                       {"device_total", a.device_total},
+                                                       {"allocated", a.allocated},
+                                                       {"reserved", a.reserved},
+                                                       {"released", a.released}};
+    for (const auto& [name, value] : fields) cw.w().raw(",\"").raw(name).raw("\":").u64(value);
+    cw.w().raw("}");
+    cw.end();
+  });
 }
 
 // ---- CSV ----------------------------------------------------------------------------------
@@ -336,7 +309,6 @@ void chrome_instants(Db& db, ChromeWriter& cw, const std::map<int64_t, std::stri
 }  // namespace
 
 void export_chrome(const Trace& trace, std::ostream& out) {
-  Db& db = trace.db();
   namespace k = store::meta_keys;
   TimeFrame tf = time_frame(trace);
   auto devices = device_names(trace);
@@ -345,17 +317,11 @@ void export_chrome(const Trace& trace, std::ostream& out) {
 
   // Real thread ids: every thread with raw events or scopes. The steps track takes the id
   // after the highest so it never merges with a real thread.
-  std::vector<uint64_t> threads;
-  {
-    Stmt s(db, "SELECT thread FROM event_blocks UNION SELECT thread FROM scopes ORDER BY 1");
-    while (s.step()) threads.push_back(s.u64(0));
-  }
+  const store::TraceReader& reader = trace.reader();
+  const std::vector<uint64_t> threads = store::threads(reader);
   uint64_t steps_tid = threads.empty() ? 1 : threads.back() + 1;
   bool has_steps = false;
-  {
-    Stmt s(db, "SELECT EXISTS (SELECT 1 FROM steps)");
-    has_steps = s.step() && s.i64(0) != 0;
-  }
+  store::for_each_step(reader, [&](const store::StepRow&) { has_steps = true; });
 
   Writer w(out, trace.path());
   ChromeWriter cw(w, pid, tf);
@@ -369,10 +335,10 @@ void export_chrome(const Trace& trace, std::ostream& out) {
     cw.metadata("thread_name", steps_tid, "name", "steps");
     cw.sort_index(steps_tid, -1);
   }
-  chrome_counters(trace.reader(), cw, devices);
-  chrome_scopes(db, cw, tf);
-  chrome_steps(db, cw, tf, steps_tid);
-  chrome_instants(db, cw, devices);
+  chrome_counters(reader, cw, devices);
+  chrome_scopes(reader, cw, tf);
+  chrome_steps(reader, cw, tf, steps_tid);
+  chrome_instants(reader, cw, devices);
   w.raw("\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"tool\":\"tidemark\"");
   w.raw(",\"trace\":").json_string(trace.shown_path());
   w.raw(",\"command_line\":").json_string(trace.meta_text(k::kCommandLine));

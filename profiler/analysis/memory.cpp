@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "profiler/analysis/steps.h"
+#include "profiler/store/event_tables.h"
 #include "profiler/store/meta_keys.h"
 #include "profiler/store/sqlite_db.h"
 
@@ -282,17 +283,18 @@ const DeviceRef* busiest_device(const Trace& trace) {
 }
 
 TimePoint step_point(const Trace& trace, int64_t number) {
-  Stmt q(trace.db(), "SELECT ts FROM steps WHERE number = ? ORDER BY ts LIMIT 1");
-  q.bind(1, number);
-  if (!q.step()) throw std::invalid_argument("no step " + std::to_string(number) + " in the trace");
-  return TimePoint{q.u64(0), std::nullopt};
+  std::optional<uint64_t> ts;  // the first step of that number
+  store::for_each_step(trace.reader(), [&](const store::StepRow& r) {
+    if (!ts && r.number == number) ts = r.ts;
+  });
+  if (!ts) throw std::invalid_argument("no step " + std::to_string(number) + " in the trace");
+  return TimePoint{*ts, std::nullopt};
 }
 
 std::vector<std::pair<int64_t, uint64_t>> step_starts(const Trace& trace) {
   std::vector<std::pair<int64_t, uint64_t>> steps;
-  if (!trace.db().table_exists("steps")) return steps;
-  Stmt q(trace.db(), "SELECT number, ts FROM steps ORDER BY ts, seq");
-  while (q.step()) steps.emplace_back(q.i64(0), q.u64(1));
+  store::for_each_step(trace.reader(),
+                       [&](const store::StepRow& r) { steps.emplace_back(r.number, r.ts); });
   return steps;
 }
 
@@ -376,7 +378,7 @@ DeviceSummary summarize_device(const Trace& trace, const DeviceRef& device) {
   }
   s.alloc_count = count("SELECT COUNT(*) FROM allocations WHERE device = ?");
   s.segment_alloc_count = count("SELECT COUNT(DISTINCT seq) FROM segments WHERE device = ?");
-  s.oom_count = count("SELECT COUNT(*) FROM allocator_events WHERE device = ? AND kind = 'oom'");
+  s.oom_count = store::allocator_events(trace.reader(), "oom", id).size();
   s.sync_count = count("SELECT COUNT(*) FROM syncs WHERE device = ?");
   Stmt q(trace.db(),
          "SELECT COUNT(*), TOTAL(size) FROM allocations WHERE device = ? AND "
@@ -409,10 +411,7 @@ Summary summarize(const Trace& trace, const SummaryOptions& options) {
   s.event_count = r.event_count();
   s.dropped_count = r.dropped_count();
   s.loss_counted = r.loss_counted();
-  {
-    Stmt q(trace.db(), "SELECT COUNT(*) FROM steps");
-    if (q.step()) s.step_count = q.u64(0);
-  }
+  store::for_each_step(trace.reader(), [&](const store::StepRow&) { ++s.step_count; });
   for (const DeviceRef& d : trace.devices())
     if (!options.device || *options.device == d.id) s.devices.push_back(summarize_device(trace, d));
   const DeviceSummary* primary = nullptr;

@@ -6,22 +6,19 @@
 #include <optional>
 #include <string>
 
-#include "profiler/store/sqlite_db.h"
+#include "profiler/store/event_tables.h"
 #include "profiler/store/trace_format.h"
 
 namespace tidemark::analysis {
 
-using store::detail::Stmt;
-
 std::optional<std::string> steps_inferred_from(const Trace& trace) {
   constexpr std::string_view kPrefix = "inferred from ";
-  Stmt q(trace.db(),
-         "SELECT s.text FROM steps JOIN strings s ON s.id = steps.name ORDER BY steps.ts, "
-         "steps.seq LIMIT 1");
-  if (!q.step() || q.is_null(0)) return std::nullopt;
-  std::string name = q.text(0);
-  if (!name.starts_with(kPrefix)) return std::nullopt;
-  return name.substr(kPrefix.size());
+  std::optional<std::string> first;  // the first step's name
+  store::for_each_step(trace.reader(), [&](const store::StepRow& r) {
+    if (!first) first = r.name;
+  });
+  if (!first || !first->starts_with(kPrefix)) return std::nullopt;
+  return first->substr(kPrefix.size());
 }
 
 namespace {
@@ -34,37 +31,21 @@ std::optional<int64_t> rank_of(const Trace& trace, std::optional<int64_t> device
   return std::nullopt;
 }
 
-// "the row's thread is of rank ?N, or ?N is NULL" (thread | rank << kMergedRankShift).
-std::string of_rank(int param) {
-  const std::string p = "?" + std::to_string(param);
-  return "(" + p + " IS NULL OR (thread >> " + std::to_string(store::kMergedRankShift) +
-         ") = " + p + ")";
-}
-
 }  // namespace
 
 std::vector<StepSpan> steps_of(const Trace& trace, std::optional<int64_t> device) {
   std::vector<StepSpan> out;
-  if (!trace.db().table_exists("steps")) return out;
-  const std::string sql =
-      "SELECT number, ts, end_ts, seq FROM steps WHERE " + of_rank(1) + " ORDER BY ts, seq";
-  Stmt q(trace.db(), sql.c_str());
-  q.bind(1, rank_of(trace, device));
-  while (q.step())
-    out.push_back({q.i64(0), q.u64(1),
-                   q.is_null(2) ? std::nullopt : std::optional<uint64_t>(q.u64(2)), q.u64(3)});
+  const std::optional<int64_t> rank = rank_of(trace, device);
+  store::for_each_step(trace.reader(), [&](const store::StepRow& r) {
+    if (rank && static_cast<int64_t>(r.thread >> store::kMergedRankShift) != *rank) return;
+    out.push_back({r.number, r.ts, r.end_ts, r.seq});
+  });
   return out;
 }
 
 std::vector<StepStats> step_stats(const Trace& trace, int64_t device) {
   std::vector<StepStats> out;
-  Stmt allocs(trace.db(),
-              "SELECT COUNT(*), TOTAL(size) FROM allocations WHERE device = ? AND alloc_ts >= ? "
-              "AND alloc_ts < ?");
-  // Syncs on any device of the process: of the device's rank in a merged trace.
-  const std::string syncs_sql =
-      "SELECT COUNT(*), TOTAL(duration_ns) FROM syncs WHERE ts >= ?1 AND ts < ?2 AND " + of_rank(3);
-  Stmt syncs(trace.db(), syncs_sql.c_str());
+  store::WindowTotals totals(trace.reader());
   const std::optional<int64_t> rank = rank_of(trace, device);
   for (const StepSpan& step : steps_of(trace, device)) {
     StepStats s;
@@ -94,18 +75,13 @@ std::vector<StepStats> step_stats(const Trace& trace, int64_t device) {
         s.peak_reserved_bytes = std::max(s.peak_reserved_bytes, r.reserved);
         return true;
       });
-    allocs.reset();
-    allocs.bind(1, device).bind(2, t0).bind(3, t1);
-    if (allocs.step()) {
-      s.alloc_count = allocs.u64(0);
-      s.alloc_bytes = static_cast<int64_t>(allocs.f64(1));
-    }
-    syncs.reset();
-    syncs.bind(1, t0).bind(2, t1).bind(3, rank);
-    if (syncs.step()) {
-      s.sync_count = syncs.u64(0);
-      s.sync_ns = static_cast<uint64_t>(syncs.f64(1));
-    }
+    const store::WindowTotals::Total allocs = totals.allocations(device, t0, t1);
+    s.alloc_count = allocs.count;
+    s.alloc_bytes = static_cast<int64_t>(allocs.sum);
+    // Syncs on any device of the process: of the device's rank in a merged trace.
+    const store::WindowTotals::Total syncs = totals.syncs(t0, t1, rank);
+    s.sync_count = syncs.count;
+    s.sync_ns = syncs.sum;
     out.push_back(s);
   }
   return out;
@@ -148,27 +124,25 @@ Growth growth(const Trace& trace, int64_t device) {
 
 SyncReport syncs(const Trace& trace, size_t limit) {
   SyncReport r;
-  Stmt q(trace.db(), "SELECT kind, duration_ns, stack, ts FROM syncs ORDER BY ts, seq");
   std::map<std::string, uint64_t> kinds;
   std::map<std::string, SyncSite> sites;
   std::map<std::string, std::map<std::string, uint64_t>> site_kinds;
   std::vector<uint64_t> times;
-  while (q.step()) {
-    std::string kind = q.text(0);
-    uint64_t d = q.u64(1);
-    const Site& site = trace.site(q.u64(2));
+  store::for_each_sync(trace.reader(), [&](const store::SyncRow& q) {
+    const uint64_t d = q.duration_ns;
+    const Site& site = trace.site(q.stack_id);
     ++r.count;
     r.total_ns += d;
-    ++kinds[kind];
+    ++kinds[q.kind];
     SyncSite& s = sites[site.key];
     s.key = site.key;
     s.label = site.label;
     ++s.count;
     s.total_ns += d;
     s.max_ns = std::max(s.max_ns, d);
-    ++site_kinds[site.key][kind];
-    times.push_back(q.u64(3));
-  }
+    ++site_kinds[site.key][q.kind];
+    times.push_back(q.ts);
+  });
   for (auto& [k, n] : kinds) r.by_kind.emplace_back(k, n);
   std::stable_sort(r.by_kind.begin(), r.by_kind.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
@@ -188,23 +162,22 @@ SyncReport syncs(const Trace& trace, size_t limit) {
   // whatever the program did after its loop (a final loss read, evaluation, teardown). The
   // busiest step is therefore chosen among complete steps; the last one counts only when it
   // is the only step.
-  Stmt steps(trace.db(), "SELECT number, ts, end_ts FROM steps ORDER BY ts, seq");
   std::optional<std::pair<int64_t, uint64_t>> open;  // the last step: number, syncs
-  while (steps.step()) {
-    uint64_t t0 = steps.u64(1);
-    uint64_t t1 = steps.is_null(2) ? ~uint64_t{0} : steps.u64(2);
+  store::for_each_step(trace.reader(), [&](const store::StepRow& step) {
+    const uint64_t t0 = step.ts;
+    const uint64_t t1 = step.end_ts.value_or(~uint64_t{0});
     auto lo = std::lower_bound(times.begin(), times.end(), t0);
     auto hi = std::lower_bound(times.begin(), times.end(), t1);
-    uint64_t n = static_cast<uint64_t>(hi - lo);
-    if (steps.is_null(2)) {
-      open = {steps.i64(0), n};
-      continue;
+    const auto n = static_cast<uint64_t>(hi - lo);
+    if (!step.end_ts) {
+      open = {step.number, n};
+      return;
     }
     if (!r.max_step || n > r.max_per_step) {
-      r.max_step = steps.i64(0);
+      r.max_step = step.number;
       r.max_per_step = n;
     }
-  }
+  });
   if (!r.max_step && open) {
     r.max_step = open->first;
     r.max_per_step = open->second;
@@ -214,23 +187,21 @@ SyncReport syncs(const Trace& trace, size_t limit) {
 
 std::vector<SyncEvent> sync_events(const Trace& trace, uint64_t from_ts, uint64_t to_ts) {
   std::vector<SyncEvent> out;
-  if (!trace.db().table_exists("syncs")) return out;
-  Stmt q(trace.db(),
-         "SELECT ts, duration_ns, seq, device, kind, stream, thread, stack FROM syncs "
-         "WHERE ts >= ? AND ts <= ? ORDER BY ts, seq");
-  q.bind(1, from_ts).bind(2, std::min<uint64_t>(to_ts, INT64_MAX));
-  while (q.step()) {
-    SyncEvent e;
-    e.ts = q.u64(0);
-    e.duration_ns = q.is_null(1) ? 0 : q.u64(1);
-    e.seq = q.u64(2);
-    e.device_id = q.i64(3);
-    e.kind = q.text(4);
-    e.stream = q.is_null(5) ? 0 : q.u64(5);
-    e.thread = q.is_null(6) ? 0 : q.u64(6);
-    e.stack_id = q.is_null(7) ? 0 : q.u64(7);
-    out.push_back(std::move(e));
-  }
+  store::for_each_sync(
+      trace.reader(),
+      [&](const store::SyncRow& q) {
+        SyncEvent e;
+        e.ts = q.ts;
+        e.duration_ns = q.duration_ns;
+        e.seq = q.seq;
+        e.device_id = q.device;
+        e.kind = q.kind;
+        e.stream = q.stream;
+        e.thread = q.thread;
+        e.stack_id = q.stack_id;
+        out.push_back(std::move(e));
+      },
+      from_ts, to_ts);
   for (SyncEvent& e : out) {
     const auto& site = trace.site(e.stack_id);
     e.site = site.label;

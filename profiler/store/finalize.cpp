@@ -12,6 +12,7 @@
 
 #include <sqlite3.h>
 
+#include "profiler/store/allocator_tables.h"
 #include "profiler/store/compress.h"
 #include "profiler/store/event_stream.h"
 #include "profiler/store/lod.h"
@@ -38,10 +39,6 @@ struct KeyHash {
     return std::hash<uint64_t>{}(k.addr * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(k.device));
   }
 };
-
-const char* pool_name(ev::Pool p) {
-  return p == ev::Pool::small ? "small" : "large";
-}
 
 const char* direction_name(ev::CopyDirection d) {
   switch (d) {

@@ -35,6 +35,8 @@ std::vector<Entry>& registry() {
        detail::detect_retained_graph},
       {{"grad-in-eval", "activations saved for backward during evaluation or inference"},
        detail::detect_grad_in_eval},
+      // Each detector's rule is a Note beside it, e.g. Note [Activation-dominated peak],
+      // Note [Copy instead of view], Note [Pinned growth], Note [Device imbalance].
       {{"activation-peak",
         "a peak made mostly of activations: the layers holding them and what checkpointing saves"},
        detail::detect_activation_peak},

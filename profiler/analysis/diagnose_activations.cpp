@@ -1,6 +1,7 @@
 // The activation-peak detector (profiler/analysis/diagnose.h): a peak made mostly of
 // activations saved for backward, the layers holding them, and what activation checkpointing
-// would save. docs/diagnoses.md gives its evidence and thresholds.
+// would save. Which blocks are activations: Note [Activations in the trace] in
+// diagnose_memory.cpp. docs/diagnoses.md gives its evidence and thresholds.
 #include <algorithm>
 #include <cstdio>
 #include <map>

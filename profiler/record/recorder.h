@@ -1,7 +1,8 @@
 // The recorder: a Sink that copies every event into a per-thread ring buffer, and a writer
-// thread that drains the rings into a SQLite trace (profiler/store). The hot path never waits
-// on I/O; memory is bounded by the rings; a full ring makes its producer wait for the writer
-// (back-pressure), and events that cannot be written are counted in the trace as dropped.
+// thread that drains the rings (Note [Recorder rings] in recorder.cpp) into a SQLite trace
+// (profiler/store). The hot path never waits on I/O; memory is bounded by the rings; a full
+// ring makes its producer wait for the writer (back-pressure), and events that cannot be
+// written are counted in the trace as dropped.
 #pragma once
 
 #include <cstdint>

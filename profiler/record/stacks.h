@@ -15,7 +15,8 @@ inline constexpr int kMaxStackDepth = 64;
 
 // Return addresses of the calling thread, innermost first: at most `max_depth` (<= 64),
 // skipping the `skip` innermost frames (the profiler's own). Returns how many were written.
-// Async-signal-unsafe but allocation-free; never throws.
+// Async-signal-unsafe but allocation-free; never throws. Called with the allocator's mutex
+// held (Note [Capture under a lock] in stacks.cpp).
 int capture_stack(uint64_t* ips, int max_depth, int skip) noexcept;
 
 // Stacks as a prefix tree rooted at the outermost frame, so stacks that share callers share
@@ -48,6 +49,7 @@ class Symbolizer {
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;
   // A return address points after the call; resolution uses ip - 1 so the line is the call's.
+  // Innermost inlined frame first (Note [Inlined frames] in symbolizer.cpp).
   std::vector<store::ResolvedFrame> resolve(uint64_t ip);
 
  private:

@@ -227,8 +227,8 @@ std::vector<Result> sweep(const Plan& plan, const std::vector<Settings>& setting
                           unsigned threads = 0);
 
 // Adds the `allocator-settings` detector to analysis::diagnose (analysis::add_detector): the
-// best setting of default_sweep() as a finding, with the bytes the replay saves (Note
-// [Allocator-settings finding]). Programs that link the replay call it once at startup.
+// best setting of default_sweep() as a finding, with the bytes the replay saves
+// (Note [Allocator-settings finding]). Programs that link the replay call it once at startup.
 void add_allocator_settings_detector();
 
 // Writes `trace` replayed under `settings` to `output` (finalized): every recorded event kept,

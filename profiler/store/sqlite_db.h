@@ -1,5 +1,6 @@
 // Thin RAII wrappers over the SQLite C API for the store's own use (not installed API):
-// errors become StoreError naming the file and the statement.
+// errors become StoreError naming the file and SQLite's reason, never the statement
+// (Note [Store messages] in sqlite_db.cpp).
 #pragma once
 
 #include <cstdint>

@@ -118,10 +118,10 @@ Tensor SavedVariable::unpack(const Node& node) const {
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> v) : variable(std::move(v)) {}
 
 namespace {
-// Stealable: grad mode off (no double backward), the variable's dtype, device, shape and dense
-// layout, and no other owner -- `g` itself is the only reference to its TensorImpl, and its
-// storage is reachable only through it (directly, or through a base only it holds) and holds
-// nothing beyond it.
+// Note [Stealing the gradient]. Stealable: grad mode off (no double backward), the variable's
+// dtype, device, shape and dense layout, and no other owner -- `g` itself is the only reference to
+// its TensorImpl, and its storage is reachable only through it (directly, or through a base only it
+// holds) and holds nothing beyond it.
 bool can_steal(const Tensor& g, const Tensor& var) {
   if (is_grad_enabled() || g.dtype() != var.dtype() || g.device() != var.device()) return false;
   if (g.sizes() != var.sizes() || !g.is_contiguous() || !var.is_contiguous()) return false;

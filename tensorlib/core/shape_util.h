@@ -17,7 +17,7 @@ int64_t numel_of(IntArrayRef sizes);
 // for input of size 6").
 std::vector<int64_t> infer_size(IntArrayRef shape, int64_t numel);
 // The strides a view of (sizes, strides) with `new_sizes` would have, or nullopt when the
-// memory layout makes a view impossible (then reshape copies).
+// memory layout makes a view impossible (then reshape copies): Note [View strides].
 std::optional<std::vector<int64_t>> view_strides(IntArrayRef sizes, IntArrayRef strides,
                                                  IntArrayRef new_sizes);
 // True when `dims` (wrapped) name each dim at most once; returns the mask of reduced dims.

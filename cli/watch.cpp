@@ -1,6 +1,6 @@
 // tidemark watch: a recording as it happens, in the terminal (docs/cli.md, "watch"). Follows
 // the trace file `tidemark record` is writing (analysis::LiveTrace reads the event blocks the
-// recorder commits every 100 ms), prints a line per interval with the steps completed since
+// recorder commits about every 50 ms), prints a line per interval with the steps completed since
 // the last one, warns once when live memory grows step after step, and ends when the recording
 // is finalized -- or reports a recording whose process is gone without finalizing.
 #include <fmt/core.h>

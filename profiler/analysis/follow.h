@@ -1,7 +1,7 @@
 // A trace still being recorded. The recorder appends event blocks and commits them every
-// 100 ms in WAL mode (docs/recording.md), so a reader sees a growing file long before
+// 50 ms or so in WAL mode (docs/recording.md), so a reader sees a growing file long before
 // finalize builds the derived tables. LiveTrace reads the blocks committed since its last
-// poll() -- one cheap `MAX(id)` query when nothing is new -- and keeps the memory curves
+// poll() (store::EventTail: a few cheap queries when nothing is new) and keeps the memory curves
 // (allocated, active, reserved and requested per device, the statistics of docs/allocator.md,
 // folded as Note [Memory curves] in profiler/events/events.h says) in memory, so a viewer
 // extends its timeline without reading the trace again.

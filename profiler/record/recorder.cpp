@@ -99,7 +99,7 @@ class XfszBlocked {
   bool pending_before_ = false;
 };
 constexpr size_t kMaxString = 4096;                              // longer names are truncated
-constexpr auto kCommitInterval = std::chrono::milliseconds(50);  // well inside 100 ms
+constexpr auto kCommitInterval = std::chrono::milliseconds(50);  // at the first drain after it
 // How often the writer drains the rings when nobody wakes it: rarely enough that its wake-ups
 // do not compete with the program's threads, often enough that a ring (4 MiB by default)
 // holds what a busy thread emits meanwhile.

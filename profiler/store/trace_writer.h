@@ -46,8 +46,8 @@ class TraceWriter {
   virtual void add_modules(const std::vector<ModuleInfo>& modules) = 0;
   // `count` events were dropped (the writer fell behind): stored, never silent.
   virtual void add_dropped(uint64_t count, uint64_t ts_ns) = 0;
-  // Writes buffered events and commits. The recorder calls it at least every 100 ms, so a
-  // killed process loses at most that much.
+  // Writes buffered events and commits. The recorder calls it about every 50 ms
+  // (docs/recording.md); a killed process loses what came after its last call.
   virtual void commit() = 0;
   // Commits and records a clean end (end time, event count). The file stays unfinalized.
   virtual void close(uint64_t end_ts_ns) = 0;

@@ -12,16 +12,18 @@
 #include "profiler/analysis/units.h"
 #include "profiler/store/event_tables.h"
 #include "profiler/store/sqlite_db.h"
+#include "tensorlib/memory/sizes.h"
 
 namespace tidemark::analysis::detail {
 
 using store::detail::Stmt;
 
-// The allocator's own granularity (docs/allocator.md): blocks above kSmallSize come from the
-// large pool, and a large request under 10 MiB gets a kLargeBuffer segment. Cached memory
-// below one such segment is the allocator's normal rounding, not a pitfall.
-constexpr int64_t kSmallSize = 1 << 20;     // bytes
-constexpr int64_t kLargeBuffer = 20 << 20;  // bytes
+// The allocator's own granularity (docs/allocator.md, tensorlib/memory/sizes.h), signed as
+// the curves are: blocks above kSmallSize come from the large pool, and a large request under
+// 10 MiB gets a kLargeBuffer segment. Cached memory below one such segment is the allocator's
+// normal rounding, not a pitfall.
+constexpr auto kSmallSize = static_cast<int64_t>(tl::memory::kSmallSize);
+constexpr auto kLargeBuffer = static_cast<int64_t>(tl::memory::kLargeBuffer);
 
 // "1,234,567"
 inline std::string with_commas(int64_t v) {

@@ -34,6 +34,7 @@
 #include "profiler/events/events.h"
 #include "profiler/importers/pickle.h"
 #include "profiler/importers/pytorch_snapshot.h"
+#include "tensorlib/memory/sizes.h"
 
 namespace tidemark::importers::snapshot {
 
@@ -42,9 +43,10 @@ namespace ev = tidemark::events;
 using pickle::Ref;
 using pickle::Type;
 
-constexpr uint64_t kMinBlock = 512;         // PyTorch's kMinBlockSize
-constexpr uint64_t kSmallSize = 1 << 20;    // largest small-pool request
-constexpr uint64_t kSmallBuffer = 2 << 20;  // small-pool segment
+// PyTorch's allocator sizes (tensorlib/memory/sizes.h), as the snapshot's sizes are typed.
+constexpr uint64_t kMinBlock = tl::memory::kMinBlockSize;    // smallest block, rounding unit
+constexpr uint64_t kSmallSize = tl::memory::kSmallSize;      // largest small-pool request
+constexpr uint64_t kSmallBuffer = tl::memory::kSmallBuffer;  // small-pool segment
 // The largest size or address the importer takes (the trace's own bound). The emitter also
 // refuses a curve that passes kMaxLive, so no sum of sizes can overflow the curves' int64.
 constexpr uint64_t kMaxBytes = store::kMaxEventBytes;

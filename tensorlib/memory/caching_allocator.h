@@ -11,17 +11,11 @@
 #include "tensorlib/memory/allocator.h"
 #include "tensorlib/memory/device_interface.h"
 #include "tensorlib/memory/oom.h"
+#include "tensorlib/memory/sizes.h"
 #include "tensorlib/memory/snapshot.h"
 #include "tensorlib/memory/stats.h"
 
 namespace tl::memory {
-
-inline constexpr size_t kMinBlockSize = 512;                // bytes: smallest block, rounding unit
-inline constexpr size_t kSmallSize = size_t{1} << 20;       // 1 MiB: largest small-pool request
-inline constexpr size_t kSmallBuffer = size_t{2} << 20;     // 2 MiB: small-pool segment
-inline constexpr size_t kLargeBuffer = size_t{20} << 20;    // 20 MiB: segment for requests < 10 MiB
-inline constexpr size_t kMinLargeAlloc = size_t{10} << 20;  // 10 MiB: from here segments fit
-inline constexpr size_t kRoundLarge = size_t{2} << 20;      // 2 MiB: rounding of large segments
 
 class CachingAllocator final : public Allocator {
  public:

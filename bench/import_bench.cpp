@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "bench_ratio.h"
-#include "profiler/importers/pickle.h"
-#include "profiler/importers/pickle_writer.h"
+#include "profiler/pickle/pickle.h"
+#include "profiler/pickle/pickle_writer.h"
 #include "profiler/importers/pytorch_snapshot.h"
 
 namespace {

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "profiler/analysis/memory.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 #include "profiler/importers/import_error.h"
 #include "profiler/importers/temporary_import.h"
 

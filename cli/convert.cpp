@@ -13,7 +13,7 @@
 
 #include "profiler/analysis/export.h"
 #include "profiler/analysis/merge.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 #include "profiler/importers/lineup.h"
 #include "profiler/importers/pytorch_snapshot.h"
 

@@ -10,7 +10,7 @@
 #include "cli/common.h"
 #include "profiler/analysis/diagnose.h"
 #include "profiler/analysis/json.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 
 namespace tidemark::cli {
 

@@ -27,7 +27,7 @@
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/output_file.h"
 #include "profiler/analysis/steps.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 
 namespace tidemark::cli {
 

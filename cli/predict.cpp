@@ -8,7 +8,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "profiler/analysis/json.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 #include "profiler/predict/predict.h"
 #include "profiler/store/trace_reader.h"
 

@@ -23,7 +23,7 @@
 #include "profiler/analysis/merge.h"
 #include "profiler/analysis/output_file.h"
 #include "profiler/analysis/ranks.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 #include "profiler/store/meta_keys.h"
 #include "profiler/store/trace_writer.h"
 

@@ -30,7 +30,7 @@
 #include "cli/common.h"
 #include "cli/record_python.h"
 #include "profiler/analysis/memory.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 #include "profiler/record/output_path.h"
 #include "profiler/record/recorder.h"
 #include "profiler/store/meta_keys.h"

@@ -9,7 +9,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "profiler/analysis/json.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 #include "profiler/replay/replay.h"
 
 namespace tidemark::cli {

@@ -11,7 +11,7 @@
 #include "cli/tables.h"
 #include "profiler/analysis/flame.h"
 #include "profiler/analysis/json.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 #include "profiler/record/recorder.h"
 #include "profiler/store/meta_keys.h"
 

@@ -15,7 +15,7 @@
 #include "cli/common.h"
 #include "profiler/analysis/json.h"
 #include "profiler/analysis/output_file.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 
 namespace tidemark::cli {
 

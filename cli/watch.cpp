@@ -21,7 +21,7 @@
 #include "cli/common.h"
 #include "profiler/analysis/follow.h"
 #include "profiler/analysis/steps.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 
 namespace tidemark::cli {
 namespace {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target profiler/importers/pickle_fuzz.cpp with clang
+# Builds the libFuzzer target tests/importers/pickle_fuzz.cpp with clang
 # (-fsanitize=fuzzer,address,undefined) and runs it for a bounded time on a seed corpus: the
 # real snapshots of tests/data/pytorch, the reference pickles and small snapshots in
 # tests/importers/data. Exit 0: no crash found; 1: a crash (the input is saved in the build
@@ -39,8 +39,10 @@ fi
 # Build (again only when a source is newer than the binary). The store sources come along for
 # the importer's types; the fuzz target writes nothing.
 bin="$build/pickle_fuzz"
-sources=("$root"/profiler/importers/*.cpp "$root"/profiler/store/*.cpp)
-newest=$(ls -t "${sources[@]}" "$root"/profiler/importers/*.h "$root"/profiler/store/*.h "$0" | head -1)
+sources=("$root"/tests/importers/pickle_fuzz.cpp "$root"/profiler/pickle/*.cpp
+         "$root"/profiler/importers/*.cpp "$root"/profiler/store/*.cpp)
+newest=$(ls -t "${sources[@]}" "$root"/profiler/pickle/*.h "$root"/profiler/importers/*.h \
+         "$root"/profiler/store/*.h "$0" | head -1)
 if [ ! -x "$bin" ] || [ "$newest" -nt "$bin" ]; then
   echo "fuzz-pickle: building $bin with $cxx" >&2
   flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined

@@ -8,7 +8,7 @@
 #include <QMainWindow>
 #include <memory>
 
-#include "profiler/analysis/site_rule.h"
+#include "profiler/naming/site_rule.h"
 
 class QMenu;
 class QTabWidget;

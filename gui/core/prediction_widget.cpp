@@ -9,7 +9,7 @@
 #include <exception>
 
 #include "profiler/analysis/trace.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 #include "profiler/predict/predict.h"
 
 namespace tidemark::gui {

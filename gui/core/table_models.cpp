@@ -1,6 +1,6 @@
 #include "gui/core/table_models.h"
 
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 
 namespace tidemark::gui {
 

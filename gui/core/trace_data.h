@@ -22,7 +22,7 @@
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
 #include "profiler/analysis/trace.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 
 namespace tidemark::gui {
 

@@ -4,7 +4,7 @@
 #include <exception>
 
 #include "profiler/analysis/trace.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 #include "profiler/replay/replay.h"
 
 namespace tidemark::gui {

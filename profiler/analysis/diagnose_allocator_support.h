@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "profiler/analysis/diagnose.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 #include "profiler/store/event_tables.h"
 #include "profiler/store/sqlite_db.h"
 #include "tensorlib/memory/sizes.h"

@@ -28,7 +28,7 @@
 #include "profiler/analysis/diagnose.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 #include "profiler/store/event_tables.h"
 #include "profiler/store/sqlite_db.h"
 

@@ -40,9 +40,9 @@
 #include <vector>
 
 #include "profiler/analysis/export.h"
-#include "profiler/analysis/site_rule.h"
+#include "profiler/naming/site_rule.h"
 #include "profiler/analysis/trace.h"
-#include "profiler/importers/pickle_writer.h"
+#include "profiler/pickle/pickle_writer.h"
 #include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis {

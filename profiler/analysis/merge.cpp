@@ -11,7 +11,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 #include "profiler/store/meta_keys.h"
 #include "profiler/store/trace_reader.h"
 #include "profiler/store/trace_writer.h"

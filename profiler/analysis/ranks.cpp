@@ -8,7 +8,7 @@
 
 #include "profiler/analysis/diagnose_allocator_support.h"
 #include "profiler/analysis/merge.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 #include "profiler/store/meta_keys.h"
 
 namespace tidemark::analysis {

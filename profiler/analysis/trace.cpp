@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 #include "profiler/store/meta_keys.h"
 
 namespace tidemark::analysis {

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "profiler/analysis/category_rules.h"
-#include "profiler/analysis/site_rule.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/site_rule.h"
+#include "profiler/naming/units.h"
 #include "profiler/store/trace_reader.h"
 
 namespace tidemark::analysis {

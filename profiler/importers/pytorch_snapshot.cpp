@@ -32,7 +32,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "profiler/importers/pickle.h"
+#include "profiler/pickle/pickle.h"
 #include "profiler/importers/snapshot_emitter.h"
 #include "profiler/importers/snapshot_file.h"
 #include "profiler/importers/snapshot_infer.h"

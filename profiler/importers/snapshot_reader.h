@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "profiler/events/events.h"
-#include "profiler/importers/pickle.h"
+#include "profiler/pickle/pickle.h"
 #include "profiler/importers/pytorch_snapshot.h"
 #include "tensorlib/memory/sizes.h"
 

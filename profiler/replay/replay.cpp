@@ -10,7 +10,7 @@
 #include <unordered_map>
 
 #include "profiler/analysis/allocator_state.h"
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 #include "tensorlib/memory/caching_allocator.h"
 #include "tensorlib/memory/fake_device.h"
 #include "tensorlib/memory/oom.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "profiler/replay/replay.h"
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 
 namespace tidemark::replay {
 

@@ -22,8 +22,8 @@
 #include <utility>
 #include <vector>
 
-#include "profiler/analysis/site_rule.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/site_rule.h"
+#include "profiler/naming/units.h"
 #include "profiler/record/stacks.h"
 
 namespace tidemark::testing {
@@ -152,7 +152,7 @@ std::string bytes_text(int64_t bytes) {
 
 // ---- Allocation sites ---------------------------------------------------------------------
 
-// Note [Allocation site]'s test of a frame (profiler/analysis/site_rule.h), by function and
+// Note [Allocation site]'s test of a frame (profiler/naming/site_rule.h), by function and
 // module only: a user's tests may well live under a directory named "profiler".
 bool is_internal(const store::ResolvedFrame& f) {
   return analysis::is_library_frame(f, /*by_path=*/false);

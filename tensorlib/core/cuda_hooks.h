@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "tensorlib/core/device.h"
+#include "tensorlib/base/device.h"
 #include "tensorlib/memory/allocator.h"
 
 namespace tl {

@@ -3,7 +3,7 @@
 #include <atomic>
 #include <iterator>
 
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 
 namespace tl {
 

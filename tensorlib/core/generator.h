@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <mutex>
 
-#include "tensorlib/core/device.h"
+#include "tensorlib/base/device.h"
 #include "tensorlib/core/philox.h"
 
 namespace tl {

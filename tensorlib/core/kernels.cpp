@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "tensorlib/core/cuda_hooks.h"
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 #include "tensorlib/core/tensor.h"
 
 namespace tl {

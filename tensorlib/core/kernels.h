@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "tensorlib/core/array_ref.h"
-#include "tensorlib/core/device.h"
+#include "tensorlib/base/device.h"
 #include "tensorlib/core/elementwise_math.h"
 #include "tensorlib/core/scalar.h"
 

@@ -1,6 +1,6 @@
 #include "tensorlib/core/shape_util.h"
 
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 
 namespace tl::detail {
 

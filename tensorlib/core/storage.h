@@ -7,7 +7,7 @@
 #include <functional>
 #include <memory>
 
-#include "tensorlib/core/device.h"
+#include "tensorlib/base/device.h"
 #include "tensorlib/memory/allocator.h"
 
 namespace tl {

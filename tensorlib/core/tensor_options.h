@@ -4,7 +4,7 @@
 
 #include <optional>
 
-#include "tensorlib/core/device.h"
+#include "tensorlib/base/device.h"
 #include "tensorlib/core/dtype.h"
 
 namespace tl {

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 
 namespace tl::cpu::image {
 namespace {

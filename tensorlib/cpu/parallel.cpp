@@ -5,7 +5,7 @@
 #include <omp.h>
 #endif
 
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 
 namespace tl {
 

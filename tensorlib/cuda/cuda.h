@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "tensorlib/core/device.h"
+#include "tensorlib/base/device.h"
 #include "tensorlib/core/tensor.h"
 
 namespace tl::cuda {

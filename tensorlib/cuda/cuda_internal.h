@@ -8,8 +8,8 @@
 #include <cstdint>
 
 #include "profiler/events/events.h"
-#include "tensorlib/core/device.h"
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/device.h"
+#include "tensorlib/base/error.h"
 
 namespace tl::cuda::detail {
 

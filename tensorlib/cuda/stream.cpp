@@ -7,7 +7,7 @@
 #include "tensorlib/cuda/cuda.h"
 #include "tensorlib/cuda/cuda_internal.h"
 #include "tensorlib/memory/caching_allocator.h"
-#include "tensorlib/memory/memory.h"
+#include "tensorlib/core/memory.h"
 
 namespace tl::cuda {
 

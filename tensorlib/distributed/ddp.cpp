@@ -6,7 +6,7 @@
 #include <tuple>
 
 #include "tensorlib/autograd/grad_mode.h"
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 #include "tensorlib/core/memory_category.h"
 
 namespace tl::nn {

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <string>
 
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 #include "tensorlib/distributed/mpi_internal.h"
 
 namespace tl::distributed {

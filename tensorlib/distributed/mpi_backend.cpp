@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 #include "tensorlib/distributed/mpi_internal.h"
 
 namespace tl::distributed::detail {

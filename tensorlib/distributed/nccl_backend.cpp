@@ -1,7 +1,7 @@
 // The NCCL backend: CUDA tensors, collectives queued on the tensor's current stream (the host
 // does not wait for them), the communicator set up over MPI. Compiled when CMake finds NCCL
 // and the CUDA backend is built (TIDEMARK_WITH_NCCL); otherwise asking for it is an error.
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 #include "tensorlib/distributed/mpi_internal.h"
 
 #if defined(TIDEMARK_WITH_NCCL)

@@ -6,7 +6,7 @@
 
 #include "profiler/events/events.h"
 #include "tensorlib/autograd/grad_mode.h"
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 
 namespace tl::distributed {
 

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <vector>
 
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 
 namespace tl::memory {
 

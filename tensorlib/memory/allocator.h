@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tensorlib/core/device.h"
+#include "tensorlib/base/device.h"
 
 namespace tl::memory {
 

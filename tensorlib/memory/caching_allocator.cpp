@@ -48,7 +48,7 @@
 #include <vector>
 
 #include "profiler/events/events.h"
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 #include "tensorlib/memory/caching_allocator_blocks.h"
 
 namespace tl::memory {

@@ -4,7 +4,7 @@
 #include <iterator>
 #include <utility>
 
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 
 namespace tl::memory {
 

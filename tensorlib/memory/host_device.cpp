@@ -5,7 +5,7 @@
 
 #include <cstdlib>
 
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 
 namespace tl::memory {
 

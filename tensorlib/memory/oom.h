@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 #include "tensorlib/memory/snapshot.h"
 
 namespace tl {

@@ -1,6 +1,6 @@
 #include "tensorlib/memory/stats_replayer.h"
 
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 
 namespace tl::memory {
 

@@ -7,7 +7,7 @@
 
 #include "tensorlib/autograd/function.h"
 #include "tensorlib/autograd/grad_mode.h"
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 #include "tensorlib/core/kernels.h"
 #include "tensorlib/core/tensor.h"
 

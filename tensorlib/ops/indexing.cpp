@@ -5,7 +5,7 @@
 
 #include "tensorlib/autograd/function.h"
 #include "tensorlib/autograd/grad_mode.h"
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 #include "tensorlib/core/kernels.h"
 #include "tensorlib/core/make_tensor.h"
 #include "tensorlib/core/shape_util.h"

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "tensorlib/autograd/function.h"
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 #include "tensorlib/core/kernels.h"
 #include "tensorlib/core/make_tensor.h"
 #include "tensorlib/core/shape_util.h"

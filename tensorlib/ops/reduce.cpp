@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "tensorlib/autograd/function.h"
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 #include "tensorlib/core/kernels.h"
 #include "tensorlib/core/row_moments.h"
 #include "tensorlib/core/shape_util.h"

@@ -13,7 +13,7 @@
 #include "profiler/analysis/json.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 #include "profiler/store/trace_writer.h"
 #include "trace_builder.h"
 

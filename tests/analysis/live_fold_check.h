@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "profiler/analysis/follow.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 #include "profiler/store/trace_reader.h"
 
 namespace analysis_test {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "profiler/analysis/diagnose.h"
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 #include "run_program.h"
 
 namespace {

@@ -11,7 +11,7 @@
 
 #include "gpu_test_util.h"
 #include "tensorlib/cuda/kernel_args.h"
-#include "tensorlib/memory/memory.h"
+#include "tensorlib/core/memory.h"
 #include "tensorlib/nn/conv.h"
 #include "tensorlib/nn/pooling.h"
 #include "tensorlib/nn/upsample.h"

@@ -12,7 +12,7 @@
 
 #include "gpu_test_util.h"
 #include "tensorlib/cuda/cuda.h"
-#include "tensorlib/memory/memory.h"
+#include "tensorlib/core/memory.h"
 #include "tensorlib/tensorlib.h"
 
 namespace tl {

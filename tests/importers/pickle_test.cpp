@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "profiler/importers/pickle.h"
-#include "profiler/importers/pickle_writer.h"
+#include "profiler/pickle/pickle.h"
+#include "profiler/pickle/pickle_writer.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "profiler/importers/pickle_writer.h"
+#include "profiler/pickle/pickle_writer.h"
 #include "profiler/importers/pytorch_snapshot.h"
 #include "profiler/store/trace_reader.h"
 

@@ -6,7 +6,7 @@
 # * COMPONENTS profiler: a program records a trace through the installed Tidemark::record;
 # * COMPONENTS distributed (when Tidemark was built with MPI): a program all-reduces across
 #   the two ranks of `mpirun -np 2` (built only, when mpirun is missing).
-# It also checks that only public headers are installed. Usage: run.sh BUILD_DIR SOURCE_DIR
+# It also checks that only public headers are installed, and that each compiles on its own. Usage: run.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1 src=$2
 work=$(mktemp -d)
@@ -22,6 +22,14 @@ done
 for public in tensorlib/tensorlib.h profiler/events/events.h profiler/record/recorder.h; do
   [ -e "$work/prefix/include/$public" ] || { echo "a public header is missing: include/$public" >&2; exit 1; }
 done
+# Every installed header stands alone: it compiles with only the installed include tree (and
+# the system's) on the path, so nothing installed includes a header that was left out.
+while IFS= read -r header; do
+  rel=${header#"$work/prefix/include/"}
+  printf '#include <%s>\n' "$rel" |
+    ${CXX:-c++} -std=c++20 -fsyntax-only -I"$work/prefix/include" -x c++ - 2>"$work/header.err" ||
+    { echo "an installed header does not compile on its own: include/$rel" >&2; cat "$work/header.err" >&2; exit 1; }
+done < <(find "$work/prefix/include" -name '*.h' | sort)
 
 cmake -S "$src/tests/package" -B "$work/tensorlib" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
   -DTIDEMARK_COMPONENT=tensorlib -DCMAKE_DISABLE_FIND_PACKAGE_SQLite3=ON \

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <tensorlib/memory/allocator.h>
-#include <tensorlib/memory/memory.h>
+#include <tensorlib/core/memory.h>
 #include <tensorlib/tensorlib.h>
 #include <tidemark/testing.h>
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 #include "tensorlib/memory/alloc_config.h"
 
 namespace tl::memory {

@@ -6,7 +6,7 @@
 #include <functional>
 #include <string>
 
-#include <tensorlib/core/error.h>
+#include <tensorlib/base/error.h>
 
 namespace tl_test {
 

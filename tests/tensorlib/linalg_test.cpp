@@ -11,7 +11,7 @@
 
 #include "tensorlib/core/tensor.h"
 #include "tensorlib/expect_error.h"
-#include "tensorlib/memory/memory.h"
+#include "tensorlib/core/memory.h"
 
 namespace {
 

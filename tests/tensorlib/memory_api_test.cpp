@@ -8,7 +8,7 @@
 #include "tensorlib/core/cuda_hooks.h"
 #include "tensorlib/memory/caching_allocator.h"
 #include "tensorlib/memory/fake_device.h"
-#include "tensorlib/memory/memory.h"
+#include "tensorlib/core/memory.h"
 
 namespace tl {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "tensorlib/core/tensor.h"
-#include "tensorlib/memory/memory.h"
+#include "tensorlib/core/memory.h"
 
 namespace {
 

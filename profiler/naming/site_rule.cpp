@@ -1,4 +1,4 @@
-#include "profiler/analysis/site_rule.h"
+#include "profiler/naming/site_rule.h"
 
 #include <cctype>
 

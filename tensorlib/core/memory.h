@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "tensorlib/core/device.h"
+#include "tensorlib/base/device.h"
 #include "tensorlib/memory/snapshot.h"
 
 namespace tl {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "profiler/importers/pickle.h"
+#include "profiler/pickle/pickle.h"
 #include "profiler/importers/pytorch_snapshot.h"
 #include "profiler/store/trace_writer.h"
 

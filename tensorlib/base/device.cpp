@@ -1,8 +1,8 @@
-#include "tensorlib/core/device.h"
+#include "tensorlib/base/device.h"
 
 #include <charconv>
 
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 
 namespace tl {
 

@@ -1,4 +1,4 @@
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 
 namespace tl::detail {
 

@@ -1,4 +1,4 @@
-#include "profiler/analysis/units.h"
+#include "profiler/naming/units.h"
 
 #include <cctype>
 #include <charconv>

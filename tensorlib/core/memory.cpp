@@ -1,4 +1,4 @@
-#include "tensorlib/memory/memory.h"
+#include "tensorlib/core/memory.h"
 
 #include <array>
 #include <atomic>
@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "tensorlib/core/cuda_hooks.h"
-#include "tensorlib/core/error.h"
+#include "tensorlib/base/error.h"
 #include "tensorlib/memory/allocator.h"
 #include "tensorlib/memory/caching_allocator.h"
 #include "tensorlib/memory/host_device.h"

@@ -1,7 +1,7 @@
 // The data-only pickle reader (pickle.h). One pass over the input with Python's unpickling
 // machine (a stack, a stack of MARK positions and a memo), building values into the
 // Document's tables instead of Python objects.
-#include "profiler/importers/pickle.h"
+#include "profiler/pickle/pickle.h"
 
 #include <algorithm>
 #include <bit>

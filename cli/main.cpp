@@ -83,7 +83,6 @@ void add_frames(CLI::App* cmd) {
 }  // namespace
 
 static int run_command(int argc, char** argv) {
-  tidemark::replay::add_allocator_settings_detector();
   CLI::App app{
       "tidemark: GPU and host memory profiler. Record a program, then summarise, chart, "
       "check and diff its trace.",

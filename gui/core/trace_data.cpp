@@ -224,7 +224,6 @@ void compute_tables(TraceData& data, const Trace& trace,
 }
 
 void compute_findings(TraceData& data, const Trace& trace) {
-  replay::add_allocator_settings_detector();  // the same detectors as the CLI
   data.diagnosis = analysis::diagnose(trace);
   data.stage = Stage::complete;
 }

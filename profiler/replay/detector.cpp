@@ -121,12 +121,20 @@ void detect(const an::Trace& trace, an::Diagnosis& out) {
 
 }  // namespace
 
-void add_allocator_settings_detector() {
-  an::add_detector({"allocator-settings",
-                    "allocator settings (PYTORCH_CUDA_ALLOC_CONF) that would lower the reserved "
-                    "peak or avoid an OOM, "
-                    "measured by replay"},
-                   detect);
-}
-
 }  // namespace tidemark::replay
+
+// Note [Detectors outside analysis]
+// A detector that needs more than the analysis library (this one runs the allocator) lives in
+// its own library and joins analysis::diagnose's one list when the program starts, so the CLI,
+// the GUI and the tests see the same detectors without any of them adding it. The linker
+// keeps this file although nothing calls into it: profiler/replay/CMakeLists.txt makes every
+// program that links the library ask for the symbol below (--undefined).
+extern "C" const bool tidemark_replay_detectors_added;
+extern "C" const bool tidemark_replay_detectors_added = [] {
+  tidemark::analysis::add_detector(
+      {"allocator-settings",
+       "allocator settings (PYTORCH_CUDA_ALLOC_CONF) that would lower the reserved peak or "
+       "avoid an OOM, measured by replay"},
+      tidemark::replay::detect);
+  return true;
+}();

@@ -151,7 +151,8 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(s.devices.at(0).alloc_count));
   // Size on disk, finalized, against the raw event blocks it was derived from.
   {
-    tidemark::store::detail::Stmt raw(trace.db(), "SELECT TOTAL(length(data)) FROM event_blocks");
+    tidemark::store::detail::Stmt raw(trace.reader().db(),
+                                      "SELECT TOTAL(length(data)) FROM event_blocks");
     const double raw_bytes = raw.step() ? raw.f64(0) : 0;
     const double events = static_cast<double>(std::max<uint64_t>(s.event_count, 1));
     const auto file = static_cast<double>(std::filesystem::file_size(path));

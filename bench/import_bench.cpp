@@ -25,9 +25,9 @@
 #include <vector>
 
 #include "bench_ratio.h"
+#include "profiler/importers/pytorch_snapshot.h"
 #include "profiler/pickle/pickle.h"
 #include "profiler/pickle/pickle_writer.h"
-#include "profiler/importers/pytorch_snapshot.h"
 
 namespace {
 

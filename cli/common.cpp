@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 
 #include "profiler/analysis/memory.h"
-#include "profiler/naming/units.h"
 #include "profiler/importers/import_error.h"
 #include "profiler/importers/temporary_import.h"
+#include "profiler/naming/units.h"
 
 namespace tidemark::cli {
 

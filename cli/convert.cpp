@@ -13,9 +13,9 @@
 
 #include "profiler/analysis/export.h"
 #include "profiler/analysis/merge.h"
-#include "profiler/naming/units.h"
 #include "profiler/importers/lineup.h"
 #include "profiler/importers/pytorch_snapshot.h"
+#include "profiler/naming/units.h"
 
 namespace tidemark::cli {
 

@@ -5,15 +5,15 @@
 #include "profiler/events/annotate.h"
 #include "tensorlib/autograd/grad_mode.h"
 #include "tensorlib/base/device.h"
-#include "tensorlib/core/dtype.h"
 #include "tensorlib/base/error.h"
+#include "tensorlib/core/dtype.h"
+#include "tensorlib/core/memory.h"
 #include "tensorlib/core/memory_category.h"
 #include "tensorlib/core/scalar.h"
 #include "tensorlib/core/tensor.h"
 #include "tensorlib/core/tensor_options.h"
 #include "tensorlib/cpu/parallel.h"
 #include "tensorlib/data/data.h"
-#include "tensorlib/core/memory.h"
 
 // Profiler annotations (recording itself is Tidemark::record's tl::profiler::start/stop).
 namespace tl::profiler {

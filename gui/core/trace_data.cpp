@@ -5,6 +5,7 @@
 
 #include "profiler/importers/temporary_import.h"
 #include "profiler/replay/replay.h"
+#include "profiler/store/allocator_tables.h"
 
 namespace tidemark::gui {
 
@@ -190,8 +191,8 @@ void compute_tables(TraceData& data, const Trace& trace,
   report(45, "leaks");
   for (size_t i = 0; i < data.devices.size(); ++i) {
     const analysis::DeviceRef& d = data.devices[i];
-    std::vector<AllocationRow> rows = trace.reader().allocations_where(
-        "WHERE free_requested_ts IS NULL AND device = ?1 ORDER BY seq", {d.id});
+    std::vector<AllocationRow> rows = store::allocation_rows(
+        trace.reader(), {.device = d.id, .never_freed = true}, store::AllocationOrder::seq);
     auto groups = analysis::group_allocations(trace, rows, analysis::GroupBy::site, 0);
     auto site = site_rows(trace, d, groups, rows, data.end_ns);
     data.leaks.insert(data.leaks.end(), site.begin(), site.end());
@@ -245,9 +246,9 @@ std::shared_ptr<const TraceData> load_trace_data(
 std::optional<analysis::AllocationDetails> find_allocation_details(const Trace& trace,
                                                                    int64_t device, uint64_t addr,
                                                                    uint64_t alloc_ts) {
-  std::vector<AllocationRow> rows = trace.reader().allocations_where(
-      "WHERE device = ?1 AND addr = ?2 AND alloc_ts = ?3 ORDER BY seq",
-      {device, static_cast<int64_t>(addr), static_cast<int64_t>(alloc_ts)});
+  std::vector<AllocationRow> rows =
+      store::allocation_rows(trace.reader(), {.device = device, .addr = addr, .alloc_ts = alloc_ts},
+                             store::AllocationOrder::seq);
   if (rows.empty()) return std::nullopt;
   return analysis::allocation_details(trace, rows.front());
 }

@@ -6,13 +6,11 @@
 #include <utility>
 
 #include "profiler/analysis/memory.h"
-#include "profiler/store/sqlite_db.h"
+#include "profiler/store/allocator_tables.h"
 
 namespace tidemark::analysis {
 
 namespace {
-
-using store::detail::Stmt;
 
 constexpr size_t kCheckpoint = 128;  // changes between stored snapshots of every band
 constexpr size_t kMaxBands = 255;    // a band index fits the low byte of a change
@@ -90,7 +88,6 @@ Bands allocated_bands(const Trace& trace, int64_t device, BandBy by, size_t top_
   bands.by_ = by;
   bands.device_id_ = device;
   // Which band each allocation goes to: by category name, or by its stack's site.
-  std::unordered_map<std::string, int> category_band;
   std::unordered_map<std::string, int> site_band;  // site key -> band
   std::unordered_map<uint64_t, int> stack_band;
   int other = -1;
@@ -109,11 +106,7 @@ Bands allocated_bands(const Trace& trace, int64_t device, BandBy by, size_t top_
     bands.keys_.emplace_back();
   }
   std::vector<Bands::Change>& changes = bands.changes_;
-  {
-    Stmt count(trace.db(), "SELECT COUNT(*) FROM allocations WHERE device = ?");
-    count.bind(1, device);
-    if (count.step()) changes.reserve(2 * count.u64(0));
-  }
+  changes.reserve(2 * store::allocation_totals(trace.reader(), {.device = device}).rows);
   // Custom categories (Note [Category rules]): bands by the rules' names, in their order.
   const CategoryRules* rules = by == BandBy::category ? trace.category_rules() : nullptr;
   std::vector<std::string> rule_names = rules ? rules->names() : std::vector<std::string>{};
@@ -121,29 +114,26 @@ Bands allocated_bands(const Trace& trace, int64_t device, BandBy by, size_t top_
   for (size_t i = 0; i < rule_names.size(); ++i) rule_band[rule_names[i]] = int(i);
   std::vector<bool> used_rule(rule_names.size(), false);
   std::vector<bool> used_category(std::size(kCategoryOrder), false);
-  Stmt q(trace.db(),
-         "SELECT alloc_ts, free_requested_ts, size, category, stack FROM allocations "
-         "WHERE device = ?");
-  q.bind(1, device);
-  while (q.step()) {
+  int category_band[events::kNumCategories];
+  for (int c = 0; c < events::kNumCategories; ++c) {
+    category_band[c] = int(std::size(kCategoryOrder)) - 1;  // unknown
+    for (size_t i = 0; i < std::size(kCategoryOrder); ++i)
+      if (kCategoryOrder[i] == static_cast<events::Category>(c)) category_band[c] = int(i);
+  }
+  store::AllocationCursor rows(trace.reader(), {.device = device}, store::AllocationOrder::none);
+  while (std::optional<store::AllocationSpan> a = rows.next()) {
     int band = 0;
     if (rules) {
-      const uint64_t stack = q.is_null(4) ? 0 : q.u64(4);
+      const uint64_t stack = a->stack_id;
       auto [it, fresh] = stack_band.try_emplace(stack, 0);
       if (fresh) it->second = rule_band.at(trace.category_label(stack, events::Category::unknown));
       band = it->second;
       used_rule[size_t(band)] = true;
     } else if (by == BandBy::category) {
-      auto [it, fresh] = category_band.try_emplace(q.text(3), 0);
-      if (fresh) {
-        it->second = int(std::size(kCategoryOrder)) - 1;  // unknown names count as unknown
-        for (size_t i = 0; i < std::size(kCategoryOrder); ++i)
-          if (events::category_name(kCategoryOrder[i]) == it->first) it->second = int(i);
-      }
-      band = it->second;
+      band = category_band[static_cast<int>(a->category)];
       used_category[size_t(band)] = true;
     } else {
-      const uint64_t stack = q.is_null(4) ? 0 : q.u64(4);
+      const uint64_t stack = a->stack_id;
       auto [it, fresh] = stack_band.try_emplace(stack, other);
       if (fresh) {
         auto s = site_band.find(trace.site(stack).key);
@@ -151,9 +141,9 @@ Bands allocated_bands(const Trace& trace, int64_t device, BandBy by, size_t top_
       }
       band = it->second;
     }
-    const int64_t size = q.i64(2);
-    changes.push_back({q.u64(0), size * 256 + band});
-    if (!q.is_null(1)) changes.push_back({q.u64(1), -size * 256 + band});
+    const auto size = static_cast<int64_t>(a->size);
+    changes.push_back({a->alloc_ts, size * 256 + band});
+    if (a->free_requested_ts) changes.push_back({*a->free_requested_ts, -size * 256 + band});
   }
   if (rules) {
     // Only the names that occur, in the rules' order.

@@ -4,46 +4,35 @@
 #include <iterator>
 #include <string>
 
+#include "profiler/store/allocator_tables.h"
 #include "profiler/store/event_tables.h"
-#include "profiler/store/sqlite_db.h"
+#include "profiler/store/tensor_tables.h"
 
 namespace tidemark::analysis {
 
-using store::detail::Stmt;
-
-std::vector<TensorRecord> tensors_where(const Trace& trace, const std::string& where,
-                                        const std::vector<int64_t>& params) {
+std::vector<TensorRecord> tensor_records(const Trace& trace, const store::TensorFilter& filter) {
   std::vector<TensorRecord> out;
-  if (!trace.db().table_exists("tensors")) return out;
-  Stmt q(trace.db(),
-         ("SELECT t.tensor_id, t.storage_id, t.base_id, t.sizes, t.strides, t.storage_offset, "
-          "COALESCE(sd.text, ''), COALESCE(so.text, ''), t.create_ts, t.release_ts, t.stack, "
-          "t.device FROM tensors t LEFT JOIN strings sd ON sd.id = t.dtype "
-          "LEFT JOIN strings so ON so.id = t.op " +
-          where)
-             .c_str());
-  for (size_t i = 0; i < params.size(); ++i) q.bind(static_cast<int>(i + 1), params[i]);
-  while (q.step()) {
+  store::for_each_tensor(trace.reader(), filter, [&](const store::TensorRow& r) {
     TensorRecord& t = out.emplace_back();
-    t.tensor_id = q.u64(0);
-    t.storage_id = q.u64(1);
-    t.base_id = q.is_null(2) ? 0 : q.u64(2);
-    t.sizes = q.text(3);
-    t.strides = q.text(4);
-    t.storage_offset = q.i64(5);
-    t.dtype = q.text(6);
-    t.op = q.text(7);
-    t.create_ts = q.u64(8);
-    if (!q.is_null(9)) t.release_ts = q.u64(9);
-    t.stack_id = q.is_null(10) ? 0 : q.u64(10);
-    t.device_id = q.i64(11);
-  }
+    t.tensor_id = r.tensor_id;
+    t.storage_id = r.storage_id;
+    t.base_id = r.base_id;
+    t.sizes = r.sizes;
+    t.strides = r.strides;
+    t.storage_offset = r.storage_offset;
+    t.dtype = r.dtype;
+    t.op = r.op;
+    t.create_ts = r.create_ts;
+    t.release_ts = r.release_ts;
+    t.stack_id = r.stack_id;
+    t.device_id = r.device;
+  });
   return out;
 }
 
 std::optional<AllocationDetails> allocation_details(const Trace& trace, uint64_t seq) {
   std::vector<store::AllocationRow> rows =
-      trace.reader().allocations_where("WHERE seq = ?1", {static_cast<int64_t>(seq)});
+      store::allocation_rows(trace.reader(), {.seq = seq}, store::AllocationOrder::none);
   if (rows.empty()) return std::nullopt;
   return allocation_details(trace, rows.front());
 }
@@ -55,27 +44,15 @@ AllocationDetails allocation_details(const Trace& trace, const store::Allocation
   d.site = trace.site(row.stack_id);
   d.frames = trace.stack_frames(row.stack_id);
   if (row.free_requested_ts) d.lifetime_ns = *row.free_requested_ts - row.alloc_ts;
-  if (!trace.db().table_exists("storages") || !trace.db().table_exists("tensors")) return d;
   // Storages created inside the block while it was allocated (a storage is created after the
   // block it lives in is allocated, and before that block is freed).
   const uint64_t until = row.free_requested_ts.value_or(trace.end_ns());
-  Stmt st(trace.db(),
-          "SELECT storage_id FROM storages WHERE device = ? AND addr >= ? AND addr < ? AND "
-          "create_ts >= ? AND create_ts <= ? ORDER BY create_ts");
-  st.bind(1, row.device)
-      .bind(2, row.addr)
-      .bind(3, row.addr + row.size)
-      .bind(4, row.alloc_ts)
-      .bind(5, until);
-  std::vector<uint64_t> storage_ids;
-  while (st.step()) storage_ids.push_back(st.u64(0));
-  for (uint64_t sid : storage_ids) {
-    std::vector<TensorRecord> ts = tensors_where(
-        trace,
-        "WHERE t.storage_id = ?1 AND t.device = ?2 AND t.create_ts >= ?3 AND t.create_ts <= ?4 "
-        "ORDER BY t.create_ts, t.tensor_id",
-        {static_cast<int64_t>(sid), row.device, static_cast<int64_t>(row.alloc_ts),
-         static_cast<int64_t>(until)});
+  for (const store::StorageRow& s : store::storages_created_in(
+           trace.reader(), row.device, row.addr, row.addr + row.size, row.alloc_ts, until)) {
+    std::vector<TensorRecord> ts =
+        tensor_records(trace, {.storage_id = s.storage_id,
+                               .device = row.device,
+                               .created_in = std::pair{row.alloc_ts, until}});
     d.tensors.insert(d.tensors.end(), std::make_move_iterator(ts.begin()),
                      std::make_move_iterator(ts.end()));
   }
@@ -101,9 +78,7 @@ AllocationDetails allocation_details(const Trace& trace, const store::Allocation
 }
 
 std::optional<TensorDetails> tensor_details(const Trace& trace, uint64_t tensor_id) {
-  std::vector<TensorRecord> first =
-      tensors_where(trace, "WHERE t.tensor_id = ?1 ORDER BY t.create_ts, t.tensor_id LIMIT 1",
-                    {static_cast<int64_t>(tensor_id)});
+  std::vector<TensorRecord> first = tensor_records(trace, {.tensor_id = tensor_id, .limit = 1});
   if (first.empty()) return std::nullopt;
   TensorDetails d;
   d.tensor = std::move(first.front());
@@ -112,25 +87,17 @@ std::optional<TensorDetails> tensor_details(const Trace& trace, uint64_t tensor_
   d.tensor.site = trace.site(d.tensor.stack_id).label;
   d.frames = trace.stack_frames(d.tensor.stack_id);
   if (d.tensor.release_ts) d.lifetime_ns = *d.tensor.release_ts - d.tensor.create_ts;
-  d.views = tensors_where(
-      trace, "WHERE t.base_id = ?1 AND t.tensor_id != ?1 ORDER BY t.create_ts, t.tensor_id",
-      {static_cast<int64_t>(tensor_id)});
+  d.views = tensor_records(trace, {.views_of = tensor_id});
   for (TensorRecord& v : d.views) v.site = trace.site(v.stack_id).label;
-  if (!trace.db().table_exists("storages")) return d;
   // The storage as it was when the tensor was created, then the block holding it then.
-  Stmt st(trace.db(),
-          "SELECT addr, nbytes, create_ts FROM storages WHERE storage_id = ? AND "
-          "create_ts <= ? ORDER BY create_ts DESC LIMIT 1");
-  st.bind(1, d.tensor.storage_id).bind(2, d.tensor.create_ts);
-  if (!st.step()) return d;
-  d.storage_addr = st.u64(0);
-  d.storage_nbytes = st.u64(1);
-  const uint64_t created = st.u64(2);
-  std::vector<store::AllocationRow> rows = trace.reader().allocations_where(
-      "WHERE device = ?1 AND addr <= ?2 AND addr + size > ?2 AND alloc_ts <= ?3 AND "
-      "(free_requested_ts IS NULL OR free_requested_ts >= ?3) ORDER BY alloc_ts DESC LIMIT 1",
-      {d.device_id, static_cast<int64_t>(d.storage_addr), static_cast<int64_t>(created)});
-  if (!rows.empty()) d.allocation = allocation_details(trace, rows.front());
+  const std::optional<store::StorageRow> storage =
+      store::storage_as_of(trace.reader(), d.tensor.storage_id, d.tensor.create_ts);
+  if (!storage) return d;
+  d.storage_addr = storage->addr;
+  d.storage_nbytes = static_cast<uint64_t>(storage->nbytes);
+  if (std::optional<store::AllocationRow> block = store::allocation_holding(
+          trace.reader(), d.device_id, d.storage_addr, storage->create_ts))
+    d.allocation = allocation_details(trace, *block);
   return d;
 }
 

@@ -9,8 +9,8 @@
 #include "profiler/analysis/ranks.h"
 #include "profiler/analysis/steps.h"
 #include "profiler/analysis/trace.h"
+#include "profiler/store/allocator_tables.h"
 #include "profiler/store/event_tables.h"
-#include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis {
 
@@ -225,11 +225,9 @@ std::string detail::phase_label(const WindowPhases& w) {
 
 bool detail::state_only(const Trace& trace, int64_t device) {
   if (!trace.imported_snapshot()) return false;
-  store::detail::Stmt q(trace.db(),
-                        "SELECT 1 FROM allocations WHERE device = ?1 AND alloc_ts > "
-                        "(SELECT min(alloc_ts) FROM allocations WHERE device = ?1) LIMIT 1");
-  q.bind(1, device);
-  return !q.step();
+  // One moment: no allocation later than the first.
+  const auto range = store::allocation_time_range(trace.reader(), device);
+  return !range || range->first == range->second;
 }
 
 void detail::note_inferred(const Trace& t, Finding& f) {

@@ -21,17 +21,16 @@ namespace tidemark::analysis::detail {
 namespace {
 
 bool has_segments(const Trace& trace) {
-  return scalar(trace, "SELECT count(*) FROM segments") > 0;
+  return store::any_segment(trace.reader());
 }
 
 // Whether `device` has allocated blocks (all devices: -1). A CUDA-injected trace of a program
 // with its own caching allocator (PyTorch) has its segments only: allocated reads 0 there, so
 // reserved against allocated says nothing about fragmentation or caching.
 bool has_blocks(const Trace& trace, int64_t device = -1) {
-  Stmt q(trace.db(), device < 0 ? "SELECT 1 FROM allocations LIMIT 1"
-                                : "SELECT 1 FROM allocations WHERE device = ? LIMIT 1");
-  if (device >= 0) q.bind(1, device);
-  return q.step();
+  store::AllocationFilter f;
+  if (device >= 0) f.device = device;
+  return store::any_allocation(trace.reader(), f);
 }
 
 // A device with reserved memory but no blocks, in a trace where other devices have blocks:
@@ -39,9 +38,7 @@ bool has_blocks(const Trace& trace, int64_t device = -1) {
 bool skip_device_without_blocks(const Trace& trace, const DeviceRef& dev, const char* id,
                                 Diagnosis& out) {
   if (has_blocks(trace, dev.id)) return false;
-  Stmt q(trace.db(), "SELECT 1 FROM segments WHERE device = ? LIMIT 1");
-  q.bind(1, dev.id);
-  if (q.step())
+  if (store::any_segment(trace.reader(), {.device = dev.id}))
     out.skipped.push_back({id, dev.name + ": reserved memory but no allocated blocks (a "
                                           "CUDA-injected device: its program's own allocator)"});
   return true;
@@ -107,9 +104,9 @@ std::string allocator_settings(const Trace& trace) {
 // The stack of the first allocation on the device after event `seq` (the one a new segment
 // was reserved for), 0 when none.
 uint64_t next_alloc_stack(const Trace& trace, int64_t device, uint64_t seq) {
-  return static_cast<uint64_t>(scalar(
-      trace, "SELECT stack FROM allocations WHERE device = ? AND seq > ? ORDER BY seq LIMIT 1",
-      {device, static_cast<int64_t>(seq)}));
+  const std::optional<store::AllocationSpan> next = store::first_allocation(
+      trace.reader(), {.device = device, .after_seq = seq}, store::AllocationOrder::seq);
+  return next ? next->stack_id : 0;
 }
 
 const char* kFragmentationFix =
@@ -482,7 +479,7 @@ void detect_cache_held(const Trace& trace, Diagnosis& out) {
 // the batches beyond the next one are worth 1% of the device's allocated peak. The bytes at
 // stake are those batches beyond the next.
 void detect_pinned_growth(const Trace& trace, Diagnosis& out) {
-  if (scalar(trace, "SELECT count(*) FROM allocations WHERE category <> 'unknown'") == 0) {
+  if (!store::any_allocation(trace.reader(), {.categorized = true})) {
     out.skipped.push_back({"pinned-growth",
                            "the trace has no allocation categories (an imported allocator "
                            "snapshot), so input batches cannot be told apart"});
@@ -496,11 +493,15 @@ void detect_pinned_growth(const Trace& trace, Diagnosis& out) {
     return;
   }
   constexpr int64_t kMaxAhead = 8;  // batches
-  const int64_t pinned_copies = scalar(
-      trace, "SELECT count(*) FROM memcpys WHERE pinned = 1 AND direction = 'host_to_device'");
+  int64_t pinned_copies = 0;
+  store::for_each_memcpy(trace.reader(), [&](const store::MemcpyRow& m) {
+    if (m.pinned && m.direction == "host_to_device") ++pinned_copies;
+  });
   for (const DeviceRef& dev : trace.devices()) {
-    std::vector<store::AllocationRow> inputs =
-        trace.reader().allocations_where("WHERE device = ? AND category = 'input'", {dev.id});
+    std::vector<store::AllocationSpan> inputs;
+    store::for_each_allocation(
+        trace.reader(), {.device = dev.id, .category = events::Category::input},
+        store::AllocationOrder::none, [&](const store::AllocationSpan& r) { inputs.push_back(r); });
     std::map<uint64_t, int64_t> per_size;  // size -> count
     for (const auto& r : inputs) per_size[r.size] += 1;
     const int64_t min_count = std::max<int64_t>(2, static_cast<int64_t>(steps.size()) / 2);

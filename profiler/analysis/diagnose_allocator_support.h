@@ -11,12 +11,9 @@
 #include "profiler/analysis/diagnose.h"
 #include "profiler/naming/units.h"
 #include "profiler/store/event_tables.h"
-#include "profiler/store/sqlite_db.h"
 #include "tensorlib/memory/sizes.h"
 
 namespace tidemark::analysis::detail {
-
-using store::detail::Stmt;
 
 // The allocator's own granularity (docs/allocator.md, tensorlib/memory/sizes.h), signed as
 // the curves are: blocks above kSmallSize come from the large pool, and a large request under
@@ -55,14 +52,6 @@ inline void set_site(const Trace& trace, uint64_t stack_id, Finding& f) {
 inline std::string device_label(const Trace& trace, int64_t device_id) {
   const DeviceRef* d = trace.device_by_id(device_id);
   return d ? d->name : "device " + std::to_string(device_id);
-}
-
-// One integer from a query with no or integer parameters (0 when NULL or no row).
-inline int64_t scalar(const Trace& trace, const char* sql,
-                      const std::vector<int64_t>& params = {}) {
-  Stmt q(trace.db(), sql);
-  for (size_t i = 0; i < params.size(); ++i) q.bind(static_cast<int>(i + 1), params[i]);
-  return q.step() && !q.is_null(0) ? q.i64(0) : 0;
 }
 
 // The steps' start times (absolute), in order.

@@ -4,6 +4,7 @@
 
 #include "profiler/analysis/diagnose_allocator_support.h"
 #include "profiler/analysis/memory.h"
+#include "profiler/store/allocator_tables.h"
 #include "profiler/store/event_tables.h"
 
 namespace tidemark::analysis::detail {
@@ -27,19 +28,18 @@ constexpr int64_t kChurnFactor = 2;  // freed at least twice the reserved peak
 // until the device is full and the allocator flushes them all.
 void detect_cache_thrash(const Trace& trace, Diagnosis& out) {
   for (const DeviceRef& dev : trace.devices()) {
-    const int64_t frees = scalar(
-        trace, "SELECT count(*) FROM segments WHERE device = ? AND free_ts IS NOT NULL", {dev.id});
+    const store::RowTotals released =
+        store::segment_totals(trace.reader(), {.device = dev.id, .freed = true});
+    const auto frees = static_cast<int64_t>(released.rows);
     if (frees < kMinSegmentFrees) continue;
-    const int64_t freed = scalar(
-        trace, "SELECT sum(size) FROM segments WHERE device = ? AND free_ts IS NOT NULL", {dev.id});
+    const int64_t freed = released.bytes;
     const std::optional<store::Peak> reserved = peak(trace, dev.id, store::Curve::reserved);
     if (!reserved || reserved->bytes <= 0 || freed < kChurnFactor * reserved->bytes) continue;
-    const int64_t reservations =
-        scalar(trace, "SELECT count(*) FROM segments WHERE device = ?", {dev.id});
+    const auto reservations =
+        static_cast<int64_t>(store::segment_totals(trace.reader(), {.device = dev.id}).rows);
     const auto empty_caches =
         static_cast<int64_t>(store::allocator_events(trace.reader(), "empty_cache", dev.id).size());
-    const int64_t streams =
-        scalar(trace, "SELECT count(DISTINCT stream) FROM allocations WHERE device = ?", {dev.id});
+    const auto streams = static_cast<int64_t>(store::allocation_streams(trace.reader(), dev.id));
     Finding f;
     f.id = "cache-thrash";
     f.device = dev.name;

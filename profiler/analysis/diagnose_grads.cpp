@@ -10,6 +10,7 @@
 #include "profiler/analysis/diagnose_allocator_support.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
+#include "profiler/store/allocator_tables.h"
 #include "profiler/store/event_tables.h"
 
 namespace tidemark::analysis::detail {
@@ -33,15 +34,15 @@ std::vector<uint64_t> backward_times(const Trace& trace, int64_t device) {
     return out;
   }
   std::map<uint64_t, bool> memo;
-  Stmt q(trace.db(), "SELECT stack, alloc_ts FROM allocations WHERE device = ?1 AND stack <> 0");
-  q.bind(1, device);
-  while (q.step()) {
-    auto [it, fresh] = memo.try_emplace(q.u64(0), false);
-    if (fresh)
-      for (const store::ResolvedFrame& f : trace.resolved_frames(q.u64(0)))
-        if (is_autograd_engine_frame(f)) it->second = true;
-    if (it->second) out.push_back(q.u64(1));
-  }
+  store::for_each_allocation(
+      trace.reader(), {.device = device, .with_stack = true}, store::AllocationOrder::none,
+      [&](const store::AllocationSpan& a) {
+        auto [it, fresh] = memo.try_emplace(a.stack_id, false);
+        if (fresh)
+          for (const store::ResolvedFrame& f : trace.resolved_frames(a.stack_id))
+            if (is_autograd_engine_frame(f)) it->second = true;
+        if (it->second) out.push_back(a.alloc_ts);
+      });
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -90,9 +91,8 @@ void detect_stale_grads(const Trace& trace, Diagnosis& out) {
     if (steps.size() < 2) continue;  // a forward after a backward needs two steps
     const std::optional<store::Peak> pk = peak(trace, dev.id, store::Curve::allocated);
     if (!pk || pk->bytes <= 0) continue;
-    if (!scalar(trace,
-                "SELECT 1 FROM allocations WHERE device = ? AND category = 'gradient' LIMIT 1",
-                {dev.id}))
+    if (!store::any_allocation(trace.reader(),
+                               {.device = dev.id, .category = events::Category::gradient}))
       continue;
     const std::vector<uint64_t> backwards = backward_times(trace, dev.id);
     std::vector<Forward> forwards;
@@ -106,16 +106,15 @@ void detect_stale_grads(const Trace& trace, Diagnosis& out) {
     // One pass in time order: the gradients, read as the curve goes (memory: the gradients live
     // at once, not every one of the trace), and the allocated curve with the stale ones taken
     // out of each forward. `live`: the gradients allocated so far and not yet freed.
-    Stmt grads(trace.db(),
-               "SELECT alloc_ts, free_requested_ts, size FROM allocations WHERE device = ?1 AND "
-               "category = 'gradient' ORDER BY alloc_ts, seq");
-    grads.bind(1, dev.id);
+    store::AllocationCursor grads(trace.reader(),
+                                  {.device = dev.id, .category = events::Category::gradient},
+                                  store::AllocationOrder::alloc_ts_then_seq);
     std::optional<Grad> next_grad;
     auto read_grad = [&] {
       next_grad.reset();
-      if (grads.step())
-        next_grad = Grad{grads.u64(0), grads.is_null(1) ? kNever : grads.u64(1),
-                         static_cast<int64_t>(grads.u64(2))};
+      if (std::optional<store::AllocationSpan> g = grads.next())
+        next_grad =
+            Grad{g->alloc_ts, g->free_requested_ts.value_or(kNever), static_cast<int64_t>(g->size)};
     };
     read_grad();
     auto by_free = [](const Grad& a, const Grad& b) { return a.freed_ts > b.freed_ts; };
@@ -180,9 +179,9 @@ void detect_stale_grads(const Trace& trace, Diagnosis& out) {
               ") are still live in the next step's forward: the peak would be " +
               format_bytes(without) + " without them";
     if (worst_seq) {
-      std::vector<store::AllocationRow> at = trace.reader().allocations_where(
-          "WHERE device = ?1 AND seq = ?2", {dev.id, static_cast<int64_t>(*worst_seq)});
-      if (!at.empty()) set_site(trace, at.front().stack_id, f);
+      if (std::optional<store::AllocationSpan> at = store::first_allocation(
+              trace.reader(), {.device = dev.id, .seq = *worst_seq}, store::AllocationOrder::none))
+        set_site(trace, at->stack_id, f);
     }
     f.evidence = {
         {"phase", "forward of a training step, before its backward"},

@@ -29,12 +29,11 @@
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
 #include "profiler/naming/units.h"
+#include "profiler/store/allocator_tables.h"
 #include "profiler/store/event_tables.h"
-#include "profiler/store/sqlite_db.h"
+#include "profiler/store/tensor_tables.h"
 
 namespace tidemark::analysis::detail {
-
-using store::detail::Stmt;
 
 namespace {
 
@@ -76,11 +75,6 @@ constexpr const char* kSnapshotNoCategories =
     "snapshots mark no block as an activation (none were inferred), so activations saved for "
     "backward cannot be recognised";
 
-bool any_row(const Trace& t, const char* sql) {
-  Stmt q(t.db(), sql);
-  return q.step();
-}
-
 constexpr const char* kSnapshotNoBackward =
     "the trace is an imported PyTorch snapshot: its categories are inferred (activations "
     "included), but it has no backward scopes to tell a training step from an evaluation";
@@ -110,19 +104,14 @@ struct Block {
 // Allocation rows of a device, in allocation order (`activations_only`: category activation).
 std::vector<Block> load_blocks(const Trace& t, int64_t device, bool activations_only) {
   std::vector<Block> out;
-  Stmt q(t.db(),
-         activations_only
-             ? "SELECT size, alloc_ts, free_requested_ts, stack, 1, seq FROM allocations "
-               "WHERE device = ? AND category = 'activation' ORDER BY seq"
-             : "SELECT size, alloc_ts, free_requested_ts, stack, "
-               "category = 'activation', seq FROM allocations WHERE device = ? ORDER BY seq");
-  q.bind(1, device);
-  while (q.step()) {
-    const auto bytes =
-        static_cast<int64_t>(store::checked_size(q.u64(0), "an allocation's size", t.path()));
-    out.push_back(
-        {bytes, q.u64(1), q.is_null(2) ? kOpen : q.u64(2), q.u64(3), q.i64(4) != 0, q.u64(5)});
-  }
+  store::AllocationFilter filter{.device = device};
+  if (activations_only) filter.category = events::Category::activation;
+  store::for_each_allocation(t.reader(), filter, store::AllocationOrder::seq,
+                             [&](const store::AllocationSpan& a) {
+                               out.push_back({static_cast<int64_t>(a.size), a.alloc_ts,
+                                              a.free_requested_ts.value_or(kOpen), a.stack_id,
+                                              a.category == events::Category::activation, a.seq});
+                             });
   return out;
 }
 
@@ -255,8 +244,7 @@ std::vector<std::pair<uint64_t, uint64_t>> backward_scopes(const Trace& t, bool 
 std::string activations_missing(const Trace& t, bool backward) {
   if (t.imported_snapshot() && t.categories_inferred().empty()) return kSnapshotNoCategories;
   if (t.imported_snapshot() && backward) return kSnapshotNoBackward;
-  if (!any_row(t, "SELECT 1 FROM allocations WHERE category <> 'unknown' LIMIT 1") &&
-      !any_row(t, "SELECT 1 FROM tensors LIMIT 1"))
+  if (!store::any_allocation(t.reader(), {.categorized = true}) && !store::any_tensor(t.reader()))
     return "the trace has neither memory categories nor tensor records (a program not built on "
            "tensorlib), so activations saved for backward cannot be recognised";
   return {};

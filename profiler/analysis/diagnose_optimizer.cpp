@@ -8,6 +8,7 @@
 
 #include "profiler/analysis/diagnose_allocator_support.h"
 #include "profiler/analysis/memory.h"
+#include "profiler/store/allocator_tables.h"
 
 namespace tidemark::analysis::detail {
 
@@ -101,18 +102,20 @@ void detect_optimizer_peak(const Trace& trace, Diagnosis& out) {
     // The allocated curve with every optimizer temporary of the window taken out (each
     // step's, not only the peak's): its highest value is the peak without them.
     std::vector<std::pair<uint64_t, int64_t>> changes;  // (time, +size at alloc / -size at free)
-    Stmt q(trace.db(),
-           "SELECT stack, alloc_ts, free_requested_ts, size FROM allocations WHERE device = ?1 "
-           "AND stack <> 0 AND category NOT IN ('optimizer_state', 'parameter', 'gradient')");
-    q.bind(1, dev.id);
-    while (q.step()) {  // the rows one at a time: a long run has millions
-      auto [it, fresh] = memo.try_emplace(q.u64(0));
-      if (fresh) it->second = optimizer_frames(trace, q.u64(0));
-      if (!it->second.optimizer) continue;
-      const auto size = static_cast<int64_t>(q.u64(3));
-      changes.emplace_back(q.u64(1), size);
-      if (!q.is_null(2)) changes.emplace_back(q.u64(2), -size);
-    }
+    using events::Category;
+    store::for_each_allocation(  // the rows one at a time: a long run has millions
+        trace.reader(),
+        {.device = dev.id,
+         .not_categories = {Category::optimizer_state, Category::parameter, Category::gradient},
+         .with_stack = true},
+        store::AllocationOrder::none, [&](const store::AllocationSpan& a) {
+          auto [it, fresh] = memo.try_emplace(a.stack_id);
+          if (fresh) it->second = optimizer_frames(trace, a.stack_id);
+          if (!it->second.optimizer) return;
+          const auto size = static_cast<int64_t>(a.size);
+          changes.emplace_back(a.alloc_ts, size);
+          if (a.free_requested_ts) changes.emplace_back(*a.free_requested_ts, -size);
+        });
     std::sort(changes.begin(), changes.end());
     int64_t without = 0, live = 0, outside = 0;
     size_t next = 0;

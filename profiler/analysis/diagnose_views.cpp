@@ -10,6 +10,7 @@
 
 #include "profiler/analysis/diagnose_allocator_support.h"
 #include "profiler/analysis/memory.h"
+#include "profiler/store/tensor_tables.h"
 
 namespace tidemark::analysis::detail {
 
@@ -85,33 +86,28 @@ std::string ints_text(const std::vector<int64_t>& v) {
 
 std::vector<TensorRow> load_tensors(const Trace& trace) {
   std::vector<TensorRow> out;
-  Stmt q(trace.db(),
-         "SELECT t.tensor_id, t.storage_id, t.base_id, t.device, t.sizes, t.strides, "
-         "t.storage_offset, sd.text, so.text, t.create_ts, t.release_ts, t.thread, t.stack "
-         "FROM tensors t LEFT JOIN strings sd ON sd.id = t.dtype "
-         "LEFT JOIN strings so ON so.id = t.op ORDER BY t.create_ts, t.tensor_id");
-  while (q.step()) {
+  store::for_each_tensor(trace.reader(), {}, [&](const store::TensorRow& r) {
     TensorRow t;
-    t.tensor_id = q.u64(0);
-    t.storage_id = q.u64(1);
-    t.base_id = q.u64(2);
-    t.device = q.i64(3);
-    t.sizes = parse_ints(q.text(4));
-    t.strides = parse_ints(q.text(5));
-    t.storage_offset = q.i64(6);
-    t.dtype = q.is_null(7) ? "" : q.text(7);
-    t.op = q.is_null(8) ? "" : q.text(8);
-    t.create_ts = q.u64(9);
-    if (!q.is_null(10)) t.release_ts = q.u64(10);
-    t.thread = q.u64(11);
-    t.stack = q.u64(12);
+    t.tensor_id = r.tensor_id;
+    t.storage_id = r.storage_id;
+    t.base_id = r.base_id;
+    t.device = r.device;
+    t.sizes = parse_ints(r.sizes);
+    t.strides = parse_ints(r.strides);
+    t.storage_offset = r.storage_offset;
+    t.dtype = r.dtype;
+    t.op = r.op;
+    t.create_ts = r.create_ts;
+    t.release_ts = r.release_ts;
+    t.thread = r.thread;
+    t.stack = r.stack_id;
     out.push_back(std::move(t));
-  }
+  });
   return out;
 }
 
 bool skip_without_tensors(const Trace& trace, const char* id, Diagnosis& out) {
-  if (scalar(trace, "SELECT count(*) FROM tensors") > 0) return false;
+  if (store::any_tensor(trace.reader())) return false;
   out.skipped.push_back({id,
                          "the trace has no tensor records (an imported allocator snapshot, or a "
                          "recording without tensor events)"});
@@ -162,12 +158,14 @@ void detect_view_retention(const Trace& trace, Diagnosis& out) {
     uint64_t longest_ns = 0;
   };
   std::map<std::pair<int64_t, std::string>, SiteSum> sites;
-  Stmt storages(trace.db(), "SELECT storage_id, nbytes, release_ts FROM storages");
-  while (storages.step()) {
-    auto it = by_storage.find(storages.u64(0));
-    const int64_t nbytes = storages.i64(1);
-    if (it == by_storage.end() || nbytes <= 0) continue;
-    const uint64_t storage_end = storages.is_null(2) ? trace.end_ns() : storages.u64(2);
+  std::vector<store::StorageRow> storages;
+  store::for_each_storage(trace.reader(), [&](const store::StorageRow& s) {
+    if (s.nbytes > 0 && by_storage.count(s.storage_id)) storages.push_back(s);
+  });
+  for (const store::StorageRow& storage : storages) {
+    auto it = by_storage.find(storage.storage_id);
+    const int64_t nbytes = storage.nbytes;
+    const uint64_t storage_end = storage.release_ts.value_or(trace.end_ns());
     // The views that kept the storage: tensors reaching less than half of it that lived
     // across a step boundary (without steps: for 1% of the trace or more).
     std::vector<const TensorRow*> keepers;

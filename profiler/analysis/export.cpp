@@ -21,15 +21,13 @@
 #include <nlohmann/json.hpp>
 
 #include "profiler/analysis/output_file.h"
+#include "profiler/store/allocator_tables.h"
 #include "profiler/store/event_tables.h"
 #include "profiler/store/meta_keys.h"
-#include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis {
 
 namespace {
-
-using store::detail::Stmt;
 
 constexpr size_t kFlushBytes = 1 << 16;
 
@@ -361,39 +359,36 @@ void export_csv(const Trace& trace, std::ostream& out) {
   w.raw(
       "device,addr,size,requested_size,stream,segment,pool,alloc_ns,free_requested_ns,"
       "free_completed_ns,thread,scope,category,stack,site_function,site_file,site_line\n");
-  Stmt s(trace.db(),
-         "SELECT a.device, a.addr, a.size, a.requested_size, a.stream, a.segment, a.pool, "
-         "a.alloc_ts, a.free_requested_ts, a.free_completed_ts, a.thread, sc.text, a.category, "
-         "a.stack FROM allocations a LEFT JOIN strings sc ON sc.id = a.scope ORDER BY a.seq");
-  auto rel = [&](int col) {
-    if (!s.is_null(col)) w.i64(static_cast<int64_t>(s.u64(col) - tf.origin));
+  auto rel = [&](std::optional<uint64_t> ts) {
+    if (ts) w.i64(static_cast<int64_t>(*ts - tf.origin));
   };
-  while (s.step()) {
-    w.csv_field(device_name(devices, s.i64(0))).raw(",");
-    w.hex(s.u64(1)).raw(",");
-    w.u64(s.u64(2)).raw(",").u64(s.u64(3)).raw(",").u64(s.u64(4)).raw(",");
-    w.hex(s.u64(5)).raw(",");
-    w.csv_field(s.text(6)).raw(",");
-    rel(7);
-    w.raw(",");
-    rel(8);
-    w.raw(",");
-    rel(9);
-    w.raw(",").u64(s.u64(10)).raw(",");
-    w.csv_field(s.is_null(11) ? "" : s.text(11)).raw(",");
-    w.csv_field(s.text(12)).raw(",");
-    uint64_t stack = s.u64(13);
-    w.u64(stack).raw(",");
-    auto [it, fresh] = sites.try_emplace(stack);
-    if (fresh) it->second = trace.site_frame(stack);
-    if (const auto& site = it->second) {
-      w.csv_field(site->function).raw(",").csv_field(site->file).raw(",");
-      if (site->line > 0) w.i64(site->line);
-    } else {
-      w.raw(",,");
-    }
-    w.raw("\n");
-  }
+  store::for_each_allocation_row(
+      trace.reader(), {}, store::AllocationOrder::seq, [&](const store::AllocationRow& a) {
+        w.csv_field(device_name(devices, a.device)).raw(",");
+        w.hex(a.addr).raw(",");
+        w.u64(a.size).raw(",").u64(a.requested_size).raw(",").u64(a.stream).raw(",");
+        w.hex(a.segment).raw(",");
+        w.csv_field(store::pool_name(a.pool)).raw(",");
+        rel(a.alloc_ts);
+        w.raw(",");
+        rel(a.free_requested_ts);
+        w.raw(",");
+        rel(a.free_completed_ts);
+        w.raw(",").u64(a.thread).raw(",");
+        w.csv_field(a.scope).raw(",");
+        w.csv_field(events::category_name(a.category)).raw(",");
+        const uint64_t stack = a.stack_id;
+        w.u64(stack).raw(",");
+        auto [it, fresh] = sites.try_emplace(stack);
+        if (fresh) it->second = trace.site_frame(stack);
+        if (const auto& site = it->second) {
+          w.csv_field(site->function).raw(",").csv_field(site->file).raw(",");
+          if (site->line > 0) w.i64(site->line);
+        } else {
+          w.raw(",,");
+        }
+        w.raw("\n");
+      });
   w.flush();
 }
 

@@ -40,10 +40,10 @@
 #include <vector>
 
 #include "profiler/analysis/export.h"
-#include "profiler/naming/site_rule.h"
 #include "profiler/analysis/trace.h"
+#include "profiler/naming/site_rule.h"
 #include "profiler/pickle/pickle_writer.h"
-#include "profiler/store/sqlite_db.h"
+#include "profiler/store/allocator_tables.h"
 
 namespace tidemark::analysis {
 
@@ -51,7 +51,6 @@ namespace {
 
 namespace ev = events;
 using importers::pickle::PickleWriter;
-using store::detail::Stmt;
 
 constexpr size_t kDrainBytes = 1 << 16;
 constexpr int kBatch = 1000;  // items per APPENDS, as Python's pickler batches them
@@ -112,8 +111,8 @@ class SnapshotWriter {
     store::TraceMeta meta = trace.reader().meta();
     unix_offset_ = meta.start_unix_ns - static_cast<int64_t>(meta.start_ts_ns);
     settings_ = meta.allocator_settings;
-    Stmt q(trace.db(), "SELECT 1 FROM allocations WHERE category != 'unknown' LIMIT 1");
-    categories_ = options.categories && q.step();
+    categories_ =
+        options.categories && store::any_allocation(trace.reader(), {.categorized = true});
   }
 
   SnapshotExport write() {
@@ -173,22 +172,20 @@ class SnapshotWriter {
     // Where mapped ranges are cut (Note [Snapshot export]): every end of every mapping.
     cuts_.clear();
     {
-      Stmt q(trace_.db(), "SELECT addr, size FROM segments WHERE device = ?1 AND kind = 'mapped'");
-      q.bind(1, d.row_id);
-      while (q.step()) {
-        cuts_.insert(q.u64(0));
-        cuts_.insert(q.u64(0) + q.u64(1));
+      for (const store::SegmentRow& m :
+           store::segments_matching(trace_.reader(), {.device = d.row_id, .mapped_only = true})) {
+        cuts_.insert(m.addr);
+        cuts_.insert(m.addr + m.size);
       }
     }
     // Each block's category: the one the allocations table settled on (the latest `category`
     // event while it was allocated, else the alloc's), read beside the events in seq order.
-    std::optional<Stmt> cats;
-    if (categories_) {
-      cats.emplace(trace_.db(),
-                   "SELECT seq, category FROM allocations WHERE device = ?1 ORDER BY seq");
-      cats->bind(1, d.row_id);
-    }
-    bool cat_row = cats && cats->step();
+    std::optional<store::AllocationCursor> cats;
+    if (categories_)
+      cats.emplace(trace_.reader(), store::AllocationFilter{.device = d.row_id},
+                   store::AllocationOrder::seq);
+    std::optional<store::AllocationSpan> cat_row;
+    if (cats) cat_row = cats->next();
 
     Batched list(w_);
     list_ = &list;
@@ -222,10 +219,9 @@ class SnapshotWriter {
         case ev::Kind::alloc: {
           std::string category = "unknown";
           if (cats) {
-            while (cat_row && cats->u64(0) < e.seq) cat_row = cats->step();
-            category = cat_row && cats->u64(0) == e.seq
-                           ? cats->text(1)
-                           : std::string(ev::category_name(b.category));
+            while (cat_row && cat_row->seq < e.seq) cat_row = cats->next();
+            category = std::string(ev::category_name(
+                cat_row && cat_row->seq == e.seq ? cat_row->category : b.category));
           }
           if (!reserved(b.addr)) {
             ++stats_.entries_left_out;

@@ -8,14 +8,13 @@
 #include <unordered_map>
 
 #include "profiler/analysis/steps.h"
+#include "profiler/store/allocator_tables.h"
 #include "profiler/store/event_tables.h"
 #include "profiler/store/meta_keys.h"
-#include "profiler/store/sqlite_db.h"
 
 namespace tidemark::analysis {
 
 namespace ev = events;
-using store::detail::Stmt;
 
 std::string_view group_by_name(GroupBy g) {
   switch (g) {
@@ -42,9 +41,6 @@ std::optional<GroupBy> parse_group_by(std::string_view s) {
 
 namespace {
 
-// Times are bound to SQLite as int64: "no end" is the largest of those.
-constexpr uint64_t kNever = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
-
 // The value of every curve after the last change before `ts` (0 before any).
 struct Values {
   int64_t allocated = 0, active = 0, reserved = 0, requested = 0;
@@ -59,20 +55,6 @@ Values values_before(const Trace& trace, int64_t device, int level, uint64_t ts)
 }  // namespace
 
 namespace {
-
-// The SQL tail selecting rows (of allocations or segments) live at `at`, whose end time is
-// `end_column`, and its parameters.
-std::string live_where(const char* end_column, int64_t device, TimePoint at,
-                       std::vector<int64_t>& params) {
-  std::string sql =
-      std::string("WHERE device = ?1 AND (") + end_column + " IS NULL OR " + end_column + " > ?2) ";
-  // With a seq, the alloc event's seq decides (two events may share a time); alloc_ts bounds
-  // the scan, allowing for cores whose clocks disagree by a little (1 ms).
-  sql += at.seq ? "AND alloc_ts <= ?2 + 1000000 AND seq <= ?3 " : "AND alloc_ts <= ?2 ";
-  params = {device, static_cast<int64_t>(at.ts)};
-  if (at.seq) params.push_back(static_cast<int64_t>(*at.seq));
-  return sql + "ORDER BY seq";
-}
 
 // What grouping reads of a row: an allocation, or a segment (no scope, no category).
 struct Member {
@@ -202,24 +184,18 @@ LiveBreakdown breakdown(const Trace& trace, int64_t device, uint64_t ts, GroupBy
 
 std::vector<store::AllocationRow> live_allocations(const Trace& trace, int64_t device,
                                                    TimePoint at) {
-  std::vector<int64_t> params;
-  std::string sql = live_where("free_requested_ts", device, at, params);
-  return trace.reader().allocations_where(sql, params);
+  return store::allocated_at(trace.reader(), device, at.ts, at.seq);
 }
 
 std::vector<store::SegmentRow> live_segments(const Trace& trace, int64_t device, TimePoint at) {
-  std::vector<int64_t> params;
-  std::string sql = live_where("free_ts", device, at, params);
-  return trace.reader().segments_where(sql, params);
+  return store::reserved_at(trace.reader(), device, at.ts, at.seq);
 }
 
 std::vector<store::AllocationRow> live_in_range(const Trace& trace, int64_t device,
                                                 uint64_t from_ts, uint64_t to_ts) {
-  return trace.reader().allocations_where(
-      "WHERE device = ?1 AND alloc_ts < ?3 AND (free_requested_ts IS NULL OR "
-      "free_requested_ts > ?2) ORDER BY seq",
-      {device, static_cast<int64_t>(std::min(from_ts, kNever)),
-       static_cast<int64_t>(std::min(to_ts, kNever))});
+  return store::allocation_rows(trace.reader(),
+                                {.device = device, .live_in = std::pair{from_ts, to_ts}},
+                                store::AllocationOrder::seq);
 }
 
 std::vector<Group> group_allocations(const Trace& trace,
@@ -301,10 +277,8 @@ std::vector<std::pair<int64_t, uint64_t>> step_starts(const Trace& trace) {
 LeakReport leaks(const Trace& trace, std::optional<int64_t> device, GroupBy by, size_t limit) {
   LeakReport r;
   r.by = by;
-  std::vector<store::AllocationRow> rows = trace.reader().allocations_where(
-      std::string("WHERE free_requested_ts IS NULL ") + (device ? "AND device = ?1 " : "") +
-          "ORDER BY seq",
-      device ? std::vector<int64_t>{*device} : std::vector<int64_t>{});
+  std::vector<store::AllocationRow> rows = store::allocation_rows(
+      trace.reader(), {.device = device, .never_freed = true}, store::AllocationOrder::seq);
   for (const auto& a : rows) r.bytes += static_cast<int64_t>(a.size);
   r.count = rows.size();
   r.groups = group_allocations(trace, rows, by, limit, &r.groups_total);
@@ -338,12 +312,10 @@ DeviceSummary summarize_device(const Trace& trace, const DeviceRef& device) {
     if (trace.imported_snapshot()) {
       // Note [Estimated block sizes]: a snapshot knows the size of the blocks still active at
       // its end (`segments`); every other block's size is estimated from its request.
-      Stmt q(
-          trace.db(),
-          "SELECT COUNT(*) FROM allocations WHERE device = ? AND alloc_ts <= ? AND "
-          "(free_requested_ts IS NULL OR free_requested_ts > ?) AND free_completed_ts IS NOT NULL");
-      q.bind(1, id).bind(2, p->ts_ns).bind(3, p->ts_ns);
-      if (q.step()) s.peak_allocated_estimated_blocks = q.u64(0);
+      s.peak_allocated_estimated_blocks =
+          store::allocation_totals(trace.reader(),
+                                   {.device = id, .live_at = p->ts_ns, .free_completed = true})
+              .rows;
     }
   }
   if (auto p = peak(trace, id, store::Curve::reserved)) s.peak_reserved_bytes = p->bytes;
@@ -355,11 +327,6 @@ DeviceSummary summarize_device(const Trace& trace, const DeviceRef& device) {
     s.final_reserved_bytes = last->reserved;
     s.final_active_bytes = last->active;
   }
-  auto count = [&](const char* sql) {
-    Stmt q(trace.db(), sql);
-    q.bind(1, id);
-    return q.step() ? q.u64(0) : 0;
-  };
   // Note [Private pools] (importers): meta private_pools, a JSON list over the devices; a
   // value this reader cannot read is left out (the key is optional).
   if (const std::string pools = trace.meta_text(store::meta_keys::kPrivatePools); !pools.empty()) {
@@ -376,18 +343,14 @@ DeviceSummary summarize_device(const Trace& trace, const DeviceRef& device) {
                                    p.value("reserved_bytes", int64_t{0})});
       }
   }
-  s.alloc_count = count("SELECT COUNT(*) FROM allocations WHERE device = ?");
-  s.segment_alloc_count = count("SELECT COUNT(DISTINCT seq) FROM segments WHERE device = ?");
+  s.alloc_count = store::allocation_totals(trace.reader(), {.device = id}).rows;
+  s.segment_alloc_count = store::segment_reservations(trace.reader(), {.device = id});
   s.oom_count = store::allocator_events(trace.reader(), "oom", id).size();
-  s.sync_count = count("SELECT COUNT(*) FROM syncs WHERE device = ?");
-  Stmt q(trace.db(),
-         "SELECT COUNT(*), TOTAL(size) FROM allocations WHERE device = ? AND "
-         "free_requested_ts IS NULL");
-  q.bind(1, id);
-  if (q.step()) {
-    s.leaked_count = q.u64(0);
-    s.leaked_bytes = static_cast<int64_t>(q.f64(1));
-  }
+  s.sync_count = store::sync_count(trace.reader(), id);
+  const store::RowTotals leaked =
+      store::allocation_totals(trace.reader(), {.device = id, .never_freed = true});
+  s.leaked_count = leaked.rows;
+  s.leaked_bytes = leaked.bytes;
   return s;
 }
 
@@ -580,10 +543,7 @@ Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& req
 }
 
 std::vector<TensorRecord> tensors_live_at(const Trace& trace, uint64_t ts) {
-  return tensors_where(trace,
-                       "WHERE t.create_ts <= ?1 AND (t.release_ts IS NULL OR t.release_ts > ?1) "
-                       "ORDER BY t.create_ts, t.tensor_id",
-                       {static_cast<int64_t>(ts)});
+  return tensor_records(trace, {.live_at = ts});
 }
 
 }  // namespace tidemark::analysis

@@ -18,6 +18,7 @@
 #include "profiler/analysis/category_rules.h"
 #include "profiler/naming/site_rule.h"
 #include "profiler/naming/units.h"
+#include "profiler/store/tensor_tables.h"
 #include "profiler/store/trace_reader.h"
 
 namespace tidemark::analysis {
@@ -150,10 +151,6 @@ class Trace {
   // their outer callers. Never in an imported snapshot, whose depth is no capture limit.
   bool stack_truncated(uint64_t stack_id) const;
 
-  // The trace's one connection (the reader's), for the analysis library's own queries on the
-  // derived tables (profiler/store/sqlite_db.h; not installed API).
-  store::detail::Db& db() const { return reader_->db(); }
-
  private:
   Trace() = default;
   std::unique_ptr<store::TraceReader> reader_;
@@ -196,10 +193,9 @@ struct TensorRecord {
   std::string site;  // Note [Allocation site] of its creation: filled by the details (details.h)
   bool is_view() const { return base_id != 0; }
 };
-// Rows of `tensors` selected by an SQL tail ("WHERE ... ORDER BY ..." on `tensors t`), its ?1,
-// ?2, ... bound to `params` in order; empty when the trace has no tensors table.
-std::vector<TensorRecord> tensors_where(const Trace& trace, const std::string& where,
-                                        const std::vector<int64_t>& params);
+// The tensors `filter` takes, by creation time then id (store/tensor_tables.h); the site is
+// left for the caller to fill.
+std::vector<TensorRecord> tensor_records(const Trace& trace, const store::TensorFilter& filter);
 
 // Note [Matching devices]
 // Two traces (a diff, a baseline check, a comparison) speak of the same device when the devices

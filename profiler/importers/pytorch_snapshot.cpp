@@ -32,12 +32,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "profiler/pickle/pickle.h"
 #include "profiler/importers/snapshot_emitter.h"
 #include "profiler/importers/snapshot_file.h"
 #include "profiler/importers/snapshot_infer.h"
 #include "profiler/importers/snapshot_reader.h"
 #include "profiler/importers/snapshot_stacks.h"
+#include "profiler/pickle/pickle.h"
 #include "profiler/store/trace_writer.h"
 
 namespace tidemark::importers {

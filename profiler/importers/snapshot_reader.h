@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "profiler/events/events.h"
-#include "profiler/pickle/pickle.h"
 #include "profiler/importers/pytorch_snapshot.h"
+#include "profiler/pickle/pickle.h"
 #include "tensorlib/memory/sizes.h"
 
 namespace tidemark::importers::snapshot {

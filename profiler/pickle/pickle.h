@@ -12,20 +12,21 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include "profiler/importers/import_error.h"
-
 namespace tidemark::importers::pickle {
 
-class PickleError : public ImportError {
+// The pickle library depends on nothing of the importers': the importer that parses a file
+// turns this into its ImportError, naming the file (pytorch_snapshot.cpp).
+class PickleError : public std::runtime_error {
  public:
   // `opcode` -1: the error is not about one opcode (end of input).
   PickleError(const std::string& message, uint64_t offset, int opcode)
-      : ImportError(message), offset_(offset), opcode_(opcode) {}
+      : std::runtime_error(message), offset_(offset), opcode_(opcode) {}
   uint64_t offset() const { return offset_; }
   int opcode() const { return opcode_; }
 

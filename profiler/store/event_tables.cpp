@@ -92,13 +92,20 @@ std::vector<ScopeRow> scopes_named(const TraceReader& reader,
   return out;
 }
 
+uint64_t sync_count(const TraceReader& reader, int64_t device) {
+  if (!reader.db().table_exists("syncs")) return 0;
+  Stmt q(reader.db(), "SELECT COUNT(*) FROM syncs WHERE device = ?1");
+  q.bind(1, device);
+  return q.step() ? q.u64(0) : 0;
+}
+
 void for_each_sync(const TraceReader& reader, const std::function<void(const SyncRow&)>& fn,
                    uint64_t from_ts, uint64_t to_ts) {
   if (!reader.db().table_exists("syncs")) return;
   Stmt q(reader.db(),
          "SELECT ts, seq, device, kind, duration_ns, stream, thread, stack FROM syncs "
          "WHERE ts >= ? AND ts <= ? ORDER BY ts, seq");
-  q.bind(1, std::min<uint64_t>(from_ts, INT64_MAX)).bind(2, std::min<uint64_t>(to_ts, INT64_MAX));
+  q.bind(1, detail::time_bound(from_ts)).bind(2, detail::time_bound(to_ts));
   SyncRow r;
   while (q.step()) {
     r.ts = q.u64(0);

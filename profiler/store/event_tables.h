@@ -64,6 +64,9 @@ struct MarkRow {
   uint64_t value = 0, thread = 0;
 };
 // By ts, then seq.
+// The syncs of `device`.
+uint64_t sync_count(const TraceReader& reader, int64_t device);
+
 void for_each_mark(const TraceReader& reader, const std::function<void(const MarkRow&)>& fn);
 
 // A host<->device copy of `memcpys`.

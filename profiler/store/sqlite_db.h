@@ -64,6 +64,13 @@ class Db {
 // A part file's writes (Note [Part files] in trace_writer.cpp): no journal, no syncs.
 void write_without_journal(Db& db);
 
+// A time bound as a query binds it. Times are unsigned nanoseconds and SQLite integers
+// signed: an open bound (UINT64_MAX, "until the end") becomes INT64_MAX, which every stored
+// time is below, rather than the negative number its bit pattern would be.
+constexpr int64_t time_bound(uint64_t ts) {
+  return ts > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(ts);
+}
+
 class Stmt {
  public:
   Stmt() = default;

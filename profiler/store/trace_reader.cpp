@@ -98,11 +98,14 @@ std::optional<std::string> TraceReader::meta_value(const std::string& key) const
   return s.text(0);
 }
 
-namespace {
-// Time bounds are unsigned; SQLite integers are signed.
-int64_t bound(uint64_t t) {
-  return t > INT64_MAX ? INT64_MAX : static_cast<int64_t>(t);
+ev::Category category_named(std::string_view name) {
+  for (int c = 0; c < ev::kNumCategories; ++c)
+    if (ev::category_name(static_cast<ev::Category>(c)) == name)
+      return static_cast<ev::Category>(c);
+  return ev::Category::unknown;
 }
+
+namespace {
 int64_t to_i64(const std::optional<std::string>& v) {
   return v ? std::stoll(*v) : 0;
 }
@@ -350,10 +353,7 @@ AllocationRow allocation_row(const Stmt& s, const TraceReader& r) {
   a.thread = s.u64(11);
   a.stack_id = s.u64(12);
   if (!s.is_null(13)) a.scope = r.string(s.u64(13));
-  std::string cat = s.text(14);
-  for (int c = 0; c < ev::kNumCategories; ++c)
-    if (ev::category_name(static_cast<ev::Category>(c)) == cat)
-      a.category = static_cast<ev::Category>(c);
+  a.category = category_named(s.text(14));
   return a;
 }
 
@@ -397,7 +397,7 @@ std::vector<AllocationRow> TraceReader::allocations_live_at(int64_t device, uint
                 "WHERE device = ? AND alloc_ts <= ? AND (free_requested_ts IS NULL OR "
                 "free_requested_ts > ?) ORDER BY seq")
                    .c_str());
-  s.bind(1, device).bind(2, bound(ts)).bind(3, bound(ts));
+  s.bind(1, device).bind(2, detail::time_bound(ts)).bind(3, detail::time_bound(ts));
   while (s.step()) out.push_back(allocation_row(s, *this));
   return out;
 }
@@ -416,6 +416,15 @@ std::vector<AllocationRow> TraceReader::allocations_where(
   require_finalized();
   return rows_where(*db_, kAllocationColumns, where, params,
                     [this](const Stmt& s) { return allocation_row(s, *this); });
+}
+
+void TraceReader::for_each_allocation_where(
+    const std::string& where, const std::vector<int64_t>& params,
+    const std::function<void(const AllocationRow&)>& fn) const {
+  require_finalized();
+  Stmt s(*db_, (std::string(kAllocationColumns) + where).c_str());
+  for (size_t i = 0; i < params.size(); ++i) s.bind(static_cast<int>(i + 1), params[i]);
+  while (s.step()) fn(allocation_row(s, *this));
 }
 
 std::vector<SegmentRow> TraceReader::segments_where(const std::string& where,

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "profiler/store/trace_format.h"
@@ -53,6 +54,10 @@ struct DroppedRow {
 };
 
 // One row of `allocations`.
+// The category a table's `category` column names (events::category_name); unknown for a name
+// this build does not know.
+events::Category category_named(std::string_view name);
+
 struct AllocationRow {
   int64_t device = 0;
   uint64_t addr = 0, size = 0, requested_size = 0, stream = 0, segment = 0;
@@ -192,10 +197,13 @@ class TraceReader {
   std::vector<AllocationRow> allocations_live_at(int64_t device, uint64_t ts) const;
   std::vector<AllocationRow> allocations(int64_t device) const;  // by alloc seq
   // Rows of `allocations` selected by an SQL tail ("WHERE ... ORDER BY ..."), its ?1, ?2, ...
-  // bound to `params` in order: for the analysis library's queries, so rows are decoded in
-  // one place.
+  // bound to `params` in order, so that rows are decoded in one place. The store's own
+  // queries (allocator_tables.h) build the tails; code outside the store asks those.
   std::vector<AllocationRow> allocations_where(const std::string& where,
                                                const std::vector<int64_t>& params) const;
+  // The same rows one at a time, for a pass over a long run's millions.
+  void for_each_allocation_where(const std::string& where, const std::vector<int64_t>& params,
+                                 const std::function<void(const AllocationRow&)>& fn) const;
   // Rows of `segments` selected as allocations_where selects allocations.
   std::vector<SegmentRow> segments_where(const std::string& where,
                                          const std::vector<int64_t>& params) const;

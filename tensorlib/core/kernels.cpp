@@ -3,8 +3,8 @@
 
 #include <optional>
 
-#include "tensorlib/core/cuda_hooks.h"
 #include "tensorlib/base/error.h"
+#include "tensorlib/core/cuda_hooks.h"
 #include "tensorlib/core/tensor.h"
 
 namespace tl {

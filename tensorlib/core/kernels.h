@@ -20,8 +20,8 @@
 #include <optional>
 #include <vector>
 
-#include "tensorlib/core/array_ref.h"
 #include "tensorlib/base/device.h"
+#include "tensorlib/core/array_ref.h"
 #include "tensorlib/core/elementwise_math.h"
 #include "tensorlib/core/scalar.h"
 

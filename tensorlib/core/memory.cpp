@@ -8,8 +8,8 @@
 #include <optional>
 #include <string_view>
 
-#include "tensorlib/core/cuda_hooks.h"
 #include "tensorlib/base/error.h"
+#include "tensorlib/core/cuda_hooks.h"
 #include "tensorlib/memory/allocator.h"
 #include "tensorlib/memory/caching_allocator.h"
 #include "tensorlib/memory/host_device.h"

@@ -17,10 +17,10 @@
 #include <tuple>
 #include <vector>
 
-#include "tensorlib/core/array_ref.h"
 #include "tensorlib/base/device.h"
-#include "tensorlib/core/dtype.h"
 #include "tensorlib/base/error.h"
+#include "tensorlib/core/array_ref.h"
+#include "tensorlib/core/dtype.h"
 #include "tensorlib/core/scalar.h"
 #include "tensorlib/core/storage.h"
 #include "tensorlib/core/tensor_options.h"

@@ -19,11 +19,11 @@
 #include "tensorlib/autograd/grad_mode.h"
 #include "tensorlib/core/cuda_hooks.h"
 #include "tensorlib/core/make_tensor.h"
+#include "tensorlib/core/memory.h"
 #include "tensorlib/cuda/cuda.h"
 #include "tensorlib/cuda/cuda_device.h"
 #include "tensorlib/cuda/cuda_internal.h"
 #include "tensorlib/memory/caching_allocator.h"
-#include "tensorlib/core/memory.h"
 
 namespace tl::cuda {
 

@@ -4,10 +4,10 @@
 #include <mutex>
 #include <utility>
 
+#include "tensorlib/core/memory.h"
 #include "tensorlib/cuda/cuda.h"
 #include "tensorlib/cuda/cuda_internal.h"
 #include "tensorlib/memory/caching_allocator.h"
-#include "tensorlib/core/memory.h"
 
 namespace tl::cuda {
 

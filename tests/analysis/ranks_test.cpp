@@ -161,7 +161,7 @@ TEST_F(RanksTest, EachRanksStepsAreItsOwnInAMergedTrace) {
   const an::Trace m = an::Trace::open(path("all.db"));
   // (ts, end_ts or 0) in time order: rank 0 at 1500 and 3500, rank 1 at 2500 and 4500.
   std::vector<std::pair<uint64_t, uint64_t>> steps;
-  st::detail::Stmt q(m.db(), "SELECT ts, ifnull(end_ts, 0) FROM steps ORDER BY ts");
+  st::detail::Stmt q(m.reader().db(), "SELECT ts, ifnull(end_ts, 0) FROM steps ORDER BY ts");
   while (q.step()) steps.emplace_back(q.u64(0), q.u64(1));
   const std::vector<std::pair<uint64_t, uint64_t>> expected = {
       {1500, 3500}, {2500, 4500}, {3500, 0}, {4500, 0}};

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "gpu_test_util.h"
-#include "tensorlib/cuda/kernel_args.h"
 #include "tensorlib/core/memory.h"
+#include "tensorlib/cuda/kernel_args.h"
 #include "tensorlib/nn/conv.h"
 #include "tensorlib/nn/pooling.h"
 #include "tensorlib/nn/upsample.h"

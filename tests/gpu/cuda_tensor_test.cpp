@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "gpu_test_util.h"
-#include "tensorlib/cuda/cuda.h"
 #include "tensorlib/core/memory.h"
+#include "tensorlib/cuda/cuda.h"
 #include "tensorlib/tensorlib.h"
 
 namespace tl {

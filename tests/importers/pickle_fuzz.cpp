@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "profiler/pickle/pickle.h"
 #include "profiler/importers/pytorch_snapshot.h"
+#include "profiler/pickle/pickle.h"
 #include "profiler/store/trace_writer.h"
 
 namespace {

@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "profiler/pickle/pickle_writer.h"
 #include "profiler/importers/pytorch_snapshot.h"
+#include "profiler/pickle/pickle_writer.h"
 #include "profiler/store/trace_reader.h"
 
 namespace snapshot_test {

@@ -6,8 +6,8 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
-#include <tensorlib/memory/allocator.h>
 #include <tensorlib/core/memory.h>
+#include <tensorlib/memory/allocator.h>
 #include <tensorlib/tensorlib.h>
 #include <tidemark/testing.h>
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "tensorlib/core/memory.h"
 #include "tensorlib/core/tensor.h"
 #include "tensorlib/expect_error.h"
-#include "tensorlib/core/memory.h"
 
 namespace {
 

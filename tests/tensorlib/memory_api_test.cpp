@@ -6,9 +6,9 @@
 #include <string>
 
 #include "tensorlib/core/cuda_hooks.h"
+#include "tensorlib/core/memory.h"
 #include "tensorlib/memory/caching_allocator.h"
 #include "tensorlib/memory/fake_device.h"
-#include "tensorlib/core/memory.h"
 
 namespace tl {
 namespace {

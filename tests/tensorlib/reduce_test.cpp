@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "tensorlib/core/tensor.h"
 #include "tensorlib/core/memory.h"
+#include "tensorlib/core/tensor.h"
 
 namespace {
 

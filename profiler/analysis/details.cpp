@@ -12,16 +12,16 @@ namespace tidemark::analysis {
 
 std::vector<TensorRecord> tensor_records(const Trace& trace, const store::TensorFilter& filter) {
   std::vector<TensorRecord> out;
-  store::for_each_tensor(trace.reader(), filter, [&](const store::TensorRow& r) {
+  store::for_each_tensor(trace.reader(), filter, [&](store::TensorRow& r) {
     TensorRecord& t = out.emplace_back();
     t.tensor_id = r.tensor_id;
     t.storage_id = r.storage_id;
     t.base_id = r.base_id;
-    t.sizes = r.sizes;
-    t.strides = r.strides;
+    t.sizes = std::move(r.sizes);
+    t.strides = std::move(r.strides);
     t.storage_offset = r.storage_offset;
-    t.dtype = r.dtype;
-    t.op = r.op;
+    t.dtype = std::move(r.dtype);
+    t.op = std::move(r.op);
     t.create_ts = r.create_ts;
     t.release_ts = r.release_ts;
     t.stack_id = r.stack_id;

@@ -86,7 +86,7 @@ std::string ints_text(const std::vector<int64_t>& v) {
 
 std::vector<TensorRow> load_tensors(const Trace& trace) {
   std::vector<TensorRow> out;
-  store::for_each_tensor(trace.reader(), {}, [&](const store::TensorRow& r) {
+  store::for_each_tensor(trace.reader(), {}, [&](store::TensorRow& r) {
     TensorRow t;
     t.tensor_id = r.tensor_id;
     t.storage_id = r.storage_id;
@@ -95,8 +95,8 @@ std::vector<TensorRow> load_tensors(const Trace& trace) {
     t.sizes = parse_ints(r.sizes);
     t.strides = parse_ints(r.strides);
     t.storage_offset = r.storage_offset;
-    t.dtype = r.dtype;
-    t.op = r.op;
+    t.dtype = std::move(r.dtype);
+    t.op = std::move(r.op);
     t.create_ts = r.create_ts;
     t.release_ts = r.release_ts;
     t.thread = r.thread;

@@ -90,15 +90,18 @@ bool any_tensor(const TraceReader& reader) {
 
 std::vector<TensorRow> tensor_rows(const TraceReader& reader, const TensorFilter& filter) {
   std::vector<TensorRow> out;
-  for_each_tensor(reader, filter, [&](const TensorRow& t) { out.push_back(t); });
+  for_each_tensor(reader, filter, [&](TensorRow& t) { out.push_back(std::move(t)); });
   return out;
 }
 
 void for_each_tensor(const TraceReader& reader, const TensorFilter& filter,
-                     const std::function<void(const TensorRow&)>& fn) {
+                     const std::function<void(TensorRow&)>& fn) {
   if (!reader.db().table_exists("tensors")) return;
   Stmt q = tensor_query(reader, filter);
-  while (q.step()) fn(tensor_row(q));
+  while (q.step()) {
+    TensorRow row = tensor_row(q);
+    fn(row);
+  }
 }
 
 void for_each_storage(const TraceReader& reader, const std::function<void(const StorageRow&)>& fn) {

@@ -41,8 +41,9 @@ struct TensorFilter {
 bool any_tensor(const TraceReader& reader);
 // The rows `filter` takes, by creation time then id.
 std::vector<TensorRow> tensor_rows(const TraceReader& reader, const TensorFilter& filter = {});
+// One row at a time, the consumer's to keep: it may move the strings out.
 void for_each_tensor(const TraceReader& reader, const TensorFilter& filter,
-                     const std::function<void(const TensorRow&)>& fn);
+                     const std::function<void(TensorRow&)>& fn);
 
 // One row of `storages`: the owner of one block, from its creation to its release.
 struct StorageRow {

@@ -106,7 +106,7 @@ Bands allocated_bands(const Trace& trace, int64_t device, BandBy by, size_t top_
     bands.keys_.emplace_back();
   }
   std::vector<Bands::Change>& changes = bands.changes_;
-  changes.reserve(2 * store::allocation_totals(trace.reader(), {.device = device}).rows);
+  changes.reserve(2 * store::allocation_count(trace.reader(), {.device = device}));
   // Custom categories (Note [Category rules]): bands by the rules' names, in their order.
   const CategoryRules* rules = by == BandBy::category ? trace.category_rules() : nullptr;
   std::vector<std::string> rule_names = rules ? rules->names() : std::vector<std::string>{};

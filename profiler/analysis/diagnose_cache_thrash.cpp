@@ -36,7 +36,7 @@ void detect_cache_thrash(const Trace& trace, Diagnosis& out) {
     const std::optional<store::Peak> reserved = peak(trace, dev.id, store::Curve::reserved);
     if (!reserved || reserved->bytes <= 0 || freed < kChurnFactor * reserved->bytes) continue;
     const auto reservations =
-        static_cast<int64_t>(store::segment_totals(trace.reader(), {.device = dev.id}).rows);
+        static_cast<int64_t>(store::segment_count(trace.reader(), {.device = dev.id}));
     const auto empty_caches =
         static_cast<int64_t>(store::allocator_events(trace.reader(), "empty_cache", dev.id).size());
     const auto streams = static_cast<int64_t>(store::allocation_streams(trace.reader(), dev.id));

@@ -312,10 +312,8 @@ DeviceSummary summarize_device(const Trace& trace, const DeviceRef& device) {
     if (trace.imported_snapshot()) {
       // Note [Estimated block sizes]: a snapshot knows the size of the blocks still active at
       // its end (`segments`); every other block's size is estimated from its request.
-      s.peak_allocated_estimated_blocks =
-          store::allocation_totals(trace.reader(),
-                                   {.device = id, .live_at = p->ts_ns, .free_completed = true})
-              .rows;
+      s.peak_allocated_estimated_blocks = store::allocation_count(
+          trace.reader(), {.device = id, .live_at = p->ts_ns, .free_completed = true});
     }
   }
   if (auto p = peak(trace, id, store::Curve::reserved)) s.peak_reserved_bytes = p->bytes;
@@ -343,7 +341,7 @@ DeviceSummary summarize_device(const Trace& trace, const DeviceRef& device) {
                                    p.value("reserved_bytes", int64_t{0})});
       }
   }
-  s.alloc_count = store::allocation_totals(trace.reader(), {.device = id}).rows;
+  s.alloc_count = store::allocation_count(trace.reader(), {.device = id});
   s.segment_alloc_count = store::segment_reservations(trace.reader(), {.device = id});
   s.oom_count = store::allocator_events(trace.reader(), "oom", id).size();
   s.sync_count = store::sync_count(trace.reader(), id);

@@ -128,6 +128,11 @@ bool any_allocation(const TraceReader& reader, const AllocationFilter& filter) {
   return q.step();
 }
 
+uint64_t allocation_count(const TraceReader& reader, const AllocationFilter& filter) {
+  Stmt q = where_of(filter).prepare(reader, "SELECT COUNT(*) FROM allocations");
+  return q.step() ? q.u64(0) : 0;
+}
+
 RowTotals allocation_totals(const TraceReader& reader, const AllocationFilter& filter) {
   Stmt q = where_of(filter).prepare(reader, "SELECT COUNT(*), TOTAL(size) FROM allocations");
   if (!q.step()) return {};
@@ -241,6 +246,12 @@ bool any_segment(const TraceReader& reader, const SegmentFilter& filter) {
   if (!reader.db().table_exists("segments")) return false;
   Stmt q = where_of(filter).prepare(reader, "SELECT 1 FROM segments", " LIMIT 1");
   return q.step();
+}
+
+uint64_t segment_count(const TraceReader& reader, const SegmentFilter& filter) {
+  if (!reader.db().table_exists("segments")) return 0;
+  Stmt q = where_of(filter).prepare(reader, "SELECT COUNT(*) FROM segments");
+  return q.step() ? q.u64(0) : 0;
 }
 
 RowTotals segment_totals(const TraceReader& reader, const SegmentFilter& filter) {

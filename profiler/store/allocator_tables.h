@@ -72,6 +72,9 @@ struct RowTotals {
 };
 
 bool any_allocation(const TraceReader& reader, const AllocationFilter& filter = {});
+// The rows' count alone: an index answers it without reading the rows, where the sizes
+// (allocation_totals) need each row.
+uint64_t allocation_count(const TraceReader& reader, const AllocationFilter& filter = {});
 RowTotals allocation_totals(const TraceReader& reader, const AllocationFilter& filter = {});
 // The number of streams that allocated on `device`.
 uint64_t allocation_streams(const TraceReader& reader, int64_t device);
@@ -132,6 +135,7 @@ struct SegmentFilter {
 };
 
 bool any_segment(const TraceReader& reader, const SegmentFilter& filter = {});
+uint64_t segment_count(const TraceReader& reader, const SegmentFilter& filter = {});
 RowTotals segment_totals(const TraceReader& reader, const SegmentFilter& filter = {});
 // The reservations among the rows (a segment_alloc or segment_map each: the distinct sequence
 // numbers, as the pieces of one mapped range share theirs).

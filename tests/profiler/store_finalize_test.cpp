@@ -7,12 +7,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "profiler/store/allocator_tables.h"
 #include "profiler/store/trace_reader.h"
 #include "profiler/store/trace_writer.h"
 #include "zstd_sql.h"
@@ -802,6 +805,94 @@ TEST(StoreFinalize, AWriterDestroyedWithoutCloseKeepsItsEvents) {
   EXPECT_FALSE(r.clean_end());
   EXPECT_EQ(r.event_count(), h.events.size());
   EXPECT_EQ(r.allocations(*r.device_row_id({})).size(), 3u);
+  remove_trace(path);
+}
+
+// The store's allocation queries (allocator_tables.h) against the blocks read off the events
+// here: one row per alloc, its free times found by address (the history never reuses one).
+TEST(StoreFinalize, AllocationQueriesMatchAPlainReadingOfTheHistory) {
+  std::string path = temp_path("finalize_alloc_queries");
+  const History h = random_history(5'000, 13);
+  write(path, h);
+  st::finalize(path);
+  auto r = st::TraceReader::open(path, st::TraceReader::Require::finalized);
+  const int64_t dev = r.device_row_id({}).value();
+  struct Block {
+    uint64_t seq, ts, size, thread;
+    std::optional<uint64_t> freed, completed;
+  };
+  std::vector<Block> blocks;
+  std::map<uint64_t, size_t> by_addr;
+  for (const ev::Event& e : h.events) {
+    if (e.kind == ev::Kind::alloc) {
+      by_addr[e.block.addr] = blocks.size();
+      blocks.push_back({e.seq, e.ts_ns, e.block.size, e.thread_id, {}, {}});
+    } else if (e.kind == ev::Kind::free_requested) {
+      blocks[by_addr.at(e.block.addr)].freed = e.ts_ns;
+    } else if (e.kind == ev::Kind::free_completed) {
+      blocks[by_addr.at(e.block.addr)].completed = e.ts_ns;
+    }
+  }
+  ASSERT_GT(blocks.size(), 2'000u);
+  auto count_if = [&](auto pred) {
+    return static_cast<uint64_t>(std::count_if(blocks.begin(), blocks.end(), pred));
+  };
+
+  EXPECT_EQ(st::allocation_count(r, {.device = dev}), blocks.size());
+  EXPECT_EQ(st::allocation_count(r, {.device = dev + 1}), 0u);
+  EXPECT_FALSE(st::any_allocation(r, {.categorized = true}));  // every block is unknown
+  int64_t leaked_bytes = 0;
+  for (const Block& b : blocks)
+    if (!b.freed) leaked_bytes += static_cast<int64_t>(b.size);
+  const st::RowTotals leaked = st::allocation_totals(r, {.device = dev, .never_freed = true});
+  EXPECT_EQ(leaked.rows, count_if([](const Block& b) { return !b.freed; }));
+  EXPECT_EQ(leaked.bytes, leaked_bytes);
+  EXPECT_EQ(st::allocation_count(r, {.free_completed = true}),
+            count_if([](const Block& b) { return b.completed.has_value(); }));
+
+  std::mt19937_64 rng(5);
+  const uint64_t first = blocks.front().ts, last = blocks.back().ts;
+  for (int k = 0; k < 100; ++k) {
+    const uint64_t t = first - 10 + rng() % (last - first + 20);
+    const uint64_t t1 = t + rng() % 400'000;
+    SCOPED_TRACE("t " + std::to_string(t) + ", t1 " + std::to_string(t1));
+    auto live_at = [&](const Block& b) { return b.ts <= t && (!b.freed || *b.freed > t); };
+    EXPECT_EQ(st::allocation_count(r, {.live_at = t}), count_if(live_at));
+    std::vector<uint64_t> want, got;
+    for (const Block& b : blocks)
+      if (live_at(b)) want.push_back(b.seq);
+    for (const st::AllocationRow& a : st::allocated_at(r, dev, t)) got.push_back(a.seq);
+    EXPECT_EQ(got, want);
+    EXPECT_EQ(st::allocation_count(r, {.live_in = std::pair{t, t1}}),
+              count_if([&](const Block& b) { return b.ts < t1 && (!b.freed || *b.freed > t); }));
+    // The first allocation after an event: the smallest alloc seq above it.
+    const uint64_t after = blocks[rng() % blocks.size()].seq;
+    const auto next =
+        st::first_allocation(r, {.device = dev, .after_seq = after}, st::AllocationOrder::seq);
+    auto it =
+        std::find_if(blocks.begin(), blocks.end(), [&](const Block& b) { return b.seq > after; });
+    ASSERT_EQ(next.has_value(), it != blocks.end());
+    if (next) EXPECT_EQ(next->seq, it->seq);
+  }
+
+  // A cursor in time order gives every block once, with its times, and stays at its end.
+  std::vector<Block> in_time = blocks;
+  std::stable_sort(in_time.begin(), in_time.end(), [](const Block& a, const Block& b) {
+    return std::pair{a.ts, a.seq} < std::pair{b.ts, b.seq};
+  });
+  st::AllocationCursor cursor(r, {.device = dev}, st::AllocationOrder::alloc_ts_then_seq);
+  for (const Block& b : in_time) {
+    const std::optional<st::AllocationSpan> a = cursor.next();
+    ASSERT_TRUE(a.has_value());
+    EXPECT_EQ(a->seq, b.seq);
+    EXPECT_EQ(a->alloc_ts, b.ts);
+    EXPECT_EQ(a->size, b.size);
+    EXPECT_EQ(a->thread, b.thread);
+    EXPECT_EQ(a->free_requested_ts, b.freed);
+    EXPECT_EQ(a->free_completed_ts, b.completed);
+  }
+  EXPECT_FALSE(cursor.next().has_value());
+  EXPECT_FALSE(cursor.next().has_value());
   remove_trace(path);
 }
 

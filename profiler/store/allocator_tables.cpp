@@ -27,30 +27,7 @@ std::vector<AllocationRow> blocks_active_at(const TraceReader& reader, int64_t d
 namespace {
 
 using detail::Stmt;
-
-// A WHERE clause and the integers it binds, ?1, ?2, ... in order.
-struct Where {
-  std::string sql;
-  std::vector<int64_t> params;
-
-  void add(const std::string& condition) {
-    sql += sql.empty() ? "WHERE " : " AND ";
-    sql += condition;
-  }
-  void add(const std::string& condition, int64_t value) {
-    params.push_back(value);
-    std::string c = condition;
-    for (size_t at; (at = c.find('#')) != std::string::npos;)
-      c.replace(at, 1, "?" + std::to_string(params.size()));
-    add(c);
-  }
-  Stmt prepare(const TraceReader& reader, const std::string& head,
-               const std::string& tail = {}) const {
-    Stmt q(reader.db(), (head + " " + sql + tail).c_str());
-    for (size_t i = 0; i < params.size(); ++i) q.bind(static_cast<int>(i + 1), params[i]);
-    return q;
-  }
-};
+using detail::Where;
 
 std::string quoted(events::Category c) {
   return "'" + std::string(events::category_name(c)) + "'";
@@ -124,17 +101,17 @@ AllocationSpan span_of(const Stmt& q, const TraceReader& reader) {
 }  // namespace
 
 bool any_allocation(const TraceReader& reader, const AllocationFilter& filter) {
-  Stmt q = where_of(filter).prepare(reader, "SELECT 1 FROM allocations", " LIMIT 1");
+  Stmt q = where_of(filter).prepare(reader.db(), "SELECT 1 FROM allocations", " LIMIT 1");
   return q.step();
 }
 
 uint64_t allocation_count(const TraceReader& reader, const AllocationFilter& filter) {
-  Stmt q = where_of(filter).prepare(reader, "SELECT COUNT(*) FROM allocations");
+  Stmt q = where_of(filter).prepare(reader.db(), "SELECT COUNT(*) FROM allocations");
   return q.step() ? q.u64(0) : 0;
 }
 
 RowTotals allocation_totals(const TraceReader& reader, const AllocationFilter& filter) {
-  Stmt q = where_of(filter).prepare(reader, "SELECT COUNT(*), TOTAL(size) FROM allocations");
+  Stmt q = where_of(filter).prepare(reader.db(), "SELECT COUNT(*), TOTAL(size) FROM allocations");
   if (!q.step()) return {};
   return {q.u64(0), static_cast<int64_t>(q.f64(1))};
 }
@@ -159,7 +136,8 @@ std::optional<std::pair<uint64_t, uint64_t>> allocation_time_range(const TraceRe
 AllocationCursor::AllocationCursor(const TraceReader& reader, const AllocationFilter& filter,
                                    AllocationOrder order)
     : reader_(reader),
-      q_(std::make_unique<Stmt>(where_of(filter).prepare(reader, kSpanColumns, order_by(order)))) {}
+      q_(std::make_unique<Stmt>(
+          where_of(filter).prepare(reader.db(), kSpanColumns, order_by(order)))) {}
 
 AllocationCursor::~AllocationCursor() = default;
 
@@ -174,15 +152,15 @@ std::optional<AllocationSpan> AllocationCursor::next() {
 void for_each_allocation(const TraceReader& reader, const AllocationFilter& filter,
                          AllocationOrder order,
                          const std::function<void(const AllocationSpan&)>& fn) {
-  Stmt q = where_of(filter).prepare(reader, kSpanColumns, order_by(order));
+  Stmt q = where_of(filter).prepare(reader.db(), kSpanColumns, order_by(order));
   while (q.step()) fn(span_of(q, reader));
 }
 
 std::optional<AllocationSpan> first_allocation(const TraceReader& reader,
                                                const AllocationFilter& filter,
                                                AllocationOrder order) {
-  Stmt q =
-      where_of(filter).prepare(reader, kSpanColumns, std::string(order_by(order)) + " LIMIT 1");
+  Stmt q = where_of(filter).prepare(reader.db(), kSpanColumns,
+                                    std::string(order_by(order)) + " LIMIT 1");
   if (!q.step()) return std::nullopt;
   return span_of(q, reader);
 }
@@ -244,26 +222,26 @@ std::vector<SegmentRow> reserved_at(const TraceReader& reader, int64_t device, u
 
 bool any_segment(const TraceReader& reader, const SegmentFilter& filter) {
   if (!reader.db().table_exists("segments")) return false;
-  Stmt q = where_of(filter).prepare(reader, "SELECT 1 FROM segments", " LIMIT 1");
+  Stmt q = where_of(filter).prepare(reader.db(), "SELECT 1 FROM segments", " LIMIT 1");
   return q.step();
 }
 
 uint64_t segment_count(const TraceReader& reader, const SegmentFilter& filter) {
   if (!reader.db().table_exists("segments")) return 0;
-  Stmt q = where_of(filter).prepare(reader, "SELECT COUNT(*) FROM segments");
+  Stmt q = where_of(filter).prepare(reader.db(), "SELECT COUNT(*) FROM segments");
   return q.step() ? q.u64(0) : 0;
 }
 
 RowTotals segment_totals(const TraceReader& reader, const SegmentFilter& filter) {
   if (!reader.db().table_exists("segments")) return {};
-  Stmt q = where_of(filter).prepare(reader, "SELECT COUNT(*), TOTAL(size) FROM segments");
+  Stmt q = where_of(filter).prepare(reader.db(), "SELECT COUNT(*), TOTAL(size) FROM segments");
   if (!q.step()) return {};
   return {q.u64(0), static_cast<int64_t>(q.f64(1))};
 }
 
 uint64_t segment_reservations(const TraceReader& reader, const SegmentFilter& filter) {
   if (!reader.db().table_exists("segments")) return 0;
-  Stmt q = where_of(filter).prepare(reader, "SELECT COUNT(DISTINCT seq) FROM segments");
+  Stmt q = where_of(filter).prepare(reader.db(), "SELECT COUNT(DISTINCT seq) FROM segments");
   return q.step() ? q.u64(0) : 0;
 }
 

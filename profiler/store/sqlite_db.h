@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "profiler/store/trace_format.h"
 
@@ -124,6 +125,31 @@ class Transaction {
  private:
   Db& db_;
   bool open_ = true;
+};
+
+// A WHERE clause built from conditions joined by AND, and the integers it binds ?1, ?2, ...
+// in order: a condition's `#` marks are its one parameter (several marks, the same one).
+struct Where {
+  std::string sql;
+  std::vector<int64_t> params;
+
+  void add(const std::string& condition) {
+    sql += sql.empty() ? "WHERE " : " AND ";
+    sql += condition;
+  }
+  void add(const std::string& condition, int64_t value) {
+    params.push_back(value);
+    std::string c = condition;
+    for (size_t at; (at = c.find('#')) != std::string::npos;)
+      c.replace(at, 1, "?" + std::to_string(params.size()));
+    add(c);
+  }
+  // `head` (the SELECT), the clause, then `tail` (ORDER BY, LIMIT), prepared and bound.
+  Stmt prepare(Db& db, const std::string& head, const std::string& tail = {}) const {
+    Stmt q(db, (head + " " + sql + tail).c_str());
+    for (size_t i = 0; i < params.size(); ++i) q.bind(static_cast<int>(i + 1), params[i]);
+    return q;
+  }
 };
 
 }  // namespace tidemark::store::detail

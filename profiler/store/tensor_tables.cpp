@@ -34,36 +34,21 @@ TensorRow tensor_row(const Stmt& q) {
 
 // The query of `filter`, its parameters bound.
 Stmt tensor_query(const TraceReader& reader, const TensorFilter& f) {
-  std::string where;
-  std::vector<int64_t> params;
-  auto add = [&](const std::string& condition) {
-    where += where.empty() ? "WHERE " : " AND ";
-    where += condition;
-  };
-  auto param = [&](int64_t v) {
-    params.push_back(v);
-    return "?" + std::to_string(params.size());
-  };
-  if (f.tensor_id) add("t.tensor_id = " + param(static_cast<int64_t>(*f.tensor_id)));
-  if (f.views_of) {
-    const std::string p = param(static_cast<int64_t>(*f.views_of));
-    add("t.base_id = " + p + " AND t.tensor_id != " + p);
-  }
-  if (f.storage_id) add("t.storage_id = " + param(static_cast<int64_t>(*f.storage_id)));
-  if (f.device) add("t.device = " + param(*f.device));
+  detail::Where w;
+  if (f.tensor_id) w.add("t.tensor_id = #", static_cast<int64_t>(*f.tensor_id));
+  if (f.views_of) w.add("t.base_id = # AND t.tensor_id != #", static_cast<int64_t>(*f.views_of));
+  if (f.storage_id) w.add("t.storage_id = #", static_cast<int64_t>(*f.storage_id));
+  if (f.device) w.add("t.device = #", *f.device);
   if (f.created_in) {
-    add("t.create_ts >= " + param(detail::time_bound(f.created_in->first)));
-    add("t.create_ts <= " + param(detail::time_bound(f.created_in->second)));
+    w.add("t.create_ts >= #", detail::time_bound(f.created_in->first));
+    w.add("t.create_ts <= #", detail::time_bound(f.created_in->second));
   }
-  if (f.live_at) {
-    const std::string p = param(detail::time_bound(*f.live_at));
-    add("t.create_ts <= " + p + " AND (t.release_ts IS NULL OR t.release_ts > " + p + ")");
-  }
-  std::string sql = kTensorColumns + where + " ORDER BY t.create_ts, t.tensor_id";
-  if (f.limit) sql += " LIMIT " + std::to_string(f.limit);
-  Stmt q(reader.db(), sql.c_str());
-  for (size_t i = 0; i < params.size(); ++i) q.bind(static_cast<int>(i + 1), params[i]);
-  return q;
+  if (f.live_at)
+    w.add("t.create_ts <= # AND (t.release_ts IS NULL OR t.release_ts > #)",
+          detail::time_bound(*f.live_at));
+  std::string tail = " ORDER BY t.create_ts, t.tensor_id";
+  if (f.limit) tail += " LIMIT " + std::to_string(f.limit);
+  return w.prepare(reader.db(), kTensorColumns, tail);
 }
 
 StorageRow storage_row(const Stmt& q) {

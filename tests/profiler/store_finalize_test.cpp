@@ -872,7 +872,9 @@ TEST(StoreFinalize, AllocationQueriesMatchAPlainReadingOfTheHistory) {
     auto it =
         std::find_if(blocks.begin(), blocks.end(), [&](const Block& b) { return b.seq > after; });
     ASSERT_EQ(next.has_value(), it != blocks.end());
-    if (next) EXPECT_EQ(next->seq, it->seq);
+    if (next) {
+      EXPECT_EQ(next->seq, it->seq);
+    }
   }
 
   // A cursor in time order gives every block once, with its times, and stays at its end.

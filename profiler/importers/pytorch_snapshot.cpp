@@ -1,5 +1,5 @@
 // PyTorch memory snapshot -> Tidemark trace (pytorch_snapshot.h, docs/importers.md). Phase 1
-// (reading) is in snapshot_reader.h.
+// (reading) is in snapshot_reader.cpp.
 //
 // Three phases, so little is written before the snapshot has been checked (frames are checked
 // as they are interned; a failure then removes the partial trace):
@@ -352,26 +352,26 @@ static ImportStats convert(Input input, const std::string& source_name,
   phase("read");
   // Devices: any with segments or trace entries.
   std::map<int, DeviceState> states;
-  for (const Segment& s : reader.segments_) states.try_emplace(s.device);
-  for (auto& [d, t] : reader.traces_) states.try_emplace(d);
+  for (const Segment& s : reader.segments()) states.try_emplace(s.device);
+  for (auto& [d, t] : reader.traces()) states.try_emplace(d);
   static const std::vector<Entry> kNoEntries;
-  const FinalSegments final(reader.segments_);
+  const FinalSegments final(reader.segments());
   for (auto& [d, state] : states) {
-    auto it = reader.traces_.find(d);
-    state = reconstruct(d, reader.segments_, final,
-                        it == reader.traces_.end() ? kNoEntries : it->second);
+    auto it = reader.traces().find(d);
+    state = reconstruct(d, reader.segments(), final,
+                        it == reader.traces().end() ? kNoEntries : it->second);
   }
 
   phase("reconstructed");
   // Annotations on a device without memory are left out (there is no device to put them on).
   std::vector<Annotation> annotations;
-  for (const Annotation& a : reader.annotations_) {
+  for (const Annotation& a : reader.annotations()) {
     if (states.count(a.device))
       annotations.push_back(a);
     else
-      reader.notes_.add("annotations on a device with no memory in the snapshot (left out)");
+      reader.notes().add("annotations on a device with no memory in the snapshot (left out)");
   }
-  bound_annotation_depth(annotations, reader.notes_);
+  bound_annotation_depth(annotations, reader.notes());
 
   uint64_t t0 = 0, t_end = 0;
   bool any = false;
@@ -380,14 +380,14 @@ static ImportStats convert(Input input, const std::string& source_name,
     t_end = std::max(t_end, t);
     any = true;
   };
-  for (auto& [d, t] : reader.traces_)
+  for (auto& [d, t] : reader.traces())
     for (const Entry& e : t) span(e.time_ns);
   for (const Annotation& a : annotations) span(a.time_ns);
 
   // Note [Inferred categories] (infer.cpp): a snapshot none of whose allocs names a category
   // (PyTorch's own) gets them inferred from frames, annotations and lifetimes.
   bool has_categories = false;
-  for (auto& [d, t] : reader.traces_)
+  for (auto& [d, t] : reader.traces())
     for (const Entry& e : t) has_categories = has_categories || e.category != ev::Category::unknown;
   std::map<int, DeviceInference> inferred;
   if (!has_categories) {
@@ -398,23 +398,23 @@ static ImportStats convert(Input input, const std::string& source_name,
       std::vector<Annotation> mine;
       for (const Annotation& a : annotations)
         if (a.device == d) mine.push_back(a);
-      auto it = reader.traces_.find(d);
-      inferred[d] = infer_device(reader, it == reader.traces_.end() ? kNoEntries : it->second,
+      auto it = reader.traces().find(d);
+      inferred[d] = infer_device(reader, it == reader.traces().end() ? kNoEntries : it->second,
                                  start, mine, t0);
     }
   }
   std::vector<const DeviceInference*> inference;
   for (auto& [d, i] : inferred) inference.push_back(&i);
 
-  Stacks stacks(reader, reader.notes_);
+  Stacks stacks(reader, reader.notes());
   store::TraceMeta meta;
   meta.categories_inferred = inference_basis(inference);
   meta.command_line = "pytorch-snapshot:" + source_name;
   // PyTorch's time_us is Unix time; synthetic times (Note [Synthetic times]) are not.
-  meta.start_unix_ns = reader.synthetic_times_ ? 0 : static_cast<int64_t>(t0);
+  meta.start_unix_ns = reader.synthetic_times() ? 0 : static_cast<int64_t>(t0);
   meta.start_ts_ns = t0;
-  meta.synthetic_times = reader.synthetic_times_;
-  meta.allocator_settings = reader.allocator_settings_;
+  meta.synthetic_times = reader.synthetic_times();
+  meta.allocator_settings = reader.allocator_settings();
   meta.rank = options.rank;
   meta.world_size = options.world_size;
   for (auto& [d, state] : states) {
@@ -423,14 +423,14 @@ static ImportStats convert(Input input, const std::string& source_name,
     info.name = d == kPinnedHost ? "pinned host" : "cuda:" + std::to_string(d);
     meta.devices.push_back(info);
   }
-  std::vector<PrivatePool> pools = private_pools(reader.segments_);
+  std::vector<PrivatePool> pools = private_pools(reader.segments());
   meta.private_pools = private_pools_json(pools);
   // stack_depth: the deepest frames list (a cheap pass; lists are shared between entries).
   {
     size_t depth = 0;
-    for (auto& [d, t] : reader.traces_)
+    for (auto& [d, t] : reader.traces())
       for (const Entry& e : t) depth = std::max(depth, reader.run_items(e.frames).second);
-    for (const Segment& s : reader.segments_)
+    for (const Segment& s : reader.segments())
       for (const Block& b : s.blocks) depth = std::max(depth, reader.run_items(b.frames).second);
     meta.stack_depth = static_cast<int>(std::min<size_t>(depth, std::numeric_limits<int>::max()));
   }
@@ -502,7 +502,7 @@ static ImportStats convert(Input input, const std::string& source_name,
       if (!a.start && rule_of(a.name) == rule &&
           (!trailing_end || a.time_ns >= trailing_end->time_ns))
         trailing_end = &a;
-    for (auto& [d, t] : reader.traces_)
+    for (auto& [d, t] : reader.traces())
       if (trailing_end && !t.empty() && t.back().time_ns > trailing_end->time_ns)
         trailing_end = nullptr;
   }
@@ -516,7 +516,7 @@ static ImportStats convert(Input input, const std::string& source_name,
   };
   if (trailing_end) {
     uint64_t first = trailing_end->time_ns;
-    for (auto& [d, t] : reader.traces_)
+    for (auto& [d, t] : reader.traces())
       if (!t.empty()) first = std::min(first, t.front().time_ns);
     for (const Annotation& a : annotations) first = std::min(first, a.time_ns);
     out.step(devices[trailing_end->device], first, ++steps,
@@ -532,7 +532,7 @@ static ImportStats convert(Input input, const std::string& source_name,
     size_t next;
   };
   std::vector<Cursor> cursors;
-  for (auto& [d, t] : reader.traces_) cursors.push_back({d, &t, 0});
+  for (auto& [d, t] : reader.traces()) cursors.push_back({d, &t, 0});
   size_t next_annotation = 0;
   // Steps from the optimizer's frames when no annotation gave any (Note [Inferred categories],
   // rule 4); from the repeated allocations (rule 5) only when no device's frames gave any, and
@@ -564,8 +564,8 @@ static ImportStats convert(Input input, const std::string& source_name,
     }
   }
   for (auto& [d, ends] : frame_steps)  // the last end with nothing after it: the start instead
-    if (auto t = reader.traces_.find(d);
-        t != reader.traces_.end() && !ends.empty() && ends.back() >= t->second.size()) {
+    if (auto t = reader.traces().find(d);
+        t != reader.traces().end() && !ends.empty() && ends.back() >= t->second.size()) {
       ends.pop_back();
       if (ends.empty() || ends.front() != 0) ends.insert(ends.begin(), 0);
     }
@@ -672,7 +672,7 @@ static ImportStats convert(Input input, const std::string& source_name,
   phase("emitted");
   ImportStats stats;
   stats.events = out.count();
-  stats.segments = reader.segments_.size();
+  stats.segments = reader.segments().size();
   stats.frames = stacks.frame_count();
   stats.devices = static_cast<int>(states.size());
   stats.annotations =
@@ -686,8 +686,8 @@ static ImportStats convert(Input input, const std::string& source_name,
                              : step_basis == infer::StepBasis::repetition ? "repetition"
                                                                           : "optimizer";
   stats.categories_inferred = meta.categories_inferred;
-  stats.synthetic_times = reader.synthetic_times_;
-  stats.notes = reader.notes_.lines();
+  stats.synthetic_times = reader.synthetic_times();
+  stats.notes = reader.notes().lines();
   stats.private_pools = std::move(pools);
   if (end_ts_ns) *end_ts_ns = t_end;
   if (symbolize) {

@@ -3,8 +3,9 @@
 
 Every library is a folder with its own CMakeLists.txt (docs/architecture.md, "Layering"). This
 reads the links from those files -- `add_library` / `add_executable` say which folder a target
-is, `target_link_libraries` which targets it links -- and checks every `#include` of a source
-file under profiler/, tensorlib/, cli/, gui/, python/ and interpose/ against them:
+is, `target_link_libraries` which targets it links -- and checks every `#include` of a header
+of profiler/, tensorlib/ or gui/ in a source file under profiler/, tensorlib/, cli/, gui/,
+python/ and interpose/ against them:
 
 * a file may include its own folder, and the folders its library links, directly or through
   the libraries those link;
@@ -25,7 +26,7 @@ import tempfile
 TOPS = ['profiler', 'tensorlib', 'cli', 'gui', 'python', 'interpose']
 HEADER_ONLY = {'tensorlib/memory/sizes.h'}
 STORE_ONLY = {'profiler/store/sqlite_db.h'}
-INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]((?:profiler|tensorlib)/[^">]+)[">]')
+INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]((?:profiler|tensorlib|gui)/[^">]+)[">]')
 DECLARE = re.compile(r'\b(?:add_library|add_executable|pybind11_add_module)\(\s*([\w-]+)')
 LINK = re.compile(r'\btarget_link_libraries\(\s*([\w-]+)([^)]*)\)', re.S)
 SOURCE = re.compile(r'\.(h|cpp|cu|cuh)$')

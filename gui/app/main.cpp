@@ -23,10 +23,10 @@
 #include <vector>
 
 #include "gui/app/main_window.h"
-#include "gui/core/flame_widget.h"
-#include "gui/core/timeline_widget.h"
-#include "gui/core/trace_data.h"
-#include "gui/core/trace_view.h"
+#include "gui/models/trace_data.h"
+#include "gui/pages/flame_widget.h"
+#include "gui/pages/timeline_widget.h"
+#include "gui/pages/trace_view.h"
 #include "profiler/analysis/output_file.h"
 
 namespace {

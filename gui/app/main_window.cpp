@@ -20,9 +20,9 @@
 #include <QTemporaryDir>
 #include <QtConcurrent/QtConcurrentRun>
 
-#include "gui/core/prediction_widget.h"
-#include "gui/core/trace_view.h"
-#include "gui/core/what_if.h"
+#include "gui/pages/prediction_widget.h"
+#include "gui/pages/trace_view.h"
+#include "gui/pages/what_if.h"
 
 namespace tidemark::gui {
 
@@ -112,7 +112,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 MainWindow::~MainWindow() = default;
 
 // Tools > What-if replay: asks for PYTORCH_CUDA_ALLOC_CONF settings and a capacity, replays
-// the current trace under them off the GUI thread (gui/core/what_if.h), and opens the replay
+// the current trace under them off the GUI thread (gui/pages/what_if.h), and opens the replay
 // in Compare with the recording: the replayed reserved curve over the recorded one.
 void MainWindow::whatIfDialog() {
   TraceView* view = currentView();
@@ -163,7 +163,7 @@ void MainWindow::whatIfDialog() {
 
 // Tools > Predict: picks two or more traces of one program at different sizes, asks each one's
 // size (guessed from the number its file name ends in), a capacity and settings, predicts off
-// the GUI thread (gui/core/prediction_widget.h) and opens the chart in a tab of its own.
+// the GUI thread (gui/pages/prediction_widget.h) and opens the chart in a tab of its own.
 void MainWindow::predictDialog() {
   const QStringList files =
       QFileDialog::getOpenFileNames(this, tr("Predict: runs of one program at two or more sizes"),

@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "bench/synthetic_trace.h"
-#include "gui/core/timeline_widget.h"
-#include "gui/core/trace_view.h"
+#include "gui/pages/timeline_widget.h"
+#include "gui/pages/trace_view.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// AsyncQuery (gui/core/async_query.h, Note [Async queries]): the latest request's answer is the
+// AsyncQuery (gui/models/async_query.h, Note [Async queries]): the latest request's answer is the
 // one delivered, stale ones are dropped, cancel() stops a query that checks its flag and
 // delivers nothing, a destroyed AsyncQuery returns at once while its query still runs, and the
 // synchronous mode answers before request() returns.
@@ -7,7 +7,7 @@
 #include <atomic>
 #include <thread>
 
-#include "gui/core/async_query.h"
+#include "gui/models/async_query.h"
 
 using namespace tidemark::gui;
 using namespace std::chrono_literals;

@@ -10,9 +10,9 @@
 #include <QTabWidget>
 #include <QTest>
 
-#include "gui/core/flame_widget.h"
-#include "gui/core/timeline_widget.h"
-#include "gui/core/trace_view.h"
+#include "gui/pages/flame_widget.h"
+#include "gui/pages/timeline_widget.h"
+#include "gui/pages/trace_view.h"
 #include "gui/tests/test_traces.h"
 #include "profiler/analysis/diff.h"
 

@@ -8,8 +8,8 @@
 #include <QTableView>
 #include <QTest>
 
-#include "gui/core/allocator_widget.h"
-#include "gui/core/trace_view.h"
+#include "gui/pages/allocator_widget.h"
+#include "gui/pages/trace_view.h"
 #include "gui/tests/test_traces.h"
 
 using namespace tidemark::gui;

@@ -8,7 +8,7 @@
 #include <QSignalSpy>
 #include <QTest>
 
-#include "gui/core/trace_view.h"
+#include "gui/pages/trace_view.h"
 #include "gui/tests/test_traces.h"
 
 using namespace tidemark::gui;

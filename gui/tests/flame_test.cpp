@@ -17,9 +17,9 @@
 #include <map>
 #include <string>
 
-#include "gui/core/flame_widget.h"
-#include "gui/core/source_lines.h"
-#include "gui/core/trace_view.h"
+#include "gui/pages/flame_widget.h"
+#include "gui/pages/source_lines.h"
+#include "gui/pages/trace_view.h"
 #include "gui/tests/test_traces.h"
 #include "profiler/store/trace_writer.h"
 

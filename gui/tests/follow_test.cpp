@@ -5,9 +5,9 @@
 #include <QSignalSpy>
 #include <QTest>
 
-#include "gui/core/summary_html.h"
-#include "gui/core/timeline_widget.h"
-#include "gui/core/trace_view.h"
+#include "gui/models/summary_html.h"
+#include "gui/pages/timeline_widget.h"
+#include "gui/pages/trace_view.h"
 #include "gui/tests/test_traces.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/store/trace_writer.h"

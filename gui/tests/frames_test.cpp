@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "gui/core/trace_view.h"
+#include "gui/pages/trace_view.h"
 #include "gui/tests/test_traces.h"
 
 using namespace tidemark::gui;

@@ -6,11 +6,11 @@
 #include <chrono>
 #include <thread>
 
-#include "gui/core/summary_html.h"
-#include "gui/core/table_models.h"
-#include "gui/core/timeline_widget.h"
-#include "gui/core/trace_loader.h"
-#include "gui/core/trace_view.h"
+#include "gui/models/summary_html.h"
+#include "gui/models/table_models.h"
+#include "gui/models/trace_loader.h"
+#include "gui/pages/timeline_widget.h"
+#include "gui/pages/trace_view.h"
 #include "gui/tests/test_traces.h"
 #include "profiler/analysis/memory.h"
 

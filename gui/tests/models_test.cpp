@@ -4,8 +4,8 @@
 #include <QSortFilterProxyModel>
 #include <QTest>
 
-#include "gui/core/table_models.h"
-#include "gui/core/trace_loader.h"
+#include "gui/models/table_models.h"
+#include "gui/models/trace_loader.h"
 #include "gui/tests/test_traces.h"
 
 using namespace tidemark::gui;

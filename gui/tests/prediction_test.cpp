@@ -1,11 +1,11 @@
-// Tools > Predict (gui/core/prediction_widget.h): the curve of a made-up program whose peak is
+// Tools > Predict (gui/pages/prediction_widget.h): the curve of a made-up program whose peak is
 // known by hand at every size (a 1 MiB weight, then per step an activation of 64 x bytes and
 // scores of x^2 bytes), where it stops fitting a capacity, and the chart drawn offscreen with
 // its capacity line where the capacity is; bad input comes back as one line.
 #include <QImage>
 #include <QTest>
 
-#include "gui/core/prediction_widget.h"
+#include "gui/pages/prediction_widget.h"
 #include "gui/tests/test_traces.h"
 #include "profiler/store/trace_writer.h"
 

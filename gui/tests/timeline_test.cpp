@@ -9,10 +9,10 @@
 #include <QTest>
 #include <QWheelEvent>
 
-#include "gui/core/allocator_widget.h"
-#include "gui/core/timeline_widget.h"
-#include "gui/core/trace_loader.h"
-#include "gui/core/trace_view.h"
+#include "gui/models/trace_loader.h"
+#include "gui/pages/allocator_widget.h"
+#include "gui/pages/timeline_widget.h"
+#include "gui/pages/trace_view.h"
 #include "gui/tests/test_traces.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/merge.h"

@@ -1,11 +1,11 @@
-// Tools > What-if replay (gui/core/what_if.h): the recorded train_mlp trace replayed under
+// Tools > What-if replay (gui/pages/what_if.h): the recorded train_mlp trace replayed under
 // expandable segments into a trace the window opens in Compare, its reserved peak the one the
 // replay library computes; settings PyTorch refuses come back as one line, and nothing is
 // written.
 #include <QFile>
 #include <QTest>
 
-#include "gui/core/what_if.h"
+#include "gui/pages/what_if.h"
 #include "gui/tests/test_traces.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/trace.h"

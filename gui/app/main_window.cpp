@@ -9,7 +9,6 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
-#include <QFutureWatcher>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenuBar>
@@ -18,7 +17,6 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTemporaryDir>
-#include <QtConcurrent/QtConcurrentRun>
 
 #include "gui/pages/prediction_widget.h"
 #include "gui/pages/trace_view.h"
@@ -31,7 +29,10 @@ constexpr int kMaxRecent = 10;
 const char* const kRecentKey = "recentFiles";
 }  // namespace
 
-MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent),
+      what_if_(nullptr, [this](Replayed r) { replayed(r); }),
+      predict_(nullptr, [this](PredictionCurve c) { predicted(std::move(c)); }) {
   setWindowTitle("Tidemark");
   setAcceptDrops(true);
   resize(1280, 860);
@@ -145,20 +146,19 @@ void MainWindow::whatIfDialog() {
   const QString label =
       what.alloc_conf.trimmed().isEmpty() ? tr("recorded settings") : what.alloc_conf.trimmed();
   statusBar()->showMessage(tr("Replaying %1 under %2…").arg(QFileInfo(trace).fileName(), label));
-  auto* watcher = new QFutureWatcher<QString>(this);
-  connect(watcher, &QFutureWatcher<QString>::finished, this, [this, watcher, trace, out, label] {
-    const QString error = watcher->result();
-    watcher->deleteLater();
-    if (!error.isEmpty()) {
-      statusBar()->showMessage(tr("What-if: %1").arg(error));
-      return;
-    }
-    openCompare(trace, out);
-    tabs_->setTabText(tabs_->currentIndex(),
-                      tr("%1 vs replay (%2)").arg(QFileInfo(trace).fileName(), label));
+  what_if_.request([trace, what, out, label](const auto&) {
+    return Replayed{trace, out, label, replay_to_file(trace, what, out)};
   });
-  watcher->setFuture(
-      QtConcurrent::run([trace, what, out] { return replay_to_file(trace, what, out); }));
+}
+
+void MainWindow::replayed(const Replayed& r) {
+  if (!r.error.isEmpty()) {
+    statusBar()->showMessage(tr("What-if: %1").arg(r.error));
+    return;
+  }
+  openCompare(r.trace, r.out);
+  tabs_->setTabText(tabs_->currentIndex(),
+                    tr("%1 vs replay (%2)").arg(QFileInfo(r.trace).fileName(), r.label));
 }
 
 // Tools > Predict: picks two or more traces of one program at different sizes, asks each one's
@@ -207,24 +207,22 @@ void MainWindow::predictDialog() {
     runs.emplace_back(x, files[i]);
   }
   statusBar()->showMessage(tr("Predicting from %1 runs…").arg(runs.size()));
-  auto* watcher = new QFutureWatcher<PredictionCurve>(this);
-  const QString cap = capacity->text(), alloc = conf->text();
-  connect(watcher, &QFutureWatcher<PredictionCurve>::finished, this, [this, watcher] {
-    PredictionCurve curve = watcher->result();
-    watcher->deleteLater();
-    if (!curve.error.isEmpty()) {
-      statusBar()->showMessage(tr("Predict: %1").arg(curve.error));
-      return;
-    }
-    auto* chart = new PredictionWidget;
-    const QString title = tr("Prediction (%1)").arg(curve.device);
-    chart->setCurve(std::move(curve));
-    chart->setToolTip(chart->curve().notes.join('\n'));
-    tabs_->setCurrentIndex(tabs_->addTab(chart, title));
-    statusBar()->showMessage(chart->caption());
+  predict_.request([runs, cap = capacity->text(), alloc = conf->text()](const auto&) {
+    return predict_curve(runs, cap, alloc);
   });
-  watcher->setFuture(
-      QtConcurrent::run([runs, cap, alloc] { return predict_curve(runs, cap, alloc); }));
+}
+
+void MainWindow::predicted(PredictionCurve curve) {
+  if (!curve.error.isEmpty()) {
+    statusBar()->showMessage(tr("Predict: %1").arg(curve.error));
+    return;
+  }
+  auto* chart = new PredictionWidget;
+  const QString title = tr("Prediction (%1)").arg(curve.device);
+  chart->setCurve(std::move(curve));
+  chart->setToolTip(chart->curve().notes.join('\n'));
+  tabs_->setCurrentIndex(tabs_->addTab(chart, title));
+  statusBar()->showMessage(chart->caption());
 }
 
 // File > Export: the current trace as a PyTorch memory snapshot (pytorch.org/memory_viz),

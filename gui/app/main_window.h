@@ -6,8 +6,11 @@
 #pragma once
 
 #include <QMainWindow>
+#include <QString>
 #include <memory>
 
+#include "gui/models/async_query.h"
+#include "gui/pages/prediction_widget.h"
 #include "profiler/naming/site_rule.h"
 
 class QMenu;
@@ -44,6 +47,12 @@ class MainWindow : public QMainWindow {
   void rememberRecent(const QString& path);
   void rebuildRecentMenu();
   void showFrames();  // the View menu's toggle says the current view's rule for sites
+  // What a What-if replay wrote (`out`: the replay of `trace`), or why it could not.
+  struct Replayed {
+    QString trace, out, label, error;
+  };
+  void replayed(const Replayed& r);
+  void predicted(PredictionCurve curve);
 
   QTabWidget* tabs_;
   QMenu* recent_;
@@ -52,6 +61,10 @@ class MainWindow : public QMainWindow {
   analysis::Frames start_frames_ = analysis::Frames::user;
   std::unique_ptr<QTemporaryDir> replays_;  // What-if replays, removed with the window
   int replay_count_ = 0;
+  // Tools > What-if and Predict run as every query does (Note [Async queries]): one of each at a
+  // time, a request made while one runs replacing it. Last: they go first.
+  AsyncQuery<Replayed> what_if_;
+  AsyncQuery<PredictionCurve> predict_;
 };
 
 }  // namespace tidemark::gui

@@ -1,7 +1,7 @@
 // AsyncQuery<T>: the one way the GUI runs a query off the GUI thread (Note [Async queries]).
-// Every page, the timeline and the view's workflows (follow, compare, export) own one per kind
-// of question they ask; nothing else in gui/ starts work in the thread pool, except the
-// loader's staged load (trace_loader.h).
+// Every page, the timeline, the view's workflows (follow, compare, export) and the window's tools
+// (What-if, Predict) own one per kind of question they ask; nothing else in gui/ starts work in
+// the thread pool, except the loader's staged load (trace_loader.h).
 //
 // Note [Async queries]
 // ~~~~~~~~~~~~~~~~~~~~

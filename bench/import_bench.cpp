@@ -9,6 +9,8 @@
 //    previous copy's, its frame dicts shared with the original's as PyTorch's memo shares them,
 //    everything else written anew. The import runs in a child process, so its peak resident
 //    memory is its own. Targets: <= 20 s and <= 2 GB resident.
+//  * a snapshot whose frames are all distinct (a quarter of that size): no program's are, but
+//    memory must stay bounded on any shape (Note [Frame bound] in snapshot_reader.cpp).
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -542,6 +544,50 @@ BENCHMARK(BM_ImportScaledUnsharedFrames)
     ->UseManualTime()
     ->Iterations(1);
 
+// A snapshot of allocations of 20 frames each, every frame distinct, of about a quarter of
+// TIDEMARK_IMPORT_BENCH_SCALED_MB (default 1000) MB.
+Scaled make_distinct() {
+  const char* env = std::getenv("TIDEMARK_IMPORT_BENCH_SCALED_MB");
+  const double target = (env ? std::atof(env) : 1000.0) * 1e6 / 4;
+  PickleWriter w(4);
+  w.empty_dict().mark().str("segments").empty_list();
+  w.str("device_traces").empty_list().mark().empty_list().mark();
+  int64_t line = 0;
+  for (int64_t i = 0; static_cast<double>(w.size()) < target; ++i) {
+    w.empty_dict().mark().str("action").str("alloc").str("addr").integer(0x100000 + 512 * i);
+    w.str("size").integer(512).str("time_us").integer(10 + i).str("frames").empty_list().mark();
+    for (int k = 0; k < 20; ++k)
+      w.empty_dict()
+          .mark()
+          .str("filename")
+          .str("model.py")
+          .str("line")
+          .integer(++line)
+          .str("name")
+          .str("forward")
+          .setitems();
+    w.appends().setitems();
+  }
+  w.appends().appends().setitems();
+  Scaled out;
+  std::string bytes = w.finish();
+  out.bytes = bytes.size();
+  out.copies = 1;
+  out.path = temp_path("-distinct.pickle");
+  std::ofstream(out.path, std::ios::binary) << bytes;
+  g_temporaries.push_back(out.path);
+  return out;
+}
+const Scaled& distinct_snapshot() {
+  static const Scaled s = make_distinct();
+  return s;
+}
+uint64_t g_distinct_rss = 0;
+void BM_ImportDistinctFrames(benchmark::State& state) {
+  import_scaled(state, distinct_snapshot(), g_distinct_rss);
+}
+BENCHMARK(BM_ImportDistinctFrames)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -588,6 +634,8 @@ int main(int argc, char** argv) {
     std::printf("%-60s %8.2fx the shared snapshot's, per input byte\n", "unshared frames' memory",
                 unshared / shared);
   }
+  if (g_distinct_rss)
+    verdict("peak resident memory, every frame distinct", g_distinct_rss, distinct_snapshot());
   for (const std::string& p : g_temporaries) std::filesystem::remove(p);
   return status;
 }

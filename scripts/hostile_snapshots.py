@@ -3,7 +3,8 @@
 Each is derived from a real snapshot (`tidemark export --format snapshot` of a recording,
 which has the layout `torch.cuda.memory._dump_snapshot` writes: docs/importers.md) and has one
 shape that once harmed the importer or is built to: a small file whose memo expands without
-bound, ranges that nest without end, frames never shared, a setting whose value overflows,
+bound, ranges that nest without end, frames never shared, frames all distinct, a setting whose
+value overflows,
 a code payload, damage. Standard library only; the same bytes for the same seed.
 """
 
@@ -98,6 +99,16 @@ def cases(snapshot_bytes, seed, sentinel):
     s["device_traces"] = [repeated]
     s["segments"] = []
     out.append(("snapshot-unshared-frames", _dump(s)))
+
+    # Every frame distinct (no program's are): 12,000 allocations of 20 frames at lines of their
+    # own, past the importer's bound on distinct frames (one per 256 bytes, at least 100,000).
+    frames = iter(range(1, 1 << 30))
+    s = {"segments": [], "device_traces": [[
+        {"action": "alloc", "addr": 0x100000 + 512 * i, "size": 512, "stream": 0, "time_us": i,
+         "frames": [{"filename": "model.py", "line": next(frames), "name": "forward"}
+                    for _ in range(20)]}
+        for i in range(12000)]]}
+    out.append(("snapshot-distinct-frames", _dump(s)))
 
     # Not a snapshot: a list 100,000 levels deep; a bare integer; a code payload.
     out.append(("snapshot-nested-100000", _nested_list_opcodes(100000)))

@@ -337,6 +337,7 @@ static ImportStats convert(Input input, const std::string& source_name,
   phase("start");
   SnapshotReader reader(source_name);
   reader.on_consumed = input.drop_before;
+  reader.set_limits(input_bytes, options.max_events);
   pickle::Document doc;
   try {
     doc = pickle::parse(input.bytes, std::move(input.keep), {}, &reader);
@@ -346,7 +347,6 @@ static ImportStats convert(Input input, const std::string& source_name,
 
   phase("parsed");
   reader.set_document(&doc);
-  reader.set_limits(input_bytes, options.max_events);
   reader.read(doc.root());
 
   phase("read");
@@ -390,7 +390,13 @@ static ImportStats convert(Input input, const std::string& source_name,
   for (auto& [d, t] : reader.traces())
     for (const Entry& e : t) has_categories = has_categories || e.category != ev::Category::unknown;
   std::map<int, DeviceInference> inferred;
-  if (!has_categories) {
+  // Frames left out past the bound read alike (Note [Frame bound]): the allocations past it
+  // would look like one site repeated, a loop's steps.
+  if (!has_categories && reader.frames_left_out() > 0)
+    reader.notes().add(
+        "devices whose categories and steps were not inferred (frames were left out)",
+        states.size());
+  if (!has_categories && reader.frames_left_out() == 0) {
     for (auto& [d, state] : states) {
       std::vector<StartBlock> start;
       for (const InitialBlock& b : state.blocks)

@@ -63,7 +63,8 @@ struct ImportStats {
 
 struct ImportOptions {
   // Most trace entries, blocks and annotations a snapshot may expand to; 0: one per 16 bytes of
-  // pickle, at least a million (Note [Expansion bound]). `tidemark import --max-events`.
+  // pickle, at least a million (Note [Expansion bound]). `tidemark import --max-events`. Also
+  // the most distinct frames kept, when above their own bound (Note [Frame bound]).
   uint64_t max_events = 0;
   // The rank of the process that took the snapshot (meta `rank`; `tidemark import --rank`, or
   // the number in the file's name when several ranks' snapshots are imported together).

@@ -73,14 +73,22 @@ bool equal_dicts(const pickle::Document& doc, uint32_t a, uint32_t b) {
   return true;
 }
 
+// A frame dict: one with a 'filename' (PyTorch's frames are {'filename', 'line', 'name'}).
+bool is_frame(Ref d) {
+  for (size_t k = 0, n = d.size(); k < n; ++k)
+    if (d.key(k).as_string() == "filename") return true;
+  return false;
+}
+
 }  // namespace
 
-uint32_t DictsByContent::find_or_add(const pickle::Document& doc, uint32_t id) {
+uint32_t DictsByContent::find_or_add(const pickle::Document& doc, uint32_t id, bool may_add) {
   if ((count_ + 1) * 2 > slots_.size()) grow();
   const uint32_t h = hash_of_dict(doc, id);
   for (size_t i = h & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
     Slot& s = slots_[i];
     if (s.id_plus_1 == 0) {
+      if (!may_add) return kAbsent;
       s = {h, id + 1};
       ++count_;
       return id;
@@ -223,7 +231,18 @@ pickle::Val SnapshotReader::dict_appended(pickle::Document& doc, pickle::Val dic
     if (f[kFrames]) doc.release(f[kFrames]->val());
     doc.release(dict);
   } else if (!f[kAction] && flat) {
-    const uint32_t first = by_content_.find_or_add(doc, id);
+    const bool frame = is_frame(e);
+    uint32_t first = by_content_.find_or_add(doc, id, !frame || frames_ < max_frames_);
+    if (first == id) {
+      frames_ += frame;
+    } else if (first == DictsByContent::kAbsent) {  // Note [Frame bound]
+      ++frames_left_out_;
+      if (left_out_ == DictsByContent::kAbsent) {
+        left_out_ = id;
+        doc.release(dict);
+      }
+      first = left_out_;
+    }
     if (first != id) {
       if (id >= same_as_.size())
         same_as_.resize(std::max<size_t>(id + 1, same_as_.size() * 3 / 2), 0);
@@ -280,6 +299,11 @@ void SnapshotReader::read(Ref root) {
                  annotations_.size());
     annotations_.clear();
   }
+  if (frames_left_out_ > 0)
+    notes_.add("frames left out past " + std::to_string(max_frames_) +
+                   " distinct ones (one per 256 bytes of the file, at least 100000; --max-events "
+                   "raises it) (read as unknown)",
+               frames_left_out_);
   std::vector<Entry>().swap(early_);
   std::vector<uint32_t>().swap(entry_of_dict_);
   std::vector<uint32_t>().swap(same_as_);
@@ -340,9 +364,22 @@ void SnapshotReader::count_records(size_t n, const Where& w) {
         " bytes (lists shared through the pickle's memo?); --max-events raises the limit");
 }
 
+// Note [Frame bound]
+// ~~~~~~~~~~~~~~~~~~
+// A frame the snapshot names once costs its pickle ~20 bytes and the import ~450 (the dict
+// while parsing, its place in the stacks and the trace's frame table), so a file whose frames
+// are all distinct (no program's are: the real snapshots name 12 to 960 distinct frames, one
+// per 1.4 to 15 KB of file) would take 25 times its size. The reader keeps at most one
+// distinct frame per 256 bytes of file, and at least 100,000 (or --max-events of them, when
+// given); a frame dict of a new content past that is left out as it is parsed: released, and
+// in its list's place the first one left out, so every stack past the bound ends in the same
+// unknown frames (Note [Lenient fields]), counted in the notes. What remains of each is its
+// place in the pickle's tables (48 bytes), and the import of such a file is bounded by about
+// 2.5 times its size.
 void SnapshotReader::set_limits(uint64_t input_bytes, uint64_t max_records) {
   input_bytes_ = input_bytes;
   max_records_ = max_records ? max_records : std::max<uint64_t>(1'000'000, input_bytes / 16);
+  max_frames_ = std::max<uint64_t>({kMinFrames, input_bytes / kBytesPerFrame, max_records});
 }
 
 int SnapshotReader::device_index(int64_t d, const Where& w) const {

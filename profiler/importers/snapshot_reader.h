@@ -197,9 +197,11 @@ struct Where {
 // lists are told (a frame in a tuple stays as it is), and a dict with an 'action' is an entry.
 class DictsByContent {
  public:
-  // The identity of the first dict added with the content of dict `id` (`id` itself when none:
-  // it is added). Every dict added must stay unchanged in `doc`.
-  uint32_t find_or_add(const pickle::Document& doc, uint32_t id);
+  static constexpr uint32_t kAbsent = UINT32_MAX;
+  // The identity of the first dict added with the content of dict `id`; when there is none,
+  // `id` itself, added, or with `may_add` false kAbsent. Every dict added must stay unchanged
+  // in `doc`.
+  uint32_t find_or_add(const pickle::Document& doc, uint32_t id, bool may_add = true);
 
  private:
   struct Slot {
@@ -222,8 +224,9 @@ class SnapshotReader : public pickle::AppendHook {
   explicit SnapshotReader(const std::string& name) : name_(name) {}
   // The document parsed (with this reader as its AppendHook, or not): read() reads it.
   void set_document(const pickle::Document* doc) { doc_ = doc; }
-  // Note [Expansion bound]: more than `max_records` entries, blocks and annotations are refused
-  // (0: one per 16 of the input's `input_bytes`, and at least a million).
+  // Before parsing. Note [Expansion bound]: more than `max_records` entries, blocks and
+  // annotations are refused (0: one per 16 of the input's `input_bytes`, and at least a
+  // million); Note [Frame bound]: frames past the distinct ones kept are left out.
   void set_limits(uint64_t input_bytes, uint64_t max_records);
   // Reads the snapshot under `root` (a dict, or PyTorch < 2.1's bare list of segments). A field
   // the curves need that cannot be used throws an ImportError naming it.
@@ -251,6 +254,8 @@ class SnapshotReader : public pickle::AppendHook {
   bool synthetic_times() const { return synthetic_times_; }
   // What was tolerated; the later phases add theirs.
   Notes& notes() { return notes_; }
+  // Frames past the bound, each read as unknown (Note [Frame bound]).
+  uint64_t frames_left_out() const { return frames_left_out_; }
 
   // The items of a run (frame dicts, innermost first), valid while the document lives.
   std::pair<const pickle::Val*, size_t> run_items(FrameRun run) const {
@@ -306,6 +311,8 @@ class SnapshotReader : public pickle::AppendHook {
   void read_settings(Ref v);
   static bool render_settings(Ref v, int depth, std::string& s);
 
+  static constexpr uint64_t kMinFrames = 100'000;  // Note [Frame bound]
+  static constexpr uint64_t kBytesPerFrame = 256;
   static constexpr size_t kMaxSettingsBytes = 64 * 1024;
   static constexpr int kMaxSettingsDepth = 16;
   static constexpr uint32_t kNoRun = std::numeric_limits<uint32_t>::max();
@@ -343,6 +350,10 @@ class SnapshotReader : public pickle::AppendHook {
   uint64_t untimed_ = 0;  // entries without `time_us`
   bool synthetic_times_ = false;
   uint64_t records_ = 0, input_bytes_ = 0, max_records_ = std::numeric_limits<uint64_t>::max();
+  // Note [Frame bound]: distinct frame dicts kept, at most max_frames_; those left out after,
+  // each read as the first of them (`left_out_`, released: an empty dict).
+  uint64_t frames_ = 0, max_frames_ = std::numeric_limits<uint64_t>::max(), frames_left_out_ = 0;
+  uint32_t left_out_ = DictsByContent::kAbsent;
   std::vector<std::pair<uint32_t, int>> key_cache_;  // string index -> entry field (-1: other)
 };
 

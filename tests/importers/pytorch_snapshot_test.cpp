@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -469,6 +470,13 @@ TEST(PytorchSnapshot, EntriesReadWhileParsingKeepSharedFrames) {
                                               "5120 512 f@a.py:3"}));
 }
 
+// Writes an `alloc` entry of 512 bytes up to its frames list, open for the frames that follow
+// (then appends(), setitems()).
+void open_alloc(PickleWriter& w, int64_t addr, int64_t time_us) {
+  w.empty_dict().mark().str("action").str("alloc").str("addr").integer(addr);
+  w.str("size").integer(512).str("time_us").integer(time_us).str("frames").empty_list().mark();
+}
+
 // Note [Frame dicts by content]: a pickle whose frame dicts are written anew at every use (no
 // memo sharing) imports to the same stacks as its memo-shared twin, a duplicate named again
 // through the memo included, and keeps one frame dict per content.
@@ -492,19 +500,7 @@ TEST(PytorchSnapshot, UnsharedFrameDictsImportAsTheirSharedTwin) {
     w.str("device_traces").empty_list().mark().empty_list().mark();
     for (int i = 0; i < 12; ++i) {
       const auto& stack = stacks[i % stacks.size()];
-      w.empty_dict()
-          .mark()
-          .str("action")
-          .str("alloc")
-          .str("addr")
-          .integer(0x1000 + 512 * i)
-          .str("size")
-          .integer(512)
-          .str("time_us")
-          .integer(10 + i)
-          .str("frames")
-          .empty_list()
-          .mark();
+      open_alloc(w, 0x1000 + 512 * i, 10 + i);
       for (size_t k = 0; k < stack.size(); ++k) {
         const Frame& f = stack[k];
         const std::string key = std::string(f.name) + f.file + std::to_string(f.line);
@@ -561,6 +557,64 @@ TEST(PytorchSnapshot, UnsharedFrameDictsImportAsTheirSharedTwin) {
   // Innermost first; the 8th alloc (i == 7) is stacks[1], its "h" the released duplicate.
   EXPECT_EQ(want[7], std::to_string(0x1000 + 512 * 7) + ": h@b.py:1 g@a.py:9 main@train.py:40");
   EXPECT_EQ(sites(dir.file("unshared.db")), want);
+}
+
+// Note [Frame bound]: a snapshot of 6,000 allocations of 20 frames each, all 120,000 frames
+// distinct (2.6 MB: the bound is its floor, 100,000), keeps the frames of the first 5,000
+// allocations as they are and reads the last 1,000's as the one unknown frame, says how many
+// it left out, and infers no steps from the stacks that now repeat.
+TEST(PytorchSnapshot, DistinctFramesPastTheBoundAreLeftOut) {
+  TempDir dir;
+  constexpr int kAllocs = 6000, kDepth = 20;
+  PickleWriter w(4);
+  w.empty_dict().mark().str("segments").empty_list();
+  w.str("device_traces").empty_list().mark().empty_list().mark();
+  for (int i = 0; i < kAllocs; ++i) {
+    open_alloc(w, 0x100000 + 512 * i, 10 + i);
+    for (int k = 0; k < kDepth; ++k)
+      w.empty_dict()
+          .mark()
+          .str("filename")
+          .str("model.py")
+          .str("line")
+          .integer(1 + i * kDepth + k)
+          .str("name")
+          .str("forward")
+          .setitems();
+    w.appends().setitems();
+  }
+  w.appends().appends().setitems();
+  const std::string in = write(dir, "distinct.pickle", w.finish());
+  const im::ImportStats stats = im::import_pytorch_snapshot(in, dir.file("distinct.db"));
+  EXPECT_EQ(stats.events, 1u + kAllocs);  // the mark at the start, the allocations
+  EXPECT_EQ(stats.frames, 100'000u + 1);  // the kept ones and the unknown one
+  EXPECT_EQ(stats.inferred_steps, 0u);
+  auto noted = [&](const std::string& line) {
+    return std::find(stats.notes.begin(), stats.notes.end(), line) != stats.notes.end();
+  };
+  EXPECT_TRUE(
+      noted("20000 frames left out past 100000 distinct ones (one per 256 bytes of the "
+            "file, at least 100000; --max-events raises it) (read as unknown)"));
+  EXPECT_TRUE(
+      noted("1 devices whose categories and steps were not inferred (frames were left "
+            "out)"));
+  st::TraceReader r =
+      st::TraceReader::open(dir.file("distinct.db"), st::TraceReader::Require::finalized);
+  std::map<uint64_t, std::vector<std::string>> stack_of;  // addr -> frames, innermost first
+  for (const auto& a : r.allocations(device_row(r, 0)))
+    for (uint64_t ip : r.stack(a.stack_id))
+      for (const auto& f : r.frames(ip))
+        stack_of[a.addr].push_back(f.function + "@" + f.file + ":" + std::to_string(f.line));
+  ASSERT_EQ(stack_of.size(), size_t(kAllocs));
+  // The 5,000th allocation's frames are its own (lines 99,981 to 100,000); the next one's are
+  // the unknown frame, 20 times.
+  const std::vector<std::string>& last_kept = stack_of[0x100000 + 512 * 4999];
+  ASSERT_EQ(last_kept.size(), size_t(kDepth));
+  EXPECT_EQ(last_kept.front(), "forward@model.py:99981");
+  EXPECT_EQ(last_kept.back(), "forward@model.py:100000");
+  const std::vector<std::string> unknown(kDepth, "@:0");
+  EXPECT_EQ(stack_of[0x100000 + 512 * 5000], unknown);
+  EXPECT_EQ(stack_of[0x100000 + 512 * 5999], unknown);
 }
 
 // PyTorch before 2.1 wrote no times: entries are ordered, times synthetic, and said so.

@@ -136,40 +136,60 @@ QString TimelineBands::categoriesNote() const {
   return inferredCategoriesNote();
 }
 
-void TimelineBands::drawLegend(QPainter& p, const QRect& plot,
+std::vector<std::pair<std::string, QColor>> TimelineBands::legendEntries(const RankLanes& lanes,
+                                                                         int lane) const {
+  std::vector<std::pair<std::string, QColor>> out;
+  const auto set = current();
+  if (!set) return out;
+  for (size_t d = 0; d < set->size(); ++d) {
+    if (lanes.of(d) != lane) continue;
+    const analysis::Bands& bands = *(*set)[d];
+    for (size_t b = 0; b < bands.size(); ++b) {
+      std::pair<std::string, QColor> e{bands.labels()[b], color(stacking_, b, bands.labels()[b])};
+      if (std::find(out.begin(), out.end(), e) == out.end()) out.push_back(std::move(e));
+    }
+  }
+  return out;
+}
+
+// One box at the top left of each lane (Note [Rank lanes]), the lane's bands in it.
+void TimelineBands::drawLegend(QPainter& p, const TimelineLayout& layout, const RankLanes& lanes,
                                const std::vector<analysis::BandColumns>& columns) const {
   const auto set = current();
   if (columns.empty() || !set || set->empty()) return;
-  const analysis::Bands& bands = *set->front();  // the first device's bands name the colours
   const QFontMetrics fm = p.fontMetrics();
   const int row = fm.height() + 2;
-  // Custom categories name their rules file first; an imported snapshot's categories are the
-  // importer's guesses, and the legend says so.
-  const QString title = categoriesNote();
-  const int title_rows = title.isEmpty() ? 0 : 1;
   QFont italic = p.font();
   italic.setItalic(true);
-  // The title starts where the swatches do, the labels 14 px right of it.
-  int w = title.isEmpty() ? 0 : QFontMetrics(italic).horizontalAdvance(title) - 12;
-  for (const std::string& l : bands.labels())
-    w = std::max(
-        w, fm.horizontalAdvance(fm.elidedText(QString::fromStdString(l), Qt::ElideMiddle, 260)));
-  const QRect box(plot.left() + 6, plot.top() + 6, w + 24,
-                  row * int(bands.size() + title_rows) + 6);
-  p.fillRect(box, QColor(255, 255, 255, 215));
-  if (title_rows) {
-    p.save();
-    p.setFont(italic);
-    p.setPen(QColor(60, 60, 60));
-    p.drawText(box.left() + 4, box.top() + 3 + fm.ascent() + 1, title);
-    p.restore();
-  }
-  for (size_t b = 0; b < bands.size(); ++b) {
-    const int y = box.top() + 3 + row * int(b + title_rows);
-    p.fillRect(box.left() + 4, y + 2, 10, row - 4, color(stacking_, b, bands.labels()[b]));
-    p.setPen(Qt::black);
-    p.drawText(box.left() + 18, y + fm.ascent() + 1,
-               fm.elidedText(QString::fromStdString(bands.labels()[b]), Qt::ElideMiddle, 260));
+  for (int lane = 0; lane < lanes.count(); ++lane) {
+    const std::vector<std::pair<std::string, QColor>> entries = legendEntries(lanes, lane);
+    if (entries.empty()) continue;
+    // Custom categories name their rules file first; an imported snapshot's categories are the
+    // importer's guesses, and the legend says so (once, in the first lane's box).
+    const QString title = lane == 0 ? categoriesNote() : QString();
+    const int title_rows = title.isEmpty() ? 0 : 1;
+    // The title starts where the swatches do, the labels 14 px right of it.
+    int w = title.isEmpty() ? 0 : QFontMetrics(italic).horizontalAdvance(title) - 12;
+    for (const auto& [label, c] : entries)
+      w = std::max(w, fm.horizontalAdvance(
+                          fm.elidedText(QString::fromStdString(label), Qt::ElideMiddle, 260)));
+    const QRect r = layout.lane(lane);
+    const QRect box(r.left() + 6, r.top() + 6, w + 24, row * int(entries.size() + title_rows) + 6);
+    p.fillRect(box, QColor(255, 255, 255, 215));
+    if (title_rows) {
+      p.save();
+      p.setFont(italic);
+      p.setPen(QColor(60, 60, 60));
+      p.drawText(box.left() + 4, box.top() + 3 + fm.ascent() + 1, title);
+      p.restore();
+    }
+    for (size_t b = 0; b < entries.size(); ++b) {
+      const int y = box.top() + 3 + row * int(b + title_rows);
+      p.fillRect(box.left() + 4, y + 2, 10, row - 4, entries[b].second);
+      p.setPen(Qt::black);
+      p.drawText(box.left() + 18, y + fm.ascent() + 1,
+                 fm.elidedText(QString::fromStdString(entries[b].first), Qt::ElideMiddle, 260));
+    }
   }
 }
 

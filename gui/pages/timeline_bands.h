@@ -53,8 +53,11 @@ class TimelineBands {
   // Drawing, from the columns the last query took (`columns`: per device).
   void draw(QPainter& p, const TimelineLayout& layout, const RankLanes& lanes, size_t device,
             const std::vector<analysis::BandColumns>& columns) const;
-  void drawLegend(QPainter& p, const QRect& plot,
+  void drawLegend(QPainter& p, const TimelineLayout& layout, const RankLanes& lanes,
                   const std::vector<analysis::BandColumns>& columns) const;
+  // What a lane's legend names: the bands of the lane's devices, each label and colour once, in
+  // device then band order.
+  std::vector<std::pair<std::string, QColor>> legendEntries(const RankLanes& lanes, int lane) const;
   QString tooltip(const QPoint& pos, const TimelineLayout& layout, const RankLanes& lanes,
                   const std::vector<analysis::BandColumns>& columns) const;
 

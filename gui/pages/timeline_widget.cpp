@@ -277,7 +277,7 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
   drawCurves(p, l);
   compare_.draw(p, l, lanes_, columns_.compare);
   drawMarkers(p, l);
-  bands_.drawLegend(p, plot, columns_.bands);
+  bands_.drawLegend(p, l, lanes_, columns_.bands);
   if (selected_) {
     p.setPen(QPen(QColor(220, 0, 0), 1));
     const double x = l.tsToX(*selected_);

@@ -70,6 +70,10 @@ class TimelineWidget : public QWidget {
   // are still being built).
   const std::vector<analysis::BandColumns>& bandColumns() const { return columns_.bands; }
   std::shared_ptr<const BandSet> bands() const { return bands_.current(); }
+  // The band legend of a lane: each band of its devices, label and colour.
+  std::vector<std::pair<std::string, QColor>> legendEntries(int lane) const {
+    return bands_.legendEntries(lanes_, lane);
+  }
   static QColor bandColor(Stacking s, size_t band, const std::string& label) {
     return TimelineBands::color(s, band, label);
   }

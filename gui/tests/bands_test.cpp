@@ -327,6 +327,61 @@ class BandsTest : public QObject {
     w.setStacking(TimelineWidget::Stacking::none);
     QVERIFY(w.bandColumns().empty());
   }
+
+  // Note [Rank lanes]: in a merged trace each lane's legend names its own devices' bands. The
+  // MLP as rank 0 and the accumulated loss as rank 1: rank 1's activations are named in rank 1's
+  // lane, its box drawn there, whatever rank 0's bands are.
+  void eachLaneNamesItsOwnBands() {
+    const QString mlp = recorded_trace();
+    QVERIFY(!mlp.isEmpty());
+    const QString r0 = test_dir() + "/rank-0.db", r1 = test_dir() + "/rank-1.db",
+                  merged = test_dir() + "/legend_merged.db";
+    for (const QString& f : {r0, r1, merged}) QFile::remove(f);
+    QVERIFY(QFile::copy(mlp, r0) && QFile::copy(path_, r1));
+    QProcess p;
+    p.setProcessChannelMode(QProcess::MergedChannels);
+    p.start(TIDEMARK_CLI, {"merge", r0, r1, "-o", merged});
+    QVERIFY2(p.waitForFinished(120000) && p.exitCode() == 0, p.readAll().constData());
+    QString error;
+    TraceDataPtr data = TraceLoader::load_now(merged, &error);
+    QVERIFY2(data, qPrintable(error));
+
+    TimelineWidget w;
+    w.setSynchronous(true);
+    w.resize(1000, 500);
+    w.setTraceData(data);
+    w.setStacking(TimelineWidget::Stacking::category);
+    QImage img(w.size(), QImage::Format_RGB32);
+    w.render(&img);
+    QCOMPARE(w.laneCount(), 2);
+    const auto& set = *w.bands();
+    for (int lane = 0; lane < 2; ++lane) {
+      // Exactly the bands of the lane's devices, label and colour, each once.
+      std::vector<std::pair<std::string, QColor>> want;
+      for (size_t d = 0; d < set.size(); ++d) {
+        if (w.laneOf(d) != lane) continue;
+        for (size_t b = 0; b < set[d]->size(); ++b) {
+          std::pair<std::string, QColor> e{
+              set[d]->labels()[b], TimelineWidget::bandColor(TimelineWidget::Stacking::category, b,
+                                                             set[d]->labels()[b])};
+          if (std::find(want.begin(), want.end(), e) == want.end()) want.push_back(e);
+        }
+      }
+      QVERIFY(!want.empty());
+      QVERIFY(w.legendEntries(lane) == want);
+    }
+    const auto entries = w.legendEntries(1);
+    const auto act = std::find_if(entries.begin(), entries.end(),
+                                  [](const auto& e) { return e.first == "activation"; });
+    QVERIFY(act != entries.end());
+    // Its swatch, in rank 1's lane: the box's top left is 6 px into the lane, the swatch 4 px
+    // into the box, a row of the font's height and 2 px per entry.
+    const int row = w.fontMetrics().height() + 2;
+    const QRect lane = w.laneRect(1);
+    const QPoint swatch(lane.left() + 6 + 4 + 5,
+                        lane.top() + 6 + 3 + row * int(act - entries.begin()) + row / 2);
+    QCOMPARE(QColor(img.pixel(swatch)), act->second);
+  }
 };
 
 QTEST_MAIN(BandsTest)

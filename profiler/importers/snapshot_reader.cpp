@@ -302,7 +302,7 @@ void SnapshotReader::read(Ref root) {
   if (frames_left_out_ > 0)
     notes_.add("frames left out past " + std::to_string(max_frames_) +
                    " distinct ones (one per 256 bytes of the file, at least 100000; --max-events "
-                   "raises it) (read as unknown)",
+                   "raises it) (read as one frame, '(frames left out)')",
                frames_left_out_);
   std::vector<Entry>().swap(early_);
   std::vector<uint32_t>().swap(entry_of_dict_);
@@ -372,8 +372,8 @@ void SnapshotReader::count_records(size_t n, const Where& w) {
 // per 1.4 to 15 KB of file) would take 25 times its size. The reader keeps at most one
 // distinct frame per 256 bytes of file, and at least 100,000 (or --max-events of them, when
 // given); a frame dict of a new content past that is left out as it is parsed: released, and
-// in its list's place the first one left out, so every stack past the bound ends in the same
-// unknown frames (Note [Lenient fields]), counted in the notes. What remains of each is its
+// in its list's place the first one left out, which the stacks read as one frame named
+// "(frames left out)", counted in the notes. What remains of each is its
 // place in the pickle's tables (48 bytes), and the import of such a file is bounded by about
 // 2.5 times its size.
 void SnapshotReader::set_limits(uint64_t input_bytes, uint64_t max_records) {

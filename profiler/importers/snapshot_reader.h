@@ -254,8 +254,12 @@ class SnapshotReader : public pickle::AppendHook {
   bool synthetic_times() const { return synthetic_times_; }
   // What was tolerated; the later phases add theirs.
   Notes& notes() { return notes_; }
-  // Frames past the bound, each read as unknown (Note [Frame bound]).
+  // Frames past the bound (Note [Frame bound]), and whether a frames list's item is the one
+  // that stands for them.
   uint64_t frames_left_out() const { return frames_left_out_; }
+  bool is_left_out(const pickle::Val& frame) const {
+    return frame.type == Type::dict && frame.index == left_out_;
+  }
 
   // The items of a run (frame dicts, innermost first), valid while the document lives.
   std::pair<const pickle::Val*, size_t> run_items(FrameRun run) const {

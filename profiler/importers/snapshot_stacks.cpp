@@ -46,6 +46,10 @@ void Stacks::frame(Ref f, std::vector<uint64_t>& out) {
                  frame_ips_.begin() + it->second.first + it->second.second);
       return;
     }
+  if (reader_.is_left_out(f.val())) {  // Note [Frame bound]
+    out.push_back(intern({kLeftOutFrame, "", 0}));
+    return;
+  }
   auto text = [&](const char* key) { return text_field(f, key); };
   if (f.type() != Type::dict) notes_.add("frames that are not dicts (read as unknown)");
   FrameKey key{text("name"), text("filename"), 0};

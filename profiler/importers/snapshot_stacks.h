@@ -15,6 +15,9 @@
 
 namespace tidemark::importers::snapshot {
 
+// The one frame that stands for the frames left out past the bound (Note [Frame bound]).
+constexpr const char* kLeftOutFrame = "(frames left out)";
+
 struct FrameKey {
   std::string_view name, file;
   int64_t line;

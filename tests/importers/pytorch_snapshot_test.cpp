@@ -561,8 +561,8 @@ TEST(PytorchSnapshot, UnsharedFrameDictsImportAsTheirSharedTwin) {
 
 // Note [Frame bound]: a snapshot of 6,000 allocations of 20 frames each, all 120,000 frames
 // distinct (2.6 MB: the bound is its floor, 100,000), keeps the frames of the first 5,000
-// allocations as they are and reads the last 1,000's as the one unknown frame, says how many
-// it left out, and infers no steps from the stacks that now repeat.
+// allocations as they are and reads the last 1,000's as the one frame "(frames left out)", says
+// how many it left out, and infers no steps from the stacks that now repeat.
 TEST(PytorchSnapshot, DistinctFramesPastTheBoundAreLeftOut) {
   TempDir dir;
   constexpr int kAllocs = 6000, kDepth = 20;
@@ -587,14 +587,14 @@ TEST(PytorchSnapshot, DistinctFramesPastTheBoundAreLeftOut) {
   const std::string in = write(dir, "distinct.pickle", w.finish());
   const im::ImportStats stats = im::import_pytorch_snapshot(in, dir.file("distinct.db"));
   EXPECT_EQ(stats.events, 1u + kAllocs);  // the mark at the start, the allocations
-  EXPECT_EQ(stats.frames, 100'000u + 1);  // the kept ones and the unknown one
+  EXPECT_EQ(stats.frames, 100'000u + 1);  // the kept ones and the one for those left out
   EXPECT_EQ(stats.inferred_steps, 0u);
   auto noted = [&](const std::string& line) {
     return std::find(stats.notes.begin(), stats.notes.end(), line) != stats.notes.end();
   };
-  EXPECT_TRUE(
-      noted("20000 frames left out past 100000 distinct ones (one per 256 bytes of the "
-            "file, at least 100000; --max-events raises it) (read as unknown)"));
+  EXPECT_TRUE(noted(
+      "20000 frames left out past 100000 distinct ones (one per 256 bytes of the "
+      "file, at least 100000; --max-events raises it) (read as one frame, '(frames left out)')"));
   EXPECT_TRUE(
       noted("1 devices whose categories and steps were not inferred (frames were left "
             "out)"));
@@ -607,14 +607,14 @@ TEST(PytorchSnapshot, DistinctFramesPastTheBoundAreLeftOut) {
         stack_of[a.addr].push_back(f.function + "@" + f.file + ":" + std::to_string(f.line));
   ASSERT_EQ(stack_of.size(), size_t(kAllocs));
   // The 5,000th allocation's frames are its own (lines 99,981 to 100,000); the next one's are
-  // the unknown frame, 20 times.
+  // the frame left out, 20 times.
   const std::vector<std::string>& last_kept = stack_of[0x100000 + 512 * 4999];
   ASSERT_EQ(last_kept.size(), size_t(kDepth));
   EXPECT_EQ(last_kept.front(), "forward@model.py:99981");
   EXPECT_EQ(last_kept.back(), "forward@model.py:100000");
-  const std::vector<std::string> unknown(kDepth, "@:0");
-  EXPECT_EQ(stack_of[0x100000 + 512 * 5000], unknown);
-  EXPECT_EQ(stack_of[0x100000 + 512 * 5999], unknown);
+  const std::vector<std::string> left_out(kDepth, "(frames left out)@:0");
+  EXPECT_EQ(stack_of[0x100000 + 512 * 5000], left_out);
+  EXPECT_EQ(stack_of[0x100000 + 512 * 5999], left_out);
 }
 
 // PyTorch before 2.1 wrote no times: entries are ordered, times synthetic, and said so.

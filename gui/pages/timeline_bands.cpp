@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <map>
 
 #include "gui/models/table_models.h"
 
@@ -14,6 +15,9 @@ namespace tidemark::gui {
 
 TimelineBands::TimelineBands(QueryModePtr mode, std::function<void(Stacking)> built)
     : built_(std::move(built)), query_(std::move(mode), [this](std::pair<Stacking, BandSet> b) {
+        std::vector<std::vector<std::string>> labels;
+        for (const auto& bands : b.second) labels.push_back(bands->labels());
+        slots_[int(b.first)] = band_slots(labels);
         sets_[int(b.first)] = std::make_shared<const BandSet>(std::move(b.second));
         if (b.first == stacking_) built_(b.first);
       }) {}
@@ -56,7 +60,27 @@ TimelineBands::BandSet TimelineBands::build(const TraceData& data, Stacking s) {
   return set;
 }
 
-QColor TimelineBands::color(Stacking s, size_t band, const std::string& label) {
+std::vector<std::vector<size_t>> band_slots(const std::vector<std::vector<std::string>>& labels) {
+  std::map<std::string, size_t> slot_of;
+  std::vector<std::vector<size_t>> out;
+  for (const std::vector<std::string>& device : labels) {
+    std::vector<size_t>& of_device = out.emplace_back();
+    for (const std::string& label : device)
+      of_device.push_back(slot_of.try_emplace(label, slot_of.size()).first->second);
+  }
+  return out;
+}
+
+QColor TimelineBands::colorOf(size_t device, size_t band) const {
+  const auto set = current();
+  const auto& slot = slots_[int(stacking_)];
+  if (!set || device >= set->size() || band >= (*set)[device]->size()) return {};
+  return color(stacking_,
+               device < slot.size() && band < slot[device].size() ? slot[device][band] : band,
+               (*set)[device]->labels()[band]);
+}
+
+QColor TimelineBands::color(Stacking s, size_t slot, const std::string& label) {
   if (s == Stacking::category) {
     static const std::pair<const char*, QColor> kColors[] = {
         {"parameter", QColor(140, 86, 75)},
@@ -75,7 +99,7 @@ QColor TimelineBands::color(Stacking s, size_t band, const std::string& label) {
   static const QColor kSites[] = {{31, 119, 180},  {255, 127, 14},  {44, 160, 44},
                                   {214, 39, 40},   {148, 103, 189}, {140, 86, 75},
                                   {227, 119, 194}, {188, 189, 34},  {23, 190, 207}};
-  return kSites[band % std::size(kSites)];
+  return kSites[slot % std::size(kSites)];
 }
 
 // The bands stacked from the bottom: in each pixel column a band fills from the sum of those
@@ -95,7 +119,7 @@ void TimelineBands::draw(QPainter& p, const TimelineLayout& layout, const RankLa
   img.fill(Qt::transparent);
   std::vector<QRgb> colors;
   for (size_t b = 0; b < bands.size(); ++b) {
-    const QColor c = color(stacking_, b, bands.labels()[b]);
+    const QColor c = colorOf(device, b);
     colors.push_back(
         qRgb((c.red() * 3 + 255) / 4, (c.green() * 3 + 255) / 4, (c.blue() * 3 + 255) / 4));
   }
@@ -145,7 +169,7 @@ std::vector<std::pair<std::string, QColor>> TimelineBands::legendEntries(const R
     if (lanes.of(d) != lane) continue;
     const analysis::Bands& bands = *(*set)[d];
     for (size_t b = 0; b < bands.size(); ++b) {
-      std::pair<std::string, QColor> e{bands.labels()[b], color(stacking_, b, bands.labels()[b])};
+      std::pair<std::string, QColor> e{bands.labels()[b], colorOf(d, b)};
       if (std::find(out.begin(), out.end(), e) == out.end()) out.push_back(std::move(e));
     }
   }

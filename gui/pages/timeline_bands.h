@@ -23,6 +23,11 @@
 
 namespace tidemark::gui {
 
+// The palette slot of each band of each device (labels per device, in band order): a label
+// keeps the slot it got where it first appears, devices in order, so a site or a custom category
+// has one colour in every lane; the first device's bands take slots 0, 1, 2, ... in order.
+std::vector<std::vector<size_t>> band_slots(const std::vector<std::vector<std::string>>& labels);
+
 class TimelineBands {
  public:
   enum class Stacking { none, category, site };
@@ -41,7 +46,11 @@ class TimelineBands {
   Stacking stacking() const { return stacking_; }
   // The current stacking's bands, per device; null when unstacked or not built yet.
   std::shared_ptr<const BandSet> current() const { return sets_[int(stacking_)]; }
-  static QColor color(Stacking s, size_t band, const std::string& label);
+  // A band's colour: a category's own, grey for "unknown" and "other sites", else the palette's
+  // colour at `slot` (band_slots).
+  static QColor color(Stacking s, size_t slot, const std::string& label);
+  // The colour device `device`'s band `band` is drawn in (its label's slot in the current set).
+  QColor colorOf(size_t device, size_t band) const;
 
   // What the bands say was inferred rather than recorded (an imported PyTorch snapshot: Note
   // [Inferred categories] in the importer); empty when recorded or not stacked by category.
@@ -66,7 +75,8 @@ class TimelineBands {
 
   TraceDataPtr data_;
   Stacking stacking_ = Stacking::none;
-  std::shared_ptr<const BandSet> sets_[3];  // by Stacking, built on first use
+  std::shared_ptr<const BandSet> sets_[3];     // by Stacking, built on first use
+  std::vector<std::vector<size_t>> slots_[3];  // band_slots of each set
   std::function<void(Stacking)> built_;
   AsyncQuery<std::pair<Stacking, BandSet>> query_;  // last: it goes first
 };

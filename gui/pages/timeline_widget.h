@@ -74,9 +74,11 @@ class TimelineWidget : public QWidget {
   std::vector<std::pair<std::string, QColor>> legendEntries(int lane) const {
     return bands_.legendEntries(lanes_, lane);
   }
-  static QColor bandColor(Stacking s, size_t band, const std::string& label) {
-    return TimelineBands::color(s, band, label);
+  static QColor bandColor(Stacking s, size_t slot, const std::string& label) {
+    return TimelineBands::color(s, slot, label);
   }
+  // The colour a device's band is drawn in (a label has one colour in every lane).
+  QColor bandColorOf(size_t device, size_t band) const { return bands_.colorOf(device, band); }
   // What the plot says was inferred rather than recorded (an imported PyTorch snapshot): the
   // band legend's title (TimelineBands), and the note beside the step lines; empty when what
   // they show was recorded.

@@ -382,6 +382,28 @@ class BandsTest : public QObject {
                         lane.top() + 6 + 3 + row * int(act - entries.begin()) + row / 2);
     QCOMPARE(QColor(img.pixel(swatch)), act->second);
   }
+
+  // A label keeps the palette slot it first took, devices in order, so one site (or custom
+  // category) is one colour in every lane; the first device's bands take 0, 1, 2, ...
+  void aLabelKeepsItsSlotInEveryDevice() {
+    const std::vector<std::vector<size_t>> want = {{0, 1, 2}, {1, 3, 2}, {3, 0}};
+    QCOMPARE(band_slots({{"a", "b", "other sites"}, {"b", "c", "other sites"}, {"c", "a"}}), want);
+    QVERIFY(band_slots({}).empty());
+    // Drawn so: stacked by site, each band of each device in its label's slot's colour.
+    TimelineWidget w;
+    w.setSynchronous(true);
+    w.resize(900, 400);
+    w.setTraceData(data_);
+    w.setStacking(TimelineWidget::Stacking::site);
+    const auto& set = *w.bands();
+    std::vector<std::vector<std::string>> labels;
+    for (const auto& bands : set) labels.push_back(bands->labels());
+    const auto slot = band_slots(labels);
+    for (size_t d = 0; d < set.size(); ++d)
+      for (size_t b = 0; b < set[d]->size(); ++b)
+        QCOMPARE(w.bandColorOf(d, b), TimelineWidget::bandColor(TimelineWidget::Stacking::site,
+                                                                slot[d][b], labels[d][b]));
+  }
 };
 
 QTEST_MAIN(BandsTest)

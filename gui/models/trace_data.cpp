@@ -267,7 +267,7 @@ StateAtTime state_at(const Trace& trace, int64_t device, uint64_t ts) {
   StateAtTime s;
   s.allocator = analysis::allocator_state(trace, device, ts);
   for (analysis::TensorRecord& t : analysis::tensors_live_at(trace, ts)) {
-    if (t.device_id != device) continue;
+    if (t.device != device) continue;
     TensorRow r{std::move(t), {}, 0, ts};
     r.site = trace.site(r.info.stack_id).label;
     r.created_ns = r.info.create_ts >= trace.origin_ns() ? r.info.create_ts - trace.origin_ns() : 0;

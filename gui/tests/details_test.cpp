@@ -116,7 +116,7 @@ class DetailsTest : public QObject {
       return tidemark::analysis::tensors_live_at(trace, at);
     });
     size_t on_device = 0;
-    for (const auto& t : expected) on_device += t.device_id == dev;
+    for (const auto& t : expected) on_device += t.device == dev;
     QCOMPARE(size_t(view.tensorModel()->rowCount()), on_device);
     QTableView* table = table_over(view, view.tensorModel());
     QVERIFY(table);

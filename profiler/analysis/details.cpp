@@ -13,19 +13,7 @@ namespace tidemark::analysis {
 std::vector<TensorRecord> tensor_records(const Trace& trace, const store::TensorFilter& filter) {
   std::vector<TensorRecord> out;
   store::for_each_tensor(trace.reader(), filter, [&](store::TensorRow& r) {
-    TensorRecord& t = out.emplace_back();
-    t.tensor_id = r.tensor_id;
-    t.storage_id = r.storage_id;
-    t.base_id = r.base_id;
-    t.sizes = std::move(r.sizes);
-    t.strides = std::move(r.strides);
-    t.storage_offset = r.storage_offset;
-    t.dtype = std::move(r.dtype);
-    t.op = std::move(r.op);
-    t.create_ts = r.create_ts;
-    t.release_ts = r.release_ts;
-    t.stack_id = r.stack_id;
-    t.device_id = r.device;
+    static_cast<store::TensorRow&>(out.emplace_back()) = std::move(r);
   });
   return out;
 }
@@ -82,7 +70,7 @@ std::optional<TensorDetails> tensor_details(const Trace& trace, uint64_t tensor_
   if (first.empty()) return std::nullopt;
   TensorDetails d;
   d.tensor = std::move(first.front());
-  d.device_id = d.tensor.device_id;
+  d.device_id = d.tensor.device;
   if (const DeviceRef* dev = trace.device_by_id(d.device_id)) d.device = dev->name;
   d.tensor.site = trace.site(d.tensor.stack_id).label;
   d.frames = trace.stack_frames(d.tensor.stack_id);

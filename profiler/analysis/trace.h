@@ -179,17 +179,10 @@ class Trace {
   void for_each_frame(uint64_t stack_id, F&& f) const;
 };
 
-// A row of the `tensors` table (docs/trace-format.md): a tensor or view, dtype and op resolved.
+// A row of the `tensors` table (docs/trace-format.md, store::TensorRow: a tensor or view, its
+// times absolute, base_id 0 when it is not a view) and the site that made it.
 // (events::TensorInfo is the event that records one.)
-struct TensorRecord {
-  uint64_t tensor_id = 0, storage_id = 0, base_id = 0;  // base_id 0: not a view
-  int64_t device_id = 0;
-  std::string sizes, strides;  // JSON arrays
-  int64_t storage_offset = 0;
-  std::string dtype, op;
-  uint64_t create_ts = 0;              // absolute
-  std::optional<uint64_t> release_ts;  // absolute; empty: alive at the end of the trace
-  uint64_t stack_id = 0;
+struct TensorRecord : store::TensorRow {
   std::string site;  // Note [Allocation site] of its creation: filled by the details (details.h)
   bool is_view() const { return base_id != 0; }
 };

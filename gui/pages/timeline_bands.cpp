@@ -73,11 +73,9 @@ std::vector<std::vector<size_t>> band_slots(const std::vector<std::vector<std::s
 
 QColor TimelineBands::colorOf(size_t device, size_t band) const {
   const auto set = current();
-  const auto& slot = slots_[int(stacking_)];
   if (!set || device >= set->size() || band >= (*set)[device]->size()) return {};
-  return color(stacking_,
-               device < slot.size() && band < slot[device].size() ? slot[device][band] : band,
-               (*set)[device]->labels()[band]);
+  // A set and its slots arrive together (the query's callback).
+  return color(stacking_, slots_[int(stacking_)][device][band], (*set)[device]->labels()[band]);
 }
 
 QColor TimelineBands::color(Stacking s, size_t slot, const std::string& label) {

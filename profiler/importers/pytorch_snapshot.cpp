@@ -392,11 +392,11 @@ static ImportStats convert(Input input, const std::string& source_name,
   std::map<int, DeviceInference> inferred;
   // Frames left out past the bound read alike (Note [Frame bound]): the allocations past it
   // would look like one site repeated, a loop's steps.
-  if (!has_categories && reader.frames_left_out() > 0)
+  if (!has_categories && reader.frames_left_out() > 0) {
     reader.notes().add(
         "devices whose categories and steps were not inferred (frames were left out)",
         states.size());
-  if (!has_categories && reader.frames_left_out() == 0) {
+  } else if (!has_categories) {
     for (auto& [d, state] : states) {
       std::vector<StartBlock> start;
       for (const InitialBlock& b : state.blocks)

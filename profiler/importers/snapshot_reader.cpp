@@ -232,9 +232,9 @@ pickle::Val SnapshotReader::dict_appended(pickle::Document& doc, pickle::Val dic
     doc.release(dict);
   } else if (!f[kAction] && flat) {
     const bool frame = is_frame(e);
-    uint32_t first = by_content_.find_or_add(doc, id, !frame || frames_ < max_frames_);
+    uint32_t first = by_content_.find_or_add(doc, id, !frame || distinct_frames_ < max_frames_);
     if (first == id) {
-      frames_ += frame;
+      distinct_frames_ += frame;
     } else if (first == DictsByContent::kAbsent) {  // Note [Frame bound]
       ++frames_left_out_;
       if (left_out_ == DictsByContent::kAbsent) {

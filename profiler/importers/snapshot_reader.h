@@ -356,7 +356,8 @@ class SnapshotReader : public pickle::AppendHook {
   uint64_t records_ = 0, input_bytes_ = 0, max_records_ = std::numeric_limits<uint64_t>::max();
   // Note [Frame bound]: distinct frame dicts kept, at most max_frames_; those left out after,
   // each read as the first of them (`left_out_`, released: an empty dict).
-  uint64_t frames_ = 0, max_frames_ = std::numeric_limits<uint64_t>::max(), frames_left_out_ = 0;
+  uint64_t distinct_frames_ = 0, max_frames_ = std::numeric_limits<uint64_t>::max();
+  uint64_t frames_left_out_ = 0;
   uint32_t left_out_ = DictsByContent::kAbsent;
   std::vector<std::pair<uint32_t, int>> key_cache_;  // string index -> entry field (-1: other)
 };

@@ -567,6 +567,7 @@ Scaled make_distinct() {
           .str("forward")
           .setitems();
     w.appends().setitems();
+    if (i % 1000 == 999) w.appends().mark();  // entries in batches of 1000, as Python's pickler
   }
   w.appends().appends().setitems();
   Scaled out;
@@ -594,10 +595,13 @@ int main(int argc, char** argv) {
   // TIDEMARK_IMPORT_BENCH_WRITE=PATH: write the synthetic snapshot there and exit (to profile
   // `tidemark import` on it); TIDEMARK_IMPORT_BENCH_WRITE_SCALED=PATH: the repeated real one.
   // TIDEMARK_IMPORT_BENCH_WRITE_UNSHARED=PATH: the repeated real one with no frame dict shared.
+  // TIDEMARK_IMPORT_BENCH_WRITE_DISTINCT=PATH: the one whose frames are all distinct.
   for (auto [env, make] : {std::pair{"TIDEMARK_IMPORT_BENCH_WRITE_SCALED", &scaled_snapshot},
-                           std::pair{"TIDEMARK_IMPORT_BENCH_WRITE_UNSHARED", &unshared_snapshot}}) {
+                           std::pair{"TIDEMARK_IMPORT_BENCH_WRITE_UNSHARED", &unshared_snapshot},
+                           std::pair{"TIDEMARK_IMPORT_BENCH_WRITE_DISTINCT", &distinct_snapshot}}) {
     if (const char* path = std::getenv(env)) {
       const Scaled& scaled = make();
+      if (make == &distinct_snapshot) std::filesystem::rename(scaled.path, path);
       std::printf("wrote %s: %.1f MB, %d copies\n", path, static_cast<double>(scaled.bytes) / 1e6,
                   scaled.copies);
       return 0;

@@ -101,7 +101,7 @@ def cases(snapshot_bytes, seed, sentinel):
     out.append(("snapshot-unshared-frames", _dump(s)))
 
     # Every frame distinct (no program's are): 12,000 allocations of 20 frames at lines of their
-    # own, past the importer's bound on distinct frames (one per 256 bytes, at least 100,000).
+    # own, past the importer's bound on distinct frames (one per 1024 bytes, at least 100,000).
     frames = iter(range(1, 1 << 30))
     s = {"segments": [], "device_traces": [[
         {"action": "alloc", "addr": 0x100000 + 512 * i, "size": 512, "stream": 0, "time_us": i,

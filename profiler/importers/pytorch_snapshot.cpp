@@ -53,17 +53,18 @@ void phase(const char* what) {
   if (!on) return;
   static auto t0 = std::chrono::steady_clock::now();
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  long rss = 0, hwm = 0;
+  long rss = 0, hwm = 0, file = 0;
   if (FILE* f = std::fopen("/proc/self/status", "r")) {
     char line[256];
     while (std::fgets(line, sizeof line, f)) {
       std::sscanf(line, "VmRSS: %ld", &rss);
       std::sscanf(line, "VmHWM: %ld", &hwm);
+      std::sscanf(line, "RssFile: %ld", &file);  // of it, mapped file pages (the input's)
     }
     std::fclose(f);
   }
-  std::fprintf(stderr, "[phase] %-20s %7.2f s  rss %6ld MB  hwm %6ld MB\n", what, s, rss / 1024,
-               hwm / 1024);
+  std::fprintf(stderr, "[phase] %-20s %7.2f s  rss %6ld MB  hwm %6ld MB  file %6ld MB\n", what, s,
+               rss / 1024, hwm / 1024, file / 1024);
 }
 }  // namespace
 

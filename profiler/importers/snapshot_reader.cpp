@@ -255,6 +255,18 @@ pickle::Val SnapshotReader::dict_appended(pickle::Document& doc, pickle::Val dic
   return dict;
 }
 
+void SnapshotReader::dropped(size_t first, size_t end, size_t first_string) {
+  auto forget = [first, end](std::vector<uint32_t>& by_id, uint32_t none) {
+    for (size_t id = first; id < std::min(end, by_id.size()); ++id) by_id[id] = none;
+  };
+  forget(same_as_, 0);
+  forget(entry_of_dict_, kNoEntry);
+  forget(run_of_list_, kNoRun);
+  std::erase_if(key_cache_, [first_string](const auto& k) { return k.first >= first_string; });
+  for (ContextCache& c : context_cache_)
+    if (c.index >= first_string) c.valid = false;
+}
+
 void SnapshotReader::read(Ref root) {
   Ref segments = root, traces{doc_, {}}, host_segments{doc_, {}}, host_traces{doc_, {}};
   if (root.type() == Type::dict) {
@@ -300,9 +312,10 @@ void SnapshotReader::read(Ref root) {
     annotations_.clear();
   }
   if (frames_left_out_ > 0)
-    notes_.add("frames left out past " + std::to_string(max_frames_) +
-                   " distinct ones (one per 256 bytes of the file, at least 100000; --max-events "
-                   "raises it) (read as one frame, '(frames left out)')",
+    notes_.add("frames left out past " + std::to_string(max_frames_) + " distinct ones (one per " +
+                   std::to_string(kBytesPerFrame) + " bytes of the file, at least " +
+                   std::to_string(kMinFrames) +
+                   "; --max-events raises it) (read as one frame, '(frames left out)')",
                frames_left_out_);
   std::vector<Entry>().swap(early_);
   std::vector<uint32_t>().swap(entry_of_dict_);
@@ -366,17 +379,18 @@ void SnapshotReader::count_records(size_t n, const Where& w) {
 
 // Note [Frame bound]
 // ~~~~~~~~~~~~~~~~~~
-// A frame the snapshot names once costs its pickle ~20 bytes and the import ~450 (the dict
-// while parsing, its place in the stacks and the trace's frame table), so a file whose frames
-// are all distinct (no program's are: the real snapshots name 12 to 960 distinct frames, one
-// per 1.4 to 15 KB of file) would take 25 times its size. The reader keeps at most one
-// distinct frame per 256 bytes of file, and at least 100,000 (or --max-events of them, when
-// given); a frame dict of a new content past that is left out as it is parsed: released, and
-// in its list's place the first one left out, which the stacks read as one frame named
-// "(frames left out)", counted in the notes. What remains of each is its place in the pickle's
-// tables (its container and memo entry, 48 bytes, and the tables' slack while they grow): such
-// a file takes about 6.6 times its size (BM_ImportDistinctFrames), linear in it, where it took
-// 25. Dropping the container of a dict the reader replaced is what would bring it under 2.
+// A frame the snapshot names once costs its pickle ~20 bytes and the import 300 to 600 (the
+// dict and its strings while parsing, its place in the stacks and the trace's frame table), so
+// a file whose frames are all distinct (no program's are: the real snapshots name 12 to 960
+// distinct frames, one per 1.4 to 15 KB of file) would take 25 times its size. The reader
+// keeps at most one distinct frame per 1024 bytes of file, and at least 100,000 (or
+// --max-events of them, when given); a frame dict of a new content past that is left out as it
+// is parsed: in its list's place the first one left out, which the stacks read as one frame
+// named "(frames left out)", counted in the notes. The parser then drops the dict from its
+// tables (Note [Dropping replaced dicts] in pickle.cpp); what remains of it is a memo slot (8
+// bytes). Such a file imports in about 1.1 times its size (BM_ImportDistinctFrames, 250 MB;
+// one Python pickled, 83 MB: 1.8, most of it fixed), linear in it. At one frame per 256 bytes
+// the frames kept took 2.9 and 2.6 times the file.
 void SnapshotReader::set_limits(uint64_t input_bytes, uint64_t max_records) {
   input_bytes_ = input_bytes;
   max_records_ = max_records ? max_records : std::max<uint64_t>(1'000'000, input_bytes / 16);

@@ -241,6 +241,8 @@ class SnapshotReader : public pickle::AppendHook {
   // dict without an 'action' (a frame, an annotation) is kept once per content (Note [Frame
   // dicts by content]).
   pickle::Val dict_appended(pickle::Document& doc, pickle::Val dict) override;
+  // pickle::AppendHook: what the reader keeps by a dropped dict's identity or string's index.
+  void dropped(size_t first, size_t end, size_t first_string) override;
 
   // What read() read.
   const std::vector<Segment>& segments() const { return segments_; }
@@ -316,7 +318,7 @@ class SnapshotReader : public pickle::AppendHook {
   static bool render_settings(Ref v, int depth, std::string& s);
 
   static constexpr uint64_t kMinFrames = 100'000;  // Note [Frame bound]
-  static constexpr uint64_t kBytesPerFrame = 256;
+  static constexpr uint64_t kBytesPerFrame = 1024;
   static constexpr size_t kMaxSettingsBytes = 64 * 1024;
   static constexpr int kMaxSettingsDepth = 16;
   static constexpr uint32_t kNoRun = std::numeric_limits<uint32_t>::max();

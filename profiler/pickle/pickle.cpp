@@ -8,8 +8,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <limits>
+#include <new>
 #include <unordered_map>
+
+#include <sys/mman.h>
 
 namespace tidemark::importers::pickle {
 
@@ -168,34 +172,114 @@ std::string hex_byte(uint8_t b) {
 }
 
 // The memo: dense for the indices MEMOIZE and ordinary PUTs give (0, 1, 2, ...), a hash map for
-// the rest, so a hostile index (LONG_BINPUT 0xffffffff) costs one entry, not 4G.
+// the rest, so a hostile index (LONG_BINPUT 0xffffffff) costs one entry, not 4G. A PyTorch
+// snapshot memoizes every dict, list and string it holds, and a file of distinct frames one slot
+// per ~20 bytes: the dense slots take 8 bytes each (a Val's type and index, or a small integer;
+// anything else in `wide_`), in chunks, so the memo never holds a copy of itself while it grows.
 class Memo {
  public:
   void put(uint64_t idx, Val v) {
     if (idx < dense_.size()) {
-      dense_[idx] = v;  // every dense slot was put: a put again replaces it
+      // Every dense slot was put: a put again replaces it (in wide_'s place, if it had one).
+      if ((dense_[idx] & 15) == kWide && (v.type == Type::floating || v.type == Type::integer)) {
+        wide_[dense_[idx] >> 4] = v;
+      } else {
+        dense_[idx] = pack(v);
+      }
     } else if (idx == dense_.size()) {
-      dense_.push_back(v);
+      dense_.push_back(pack(v));
       ++count_;
       // Entries put beyond the dense end join it when the gap closes.
       for (auto it = sparse_.find(dense_.size()); it != sparse_.end();
            it = sparse_.find(dense_.size())) {
-        dense_.push_back(it->second);
+        dense_.push_back(pack(it->second));
         sparse_.erase(it);
       }
     } else {
       count_ += sparse_.insert_or_assign(idx, v).second;
     }
   }
-  const Val* get(uint64_t idx) const {
-    if (idx < dense_.size()) return &dense_[idx];
+  // The value put at `idx` into `out`; false when none was. (Written in place: a Val built in
+  // pieces and copied whole would stall the store forwarding of every BINGET.)
+  bool get(uint64_t idx, Val& out) const {
+    if (idx < dense_.size()) {
+      unpack(dense_[idx], out);
+      return true;
+    }
+    if (sparse_.empty()) return false;
     auto it = sparse_.find(idx);
-    return it == sparse_.end() ? nullptr : &it->second;
+    if (it == sparse_.end()) return false;
+    out = it->second;
+    return true;
   }
   uint64_t size() const { return count_; }  // Python's len(memo): the index MEMOIZE uses
 
  private:
-  std::vector<Val> dense_;  // indices 0 .. size-1, every one put
+  // Low 4 bits: the Type, or kWide (the rest indexes wide_); above: the index, a boolean, or
+  // an integer of 60 bits.
+  static constexpr uint64_t kWide = 15;
+  static constexpr int64_t kMaxSmall = int64_t{1} << 59;
+  uint64_t pack(const Val& v) {
+    const uint64_t t = static_cast<uint8_t>(v.type);
+    switch (v.type) {
+      case Type::none:
+        return t;
+      case Type::boolean:
+        return t | static_cast<uint64_t>(v.i != 0) << 4;
+      case Type::integer:
+        if (v.i >= -kMaxSmall && v.i < kMaxSmall) return t | static_cast<uint64_t>(v.i) << 4;
+        break;
+      case Type::floating:
+        break;
+      default:
+        return t | uint64_t{v.index} << 4;
+    }
+    wide_.push_back(v);
+    return kWide | static_cast<uint64_t>(wide_.size() - 1) << 4;
+  }
+  void unpack(uint64_t bits, Val& v) const {
+    if ((bits & 15) == kWide) {
+      v = wide_[bits >> 4];
+      return;
+    }
+    v.type = static_cast<Type>(bits & 15);
+    const bool scalar = v.type == Type::boolean || v.type == Type::integer;
+    v.index = scalar || v.type == Type::none ? 0 : static_cast<uint32_t>(bits >> 4);
+    v.i = scalar ? static_cast<int64_t>(bits) >> 4 : 0;  // arithmetic: a negative one stays so
+  }
+  // Slots in chunks of a fixed size: what a deque does, without its branches on every get. The
+  // chunks are mapped, not taken from the heap, where they would sit among the entries' items
+  // the reader frees and keep the heap from shrinking.
+  class Slots {
+   public:
+    Slots() = default;
+    Slots(const Slots&) = delete;
+    Slots& operator=(const Slots&) = delete;
+    ~Slots() {
+      for (uint64_t* c : chunks_) munmap(c, kChunkBytes);
+    }
+    size_t size() const { return size_; }
+    uint64_t& operator[](size_t i) { return chunks_[i >> kShift][i & kMask]; }
+    uint64_t operator[](size_t i) const { return chunks_[i >> kShift][i & kMask]; }
+    void push_back(uint64_t v) {
+      if ((size_ & kMask) == 0) {
+        void* c =
+            mmap(nullptr, kChunkBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (c == MAP_FAILED) throw std::bad_alloc();
+        chunks_.push_back(static_cast<uint64_t*>(c));
+      }
+      chunks_.back()[size_++ & kMask] = v;
+    }
+
+   private:
+    static constexpr int kShift = 16;  // 512 KiB a chunk
+    static constexpr size_t kMask = (size_t{1} << kShift) - 1;
+    static constexpr size_t kChunkBytes = (kMask + 1) * sizeof(uint64_t);
+    std::vector<uint64_t*> chunks_;
+    size_t size_ = 0;
+  };
+  Slots dense_;           // indices 0 .. size-1, every one put
+  std::deque<Val> wide_;  // values too wide to pack (floats, integers of 60 bits or more)
   std::unordered_map<uint64_t, Val> sparse_;
   uint64_t count_ = 0;
 };
@@ -234,6 +318,88 @@ std::string_view type_name(Type t) {
   return "?";
 }
 
+namespace {
+
+// Note [Dropping replaced dicts]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A reader given as the AppendHook may put an equal dict (or a stand-in) in the place of a dict
+// that goes into a list, and release the one it replaced; its place in the tables (a container
+// of 32 bytes, the spans of the strings in it) would stay, and a file of frames the reader
+// leaves out or merges costs that much for every ~20 bytes of pickle. The parser drops such a
+// dict from the tables when nothing else can refer to it: it is among the newest containers, no
+// copy of it was made (DUP, BINGET), at most one memo slot names it (that slot then names its
+// replacement, an equal value for the reader), and nothing made since it escaped into an older
+// container. It knows that from a window over the ops: EMPTY_DICT opens it (at the first of the
+// dicts it may drop), and it stays open only through the ops Python's pickler writes for flat
+// dicts going into a list (scalars, strings, MARK, memo puts and gets, SETITEM(S) into those
+// dicts, EMPTY_DICT); the APPEND(S) into an older list drops what it can and closes it; any
+// other op closes it. Dicts are dropped from the top of the batch down, while each is the newest
+// container, replaced by an older one, and flat; the strings made since the lowest of them go
+// too, except those a memo slot names (string_floor). The hook is told (dropped()), since the
+// indices are given again to the values made next.
+struct DropWindow {
+  static constexpr uint64_t kNoSlot = std::numeric_limits<uint64_t>::max();
+  struct Dict {
+    uint32_t strings;  // strings_ size when the dict was made: its strings are at or past it
+    uint64_t slot;     // the memo slot naming it, or kNoSlot
+  };
+  bool open = false;
+  uint32_t first = 0;         // containers_ index of its first dict: dicts[j] is first + j
+  uint32_t strings = 0;       // strings_ size when it opened
+  uint32_t string_floor = 0;  // strings below it may not be dropped (a memo slot names them)
+  std::vector<Dict> dicts;
+  void close() {
+    open = false;
+    dicts.clear();
+  }
+  bool holds_dict(const Val& v) const { return open && v.type == Type::dict && v.index >= first; }
+  bool holds_string(const Val& v) const {
+    return open && (v.type == Type::string || v.type == Type::bytes) && v.index >= strings;
+  }
+};
+
+// Whether `op` keeps a DropWindow open (its own checks may still close it).
+bool keeps_window(uint8_t op) {
+  switch (op) {
+    case PROTO:
+    case FRAME:
+    case MARK:
+    case NONE:
+    case NEWTRUE:
+    case NEWFALSE:
+    case BININT:
+    case BININT1:
+    case BININT2:
+    case LONG1:
+    case LONG4:
+    case BINFLOAT:
+    case SHORT_BINUNICODE:
+    case BINUNICODE:
+    case BINUNICODE8:
+    case SHORT_BINSTRING:
+    case BINSTRING:
+    case SHORT_BINBYTES:
+    case BINBYTES:
+    case BINBYTES8:
+    case BYTEARRAY8:
+    case EMPTY_DICT:
+    case MEMOIZE:
+    case BINPUT:
+    case LONG_BINPUT:
+    case BINGET:
+    case LONG_BINGET:
+    case SETITEM:
+    case SETITEMS:
+    case APPEND:
+    case APPENDS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
 class Parser {
  public:
   Parser(std::string_view data, std::shared_ptr<const void> keep, const Limits& limits,
@@ -255,6 +421,7 @@ class Parser {
       op_pos_ = pos_;
       if (hook_ && pos_ - consumed_ >= kConsumedStep) hook_->consumed(consumed_ = pos_);
       op_ = p_[pos_++];
+      if (window_.open && !keeps_window(op_)) window_.close();
       if (op_ == STOP) {
         if (reachable() == 0) fail("the stack is empty: no value to return");
         doc_.root_ = stack_.back();
@@ -420,13 +587,40 @@ class Parser {
           fail("internal error: the reader put a value that is not a flat dict in a list");
         doc_.containers_[stack_[from - 1].index].items[first + (i - from)] = kept;
       }
+      if (window_.open) drop_replaced(from, first);
     }
+    window_.close();
     stack_.resize(from);
+  }
+  // Note [Dropping replaced dicts]: the dicts of stack_[from..] the hook replaced, from the top
+  // down while each is the newest container; their list's items start at `first`.
+  void drop_replaced(size_t from, size_t first) {
+    const Val list = stack_[from - 1];
+    if (list.index >= window_.first) return;
+    auto& containers = doc_.containers_;
+    const size_t before = containers.size();
+    uint32_t strings_to = static_cast<uint32_t>(doc_.strings_.size());
+    for (size_t i = stack_.size(); i-- > from;) {
+      const Val item = stack_[i];
+      if (!window_.holds_dict(item) || item.index + size_t{1} != containers.size()) break;
+      const Val now = containers[list.index].items[first + (i - from)];
+      if (now.index >= item.index || containers[item.index].height != 1) break;
+      const DropWindow::Dict& d = window_.dicts[item.index - window_.first];
+      if (d.slot != DropWindow::kNoSlot) memo_.put(d.slot, now);
+      strings_to = d.strings;
+      containers.pop_back();
+      window_.dicts.pop_back();
+    }
+    if (containers.size() == before) return;
+    strings_to = std::max(strings_to, window_.string_floor);
+    if (strings_to < doc_.strings_.size()) doc_.strings_.resize(strings_to);
+    hook_->dropped(containers.size(), before, doc_.strings_.size());
   }
   void set_items(size_t from) {  // key/value pairs stack[from..] into the dict at stack[from - 1]
     if (from == 0 || from - 1 < fence()) fail("stack underflow: no dict below the items");
     if ((stack_.size() - from) % 2) fail("odd number of items: a key without a value");
     Document::Container& dict = mutable_container(stack_[from - 1], Type::dict);
+    if (window_.open) watch_set_items(stack_[from - 1], from);
     const size_t need = dict.items.size() + (stack_.size() - from);
     if (need > dict.items.capacity()) dict.items.reserve(std::max(need, dict.items.capacity() * 2));
     for (size_t i = from; i < stack_.size(); i += 2) {
@@ -441,6 +635,37 @@ class Parser {
     }
     stack_.resize(from);
   }
+  // Note [Dropping replaced dicts]: a container put into a dict of the window closes it (the
+  // dicts it drops are flat); a string of the window put into an older dict stays.
+  void watch_set_items(Val dict, size_t from) {
+    const bool inside = window_.holds_dict(dict);
+    for (size_t i = from; i < stack_.size(); ++i) {
+      const Val v = stack_[i];
+      if (is_container(v.type) && (inside || window_.holds_dict(v))) return window_.close();
+      if (!inside && window_.holds_string(v))
+        window_.string_floor = std::max(window_.string_floor, v.index + 1);
+    }
+  }
+  void watch_memo_put(uint64_t idx, Val v) {
+    if (Val old; memo_.get(idx, old) && window_.holds_dict(old)) return window_.close();
+    if (window_.holds_dict(v)) {
+      DropWindow::Dict& d = window_.dicts[v.index - window_.first];
+      if (d.slot != DropWindow::kNoSlot) return window_.close();
+      d.slot = idx;
+    } else if (window_.holds_string(v)) {
+      window_.string_floor = std::max(window_.string_floor, v.index + 1);
+    }
+  }
+  void watch_new_dict(Val v) {
+    if (window_.open && v.index != window_.first + window_.dicts.size()) window_.close();
+    if (!window_.open) {
+      window_.open = true;
+      window_.first = v.index;
+      window_.strings = window_.string_floor = table_index(doc_.strings_.size());
+    }
+    window_.dicts.push_back({table_index(doc_.strings_.size()), DropWindow::kNoSlot});
+  }
+
   void make_tuple(size_t from) {
     Val t = new_container(Type::tuple);
     Document::Container& c = doc_.containers_[t.index];
@@ -593,9 +818,12 @@ class Parser {
       case EMPTY_LIST:
         push(new_container(Type::list));
         break;
-      case EMPTY_DICT:
-        push(new_container(Type::dict));
+      case EMPTY_DICT: {
+        const Val v = new_container(Type::dict);
+        if (hook_) watch_new_dict(v);
+        push(v);
         break;
+      }
       case EMPTY_TUPLE:
         make_tuple(stack_.size());
         break;
@@ -632,21 +860,26 @@ class Parser {
         break;
       case MEMOIZE:
         if (reachable() == 0) fail("stack underflow: nothing to memoize");
+        if (window_.open) watch_memo_put(memo_.size(), stack_.back());
         memo_.put(memo_.size(), stack_.back());
         break;
       case BINPUT:
       case LONG_BINPUT: {
         uint64_t idx = op_ == BINPUT ? le<1>() : le<4>();
         if (reachable() == 0) fail("stack underflow: nothing to memoize");
+        if (window_.open) watch_memo_put(idx, stack_.back());
         memo_.put(idx, stack_.back());
         break;
       }
       case BINGET:
       case LONG_BINGET: {
         uint64_t idx = op_ == BINGET ? le<1>() : le<4>();
-        const Val* v = memo_.get(idx);
-        if (!v) fail("memo entry " + std::to_string(idx) + " is not defined");
-        push(*v);
+        Val& v = stack_.emplace_back();
+        if (!memo_.get(idx, v)) {
+          stack_.pop_back();
+          fail("memo entry " + std::to_string(idx) + " is not defined");
+        }
+        if (window_.holds_dict(v)) window_.close();
         break;
       }
       case GLOBAL: {
@@ -715,6 +948,7 @@ class Parser {
   std::vector<Val> stack_;
   std::vector<size_t> marks_;
   Memo memo_;
+  DropWindow window_;  // Note [Dropping replaced dicts]; opened only with a hook
 };
 
 Document parse(std::string data, const Limits& limits, AppendHook* hook) {

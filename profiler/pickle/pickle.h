@@ -99,7 +99,8 @@ class Ref {
   std::optional<Ref> get(int64_t key) const;
 
   // Containers: a number equal for two Refs to the same object (memo-shared), distinct for
-  // different ones, below Document::container_count(). Other types: UINT32_MAX.
+  // different ones, below Document::container_count(). Other types: UINT32_MAX. (While
+  // parsing with an AppendHook, a dropped dict's number is given to a new container.)
   uint32_t identity() const;
 
   // A short Python-like rendering, depth- and length-limited (for messages and tests).
@@ -159,6 +160,11 @@ class AppendHook {
   // nesting is unchanged), for a reader that keeps one dict per content (the duplicate it may
   // then release).
   virtual Val dict_appended(Document& doc, Val dict) = 0;
+  // The parser dropped dicts the reader replaced, and the strings inside them (Note [Dropping
+  // replaced dicts] in pickle.cpp): the containers [`first`, `end`) and the strings from index
+  // `first_string` on are gone, and new values take those indices. A reader that keeps anything
+  // by a container's identity or a string's index in them forgets it.
+  virtual void dropped(size_t first, size_t end, size_t first_string) = 0;
   // The parser reads no byte before `offset` again (every 64 MiB): a mapped input may let the
   // pages go (strings in them are read again from the file when used).
   virtual void consumed(uint64_t offset) { (void)offset; }

@@ -1,10 +1,12 @@
 // libFuzzer target: the pickle reader, then the snapshot importer's interpretation of whatever
 // parsed, into a writer that keeps nothing. Any input must end in a value or an ImportError:
-// no crash, no sanitizer report, no leak. Built by scripts/fuzz-pickle.sh (clang,
-// -fsanitize=fuzzer,address,undefined); not part of tidemark_importers.
+// no crash, no sanitizer report, no leak; and a reader that replaces equal dicts must read it as
+// the plain reader does (the parser drops what was replaced). Built by scripts/fuzz-pickle.sh
+// (clang, -fsanitize=fuzzer,address,undefined); not part of tidemark_importers.
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 
 #include "profiler/importers/pytorch_snapshot.h"
 #include "profiler/pickle/pickle.h"
@@ -30,17 +32,37 @@ class NullWriter final : public st::TraceWriter {
   uint64_t sink_ = 0;
 };
 
+namespace pk = tidemark::importers::pickle;
+
+// Puts the first flat dict of each content in the place of every later equal one going into a
+// list, releasing nothing: the parser then drops the replaced ones from its tables (Note
+// [Dropping replaced dicts] in pickle.cpp), which must never change what the pickle reads.
+struct FirstOfEachContent final : pk::AppendHook {
+  std::unordered_map<std::string, pk::Val> first;
+  pk::Val dict_appended(pk::Document& doc, pk::Val dict) override {
+    const pk::Ref d(&doc, dict);
+    for (size_t k = 0; k < d.size(); ++k)
+      if (d.value(k).identity() != UINT32_MAX) return dict;
+    return first.try_emplace(d.repr(1 << 16), dict).first->second;
+  }
+  void dropped(size_t, size_t, size_t) override {}
+};
+
+// What a pickle reads as (or the error it fails with).
+std::string reading(const std::string& bytes, pk::AppendHook* hook) {
+  try {
+    return pk::parse(bytes, {}, hook).root().repr(1 << 16);
+  } catch (const pk::PickleError& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);
-  namespace pk = tidemark::importers::pickle;
-  try {
-    pk::Document doc = pk::parse(bytes);
-    (void)doc.root().repr(4096);
-  } catch (const pk::PickleError& e) {
-    (void)e.offset();
-  }
+  FirstOfEachContent hook;
+  if (reading(bytes, nullptr) != reading(bytes, &hook)) __builtin_trap();
   try {
     NullWriter writer;
     st::SymbolizeFn symbolize;

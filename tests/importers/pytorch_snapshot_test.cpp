@@ -593,7 +593,7 @@ TEST(PytorchSnapshot, DistinctFramesPastTheBoundAreLeftOut) {
     return std::find(stats.notes.begin(), stats.notes.end(), line) != stats.notes.end();
   };
   EXPECT_TRUE(noted(
-      "20000 frames left out past 100000 distinct ones (one per 256 bytes of the "
+      "20000 frames left out past 100000 distinct ones (one per 1024 bytes of the "
       "file, at least 100000; --max-events raises it) (read as one frame, '(frames left out)')"));
   EXPECT_TRUE(
       noted("1 devices whose categories and steps were not inferred (frames were left "

@@ -11,7 +11,6 @@
 //    memory is its own. Targets: <= 20 s and <= 2 GB resident.
 //  * a snapshot whose frames are all distinct (a quarter of that size): no program's are, but
 //    memory must stay bounded on any shape (Note [Frame bound] in snapshot_reader.cpp).
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +23,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench_ratio.h"
@@ -486,25 +486,35 @@ const Scaled& unshared_snapshot() {
   return s;
 }
 
-// Imports in a child process: its wall time and peak resident memory (bytes).
+// Imports in a child process: its wall time and peak resident memory (bytes). The child is
+// this program started again (--import-child IN OUT PEAK), which writes its own peak (VmHWM)
+// to the file PEAK: the kernel's count for a child (wait4's ru_maxrss) starts at what the
+// parent had resident when it forked, and the parent holds the snapshots it wrote.
+constexpr const char* kImportChild = "--import-child";
+uint64_t own_peak_rss() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
 std::pair<double, uint64_t> import_in_child(const std::string& in, const std::string& out) {
+  const std::string peak_file = out + ".peak";
   const auto t0 = std::chrono::steady_clock::now();
   pid_t pid = fork();
   if (pid == 0) {
-    try {
-      im::import_pytorch_snapshot(in, out);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "%s\n", e.what());
-      _exit(1);
-    }
-    _exit(0);
+    execl("/proc/self/exe", "import_bench", kImportChild, in.c_str(), out.c_str(),
+          peak_file.c_str(), static_cast<char*>(nullptr));
+    std::perror("import_bench: exec /proc/self/exe");
+    _exit(1);
   }
   int status = 0;
-  struct rusage ru {};
-  wait4(pid, &status, 0, &ru);
+  waitpid(pid, &status, 0);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return {-1, 0};
-  return {s, static_cast<uint64_t>(ru.ru_maxrss) * 1024};
+  uint64_t peak = 0;
+  std::ifstream(peak_file) >> peak;
+  std::filesystem::remove(peak_file);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || peak == 0) return {-1, 0};
+  return {s, peak};
 }
 
 constexpr double kMaxScaledSeconds = 20;
@@ -592,6 +602,16 @@ BENCHMARK(BM_ImportDistinctFrames)->Unit(benchmark::kMillisecond)->UseManualTime
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 5 && std::string_view(argv[1]) == kImportChild) {  // import_in_child's child
+    try {
+      im::import_pytorch_snapshot(argv[2], argv[3]);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      return 1;
+    }
+    std::ofstream(argv[4]) << own_peak_rss();
+    return 0;
+  }
   // TIDEMARK_IMPORT_BENCH_WRITE=PATH: write the synthetic snapshot there and exit (to profile
   // `tidemark import` on it); TIDEMARK_IMPORT_BENCH_WRITE_SCALED=PATH: the repeated real one.
   // TIDEMARK_IMPORT_BENCH_WRITE_UNSHARED=PATH: the repeated real one with no frame dict shared.

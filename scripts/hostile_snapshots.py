@@ -110,6 +110,10 @@ def cases(snapshot_bytes, seed, sentinel):
         for i in range(12000)]]}
     out.append(("snapshot-distinct-frames", _dump(s)))
 
+    # 8 MB of EMPTY_DICT: 48 bytes of values for each byte, refused past the pickle reader's
+    # memory bound (16 bytes for each byte of input, at least 256 MiB) before taking 0.6 GB.
+    out.append(("snapshot-empty-dict-flood", b"\x80\x04" + b"}" * (8 << 20) + b"."))
+
     # Not a snapshot: a list 100,000 levels deep; a bare integer; a code payload.
     out.append(("snapshot-nested-100000", _nested_list_opcodes(100000)))
     out.append(("snapshot-integer", _dump(7)))

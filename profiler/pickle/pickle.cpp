@@ -213,6 +213,10 @@ class Memo {
     return true;
   }
   uint64_t size() const { return count_; }  // Python's len(memo): the index MEMOIZE uses
+  // About what it takes (a sparse entry: its node and bucket).
+  uint64_t bytes() const {
+    return dense_.size() * 8 + wide_.size() * sizeof(Val) + sparse_.size() * 48;
+  }
 
  private:
   // Low 4 bits: the Type, or kWide (the rest indexes wide_); above: the index, a boolean, or
@@ -409,6 +413,10 @@ class Parser {
     doc_.data_ = data;
     p_ = reinterpret_cast<const uint8_t*>(doc_.data_.data());
     n_ = doc_.data_.size();
+    budget_ = std::max(limits_.min_memory,
+                       n_ > UINT64_MAX / std::max<uint64_t>(limits_.max_memory_per_byte, 1)
+                           ? UINT64_MAX
+                           : n_ * limits_.max_memory_per_byte);
   }
 
   Document run() {
@@ -419,7 +427,7 @@ class Parser {
                           pos_, -1);
       }
       op_pos_ = pos_;
-      if (hook_ && pos_ - consumed_ >= kConsumedStep) hook_->consumed(consumed_ = pos_);
+      if (pos_ >= next_check_) periodic();
       op_ = p_[pos_++];
       if (window_.open && !keeps_window(op_)) window_.close();
       if (op_ == STOP) {
@@ -432,6 +440,27 @@ class Parser {
   }
 
  private:
+  // Every kCheckStep bytes: the memory budget (Limits::max_memory_per_byte), and the hook told
+  // what the parser will not read again.
+  void periodic() {
+    next_check_ = pos_ + kCheckStep;
+    const uint64_t held = doc_.containers_.capacity() * sizeof(Document::Container) +
+                          doc_.items_ * sizeof(Val) + doc_.strings_.capacity() * 16 +
+                          doc_.globals_.capacity() * 32 + stack_.capacity() * sizeof(Val) +
+                          marks_.capacity() * 8 + memo_.bytes();
+    if (held > budget_) {
+      throw PickleError("pickle: offset " + std::to_string(pos_) + ": its values take " +
+                            std::to_string(held >> 20) + " MiB of memory, more than the " +
+                            std::to_string(budget_ >> 20) + " MiB allowed (" +
+                            std::to_string(limits_.max_memory_per_byte) +
+                            " bytes for each byte of the pickle, at least " +
+                            std::to_string(limits_.min_memory >> 20) +
+                            " MiB; no PyTorch snapshot needs that: a damaged or hostile file?)",
+                        pos_, -1);
+    }
+    if (hook_ && pos_ - consumed_ >= kConsumedStep) hook_->consumed(consumed_ = pos_);
+  }
+
   [[noreturn]] void fail(const std::string& what) const {
     std::string name(opcode_name(op_));
     std::string op = name.empty() ? "opcode " + hex_byte(op_) : name + " (" + hex_byte(op_) + ")";
@@ -573,6 +602,7 @@ class Parser {
       adopt(list, item);
       list.items.push_back(item);
     }
+    doc_.items_ += stack_.size() - from;
     // The hook may release the items (not the list: it is not sealed), never add containers,
     // and may put an equal flat dict in an item's place.
     if (hook_) {
@@ -608,6 +638,7 @@ class Parser {
       const DropWindow::Dict& d = window_.dicts[item.index - window_.first];
       if (d.slot != DropWindow::kNoSlot) memo_.put(d.slot, now);
       strings_to = d.strings;
+      doc_.items_ -= containers.back().items.size();
       containers.pop_back();
       window_.dicts.pop_back();
     }
@@ -633,6 +664,7 @@ class Parser {
       dict.items.push_back(stack_[i]);
       dict.items.push_back(value);
     }
+    doc_.items_ += stack_.size() - from;
     stack_.resize(from);
   }
   // Note [Dropping replaced dicts]: a container put into a dict of the window closes it (the
@@ -671,6 +703,7 @@ class Parser {
     Document::Container& c = doc_.containers_[t.index];
     for (size_t i = from; i < stack_.size(); ++i) adopt(c, stack_[i]);
     c.items.assign(stack_.begin() + static_cast<std::ptrdiff_t>(from), stack_.end());
+    doc_.items_ += c.items.size();
     c.sealed = true;
     stack_.resize(from);
     push(t);
@@ -938,6 +971,8 @@ class Parser {
   }
 
   static constexpr uint64_t kConsumedStep = uint64_t{64} << 20;
+  static constexpr uint64_t kCheckStep = uint64_t{1} << 20;
+  uint64_t next_check_ = 0, budget_ = 0;
   Limits limits_;
   AppendHook* hook_;
   uint64_t consumed_ = 0;
@@ -965,7 +1000,9 @@ Document parse(std::string_view data, std::shared_ptr<const void> keep, const Li
 void Document::release(Val v) {
   if (v.type != Type::list && v.type != Type::tuple && v.type != Type::dict) return;
   Container& c = containers_[v.index];
-  if (c.sealed) std::vector<Val>().swap(c.items);
+  if (!c.sealed) return;
+  items_ -= c.items.size();
+  std::vector<Val>().swap(c.items);
 }
 
 // ---- Ref ------------------------------------------------------------------------------------

@@ -57,6 +57,14 @@ std::string_view opcode_name(uint8_t op);
 struct Limits {
   // Deepest nesting of containers (a list in a list in a dict: 3), and of open MARKs.
   uint32_t max_depth = 256;
+  // The most memory the values may take (tables, items, stack and memo), in bytes for each byte
+  // of input, and at least `min_memory` bytes: a pickle past it is refused before it exhausts
+  // the machine (one byte of EMPTY_DICT is 48 bytes of values, and 80 resident). Read by the
+  // snapshot importer, which lets entries and frames go as it parses, a PyTorch snapshot takes
+  // under 2 for each byte, and about 5 when a whole trace goes into its list in one APPENDS;
+  // plain data of small dicts read with no hook, about 10.
+  uint32_t max_memory_per_byte = 16;
+  uint64_t min_memory = uint64_t{256} << 20;
 };
 
 class Document;
@@ -145,6 +153,7 @@ class Document {
   std::vector<Span> strings_;
   std::vector<Container> containers_;
   std::vector<std::pair<Span, Span>> globals_;  // module, name
+  uint64_t items_ = 0;  // items in the containers, released ones not counted (the memory budget)
   Val root_;
   int protocol_ = 0;
 };

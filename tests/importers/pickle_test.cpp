@@ -774,6 +774,36 @@ TEST(PickleHostile, AbsurdLengths) {
       std::string::npos);
 }
 
+// A pickle whose values would take far more memory than its size (one byte of EMPTY_DICT is 48
+// bytes of values) is refused, naming the bound, before it exhausts the machine; a snapshot's
+// shape of the same size under the same bound is read.
+TEST(PickleHostile, ValuesPastTheMemoryBudgetAreRefused) {
+  pk::Limits small;
+  small.min_memory = 1 << 20;  // 1 MiB, and 16 bytes for each byte of input
+  const std::string flood = bytes({0x80, 4}) + std::string(2 << 20, '}') + ".";
+  const std::string msg = error_of(flood, small);
+  EXPECT_NE(msg.find("MiB of memory, more than the 32 MiB allowed (16 bytes for each byte of the "
+                     "pickle, at least 1 MiB"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("offset 1048576:"), std::string::npos) << msg;  // at the first check
+  // Under the default bound (at least 256 MiB) the same flood reads.
+  EXPECT_EQ(error_of(flood), "");
+  // Small dicts in lists of 1000, as Python writes them, read with no hook: about 10 bytes of
+  // values for each byte.
+  PickleWriter w(4);
+  w.empty_list().mark();
+  const uint32_t key = (w.str("line"), w.memoize());
+  for (int batch = 0; w.size() < (3u << 20); ++batch) {
+    w.empty_list().mark();
+    for (int i = 0; i < 1000; ++i)
+      w.empty_dict().mark().get(key).integer(batch * 1000 + i).setitems();
+    w.appends();
+  }
+  const std::string frames = w.appends().finish();
+  EXPECT_EQ(error_of(frames, small), "");
+}
+
 TEST(PickleHostile, DeepNesting) {
   // [[[...]]] n deep, as Python writes it (EMPTY_LIST per level, then APPENDs closing them).
   auto nested = [](int n) {

@@ -8,7 +8,6 @@
 //
 //   merge_bench                      4 ranks x 1,000,000 events
 //   TIDEMARK_MERGE_BENCH_RANKS=R TIDEMARK_MERGE_BENCH_EVENTS=N merge_bench
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,7 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <functional>
+#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -35,28 +34,69 @@ struct Run {
   uint64_t rss = 0;  // peak resident bytes
 };
 
-// `fn` in a child process: its wall time and peak resident memory.
-Run in_child(const std::function<void()>& fn) {
+// The peak resident memory of this process (VmHWM), in bytes.
+uint64_t own_peak_rss() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+// One measurement, `mode`, in a child process: its wall time and peak resident memory. The
+// child is this program started again (--child MODE PEAK TOTAL OUTPUT INPUT...), which writes
+// its own peak to the file PEAK: the kernel's count for a forked child starts at what the
+// parent had resident (the traces it generated), ~60 MB here.
+Run in_child(const char* mode, uint64_t total, const std::string& output,
+             const std::vector<std::string>& inputs) {
+  const std::string peak_file = output + "." + mode + ".peak", count = std::to_string(total);
+  std::vector<const char*> argv = {"merge_bench",     "--child",     mode,
+                                   peak_file.c_str(), count.c_str(), output.c_str()};
+  for (const std::string& in : inputs) argv.push_back(in.c_str());
+  argv.push_back(nullptr);
   const auto t0 = std::chrono::steady_clock::now();
   const pid_t pid = fork();
   if (pid == 0) {
-    try {
-      fn();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "merge_bench: %s\n", e.what());
-      _exit(1);
-    }
-    _exit(0);
+    execv("/proc/self/exe", const_cast<char* const*>(argv.data()));
+    std::perror("merge_bench: exec /proc/self/exe");
+    _exit(1);
   }
   int status = 0;
-  struct rusage ru {};
-  wait4(pid, &status, 0, &ru);
+  waitpid(pid, &status, 0);
   Run r;
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+  uint64_t peak = 0;
+  std::ifstream(peak_file) >> peak;
+  fs::remove(peak_file);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && peak > 0) {
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    r.rss = static_cast<uint64_t>(ru.ru_maxrss) * 1024;
+    r.rss = peak;
   }
   return r;
+}
+
+// The child's side: holding every rank's events, reading them once, or merging them.
+int child(const std::string& mode, const char* peak_file, uint64_t total, const std::string& output,
+          const std::vector<std::string>& inputs) {
+  try {
+    if (mode == "holding") {
+      std::vector<std::vector<st::RecordedEvent>> all;
+      for (const std::string& in : inputs) all.push_back(st::TraceReader::open(in).events());
+    } else if (mode == "reading") {
+      uint64_t n = 0;
+      for (const std::string& in : inputs)
+        st::TraceReader::open(in).for_each_event(
+            [&](const tidemark::events::Event&, uint64_t) { ++n; });
+      if (n != total) throw std::runtime_error("read " + std::to_string(n) + " events");
+    } else {
+      const tidemark::analysis::MergeResult m = tidemark::analysis::merge_ranks(inputs, output);
+      if (m.events != total)
+        throw std::runtime_error("merged " + std::to_string(m.events) + " events");
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "merge_bench: %s\n", e.what());
+    return 1;
+  }
+  std::ofstream(peak_file) << own_peak_rss();
+  return 0;
 }
 
 uint64_t env_or(const char* name, uint64_t fallback) {
@@ -70,7 +110,10 @@ double mb(uint64_t bytes) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc >= 7 && std::string(argv[1]) == "--child")
+    return child(argv[2], argv[3], std::stoull(argv[4]), argv[5],
+                 std::vector<std::string>(argv + 6, argv + argc));
   const uint64_t ranks = env_or("TIDEMARK_MERGE_BENCH_RANKS", 4);
   const uint64_t events = env_or("TIDEMARK_MERGE_BENCH_EVENTS", 1'000'000);
   const fs::path dir =
@@ -93,22 +136,9 @@ int main() {
               static_cast<unsigned long long>(total), mb(input_bytes));
   std::fflush(stdout);
 
-  const Run holding = in_child([&] {
-    std::vector<std::vector<st::RecordedEvent>> all;
-    for (const std::string& in : inputs) all.push_back(st::TraceReader::open(in).events());
-  });
-  const Run reading = in_child([&] {
-    uint64_t n = 0;
-    for (const std::string& in : inputs)
-      st::TraceReader::open(in).for_each_event(
-          [&](const tidemark::events::Event&, uint64_t) { ++n; });
-    if (n != total) throw std::runtime_error("read " + std::to_string(n) + " events");
-  });
-  const Run merging = in_child([&] {
-    const tidemark::analysis::MergeResult m = tidemark::analysis::merge_ranks(inputs, output);
-    if (m.events != total)
-      throw std::runtime_error("merged " + std::to_string(m.events) + " events");
-  });
+  const Run holding = in_child("holding", total, output, inputs);
+  const Run reading = in_child("reading", total, output, inputs);
+  const Run merging = in_child("merging", total, output, inputs);
   fs::remove_all(dir);
   if (holding.seconds < 0 || reading.seconds < 0 || merging.seconds < 0) {
     std::fprintf(stderr, "merge_bench: a child failed\n");

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "bench_ratio.h"
+#include "own_peak_rss.h"
 #include "profiler/importers/pytorch_snapshot.h"
 #include "profiler/pickle/pickle.h"
 #include "profiler/pickle/pickle_writer.h"
@@ -491,12 +492,6 @@ const Scaled& unshared_snapshot() {
 // to the file PEAK: the kernel's count for a child (wait4's ru_maxrss) starts at what the
 // parent had resident when it forked, and the parent holds the snapshots it wrote.
 constexpr const char* kImportChild = "--import-child";
-uint64_t own_peak_rss() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  return 0;
-}
 std::pair<double, uint64_t> import_in_child(const std::string& in, const std::string& out) {
   const std::string peak_file = out + ".peak";
   const auto t0 = std::chrono::steady_clock::now();
@@ -609,7 +604,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", e.what());
       return 1;
     }
-    std::ofstream(argv[4]) << own_peak_rss();
+    std::ofstream(argv[4]) << tidemark::bench::own_peak_rss();
     return 0;
   }
   // TIDEMARK_IMPORT_BENCH_WRITE=PATH: write the synthetic snapshot there and exit (to profile

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "own_peak_rss.h"
 #include "profiler/analysis/merge.h"
 #include "profiler/store/trace_reader.h"
 #include "synthetic_trace.h"
@@ -33,14 +34,6 @@ struct Run {
   double seconds = -1;
   uint64_t rss = 0;  // peak resident bytes
 };
-
-// The peak resident memory of this process (VmHWM), in bytes.
-uint64_t own_peak_rss() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  return 0;
-}
 
 // One measurement, `mode`, in a child process: its wall time and peak resident memory. The
 // child is this program started again (--child MODE PEAK TOTAL OUTPUT INPUT...), which writes
@@ -95,7 +88,7 @@ int child(const std::string& mode, const char* peak_file, uint64_t total, const 
     std::fprintf(stderr, "merge_bench: %s\n", e.what());
     return 1;
   }
-  std::ofstream(peak_file) << own_peak_rss();
+  std::ofstream(peak_file) << tidemark::bench::own_peak_rss();
   return 0;
 }
 

@@ -41,7 +41,7 @@ fi
 bin="$build/pickle_fuzz"
 sources=("$root"/tests/importers/pickle_fuzz.cpp "$root"/profiler/pickle/*.cpp
          "$root"/profiler/importers/*.cpp "$root"/profiler/store/*.cpp)
-newest=$(ls -t "${sources[@]}" "$root"/profiler/pickle/*.h "$root"/profiler/importers/*.h \
+newest=$(ls -t "${sources[@]}" "$root"/tests/importers/*.h "$root"/profiler/pickle/*.h "$root"/profiler/importers/*.h \
          "$root"/profiler/store/*.h "$0" | head -1)
 if [ ! -x "$bin" ] || [ "$newest" -nt "$bin" ]; then
   echo "fuzz-pickle: building $bin with $cxx" >&2

@@ -444,10 +444,11 @@ class Parser {
   // what the parser will not read again.
   void periodic() {
     next_check_ = pos_ + kCheckStep;
-    const uint64_t held = doc_.containers_.capacity() * sizeof(Document::Container) +
-                          doc_.items_ * sizeof(Val) + doc_.strings_.capacity() * 16 +
-                          doc_.globals_.capacity() * 32 + stack_.capacity() * sizeof(Val) +
-                          marks_.capacity() * 8 + memo_.bytes();
+    const uint64_t held =
+        doc_.containers_.capacity() * sizeof(Document::Container) + doc_.items_ * sizeof(Val) +
+        doc_.strings_.capacity() * sizeof(Document::Span) +
+        doc_.globals_.capacity() * sizeof(doc_.globals_[0]) + stack_.capacity() * sizeof(Val) +
+        marks_.capacity() * sizeof(size_t) + memo_.bytes();
     if (held > budget_) {
       throw PickleError("pickle: offset " + std::to_string(pos_) + ": its values take " +
                             std::to_string(held >> 20) + " MiB of memory, more than the " +

@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 
+#include "first_of_each_content.h"
 #include "profiler/importers/pytorch_snapshot.h"
 #include "profiler/pickle/pickle.h"
 #include "profiler/store/trace_writer.h"
@@ -34,20 +34,6 @@ class NullWriter final : public st::TraceWriter {
 
 namespace pk = tidemark::importers::pickle;
 
-// Puts the first flat dict of each content in the place of every later equal one going into a
-// list, releasing nothing: the parser then drops the replaced ones from its tables (Note
-// [Dropping replaced dicts] in pickle.cpp), which must never change what the pickle reads.
-struct FirstOfEachContent final : pk::AppendHook {
-  std::unordered_map<std::string, pk::Val> first;
-  pk::Val dict_appended(pk::Document& doc, pk::Val dict) override {
-    const pk::Ref d(&doc, dict);
-    for (size_t k = 0; k < d.size(); ++k)
-      if (d.value(k).identity() != UINT32_MAX) return dict;
-    return first.try_emplace(d.repr(1 << 16), dict).first->second;
-  }
-  void dropped(size_t, size_t, size_t) override {}
-};
-
 // What a pickle reads as (or the error it fails with).
 std::string reading(const std::string& bytes, pk::AppendHook* hook) {
   try {
@@ -61,8 +47,8 @@ std::string reading(const std::string& bytes, pk::AppendHook* hook) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);
-  FirstOfEachContent hook;
-  if (reading(bytes, nullptr) != reading(bytes, &hook)) __builtin_trap();
+  pk::testing::FirstOfEachContent hook;
+  if (reading(bytes, nullptr) != reading(bytes, &hook) || hook.empty_drops) __builtin_trap();
   try {
     NullWriter writer;
     st::SymbolizeFn symbolize;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "first_of_each_content.h"
 #include "profiler/pickle/pickle.h"
 #include "profiler/pickle/pickle_writer.h"
 
@@ -356,23 +357,7 @@ TEST(Pickle, AppendHookMayKeepOneDictPerContent) {
   EXPECT_THROW(pk::parse(n.finish(), {}, &nested), pk::PickleError);
 }
 
-// A hook that puts the first flat dict of each content in the place of every later equal one
-// (releasing nothing), and counts what the parser dropped.
-struct FirstOfEachContent : pk::AppendHook {
-  std::map<std::string, pk::Val> first;
-  size_t dropped_dicts = 0, calls = 0;
-  pk::Val dict_appended(pk::Document& doc, pk::Val dict) override {
-    const pk::Ref d(&doc, dict);
-    for (size_t k = 0; k < d.size(); ++k)
-      if (d.value(k).identity() != UINT32_MAX) return dict;  // not flat
-    return first.try_emplace(d.repr(1 << 20), dict).first->second;
-  }
-  void dropped(size_t from, size_t end, size_t) override {
-    EXPECT_LT(from, end);
-    dropped_dicts += end - from;
-    ++calls;
-  }
-};
+using pk::testing::FirstOfEachContent;
 
 // Note [Dropping replaced dicts]: a replaced dict nothing else names leaves the document's
 // tables, with the strings in it; the memo slot that named it names its replacement.
@@ -402,6 +387,7 @@ TEST(Pickle, ReplacedDictsAreDroppedFromTheTables) {
   EXPECT_EQ(plain.container_count(), 1u + 100u * 11u);
   EXPECT_EQ(doc.container_count(), 1u + 100u + 10u);  // the lists and the 10 distinct frames
   EXPECT_EQ(hook.dropped_dicts, 99u * 10u);
+  EXPECT_EQ(hook.empty_drops, 0u);
   const pk::Ref l = doc.root();
   ASSERT_EQ(l.size(), 101u);
   EXPECT_EQ(l[100].repr(), "{'filename': 'model.py', 'line': 3}");
@@ -419,6 +405,7 @@ TEST(Pickle, DictsNamedElsewhereAreKept) {
     FirstOfEachContent hook;
     const pk::Document doc = pk::parse(data, {}, &hook);
     EXPECT_EQ(doc.root().repr(1 << 20), pk::parse(data).root().repr(1 << 20));
+    EXPECT_EQ(hook.empty_drops, 0u);
     return hook.dropped_dicts;
   };
   // (first, second, after...): `first` a list of the frame {'line': 1}, `second` a list of what
@@ -596,6 +583,7 @@ TEST(Pickle, DroppingNeverChangesWhatAPickleReads) {
     }
     ASSERT_EQ(hooked, plain) << "case " << c;
     dropped += hook.dropped_dicts;
+    ASSERT_EQ(hook.empty_drops, 0u) << "case " << c;
     ++cases;
     failures += plain.starts_with("error: ");
     if (plain.starts_with("error: ") && failures < 10) ADD_FAILURE() << plain;

@@ -49,7 +49,7 @@ void use_category_rules(const std::string& file) {
 }
 
 // Note [Category rules] (profiler/analysis/category_rules.h): --categories FILE, else
-// tidemark-categories.json beside the trace, else in the working directory (CategoryRules::find).
+// tidemark-categories.json (or .yaml) beside the trace, if the user owns it (CategoryRules::find).
 std::shared_ptr<analysis::CategoryRules> category_rules_for(const std::string& trace_path) {
   if (!g_categories) return nullptr;
   try {

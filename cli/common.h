@@ -57,7 +57,7 @@ void set_frames(Frames frames);
 
 // Custom categories for the traces this process opens (Note [Category rules]): the commands
 // that group by category (summary, top, timeline, diff, report) call it with --categories
-// (empty: tidemark-categories.json beside the trace or in the working directory, if any).
+// (empty: tidemark-categories.json beside the trace, if any: CategoryRules::find).
 void use_category_rules(const std::string& file);
 
 // Note [Snapshots as traces] (profiler/importers/temporary_import.h): every command that reads

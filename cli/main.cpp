@@ -454,9 +454,10 @@ static int run_command(int argc, char** argv) {
   // Custom categories (Note [Category rules]) where allocations are grouped by category.
   std::string categories;
   for (CLI::App* c : {summary, timeline, top, diff, report})
-    c->add_option("--categories", categories,
-                  "Custom categories: a JSON (or .yaml) file of ordered regex rules on frames "
-                  "(default: tidemark-categories.json or .yaml beside the trace or here, if any)");
+    c->add_option(
+        "--categories", categories,
+        "Custom categories: a JSON (or .yaml) file of ordered regex rules on frames "
+        "(default: tidemark-categories.json or .yaml beside the trace, if any and yours)");
   try {
     app.parse(args);
   } catch (const CLI::ParseError& e) {

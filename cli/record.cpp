@@ -96,15 +96,22 @@ void forward_signal(int sig) {
 // before the program starts until its trace is finalized; a second record to FILE refuses at
 // once, naming the first's pid. The lock goes with the process (a killed record releases it);
 // the file is removed when done. A name with `%p` (or the default name) is the program's own
-// and needs no lock.
+// and needs no lock. The lock file may sit in a directory others write (/tmp): it is opened
+// without following a symlink, and one that is not a plain file of the user's with no other
+// link is refused before anything is written to it, so a link planted there cannot make
+// record overwrite another file.
 class RecordingLock {
  public:
   explicit RecordingLock(const std::string& output) : path_(output + ".lock") {
     for (;;) {
-      fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
+      if (fd_ < 0 && errno == ELOOP)
+        throw UsageError("-o " + output + ": the lock file " + path_ +
+                         " is a symbolic link, which record never writes through; remove it");
       if (fd_ < 0)
         throw UsageError("-o " + output + ": cannot create the lock file " + path_ + ": " +
                          std::strerror(errno));
+      refuse_unless_own(output);
       if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
         char pid[32] = {};
         ssize_t n = ::pread(fd_, pid, sizeof pid - 1, 0);
@@ -137,6 +144,25 @@ class RecordingLock {
   RecordingLock& operator=(const RecordingLock&) = delete;
 
  private:
+  // A lock file that is not a regular file of this user's with one link is another's, or a
+  // hard link planted to a file of the user's: refused, untouched.
+  void refuse_unless_own(const std::string& output) {
+    struct stat st {};
+    std::string problem;
+    if (::fstat(fd_, &st) != 0)
+      problem = std::strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+      problem = "is not a regular file";
+    else if (st.st_uid != ::geteuid())
+      problem = "is owned by user " + std::to_string(st.st_uid) + ", not by you";
+    else if (st.st_nlink != 1)
+      problem = "has other links (" + std::to_string(st.st_nlink) + ")";
+    if (problem.empty()) return;
+    ::close(fd_);
+    fd_ = -1;
+    throw UsageError("-o " + output + ": the lock file " + path_ + " " + problem +
+                     "; record never writes to it: remove it, or record to another file");
+  }
   std::string path_;
   int fd_ = -1;
 };

@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "cli/common.h"
+#include "profiler/analysis/output_file.h"
 #include "profiler/record/recorder.h"
 #include "profiler/store/trace_reader.h"
 #include "profiler/store/trace_writer.h"
@@ -219,11 +220,23 @@ int PythonHook::finish(const std::string& output, int code, int64_t started_unix
       const fs::path kept =
           fs::path(output).parent_path() /
           (fs::path(output).stem().string() + "-" + fs::path(p).filename().string());
-      fs::copy_file(p, kept, fs::copy_options::overwrite_existing, ec);
-      fmt::print(
-          stderr,
-          "tidemark: another process of the run (not a rank) wrote a snapshot too: kept as {}\n",
-          kept.string());
+      // A name record chose, in the output's directory, which others may write: a link
+      // planted there is replaced, never written through (Note [Output files]).
+      try {
+        analysis::OutputFile out(kept.string(), {p}, analysis::OutputFile::Name::chosen);
+        std::ifstream in(p, std::ios::binary);
+        out.stream() << in.rdbuf();
+        out.commit();
+        fmt::print(stderr,
+                   "tidemark: another process of the run (not a rank) wrote a snapshot too: kept "
+                   "as {}\n",
+                   kept.string());
+      } catch (const analysis::OutputError& e) {
+        fmt::print(stderr,
+                   "tidemark: another process of the run (not a rank) wrote a snapshot too, not "
+                   "kept: {}\n",
+                   e.what());
+      }
     }
     if (injected) {
       record::finalize_trace(output);

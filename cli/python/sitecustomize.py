@@ -21,7 +21,8 @@ initialised CUDA in the process:
 * writes `status-pid<PID>.json` at exit: whether torch was imported and had CUDA, so `record`
   can say what ran when nothing was recorded.
 
-Nothing is written outside TIDEMARK_PYTHON_DIR; without it the hook does nothing but chain.
+Nothing is written outside TIDEMARK_PYTHON_DIR, and nothing into it once it is not record's own
+folder any more (a process that outlives `record`); without it the hook does nothing but chain.
 """
 import os
 import sys
@@ -224,10 +225,10 @@ class _Hook:
             annotations.append({"stage": "END", "name": "tidemark.step", "device": device, "time_us": t})
         self.status["entries"] = max((len(t) for t in snapshot.get("device_traces", [])), default=0)
         path = self.path()
-        part = path + ".part"
-        with open(part, "wb") as f:
+        with self.new_file(os.path.basename(path)) as f:
+            if f is None:
+                return
             pickle.dump(snapshot, f, protocol=4)
-        os.replace(part, path)
         self.status["snapshot"] = path
 
     def on_oom(self, device, alloc, device_allocated, device_free):
@@ -254,10 +255,44 @@ class _Hook:
     def write_status(self):
         import json
 
-        path = os.path.join(self.out, f"status-pid{os.getpid()}.json")
-        with open(path + ".part", "w") as f:
-            json.dump(self.status, f)
-        os.replace(path + ".part", path)
+        with self.new_file(f"status-pid{os.getpid()}.json") as f:
+            if f is not None:
+                f.write(json.dumps(self.status).encode())
+
+    def new_file(self, name):
+        """A context giving a new file NAME in the hook's folder to write (renamed into place
+        when the block ends), or None, writing nothing, when the folder is no longer record's:
+        a process that outlives `record` finds it removed, or re-created by someone else.
+        Record's folder (mkdtemp) is a directory of this user's that no one else may enter; the
+        file is created by this process alone, so a link planted in it is never written
+        through."""
+        import contextlib
+        import stat
+
+        @contextlib.contextmanager
+        def opened():
+            try:
+                st = os.lstat(self.out)
+                ours = (stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
+                        and not st.st_mode & 0o077)
+            except OSError:
+                ours = False
+            path = os.path.join(self.out, name)
+            part = f"{path}.part-{os.getpid()}"
+            fd = -1
+            if ours:
+                try:
+                    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                except OSError:
+                    fd = -1
+            if fd < 0:
+                yield None
+                return
+            with os.fdopen(fd, "wb") as f:
+                yield f
+            os.replace(part, path)
+
+        return opened()
 
     def on_sigterm(self, signum, frame):
         import signal

@@ -103,7 +103,7 @@ enum class Stage {
 
 // Custom categories in the GUI (Note [Category rules]): the rules file `tidemark-gui
 // --categories FILE` names for every trace it opens; empty (the default): each trace's own
-// tidemark-categories.json beside it or in the working directory, if any
+// tidemark-categories.json beside it, if any and the user's (CategoryRules::find)
 // (CategoryRules::find). Set before the first trace opens.
 void set_category_rules_file(std::string file);
 

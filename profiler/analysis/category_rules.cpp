@@ -1,5 +1,8 @@
 #include "profiler/analysis/category_rules.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -131,17 +134,41 @@ std::shared_ptr<CategoryRules> CategoryRules::load(const std::string& path) {
 #endif
 }
 
+namespace {
+// Note [Found rules files]: a rules file found by itself is applied only when the user could
+// have put it there: owned by the user running the command (or root), and not writable by
+// others. A file another user planted in a shared directory (/tmp) is refused, naming it,
+// never applied: it could relabel the report the user sends, or make the command read a huge
+// file or run a costly pattern.
+void check_found_file(const std::filesystem::path& file) {
+  struct stat st {};
+  struct stat link {};
+  if (::stat(file.c_str(), &st) != 0 || ::lstat(file.c_str(), &link) != 0) return;
+  const uid_t me = ::geteuid();
+  for (const struct stat* s : {&st, &link}) {
+    if (s->st_uid != me && s->st_uid != 0)
+      throw CategoryRulesError(file.string() + ": found beside the trace but owned by user " +
+                               std::to_string(s->st_uid) +
+                               ", not by you: not applied; give rules with --categories FILE");
+  }
+  if (st.st_mode & S_IWOTH)
+    throw CategoryRulesError(file.string() +
+                             ": found beside the trace but anyone may write it: not applied; "
+                             "chmod o-w it, or give rules with --categories FILE");
+}
+}  // namespace
+
 std::shared_ptr<CategoryRules> CategoryRules::find(const std::string& trace_path,
                                                    const std::string& file) {
   if (!file.empty()) return load(file);
-  const std::filesystem::path beside = std::filesystem::path(trace_path).parent_path() / kRulesFile;
-  std::error_code ec;
-  if (std::filesystem::is_regular_file(beside, ec)) return load(beside.string());
-  const std::filesystem::path beside_yaml =
-      std::filesystem::path(trace_path).parent_path() / kYamlRulesFile;
-  if (std::filesystem::is_regular_file(beside_yaml, ec)) return load(beside_yaml.string());
-  if (std::filesystem::is_regular_file(kRulesFile, ec)) return load(kRulesFile);
-  if (std::filesystem::is_regular_file(kYamlRulesFile, ec)) return load(kYamlRulesFile);
+  const std::filesystem::path dir = std::filesystem::path(trace_path).parent_path();
+  for (const char* name : {kRulesFile, kYamlRulesFile}) {
+    std::error_code ec;
+    const std::filesystem::path beside = dir / name;
+    if (!std::filesystem::is_regular_file(beside, ec)) continue;
+    check_found_file(beside);
+    return load(beside.string());
+  }
   return nullptr;
 }
 

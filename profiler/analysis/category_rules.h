@@ -53,9 +53,10 @@ class CategoryRules {
   static bool reads_yaml();
   static std::shared_ptr<CategoryRules> parse(const std::string& text, const std::string& source);
   // The rules a trace is read with when its reader asks for custom categories: `file` when
-  // given, else kRulesFile (or its YAML twin, kYamlRulesFile) beside the trace, else in the
-  // working directory; null when there is none. The CLI (--categories) and the GUI find them by
-  // this one rule.
+  // given, else kRulesFile (or its YAML twin, kYamlRulesFile) beside the trace; null when there
+  // is none. The working directory is never searched, and a file found beside the trace that
+  // another user owns or anyone may write is refused (Note [Found rules files]). The CLI
+  // (--categories) and the GUI find them by this one rule.
   static constexpr const char* kRulesFile = "tidemark-categories.json";
   static constexpr const char* kYamlRulesFile = "tidemark-categories.yaml";
   static std::shared_ptr<CategoryRules> find(const std::string& trace_path,

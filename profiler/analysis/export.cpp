@@ -428,7 +428,7 @@ ExportResult export_to(const Trace& trace, std::ostream& out, const ExportOption
 
 ExportResult export_to_file(const Trace& trace, const std::string& path,
                             const ExportOptions& options) {
-  OutputFile file(path, {trace.path()});  // Note [Output files]
+  OutputFile file(path, trace.input_files());  // Note [Output files]
   ExportResult r = export_to(trace, file.stream(), options);
   file.commit();
   return r;

@@ -1,5 +1,6 @@
 #include "profiler/analysis/output_file.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 namespace tidemark::analysis {
 
@@ -25,7 +27,7 @@ void check_not_input(const std::string& output, const std::string& input) {
 }
 }  // namespace
 
-OutputFile::OutputFile(std::string path, const std::vector<std::string>& inputs)
+OutputFile::OutputFile(std::string path, const std::vector<std::string>& inputs, Name name)
     : path_(std::move(path)) {
   for (const std::string& in : inputs) check_not_input(path_, in);
   // The directory it goes in must be one: otherwise the temporary's name would be the error's.
@@ -38,40 +40,69 @@ OutputFile::OutputFile(std::string path, const std::vector<std::string>& inputs)
     if (::stat(dir.c_str(), &d) != 0) throw OutputError(path_ + ": no such directory " + dir);
     if (!S_ISDIR(d.st_mode)) throw OutputError(path_ + ": " + dir + " is not a directory");
   }
-  // What is there already decides how it is written (Note [Output files]).
+  // What is there already decides how it is written (Note [Output files]). A name the program
+  // chose is looked at, not through: a symlink there is replaced like a file.
   struct stat st {};
-  if (::stat(path_.c_str(), &st) == 0) {
-    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
+  const int found = name == Name::chosen ? ::lstat(path_.c_str(), &st) : ::stat(path_.c_str(), &st);
+  if (found == 0) {
+    if (name == Name::given && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) {
       in_place_ = true;  // /dev/stdout, /dev/null, a pipe: streamed, never replaced
-      part_ = path_;
+      // A writer that opens the file itself writes a temporary of its own, streamed in at
+      // commit: the private directory keeps its name out of reach of other users.
+      std::string templ = (std::filesystem::temp_directory_path() / "tidemark-out-XXXXXX").string();
+      if (::mkdtemp(templ.data()) == nullptr)
+        throw OutputError(path_ + ": cannot make a temporary directory in " +
+                          std::filesystem::temp_directory_path().string() + ": " +
+                          std::strerror(errno));
+      private_dir_ = templ;
+      part_ = private_dir_ + "/output";
       return;
     }
     if (S_ISDIR(st.st_mode)) throw OutputError(path_ + ": is a directory; give a file name");
-    if (!S_ISREG(st.st_mode))
+    if (!S_ISREG(st.st_mode) && !(name == Name::chosen && S_ISLNK(st.st_mode)))
       throw OutputError(path_ + ": is not a regular file (a device or a socket); give a file name");
-    // A symlink to a regular file: the file it names is replaced, the link kept.
+    // A symlink to a regular file the user named: the file it names is replaced, the link kept.
     struct stat link {};
-    if (::lstat(path_.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+    if (name == Name::given && ::lstat(path_.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
       if (char* real = ::realpath(path_.c_str(), nullptr)) {
         path_ = real;
         std::free(real);
       }
     }
   }
-  // A name of its own, so two writers of one output never share a temporary.
+  // A name of its own, so two writers of one output never share a temporary, created here by
+  // this process alone: a symlink or file planted at the name is passed over, never written.
   static std::atomic<uint64_t> outputs{0};
-  part_ = path_ + ".part-" + std::to_string(::getpid()) + "-" + std::to_string(++outputs);
+  for (int tries = 0;; ++tries) {
+    part_ = path_ + ".part-" + std::to_string(::getpid()) + "-" + std::to_string(++outputs);
+    const int fd =
+        ::open(part_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      ::close(fd);
+      break;
+    }
+    if (errno != EEXIST || tries == 100)
+      throw OutputError(path_ + ": cannot create the file: " + std::strerror(errno));
+  }
+}
+
+void OutputFile::remove_temporaries() {
+  if (!in_place_) {
+    std::remove(part_.c_str());
+    return;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(private_dir_, ec);
 }
 
 OutputFile::~OutputFile() {
-  if (committed_) return;
-  if (opened_) stream_.close();
-  if (!in_place_) std::remove(part_.c_str());
+  if (opened_ && !committed_) stream_.close();
+  if (!committed_ || in_place_) remove_temporaries();
 }
 
 std::ofstream& OutputFile::stream() {
   if (!opened_) {
-    stream_.open(part_,
+    stream_.open(in_place_ ? path_ : part_,
                  in_place_ ? std::ios::binary | std::ios::out : std::ios::binary | std::ios::trunc);
     if (!stream_) throw OutputError(path_ + ": cannot create the file: " + std::strerror(errno));
     opened_ = true;
@@ -83,11 +114,23 @@ void OutputFile::commit() {
   if (opened_) {
     stream_.close();
     if (!stream_) {
-      if (!in_place_) std::remove(part_.c_str());
+      remove_temporaries();
       throw OutputError(path_ + ": cannot write the file (is the disk full?)");
     }
   }
   if (in_place_) {
+    // What a writer put in the temporary (a database, an image) is streamed into the device.
+    std::ifstream written(part_, std::ios::binary);
+    if (written) {
+      std::ofstream device(path_, std::ios::binary | std::ios::out);
+      device << written.rdbuf();
+      device.close();
+      if (!device) {
+        remove_temporaries();
+        throw OutputError(path_ + ": cannot write the file: " + std::strerror(errno));
+      }
+    }
+    remove_temporaries();
     committed_ = true;
     return;
   }

@@ -86,6 +86,12 @@ class Trace {
   // profiler/importers/temporary_import.h), else path().
   const std::string& shown_path() const { return shown_path_.empty() ? path() : shown_path_; }
   void set_shown_path(std::string p) { shown_path_ = std::move(p); }
+  // The files the trace was read from, which an output must never be (Note [Output files]):
+  // path(), and the snapshot it was imported from, if any.
+  std::vector<std::string> input_files() const {
+    if (shown_path_.empty() || shown_path_ == path()) return {path()};
+    return {path(), shown_path_};
+  }
   // The time origin: the first event's time (meta first_ts_ns), else the recording start.
   uint64_t origin_ns() const { return origin_ns_; }
   // The last event's time (meta last_ts_ns), else the recording end, else the origin.

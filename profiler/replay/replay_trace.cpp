@@ -34,7 +34,7 @@ struct DeviceReplay {
 void write_replayed_trace(const analysis::Trace& trace, const std::vector<Plan>& plans,
                           const Settings& settings, const std::string& output) {
   const store::TraceReader& reader = trace.reader();
-  analysis::OutputFile out(output, {trace.path()});
+  analysis::OutputFile out(output, trace.input_files());
 
   std::vector<DeviceReplay> replays(plans.size());
   for (size_t i = 0; i < plans.size(); ++i) {

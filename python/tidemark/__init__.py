@@ -142,6 +142,29 @@ def _is_trace(path: str) -> bool:
         return f.read(16) == b"SQLite format 3\x00"
 
 
+def _rules_beside(path: str) -> Optional[str]:
+    """tidemark-categories.json (or .yaml) beside `path`, by the command's rule (Note [Found
+    rules files] in profiler/analysis/category_rules.cpp: the command applies it to the trace
+    it is given, here a temporary one): a file another user owns, or anyone may write, is
+    refused, never applied."""
+    import stat
+
+    for name in ("tidemark-categories.json", "tidemark-categories.yaml"):
+        beside = os.path.join(os.path.dirname(os.path.abspath(path)), name)
+        if not os.path.isfile(beside):
+            continue
+        for st in (os.stat(beside), os.lstat(beside)):
+            if st.st_uid not in (os.geteuid(), 0):
+                raise TidemarkError(f"{beside}: found beside the trace but owned by user "
+                                    f"{st.st_uid}, not by you: not applied; give rules with "
+                                    "categories=FILE", 2)
+        if os.stat(beside).st_mode & stat.S_IWOTH:
+            raise TidemarkError(f"{beside}: found beside the trace but anyone may write it: not "
+                                "applied; chmod o-w it, or give rules with categories=FILE", 2)
+        return beside
+    return None
+
+
 class Trace:
     """A trace (a snapshot is imported into a temporary trace, removed with the object)."""
 
@@ -149,11 +172,9 @@ class Trace:
         if not os.path.exists(path):
             raise TidemarkError(f"{path}: no such file", 2)
         self.source = path
-        # Custom categories (docs/cli.md, "Custom categories"): the rules file given, else
-        # tidemark-categories.json beside the file opened (a snapshot's, not its temporary
-        # trace's), else the command's own search (the working directory).
-        beside = os.path.join(os.path.dirname(os.path.abspath(path)), "tidemark-categories.json")
-        self.categories: Optional[str] = categories or (beside if os.path.isfile(beside) else None)
+        # Custom categories (docs/cli.md, "Custom categories"): the rules file given, else the
+        # one beside the file opened (a snapshot's, not its temporary trace's).
+        self.categories: Optional[str] = categories or _rules_beside(path)
         self._cleanup: Optional[weakref.finalize] = None
         if _is_trace(path):
             self.path = path

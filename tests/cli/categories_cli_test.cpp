@@ -2,6 +2,7 @@
 // project's own names, the same rules found beside the trace without the flag, the totals
 // unchanged, and a bad rules file refused naming it.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -56,6 +57,36 @@ TEST(CategoriesCli, ThePeakIsGroupedByTheProjectsOwnNames) {
   fs::copy_file(rules, dir / "tidemark-categories.json", fs::copy_options::overwrite_existing);
   EXPECT_EQ(top({})["groups"], custom["groups"]);
   fs::remove(dir / "tidemark-categories.json");
+  // Bug: a rules file in the working directory, or one another user planted beside the trace
+  // (a shared /tmp), relabelled the user's report. The working directory is never searched;
+  // a file beside the trace that is not the user's, or that anyone may write, is refused,
+  // named, and not applied.
+  {
+    const fs::path elsewhere = tl_test::temp_dir("tidemark_categories_cwd");
+    fs::copy_file(rules, elsewhere / "tidemark-categories.json",
+                  fs::copy_options::overwrite_existing);
+    tl_test::Result here = tl_test::run(
+        {"/bin/sh", "-c",
+         "cd " + tl_test::quote(elsewhere.string()) + " && exec " + tl_test::quote(TIDEMARK_CLI) +
+             " top " + tl_test::quote(trace) + " --by category --json --limit 0"});
+    ASSERT_EQ(here.rc, 0) << here.err;
+    EXPECT_EQ(json::parse(here.out)["groups"], roles["groups"])
+        << "rules from the working directory";
+    const fs::path planted = dir / "tidemark-categories.json";
+    fs::copy_file(rules, planted, fs::copy_options::overwrite_existing);
+    fs::permissions(planted, fs::perms::others_write, fs::perm_options::add);
+    tl_test::Result r = tl_test::run({TIDEMARK_CLI, "summary", trace});
+    EXPECT_EQ(r.rc, 2) << r.err;
+    EXPECT_NE(r.err.find(planted.string()), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("anyone may write"), std::string::npos) << r.err;
+    fs::permissions(planted, fs::perms::others_write, fs::perm_options::remove);
+    if (::chown(planted.c_str(), 65534, 65534) == 0 && ::geteuid() != 65534) {
+      r = tl_test::run({TIDEMARK_CLI, "summary", trace});
+      EXPECT_EQ(r.rc, 2) << r.err;
+      EXPECT_NE(r.err.find("owned by user 65534"), std::string::npos) << r.err;
+    }
+    fs::remove(planted);
+  }
   // What is shown says whose names they are: the summary and the report name the rules file.
   tl_test::Result text = tl_test::run({TIDEMARK_CLI, "summary", trace, "--categories", rules});
   EXPECT_NE(text.out.find("(by the rules of " + rules + ")"), std::string::npos) << text.out;

@@ -5,6 +5,7 @@
 // The hook chains to the environment's own sitecustomize; a program without torch or without
 // CUDA is told apart and records nothing (exit 1); --no-python-hook and --dry-run.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -246,6 +247,62 @@ TEST(RecordPython, NoPythonHookAndDryRun) {
   EXPECT_NE(r.out.find("sitecustomize.py"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("allocations"), std::string::npos) << "the program ran";
   EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// Bug: a Python process that outlived `record` wrote its status into the hook's folder after
+// record had removed it: a folder re-created there by another user, with a link inside,
+// received it (or the process printed a traceback). The hook writes only into a folder of the
+// user's that no one else may enter, never through a link, and says nothing when it is gone.
+TEST(RecordPython, TheHookNeverWritesIntoAFolderThatIsNotRecordsOwn) {
+  namespace fs = std::filesystem;
+  const std::string hook = fs::path(TIDEMARK_CLI).parent_path() / "python";
+  ASSERT_TRUE(fs::exists(hook + "/sitecustomize.py")) << hook;
+  const fs::path base = dir() + "/hook_folder";
+  fs::remove_all(base);
+  fs::create_directories(base);
+  const std::string victim = (base / "victim.txt").string();
+  std::ofstream(victim) << "precious\n";
+  // The shell's pid is the Python process's (exec): the names the hook would write are known.
+  auto run_in = [&](const fs::path& folder) {
+    const std::string plant = "for n in status-pid$$.json status-pid$$.json.part-$$; do ln -s " +
+                              tl_test::quote(victim) + " " + tl_test::quote(folder.string()) +
+                              "/$n 2>/dev/null; done; exec python3 -c 'print(1)'";
+    return tl_test::run({"/bin/sh", "-c", plant},
+                        {"PYTHONPATH=" + hook, "TIDEMARK_PYTHON_DIR=" + folder.string()});
+  };
+  // Gone: nothing written, nothing said.
+  tl_test::Result r = run_in(base / "gone");
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_EQ(r.err, "");
+  EXPECT_FALSE(fs::exists(base / "gone"));
+  // Re-created by another user (nobody), links inside.
+  const fs::path theirs = base / "theirs";
+  fs::create_directories(theirs);
+  fs::permissions(theirs, fs::perms::owner_all);
+  if (::chown(theirs.c_str(), 65534, 65534) == 0 && ::geteuid() != 65534) {
+    r = run_in(theirs);
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.err, "");
+  }
+  // The user's own folder, with links planted in it: not written through.
+  const fs::path mine = base / "mine";
+  fs::create_directories(mine);
+  fs::permissions(mine, fs::perms::owner_all);
+  r = run_in(mine);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(tl_test::slurp(victim), "precious\n");
+  // And in a folder that is record's own, the status is written.
+  const fs::path fresh = base / "fresh";
+  fs::create_directories(fresh);
+  fs::permissions(fresh, fs::perms::owner_all);
+  r = tl_test::run({"python3", "-c", "print(1)"},
+                   {"PYTHONPATH=" + hook, "TIDEMARK_PYTHON_DIR=" + fresh.string()});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  size_t statuses = 0;
+  for (const auto& e : fs::directory_iterator(fresh))
+    statuses += e.path().filename().string().starts_with("status-pid");
+  EXPECT_EQ(statuses, 1u);
 }
 
 // A real PyTorch, where one is installed: on the CPU it is told apart as PyTorch without CUDA.

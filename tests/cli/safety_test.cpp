@@ -199,6 +199,97 @@ TEST_F(Safety, AnOutputThatIsAnInputIsRefusedNamingBothAndTheInputKept) {
   EXPECT_TRUE(fs::is_symlink(link));
 }
 
+// Bug: `replay SNAP.pickle -o SNAP.pickle` and `export SNAP.pickle ... -o SNAP.pickle`
+// replaced the user's snapshot and exited 0: the output was checked against the temporary
+// trace the snapshot was imported into, not against the snapshot named on the command line.
+TEST_F(Safety, AnOutputThatIsTheSnapshotReadIsRefusedAndTheSnapshotKept) {
+  const std::string snap = at("user_snapshot.pickle"), link = at("snapshot_link.pickle");
+  fs::copy_file(std::string(TIDEMARK_TEST_DATA) + "/pytorch/yiyi_oom_snapshot.pickle", snap,
+                fs::copy_options::overwrite_existing);
+  fs::remove(link);
+  fs::create_symlink(snap, link);
+  const std::string bytes = slurp(snap);
+  const std::vector<std::vector<std::string>> cases = {
+      {"replay", snap, "-o", snap},
+      {"replay", snap, "-o", link},
+      {"export", snap, "--format", "csv", "-o", snap},
+      {"export", snap, "--format", "snapshot", "-o", snap},
+      {"export", link, "--format", "chrome", "-o", snap},
+  };
+  for (const auto& args : cases) {
+    Result r = tidemark(args);
+    EXPECT_EQ(r.rc, 2) << args[0] << " " << args.back() << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "the output is the input")) << r.err;
+    EXPECT_TRUE(contains(r.err, args.back())) << r.err;
+    EXPECT_EQ(slurp(snap), bytes) << args[0] << " -o " << args.back();
+  }
+  EXPECT_TRUE(fs::is_symlink(link));
+}
+
+// Bug: `replay -o` and `import -o` onto a character device removed the device node and put a
+// regular file in its place (a trace is a database, which cannot be written in place). Such an
+// output is written to a temporary of its own elsewhere, then streamed into the device.
+TEST_F(Safety, ATraceWrittenOntoADeviceStreamsIntoItAndKeepsTheNode) {
+  const std::string node = at("null_for_traces");
+  fs::remove(node);
+  if (::mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
+    GTEST_SKIP() << "skipped: cannot make a device node here (mknod: " << std::strerror(errno)
+                 << ")";
+  }
+  const std::string snap = std::string(TIDEMARK_TEST_DATA) + "/pytorch/yiyi_oom_snapshot.pickle";
+  for (const auto& args : std::vector<std::vector<std::string>>{{"replay", trace_, "-o", node},
+                                                                {"import", snap, "-o", node}}) {
+    Result r = tidemark(args);
+    EXPECT_EQ(r.rc, 0) << args[0] << ": " << r.err;
+    EXPECT_TRUE(fs::is_character_file(node)) << args[0] << " replaced the device node";
+  }
+  // Streamed through a FIFO, the bytes are a whole trace.
+  const std::string fifo = at("trace.fifo"), got = at("from_fifo.db");
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Result r =
+      shell("cat " + quote(fifo) + " > " + quote(got) + " & reader=$!; " + quote(TIDEMARK_CLI) +
+            " replay " + quote(trace_) + " -o " + quote(fifo) + "; rc=$?; wait $reader; exit $rc");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_TRUE(st::is_trace_file(got));
+  EXPECT_EQ(tidemark({"summary", got}).rc, 0);
+}
+
+// Bug: `record` opened OUT.lock following symlinks, truncated it and wrote its pid: a symlink
+// planted in a shared directory made it overwrite any file the user could write. A lock file
+// that is a symlink, has other links, or is not the user's is refused, and nothing is written.
+TEST_F(Safety, RecordNeverWritesThroughAPlantedLockFile) {
+  const std::string out = at("planted.db"), victim = at("victim.txt");
+  std::ofstream(victim) << "precious\n";
+  fs::remove(out + ".lock");
+  fs::create_symlink(victim, out + ".lock");
+  Result r = tidemark({"record", "-o", out, "--", TIDEMARK_TRAIN_MLP, "2"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_TRUE(contains(r.err, out + ".lock")) << r.err;
+  EXPECT_EQ(slurp(victim), "precious\n");
+  EXPECT_TRUE(fs::is_symlink(out + ".lock"));
+  fs::remove(out + ".lock");
+  // A hard link to the victim.
+  fs::create_hard_link(victim, out + ".lock");
+  r = tidemark({"record", "-o", out, "--", TIDEMARK_TRAIN_MLP, "2"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(slurp(victim), "precious\n");
+  fs::remove(out + ".lock");
+  // A lock file another user made.
+  std::ofstream(out + ".lock") << "12345";
+  if (::chown((out + ".lock").c_str(), 65534, 65534) == 0 && ::geteuid() != 65534) {
+    r = tidemark({"record", "-o", out, "--", TIDEMARK_TRAIN_MLP, "2"});
+    EXPECT_EQ(r.rc, 2) << r.err;
+    EXPECT_TRUE(contains(r.err, "owned by")) << r.err;
+    EXPECT_EQ(slurp(out + ".lock"), "12345");
+  }
+  fs::remove(out + ".lock");
+  r = tidemark({"record", "-o", out, "--", TIDEMARK_TRAIN_MLP, "2"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_FALSE(fs::exists(out + ".lock"));
+}
+
 // Bug: an output was truncated first, so a write that failed lost the file that was there.
 // An output is written to a temporary renamed into place, so a write that fails half way
 // (here: a file size limit) leaves the file that was there, and no temporary.

@@ -127,6 +127,14 @@ class Module(unittest.TestCase):
                 cli = json.loads(tidemark.run("top", snapshot, "--by", "category", "--limit", "0", "--json"))
                 self.assertEqual(groups, {g["key"]: g["bytes"] for g in cli["groups"]})
                 self.assertEqual(sum(groups.values()), run.peaks()["cuda:0"].allocated)
+            # A rules file anyone may write (planted in a shared folder) is refused, as the
+            # command refuses it, naming it.
+            os.chmod(os.path.join(d, "tidemark-categories.json"), 0o666)
+            with self.assertRaises(tidemark.TidemarkError) as e:
+                tidemark.open(snapshot)
+            self.assertIn("anyone may write", str(e.exception))
+            with self.assertRaises(tidemark.TidemarkError):
+                tidemark.run("summary", snapshot)
 
     def test_predict_on_a_real_sweep(self):
         # One snapshot given as the runs at two sizes: every allocation is the same at both, so

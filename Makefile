@@ -75,8 +75,10 @@ demo: build-demo
 # Every test: the optimised build, then the ASan+UBSan build.
 test: test-fast test-sanitize
 
+# `tidemark estimate`'s tests run real PyTorch from PyPI, in a venv kept between runs
+# (scripts/torch-venv.sh; several GB the first time, pip's cache after).
 test-fast: build
-	@ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	@TIDEMARK_TORCH_PYTHON=$$(scripts/torch-venv.sh || true) ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 test-sanitize: deps
 	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTIDEMARK_SANITIZE=ON \

@@ -34,8 +34,26 @@ struct RecordArgs {
   std::string step_on;                   // MODULE:FUNC that ends a step (default: optimizer steps)
   bool dry_run = false;                  // print what would run and be injected; run nothing
   std::vector<std::string> command;
+  // Set by `estimate`, which records through the same hook (estimate.cpp): more of the
+  // program's environment (NAME=value), and its standard output sent to standard error (--json
+  // is the command's alone); no summary printed.
+  std::vector<std::string> environment;
+  bool program_stdout_to_stderr = false;
+  bool quiet = false;
 };
 int run_record(const RecordArgs& a);
+
+// `tidemark estimate -- python train.py` (docs/estimate.md).
+struct EstimateArgs {
+  std::string output;                     // default: tidemark-<program>-<pid>.db, as record
+  std::string gpu;                        // a card of the hook's table (default there)
+  std::string device_memory;              // bytes of device memory instead of the card's
+  std::optional<std::string> alloc_conf;  // PYTORCH_CUDA_ALLOC_CONF (default: the environment's)
+  std::string sweep;  // NAME=V1,V2,...: once per value, {NAME} replaced in the command
+  bool json = false;
+  std::vector<std::string> command;
+};
+int run_estimate(const EstimateArgs& a);
 
 struct SummaryArgs {
   std::string file, device;

@@ -234,4 +234,22 @@ void ensure_open_files(size_t files, const std::string& what) {
       what, files, need, lim.rlim_cur, hard, need));
 }
 
+std::string find_library_beside(const std::string& name, const std::string& build_dir,
+                                const std::string& libdir, const std::string& install_path,
+                                const std::string& build_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  std::vector<fs::path> candidates;
+  if (!ec) {
+    candidates.push_back(exe.parent_path() / ".." / build_dir / name);
+    candidates.push_back(exe.parent_path() / ".." / libdir / name);
+  }
+  candidates.push_back(install_path);
+  candidates.push_back(build_path);
+  for (const fs::path& c : candidates)
+    if (fs::is_regular_file(c, ec)) return fs::weakly_canonical(c, ec).string();
+  return {};
+}
+
 }  // namespace tidemark::cli

@@ -107,6 +107,13 @@ RecordingProcesses recording_processes(const std::string& host, int64_t pid, int
 // invalid byte becomes U+FFFD (docs/cli.md, "Conventions").
 std::string json_text(const nlohmann::json& j, int indent = 2);
 
+// A library shipped with tidemark (`name`): beside the executable in the build tree
+// (../`build_dir`/), installed (../`libdir`/), else at the paths compiled in. Empty when none is
+// there.
+std::string find_library_beside(const std::string& name, const std::string& build_dir,
+                                const std::string& libdir, const std::string& install_path,
+                                const std::string& build_path);
+
 bool stdout_is_terminal();
 int terminal_columns();
 

@@ -317,6 +317,8 @@ int run_report(const ReportArgs& a) {
        << "<title>Tidemark report: " << esc(a.file) << "</title><style>" << kStyle
        << "</style></head><body>";
   html << "<h1>Memory report: " << esc(a.file) << "</h1>";
+  if (!t.estimated().empty())  // every figure below is an estimate: said first
+    html << "<p class=\"note\"><b>" << esc(an::estimate_label(t.estimated())) << "</b></p>";
   const std::string command = t.meta_text("command_line");
   html << "<p class=\"sub\">"
        << (command.empty() ? std::string() : "<code>" + esc(command) + "</code> &middot; ")

@@ -136,6 +136,26 @@ static int run_command(int argc, char** argv) {
   // own options are never taken for ours), or the first argument that is not an option.
   record->prefix_command();
 
+  tc::EstimateArgs est;
+  CLI::App* estimate =
+      command(app, "estimate",
+              "Run a PyTorch script on the CPU with its GPU faked: the GPU memory it would use",
+              "tidemark estimate --gpu h100-80gb -o run.db -- python train.py --batch 64");
+  estimate->add_option("-o,--output", est.output,
+                       "Trace file (default tidemark-estimate-<script>-<pid>.db)");
+  estimate->add_option("--gpu", est.gpu,
+                       "The card: a100-40gb, a100-80gb (default), h100-80gb, h200, l4, l40s, "
+                       "a10g, rtx-4090, rtx-3090, t4, v100-32gb");
+  estimate->add_option("--device-memory", est.device_memory,
+                       "Device memory instead of the card's, e.g. 24GiB (where it runs out)");
+  estimate->add_option("--alloc-conf", est.alloc_conf,
+                       "PYTORCH_CUDA_ALLOC_CONF for the estimate (default: the environment's)");
+  estimate->add_option("--sweep", est.sweep,
+                       "NAME=V1,V2,...: run once per value, {NAME} replaced in the command; "
+                       "print each peak and the largest value that fits");
+  estimate->add_flag("--json", est.json, "JSON on stdout (the program's output on stderr)");
+  estimate->prefix_command();
+
   tc::SummaryArgs sum;
   CLI::App* summary =
       command(app, "summary",
@@ -433,7 +453,7 @@ static int run_command(int argc, char** argv) {
 
   std::vector<std::string> args(argv + 1, argv + argc);
   std::optional<std::vector<std::string>> command_after_dashes;
-  if (!args.empty() && args.front() == "record") {
+  if (!args.empty() && (args.front() == "record" || args.front() == "estimate")) {
     auto dashes = std::find(args.begin(), args.end(), "--");
     if (dashes != args.end()) {
       command_after_dashes.emplace(dashes + 1, args.end());
@@ -476,6 +496,13 @@ static int run_command(int argc, char** argv) {
       if (rec.command.empty())
         return fail("record: no command given; usage: tidemark record [-o FILE] -- CMD [ARGS...]");
       return tc::run_record(rec);
+    }
+    if (*estimate) {
+      std::vector<std::string> rest = estimate->remaining();
+      if (command_after_dashes && !rest.empty())
+        return fail("estimate: unexpected " + rest.front() + " before --");
+      est.command = command_after_dashes ? *command_after_dashes : rest;
+      return tc::run_estimate(est);
     }
     if (*summary) {
       sum.file = sum.files.front();

@@ -176,21 +176,12 @@ std::string program_name(const std::string& path) {
 // the build put it or installs it. Empty when this build has none.
 std::string inject_library() {
 #ifdef TIDEMARK_INJECT_NAME
-  std::error_code ec;
-  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  std::vector<std::filesystem::path> candidates;
-  if (!ec) {
-    candidates.push_back(exe.parent_path() / ".." / "interpose" / TIDEMARK_INJECT_NAME);
-    candidates.push_back(exe.parent_path() / ".." / TIDEMARK_INJECT_LIBDIR / TIDEMARK_INJECT_NAME);
-  }
-  candidates.push_back(TIDEMARK_INJECT_INSTALL_PATH);
-  candidates.push_back(TIDEMARK_INJECT_BUILD_PATH);
-  for (const auto& c : candidates) {
-    if (std::filesystem::is_regular_file(c, ec))
-      return std::filesystem::weakly_canonical(c, ec).string();
-  }
-  fmt::print(stderr, "tidemark: {} not found next to {} or at {}: CUDA and NVTX not recorded\n",
-             TIDEMARK_INJECT_NAME, exe.string(), TIDEMARK_INJECT_INSTALL_PATH);
+  std::string found = find_library_beside(TIDEMARK_INJECT_NAME, "interpose", TIDEMARK_LIBDIR,
+                                          TIDEMARK_INJECT_INSTALL_PATH, TIDEMARK_INJECT_BUILD_PATH);
+  if (!found.empty()) return found;
+  fmt::print(stderr,
+             "tidemark: {} not found next to tidemark or at {}: CUDA and NVTX not recorded\n",
+             TIDEMARK_INJECT_NAME, TIDEMARK_INJECT_INSTALL_PATH);
 #endif
   return {};
 }
@@ -394,6 +385,7 @@ int run_record(const RecordArgs& a) {
       const size_t eq = e.find('=');
       ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
     }
+    if (a.program_stdout_to_stderr) ::dup2(STDERR_FILENO, STDOUT_FILENO);
     std::vector<char*> argv;
     for (const std::string& s : a.command) argv.push_back(const_cast<char*>(s.c_str()));
     argv.push_back(nullptr);

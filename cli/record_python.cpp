@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "cli/common.h"
+#include "cli/hook_protocol.h"
 #include "profiler/analysis/output_file.h"
 #include "profiler/record/recorder.h"
 #include "profiler/store/trace_reader.h"
@@ -87,12 +88,13 @@ std::vector<std::string> PythonHook::environment(bool nvtx) const {
   const char* old = std::getenv("PYTHONPATH");
   std::vector<std::string> env = {
       "PYTHONPATH=" + hook_ + (old && *old ? ":" + std::string(old) : std::string()),
-      "TIDEMARK_PYTHON_DIR=" + dir_,
-      "TIDEMARK_PYTHON_MAX_ENTRIES=" + std::to_string(args_.max_entries),
-      "TIDEMARK_PYTHON_STACKS=" + args_.python_stacks,
+      hook::assign(hook::kDir, dir_),
+      hook::assign(hook::kMaxEntries, std::to_string(args_.max_entries)),
+      hook::assign(hook::kStacks, args_.python_stacks),
   };
-  if (!args_.step_on.empty()) env.push_back("TIDEMARK_PYTHON_STEP_ON=" + args_.step_on);
-  if (nvtx) env.push_back("TIDEMARK_PYTHON_NVTX=1");
+  if (!args_.step_on.empty()) env.push_back(hook::assign(hook::kStepOn, args_.step_on));
+  if (nvtx) env.push_back(hook::assign(hook::kNvtx, "1"));
+  env.insert(env.end(), args_.environment.begin(), args_.environment.end());
   return env;
 }
 
@@ -110,7 +112,7 @@ std::vector<Status> read_statuses(const std::string& dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (!name.starts_with("status-pid") || !name.ends_with(".json")) continue;
+    if (!name.starts_with(hook::kStatusPrefix) || !name.ends_with(".json")) continue;
     std::ifstream in(e.path());
     const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
     if (j.is_discarded() || !j.is_object()) continue;
@@ -139,7 +141,7 @@ int PythonHook::finish(const std::string& output, int code, int64_t started_unix
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
     const std::string name = e.path().filename().string();
     if (!name.ends_with(".pickle")) continue;
-    (name.starts_with("snapshot-rank") ? ranked : by_pid).push_back(e.path().string());
+    (name.starts_with(hook::kRankSnapshotPrefix) ? ranked : by_pid).push_back(e.path().string());
   }
   std::sort(ranked.begin(), ranked.end());
   std::sort(by_pid.begin(), by_pid.end());
@@ -209,7 +211,7 @@ int PythonHook::finish(const std::string& output, int code, int64_t started_unix
     // pid), else the first; the others are kept beside the output.
     std::string root = ranked.empty() ? std::string() : ranked.front();
     if (root.empty()) {
-      const std::string mine = "snapshot-pid" + std::to_string(root_pid) + ".pickle";
+      const std::string mine = hook::kPidSnapshotPrefix + std::to_string(root_pid) + ".pickle";
       auto it = std::find_if(by_pid.begin(), by_pid.end(),
                              [&](const std::string& p) { return fs::path(p).filename() == mine; });
       root = it != by_pid.end() ? *it : by_pid.front();
@@ -252,8 +254,10 @@ int PythonHook::finish(const std::string& output, int code, int64_t started_unix
   // The one rank's own number (RANK as the process had it; not a number: none).
   std::optional<int64_t> rank;
   if (import.size() == 1 && !ranked.empty()) {
-    const std::string digits =
-        fs::path(import.front()).stem().string().substr(std::string("snapshot-rank").size());
+    const std::string digits = fs::path(import.front())
+                                   .stem()
+                                   .string()
+                                   .substr(std::string(hook::kRankSnapshotPrefix).size());
     if (!digits.empty() && digits.size() < 10 &&
         std::all_of(digits.begin(), digits.end(), ::isdigit))
       rank = std::stoll(digits);
@@ -272,7 +276,7 @@ int PythonHook::finish(const std::string& output, int code, int64_t started_unix
           "tidemark: process {} ran out of CUDA memory (its snapshot was first written then)\n",
           s.pid);
   }
-  print_summary(output);
+  if (!args_.quiet) print_summary(output);
   return code;
 }
 

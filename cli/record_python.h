@@ -1,5 +1,5 @@
 // `tidemark record -- python train.py` (docs/recording.md, "PyTorch programs"): the Python
-// startup hook (cli/python/sitecustomize.py) that records PyTorch's CUDA allocator in every
+// startup hook (python/hook: sitecustomize.py and tidemark_hook) that records PyTorch's CUDA allocator in every
 // Python process of the run, and the import of what it wrote into the run's trace.
 #pragma once
 
@@ -16,7 +16,7 @@ namespace tidemark::cli {
 bool is_python_command(const std::vector<std::string>& command);
 
 // The directory holding the hook's sitecustomize.py: next to the executable (build tree:
-// cli/python; installed: ../share/tidemark/python), else the path compiled in. Empty when
+// cli/python, a copy of python/hook; installed: ../share/tidemark/python), else the path compiled in. Empty when
 // missing (then `record` says so and records without it).
 std::string python_hook_dir();
 

@@ -46,6 +46,7 @@ int run_summary(const SummaryArgs& a) {
              : s.dropped_count ? fmt::format(", {} events DROPPED", s.dropped_count)
                                : "");
   if (!s.command_line.empty()) fmt::print("command: {}\n", s.command_line);
+  if (!s.estimated.empty()) fmt::print("{}\n", an::estimate_label(s.estimated));
   for (const an::DeviceSummary& d : s.devices) {
     fmt::print(
         "\n{}{}\n", d.device,

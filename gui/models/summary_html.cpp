@@ -48,6 +48,8 @@ QString summary_html(const TraceData& data) {
            .arg(s.dropped_count ? QString(", <b>%1 dropped</b>").arg(s.dropped_count) : "")
            .arg(s.clean_end ? "" : ", <b>the recording did not end cleanly</b>");
   if (!s.command_line.empty()) h += "<p><tt>" + esc(s.command_line) + "</tt></p>";
+  if (!s.estimated.empty())  // every figure is an estimate: said first
+    h += "<p><b>" + esc(analysis::estimate_label(s.estimated)) + "</b></p>";
   h += "<table border=1 cellspacing=0 cellpadding=4><tr><th>device</th><th>peak allocated</th>"
        "<th>at</th><th>peak reserved</th><th>peak active</th><th>final allocated</th>"
        "<th>allocs</th><th>segments</th><th>syncs</th><th>" +

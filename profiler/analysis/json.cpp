@@ -87,6 +87,8 @@ void to_json(json& j, const Summary& s) {
       {"categories_inferred",
        s.categories_inferred.empty() ? json(nullptr) : json(s.categories_inferred)},
       {"reserved_at_peak", s.reserved_at_peak ? json(*s.reserved_at_peak) : json(nullptr)},
+      {"estimated",
+       s.estimated.empty() ? json(nullptr) : json::parse(s.estimated, nullptr, false, true)},
       {"leaks", s.leaks}};
 }
 

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "profiler/analysis/steps.h"
+#include "profiler/naming/units.h"
 #include "profiler/store/allocator_tables.h"
 #include "profiler/store/event_tables.h"
 #include "profiler/store/meta_keys.h"
@@ -364,6 +365,7 @@ Summary summarize(const Trace& trace, const SummaryOptions& options) {
   s.imported_snapshot = trace.imported_snapshot();
   s.synthetic_times = trace.synthetic_times();
   s.categories_inferred = trace.categories_inferred();
+  s.estimated = trace.estimated();
   s.host = meta.host;
   s.pid = meta.pid;
   s.clean_end = r.clean_end();
@@ -542,6 +544,19 @@ Timeline timeline(const Trace& trace, int64_t device, const TimelineRequest& req
 
 std::vector<TensorRecord> tensors_live_at(const Trace& trace, uint64_t ts) {
   return tensor_records(trace, {.live_at = ts});
+}
+
+std::string estimate_label(const std::string& estimated) {
+  if (estimated.empty()) return {};
+  const nlohmann::json j = nlohmann::json::parse(estimated, nullptr, false);
+  std::string card;
+  if (j.is_object() && j.contains("gpu") && j["gpu"].is_string())
+    card = j["gpu"].get<std::string>();
+  if (j.is_object() && j.contains("capacity") && j["capacity"].is_number_integer())
+    card += " (" + format_bytes(j["capacity"].get<int64_t>()) + ")";
+  if (j.is_object() && j.contains("torch") && j["torch"].is_string())
+    card += ", torch " + j["torch"].get<std::string>();
+  return "estimated, no GPU ran: tidemark estimate" + (card.empty() ? "" : " as " + card);
 }
 
 }  // namespace tidemark::analysis

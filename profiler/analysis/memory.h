@@ -159,10 +159,17 @@ struct Summary {
   std::optional<LiveBreakdown> categories_at_peak;
   // What the categories were inferred from (Trace::categories_inferred); empty: recorded.
   std::string categories_inferred;
+  // How `tidemark estimate` made the trace (Trace::estimated, JSON); empty: a GPU ran it.
+  std::string estimated;
   // On the selected device, else the one with the highest reserved peak.
   std::optional<LiveBreakdown> reserved_at_peak;
   LeakReport leaks;
 };
+
+// The one line every view of an estimated trace shows (Trace::estimated, JSON): "estimated, no
+// GPU ran: tidemark estimate as NVIDIA A100-SXM4-80GB (79.3 GiB), torch 2.15.0"; empty for a
+// trace a GPU ran.
+std::string estimate_label(const std::string& estimated);
 
 struct SummaryOptions {
   std::optional<int64_t> device;  // only this device

@@ -58,6 +58,7 @@ Trace Trace::open(const std::string& path, store::TraceReader::Require require) 
   t.imported_ = t.meta_text(k::kCommandLine).rfind("pytorch-snapshot:", 0) == 0;
   t.synthetic_times_ = meta_u64(k::kSyntheticTimes).value_or(0) != 0;
   t.categories_inferred_ = t.meta_text(k::kCategoriesInferred);
+  t.estimated_ = t.meta_text(k::kEstimated);
   return t;
 }
 

@@ -147,6 +147,10 @@ class Trace {
   // snapshot's, Note [Inferred categories] in profiler/importers/infer.cpp); empty when they
   // were recorded (or are all unknown).
   const std::string& categories_inferred() const { return categories_inferred_; }
+  // How `tidemark estimate` made the trace, as JSON (meta estimated: the card, its capacity,
+  // what was emulated and what could not be; docs/estimate.md); empty when a GPU ran it. Every
+  // figure of such a trace is an estimate, and what shows it says so.
+  const std::string& estimated() const { return estimated_; }
   // "2.053 s" or "event 5553" for an absolute time of this trace.
   std::string time_text(uint64_t ts) const;
   // The recording's capture depth (meta stack_depth; 0: recorded without stacks).
@@ -165,6 +169,7 @@ class Trace {
   bool imported_ = false;  // an imported PyTorch snapshot (meta command_line pytorch-snapshot:...)
   bool synthetic_times_ = false;
   std::string categories_inferred_;
+  std::string estimated_;
   std::string shown_path_;
   Frames frames_mode_ = Frames::user;
   std::string source_file_;

@@ -422,6 +422,7 @@ static ImportStats convert(Input input, const std::string& source_name,
   meta.start_ts_ns = t0;
   meta.synthetic_times = reader.synthetic_times();
   meta.allocator_settings = reader.allocator_settings();
+  meta.estimated = reader.estimated();
   meta.rank = options.rank;
   meta.world_size = options.world_size;
   for (auto& [d, state] : states) {

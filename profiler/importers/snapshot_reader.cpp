@@ -277,6 +277,13 @@ void SnapshotReader::read(Ref root) {
     if (auto h = root.get("host_traces")) host_traces = *h;
     if (auto s = root.get("allocator_settings")) read_settings(*s);
     if (auto a = root.get("external_annotations")) read_annotations(*a);
+    if (auto e = root.get("tidemark_estimate")) {
+      const std::optional<std::string_view> text = e->as_string();
+      if (text && text->size() <= kMaxEstimateBytes)
+        estimated_ = std::string(*text);
+      else
+        notes_.add("'tidemark_estimate' is not a string of at most 1 MiB (left out)");
+    }
   } else if (root.type() != Type::list) {
     // PyTorch < 2.1 pickled a bare list of segments; anything else is not a snapshot.
     throw ImportError(name_ + ": not a PyTorch memory snapshot: the pickle holds " +

@@ -250,6 +250,11 @@ class SnapshotReader : public pickle::AppendHook {
   const std::map<int, std::vector<Entry>>& traces() const { return traces_; }
   // allocator_settings as PyTorch's `key:value,key:value` text; empty when absent or left out.
   const std::string& allocator_settings() const { return allocator_settings_; }
+  // `tidemark estimate`'s account of a snapshot no GPU wrote (the string at the top-level key
+  // `tidemark_estimate`, JSON; Note [Hook protocol] in python/hook/tidemark_hook/protocol.py);
+  // empty in PyTorch's own snapshots, and when over kMaxEstimateBytes (a note says so).
+  const std::string& estimated() const { return estimated_; }
+  static constexpr size_t kMaxEstimateBytes = 1 << 20;
   const std::vector<Annotation>& annotations() const { return annotations_; }  // by time
   // No entry had a `time_us`: each one's time is its place in its trace (Note [Synthetic times]
   // in pytorch_snapshot.cpp).
@@ -342,6 +347,7 @@ class SnapshotReader : public pickle::AppendHook {
   std::vector<Segment> segments_;
   std::map<int, std::vector<Entry>> traces_;
   std::string allocator_settings_;
+  std::string estimated_;
   std::vector<Annotation> annotations_;  // by time
   // Interned compile_context and user_metadata texts: contexts_[id], id 0 none.
   std::vector<std::string_view> contexts_{std::string_view()};

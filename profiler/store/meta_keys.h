@@ -33,5 +33,6 @@ inline constexpr const char* kDuplicateIds = "duplicate_ids";
 inline constexpr const char* kRank = "rank";
 inline constexpr const char* kWorldSize = "world_size";
 inline constexpr const char* kMergedRanks = "merged_ranks";
+inline constexpr const char* kEstimated = "estimated";
 
 }  // namespace tidemark::store::meta_keys

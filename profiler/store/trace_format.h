@@ -93,6 +93,9 @@ struct TraceMeta {
   // A merged trace's sources, as JSON (meta `merged_ranks`, optional: absent otherwise;
   // docs/trace-format.md, "Merged traces").
   std::string merged_ranks;
+  // A trace no GPU ran: `tidemark estimate`'s account of how it was made, as JSON (meta
+  // `estimated`, optional: absent in a recorded or imported run; docs/estimate.md).
+  std::string estimated;
   // false: the trace is made from sources not every loss of which was counted (meta
   // `loss_counted` 0: a merged trace of a rank that was killed); unset otherwise (Note [Counted
   // losses] in trace_writer.h).

@@ -129,6 +129,7 @@ TraceMeta TraceReader::meta() const {
   if (auto v = meta_value(k::kRank)) m.rank = std::stoll(*v);
   if (auto v = meta_value(k::kWorldSize)) m.world_size = std::stoll(*v);
   m.merged_ranks = meta_value(k::kMergedRanks).value_or("");
+  m.estimated = meta_value(k::kEstimated).value_or("");
   if (auto v = meta_value(k::kLossCounted)) m.loss_counted = to_i64(v) != 0;
   for (DeviceRow& d : devices()) m.devices.push_back(std::move(d.info));
   return m;

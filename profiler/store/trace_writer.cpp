@@ -93,6 +93,7 @@ class SqliteTraceWriter final : public TraceWriter {
       if (meta.rank) put_meta(k::kRank, *meta.rank);
       if (meta.world_size) put_meta(k::kWorldSize, *meta.world_size);
       if (!meta.merged_ranks.empty()) put_meta(k::kMergedRanks, meta.merged_ranks);
+      if (!meta.estimated.empty()) put_meta(k::kEstimated, meta.estimated);
       if (meta.loss_counted) put_meta(k::kLossCounted, int64_t{*meta.loss_counted});
       put_meta(k::kCleanEnd, int64_t{0});
       put_meta(k::kEventCount, int64_t{0});

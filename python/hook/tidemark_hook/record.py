@@ -1,61 +1,36 @@
-"""Tidemark's startup hook for Python programs under `tidemark record` (docs/recording.md,
-"PyTorch programs").
+"""Recording a Python process's CUDA memory for `tidemark record` (and `estimate`): the
+allocator history, steps, the out-of-memory moment and the status, written as Note [Hook
+protocol] (protocol.py) says.
 
-`tidemark record -- python train.py` puts this file's directory first on PYTHONPATH, so every
-Python process of the run (torchrun's workers, multiprocessing children) imports it at startup,
-as Python imports any `sitecustomize`. It first runs the `sitecustomize` it hides, if the
-environment has one. Then it waits for the program to import torch, and once torch has
-initialised CUDA in the process:
-
+Once torch has initialised CUDA in the process, the hook:
 * turns on PyTorch's allocator history (`torch.cuda.memory._record_memory_history`, with
   TIDEMARK_PYTHON_MAX_ENTRIES entries and TIDEMARK_PYTHON_STACKS frames: python or all);
+  under `estimate` the estimate's allocator keeps the whole history instead;
 * marks each step where the program's optimizers step (an optimizer step post-hook), or where
   TIDEMARK_PYTHON_STEP_ON (MODULE:FUNC, `__main__:FUNC` for the script's own) returns; the
-  marks go into the snapshot as
-  `tidemark.step` annotations, which the importer takes as the steps, and into NVTX ranges named
-  `step` when TIDEMARK_PYTHON_NVTX is set (CUPTI injection on);
-* writes the snapshot (`torch.cuda.memory._snapshot()`, the marks added) into
-  TIDEMARK_PYTHON_DIR at the first out-of-memory error (PyTorch's OOM observer), on SIGTERM
-  (then dies of it as it would have) and at exit, as `snapshot-rank<RANK>.pickle` when the
-  process is a rank (RANK), else `snapshot-pid<PID>.pickle`;
-* writes `status-pid<PID>.json` at exit: whether torch was imported and had CUDA, so `record`
-  can say what ran when nothing was recorded.
-
-Nothing is written outside TIDEMARK_PYTHON_DIR, and nothing into it once it is not record's own
-folder any more (a process that outlives `record`); without it the hook does nothing but chain.
+  marks go into the snapshot as `tidemark.step` annotations, which the importer takes as the
+  steps, and into NVTX ranges named `step` when TIDEMARK_PYTHON_NVTX is set;
+* writes the snapshot (the marks added) at the first out-of-memory error (PyTorch's OOM
+  observer), on SIGTERM (then dies of it as it would have) and at exit;
+* writes its status at exit: whether torch was imported and had CUDA, so the command can say
+  what ran when nothing was recorded.
 """
 import os
 import sys
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+from . import protocol
 
 
-def _chain():
-    """Runs the sitecustomize this one hides (the next on sys.path), as Python would have."""
-    import importlib.machinery
-    import importlib.util
-
-    path = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", path)
-    if spec is None or spec.loader is None or not spec.origin:
-        return
-    if os.path.abspath(spec.origin) == os.path.abspath(__file__):
-        return
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as e:  # as site.py reports a failing sitecustomize, and goes on
-        print(f"Error in sitecustomize ({spec.origin}); set PYTHONVERBOSE for traceback:\n"
-              f"{type(e).__name__}: {e}", file=sys.stderr)
-
-
-class _Hook:
-    def __init__(self, out):
+class Hook:
+    def __init__(self, out, estimate=None):
         self.out = out
-        self.max_entries = int(os.environ.get("TIDEMARK_PYTHON_MAX_ENTRIES", "100000"))
-        self.stacks = os.environ.get("TIDEMARK_PYTHON_STACKS", "python")
-        self.step_on = os.environ.get("TIDEMARK_PYTHON_STEP_ON", "")
-        self.nvtx = os.environ.get("TIDEMARK_PYTHON_NVTX") == "1"
+        # Under `estimate`: fakes the GPU when torch is imported, and is the allocator history
+        # this hook records (tidemark_hook/estimate); else PyTorch's own.
+        self.estimate = estimate
+        self.max_entries = int(os.environ.get(protocol.MAX_ENTRIES, "100000"))
+        self.stacks = os.environ.get(protocol.STACKS, "python")
+        self.step_on = os.environ.get(protocol.STEP_ON, "")
+        self.nvtx = os.environ.get(protocol.NVTX) == "1"
         self.rank = os.environ.get("RANK")
         self.status = {"pid": os.getpid(), "rank": self.rank, "torch": False, "cuda": False,
                        "recording": False, "snapshot": None, "entries": 0,
@@ -144,6 +119,8 @@ class _Hook:
 
         self.torch = torch
         self.status["torch"] = True
+        if self.estimate is not None:
+            self.estimate.fake(torch)
         # After torch's own exit handlers are registered, so this one runs before them.
         atexit.register(self.at_exit)
         cuda = getattr(torch, "cuda", None)
@@ -161,6 +138,10 @@ class _Hook:
 
     def start(self):
         torch = self.torch
+        if self.estimate is not None:  # the estimate keeps the whole history from the start
+            self.status["recording"] = True
+            self.estimate.on_oom(self.on_oom)
+            return
         try:
             torch.cuda.memory._record_memory_history(
                 enabled="all", context="all", stacks=self.stacks, max_entries=self.max_entries)
@@ -210,15 +191,15 @@ class _Hook:
                 self.nvtx = False
 
     def path(self):
-        name = f"snapshot-rank{self.rank}" if self.rank is not None else f"snapshot-pid{os.getpid()}"
-        return os.path.join(self.out, name + ".pickle")
+        return os.path.join(self.out, protocol.snapshot_name(self.rank, os.getpid()))
 
     def dump(self):
         if not self.status["recording"]:
             return
         import pickle
 
-        snapshot = self.torch.cuda.memory._snapshot()
+        snapshot = (self.estimate.snapshot() if self.estimate is not None
+                    else self.torch.cuda.memory._snapshot())
         annotations = snapshot.setdefault("external_annotations", [])
         for t, device in self.marks:
             annotations.append({"stage": "START", "name": "tidemark.step", "device": device, "time_us": t})
@@ -255,7 +236,7 @@ class _Hook:
     def write_status(self):
         import json
 
-        with self.new_file(f"status-pid{os.getpid()}.json") as f:
+        with self.new_file(protocol.status_name(os.getpid())) as f:
             if f is not None:
                 f.write(json.dumps(self.status).encode())
 
@@ -300,24 +281,3 @@ class _Hook:
         self.at_exit()
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
-
-
-def _install(out):
-    import atexit
-    import signal
-
-    hook = _Hook(out)
-    hook.watch_imports()
-    if hook.step_on and hook.step_module() == "__main__":
-        hook.watch_main()
-    atexit.register(hook.at_exit)
-    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        try:
-            signal.signal(signal.SIGTERM, hook.on_sigterm)
-        except ValueError:  # not the main thread
-            pass
-
-
-_chain()
-if os.environ.get("TIDEMARK_PYTHON_DIR"):
-    _install(os.environ["TIDEMARK_PYTHON_DIR"])

@@ -30,4 +30,15 @@ python3 "$(dirname "$0")/../bench/python/curve_bench.py" --build "$build" || sta
 echo "== predict on real sweeps (scripts/score-predictions.py)"
 python3 "$(dirname "$0")/score-predictions.py" "$(dirname "$0")/../tests/data/pytorch/sweeps" \
   --tidemark "$build/cli/tidemark" --work "$build/bench-sweeps" --jobs 2 || status=1
+# `tidemark estimate`: a 7B training step's time and memory, then all 30 real cases scored
+# (docs/estimate.md); both need PyTorch (scripts/torch-venv.sh) and say so when it is missing.
+torch_python=$("$(dirname "$0")/torch-venv.sh" || true)
+echo "== estimate: 7B training step (bench/estimate/run.py)"
+python3 "$(dirname "$0")/../bench/estimate/run.py" --tidemark "$build/cli/tidemark" \
+  --python "$torch_python"; rc=$?; [ $rc -eq 0 ] || [ $rc -eq 77 ] || status=1
+echo "== estimate: the real cases (scripts/score-estimates.py)"
+python3 "$(dirname "$0")/score-estimates.py" --tidemark "$build/cli/tidemark" \
+  --python "$torch_python" --work "$build/bench-estimate-cases" \
+  --ceilings "$(dirname "$0")/../tests/data/pytorch/estimate/ceilings.json"; rc=$?
+[ $rc -eq 0 ] || [ $rc -eq 77 ] || status=1
 exit $status

@@ -54,7 +54,8 @@ def user_site(frames):
         if not name or name.startswith("<") or "/torch/" in name or "site-packages" in name or \
                 "dist-packages" in name or name in ("??", "") or name.endswith((".cpp", ".h")):
             continue
-        return f"{os.path.basename(name)}:{fr.get('line')} {fr.get('name')}"
+        # The file's name, whatever system wrote the path (a snapshot from Windows has '\\').
+        return f"{name.replace(chr(92), '/').rsplit('/', 1)[-1]}:{fr.get('line')} {fr.get('name')}"
     return None
 
 

@@ -32,9 +32,14 @@ def install(torch, device, notes):
         return isinstance(t, torch.Tensor) and is_meta(t) and t.dtype.is_floating_point and \
             t.dtype != torch.float64
 
+    cast_in = [None]  # the operator whose arguments are being cast
+
     def cast(t, dtype):
         if not eligible(t) or t.dtype == dtype:
             return t
+        if cast_in[0] not in counted:
+            counted.add(cast_in[0])
+            notes.emulated("autocast", f"{cast_in[0]} cast as CUDA autocast casts it")
         cacheable = (t.is_leaf and t.requires_grad and torch.is_autocast_cache_enabled()
                      and not torch.is_inference_mode_enabled())
         if cacheable:
@@ -60,6 +65,7 @@ def install(torch, device, notes):
             if not torch.is_autocast_enabled("cuda"):
                 return func(*args, **kwargs)
             dtype = torch.get_autocast_dtype("cuda")
+            cast_in[0] = name
             if name in lower:
                 args, kwargs = map_args(args, kwargs, lambda x: cast(x, dtype))
             elif name in fp32:
@@ -76,9 +82,6 @@ def install(torch, device, notes):
                     args, kwargs = map_args(args, kwargs, lambda x: cast(x, widest))
             else:
                 return func(*args, **kwargs)
-            if name not in counted:
-                counted.add(name)
-                notes.emulated("autocast", f"{name} cast as CUDA autocast casts it")
             return func(*args, **kwargs)
 
     mode = Autocast()

@@ -10,11 +10,13 @@ an operator (Tracker's dispatch, `inside` > 0) torch's own Python kernels see th
 Moving to the GPU (`.to("cuda")`, `.cuda()`, `device="cuda"`) makes a meta copy, and a tensor
 already there is returned as it is; moving back (`.cpu()`, `.item()`, `.tolist()`, `.numpy()`)
 gives zeros of the right shape and type, and the estimate notes where the program read a value
-from the GPU. CPU tensors are computed for real (indices, data loading), except a module's
-parameters and buffers: a model is usually built on the CPU and then moved, and a 7B model
-would take 28 GB of host memory and minutes of random initialisation for values the estimate
-never reads. Those are meta too, seen as `cpu` (a storage in `host`: the Tracker allocates no
-GPU block for them, nor for what is computed from them alone), until moved to the GPU.
+from the GPU. CPU tensors are computed for real (indices, data loading), except what a model
+is built from: a model is usually built on the CPU and then moved, and a 7B model would take
+28 GB of host memory and minutes of random initialisation for values the estimate never reads.
+So a floating CPU tensor made while a module's __init__ runs (a factory: empty, randn, ...) or
+given to a module as a parameter or buffer is meta too, seen as `cpu` (its storage in `host`:
+the Tracker allocates no GPU block for it, nor for what is computed from such tensors alone),
+until it is moved to the GPU.
 """
 import numbers
 
@@ -30,6 +32,7 @@ class Device:
         self.host = set()      # keys of meta storages that stand for host memory
         self.to_gpu = 0        # > 0 while a host tensor is being copied to the GPU
         self.to_host = 0       # > 0 while a host stand-in is being made
+        self.module_init = 0   # > 0 while a module's __init__ runs
         self.cpu = torch.device("cpu")
         self.cuda = torch.device("cuda", 0)
         self.meta = torch.device("meta")
@@ -82,6 +85,36 @@ class Device:
 
         Module.register_parameter = register_parameter
         Module.register_buffer = register_buffer
+
+        # The modules the program defines (after torch's own): their __init__ counted.
+        def wrap_init(cls):
+            init = cls.__dict__.get("__init__")
+            if init is None or getattr(init, "_tidemark_counted", False):
+                return
+            import functools
+
+            @functools.wraps(init)
+            def counted(self, *args, **kwargs):
+                dev.module_init += 1
+                try:
+                    return init(self, *args, **kwargs)
+                finally:
+                    dev.module_init -= 1
+
+            counted._tidemark_counted = True
+            cls.__init__ = counted
+
+        real_init_subclass = Module.__dict__.get("__init_subclass__")
+
+        @classmethod
+        def init_subclass(cls, **kwargs):
+            if real_init_subclass is not None:
+                real_init_subclass.__func__(cls, **kwargs)
+            else:
+                super(Module, cls).__init_subclass__(**kwargs)
+            wrap_init(cls)
+
+        Module.__init_subclass__ = init_subclass
     def is_gpu_device(self, d):
         torch = self.torch
         if d is None:
@@ -177,6 +210,38 @@ class Device:
         return out if dtype is None else out.to(dtype)
 
     # -- operators the meta device cannot run as a GPU would -------------------------------------
+    FACTORIES = frozenset({"empty", "empty_strided", "zeros", "ones", "full", "rand", "randn",
+                           "normal", "arange", "eye", "linspace", "logspace", "empty_like",
+                           "zeros_like", "ones_like", "randn_like", "rand_like", "full_like"})
+
+    def host_factory(self, func, args, kwargs):
+        """A floating CPU tensor made while a module's __init__ runs: a host stand-in (Note [A
+        meta tensor seen as cuda]); None for anything else, which runs as it is."""
+        name = func.__name__.split(".")[0]
+        if name not in self.FACTORIES:
+            return None
+        torch = self.torch
+        d = kwargs.get("device")
+        if d is not None and torch.device(d).type != "cpu":
+            return None
+        for a in list(args) + list(kwargs.values()):
+            if isinstance(a, torch.Tensor) and not (self._is_meta(a) and self.is_host(a)) and \
+                    not name.endswith("_like"):
+                return None
+        if name.endswith("_like") and not (args and self._is_meta(args[0]) and self.is_host(args[0])):
+            return None
+        meta_kwargs = dict(kwargs, device=self.meta)
+        if "pin_memory" in meta_kwargs:
+            meta_kwargs["pin_memory"] = False
+        self.inside += 1
+        try:
+            out = func(*args, **meta_kwargs)
+        finally:
+            self.inside -= 1
+        if not out.dtype.is_floating_point:
+            return None
+        return out
+
     def special(self, func, args, kwargs):
         """The answer of an operator that needs data (Tracker's dispatch), or NOT_SPECIAL."""
         name = func.__name__

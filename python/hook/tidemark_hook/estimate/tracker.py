@@ -241,6 +241,15 @@ class Tracker:
                 special = device.special(func, args, kwargs)
                 if special is not NOT_SPECIAL:
                     return special
+                if device.module_init:
+                    stand_in = device.host_factory(func, args, kwargs)
+                    if stand_in is not None:
+                        device.to_host += 1
+                        try:
+                            tracker.track(stand_in, args)
+                        finally:
+                            device.to_host -= 1
+                        return stand_in
                 device.inside += 1
                 try:
                     out = func(*args, **kwargs)

@@ -1,6 +1,7 @@
 // `tidemark record -- python train.py` (docs/recording.md, "PyTorch programs"): the Python
-// startup hook (python/hook: sitecustomize.py and tidemark_hook) that records PyTorch's CUDA allocator in every
-// Python process of the run, and the import of what it wrote into the run's trace.
+// startup hook (python/hook: sitecustomize.py and tidemark_hook) that records PyTorch's CUDA
+// allocator in every Python process of the run, and the import of what it wrote into the run's
+// trace.
 #pragma once
 
 #include <string>
@@ -16,8 +17,8 @@ namespace tidemark::cli {
 bool is_python_command(const std::vector<std::string>& command);
 
 // The directory holding the hook's sitecustomize.py: next to the executable (build tree:
-// cli/python, a copy of python/hook; installed: ../share/tidemark/python), else the path compiled in. Empty when
-// missing (then `record` says so and records without it).
+// cli/python, a copy of python/hook; installed: ../share/tidemark/python), else the path compiled
+// in. Empty when missing (then `record` says so and records without it).
 std::string python_hook_dir();
 
 // The recorded trace's summary on stderr (record.cpp); false when the trace is incomplete.

@@ -48,11 +48,12 @@ def unpack(work):
 
 
 def user_site(frames):
-    """The innermost frame of the program's own code (not torch, not a library)."""
+    """The innermost Python frame of the program's own code (not torch, not a library; native
+    frames, which PyTorch's `stacks="all"` adds, are no one's source line here)."""
     for fr in frames or []:
-        name = fr.get("filename", "")
-        if not name or name.startswith("<") or "/torch/" in name or "site-packages" in name or \
-                "dist-packages" in name or name in ("??", "") or name.endswith((".cpp", ".h")):
+        name = fr.get("filename", "").replace(chr(92), "/")
+        if not name.endswith(".py") or "/torch/" in name or "site-packages" in name or \
+                "dist-packages" in name:
             continue
         # The file's name, whatever system wrote the path (a snapshot from Windows has '\\').
         return f"{name.replace(chr(92), '/').rsplit('/', 1)[-1]}:{fr.get('line')} {fr.get('name')}"

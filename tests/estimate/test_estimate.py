@@ -143,6 +143,26 @@ class Estimate(unittest.TestCase):
         self.assertEqual(sizes.count(weight // 2), 1)
         self.assertEqual(sizes.count(x // 2), 2)
 
+    def test_attention_runs_the_backend_the_card_chooses(self):
+        # bf16 on an A100: flash attention, which keeps the output and a float32 logsumexp, not
+        # the 2 x 8 x 1024 x 1024 attention matrix the meta device's math path would keep.
+        r, _ = self.estimate("""
+            import torch, torch.nn.functional as F
+            q, k, v = (torch.randn(2, 8, 1024, 64, device="cuda", dtype=torch.bfloat16,
+                                   requires_grad=True) for _ in range(3))
+            base = torch.cuda.memory_allocated()
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            print("forward", torch.cuda.memory_allocated() - base)
+            out.sum().backward()
+        """)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        grown = int([l.split()[1] for l in r.stderr.splitlines() if l.startswith("forward")][0])
+        out, lse = 2 * 8 * 1024 * 64 * 2, 2 * 8 * 1024 * 4
+        self.assertGreaterEqual(grown, out + lse)
+        self.assertLess(grown, out + lse + 4096)  # the RNG state's small block at most
+        j = self.result(r)
+        self.assertIn("flash attention", json.dumps(j["estimated"]["emulated"]))
+
     def test_a_capacity_gives_the_out_of_memory_and_where(self):
         r, db = self.estimate("""
             import torch
@@ -201,6 +221,17 @@ class Estimate(unittest.TestCase):
         self.assertEqual([run["fits"] for run in j["runs"]], [True, True, True, False])
         self.assertEqual(j["largest_that_fits"], "90")
         self.assertEqual(j["runs"][0]["peak_requested_bytes"], 10 * MiB)
+
+    def test_python_m_tidemark_estimate_runs_the_script_with_this_interpreter(self):
+        path = os.path.join(self.dir, "m.py")
+        with open(path, "w") as f:
+            f.write("import torch\nx = torch.empty(2**20, device='cuda')\n")
+        package = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
+        r = subprocess.run([PYTHON, "-m", "tidemark", "estimate", "--json", "-o",
+                            os.path.join(self.dir, "m.db"), path], capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=package, TIDEMARK_CLI=CLI))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["peak_requested_bytes"], 4 * MiB)
 
     def test_record_hook_on_real_torch_without_a_gpu(self):
         # The same hook records under `record`: on this machine, torch without CUDA.

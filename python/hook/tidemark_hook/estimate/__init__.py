@@ -74,7 +74,7 @@ class Estimate:
                         f"{type(e).__name__}: {e}")
 
     def _fake(self, torch):
-        from . import autocast, cuda_api, device, tracker
+        from . import attention, autocast, cuda_api, device, tracker
         from .allocator import Allocator
 
         self.torch = torch
@@ -94,6 +94,7 @@ class Estimate:
         self.device.patch_modules()
         cuda_api.install(torch, self)
         autocast.install(torch, self.device, self.notes)
+        attention.install(torch, self.gpu, self.notes)
         self.patch_compile(torch)
         self.tracker = tracker.Tracker(torch, self.device, self.history, self.gpu, self.notes)
         self.mode = self.tracker.make_mode()

@@ -196,6 +196,7 @@ class Device:
         T.numpy = lambda self, *a, **k: real_numpy(dev.zeros_like_cpu(self) if real_is_meta(self) else self, *a, **k)
         real_tolist = T.tolist
         T.tolist = lambda self: real_tolist(dev.zeros_like_cpu(self) if real_is_meta(self) else self)
+        T._is_meta_gpu = lambda self: dev.is_gpu(self)
         T.pin_memory = lambda self, *a, **k: self
         T.is_pinned = lambda self, *a, **k: False
         T.record_stream = lambda self, stream: None

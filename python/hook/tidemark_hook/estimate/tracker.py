@@ -13,9 +13,11 @@ through Tracker, a TorchDispatchMode below autograd:
    backward, grads by zero_grad, a view keeping its base: exactly when CPython drops it);
 4. an operator that runs on cuBLAS takes the calling thread's handle, whose workspace is
    allocated at its first use and kept (versions.Gpu.cublas_workspace): the program's thread
-   and, in backward, the autograd engine's device thread, as on a GPU.
-What it cannot see: workspaces inside kernels other than cuBLAS's (cuDNN, flash attention's are
-not allocated through the caching allocator or are freed within the call), a kernel without a
+   and, in backward, the autograd engine's device thread, as on a GPU;
+5. scaled_dot_product_attention runs the backend the card would choose, with what that kernel
+   allocates inside the call (Note [Attention backends] in attention.py).
+What it cannot see: workspaces inside other kernels (cuDNN's, memory-efficient attention's), a
+kernel without a
 meta implementation (a custom CUDA or Triton kernel: recorded and the run stopped), and values:
 an operator whose output shape depends on data (nonzero, unique, boolean masks) cannot run.
 """
@@ -25,7 +27,7 @@ import threading
 import time
 import weakref
 
-from . import versions
+from . import attention, versions
 from .allocator import OutOfMemory
 from .device import NOT_SPECIAL
 
@@ -241,6 +243,11 @@ class Tracker:
                 special = device.special(func, args, kwargs)
                 if special is not NOT_SPECIAL:
                     return special
+                name = func.__name__
+                temporaries = []
+                if name.startswith("_scaled_dot_product_flash_attention_backward"):
+                    temporaries = [tracker.allocate(n) for n in
+                                   attention.flash_backward_temporaries(args)]
                 if device.module_init:
                     stand_in = device.host_factory(func, args, kwargs)
                     if stand_in is not None:
@@ -259,7 +266,11 @@ class Tracker:
                 finally:
                     device.inside -= 1
                 tracker.track(out, args)
-                if func.__name__.split(".")[0] in cublas:
+                for addr in temporaries:
+                    tracker.allocator.free(addr)
+                if temporaries:
+                    tracker.history.drain()
+                if name.split(".")[0] in cublas:
                     tracker.workspace()
                 return out
 

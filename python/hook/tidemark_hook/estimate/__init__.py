@@ -89,6 +89,7 @@ class Estimate:
         except ValueError as e:
             self.refuse(f"PYTORCH_CUDA_ALLOC_CONF={self.alloc_conf}: {e}")
         self.history = tracker.History(self.allocator)
+        self.history.frames.in_backward = lambda: torch._C._current_graph_task_id() != -1
         self.device = device.Device(torch, self.notes, self.history.frames)
         self.device.patch_tensor()
         self.device.patch_modules()

@@ -37,15 +37,21 @@ _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tidemark_
 class Frames:
     """The Python stack of the current call, innermost first, as PyTorch's snapshot frames
     (`filename`, `line`, `name`); the hook's own frames left out. Equal frames are one dict, so
-    the pickle writes each once."""
+    the pickle writes each once. In backward none: on a card the autograd engine runs a CUDA
+    backward on a device thread of its own, which has no Python stack, and a snapshot's
+    backward allocations have no Python frames (the estimate's engine runs on the program's
+    thread, under `loss.backward()`)."""
 
     def __init__(self):
         self.cache = {}
+        self.in_backward = lambda: False  # set once torch is imported
         self.skip = (_HERE, os.path.join("torch", "utils", "_python_dispatch.py"),
                      os.path.join("torch", "_ops.py"))
 
     def __call__(self):
         out = []
+        if self.in_backward():
+            return out
         f = sys._getframe(1)
         cache = self.cache
         while f is not None:

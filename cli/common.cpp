@@ -252,4 +252,13 @@ std::string find_library_beside(const std::string& name, const std::string& buil
   return {};
 }
 
+void label_estimate(nlohmann::json& j, const analysis::Trace& t) {
+  j["estimated"] = t.estimated().empty() ? nlohmann::json(nullptr)
+                                         : nlohmann::json::parse(t.estimated(), nullptr, false);
+}
+
+void print_estimate_label(const analysis::Trace& t) {
+  if (!t.estimated().empty()) fmt::print("{}\n", analysis::estimate_label(t.estimated()));
+}
+
 }  // namespace tidemark::cli

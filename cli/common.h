@@ -68,6 +68,11 @@ std::string trace_file_for(const std::string& path);
 // Opens trace_file_for(path), named `path` in what it says (Trace::shown_path).
 analysis::Trace open_trace(const std::string& path, bool require_finalized = true);
 
+// An estimated trace (Trace::estimated, docs/estimate.md) says so: `estimated` in a --json
+// output (the account, or null for a trace a GPU ran) and a line in the text.
+void label_estimate(nlohmann::json& j, const analysis::Trace& t);
+void print_estimate_label(const analysis::Trace& t);
+
 // Text for XML and HTML (JUnit reports, the HTML report): & < > " ' as entities.
 std::string markup_escape(std::string_view s);
 

@@ -75,10 +75,12 @@ int run_diagnose(const DiagnoseArgs& a) {
     json j = diagnosis_json(d);
     j["json_version"] = an::kJsonSchemaVersion;
     j["path"] = a.file;
+    label_estimate(j, t);
     std::cout << json_text(j) << '\n';
     return kExitOk;
   }
   fmt::print("{}: {} finding{}\n", a.file, d.findings.size(), d.findings.size() == 1 ? "" : "s");
+  print_estimate_label(t);
   for (size_t i = 0; i < d.findings.size(); ++i) {
     const an::Finding& f = d.findings[i];
     std::string stake = f.bytes ? an::format_bytes(f.bytes)

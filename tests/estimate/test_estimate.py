@@ -177,6 +177,7 @@ class Estimate(unittest.TestCase):
         # The trace holds the oom, for diagnose.
         d = subprocess.run([CLI, "diagnose", db, "--json"], capture_output=True, text=True)
         self.assertIn("oom", d.stdout.lower())
+        self.assertEqual(json.loads(d.stdout)["estimated"]["capacity"], 128 * MiB)
 
     def test_a_data_dependent_shape_is_not_guessed(self):
         r, _ = self.estimate("""

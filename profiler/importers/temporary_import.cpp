@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <string_view>
 
 #include "profiler/importers/import_error.h"
 #include "profiler/importers/pytorch_snapshot.h"
@@ -34,8 +35,16 @@ class Imports {
                           fs::temp_directory_path().string() + ": " + std::strerror(errno));
       dir_ = templ;
     }
-    // Named after the snapshot, so a message about the trace names the file the user gave.
-    const std::string name = fs::path(path).filename().string();
+    // Named after the snapshot, so a message about the trace names the file the user gave; cut
+    // so that the longest name SQLite makes beside it ("N-NAME.db-journal") still fits a file
+    // name (255 bytes), at a UTF-8 character's start.
+    std::string name = fs::path(path).filename().string();
+    constexpr size_t kMaxName = 255 - std::string_view("-journal").size() - 3 - 21;
+    if (name.size() > kMaxName) {
+      size_t cut = kMaxName;
+      while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;
+      name.resize(cut);
+    }
     const fs::path out = traces_.empty()
                              ? dir_ / (name + ".db")
                              : dir_ / (std::to_string(traces_.size()) + "-" + name + ".db");

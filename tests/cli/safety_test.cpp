@@ -256,6 +256,22 @@ TEST_F(Safety, ATraceWrittenOntoADeviceStreamsIntoItAndKeepsTheNode) {
   EXPECT_EQ(tidemark({"summary", got}).rc, 0);
 }
 
+// Bug: a snapshot whose file name was 249-255 bytes long could be read by no reporting command:
+// the temporary trace it is imported into is named after it, and that name with ".db" and
+// SQLite's "-journal" passed the 255 bytes a file name may have.
+TEST_F(Safety, ASnapshotWithTheLongestFileNameIsRead) {
+  for (size_t length : {200, 249, 255}) {
+    const std::string name = std::string(length - 7, 'n') + ".pickle";
+    const std::string snap = (dir() / name).string();
+    fs::copy_file(std::string(TIDEMARK_TEST_DATA) + "/pytorch/yiyi_oom_snapshot.pickle", snap,
+                  fs::copy_options::overwrite_existing);
+    Result r = tidemark({"summary", snap});
+    EXPECT_EQ(r.rc, 0) << length << ": " << r.err;
+    EXPECT_TRUE(contains(r.out, name)) << "the summary names the file the user gave";
+    fs::remove(snap);
+  }
+}
+
 // Bug: `record` opened OUT.lock following symlinks, truncated it and wrote its pid: a symlink
 // planted in a shared directory made it overwrite any file the user could write. A lock file
 // that is a symlink, has other links, or is not the user's is refused, and nothing is written.

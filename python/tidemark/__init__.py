@@ -138,8 +138,11 @@ class Prediction:
 
 
 def _is_trace(path: str) -> bool:
-    with builtins.open(path, "rb") as f:  # the module's own `open` below shadows the built-in
-        return f.read(16) == b"SQLite format 3\x00"
+    try:
+        with builtins.open(path, "rb") as f:  # the module's own `open` below shadows the built-in
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError as e:
+        raise TidemarkError(f"{path}: cannot be read: {e.strerror or e}", 2) from None
 
 
 def _rules_beside(path: str) -> Optional[str]:
@@ -171,6 +174,10 @@ class Trace:
     def __init__(self, path: str, categories: Optional[str] = None):
         if not os.path.exists(path):
             raise TidemarkError(f"{path}: no such file", 2)
+        # Only a regular file can be a trace or a snapshot: a FIFO would block the read for
+        # good, a directory fail in another way.
+        if not os.path.isfile(path):
+            raise TidemarkError(f"{path}: not a regular file (a trace or a PyTorch snapshot)", 2)
         self.source = path
         # Custom categories (docs/cli.md, "Custom categories"): the rules file given, else the
         # one beside the file opened (a snapshot's, not its temporary trace's).

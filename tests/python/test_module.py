@@ -111,6 +111,17 @@ class Module(unittest.TestCase):
                 self.assertIn("<svg", f.read())
         run.close()
 
+    def test_what_is_not_a_file_is_refused_at_once_as_a_tidemark_error(self):
+        # Bug: open() on a FIFO blocked for good; a directory raised IsADirectoryError.
+        with tempfile.TemporaryDirectory() as d:
+            fifo = os.path.join(d, "pipe")
+            os.mkfifo(fifo)
+            for path in (fifo, d):
+                with self.assertRaises(tidemark.TidemarkError) as e:
+                    tidemark.open(path)
+                self.assertIn("not a regular file", str(e.exception))
+                self.assertEqual(e.exception.returncode, 2)
+
     def test_custom_categories_beside_a_snapshot_are_the_commands(self):
         # Rules beside the snapshot, not beside its temporary trace: the module's groups are
         # what the command says reading the snapshot itself.

@@ -1,7 +1,11 @@
 #include "profiler/importers/temporary_import.h"
 
+#include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +22,54 @@ namespace tidemark::importers {
 namespace {
 namespace fs = std::filesystem;
 
+// The directory and traces to remove when a signal ends the process (Note [Snapshots as
+// traces]), kept where a signal handler may read them: fixed buffers, filled before the
+// handler can see them (the count is published last).
+constexpr int kMaxRemoved = 64;
+char g_dir[PATH_MAX];
+char g_traces[kMaxRemoved][PATH_MAX];
+std::atomic<int> g_trace_count{0};
+
+// `path` + `suffix` into `out` (async-signal-safe: no library call).
+void join(char* out, const char* path, const char* suffix) {
+  size_t n = 0;
+  for (; path[n] && n < PATH_MAX - 16; ++n) out[n] = path[n];
+  for (size_t i = 0; suffix[i]; ++i) out[n++] = suffix[i];
+  out[n] = '\0';
+}
+
+void remove_on_signal(int sig) {
+  char name[PATH_MAX];
+  const int count = g_trace_count.load();
+  for (int i = 0; i < count; ++i)
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+      join(name, g_traces[i], suffix);
+      ::unlink(name);
+    }
+  ::rmdir(g_dir);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+// Installs remove_on_signal where the signal's action is still the default one.
+void remove_on_signals() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;
+    struct sigaction sa {};
+    sa.sa_handler = remove_on_signal;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+void remember_on_signal(const std::string& trace) {
+  const int n = g_trace_count.load();
+  if (n >= kMaxRemoved || trace.size() >= PATH_MAX - 16) return;
+  std::memcpy(g_traces[n], trace.c_str(), trace.size() + 1);
+  g_trace_count.store(n + 1);
+}
+
 // The snapshots this process imported, removed with it.
 class Imports {
  public:
@@ -29,11 +81,19 @@ class Imports {
     std::lock_guard<std::mutex> lock(mutex_);
     if (auto it = traces_.find(path); it != traces_.end()) return it->second;
     if (dir_.empty()) {
-      std::string templ = (fs::temp_directory_path() / "tidemark-import-XXXXXX").string();
-      if (::mkdtemp(templ.data()) == nullptr)
+      const std::string templ = (fs::temp_directory_path() / "tidemark-import-XXXXXX").string();
+      if (templ.size() >= PATH_MAX)
+        throw ImportError(path + ": the temporary directory's name is too long: " + templ);
+      // Made in place in g_dir, the handlers installed first: from the moment the directory
+      // exists, a signal removes it.
+      remove_on_signals();
+      std::memcpy(g_dir, templ.c_str(), templ.size() + 1);
+      if (::mkdtemp(g_dir) == nullptr) {
+        g_dir[0] = '\0';
         throw ImportError(path + ": cannot make a directory to import the snapshot into in " +
                           fs::temp_directory_path().string() + ": " + std::strerror(errno));
-      dir_ = templ;
+      }
+      dir_ = g_dir;
     }
     // Named after the snapshot, so a message about the trace names the file the user gave; cut
     // so that the longest name SQLite makes beside it ("N-NAME.db-journal") still fits a file
@@ -48,6 +108,7 @@ class Imports {
     const fs::path out = traces_.empty()
                              ? dir_ / (name + ".db")
                              : dir_ / (std::to_string(traces_.size()) + "-" + name + ".db");
+    remember_on_signal(out.string());
     import_pytorch_snapshot(path, out.string());
     return traces_[path] = out.string();
   }

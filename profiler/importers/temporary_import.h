@@ -4,8 +4,10 @@
 // snapshot. A file that starts as a pickle (the PROTO opcode, 0x80) is imported, once per
 // process, into a temporary trace named after it (`snapshot.pickle.db` in a directory of the
 // process's own, `tidemark-import-XXXXXX` in the temporary directory), removed when the process
-// ends; `tidemark import` keeps one. Anything else is opened as a trace, so its errors stay the
-// trace reader's ("not a Tidemark trace").
+// ends -- also when it ends of SIGINT, SIGTERM or SIGHUP, whose default action is then to remove
+// the directory first (a handler of the program's own is left as it is); `tidemark import`
+// keeps one. Anything else is opened as a trace, so its errors stay the trace reader's ("not a
+// Tidemark trace").
 #pragma once
 
 #include <string>

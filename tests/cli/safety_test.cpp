@@ -256,6 +256,42 @@ TEST_F(Safety, ATraceWrittenOntoADeviceStreamsIntoItAndKeepsTheNode) {
   EXPECT_EQ(tidemark({"summary", got}).rc, 0);
 }
 
+// Bug: a command ended by SIGINT, SIGTERM or SIGHUP while it read a snapshot left its
+// temporary import (tidemark-import-XXXXXX) in the temporary directory.
+TEST_F(Safety, ASignalLeavesNoTemporaryImportBehind) {
+  const std::string snap =
+      std::string(TIDEMARK_TEST_DATA) + "/pytorch/constructorsun_memory_snapshot.pickle";
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    const fs::path tmp = dir() / ("tmp-" + std::to_string(sig));
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("TMPDIR", tmp.c_str(), 1);
+      std::freopen("/dev/null", "w", stdout);
+      std::freopen("/dev/null", "w", stderr);
+      ::execl(TIDEMARK_CLI, TIDEMARK_CLI, "report", snap.c_str(), "-o",
+              (tmp.string() + "-report.html").c_str(), nullptr);
+      ::_exit(127);
+    }
+    // As soon as the import's directory is there, the signal.
+    bool seen = false;
+    for (int i = 0; i < 5000 && !seen; ++i) {
+      for (const auto& e : fs::directory_iterator(tmp))
+        seen = seen || e.path().filename().string().starts_with("tidemark-import-");
+      if (!seen) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    ASSERT_TRUE(seen) << "no import directory appeared";
+    ::kill(pid, sig);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    size_t left = 0;
+    for (const auto& e : fs::directory_iterator(tmp))
+      left += e.path().filename().string().starts_with("tidemark-import-");
+    EXPECT_EQ(left, 0u) << "signal " << sig;
+  }
+}
+
 // Bug: a snapshot whose file name was 249-255 bytes long could be read by no reporting command:
 // the temporary trace it is imported into is named after it, and that name with ".db" and
 // SQLite's "-journal" passed the 255 bytes a file name may have.

@@ -167,11 +167,17 @@ int PythonHook::finish(const std::string& output, int code, int64_t started_unix
         std::any_of(statuses.begin(), statuses.end(), [](const Status& s) { return s.torch; });
     const bool any_cuda =
         std::any_of(statuses.begin(), statuses.end(), [](const Status& s) { return s.cuda; });
-    if (statuses.empty())
+    if (statuses.empty() && code > 128)
       fmt::print(stderr,
-                 "tidemark: {} ran, but Tidemark's Python hook never started in it (a Python run "
-                 "with -S or -I "
-                 "skips sitecustomize): nothing recorded\n",
+                 "tidemark: {} was ended by signal {} before Tidemark's Python hook wrote "
+                 "anything: nothing recorded\n",
+                 program, code - 128);
+    else if (statuses.empty())
+      fmt::print(stderr,
+                 "tidemark: {} ran, but Tidemark's Python hook left no word from it: the process "
+                 "ended without running its exit handlers (os._exit), or Python never ran the "
+                 "hook (python -S or -I skips sitecustomize; a program that is not Python): "
+                 "nothing recorded\n",
                  program);
     else if (!any_torch)
       fmt::print(

@@ -230,6 +230,18 @@ TEST(RecordPython, WithoutTorchOrCudaNothingIsRecordedAndTheRunSaysWhy) {
   EXPECT_EQ(r.rc, 7);
 }
 
+// Bug: every run that left no status was said to be a Python run with -S or -I, also one that
+// ended by os._exit or was killed.
+TEST(RecordPython, NoWordFromTheHookIsExplainedByHowTheProgramEnded) {
+  const std::string out = dir() + "/noword.db";
+  tl_test::Result r = record({"-o", out, "--", "python3", "-c", "import os; os._exit(0)"});
+  EXPECT_NE(r.err.find("os._exit"), std::string::npos) << r.err;
+  r = record({"-o", out, "--", "python3", "-c",
+              "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"});
+  EXPECT_NE(r.err.find("ended by signal 9"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("-S or -I"), std::string::npos) << r.err;
+}
+
 TEST(RecordPython, NoPythonHookAndDryRun) {
   const std::string out = dir() + "/nohook.db";
   std::filesystem::remove(out);

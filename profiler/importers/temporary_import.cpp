@@ -23,12 +23,16 @@ namespace {
 namespace fs = std::filesystem;
 
 // The directory and traces to remove when a signal ends the process (Note [Snapshots as
-// traces]), kept where a signal handler may read them: fixed buffers, filled before the
+// traces]), kept where a signal handler may read them: fixed buffers, made on the first import
+// (not static storage: the executable's own size matters under `ulimit -v`), filled before the
 // handler can see them (the count is published last).
 constexpr int kMaxRemoved = 64;
-char g_dir[PATH_MAX];
-char g_traces[kMaxRemoved][PATH_MAX];
-std::atomic<int> g_trace_count{0};
+struct Removed {
+  char dir[PATH_MAX];
+  char traces[kMaxRemoved][PATH_MAX];
+  std::atomic<int> count{0};
+};
+std::atomic<Removed*> g_removed{nullptr};
 
 // `path` + `suffix` into `out` (async-signal-safe: no library call).
 void join(char* out, const char* path, const char* suffix) {
@@ -39,14 +43,16 @@ void join(char* out, const char* path, const char* suffix) {
 }
 
 void remove_on_signal(int sig) {
-  char name[PATH_MAX];
-  const int count = g_trace_count.load();
-  for (int i = 0; i < count; ++i)
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
-      join(name, g_traces[i], suffix);
-      ::unlink(name);
-    }
-  ::rmdir(g_dir);
+  if (Removed* r = g_removed.load()) {
+    char name[PATH_MAX];
+    const int count = r->count.load();
+    for (int i = 0; i < count; ++i)
+      for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+        join(name, r->traces[i], suffix);
+        ::unlink(name);
+      }
+    if (r->dir[0]) ::rmdir(r->dir);
+  }
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
@@ -64,10 +70,11 @@ void remove_on_signals() {
 }
 
 void remember_on_signal(const std::string& trace) {
-  const int n = g_trace_count.load();
+  Removed* r = g_removed.load();
+  const int n = r->count.load();
   if (n >= kMaxRemoved || trace.size() >= PATH_MAX - 16) return;
-  std::memcpy(g_traces[n], trace.c_str(), trace.size() + 1);
-  g_trace_count.store(n + 1);
+  std::memcpy(r->traces[n], trace.c_str(), trace.size() + 1);
+  r->count.store(n + 1);
 }
 
 // The snapshots this process imported, removed with it.
@@ -84,16 +91,19 @@ class Imports {
       const std::string templ = (fs::temp_directory_path() / "tidemark-import-XXXXXX").string();
       if (templ.size() >= PATH_MAX)
         throw ImportError(path + ": the temporary directory's name is too long: " + templ);
-      // Made in place in g_dir, the handlers installed first: from the moment the directory
-      // exists, a signal removes it.
+      // Made in place in the handler's buffer, the handlers installed first: from the moment
+      // the directory exists, a signal removes it.
+      auto* removed = new Removed();  // lives as long as the process
+      removed->dir[0] = '\0';
+      g_removed.store(removed);
       remove_on_signals();
-      std::memcpy(g_dir, templ.c_str(), templ.size() + 1);
-      if (::mkdtemp(g_dir) == nullptr) {
-        g_dir[0] = '\0';
+      std::memcpy(removed->dir, templ.c_str(), templ.size() + 1);
+      if (::mkdtemp(removed->dir) == nullptr) {
+        removed->dir[0] = '\0';
         throw ImportError(path + ": cannot make a directory to import the snapshot into in " +
                           fs::temp_directory_path().string() + ": " + std::strerror(errno));
       }
-      dir_ = g_dir;
+      dir_ = removed->dir;
     }
     // Named after the snapshot, so a message about the trace names the file the user gave; cut
     // so that the longest name SQLite makes beside it ("N-NAME.db-journal") still fits a file

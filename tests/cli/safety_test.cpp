@@ -264,14 +264,14 @@ TEST_F(Safety, ASignalLeavesNoTemporaryImportBehind) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     const fs::path tmp = dir() / ("tmp-" + std::to_string(sig));
     fs::remove_all(tmp);
-    fs::create_directories(tmp);
+    fs::create_directories(tmp / "out");  // the report's, apart from the imports
     pid_t pid = ::fork();
     if (pid == 0) {
       ::setenv("TMPDIR", tmp.c_str(), 1);
       std::freopen("/dev/null", "w", stdout);
       std::freopen("/dev/null", "w", stderr);
       ::execl(TIDEMARK_CLI, TIDEMARK_CLI, "report", snap.c_str(), "-o",
-              (tmp.string() + "-report.html").c_str(), nullptr);
+              (tmp / "out" / "report.html").c_str(), nullptr);
       ::_exit(127);
     }
     // As soon as the import's directory is there, the signal.

@@ -114,6 +114,24 @@ class Estimate(unittest.TestCase):
         self.assertEqual(int(end[1]), 2 * weight + batch + workspaces)
         self.assertEqual(end[2], "cuda:0")
 
+    def test_each_optimizer_step_is_a_step_as_record_marks_it(self):
+        # record's hook marks a step where each optimizer step ends (torch 2.15 does not make
+        # torch.optim.optimizer an attribute of torch.optim: the hook found no hook to register
+        # and steps were only inferred).
+        r, db = self.estimate("""
+            import torch
+            m = torch.nn.Linear(64, 64).cuda()
+            opt = torch.optim.AdamW(m.parameters())
+            for _ in range(4):
+                m(torch.randn(8, 64, device="cuda")).sum().backward()
+                opt.step()
+                opt.zero_grad()
+        """)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        steps = subprocess.run([CLI, "steps", db], capture_output=True, text=True).stdout
+        self.assertIn("4 steps", steps)
+        self.assertNotIn("inferred", steps)
+
     def test_bf16_autocast_casts_as_on_the_gpu(self):
         # Under autocast a Linear runs in bf16: its output is 2 bytes an element, and the weight's
         # cast is cached while the region is open (one cast for two calls).

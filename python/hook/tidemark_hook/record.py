@@ -131,7 +131,14 @@ class Hook:
         # break programs that fork before they touch the GPU.
         lazy = getattr(cuda, "_lazy_call", None)
         lazy(self.start) if lazy else self.start()
-        hooks = getattr(getattr(torch, "optim", None), "optimizer", None)
+        # torch.optim.optimizer is a module torch 2.15 imports without making it an attribute
+        # of torch.optim: imported by name.
+        try:
+            import importlib
+
+            hooks = importlib.import_module("torch.optim.optimizer")
+        except ImportError:
+            hooks = None
         register = getattr(hooks, "register_optimizer_step_post_hook", None)
         if register and not self.step_on:
             register(lambda optimizer, args, kwargs: self.mark_step())

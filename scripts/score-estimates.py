@@ -25,10 +25,10 @@ import argparse
 import json
 import os
 import pickle
-import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -136,13 +136,19 @@ def run_case(case, work, tidemark, python):
     script = os.path.join(work, case["command"][1])
     command = [tidemark, "estimate", "--json", "-o", os.path.join(cwd, "estimate.db"), "--",
                python, script, *case["command"][2:]]
-    start = time.monotonic()
-    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    out, err = proc.communicate()
-    _, status, usage = os.wait4(proc.pid, 0) if False else (None, proc.returncode, None)
-    seconds = time.monotonic() - start
-    result = {"id": case["id"], "exit": proc.returncode, "seconds": round(seconds, 1)}
+    # Waited for with wait4: the run's own peak memory (tidemark's and the Python process's, the
+    # larger), not the largest of every child this scorer ever had.
+    with tempfile.TemporaryFile("w+") as out_file, tempfile.TemporaryFile("w+") as err_file:
+        start = time.monotonic()
+        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=out_file, stderr=err_file)
+        _, status, usage = os.wait4(proc.pid, 0)
+        seconds = time.monotonic() - start
+        out_file.seek(0)
+        err_file.seek(0)
+        out, err = out_file.read(), err_file.read()
+    code = os.waitstatus_to_exitcode(status)
+    result = {"id": case["id"], "exit": code, "seconds": round(seconds, 1),
+              "max_rss_mb": usage.ru_maxrss // 1024}
     try:
         result["estimate"] = json.loads(out)
     except ValueError:
@@ -189,10 +195,7 @@ def main():
     for case in cases:
         if only and case["id"] not in only:
             continue
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
         r = run_case(case, work, os.path.abspath(a.tidemark), os.path.abspath(a.python))
-        r["max_rss_mb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024 \
-            if resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss > before else None
         with open(os.path.join(work, case["snapshot"]), "rb") as f:
             real = replay(pickle.load(f))
         # The replay reproduces the case's own truth from the real snapshot.
@@ -214,7 +217,7 @@ def main():
         print(f"{case['id']:44} {x['peak_requested']:+9.2%} {x['peak_reserved']:+9.2%} "
               f"{x['live_at_start']:+9.2%} {x['n_alloc']:+7.1%} "
               f"{'same' if r['same_top_site'] else 'DIFF':>8} {r['seconds']:5.0f}s "
-              f"{str(r['max_rss_mb'] or '-'):>6}M")
+              f"{r['max_rss_mb']:>6}M")
     scored = [r for r in rows if "errors" in r]
     summary = {
         "cases": len(rows), "ran": len(scored),
@@ -222,6 +225,7 @@ def main():
                           for k in ("peak_requested", "peak_reserved", "live_at_start", "n_alloc")},
         "same_top_site": sum(r["same_top_site"] for r in scored),
         "max_seconds": max((r["seconds"] for r in rows), default=0),
+        "max_rss_mb": max((r["max_rss_mb"] for r in rows), default=0),
     }
     print(json.dumps(summary, indent=1))
     if a.json:

@@ -7,7 +7,6 @@ at most 60 s and 2 GB on 2 cores.
 Exit 1 when a target is missed; 77 without torch."""
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile

@@ -95,7 +95,7 @@ class Estimate:
         self.device.patch_modules()
         cuda_api.install(torch, self)
         autocast.install(torch, self.device, self.notes)
-        attention.install(torch, self.gpu, self.notes)
+        attention.install(torch, self.gpu, self.notes, self.device)
         self.patch_compile(torch)
         self.tracker = tracker.Tracker(torch, self.device, self.history, self.gpu, self.notes)
         self.mode = self.tracker.make_mode()

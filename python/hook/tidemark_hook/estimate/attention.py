@@ -56,7 +56,7 @@ def flash_backward_temporaries(args):
     return [4 * b * l_rounded * h * d_rounded, 4 * b * h * l_rounded]
 
 
-def install(torch, gpu, notes):
+def install(torch, gpu, notes, device):
     """F.scaled_dot_product_attention, running the backend the card would choose."""
     F = torch.nn.functional
     real = F.scaled_dot_product_attention
@@ -64,7 +64,7 @@ def install(torch, gpu, notes):
 
     def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
              enable_gqa=False):
-        if enable_gqa or not all(isinstance(t, torch.Tensor) and t._is_meta_gpu()
+        if enable_gqa or not all(isinstance(t, torch.Tensor) and device.is_gpu(t)
                                  for t in (query, key, value)):
             return real(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
                         is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)

@@ -18,8 +18,6 @@ given to a module as a parameter or buffer is meta too, seen as `cpu` (its stora
 the Tracker allocates no GPU block for it, nor for what is computed from such tensors alone),
 until it is moved to the GPU.
 """
-import numbers
-
 NOT_SPECIAL = object()
 
 
@@ -151,6 +149,12 @@ class Device:
 
         real_to = T.to
 
+        def targets_cpu(args, kwargs):
+            for a in list(args) + [kwargs.get("device")]:
+                if isinstance(a, (str, torch.device)) and torch.device(a).type == "cpu":
+                    return True
+            return False
+
         def to(self, *args, **kwargs):
             args = list(args)
             gpu = False
@@ -173,7 +177,7 @@ class Device:
                 if not rest and not kwargs.get("dtype") and not kwargs.get("copy") and \
                         not kwargs.get("memory_format"):
                     return self
-            if not gpu and real_is_meta(self) and self._targets_cpu(args, kwargs):
+            if not gpu and real_is_meta(self) and targets_cpu(args, kwargs):
                 if dev.is_host(self):
                     rest = [a for a in args if not (isinstance(a, (str, torch.device)))]
                     return real_to(self, *rest, **{k: v for k, v in kwargs.items() if k != "device"}) \
@@ -181,13 +185,6 @@ class Device:
                 return dev.to_cpu(self, real_to, args, kwargs)
             return real_to(self, *args, **kwargs)
 
-        def targets_cpu(self, args, kwargs):
-            for a in list(args) + [kwargs.get("device")]:
-                if isinstance(a, (str, torch.device)) and torch.device(a).type == "cpu":
-                    return True
-            return False
-
-        T._targets_cpu = targets_cpu
         T.to = to
         T.cuda = lambda self, device=None, non_blocking=False, memory_format=None: to(self, dev.cuda)
         real_cpu = T.cpu
@@ -196,7 +193,6 @@ class Device:
         T.numpy = lambda self, *a, **k: real_numpy(dev.zeros_like_cpu(self) if real_is_meta(self) else self, *a, **k)
         real_tolist = T.tolist
         T.tolist = lambda self: real_tolist(dev.zeros_like_cpu(self) if real_is_meta(self) else self)
-        T._is_meta_gpu = lambda self: dev.is_gpu(self)
         T.pin_memory = lambda self, *a, **k: self
         T.is_pinned = lambda self, *a, **k: False
         T.record_stream = lambda self, stream: None
@@ -264,6 +260,3 @@ class Device:
             self.notes.value_read(self.frames.user_line())
             return args[0].zero_()
         return NOT_SPECIAL
-
-    def is_number(self, x):
-        return isinstance(x, numbers.Number)

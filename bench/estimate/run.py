@@ -37,7 +37,7 @@ def main():
         s, rss, code = measure([a.tidemark, "estimate", "--gpu", "h200", "-o",
                                 os.path.join(d, "run.db"), "--", a.python,
                                 os.path.join(HERE, "llama7b_step.py"), a.seq],
-                               stdout=subprocess.DEVNULL)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     print(f"7B training step (seq {a.seq}): {s:.1f} s, peak memory {rss / 2**30:.2f} GB "
           f"(importing torch alone: {base_s:.1f} s, {base_rss / 2**30:.2f} GB); "
           f"ratios {s / base_s:.1f}x time, {rss / base_rss:.1f}x memory")

@@ -253,8 +253,8 @@ std::string find_library_beside(const std::string& name, const std::string& buil
 }
 
 void label_estimate(nlohmann::json& j, const analysis::Trace& t) {
-  j["estimated"] = t.estimated().empty() ? nlohmann::json(nullptr)
-                                         : nlohmann::json::parse(t.estimated(), nullptr, false);
+  nlohmann::json account = nlohmann::json::parse(t.estimated(), nullptr, false);
+  j["estimated"] = account.is_discarded() ? nlohmann::json(nullptr) : std::move(account);
 }
 
 void print_estimate_label(const analysis::Trace& t) {

@@ -69,7 +69,8 @@ std::string trace_file_for(const std::string& path);
 analysis::Trace open_trace(const std::string& path, bool require_finalized = true);
 
 // An estimated trace (Trace::estimated, docs/estimate.md) says so: `estimated` in a --json
-// output (the account, or null for a trace a GPU ran) and a line in the text.
+// output (the account, or null for a trace a GPU ran or an account that is not JSON) and a line
+// in the text.
 void label_estimate(nlohmann::json& j, const analysis::Trace& t);
 void print_estimate_label(const analysis::Trace& t);
 

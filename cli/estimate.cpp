@@ -39,7 +39,8 @@ std::string estimate_library() {
 struct Outcome {
   int code = 0;              // the program's exit status
   std::string trace;         // the trace written ("" when none)
-  json estimated;            // the hook's account (null when the program never used torch)
+  std::string account;       // the hook's account, as the trace has it (meta estimated)
+  json estimated;            // the same, parsed (null when the program never used torch)
   an::DeviceSummary device;  // the faked GPU's figures
   bool has_device = false;
   uint64_t capacity = 0;
@@ -89,11 +90,14 @@ Outcome estimate_once(const EstimateArgs& a, const std::vector<std::string>& com
   o.trace = output;
   const an::Trace t = open_trace(output);
   const an::Summary s = an::summarize(t, {});
-  o.estimated = json::parse(t.estimated(), nullptr, false);
-  if (o.estimated.is_discarded()) o.estimated = nullptr;
+  o.account = t.estimated();
+  json labelled;
+  label_estimate(labelled, t);
+  o.estimated = std::move(labelled["estimated"]);
   for (const an::DeviceSummary& d : s.devices)
     if (d.device.starts_with("cuda")) o.device = d, o.has_device = true;
-  if (o.estimated.is_object() && o.estimated.contains("capacity"))
+  if (o.estimated.is_object() && o.estimated.contains("capacity") &&
+      o.estimated["capacity"].is_number_unsigned())
     o.capacity = o.estimated["capacity"].get<uint64_t>();
   return o;
 }
@@ -117,7 +121,7 @@ json outcome_json(const Outcome& o) {
 
 void print_outcome(const Outcome& o) {
   if (!o.has_device) return;
-  fmt::print(stderr, "\n{}\n", an::estimate_label(o.estimated.dump()));
+  fmt::print(stderr, "\n{}\n", an::estimate_label(o.account));
   fmt::print(stderr, "  peak allocated {:>12}   peak requested {}\n",
              an::format_bytes(o.device.peak_allocated_bytes),
              an::format_bytes(o.device.peak_requested_bytes));
@@ -212,7 +216,7 @@ int run_sweep(const EstimateArgs& a) {
                    {"runs", std::move(runs)},
                    {"largest_that_fits", largest ? json(values[*largest]) : json(nullptr)}}));
   } else {
-    fmt::print("estimated, no GPU ran: {} swept over {}\n", name, fmt::format("{}", a.sweep));
+    fmt::print("estimated, no GPU ran: {} swept over {}\n", name, a.sweep);
     fmt::print("{:>12}  {:>14}  {:>14}  {}\n", name, "peak allocated", "peak reserved", "fits");
     for (size_t i = 0; i < values.size(); ++i) {
       const Outcome& o = outcomes[i];

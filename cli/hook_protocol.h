@@ -23,7 +23,6 @@ inline std::string assign(const char* name, const std::string& value) {
 }
 
 // What the hook writes into the folder.
-inline constexpr const char* kSnapshotPrefix = "snapshot-";
 inline constexpr const char* kRankSnapshotPrefix = "snapshot-rank";
 inline constexpr const char* kPidSnapshotPrefix = "snapshot-pid";
 inline constexpr const char* kStatusPrefix = "status-pid";

@@ -108,6 +108,9 @@ __attribute__((visibility("default"))) int tidemark_estimate_alloc(void* allocat
   } catch (const tl::OutOfMemoryError& ex) {
     copy_error(ex.what(), error, error_size);
     return 1;
+  } catch (const std::exception& ex) {
+    copy_error(ex.what(), error, error_size);
+    return 2;
   }
 }
 
@@ -119,8 +122,13 @@ __attribute__((visibility("default"))) void tidemark_estimate_free(void* allocat
   e->live.erase(it);
 }
 
-__attribute__((visibility("default"))) void tidemark_estimate_empty_cache(void* allocator) {
-  static_cast<Estimate*>(allocator)->allocator->empty_cache();
+__attribute__((visibility("default"))) int tidemark_estimate_empty_cache(void* allocator) {
+  try {
+    static_cast<Estimate*>(allocator)->allocator->empty_cache();
+    return 0;
+  } catch (const std::exception&) {
+    return 2;
+  }
 }
 
 __attribute__((visibility("default"))) void tidemark_estimate_reset_peak(void* allocator) {

@@ -3,7 +3,8 @@
 // device of a given capacity, under a PYTORCH_CUDA_ALLOC_CONF. The hook asks for each storage
 // the program makes on the (faked) GPU and frees it when the storage dies; the allocator's
 // events (PyTorch's trace actions) are drained after each call into the snapshot's trace.
-// Every function is called with the GIL held: one caller at a time.
+// Every function is called with the GIL held: one caller at a time. None throws: a C++ error
+// is a return code with its message.
 #pragma once
 
 #include <stddef.h>
@@ -25,12 +26,14 @@ typedef struct {
 void* tidemark_estimate_open(uint64_t capacity, const char* alloc_conf, char* error,
                              size_t error_size);
 void tidemark_estimate_close(void* allocator);
-// `size` bytes on `stream`: 0 and the block's address in *addr, or 1 when the device is out of
-// memory (`error`: PyTorch's message). A request of 0 bytes gets address 0 and no block.
+// `size` bytes on `stream`: 0 and the block's address in *addr, 1 when the device is out of
+// memory (`error`: PyTorch's message), 2 on any other error (`error` says it). A request of 0
+// bytes gets address 0 and no block.
 int tidemark_estimate_alloc(void* allocator, uint64_t size, uint64_t stream, uint64_t* addr,
                             char* error, size_t error_size);
 void tidemark_estimate_free(void* allocator, uint64_t addr);
-void tidemark_estimate_empty_cache(void* allocator);
+// Returns 0, or 2 with nothing released when the allocator failed.
+int tidemark_estimate_empty_cache(void* allocator);
 void tidemark_estimate_reset_peak(void* allocator);
 // Takes up to `n` events not yet taken into `out`; returns how many it wrote.
 size_t tidemark_estimate_take_events(void* allocator, tidemark_estimate_event* out, size_t n);

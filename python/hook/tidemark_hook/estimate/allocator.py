@@ -30,6 +30,7 @@ class Allocator:
                                                 ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p,
                                                 ctypes.c_size_t]
         lib.tidemark_estimate_free.argtypes = [ctypes.c_void_p, ctypes.c_uint64]
+        lib.tidemark_estimate_empty_cache.restype = ctypes.c_int
         lib.tidemark_estimate_empty_cache.argtypes = [ctypes.c_void_p]
         lib.tidemark_estimate_reset_peak.argtypes = [ctypes.c_void_p]
         lib.tidemark_estimate_take_events.restype = ctypes.c_size_t
@@ -48,16 +49,21 @@ class Allocator:
         self.error = ctypes.create_string_buffer(2048)
 
     def alloc(self, size, stream=0):
-        if self.lib.tidemark_estimate_alloc(self.handle, size, stream, ctypes.byref(self.addr),
-                                            self.error, len(self.error)):
+        rc = self.lib.tidemark_estimate_alloc(self.handle, size, stream, ctypes.byref(self.addr),
+                                              self.error, len(self.error))
+        if rc == 1:
             raise OutOfMemory(self.error.value.decode(errors="replace"))
+        if rc:
+            raise RuntimeError("tidemark estimate's allocator: " +
+                               self.error.value.decode(errors="replace"))
         return self.addr.value
 
     def free(self, addr):
         self.lib.tidemark_estimate_free(self.handle, addr)
 
     def empty_cache(self):
-        self.lib.tidemark_estimate_empty_cache(self.handle)
+        if self.lib.tidemark_estimate_empty_cache(self.handle):
+            raise RuntimeError("tidemark estimate's allocator could not empty its cache")
 
     def reset_peak(self):
         self.lib.tidemark_estimate_reset_peak(self.handle)

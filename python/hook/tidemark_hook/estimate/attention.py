@@ -20,7 +20,6 @@ or to 64 above 128) and the softmax's row sums (B x H x L'), freed when it retur
 """
 
 
-
 def choose(torch, gpu, args, kwargs):
     """The backend number (torch.nn.attention.SDPBackend) the card would run for these
     arguments of aten._fused_sdp_choice."""

@@ -182,7 +182,7 @@ class Device:
                     rest = [a for a in args if not (isinstance(a, (str, torch.device)))]
                     return real_to(self, *rest, **{k: v for k, v in kwargs.items() if k != "device"}) \
                         if rest or kwargs.get("dtype") else self
-                return dev.to_cpu(self, real_to, args, kwargs)
+                return dev.to_cpu(self, args, kwargs)
             return real_to(self, *args, **kwargs)
 
         T.to = to
@@ -201,7 +201,7 @@ class Device:
         self.notes.value_read(self.frames.user_line())
         return self.torch.zeros(t.shape, dtype=t.dtype)
 
-    def to_cpu(self, t, real_to, args, kwargs):
+    def to_cpu(self, t, args, kwargs):
         out = self.zeros_like_cpu(t)
         dtype = kwargs.get("dtype") or next((a for a in args if isinstance(a, self.torch.dtype)), None)
         return out if dtype is None else out.to(dtype)

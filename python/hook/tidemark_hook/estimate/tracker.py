@@ -45,8 +45,9 @@ class Frames:
     def __init__(self):
         self.cache = {}
         self.in_backward = lambda: False  # set once torch is imported
-        self.skip = (_HERE, os.path.join("torch", "utils", "_python_dispatch.py"),
-                     os.path.join("torch", "_ops.py"))
+        # torch's dispatch plumbing, between the program's call and the hook.
+        self.plumbing = (os.path.join("torch", "utils", "_python_dispatch.py"),
+                         os.path.join("torch", "_ops.py"))
 
     def __call__(self):
         out = []
@@ -57,7 +58,7 @@ class Frames:
         while f is not None:
             code = f.f_code
             filename = code.co_filename
-            if not filename.startswith(_HERE) and not filename.endswith(self.skip[1:]):
+            if not filename.startswith(_HERE) and not filename.endswith(self.plumbing):
                 key = (filename, f.f_lineno, code.co_name)
                 d = cache.get(key)
                 if d is None:
@@ -93,11 +94,11 @@ class History:
         self.window_max = None    # its max_entries
         self.oom_observers = []
 
-    def drain(self, frames=None):
+    def drain(self):
         events = self.allocator.take_events()
         if not events:
             return
-        frames = self.frames() if frames is None else frames
+        frames = self.frames()
         now = time.time_ns() // 1000
         for action, addr, size, requested, stream, device_free in events:
             if action in ("empty_cache", "alloc_retry"):
@@ -158,7 +159,7 @@ class Tracker:
         self.handles = set()      # cuBLAS handles that have their workspace
         self.meta = torch.device("meta")
 
-    def allocate(self, nbytes, what=None):
+    def allocate(self, nbytes):
         try:
             addr = self.allocator.alloc(nbytes)
         except OutOfMemory as e:

@@ -168,10 +168,10 @@ std::vector<Result> checks_of(const CheckArgs& a, const std::string& file,
   if (a.no_findings) {
     // Every finding of the chosen detectors that diagnose shows fails the check, each named
     // with its site: moderate and major ones, minor ones too with --all (Note [Severity]).
-    an::Diagnosis d = an::diagnose(t, finding_ids, a.all_findings);
+    diagnose::Diagnosis d = diagnose::diagnose(t, finding_ids, a.all_findings);
     Result r{"no-findings", d.findings.empty(), ""};
     const std::string which = finding_ids.empty() ? "" : " " + *a.no_findings;
-    for (const an::Finding& f : d.findings)
+    for (const diagnose::Finding& f : d.findings)
       r.message +=
           fmt::format("{}--no-findings{}: {} on {} at {}: {}", r.message.empty() ? "" : "\n", which,
                       f.id, f.device.empty() ? "-" : f.device,
@@ -183,7 +183,8 @@ std::vector<Result> checks_of(const CheckArgs& a, const std::string& file,
             fmt::format(" ({} minor, which do not fail the check without --all)", d.minor_hidden);
       if (!d.skipped.empty()) {
         std::string ids;
-        for (const an::SkippedDetector& s : d.skipped) ids += (ids.empty() ? "" : ", ") + s.id;
+        for (const diagnose::SkippedDetector& s : d.skipped)
+          ids += (ids.empty() ? "" : ", ") + s.id;
         r.message += fmt::format(" (skipped, the trace lacks their data: {})", ids);
       }
     }

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "profiler/analysis/diagnose.h"
+#include "profiler/diagnose/diagnose.h"
 
 namespace tidemark::cli {
 
@@ -125,7 +125,7 @@ struct CheckArgs {
   std::string junit;
   bool json = false;
   // --no-findings [ID,...]: fail when any of these findings (all, when empty) is present;
-  // minor ones only with --all (Note [Severity] in profiler/analysis/diagnose.h).
+  // minor ones only with --all (Note [Severity] in profiler/diagnose/diagnose.h).
   std::optional<std::string> no_findings;
   bool all_findings = false;
 };
@@ -142,7 +142,7 @@ int run_diagnose(const DiagnoseArgs& a);
 // "leak,sync-in-loop" -> ids; an unknown id throws UsageError naming `option` and the known ids.
 std::set<std::string> parse_finding_ids(const std::string& option, const std::string& list);
 // The JSON contract of `diagnose --json` (docs/cli.md): {findings: [...], skipped: [...]}.
-nlohmann::json diagnosis_json(const analysis::Diagnosis& d);
+nlohmann::json diagnosis_json(const diagnose::Diagnosis& d);
 
 struct ReplayArgs {
   std::string file, device, output;

@@ -1,4 +1,4 @@
-// tidemark diagnose: the pitfalls the detectors of profiler/analysis/diagnose.h find in a
+// tidemark diagnose: the pitfalls the detectors of profiler/diagnose/diagnose.h find in a
 // trace, ranked, each with its evidence, code site and fix; then the detectors that could not
 // run and why. --json prints the contract documented in docs/cli.md.
 #include <fmt/core.h>
@@ -8,8 +8,8 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "profiler/analysis/diagnose.h"
 #include "profiler/analysis/json.h"
+#include "profiler/diagnose/diagnose.h"
 #include "profiler/naming/units.h"
 
 namespace tidemark::cli {
@@ -29,10 +29,10 @@ std::set<std::string> parse_finding_ids(const std::string& option, const std::st
   }
   for (const std::string& id : ids) {
     bool known = false;
-    for (const an::DetectorInfo& d : an::detectors()) known = known || d.id == id;
+    for (const diagnose::DetectorInfo& d : diagnose::detectors()) known = known || d.id == id;
     if (known) continue;
     std::string names;
-    for (const an::DetectorInfo& d : an::detectors())
+    for (const diagnose::DetectorInfo& d : diagnose::detectors())
       names += (names.empty() ? "" : ", ") + std::string(d.id);
     throw UsageError(option + " " + list + ": unknown finding id '" + id + "' (known: " + names +
                      ")");
@@ -40,9 +40,9 @@ std::set<std::string> parse_finding_ids(const std::string& option, const std::st
   return ids;
 }
 
-json diagnosis_json(const an::Diagnosis& d) {
+json diagnosis_json(const diagnose::Diagnosis& d) {
   json findings = json::array();
-  for (const an::Finding& f : d.findings) {
+  for (const diagnose::Finding& f : d.findings) {
     json evidence = json::array();
     for (const auto& [what, value] : f.evidence) evidence.push_back(json::array({what, value}));
     findings.push_back({{"id", f.id},
@@ -54,11 +54,11 @@ json diagnosis_json(const an::Diagnosis& d) {
                         {"stack", f.stack},
                         {"evidence", evidence},
                         {"fix", f.fix},
-                        {"severity", an::severity_name(f.severity)},
+                        {"severity", diagnose::severity_name(f.severity)},
                         {"share", f.share}});
   }
   json skipped = json::array();
-  for (const an::SkippedDetector& s : d.skipped)
+  for (const diagnose::SkippedDetector& s : d.skipped)
     skipped.push_back({{"id", s.id}, {"reason", s.reason}});
   return {{"findings", findings}, {"skipped", skipped}, {"minor_hidden", d.minor_hidden}};
 }
@@ -66,10 +66,10 @@ json diagnosis_json(const an::Diagnosis& d) {
 int run_diagnose(const DiagnoseArgs& a) {
   const std::set<std::string> only = parse_finding_ids("--only", a.only);
   an::Trace t = open_trace(a.file);
-  an::Diagnosis d;
+  diagnose::Diagnosis d;
   {
     Progress p("diagnosing " + a.file);
-    d = an::diagnose(t, only, a.all);
+    d = diagnose::diagnose(t, only, a.all);
   }
   if (a.json) {
     json j = diagnosis_json(d);
@@ -82,12 +82,12 @@ int run_diagnose(const DiagnoseArgs& a) {
   fmt::print("{}: {} finding{}\n", a.file, d.findings.size(), d.findings.size() == 1 ? "" : "s");
   print_estimate_label(t);
   for (size_t i = 0; i < d.findings.size(); ++i) {
-    const an::Finding& f = d.findings[i];
+    const diagnose::Finding& f = d.findings[i];
     std::string stake = f.bytes ? an::format_bytes(f.bytes)
                                 : (f.time_ns ? an::format_duration(f.time_ns) + " waited" : "");
     fmt::print("\n{}. [{}] {}{}\n", i + 1, f.id, f.title,
                f.device.empty() ? "" : " (" + f.device + ")");
-    fmt::print("   severity: {}{}\n", an::severity_name(f.severity),
+    fmt::print("   severity: {}{}\n", diagnose::severity_name(f.severity),
                stake.empty() ? ""
                              : fmt::format(" ({} at stake, {:.1f}% of the {})", stake,
                                            100.0 * f.share, f.bytes ? "device's peak" : "run"));
@@ -104,7 +104,7 @@ int run_diagnose(const DiagnoseArgs& a) {
                d.minor_hidden == 1 ? "" : "s", d.minor_hidden == 1 ? "it" : "them");
   if (!d.skipped.empty()) {
     fmt::print("\nskipped:\n");
-    for (const an::SkippedDetector& s : d.skipped) fmt::print("  {}: {}\n", s.id, s.reason);
+    for (const diagnose::SkippedDetector& s : d.skipped) fmt::print("  {}: {}\n", s.id, s.reason);
   }
   return kExitOk;
 }

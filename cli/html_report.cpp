@@ -23,10 +23,10 @@
 #include "cli/common.h"
 #include "profiler/analysis/allocator_state.h"
 #include "profiler/analysis/bands.h"
-#include "profiler/analysis/diagnose.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/output_file.h"
 #include "profiler/analysis/steps.h"
+#include "profiler/diagnose/diagnose.h"
 #include "profiler/naming/units.h"
 
 namespace tidemark::cli {
@@ -257,15 +257,16 @@ std::string device_section(const an::Trace& t, const an::DeviceRef& d) {
   return s.str();
 }
 
-std::string findings_section(const an::Diagnosis& dx) {
+std::string findings_section(const diagnose::Diagnosis& dx) {
   std::ostringstream s;
   s << fmt::format("<section class=\"findings\"><h2>Diagnoses ({})</h2>", dx.findings.size());
   if (dx.findings.empty())
     s << "<p>No finding: nothing Tidemark checks for is wrong with this run's memory.</p>";
-  for (const an::Finding& f : dx.findings) {
+  for (const diagnose::Finding& f : dx.findings) {
     s << fmt::format(
         "<article class=\"finding {}\" data-id=\"{}\"><h3><span class=\"sev\">{}</span> {}</h3>",
-        an::severity_name(f.severity), esc(f.id), an::severity_name(f.severity), esc(f.title));
+        diagnose::severity_name(f.severity), esc(f.id), diagnose::severity_name(f.severity),
+        esc(f.title));
     s << "<p class=\"sub\"><code>" << esc(f.id) << "</code> on " << esc(f.device);
     if (!f.site.empty()) s << " &middot; " << esc(f.site);
     s << "</p>";
@@ -306,10 +307,10 @@ int run_report(const ReportArgs& a) {
   an::OutputFile out(a.output, {a.file});  // Note [Output files]
   an::Trace t = open_trace(a.file);
   std::vector<an::DeviceRef> devices = select_devices(t, a.device);
-  an::Diagnosis dx;
+  diagnose::Diagnosis dx;
   {
     Progress p("diagnosing " + a.file);
-    dx = an::diagnose(t);
+    dx = diagnose::diagnose(t);
   }
   std::ostringstream html;
   html << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -23,6 +23,7 @@
 #include "profiler/analysis/merge.h"
 #include "profiler/analysis/output_file.h"
 #include "profiler/analysis/ranks.h"
+#include "profiler/diagnose/rank_imbalance.h"
 #include "profiler/naming/units.h"
 #include "profiler/store/meta_keys.h"
 #include "profiler/store/trace_writer.h"
@@ -186,25 +187,25 @@ int run_summary_ranks(const SummaryArgs& a) {
 int run_diagnose_ranks(const DiagnoseArgs& a) {
   const std::set<std::string> only = parse_finding_ids("--only", a.only);
   const std::vector<OpenRank> ranks = open_ranks(a.files);
-  an::Diagnosis all;
+  diagnose::Diagnosis all;
   std::map<std::string, std::string> skipped;  // id -> reason (the first rank's)
   {
     Progress p("diagnosing " + std::to_string(ranks.size()) + " ranks");
     for (const OpenRank& r : ranks) {
-      an::Diagnosis d = an::diagnose(*r.trace, only, a.all);
-      for (an::Finding& f : d.findings) {
+      diagnose::Diagnosis d = diagnose::diagnose(*r.trace, only, a.all);
+      for (diagnose::Finding& f : d.findings) {
         if (f.id == "rank-imbalance") continue;
         f.device = "rank" + std::to_string(r.rank) + "/" + f.device;
         all.findings.push_back(std::move(f));
       }
-      for (const an::SkippedDetector& s : d.skipped)
+      for (const diagnose::SkippedDetector& s : d.skipped)
         if (s.id != "rank-imbalance")
           skipped.emplace(s.id, "rank " + std::to_string(r.rank) + ": " + s.reason);
       all.minor_hidden += d.minor_hidden;
     }
     if (only.empty() || only.count("rank-imbalance"))
-      for (an::Finding& f : an::rank_imbalance(an::rank_devices(ranked(ranks)))) {
-        if (f.severity == an::Severity::minor && !a.all) {
+      for (diagnose::Finding& f : diagnose::rank_imbalance(an::rank_devices(ranked(ranks)))) {
+        if (f.severity == diagnose::Severity::minor && !a.all) {
           ++all.minor_hidden;
           continue;
         }
@@ -213,7 +214,7 @@ int run_diagnose_ranks(const DiagnoseArgs& a) {
   }
   for (const auto& [id, reason] : skipped) all.skipped.push_back({id, reason});
   std::stable_sort(all.findings.begin(), all.findings.end(),
-                   [](const an::Finding& x, const an::Finding& y) {
+                   [](const diagnose::Finding& x, const diagnose::Finding& y) {
                      if (x.severity != y.severity) return x.severity > y.severity;
                      return x.share > y.share;
                    });
@@ -230,9 +231,9 @@ int run_diagnose_ranks(const DiagnoseArgs& a) {
   fmt::print("{} ranks: {} finding{}\n", ranks.size(), all.findings.size(),
              all.findings.size() == 1 ? "" : "s");
   for (size_t i = 0; i < all.findings.size(); ++i) {
-    const an::Finding& f = all.findings[i];
+    const diagnose::Finding& f = all.findings[i];
     fmt::print("\n{}. [{}] {} ({})\n", i + 1, f.id, f.title, f.device);
-    fmt::print("   severity: {}{}\n", an::severity_name(f.severity),
+    fmt::print("   severity: {}{}\n", diagnose::severity_name(f.severity),
                f.bytes ? fmt::format(" ({} at stake, {:.1f}% of the device's peak)",
                                      an::format_bytes(f.bytes), 100.0 * f.share)
                        : "");
@@ -245,7 +246,7 @@ int run_diagnose_ranks(const DiagnoseArgs& a) {
                all.minor_hidden == 1 ? "" : "s");
   if (!all.skipped.empty()) {
     fmt::print("\nskipped:\n");
-    for (const an::SkippedDetector& s : all.skipped) fmt::print("  {}: {}\n", s.id, s.reason);
+    for (const diagnose::SkippedDetector& s : all.skipped) fmt::print("  {}: {}\n", s.id, s.reason);
   }
   return kExitOk;
 }

@@ -110,13 +110,13 @@ QString summary_html(const TraceData& data) {
     h += "<p><b>Could not compute everything:</b> " + esc(data.late_error) + "</p>";
   if (data.stage == Stage::tables) h += "<h3>Findings</h3><p><i>computing…</i></p>";
   if (data.stage != Stage::complete) return h;
-  const analysis::Diagnosis& dx = data.diagnosis;
+  const diagnose::Diagnosis& dx = data.diagnosis;
   h += QString("<h3>Findings (%1)</h3>").arg(dx.findings.size());
   if (dx.findings.empty()) h += "<p>No pitfall found.</p>";
-  for (const analysis::Finding& f : dx.findings) {
+  for (const diagnose::Finding& f : dx.findings) {
     h += QString("<p><b>[%1] %2</b> (%3; %4)")
              .arg(esc(f.id), esc(f.title), esc(f.device),
-                  esc(std::string(analysis::severity_name(f.severity))));
+                  esc(std::string(diagnose::severity_name(f.severity))));
     if (!f.site.empty()) h += "<br>at " + esc(f.site);
     h += "<ul>";
     for (const auto& [what, value] : f.evidence)
@@ -131,7 +131,7 @@ QString summary_html(const TraceData& data) {
              .arg(dx.minor_hidden == 1 ? "" : "s");
   if (!dx.skipped.empty()) {
     h += "<p><i>Not checked:</i><ul>";
-    for (const analysis::SkippedDetector& k : dx.skipped)
+    for (const diagnose::SkippedDetector& k : dx.skipped)
       h += "<li>" + esc(k.id) + ": " + esc(k.reason) + "</li>";
     h += "</ul></p>";
   }

@@ -1,5 +1,5 @@
 // The Summary view's content: peaks and counts per device (analysis::summarize) and the
-// findings of analysis::diagnose() -- the same as `tidemark summary` and `tidemark diagnose`.
+// findings of diagnose::diagnose() -- the same as `tidemark summary` and `tidemark diagnose`.
 #pragma once
 
 #include <QString>

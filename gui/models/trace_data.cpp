@@ -224,7 +224,7 @@ void compute_tables(TraceData& data, const Trace& trace,
 }
 
 void compute_findings(TraceData& data, const Trace& trace) {
-  data.diagnosis = analysis::diagnose(trace);
+  data.diagnosis = diagnose::diagnose(trace);
   data.stage = Stage::complete;
 }
 

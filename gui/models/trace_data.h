@@ -15,13 +15,13 @@
 
 #include "profiler/analysis/allocator_state.h"
 #include "profiler/analysis/details.h"
-#include "profiler/analysis/diagnose.h"
 #include "profiler/analysis/diff.h"
 #include "profiler/analysis/flame.h"
 #include "profiler/analysis/follow.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
 #include "profiler/analysis/trace.h"
+#include "profiler/diagnose/diagnose.h"
 #include "profiler/naming/units.h"
 
 namespace tidemark::gui {
@@ -131,7 +131,7 @@ struct TraceData {
   }
   std::vector<analysis::DeviceRef> devices;
   analysis::Summary summary;
-  analysis::Diagnosis diagnosis;
+  diagnose::Diagnosis diagnosis;
   // Per device (same order as `devices`): the allocated peak, if the device has memory events.
   std::vector<std::optional<store::Peak>> peaks;
   std::vector<std::pair<int64_t, uint64_t>> steps;  // (number, absolute ts), by ts; Stage::opened

@@ -1,7 +1,8 @@
 // The ranks of a distributed run side by side: each rank's peaks per device, the spread between
 // the highest and the lowest rank, and what makes the difference (`tidemark summary run-*.db`,
-// the `rank-imbalance` finding). The ranks are several traces (one per rank) or one merged trace
-// (Note [Merged devices] in merge.h), read the same way.
+// the `rank-imbalance` finding of profiler/diagnose/rank_imbalance.h). The ranks are several
+// traces (one per rank) or one merged trace (Note [Merged devices] in merge.h), read the same
+// way.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "profiler/analysis/diagnose.h"
 #include "profiler/analysis/memory.h"
+#include "profiler/analysis/trace.h"
 
 namespace tidemark::analysis {
 
@@ -55,24 +56,5 @@ struct RankSpread {
 };
 // Allocated and reserved spreads of every device name two ranks or more have, in device order.
 std::vector<RankSpread> rank_spreads(const std::vector<RankDevice>& devices);
-
-// Note [Rank imbalance]
-// One rank's peak (allocated or reserved) on a device above the others' by at least
-// kImbalanceShare of that peak and kImbalanceMinBytes: the lowest rank shows what the program
-// needs, the difference is what the highest rank holds beyond it (rank 0's extra state, uneven
-// gradient buckets, a larger shard). Below that, ranks differ by noise (a batch of another
-// size, the allocator's rounding). The finding names the rank, the bytes and the site (and
-// category) that grew most between the two peaks; its share is the difference over the high
-// rank's peak (Note [Severity]).
-inline constexpr double kImbalanceShare = 0.10;
-inline constexpr int64_t kImbalanceMinBytes = int64_t{1} << 20;
-// The findings over the ranks' devices, with device named `rank<R>/<device>` and severity set.
-std::vector<Finding> rank_imbalance(const std::vector<RankDevice>& devices);
-
-namespace detail {
-// The registered detector: on a merged trace; skipped on one rank's trace (meta `rank`); silent
-// on a trace of no distributed run.
-void detect_rank_imbalance(const Trace& trace, Diagnosis& out);
-}  // namespace detail
 
 }  // namespace tidemark::analysis

@@ -98,6 +98,15 @@ std::string format_bytes(int64_t bytes) {
   return buf;
 }
 
+std::string with_commas(int64_t v) {
+  std::string digits = std::to_string(v < 0 ? -v : v), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
 std::string format_time_point(uint64_t rel_ns, bool synthetic_times, int decimals) {
   char buf[48];
   if (synthetic_times)

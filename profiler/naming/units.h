@@ -19,6 +19,8 @@ std::optional<uint64_t> parse_duration_ns(std::string_view s);
 
 // 1536 -> "1.50 KiB", 512 -> "512 B".
 std::string format_bytes(int64_t bytes);
+// 1234567 -> "1,234,567", -1000 -> "-1,000".
+std::string with_commas(int64_t v);
 // 1500000 -> "1.50 ms".
 std::string format_duration(uint64_t ns);
 // A time since the trace's origin as people read it: "2.053 s"; in a trace whose times are

@@ -226,10 +226,9 @@ std::vector<Settings> default_sweep();
 std::vector<Result> sweep(const Plan& plan, const std::vector<Settings>& settings,
                           unsigned threads = 0);
 
-// The `allocator-settings` detector, the best setting of default_sweep() as a finding with the
-// bytes the replay saves (Note [Allocator-settings finding]), is in analysis::diagnose's list
-// in every program that links this library: detector.cpp adds it when the program starts
-// (Note [Detectors outside analysis]).
+// The `allocator-settings` finding, the best setting of default_sweep() with the bytes the
+// replay saves (Note [Allocator-settings finding]), is profiler/diagnose/allocator_settings.cpp:
+// the diagnoses' library sits above this one and calls it like any other caller.
 
 // Writes `trace` replayed under `settings` to `output` (finalized): every recorded event kept,
 // the allocator events of the plans' devices replaced by the replay's, at the times of the

@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "profiler/analysis/diagnose.h"
 #include "profiler/analysis/diff.h"
 #include "profiler/analysis/json.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
+#include "profiler/diagnose/diagnose.h"
 #include "profiler/naming/units.h"
 #include "profiler/store/trace_writer.h"
 #include "trace_builder.h"
@@ -20,6 +20,7 @@
 namespace {
 
 namespace an = tidemark::analysis;
+namespace diag = tidemark::diagnose;
 namespace ev = tidemark::events;
 namespace st = tidemark::store;
 using analysis_test::Builder;
@@ -366,8 +367,8 @@ TEST(AnalysisReserved, SitesOfReservedMemoryAtTheReservedPeak) {
 TEST(AnalysisReserved, AllocatorDiagnosesSkipATraceWithoutBlocks) {
   const std::string path = temp_path("segments_diagnose");
   make_segments_trace(path, /*keep_warmup=*/true);
-  const an::Diagnosis d = an::diagnose(an::Trace::open(path));
-  for (const an::Finding& f : d.findings) {
+  const diag::Diagnosis d = diag::diagnose(an::Trace::open(path));
+  for (const diag::Finding& f : d.findings) {
     EXPECT_NE(f.id, "fragmentation") << f.title;
     EXPECT_NE(f.id, "cache-held") << f.title;
   }
@@ -390,14 +391,14 @@ TEST(AnalysisReserved, AllocatorDiagnosesSkipATraceWithoutBlocks) {
     b.block(ev::Kind::segment_alloc, 3000, 0x10000000, 64 << 20, 2);
     b.finish(4000);
   }
-  const an::Diagnosis m = an::diagnose(an::Trace::open(mixed));
+  const diag::Diagnosis m = diag::diagnose(an::Trace::open(mixed));
   std::vector<std::string> reasons;
   for (const auto& s : m.skipped)
     if (s.id == "fragmentation" || s.id == "cache-held") reasons.push_back(s.id + " " + s.reason);
   ASSERT_EQ(reasons.size(), 2u);
   for (const std::string& r : reasons)
     EXPECT_NE(r.find("cuda:0: reserved memory but no allocated blocks"), std::string::npos) << r;
-  for (const an::Finding& f : m.findings) EXPECT_NE(f.device, "cuda:0") << f.title;
+  for (const diag::Finding& f : m.findings) EXPECT_NE(f.device, "cuda:0") << f.title;
   remove_trace(mixed);
 }
 
@@ -469,6 +470,10 @@ TEST(Units, SizesAndTimes) {
   EXPECT_FALSE(an::parse_duration_ns("1x"));
   EXPECT_EQ(an::format_bytes(1536), "1.50 KiB");
   EXPECT_EQ(an::format_bytes(512), "512 B");
+  EXPECT_EQ(an::with_commas(0), "0");
+  EXPECT_EQ(an::with_commas(999), "999");
+  EXPECT_EQ(an::with_commas(4194304), "4,194,304");
+  EXPECT_EQ(an::with_commas(-1000), "-1,000");
 }
 
 // Note [The open last step]: syncs after the loop (a final loss read) land in the last step,

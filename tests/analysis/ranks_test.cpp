@@ -6,12 +6,13 @@
 #include <optional>
 
 #include "analysis/trace_builder.h"
-#include "profiler/analysis/diagnose.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/merge.h"
 #include "profiler/analysis/ranks.h"
 #include "profiler/analysis/steps.h"
 #include "profiler/analysis/trace.h"
+#include "profiler/diagnose/diagnose.h"
+#include "profiler/diagnose/rank_imbalance.h"
 #include "profiler/store/sqlite_db.h"
 #include "profiler/store/trace_reader.h"
 
@@ -19,6 +20,7 @@ namespace {
 
 using namespace analysis_test;
 namespace an = tidemark::analysis;
+namespace diag = tidemark::diagnose;
 
 constexpr uint64_t MiB = uint64_t{1} << 20;
 
@@ -60,22 +62,22 @@ class RanksTest : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-std::vector<an::Finding> imbalance(const an::Trace& a, const an::Trace& b) {
-  return an::rank_imbalance(an::rank_devices(std::vector<an::RankedTrace>{{0, &a}, {1, &b}}));
+std::vector<diag::Finding> imbalance(const an::Trace& a, const an::Trace& b) {
+  return diag::rank_imbalance(an::rank_devices(std::vector<an::RankedTrace>{{0, &a}, {1, &b}}));
 }
 
 TEST_F(RanksTest, UnevenRanksAreAFindingNamingRankBytesAndSite) {
   make_rank(path("a.db"), 0, 2, 4 * MiB);
   make_rank(path("b.db"), 1, 2, 12 * MiB);  // 8 MiB more of warmup's activations
   const an::Trace a = an::Trace::open(path("a.db")), b = an::Trace::open(path("b.db"));
-  std::vector<an::Finding> f = imbalance(a, b);
+  std::vector<diag::Finding> f = imbalance(a, b);
   ASSERT_EQ(f.size(), 1u);  // reserved is even (64 MiB on both)
   EXPECT_EQ(f[0].id, "rank-imbalance");
   EXPECT_EQ(f[0].device, "rank1/cpu");
   EXPECT_EQ(f[0].bytes, int64_t(8 * MiB));  // 20 MiB - 12 MiB
   EXPECT_EQ(f[0].site, "warmup (train.py:30)");
   EXPECT_DOUBLE_EQ(f[0].share, 8.0 / 20.0);
-  EXPECT_EQ(f[0].severity, an::Severity::major);  // 40% of the high rank's peak
+  EXPECT_EQ(f[0].severity, diag::Severity::major);  // 40% of the high rank's peak
   bool category = false;
   for (const auto& [what, value] : f[0].evidence)
     category =
@@ -106,7 +108,7 @@ TEST_F(RanksTest, EvenRanksAndSmallDifferencesAreNoFinding) {
   EXPECT_TRUE(imbalance(a, b).empty());
   EXPECT_TRUE(imbalance(a, c).empty());
   // One rank's trace alone: the detector says why it cannot run.
-  an::Diagnosis d = an::diagnose(a, {"rank-imbalance"});
+  diag::Diagnosis d = diag::diagnose(a, {"rank-imbalance"});
   EXPECT_TRUE(d.findings.empty());
   ASSERT_EQ(d.skipped.size(), 1u);
   EXPECT_EQ(d.skipped[0].id, "rank-imbalance");
@@ -136,7 +138,7 @@ TEST_F(RanksTest, MergedTraceHasADevicePerRankWithEachRanksPeakToTheByte) {
   EXPECT_EQ(an::peak(m, m.devices()[0].id)->ts_ns, 3000u);
   EXPECT_EQ(m.meta_int("world_size"), 2);
   // Sites survive the merge, and the merged trace is diagnosed like the pair.
-  an::Diagnosis d = an::diagnose(m, {"rank-imbalance"});
+  diag::Diagnosis d = diag::diagnose(m, {"rank-imbalance"});
   ASSERT_EQ(d.findings.size(), 1u);
   EXPECT_EQ(d.findings[0].device, "rank1/cpu");
   EXPECT_EQ(d.findings[0].bytes, int64_t(8 * MiB));

@@ -1,8 +1,9 @@
-// The detectors of views, copies and the allocator (profiler/analysis/diagnose_allocator.cpp,
-// diagnose_views.cpp) on real traces: each leaky pitfall sample, recorded with `tidemark
-// record --stacks 64`, yields its finding with the sample's own source line and numbers that
-// follow from the program's shapes; its --fixed version, a clean training run and (where the
-// data allows) an imported PyTorch snapshot do not. Each program is recorded once per suite.
+// The detectors of views, copies and the allocator (view_retention.cpp, copy_instead_of_view.cpp,
+// fragmentation.cpp, cache_held.cpp and pinned_growth.cpp in profiler/diagnose) on real
+// traces: each leaky pitfall sample, recorded with `tidemark record --stacks 64`, yields its
+// finding with the sample's own source line and numbers that follow from the program's shapes;
+// its --fixed version, a clean training run and (where the data allows) an imported PyTorch
+// snapshot do not. Each program is recorded once per suite.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,15 +12,15 @@
 #include <string>
 #include <vector>
 
-#include "profiler/analysis/diagnose.h"
+#include "profiler/diagnose/diagnose.h"
 #include "run_program.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using tidemark::analysis::Diagnosis;
-using tidemark::analysis::Finding;
 using tidemark::analysis::Trace;
+using tidemark::diagnose::Diagnosis;
+using tidemark::diagnose::Finding;
 using tl_test::Result;
 
 const std::set<std::string> kMine = {"view-retention", "copy-instead-of-view", "fragmentation",
@@ -60,7 +61,7 @@ std::string pitfall(const std::string& name, bool fixed) {
 }
 
 Diagnosis diagnose(const std::string& path, const std::string& id) {
-  return tidemark::analysis::diagnose(Trace::open(path), {id});
+  return tidemark::diagnose::diagnose(Trace::open(path), {id});
 }
 
 std::vector<Finding> findings(const Diagnosis& d, const std::string& id) {
@@ -220,7 +221,7 @@ TEST_F(DiagnoseAllocator, CleanTrainingRunHasNoneOfTheseFindings) {
   const std::string trace =
       recorded("train_fashion_mnist", {"--model", "mlp", "--epochs", "1", "--limit", "3000"});
   ASSERT_FALSE(trace.empty());
-  Diagnosis d = tidemark::analysis::diagnose(Trace::open(trace), kMine);
+  Diagnosis d = tidemark::diagnose::diagnose(Trace::open(trace), kMine);
   // No false alarm. (This test once caught a true one: FashionMNIST::subset() returned a
   // narrow() view, so `--limit 3000` kept the whole 188,640,000-byte dataset storages alive
   // for 9,432,000 bytes of data. subset() now copies.)
@@ -235,7 +236,7 @@ TEST_F(DiagnoseAllocator, ImportedPyTorchSnapshotSkipsWhatItCannotKnow) {
   const std::string out = (dir() / "torch.db").string();
   Result r = tidemark({"import", snapshot, "-o", out});
   ASSERT_EQ(r.rc, 0) << r.err;
-  Diagnosis d = tidemark::analysis::diagnose(Trace::open(out), kMine);
+  Diagnosis d = tidemark::diagnose::diagnose(Trace::open(out), kMine);
   // A snapshot holds blocks and segments, no tensors: the view and copy detectors skip,
   // saying why. pinned-growth runs on the categories and steps the importer inferred (Note
   // [Inferred categories]), and finds no batches waiting ahead.

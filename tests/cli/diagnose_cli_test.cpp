@@ -47,7 +47,7 @@ std::string pitfall(const std::string& sample, bool fixed) {
   return recorded(sample + (fixed ? "_fixed" : ""), program);
 }
 
-// `all`: minor findings too (diagnose --all; Note [Severity] in profiler/analysis/diagnose.h).
+// `all`: minor findings too (diagnose --all; Note [Severity] in profiler/diagnose/diagnose.h).
 json diagnose(const std::string& trace, const std::string& only = "", bool all = false) {
   std::vector<std::string> args{"diagnose", trace, "--json"};
   if (!only.empty()) args.insert(args.end(), {"--only", only});
@@ -82,7 +82,8 @@ std::string site(const std::string& file, int line) {
   return "main (" + file + ":" + std::to_string(line) + ")";
 }
 
-// The detectors of this file's concern (diagnose_memory.cpp).
+// The detectors of this file's concern (profiler/diagnose: graph_retention.cpp, retained_graph.cpp,
+// grad_in_eval.cpp, leak.cpp, sync_in_loop.cpp).
 const char* const kMemoryDetectors =
     "graph-retention,retained-graph,grad-in-eval,leak,sync-in-loop";
 

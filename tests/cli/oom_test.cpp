@@ -8,13 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "profiler/analysis/diagnose.h"
+#include "profiler/diagnose/diagnose.h"
 #include "profiler/naming/units.h"
 #include "run_program.h"
 
 namespace {
 
 namespace an = tidemark::analysis;
+namespace diag = tidemark::diagnose;
 
 TEST(Oom, AnUncaughtOutOfMemoryErrorIsRecordedAndExplained) {
   const std::string trace = (tl_test::temp_dir("tidemark_oom") / "oom.db").string();
@@ -34,9 +35,9 @@ TEST(Oom, AnUncaughtOutOfMemoryErrorIsRecordedAndExplained) {
       << r.err;
   const std::string total = m[1], allocated = m[3], unallocated = m[4];
 
-  an::Diagnosis d = an::diagnose(an::Trace::open(trace), {"oom"});
+  diag::Diagnosis d = diag::diagnose(an::Trace::open(trace), {"oom"});
   ASSERT_EQ(d.findings.size(), 1u) << "the oom event was lost with the process";
-  const an::Finding& f = d.findings[0];
+  const diag::Finding& f = d.findings[0];
   EXPECT_EQ(f.device, "cpu");
   std::map<std::string, std::string> ev(f.evidence.begin(), f.evidence.end());
   auto shown = [&](const std::string& key) { return ev[key].substr(0, ev[key].find(" (")); };

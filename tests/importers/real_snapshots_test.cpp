@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "analysis/live_fold_check.h"
-#include "profiler/analysis/diagnose.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
 #include "profiler/analysis/trace.h"
+#include "profiler/diagnose/diagnose.h"
 #include "profiler/importers/pytorch_snapshot.h"
 #include "profiler/store/trace_reader.h"
 
@@ -30,6 +30,7 @@ namespace fs = std::filesystem;
 namespace im = tidemark::importers;
 namespace st = tidemark::store;
 namespace an = tidemark::analysis;
+namespace diag = tidemark::diagnose;
 namespace ev = tidemark::events;
 
 const fs::path kSnapshots = fs::path(TIDEMARK_TEST_DATA) / "pytorch";
@@ -277,9 +278,9 @@ TEST(RealSnapshots, OomIsExplained) {
   const int64_t allocated = dev1["allocated_peak"], reserved = dev1["reserved_peak"];
   const std::string out = temp_file("oom.db");
   im::import_pytorch_snapshot((kSnapshots / name).string(), out);
-  an::Diagnosis d = an::diagnose(an::Trace::open(out), {"oom"});
+  diag::Diagnosis d = diag::diagnose(an::Trace::open(out), {"oom"});
   ASSERT_EQ(d.findings.size(), 1u);
-  const an::Finding& f = d.findings[0];
+  const diag::Finding& f = d.findings[0];
   EXPECT_EQ(f.device, "cuda:1");
   EXPECT_EQ(f.bytes, request);
   std::map<std::string, std::string> ev(f.evidence.begin(), f.evidence.end());
@@ -311,7 +312,7 @@ TEST(RealSnapshots, OomIsExplained) {
   EXPECT_EQ(by_category, allocated);
   ASSERT_FALSE(categories.empty());
   EXPECT_EQ(categories.front(), "activation");
-  EXPECT_EQ(f.severity, an::Severity::major);  // a 6% request, but the run failed there
+  EXPECT_EQ(f.severity, diag::Severity::major);  // a 6% request, but the run failed there
   im::detail::remove_trace(out);
 }
 

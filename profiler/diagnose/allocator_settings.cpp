@@ -1,15 +1,21 @@
-// The `allocator-settings` finding (replay.h, docs/diagnoses.md): a PYTORCH_CUDA_ALLOC_CONF
-// that would have lowered the reserved peak, or avoided an OOM, measured by replaying the
-// trace under the sweep's settings -- never guessed.
-#include <algorithm>
-#include <mutex>
+// allocator-settings (profiler/diagnose/diagnose.h, docs/diagnoses.md): a
+// PYTORCH_CUDA_ALLOC_CONF that would have lowered the reserved peak, or avoided an OOM, measured
+// by replaying the trace under the sweep's settings (profiler/replay/replay.h) -- never guessed.
+#include <cstdint>
+#include <string>
+#include <vector>
 
-#include "profiler/analysis/diagnose_allocator_support.h"
+#include "profiler/diagnose/detectors.h"
+#include "profiler/diagnose/support.h"
 #include "profiler/replay/replay.h"
 
-namespace tidemark::replay {
+namespace tidemark::diagnose::detail {
 
-namespace an = tidemark::analysis;
+using replay::Figures;
+using replay::Plan;
+using replay::Result;
+using replay::Settings;
+using replay::Start;
 
 namespace {
 
@@ -41,15 +47,17 @@ std::vector<Settings> grid_for(uint64_t requests, const std::vector<Settings>& f
   return out;
 }
 
-void detect(const an::Trace& trace, an::Diagnosis& out) {
+}  // namespace
+
+void detect_allocator_settings(const Trace& trace, Diagnosis& out) {
   std::vector<Plan> plans;
   try {
-    plans = build_plans(trace);
-  } catch (const SettingsError& e) {
+    plans = replay::build_plans(trace);
+  } catch (const replay::SettingsError& e) {
     out.skipped.push_back({"allocator-settings", e.what()});
     return;
   }
-  const std::vector<Settings> full = default_sweep();
+  const std::vector<Settings> full = replay::default_sweep();
   for (const Plan& p : plans) {
     // One start for every side (Note [Rederived start]): the recorded settings' replay from the
     // state rederived as the others' is, so the comparison is the settings' alone.
@@ -58,8 +66,8 @@ void detect(const an::Trace& trace, an::Diagnosis& out) {
     Settings baseline;
     baseline.conf = p.recorded;
     baseline.start = Start::rederived;
-    const Result base = run(p, baseline);
-    const std::vector<Result> results = sweep(p, grid);
+    const Result base = replay::run(p, baseline);
+    const std::vector<Result> results = replay::sweep(p, grid);
     size_t best = grid.size();
     for (size_t i = 0; i < grid.size(); ++i) {
       const Figures& f = results[i].figures;
@@ -76,31 +84,31 @@ void detect(const an::Trace& trace, an::Diagnosis& out) {
         (saved == 0 || (saved < kBytes && static_cast<double>(saved) <
                                               kShare * static_cast<double>(r.peak_reserved))))
       continue;
-    an::Finding f;
+    Finding f;
     f.id = "allocator-settings";
     f.device = p.device.name;
     f.bytes = static_cast<int64_t>(saved);
     // Averting an out-of-memory error is major whatever the bytes (Note [Severity]).
-    if (averts_oom) f.severity = an::Severity::major;
+    if (averts_oom) f.severity = Severity::major;
     const std::string& conf = grid[best].label;
     if (averts_oom)
       f.title = "PYTORCH_CUDA_ALLOC_CONF=" + conf +
                 " serves every request where the recorded settings ran out of memory";
     else
       f.title = "PYTORCH_CUDA_ALLOC_CONF=" + conf + " lowers the reserved peak by " +
-                an::format_bytes(f.bytes) + " (replayed)";
+                format_bytes(f.bytes) + " (replayed)";
     const std::string recorded = p.recorded.text().empty() ? "(defaults)" : p.recorded.text();
     f.evidence = {
         {"recorded settings", recorded},
         {"reserved peak, recorded settings (replayed)",
-         an::detail::bytes_text(static_cast<int64_t>(r.peak_reserved))},
+         bytes_text(static_cast<int64_t>(r.peak_reserved))},
         {"reserved peak, " + conf + " (replayed)",
-         an::detail::bytes_text(static_cast<int64_t>(b.peak_reserved))},
+         bytes_text(static_cast<int64_t>(b.peak_reserved))},
         {"device allocations (recorded settings, " + conf + ")",
          std::to_string(r.device_allocations) + ", " + std::to_string(b.device_allocations)},
         {"reserved but unallocated at the peak (recorded settings, " + conf + ")",
-         an::format_bytes(static_cast<int64_t>(r.unallocated_at_peak)) + ", " +
-             an::format_bytes(static_cast<int64_t>(b.unallocated_at_peak))},
+         format_bytes(static_cast<int64_t>(r.unallocated_at_peak)) + ", " +
+             format_bytes(static_cast<int64_t>(b.unallocated_at_peak))},
         {"failed allocations (recorded settings, " + conf + ")",
          std::to_string(r.failed_requests) + ", " + std::to_string(b.failed_requests)},
         {"settings replayed",
@@ -119,22 +127,4 @@ void detect(const an::Trace& trace, an::Diagnosis& out) {
   }
 }
 
-}  // namespace
-
-}  // namespace tidemark::replay
-
-// Note [Detectors outside analysis]
-// A detector that needs more than the analysis library (this one runs the allocator) lives in
-// its own library and joins analysis::diagnose's one list when the program starts, so the CLI,
-// the GUI and the tests see the same detectors without any of them adding it. The linker
-// keeps this file although nothing calls into it: profiler/replay/CMakeLists.txt makes every
-// program that links the library ask for the symbol below (--undefined).
-extern "C" const bool tidemark_replay_detectors_added;
-extern "C" const bool tidemark_replay_detectors_added = [] {
-  tidemark::analysis::add_detector(
-      {"allocator-settings",
-       "allocator settings (PYTORCH_CUDA_ALLOC_CONF) that would lower the reserved peak or "
-       "avoid an OOM, measured by replay"},
-      tidemark::replay::detect);
-  return true;
-}();
+}  // namespace tidemark::diagnose::detail

@@ -1,4 +1,4 @@
-// stale-grads (profiler/analysis/diagnose.h): the last step's gradients alive through the next
+// stale-grads (profiler/diagnose/diagnose.h): the last step's gradients alive through the next
 // forward. docs/diagnoses.md gives its evidence and thresholds.
 #include <algorithm>
 #include <limits>
@@ -7,13 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "profiler/analysis/diagnose_allocator_support.h"
 #include "profiler/analysis/memory.h"
 #include "profiler/analysis/steps.h"
+#include "profiler/diagnose/detectors.h"
+#include "profiler/diagnose/support.h"
 #include "profiler/store/allocator_tables.h"
 #include "profiler/store/event_tables.h"
 
-namespace tidemark::analysis::detail {
+namespace tidemark::diagnose::detail {
 
 namespace {
 
@@ -210,4 +211,4 @@ void detect_stale_grads(const Trace& trace, Diagnosis& out) {
   }
 }
 
-}  // namespace tidemark::analysis::detail
+}  // namespace tidemark::diagnose::detail

@@ -1,16 +1,13 @@
-// autocast-cache (profiler/analysis/diagnose.h): autocast's 16-bit copies of float32 weights,
-// cached for the autocast region and saved for backward, set part of the peak.
-// docs/diagnoses.md gives its evidence and thresholds.
-#include <algorithm>
-#include <map>
+// autocast-cache (profiler/diagnose/diagnose.h): autocast's 16-bit copies of float32 weights,
+// cached for the autocast region and saved for backward, set part of the peak (Note [Autocast
+// weight copies] in support.cpp). docs/diagnoses.md gives its evidence and thresholds.
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "profiler/analysis/diagnose_allocator_support.h"
-#include "profiler/analysis/memory.h"
+#include "profiler/diagnose/detectors.h"
+#include "profiler/diagnose/support.h"
 
-namespace tidemark::analysis::detail {
+namespace tidemark::diagnose::detail {
 
 namespace {
 
@@ -18,65 +15,7 @@ namespace {
 // share of a moderate finding, Note [Severity]).
 constexpr double kMinAutocastShare = kModerateMemoryShare;
 
-// The allocator rounds every block to 512 bytes (docs/allocator.md).
-constexpr uint64_t kBlockRound = 512;
-uint64_t rounded(uint64_t bytes) {
-  return (bytes + kBlockRound - 1) / kBlockRound * kBlockRound;
-}
-// The bytes a block was asked for: its request where the trace has one, else its size.
-uint64_t asked(const store::AllocationRow& r) {
-  return r.requested_size ? r.requested_size : r.size;
-}
-
-// Whether a stack is autocast's cast of an input: a frame of `at::autocast::cached_cast`,
-// which makes the 16-bit copy (through `_to_copy`) and caches it when the input is a weight.
-bool autocast_cast(const Trace& t, uint64_t stack) {
-  for (const store::ResolvedFrame& r : t.resolved_frames(stack))
-    if (std::string_view(r.function).starts_with("at::autocast::cached_cast")) return true;
-  return false;
-}
-
 }  // namespace
-
-// Note [Autocast weight copies]: torch.autocast runs the ops of its lower-precision list
-// (matmul, linear, einsum, convolutions, ...) in float16 or bfloat16, casting their float32
-// inputs first in `at::autocast::cached_cast`. A weight -- a leaf that requires grad -- is cast
-// once per autocast region and the copy cached until the region exits (`cache_enabled`, the
-// default), under no_grad too; in training the graph saves the copy for backward as well. With
-// float32 weights every cast weight therefore has a second, half-sized copy while the region
-// lasts, which a float32 run does not hold. Which casts are weights' is read from sizes, as the
-// frames of a cast are the same for a weight and an activation: among the allocations live at
-// one moment, a cast whose size is half a live parameter's (its request, rounded as the
-// allocator rounds) is that parameter's copy, at most as many copies of a size as there are
-// parameters of twice it; the other casts are activations'. It needs native frames (PyTorch's
-// `_record_memory_history(stacks="all")`, the default) and parameters told apart (recorded, or
-// inferred for a snapshot: Note [Inferred categories] in profiler/importers/infer.cpp).
-AutocastCopies autocast_weight_copies(const Trace& trace,
-                                      const std::vector<store::AllocationRow>& live) {
-  AutocastCopies out;
-  std::map<uint64_t, uint64_t> parameters;  // a copy's rounded size -> parameters it may copy
-  for (const store::AllocationRow& r : live)
-    if (r.category == events::Category::parameter) ++parameters[rounded(asked(r) / 2)];
-  if (parameters.empty()) return out;
-  std::map<uint64_t, bool> memo;
-  uint64_t largest = 0;
-  for (const store::AllocationRow& r : live) {
-    if (!r.stack_id || r.category == events::Category::parameter) continue;
-    auto [it, fresh] = memo.try_emplace(r.stack_id, false);
-    if (fresh) it->second = autocast_cast(trace, r.stack_id);
-    if (!it->second) continue;
-    auto p = parameters.find(rounded(asked(r)));
-    if (p == parameters.end() || p->second == 0) {
-      out.activation_bytes += static_cast<int64_t>(r.size);
-      continue;
-    }
-    --p->second;
-    out.bytes += static_cast<int64_t>(r.size);
-    out.seqs.insert(r.seq);
-    if (r.size > largest) largest = r.size, out.largest_stack = r.stack_id;
-  }
-  return out;
-}
 
 // The finding: at the device's allocated peak, the weight copies live (Note [Autocast weight
 // copies]) are at least kMinAutocastShare of it. It reports them, the parameters they copy, the
@@ -136,4 +75,4 @@ void detect_autocast_cache(const Trace& trace, Diagnosis& out) {
   }
 }
 
-}  // namespace tidemark::analysis::detail
+}  // namespace tidemark::diagnose::detail

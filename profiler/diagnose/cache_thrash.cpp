@@ -1,13 +1,14 @@
-// cache-thrash (profiler/analysis/diagnose.h): the allocator returning and reserving its
+// cache-thrash (profiler/diagnose/diagnose.h): the allocator returning and reserving its
 // segments over and over. docs/diagnoses.md gives its evidence and thresholds.
 #include <string>
 
-#include "profiler/analysis/diagnose_allocator_support.h"
 #include "profiler/analysis/memory.h"
+#include "profiler/diagnose/detectors.h"
+#include "profiler/diagnose/support.h"
 #include "profiler/store/allocator_tables.h"
 #include "profiler/store/event_tables.h"
 
-namespace tidemark::analysis::detail {
+namespace tidemark::diagnose::detail {
 
 namespace {
 
@@ -79,4 +80,4 @@ void detect_cache_thrash(const Trace& trace, Diagnosis& out) {
   }
 }
 
-}  // namespace tidemark::analysis::detail
+}  // namespace tidemark::diagnose::detail

@@ -1,17 +1,19 @@
 // The activation-peak detector and the severity of findings (Note [Severity] in
-// profiler/analysis/diagnose.h) on hand-built traces, against figures worked out by hand from
-// Note [Checkpointing estimate] (profiler/analysis/diagnose_activations.cpp).
+// profiler/diagnose/diagnose.h) on hand-built traces, against figures worked out by hand from
+// Note [Checkpointing estimate] (profiler/diagnose/activation_peak.cpp).
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "profiler/analysis/diagnose.h"
-#include "trace_builder.h"
+#include "analysis/trace_builder.h"
+#include "profiler/diagnose/detectors.h"
+#include "profiler/diagnose/diagnose.h"
 
 namespace {
 
 namespace an = tidemark::analysis;
+namespace diag = tidemark::diagnose;
 namespace ev = tidemark::events;
 using analysis_test::Builder;
 using analysis_test::kMiB;
@@ -56,8 +58,8 @@ void make_forward(const std::string& path, uint64_t param_bytes, uint64_t reserv
 
 TEST(CheckpointEstimate, UniformLayersSaveMostNearTheSquareRootOfTheirNumber) {
   // 16 layers of 1 MiB, each one block: every k keeps 16/k outputs and one segment of k.
-  std::vector<an::detail::CheckpointLayer> layers(16, {int64_t(kMiB), int64_t(kMiB)});
-  const an::detail::CheckpointEstimate e = an::detail::checkpoint_estimate(layers);
+  std::vector<diag::detail::CheckpointLayer> layers(16, {int64_t(kMiB), int64_t(kMiB)});
+  const diag::detail::CheckpointEstimate e = diag::detail::checkpoint_estimate(layers);
   EXPECT_EQ(e.k, 4u);  // 4 + 4 MiB; k = 2: 8 + 2, k = 3: 6 + 3, k = 8: 2 + 8
   EXPECT_EQ(e.segments, 4u);
   EXPECT_EQ(e.before, int64_t(16 * kMiB));
@@ -66,7 +68,7 @@ TEST(CheckpointEstimate, UniformLayersSaveMostNearTheSquareRootOfTheirNumber) {
   EXPECT_EQ(e.largest, int64_t(4 * kMiB));
   // Three layers cannot be cut into two segments of two: nothing to save.
   layers.resize(3);
-  const an::detail::CheckpointEstimate none = an::detail::checkpoint_estimate(layers);
+  const diag::detail::CheckpointEstimate none = diag::detail::checkpoint_estimate(layers);
   EXPECT_EQ(none.k, 0u);
   EXPECT_EQ(none.after, none.before);
 }
@@ -74,9 +76,9 @@ TEST(CheckpointEstimate, UniformLayersSaveMostNearTheSquareRootOfTheirNumber) {
 TEST(ActivationPeak, NamesTheLayersAndEstimatesTheSaving) {
   const std::string path = temp_path("activation_peak");
   make_forward(path, kMiB, 12 * kMiB);
-  const an::Diagnosis d = an::diagnose(an::Trace::open(path), {"activation-peak"});
+  const diag::Diagnosis d = diag::diagnose(an::Trace::open(path), {"activation-peak"});
   ASSERT_EQ(d.findings.size(), 1u);
-  const an::Finding& f = d.findings[0];
+  const diag::Finding& f = d.findings[0];
   EXPECT_EQ(f.id, "activation-peak");
   EXPECT_EQ(f.device, "cpu");
   // 8 layers of 1.25 MiB with 1 MiB outputs. k = 2: 4 outputs (4 MiB) + one segment
@@ -97,7 +99,7 @@ TEST(ActivationPeak, NamesTheLayersAndEstimatesTheSaving) {
   has("peak without that saving (estimate) = 7.50 MiB (7,864,320 bytes)");
   // Severity: 3.5 of the 12 MiB reserved (29%), on a device that never ran out, is moderate:
   // the run fits (Note [Severity]).
-  EXPECT_EQ(f.severity, an::Severity::moderate);
+  EXPECT_EQ(f.severity, diag::Severity::moderate);
   EXPECT_NEAR(f.share, 3.5 / 12, 1e-9);
   remove_trace(path);
 }
@@ -107,9 +109,9 @@ TEST(Severity, MemoryIsMajorWhereTheRunIsAtTheDevicesLimit) {
   // 29% at stake where memory decides whether the run fits is major.
   const std::string path = temp_path("activation_peak_retry");
   make_forward(path, kMiB, 12 * kMiB, /*retry=*/true);
-  const an::Diagnosis d = an::diagnose(an::Trace::open(path), {"activation-peak"});
+  const diag::Diagnosis d = diag::diagnose(an::Trace::open(path), {"activation-peak"});
   ASSERT_EQ(d.findings.size(), 1u);
-  EXPECT_EQ(d.findings[0].severity, an::Severity::major);
+  EXPECT_EQ(d.findings[0].severity, diag::Severity::major);
   EXPECT_NEAR(d.findings[0].share, 3.5 / 12, 1e-9);
   remove_trace(path);
 }
@@ -118,7 +120,7 @@ TEST(ActivationPeak, NoFindingWhenActivationsAreNotMostOfThePeak) {
   // 10 MiB of activations next to 12 MiB of parameters: 45% of the peak.
   const std::string path = temp_path("activation_peak_params");
   make_forward(path, 12 * kMiB, 24 * kMiB);
-  const an::Diagnosis d = an::diagnose(an::Trace::open(path), {"activation-peak"});
+  const diag::Diagnosis d = diag::diagnose(an::Trace::open(path), {"activation-peak"});
   EXPECT_TRUE(d.findings.empty());
   EXPECT_EQ(d.minor_hidden, 0u);
   EXPECT_TRUE(d.skipped.empty());
@@ -130,21 +132,21 @@ TEST(Severity, MinorFindingsAreHiddenUnlessAskedFor) {
   const std::string path = temp_path("activation_peak_minor");
   make_forward(path, kMiB, 1024 * kMiB);
   const an::Trace t = an::Trace::open(path);
-  an::Diagnosis d = an::diagnose(t, {"activation-peak"});
+  diag::Diagnosis d = diag::diagnose(t, {"activation-peak"});
   EXPECT_TRUE(d.findings.empty());
   EXPECT_EQ(d.minor_hidden, 1u);
-  d = an::diagnose(t, {"activation-peak"}, true);
+  d = diag::diagnose(t, {"activation-peak"}, true);
   ASSERT_EQ(d.findings.size(), 1u);
   EXPECT_EQ(d.minor_hidden, 0u);
-  EXPECT_EQ(d.findings[0].severity, an::Severity::minor);
+  EXPECT_EQ(d.findings[0].severity, diag::Severity::minor);
   EXPECT_NEAR(d.findings[0].share, 3.5 / 1024, 1e-9);
   remove_trace(path);
   // Between the thresholds: 3.5 of 40 MiB (8.75%) is moderate, and shown.
   const std::string moderate = temp_path("activation_peak_moderate");
   make_forward(moderate, kMiB, 40 * kMiB);
-  d = an::diagnose(an::Trace::open(moderate), {"activation-peak"});
+  d = diag::diagnose(an::Trace::open(moderate), {"activation-peak"});
   ASSERT_EQ(d.findings.size(), 1u);
-  EXPECT_EQ(d.findings[0].severity, an::Severity::moderate);
+  EXPECT_EQ(d.findings[0].severity, diag::Severity::moderate);
   remove_trace(moderate);
 }
 

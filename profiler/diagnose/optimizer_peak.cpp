@@ -1,4 +1,4 @@
-// optimizer-peak (profiler/analysis/diagnose.h): the optimizer step's own temporaries set the
+// optimizer-peak (profiler/diagnose/diagnose.h): the optimizer step's own temporaries set the
 // device's peak. docs/diagnoses.md gives its evidence and thresholds.
 #include <algorithm>
 #include <limits>
@@ -6,11 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "profiler/analysis/diagnose_allocator_support.h"
 #include "profiler/analysis/memory.h"
+#include "profiler/diagnose/detectors.h"
+#include "profiler/diagnose/support.h"
 #include "profiler/store/allocator_tables.h"
 
-namespace tidemark::analysis::detail {
+namespace tidemark::diagnose::detail {
 
 namespace {
 
@@ -164,4 +165,4 @@ void detect_optimizer_peak(const Trace& trace, Diagnosis& out) {
   }
 }
 
-}  // namespace tidemark::analysis::detail
+}  // namespace tidemark::diagnose::detail

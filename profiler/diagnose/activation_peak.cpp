@@ -1,7 +1,7 @@
-// The activation-peak detector (profiler/analysis/diagnose.h): a peak made mostly of
+// The activation-peak detector (profiler/diagnose/diagnose.h): a peak made mostly of
 // activations saved for backward, the layers holding them, and what activation checkpointing
 // would save. Which blocks are activations: Note [Activations in the trace] in
-// diagnose_memory.cpp. docs/diagnoses.md gives its evidence and thresholds.
+// support.h. docs/diagnoses.md gives its evidence and thresholds.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -10,10 +10,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "profiler/analysis/diagnose_allocator_support.h"
 #include "profiler/analysis/memory.h"
+#include "profiler/diagnose/detectors.h"
+#include "profiler/diagnose/support.h"
 
-namespace tidemark::analysis::detail {
+namespace tidemark::diagnose::detail {
 
 namespace {
 
@@ -129,7 +130,7 @@ CheckpointEstimate checkpoint_estimate(const std::vector<CheckpointLayer>& layer
 // would take off the peak; it is reported when that saving is at least kMinSavedShare of the
 // peak (a model already checkpointed keeps little more than one segment and its boundaries,
 // and gains little from more). A device where graph-retention fires is left to it (Note [The
-// more specific finding] in diagnose_memory.cpp): activations kept by an accumulated loss
+// more specific finding] in support.h): activations kept by an accumulated loss
 // are a bug to fix, not memory to recompute. Bytes at stake: the estimated saving. Site: the
 // largest block of the layer holding the most.
 void detect_activation_peak(const Trace& trace, Diagnosis& out) {
@@ -248,4 +249,4 @@ void detect_activation_peak(const Trace& trace, Diagnosis& out) {
   }
 }
 
-}  // namespace tidemark::analysis::detail
+}  // namespace tidemark::diagnose::detail

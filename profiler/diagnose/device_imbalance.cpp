@@ -1,15 +1,16 @@
-// device-imbalance (profiler/analysis/diagnose.h): one process's devices doing the same work
+// device-imbalance (profiler/diagnose/diagnose.h): one process's devices doing the same work
 // with very different memory. docs/diagnoses.md gives its evidence and thresholds.
 #include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "profiler/analysis/diagnose_allocator_support.h"
 #include "profiler/analysis/memory.h"
+#include "profiler/diagnose/detectors.h"
+#include "profiler/diagnose/support.h"
 #include "profiler/store/event_tables.h"
 
-namespace tidemark::analysis::detail {
+namespace tidemark::diagnose::detail {
 
 namespace {
 
@@ -107,4 +108,4 @@ void detect_device_imbalance(const Trace& trace, Diagnosis& out) {
   out.findings.push_back(std::move(f));
 }
 
-}  // namespace tidemark::analysis::detail
+}  // namespace tidemark::diagnose::detail

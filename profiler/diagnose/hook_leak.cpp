@@ -1,4 +1,4 @@
-// hook-leak (profiler/analysis/diagnose.h): module outputs kept by forward hooks.
+// hook-leak (profiler/diagnose/diagnose.h): module outputs kept by forward hooks.
 // docs/diagnoses.md gives its evidence and thresholds.
 #include <algorithm>
 #include <map>
@@ -6,10 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "profiler/analysis/diagnose_allocator_support.h"
 #include "profiler/analysis/memory.h"
+#include "profiler/diagnose/detectors.h"
+#include "profiler/diagnose/support.h"
 
-namespace tidemark::analysis::detail {
+namespace tidemark::diagnose::detail {
 
 namespace {
 
@@ -104,4 +105,4 @@ void detect_hook_leak(const Trace& trace, Diagnosis& out) {
   }
 }
 
-}  // namespace tidemark::analysis::detail
+}  // namespace tidemark::diagnose::detail

@@ -1,16 +1,17 @@
-// stale-grads (Note [Stale gradients] in profiler/analysis/diagnose_grads.cpp) on a hand-built
+// stale-grads (Note [Stale gradients] in profiler/diagnose/stale_grads.cpp) on a hand-built
 // trace whose what-if peak is worked out by hand below.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 
-#include "profiler/analysis/diagnose.h"
-#include "trace_builder.h"
+#include "analysis/trace_builder.h"
+#include "profiler/diagnose/diagnose.h"
 
 namespace {
 
 namespace an = tidemark::analysis;
+namespace diag = tidemark::diagnose;
 namespace ev = tidemark::events;
 using analysis_test::Builder;
 using analysis_test::kMiB;
@@ -46,13 +47,13 @@ void make_in_place_zeroing(const std::string& path) {
 TEST(StaleGrads, InPlaceZeroedGradientsAreTakenOutOfTheLaterForwards) {
   const std::string path = temp_path("stale_grads_in_place");
   make_in_place_zeroing(path);
-  const an::Diagnosis d = an::diagnose(an::Trace::open(path), {"stale-grads"});
+  const diag::Diagnosis d = diag::diagnose(an::Trace::open(path), {"stale-grads"});
   ASSERT_EQ(d.findings.size(), 1u);
-  const an::Finding& f = d.findings[0];
+  const diag::Finding& f = d.findings[0];
   EXPECT_EQ(f.id, "stale-grads");
   EXPECT_EQ(f.bytes, int64_t(4 * kMiB));
   EXPECT_NEAR(f.share, 0.25, 1e-9);
-  EXPECT_EQ(f.severity, an::Severity::moderate);  // the run never ran out (Note [Severity])
+  EXPECT_EQ(f.severity, diag::Severity::moderate);  // the run never ran out (Note [Severity])
   std::map<std::string, std::string> ev;
   for (const auto& [what, value] : f.evidence) ev[what] = value;
   EXPECT_EQ(ev["steps whose forward had them"], "2 of 3");
@@ -80,7 +81,7 @@ TEST(StaleGrads, OneStepHasNoFinding) {
     b.named(ev::Kind::scope_pop, 1700, "backward");
     b.finish(2000);
   }
-  const an::Diagnosis d = an::diagnose(an::Trace::open(path), {"stale-grads"}, true);
+  const diag::Diagnosis d = diag::diagnose(an::Trace::open(path), {"stale-grads"}, true);
   EXPECT_TRUE(d.findings.empty());
   remove_trace(path);
 }

@@ -1,4 +1,4 @@
-// attention-peak (profiler/analysis/diagnose.h): attention's B x H x S x S score and softmax
+// attention-peak (profiler/diagnose/diagnose.h): attention's B x H x S x S score and softmax
 // tensors set the peak. docs/diagnoses.md gives its evidence and thresholds.
 #include <algorithm>
 #include <cctype>
@@ -7,10 +7,11 @@
 #include <string_view>
 #include <vector>
 
-#include "profiler/analysis/diagnose_allocator_support.h"
 #include "profiler/analysis/memory.h"
+#include "profiler/diagnose/detectors.h"
+#include "profiler/diagnose/support.h"
 
-namespace tidemark::analysis::detail {
+namespace tidemark::diagnose::detail {
 
 namespace {
 
@@ -125,4 +126,4 @@ void detect_attention_peak(const Trace& trace, Diagnosis& out) {
   }
 }
 
-}  // namespace tidemark::analysis::detail
+}  // namespace tidemark::diagnose::detail

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "profiler/analysis/memory.h"
 #include "profiler/diagnose/diagnose.h"
 
 namespace tidemark::cli {
@@ -52,8 +53,31 @@ struct EstimateArgs {
   std::string sweep;  // NAME=V1,V2,...: once per value, {NAME} replaced in the command
   bool json = false;
   std::vector<std::string> command;
+  std::string
+      fix;  // fixes the hook applies at run time (diagnose --verify: Note [Fixes at run time])
 };
 int run_estimate(const EstimateArgs& a);
+// One run of `command` under the estimate into `output` (the program's standard output on
+// stderr when `json_out`), and what it estimated.
+struct EstimateOutcome {
+  int code = 0;                    // the program's exit status
+  std::string trace;               // the trace written ("" when none)
+  std::string account;             // the hook's account, as the trace has it (meta estimated)
+  nlohmann::json estimated;        // the same, parsed (null when the program never used torch)
+  analysis::DeviceSummary device;  // the faked GPU's figures
+  bool has_device = false;
+  uint64_t capacity = 0;
+  bool unsound() const;
+  bool fits() const { return has_device && device.oom_count == 0; }
+};
+EstimateOutcome estimate_once(const EstimateArgs& a, const std::vector<std::string>& command,
+                              const std::string& output, bool json_out);
+// Refuses (UsageError, naming `command_name`) a command estimate cannot run: none, not
+// Python, or the hook or the allocator library missing.
+void check_estimate_command(const std::string& command_name,
+                            const std::vector<std::string>& command);
+// The trace a run of `command` is kept in by default: tidemark-estimate-<script>-<pid>.db.
+std::string default_estimate_output(const std::vector<std::string>& command);
 
 struct SummaryArgs {
   std::string file, device;
@@ -137,8 +161,16 @@ struct DiagnoseArgs {
   std::string only;                // comma-separated detector ids; empty: all
   bool json = false;
   bool all = false;  // minor findings too (Note [Severity])
+  // --verify -- CMD...: the program is estimated, diagnosed, and each fix measured by running
+  // it again (diagnose_verify.cpp); `file` is then where its trace is kept.
+  std::vector<std::string> command;
 };
 int run_diagnose(const DiagnoseArgs& a);
+int run_diagnose_verify(const DiagnoseArgs& a);
+// The text of a diagnosis of trace `t` (named `name`), with a line after each finding's fix
+// (`after_fix[i]`, none where empty or missing).
+void print_diagnosis(const analysis::Trace& t, const std::string& name,
+                     const diagnose::Diagnosis& d, const std::vector<std::string>& after_fix);
 // "leak,sync-in-loop" -> ids; an unknown id throws UsageError naming `option` and the known ids.
 std::set<std::string> parse_finding_ids(const std::string& option, const std::string& list);
 // The JSON contract of `diagnose --json` (docs/cli.md): {findings: [...], skipped: [...]}.

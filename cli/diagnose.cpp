@@ -63,23 +63,9 @@ json diagnosis_json(const diagnose::Diagnosis& d) {
   return {{"findings", findings}, {"skipped", skipped}, {"minor_hidden", d.minor_hidden}};
 }
 
-int run_diagnose(const DiagnoseArgs& a) {
-  const std::set<std::string> only = parse_finding_ids("--only", a.only);
-  an::Trace t = open_trace(a.file);
-  diagnose::Diagnosis d;
-  {
-    Progress p("diagnosing " + a.file);
-    d = diagnose::diagnose(t, only, a.all);
-  }
-  if (a.json) {
-    json j = diagnosis_json(d);
-    j["json_version"] = an::kJsonSchemaVersion;
-    j["path"] = a.file;
-    label_estimate(j, t);
-    std::cout << json_text(j) << '\n';
-    return kExitOk;
-  }
-  fmt::print("{}: {} finding{}\n", a.file, d.findings.size(), d.findings.size() == 1 ? "" : "s");
+void print_diagnosis(const an::Trace& t, const std::string& name, const diagnose::Diagnosis& d,
+                     const std::vector<std::string>& after_fix) {
+  fmt::print("{}: {} finding{}\n", name, d.findings.size(), d.findings.size() == 1 ? "" : "s");
   print_estimate_label(t);
   for (size_t i = 0; i < d.findings.size(); ++i) {
     const diagnose::Finding& f = d.findings[i];
@@ -98,6 +84,7 @@ int run_diagnose(const DiagnoseArgs& a) {
                                     : std::string("(none: the finding is about the whole run)"));
     for (const auto& [what, value] : f.evidence) fmt::print("   {}: {}\n", what, value);
     fmt::print("   fix: {}\n", f.fix);
+    if (i < after_fix.size() && !after_fix[i].empty()) fmt::print("   {}\n", after_fix[i]);
   }
   if (d.minor_hidden)
     fmt::print("\n{} minor finding{} not shown (--all shows {})\n", d.minor_hidden,
@@ -106,6 +93,26 @@ int run_diagnose(const DiagnoseArgs& a) {
     fmt::print("\nskipped:\n");
     for (const diagnose::SkippedDetector& s : d.skipped) fmt::print("  {}: {}\n", s.id, s.reason);
   }
+}
+
+int run_diagnose(const DiagnoseArgs& a) {
+  if (!a.command.empty()) return run_diagnose_verify(a);
+  const std::set<std::string> only = parse_finding_ids("--only", a.only);
+  an::Trace t = open_trace(a.file);
+  diagnose::Diagnosis d;
+  {
+    Progress p("diagnosing " + a.file);
+    d = diagnose::diagnose(t, only, a.all);
+  }
+  if (a.json) {
+    json j = diagnosis_json(d);
+    j["json_version"] = an::kJsonSchemaVersion;
+    j["path"] = a.file;
+    label_estimate(j, t);
+    std::cout << json_text(j) << '\n';
+    return kExitOk;
+  }
+  print_diagnosis(t, a.file, d, {});
   return kExitOk;
 }
 

@@ -36,73 +36,7 @@ std::string estimate_library() {
                              TIDEMARK_ESTIMATE_INSTALL_PATH, TIDEMARK_ESTIMATE_BUILD_PATH);
 }
 
-struct Outcome {
-  int code = 0;              // the program's exit status
-  std::string trace;         // the trace written ("" when none)
-  std::string account;       // the hook's account, as the trace has it (meta estimated)
-  json estimated;            // the same, parsed (null when the program never used torch)
-  an::DeviceSummary device;  // the faked GPU's figures
-  bool has_device = false;
-  uint64_t capacity = 0;
-  bool unsound() const {
-    return estimated.is_object() && estimated.contains("not_estimated") &&
-           !estimated["not_estimated"].empty();
-  }
-  bool fits() const { return has_device && device.oom_count == 0; }
-};
-
-// Runs `command` once under the estimate into `output`, with the program's standard output
-// (and the import's lines) on stderr when `json_out` keeps stdout for the JSON.
-Outcome estimate_once(const EstimateArgs& a, const std::vector<std::string>& command,
-                      const std::string& output, bool json_out) {
-  RecordArgs rec;
-  rec.output = output;
-  rec.no_cuda = true;  // nothing runs on a GPU: no CUDA injection
-  rec.command = command;
-  rec.quiet = true;
-  rec.program_stdout_to_stderr = json_out;
-  rec.max_entries = uint64_t{1} << 40;  // the estimate keeps the whole history anyway
-  rec.environment = {hook::assign(hook::kMode, hook::kModeEstimate),
-                     hook::assign(hook::kEstimateLibrary, estimate_library())};
-  if (!a.gpu.empty()) rec.environment.push_back(hook::assign(hook::kEstimateGpu, a.gpu));
-  if (!a.device_memory.empty())
-    rec.environment.push_back(
-        hook::assign(hook::kEstimateCapacity,
-                     std::to_string(parse_capacity_option("--device-memory", a.device_memory))));
-  if (a.alloc_conf) rec.environment.push_back("PYTORCH_CUDA_ALLOC_CONF=" + *a.alloc_conf);
-
-  Outcome o;
-  // The import prints its line on stdout: with --json it goes to stderr, as the program's does.
-  std::fflush(stdout);
-  const int saved = json_out ? ::dup(STDOUT_FILENO) : -1;
-  if (saved >= 0) ::dup2(STDERR_FILENO, STDOUT_FILENO);
-  try {
-    o.code = run_record(rec);
-  } catch (...) {
-    std::fflush(stdout);
-    if (saved >= 0) ::dup2(saved, STDOUT_FILENO), ::close(saved);
-    throw;
-  }
-  std::fflush(stdout);
-  if (saved >= 0) ::dup2(saved, STDOUT_FILENO), ::close(saved);
-
-  if (output.empty() || !store::is_trace_file(output)) return o;
-  o.trace = output;
-  const an::Trace t = open_trace(output);
-  const an::Summary s = an::summarize(t, {});
-  o.account = t.estimated();
-  json labelled;
-  label_estimate(labelled, t);
-  o.estimated = std::move(labelled["estimated"]);
-  for (const an::DeviceSummary& d : s.devices)
-    if (d.device.starts_with("cuda")) o.device = d, o.has_device = true;
-  if (o.estimated.is_object() && o.estimated.contains("capacity") &&
-      o.estimated["capacity"].is_number_unsigned())
-    o.capacity = o.estimated["capacity"].get<uint64_t>();
-  return o;
-}
-
-json outcome_json(const Outcome& o) {
+json outcome_json(const EstimateOutcome& o) {
   json j = {{"trace", o.trace.empty() ? json(nullptr) : json(o.trace)},
             {"exit_code", o.code},
             {"estimated", o.estimated},
@@ -119,7 +53,7 @@ json outcome_json(const Outcome& o) {
   return j;
 }
 
-void print_outcome(const Outcome& o) {
+void print_outcome(const EstimateOutcome& o) {
   if (!o.has_device) return;
   fmt::print(stderr, "\n{}\n", an::estimate_label(o.account));
   fmt::print(stderr, "  peak allocated {:>12}   peak requested {}\n",
@@ -158,7 +92,7 @@ void print_outcome(const Outcome& o) {
 
 // The exit status: the program's; 1 when it exited 0 but the estimate is unsound or it wrote
 // no trace.
-int status_of(const Outcome& o) {
+int status_of(const EstimateOutcome& o) {
   if (o.code != 0) return o.code;
   return o.trace.empty() || o.unsound() ? kExitCheckFailed : kExitOk;
 }
@@ -186,7 +120,7 @@ int run_sweep(const EstimateArgs& a) {
     for (size_t at; (at = s.find(token)) != std::string::npos;) s.replace(at, token.size(), v);
     return s;
   };
-  std::vector<Outcome> outcomes;
+  std::vector<EstimateOutcome> outcomes;
   for (const std::string& v : values) {
     std::vector<std::string> command;
     for (const std::string& arg : a.command) command.push_back(replaced(arg, v));
@@ -219,7 +153,7 @@ int run_sweep(const EstimateArgs& a) {
     fmt::print("estimated, no GPU ran: {} swept over {}\n", name, a.sweep);
     fmt::print("{:>12}  {:>14}  {:>14}  {}\n", name, "peak allocated", "peak reserved", "fits");
     for (size_t i = 0; i < values.size(); ++i) {
-      const Outcome& o = outcomes[i];
+      const EstimateOutcome& o = outcomes[i];
       if (!o.has_device) {
         fmt::print("{:>12}  {:>14}  {:>14}  {}\n", values[i], "-", "-",
                    fmt::format("no estimate (exit {})", o.code));
@@ -237,30 +171,93 @@ int run_sweep(const EstimateArgs& a) {
 
 }  // namespace
 
-int run_estimate(const EstimateArgs& a) {
-  if (a.command.empty())
-    throw UsageError(
-        "estimate: no command given; usage: tidemark estimate [-o FILE] -- python "
-        "train.py [ARGS...]");
-  if (!is_python_command(a.command))
-    throw UsageError("estimate: " + a.command.front() +
-                     " is not a Python program; estimate runs PyTorch scripts (tidemark estimate "
-                     "-- python train.py ...)");
-  if (python_hook_dir().empty())
-    throw UsageError("estimate: the Python hook (sitecustomize.py) was not found next to tidemark");
-  if (estimate_library().empty())
-    throw UsageError("estimate: the allocator library " + std::string(TIDEMARK_ESTIMATE_NAME) +
-                     " was not found next to tidemark");
-  if (!a.sweep.empty()) return run_sweep(a);
-  std::string output = a.output;
-  if (output.empty()) {
-    std::string program;
-    for (const std::string& arg : a.command)
-      if (arg.ends_with(".py")) program = std::filesystem::path(arg).stem().string();
-    output = "tidemark-estimate-" + (program.empty() ? std::string("python") : program) + "-" +
-             std::to_string(::getpid()) + ".db";
+bool EstimateOutcome::unsound() const {
+  return estimated.is_object() && estimated.contains("not_estimated") &&
+         !estimated["not_estimated"].empty();
+}
+
+// Runs `command` once under the estimate into `output`, with the program's standard output
+// (and the import's lines) on stderr when `json_out` keeps stdout for the JSON.
+EstimateOutcome estimate_once(const EstimateArgs& a, const std::vector<std::string>& command,
+                              const std::string& output, bool json_out) {
+  RecordArgs rec;
+  rec.output = output;
+  rec.no_cuda = true;  // nothing runs on a GPU: no CUDA injection
+  rec.command = command;
+  rec.quiet = true;
+  rec.program_stdout_to_stderr = json_out;
+  rec.max_entries = uint64_t{1} << 40;  // the estimate keeps the whole history anyway
+  rec.environment = {hook::assign(hook::kMode, hook::kModeEstimate),
+                     hook::assign(hook::kEstimateLibrary, estimate_library())};
+  if (!a.gpu.empty()) rec.environment.push_back(hook::assign(hook::kEstimateGpu, a.gpu));
+  if (!a.device_memory.empty())
+    rec.environment.push_back(
+        hook::assign(hook::kEstimateCapacity,
+                     std::to_string(parse_capacity_option("--device-memory", a.device_memory))));
+  if (a.alloc_conf) rec.environment.push_back("PYTORCH_CUDA_ALLOC_CONF=" + *a.alloc_conf);
+  if (!a.fix.empty()) rec.environment.push_back(hook::assign(hook::kEstimateFix, a.fix));
+
+  EstimateOutcome o;
+  // The import prints its line on stdout: with --json it goes to stderr, as the program's does.
+  std::fflush(stdout);
+  const int saved = json_out ? ::dup(STDOUT_FILENO) : -1;
+  if (saved >= 0) ::dup2(STDERR_FILENO, STDOUT_FILENO);
+  try {
+    o.code = run_record(rec);
+  } catch (...) {
+    std::fflush(stdout);
+    if (saved >= 0) ::dup2(saved, STDOUT_FILENO), ::close(saved);
+    throw;
   }
-  const Outcome o = estimate_once(a, a.command, output, a.json);
+  std::fflush(stdout);
+  if (saved >= 0) ::dup2(saved, STDOUT_FILENO), ::close(saved);
+
+  if (output.empty() || !store::is_trace_file(output)) return o;
+  o.trace = output;
+  const an::Trace t = open_trace(output);
+  const an::Summary s = an::summarize(t, {});
+  o.account = t.estimated();
+  json labelled;
+  label_estimate(labelled, t);
+  o.estimated = std::move(labelled["estimated"]);
+  for (const an::DeviceSummary& d : s.devices)
+    if (d.device.starts_with("cuda")) o.device = d, o.has_device = true;
+  if (o.estimated.is_object() && o.estimated.contains("capacity") &&
+      o.estimated["capacity"].is_number_unsigned())
+    o.capacity = o.estimated["capacity"].get<uint64_t>();
+  return o;
+}
+
+void check_estimate_command(const std::string& command_name,
+                            const std::vector<std::string>& command) {
+  if (command.empty())
+    throw UsageError(command_name + ": no command given; usage: tidemark " + command_name +
+                     " [OPTIONS] -- python train.py [ARGS...]");
+  if (!is_python_command(command))
+    throw UsageError(command_name + ": " + command.front() +
+                     " is not a Python program; the estimate runs PyTorch scripts (tidemark " +
+                     command_name + " -- python train.py ...)");
+  if (python_hook_dir().empty())
+    throw UsageError(command_name +
+                     ": the Python hook (sitecustomize.py) was not found next to tidemark");
+  if (estimate_library().empty())
+    throw UsageError(command_name + ": the allocator library " +
+                     std::string(TIDEMARK_ESTIMATE_NAME) + " was not found next to tidemark");
+}
+
+std::string default_estimate_output(const std::vector<std::string>& command) {
+  std::string program;
+  for (const std::string& arg : command)
+    if (arg.ends_with(".py")) program = std::filesystem::path(arg).stem().string();
+  return "tidemark-estimate-" + (program.empty() ? std::string("python") : program) + "-" +
+         std::to_string(::getpid()) + ".db";
+}
+
+int run_estimate(const EstimateArgs& a) {
+  check_estimate_command("estimate", a.command);
+  if (!a.sweep.empty()) return run_sweep(a);
+  const std::string output = a.output.empty() ? default_estimate_output(a.command) : a.output;
+  const EstimateOutcome o = estimate_once(a, a.command, output, a.json);
   if (a.json) {
     json j = outcome_json(o);
     j["json_version"] = an::kJsonSchemaVersion;

@@ -15,6 +15,7 @@ inline constexpr const char* kNvtx = "TIDEMARK_PYTHON_NVTX";
 inline constexpr const char* kEstimateLibrary = "TIDEMARK_ESTIMATE_LIBRARY";
 inline constexpr const char* kEstimateGpu = "TIDEMARK_ESTIMATE_GPU";
 inline constexpr const char* kEstimateCapacity = "TIDEMARK_ESTIMATE_CAPACITY";
+inline constexpr const char* kEstimateFix = "TIDEMARK_ESTIMATE_FIX";
 inline constexpr const char* kModeEstimate = "estimate";
 
 // NAME=value

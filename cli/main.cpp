@@ -308,8 +308,11 @@ static int run_command(int argc, char** argv) {
   CLI::App* diagnose =
       command(app, "diagnose", "Name the memory pitfalls in a trace: evidence, code site, fix",
               "tidemark diagnose run.db --only graph-retention,sync-in-loop");
-  diagnose->add_option("file", dia.files, "Trace file (several: one per rank of a run)")
-      ->required();
+  diagnose->add_option("file", dia.files, "Trace file (several: one per rank of a run)");
+  bool dia_verify = false;
+  diagnose->add_flag("--verify", dia_verify,
+                     "Run the PyTorch program after -- under the estimate, diagnose it, and "
+                     "measure each fix by running it again with the fix applied");
   diagnose->add_option("--only", dia.only, "Only these detectors (comma-separated ids)");
   diagnose->add_flag("--all", dia.all,
                      "Also show minor findings (little at stake against the run's peak or "
@@ -453,7 +456,8 @@ static int run_command(int argc, char** argv) {
 
   std::vector<std::string> args(argv + 1, argv + argc);
   std::optional<std::vector<std::string>> command_after_dashes;
-  if (!args.empty() && (args.front() == "record" || args.front() == "estimate")) {
+  if (!args.empty() &&
+      (args.front() == "record" || args.front() == "estimate" || args.front() == "diagnose")) {
     auto dashes = std::find(args.begin(), args.end(), "--");
     if (dashes != args.end()) {
       command_after_dashes.emplace(dashes + 1, args.end());
@@ -522,6 +526,15 @@ static int run_command(int argc, char** argv) {
     }
     if (*diff) return tc::run_diff(dif);
     if (*diagnose) {
+      if (dia_verify) {
+        if (!dia.files.empty())
+          return fail("diagnose --verify runs a program: give it after --, not a trace (" +
+                      dia.files.front() + ")");
+        dia.command = command_after_dashes ? *command_after_dashes : std::vector<std::string>{};
+        return tc::run_diagnose(dia);
+      }
+      if (command_after_dashes) return fail("diagnose: a command after -- needs --verify");
+      if (dia.files.empty()) return fail("diagnose: no trace given; usage: tidemark diagnose FILE");
       dia.file = dia.files.front();
       return dia.files.size() > 1 ? tc::run_diagnose_ranks(dia) : tc::run_diagnose(dia);
     }

@@ -239,12 +239,19 @@ void detect_activation_peak(const Trace& trace, Diagnosis& out) {
                               format_bytes(est.before) + " -> " + format_bytes(est.after)});
     f.evidence.push_back({"peak without that saving (estimate)", bytes_text(peak_bytes - saved)});
     note_inferred(trace, f);
+    // Advice fits the run: mixed precision is no news to a run under autocast (its casts,
+    // Note [Autocast weight copies], are live at the peak).
+    const AutocastCopies casts =
+        autocast_weight_copies(trace, live_allocations(trace, dev.id, *at));
+    const bool mixed = !casts.seqs.empty() || casts.activation_bytes > 0;
     f.fix = "Recompute activations in backward instead of keeping them: wrap every run of " +
             std::to_string(est.k) + " layers in " +
             (trace.imported_snapshot() ? "torch.utils.checkpoint.checkpoint"
                                        : "tl::checkpoint (torch.utils.checkpoint.checkpoint)") +
             ", for about one more forward pass of compute. Or lower the batch size or sequence "
-            "length, or keep activations in a narrower dtype (mixed precision).";
+            "length" +
+            (mixed ? " (the run already keeps its activations in 16 bits under autocast)."
+                   : ", or keep activations in a narrower dtype (mixed precision).");
     out.findings.push_back(std::move(f));
   }
 }

@@ -24,6 +24,17 @@ constexpr double kMinAutocastShare = kModerateMemoryShare;
 // after the region has ended (an optimizer step's, with the copies freed) has none, and no
 // finding. A snapshot of one moment is read at that moment (Note [State-only snapshots]: no
 // peak over time, but what holds memory then).
+//
+// Note [A region around the loop]: the cache lives as long as the outermost autocast region.
+// Opened around the forward and the loss, as PyTorch's recipe has it, the region ends each step
+// and every forward casts the weights anew; opened around the whole loop (or the optimizer
+// step with it), the region never ends, the first forward's copies serve every later one, and
+// the optimizer's in-place updates of the float32 weights never reach them: the model computes
+// with its first step's weights -- a correctness bug before a memory one. It shows as weight
+// copies live at the peak that were made before the step holding it (a step starts after the
+// previous step's optimizer); such a finding is reported whatever its bytes, as major. It needs
+// the steps and the copies' own allocations in the trace: a snapshot whose history began after
+// the first forward has those copies among its frameless blocks, which it cannot tell.
 void detect_autocast_cache(const Trace& trace, Diagnosis& out) {
   const WindowPhases phases = window_phases(trace);
   for (const DeviceRef& dev : trace.devices()) {
@@ -32,7 +43,15 @@ void detect_autocast_cache(const Trace& trace, Diagnosis& out) {
     if (!at || !pk || pk->bytes <= 0) continue;
     const std::vector<store::AllocationRow> live = live_allocations(trace, dev.id, *at);
     const AutocastCopies copies = autocast_weight_copies(trace, live);
-    if (copies.seqs.empty() ||
+    if (copies.seqs.empty()) continue;
+    // Note [A region around the loop]: the copies made before the step holding the peak.
+    int64_t held = 0;
+    size_t held_count = 0;
+    if (const std::optional<StepSpan> step = step_holding(trace, dev.id, pk->ts_ns))
+      for (const store::AllocationRow& r : live)
+        if (copies.seqs.count(r.seq) && r.alloc_ts < step->ts)
+          held += static_cast<int64_t>(r.size), ++held_count;
+    if (held == 0 &&
         static_cast<double>(copies.bytes) < kMinAutocastShare * static_cast<double>(pk->bytes))
       continue;
     int64_t parameters = 0;
@@ -61,6 +80,23 @@ void detect_autocast_cache(const Trace& trace, Diagnosis& out) {
       f.evidence.push_back({"peak without the copies", bytes_text(pk->bytes - copies.bytes)});
     if (!phase.empty()) f.evidence.insert(f.evidence.begin(), {"phase", phase});
     note_inferred(trace, f);
+    if (held > 0) {
+      f.title = "autocast's region spans the training loop: " + std::to_string(held_count) +
+                " 16-bit weight copies made in an earlier step (" + format_bytes(held) +
+                ") are reused after the optimizer changed the weights -- later forwards compute "
+                "with stale weights";
+      f.evidence.emplace_back(
+          "copies made before the peak's step, still used in it",
+          bytes_text(held) + " in " + std::to_string(held_count) + " allocations");
+      f.fix =
+          "Open torch.autocast around the forward and the loss only, not around the loop or the "
+          "optimizer step (PyTorch's automatic mixed precision recipe): its cache of weight "
+          "copies is cleared when the region exits, so each step casts the weights the "
+          "optimizer updated. Under one region the model trains on its first step's weights.";
+      f.severity = Severity::major;  // wrong results, whatever the bytes
+      out.findings.push_back(std::move(f));
+      continue;
+    }
     f.fix = backward
                 ? "With float32 weights, autocast makes a bfloat16/float16 copy of each for the "
                   "region and the graph saves it for backward. Where memory binds, keep the "

@@ -30,6 +30,7 @@ void detect_optimizer_peak(const analysis::Trace& trace, Diagnosis& out);
 void detect_attention_peak(const analysis::Trace& trace, Diagnosis& out);
 void detect_autocast_cache(const analysis::Trace& trace, Diagnosis& out);
 void detect_stale_grads(const analysis::Trace& trace, Diagnosis& out);
+void detect_kept_graph(const analysis::Trace& trace, Diagnosis& out);
 void detect_hook_leak(const analysis::Trace& trace, Diagnosis& out);
 void detect_cache_thrash(const analysis::Trace& trace, Diagnosis& out);
 void detect_device_imbalance(const analysis::Trace& trace, Diagnosis& out);

@@ -68,6 +68,10 @@ constexpr Detector kDetectors[] = {
       "the last step's gradients alive through the next forward (zero_grad after it, or "
       "set_to_none=False)"},
      detail::detect_stale_grads},
+    {{"kept-graph",
+      "a forward's graph kept alive, unused, under later steps (a warm-up or evaluation output "
+      "still referenced)"},
+     detail::detect_kept_graph},
     {{"hook-leak",
       "module outputs kept alive by forward hooks that are never removed or never cleared"},
      detail::detect_hook_leak},

@@ -88,6 +88,16 @@ void grad_in_eval_snapshot(const Trace& trace, Diagnosis& out) {
         {"grad-in-eval",
          "the snapshot ran out of memory: its window ended before a backward could run"});
   for (const DeviceRef& d : trace.devices()) {
+    // Gradients or an optimizer's state live say the program trains (Note [A training
+    // forward]): this forward's backward comes after the snapshot.
+    if (trains(trace, d.id)) {
+      if (out.skipped.empty() || out.skipped.back().id != "grad-in-eval")
+        out.skipped.push_back(
+            {"grad-in-eval",
+             "gradients or optimizer state are live in the window: the program trains, and the "
+             "backward of its forward comes after the snapshot"});
+      continue;
+    }
     // Saved by a module's forward: what the program's own code made between forwards (an
     // optimizer's or estimator's state, a batch) is no graph's, whatever the lifetimes say.
     const std::vector<Block> blocks = load_blocks(trace, d.id, true);

@@ -143,6 +143,12 @@ std::string phase_label(const WindowPhases& w) {
   return w.forward ? "forward only (no backward runs in the window)" : "";
 }
 
+bool trains(const Trace& trace, int64_t device) {
+  for (events::Category c : {events::Category::gradient, events::Category::optimizer_state})
+    if (store::any_allocation(trace.reader(), {.device = device, .category = c})) return true;
+  return false;
+}
+
 // ---- steps and blocks -------------------------------------------------------------------------
 
 // Without the engine's `backward` scopes, a snapshot whose categories were inferred (Note
@@ -239,6 +245,13 @@ std::vector<std::pair<uint64_t, uint64_t>> backward_scopes(const Trace& t, bool 
 
 bool graph_retention_on(const Trace& t, int64_t device) {
   return graph_retained(t, device, load_steps(t, device));
+}
+
+std::optional<StepSpan> step_holding(const Trace& trace, int64_t device, uint64_t ts) {
+  std::optional<StepSpan> holding;
+  for (const StepSpan& s : steps_of(trace, device))
+    if (s.ts <= ts && (!s.end_ts || ts < *s.end_ts)) holding = s;
+  return holding;
 }
 
 std::vector<uint64_t> step_times(const Trace& trace) {

@@ -92,6 +92,17 @@ WindowPhases window_phases(const Trace& trace);
 // "forward only (no backward runs in the window)", or empty when the phases are not known.
 std::string phase_label(const WindowPhases& phases);
 
+// Note [A training forward]: a training program's snapshot dumped between a forward and its
+// `loss.backward()` (a profiler stopped early, a dump at the peak) holds a forward with grad
+// mode on and no backward, as an evaluation does -- but its window starts with the training's
+// state live: gradients, or an optimizer's moments and momentum buffers (inferred from the
+// blocks' sizes where they were made before the history: Note [State before the history] in
+// profiler/importers/infer.cpp). Advice to run that forward under no_grad would break the
+// training, so grad-in-eval skips such a device and says why, and kept-graph reads a graph
+// kept then as a training program's. What it cannot see: a program
+// with plain SGD (no state) whose gradients were freed before the forward.
+bool trains(const Trace& trace, int64_t device);
+
 // ---- steps and blocks: graph-retention, retained-graph, grad-in-eval, leak, sync-in-loop ----
 
 // Note [Activations in the trace]
@@ -160,6 +171,9 @@ bool graph_retention_on(const Trace& trace, int64_t device);
 // The autograd engine's backward scopes (only the retain_graph ones with `retain_only`), as
 // (push, pop) times in push order; pop is kOpen for a scope still open at the end.
 std::vector<std::pair<uint64_t, uint64_t>> backward_scopes(const Trace& t, bool retain_only);
+
+// The step of a device (steps_of) holding time `ts`: started by it and not ended.
+std::optional<StepSpan> step_holding(const Trace& trace, int64_t device, uint64_t ts);
 
 // The steps' start times (absolute), in order.
 std::vector<uint64_t> step_times(const Trace& trace);

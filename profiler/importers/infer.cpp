@@ -50,10 +50,17 @@
 //      else `temporary`;
 //    * setup: `parameter` unless freed within its run (`temporary`: init scratch, the copy a
 //      move left behind);
+//    * made for cuBLAS's workspace (its frames: `at::cuda::getNewWorkspace`, the handle
+//      getters): `unknown` -- library state kept for the process, which rules on lifetimes
+//      would call a parameter (made before the work) or a gradient (made in backward, by the
+//      engine's own handle);
+//    * freed by a `zero_grad` (PyTorch's optimizer's or module's, tensorlib's; its
+//      set_to_none frees the gradients): `gradient`, whatever made it;
 //    * allocated before the snapshot's history began, never freed and with no frames naming
 //      a phase: `parameter` (weights put on the device before recording started; a KV cache
-//      made then reads as one too), or `optimizer_state` by the sizes (Note [State before the
-//      history]);
+//      made then reads as one too), or `gradient` or `optimizer_state` by the sizes (Note
+//      [State before the history]), or `activation` where a forward before the history kept
+//      its graph (Note [A graph from before the history]);
 //    * forward or no phase, freed by the engine (the free's phase is backward) or by
 //      autograd's own objects (a graph dying without backward: `SavedVariable`, a node):
 //      `activation`;
@@ -393,17 +400,35 @@ namespace {
 // A snapshot whose history began after the optimizer's first step (a warm-up, then one step
 // recorded) holds the optimizer's state among the blocks made before the history, which have
 // no frames: rule 3 calls them all parameters (on a 2.7B AdamW step, 38.46 GiB, of which 25.38
-// GiB are its two moments). Their sizes tell them apart where the window's backward made the
-// gradients: a parameter has one gradient of its size, and an optimizer that keeps state per
-// parameter k - 1 more tensors of it (Adam's two moments: k = 3; SGD's momentum: 2; AMSGrad:
-// 4). When the window runs an optimizer, and one k from 2 to 4 holds for the sizes of at least
-// 90% of those blocks' bytes -- each such size has exactly k times as many blocks as
-// gradients -- then of each such size the first blocks, as many as its gradients, stay
-// parameters and the rest are optimizer_state. Which block of a size is the parameter cannot
-// be told (none has frames): the bytes of each category are right, a given block's may not
-// be. Without gradients in the window (accumulated into ones made before it), or with sizes
-// that match no one k, nothing changes.
-void state_before_history(const std::vector<Block>& blocks,
+// GiB are its two moments). Their sizes tell them apart, two ways.
+//
+// 1. Where the window's backward made the gradients: a parameter has one gradient of its size,
+//    and an optimizer that keeps state per parameter k - 1 more tensors of it (Adam's two
+//    moments: k = 3; SGD's momentum: 2; AMSGrad: 4). When the window runs an optimizer, and
+//    one k from 2 to 4 holds for the sizes of at least 90% of those blocks' bytes -- each such
+//    size has exactly k times as many blocks as gradients -- then of each such size the first
+//    blocks, as many as its gradients, stay parameters and the rest are optimizer_state.
+// 2. Where the window made none (a forward dumped before its backward, or a backward that
+//    accumulated into gradients made before it: `zero_grad(set_to_none=False)`): the blocks
+//    come in G equal groups, one per role -- every size has a multiple of G blocks. A model's
+//    parameters alone do not: its embedding, its head, its last norm and its biases come in
+//    sizes of one or two blocks, so a fifth or more of the blocks break any G of 3 or more
+//    (18-25% on the real forwards of 2.7B and XL models), where a training program's state
+//    breaks it only by a few stray blocks (cuBLAS's workspaces, a batch, a loss: at most
+//    kStrayBlocks, or 2%). G = 4 is a parameter, its gradient and Adam's two moments; G = 3
+//    a parameter and Adam's moments (the gradients freed), or a parameter, its gradient and a
+//    momentum buffer -- told apart by the blocks a `zero_grad` in the window frees, which are
+//    gradients (rule 3). Of each size, one group stays parameters, the gradients are those
+//    `zero_grad` freed or else, for G = 4, one more group, and the rest are optimizer_state.
+//    G = 2 (a parameter and one tensor more, or a model with two of everything) says nothing.
+//
+// Which block of a size is which role cannot be told (none has frames): the bytes of each
+// category are right, a given block's may not be. With sizes that match no k or G, nothing
+// changes.
+constexpr size_t kStrayBlocks = 4;
+
+// Rule 1; false when it did not apply.
+bool state_from_gradients(const std::vector<Block>& blocks,
                           std::vector<events::Category>& categories) {
   using C = events::Category;
   std::unordered_map<uint64_t, uint64_t> gradients;          // size -> count
@@ -418,7 +443,7 @@ void state_before_history(const std::vector<Block>& blocks,
       before_bytes += b.size;
     }
   }
-  if (gradients.empty() || before.empty()) return;
+  if (gradients.empty() || before.empty()) return false;
   uint64_t bytes_of[5] = {};  // by k: the bytes of the sizes with k blocks per gradient
   for (const auto& [size, ks] : before)
     if (auto g = gradients.find(size);
@@ -427,14 +452,118 @@ void state_before_history(const std::vector<Block>& blocks,
   uint64_t k = 2;
   for (uint64_t m = 3; m <= 4; ++m)
     if (bytes_of[m] > bytes_of[k]) k = m;
-  if (bytes_of[k] == 0 || bytes_of[k] * 10 < before_bytes * 9) return;
+  if (bytes_of[k] == 0 || bytes_of[k] * 10 < before_bytes * 9) return false;
   for (const auto& [size, ks] : before) {
     auto g = gradients.find(size);
     if (g == gradients.end() || ks.size() != k * g->second) continue;
     for (size_t i = g->second; i < ks.size(); ++i) categories[ks[i]] = C::optimizer_state;
   }
+  return true;
+}
+
+// Rule 2.
+void state_in_groups(const std::vector<Block>& blocks, std::vector<events::Category>& categories) {
+  using C = events::Category;
+  std::unordered_map<uint64_t, std::vector<size_t>> by_size;  // size -> blocks, in order
+  size_t n = 0;
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    const Block& b = blocks[k];
+    const bool kept = categories[k] == C::parameter && b.free_event == kNever;
+    // (A block from before the history that the window frees carries its free's frames, the
+    // only ones the snapshot has: a zero_grad's read as the optimizer's phase.)
+    if (b.before_trace && b.size > 0 &&
+        ((kept && b.alloc_phase == Phase::none) || b.freed_by_zero_grad))
+      by_size[b.size].push_back(k), ++n;
+  }
+  size_t groups = 0;
+  for (size_t g : {size_t{4}, size_t{3}}) {
+    size_t stray = 0;
+    for (const auto& [size, ks] : by_size) stray += ks.size() % g == 0 ? 0 : ks.size();
+    if (stray <= std::max(kStrayBlocks, n / 50) && n - stray >= 4 * g) {
+      groups = g;
+      break;
+    }
+  }
+  if (groups == 0) return;
+  for (const auto& [size, ks] : by_size) {
+    if (ks.size() % groups != 0) continue;
+    const size_t group = ks.size() / groups;
+    std::vector<size_t> freed, kept;
+    for (size_t k : ks) (blocks[k].freed_by_zero_grad ? freed : kept).push_back(k);
+    if (!freed.empty() && freed.size() != group) continue;  // no role fits: leave them
+    size_t grads = freed.size();
+    for (size_t k : freed) categories[k] = C::gradient;
+    for (size_t i = 0; i < kept.size(); ++i) {
+      if (i < group) {
+        categories[kept[i]] = C::parameter;
+      } else if (grads < group && groups == 4) {
+        categories[kept[i]] = C::gradient, ++grads;
+      } else {
+        categories[kept[i]] = C::optimizer_state;
+      }
+    }
+  }
+}
+
+// Note [A graph from before the history]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A forward run with grad mode on before the history began (a warm-up pass whose output the
+// program keeps) leaves the tensors its graph saved among the blocks made before the history:
+// frameless, never freed by the window's backward, and read as parameters by rule 3. A
+// model's forward saves the same sizes every time it runs on the same shapes, so they show
+// themselves against the window's first forward that saves: when the blocks from before the
+// history that are still live at that forward's end hold, size for size, at least
+// kGraphMatch of the bytes it saves, the matched ones are that earlier graph's: `activation`
+// (the ones the window frees first, then those it never frees). Activations and weights of
+// one size are told apart only by count: a model whose batch x sequence equals its width
+// (its activations as large as its square weights) may lend a parameter to the match.
+constexpr double kGraphMatch = 0.8;
+
+void graph_before_history(const std::vector<Block>& blocks, const std::vector<bool>& saved_first,
+                          uint64_t forward_end, std::vector<events::Category>& categories) {
+  using C = events::Category;
+  std::unordered_map<uint64_t, uint64_t> saved;  // size -> blocks the forward saved
+  uint64_t saved_bytes = 0;
+  for (size_t k = 0; k < blocks.size(); ++k)
+    if (saved_first[k] && categories[k] == C::activation)
+      ++saved[blocks[k].size], saved_bytes += blocks[k].size;
+  if (saved_bytes == 0) return;
+  std::unordered_map<uint64_t, std::vector<size_t>> before;  // size -> candidates, freed first
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    const Block& b = blocks[k];
+    if (b.before_trace && b.alloc_phase == Phase::none && !b.freed_by_zero_grad &&
+        saved.count(b.size) && (b.free_event == kNever || b.free_event + 1 > forward_end))
+      before[b.size].push_back(k);
+  }
+  uint64_t matched = 0;
+  for (auto& [size, ks] : before) {
+    std::stable_sort(ks.begin(), ks.end(), [&](size_t x, size_t y) {
+      return blocks[x].free_event < blocks[y].free_event;
+    });
+    ks.resize(std::min<size_t>(ks.size(), saved[size]));
+    matched += size * ks.size();
+  }
+  if (static_cast<double>(matched) < kGraphMatch * static_cast<double>(saved_bytes)) return;
+  for (const auto& [size, ks] : before)
+    for (size_t k : ks) categories[k] = C::activation;
 }
 }  // namespace
+
+bool workspace_frame(std::string_view function) {
+  const std::string name = qualified_name(function);
+  const std::string_view n = name;
+  return n == "at::cuda::getNewWorkspace" || n == "at::cuda::getCurrentCUDABlasHandle" ||
+         n == "at::cuda::getCurrentCUDABlasLtHandle" || n == "at::cuda::getCUDABlasLtWorkspace";
+}
+
+bool zero_grad_frame(std::string_view function, std::string_view file) {
+  const std::string name = qualified_name(function);
+  const std::string_view n = name;
+  if (n.starts_with("Optimizer.zero_grad")) return true;  // the record_function range
+  if (n == "zero_grad")
+    return in_file(file, "torch/nn/modules/module.py") || in_file(file, "torch/optim/");
+  return n.starts_with("tl::") && n.ends_with("::zero_grad");
+}
 
 Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& events) {
   using C = events::Category;
@@ -592,6 +721,14 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
     const auto [pa_pos, pf_pos, pa, pf, ra, within] = where[k];
     const bool freed = b.free_event != kNever;
     C c = C::unknown;
+    if (b.workspace) {
+      out.categories.push_back(C::unknown);  // cuBLAS's, not the program's
+      continue;
+    }
+    if (freed && b.freed_by_zero_grad) {
+      out.categories.push_back(C::gradient);  // zero_grad(set_to_none=True) frees gradients
+      continue;
+    }
     switch (pa) {
       case Phase::data:
         c = within || (b.item && freed) ? C::temporary : C::input;
@@ -639,8 +776,19 @@ Result infer(const std::vector<Block>& blocks, const std::vector<PhaseEvent>& ev
     }
     out.categories.push_back(c);
   }
-  if (out.runs[static_cast<size_t>(Phase::optimizer)] > 0)
-    state_before_history(blocks, out.categories);
+  // Note [A graph from before the history]: against the window's first forward that saves.
+  for (size_t r = 0; r < runs.size(); ++r) {
+    if (runs[r].phase != Phase::forward || !runs[r].saving) continue;
+    std::vector<bool> saved_first(blocks.size());
+    for (size_t k = 0; k < blocks.size(); ++k)
+      saved_first[k] = where[k].pa == Phase::forward && where[k].ra == r;
+    graph_before_history(blocks, saved_first, runs[r].last, out.categories);
+    break;
+  }
+  // Note [State before the history].
+  if (out.runs[static_cast<size_t>(Phase::optimizer)] == 0 ||
+      !state_from_gradients(blocks, out.categories))
+    state_in_groups(blocks, out.categories);
   return out;
 }
 

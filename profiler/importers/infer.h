@@ -40,6 +40,14 @@ bool autograd_frame(std::string_view function);
 // forward, a checkpointed segment saves nothing for backward.
 bool checkpoint_frame(std::string_view function, std::string_view file);
 
+// Whether a frame is a `zero_grad` of PyTorch (`Optimizer.zero_grad`, `Module.zero_grad`) or
+// tensorlib: a block such a frame frees is a gradient (set_to_none).
+bool zero_grad_frame(std::string_view function, std::string_view file);
+
+// Whether a frame is cuBLAS's workspace being made (`at::cuda::getNewWorkspace`, the handle
+// and Lt workspace getters): library state kept for the process, no category of the program's.
+bool workspace_frame(std::string_view function);
+
 // Whether a frame is a dataset's item getter (Python's `__getitem__`, a C++ `...::get`): what
 // it allocates under a DataLoader is one example, which collating copies into the batch.
 bool item_getter_frame(std::string_view function);
@@ -66,11 +74,13 @@ struct Block {
   uint64_t alloc_event = 0;      // index of its alloc in `events` (ignored when before_trace)
   uint64_t free_event = kNever;  // index of its free; kNever: allocated at the end of the trace
   Phase alloc_phase = Phase::none, free_phase = Phase::none;  // from its own frames
-  bool before_trace = false;       // allocated before the snapshot's history began
-  bool freed_by_autograd = false;  // the free's frames are autograd's (autograd_frame)
-  bool checkpointed = false;       // allocated in a checkpointed segment (checkpoint_frame)
-  bool item = false;               // data loading: made by a dataset's item getter (one example)
-  uint64_t size = 0;               // the bytes asked for (rule 3's state made before the history)
+  bool before_trace = false;        // allocated before the snapshot's history began
+  bool freed_by_autograd = false;   // the free's frames are autograd's (autograd_frame)
+  bool freed_by_zero_grad = false;  // the free's frames are a zero_grad's (zero_grad_frame)
+  bool checkpointed = false;        // allocated in a checkpointed segment (checkpoint_frame)
+  bool item = false;                // data loading: made by a dataset's item getter (one example)
+  bool workspace = false;           // made for cuBLAS's workspace (workspace_frame)
+  uint64_t size = 0;                // the bytes asked for (rule 3's state made before the history)
 };
 
 // An alloc or a free of the device, in order, with the phase its frames name (none when they

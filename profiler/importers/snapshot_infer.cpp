@@ -16,6 +16,8 @@ using infer::Phase;
 struct RunPhase {
   Phase phase = Phase::none;
   bool autograd = false;
+  bool zero_grad = false;
+  bool workspace = false;
   bool checkpoint = false;
   bool item = false;          // made by a dataset's item getter the loader called
   uint64_t forward_line = 0;  // infer::PhaseEvent::forward_line
@@ -31,7 +33,8 @@ class Phases {
     if (!fresh) return it->second;
     auto [items, count] = reader_.run_items(run);
     infer::StackPhase stack;
-    bool autograd = false, checkpoint = false, item = false, getter = false, loader = false;
+    bool autograd = false, zero_grad = false, workspace = false, checkpoint = false, item = false,
+         getter = false, loader = false;
     uint64_t forward_line = 0;
     for (size_t i = 0; i < count; ++i) {  // innermost first
       pickle::Ref f(&reader_.doc(), items[i]);
@@ -45,6 +48,8 @@ class Phases {
       const infer::Phase p = infer::phase_of_frame(name, file);
       stack.add(p);
       autograd = autograd || infer::autograd_frame(name);
+      zero_grad = zero_grad || infer::zero_grad_frame(name, file);
+      workspace = workspace || infer::workspace_frame(name);
       checkpoint = checkpoint || infer::checkpoint_frame(name, file);
       // An item getter inside the innermost data-loading frame: one example, not a batch.
       if (!loader && p == Phase::data) item = getter, loader = true;
@@ -58,7 +63,8 @@ class Phases {
             1;  // never 0 (none)
       }
     }
-    return it->second = {stack.phase(), autograd, checkpoint, item, forward_line};
+    return it->second = {stack.phase(), autograd, zero_grad,   workspace,
+                         checkpoint,    item,     forward_line};
   }
 
  private:
@@ -82,7 +88,9 @@ DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Ent
   for (const StartBlock& s : start) {
     infer::Block b;
     b.before_trace = true;
-    b.alloc_phase = phases.of(s.frames).phase;
+    const RunPhase rp = phases.of(s.frames);
+    b.alloc_phase = rp.phase;
+    b.workspace = rp.workspace;
     b.size = s.size;
     if (s.pending)
       b.free_event = 0;  // freed as the trace begins
@@ -146,6 +154,7 @@ DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Ent
       b.size = e.size;
       b.checkpointed = rp.checkpoint && rp.phase == Phase::forward;
       b.item = rp.item && rp.phase == Phase::data;
+      b.workspace = rp.workspace;
       open[e.addr] = blocks.size();
       entry_of.push_back(i);
       blocks.push_back(b);
@@ -154,6 +163,7 @@ DeviceInference infer_device(const SnapshotReader& reader, const std::vector<Ent
       b.free_event = position;
       b.free_phase = rp.phase;
       b.freed_by_autograd = rp.autograd;
+      b.freed_by_zero_grad = rp.zero_grad;
       open.erase(it);
     }
   }

@@ -107,6 +107,14 @@ bool is_autograd_engine_frame(const store::ResolvedFrame& f) {
   return is_autograd_engine(f);
 }
 
+bool is_backward_call_frame(const store::ResolvedFrame& f) {
+  if (is_autograd_engine(f)) return true;
+  std::string file = f.file;
+  std::replace(file.begin(), file.end(), '\\', '/');
+  return f.function == "backward" && (file.find("torch/_tensor.py") != std::string::npos ||
+                                      file.find("torch/autograd/") != std::string::npos);
+}
+
 // Note [Allocation site] in trace.h.
 bool is_recorder_frame(const store::ResolvedFrame& f) {
   const std::string_view name = qualified_name(f.function);

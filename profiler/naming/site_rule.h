@@ -33,6 +33,12 @@ bool is_library_frame(const store::ResolvedFrame& f, bool by_path = true);
 // tensorlib's tl::autograd::backward): an allocation whose stack has one was made by backward.
 bool is_autograd_engine_frame(const store::ResolvedFrame& f);
 
+// Whether a frame is a call into backward: the engine's (is_autograd_engine_frame), or
+// Python's `backward` of torch/_tensor.py or torch/autograd/ -- the program's
+// `loss.backward()`, whose first allocation (the loss's gradient) a snapshot of Python frames
+// shows, where the engine's thread that runs the rest has none.
+bool is_backward_call_frame(const store::ResolvedFrame& f);
+
 // Note [The recorder's own frames]
 // The recorder captures a stack in its sink, which the producer called through
 // events::dispatch. The capture skips the recorder's own frames, but the call into the sink is

@@ -233,6 +233,23 @@ TEST_F(DiagnoseCli, StaleGradsTakesTheLastStepsGradientsOutOfTheForward) {
   EXPECT_EQ(ids(diagnose(pitfall("stale_grads", true), "", true)).size(), 0u);
 }
 
+// pitfall_warmup_graph: the warm-up's graph lives under every step -- the batch, and each of
+// the four layers' linear output and tanh output (tensorlib's unary ops save their input and
+// their output), 512 x 1024 floats (2 MiB) each; the fixed warm-up saves nothing.
+TEST_F(DiagnoseCli, KeptGraphFindsAWarmUpsSavedTensorsUnderEveryStep) {
+  json d = diagnose(pitfall("warmup_graph", false));
+  EXPECT_EQ(ids(d), std::set<std::string>{"kept-graph"}) << d.dump(2);
+  json f = finding(d, "kept-graph");
+  ASSERT_FALSE(f.is_null());
+  const int64_t block = int64_t{512} * 1024 * 4;
+  EXPECT_EQ(f["bytes"].get<int64_t>(), 9 * block) << f.dump(2);
+  // The fix saves that graph but its output, which the fixed program keeps too.
+  const int64_t leaky = sample_peak("warmup_graph", false),
+                fixed = sample_peak("warmup_graph", true);
+  EXPECT_EQ(leaky - fixed, 8 * block);
+  EXPECT_EQ(ids(diagnose(pitfall("warmup_graph", true), "", true)).size(), 0u);
+}
+
 // pitfall_optimizer_temporaries: AdamW's multi-tensor step holds every parameter's
 // denominator at once on top of the weights, gradients and moments, in every step. The peak
 // without the temporaries is what the --fixed program, with the fused step, measures.

@@ -87,10 +87,10 @@ void expect_faithful(const std::string& name, const std::string& conf) {
 }
 
 TEST(ReplayCli, EveryPitfallAndTrainingRunReplaysToItsOwnSegmentEvents) {
-  for (const char* name :
-       {"accumulated_loss", "checkpointing", "dataloader_workers", "empty_cache_referenced",
-        "eval_without_no_grad", "fragmentation", "retain_graph", "sync_in_loop",
-        "transpose_contiguous", "view_retention", "stale_grads", "optimizer_temporaries"})
+  for (const char* name : {"accumulated_loss", "checkpointing", "dataloader_workers",
+                           "empty_cache_referenced", "eval_without_no_grad", "fragmentation",
+                           "retain_graph", "sync_in_loop", "transpose_contiguous", "view_retention",
+                           "stale_grads", "optimizer_temporaries", "warmup_graph"})
     expect_faithful(name, "");
   // A training run of the MLP sample (20 steps).
   const std::string trace = (tl_test::temp_dir("tidemark_replay") / "train_mlp.db").string();

@@ -4,6 +4,7 @@
 // measured end to end in tests/cli/infer_categories_test.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -263,6 +264,104 @@ TEST(InferCategories, WithoutAnOptimizerOrOneMultipleTheyStayParameters) {
     const std::vector<Category> c = categories(optimizer, before_4096);
     for (int i = 0; i < before_4096 + 3; ++i)
       EXPECT_EQ(c[i], Category::parameter) << optimizer << " " << i;
+  }
+}
+
+// Note [State before the history], rule 2, worked by hand: no gradient is made in the window (a
+// forward dumped before its backward). Before the history, 2 parameters of 4096 B and 2 of
+// 1024 B, each with a gradient and Adam's two moments: 8 blocks of each size, four groups.
+// `zero_grad_frees`: the window starts with a zero_grad freeing the first two of each size.
+std::vector<Category> grouped(bool zero_grad_frees, int per_size) {
+  std::vector<infer::PhaseEvent> events = {{0, Phase::forward, true, 1, 0}};
+  std::vector<infer::Block> blocks;
+  for (uint64_t size : {4096, 1024})
+    for (int i = 0; i < per_size; ++i) {
+      infer::Block b;
+      b.before_trace = true;
+      b.size = size;
+      if (zero_grad_frees && i < 2) {
+        b.free_event = events.size();
+        b.free_phase = Phase::optimizer;
+        b.freed_by_zero_grad = true;
+        events.push_back({events.size(), Phase::optimizer, false, 0, 0});
+      }
+      blocks.push_back(b);
+    }
+  infer::Block act;  // the forward's activation, never freed in the window
+  act.alloc_event = 0;
+  act.alloc_phase = Phase::forward;
+  act.size = 1 << 20;
+  blocks.push_back(act);
+  return infer::infer(blocks, events).categories;
+}
+
+TEST(InferCategories, FourEqualGroupsBeforeTheHistoryAreParametersGradientsAndMoments) {
+  const std::vector<Category> c = grouped(false, 8);
+  for (int size = 0; size < 2; ++size) {
+    const std::vector<Category> one(c.begin() + size * 8, c.begin() + size * 8 + 8);
+    EXPECT_EQ(std::count(one.begin(), one.end(), Category::parameter), 2) << size;
+    EXPECT_EQ(std::count(one.begin(), one.end(), Category::gradient), 2) << size;
+    EXPECT_EQ(std::count(one.begin(), one.end(), Category::optimizer_state), 4) << size;
+  }
+}
+
+TEST(InferCategories, WhatAZeroGradFreesAreTheGradients) {
+  const std::vector<Category> c = grouped(true, 8);
+  for (int size = 0; size < 2; ++size) {
+    EXPECT_EQ(c[size * 8], Category::gradient);
+    EXPECT_EQ(c[size * 8 + 1], Category::gradient);
+    const std::vector<Category> kept(c.begin() + size * 8 + 2, c.begin() + size * 8 + 8);
+    EXPECT_EQ(std::count(kept.begin(), kept.end(), Category::parameter), 2) << size;
+    EXPECT_EQ(std::count(kept.begin(), kept.end(), Category::optimizer_state), 4) << size;
+  }
+}
+
+TEST(InferCategories, SizesInNoEqualGroupsStayParameters) {
+  // 7 of each size: neither 4 nor 3 groups (14 stray blocks of 14), a model's own parameters.
+  const std::vector<Category> c = grouped(false, 7);
+  for (int i = 0; i < 14; ++i) EXPECT_EQ(c[i], Category::parameter) << i;
+}
+
+// Note [A graph from before the history], worked by hand: before the history, a warm-up's graph
+// (two blocks of 1 MiB and one of 3 MiB, never freed) beside a parameter of 4096 B; in the
+// window, a forward saves the same three sizes, which its backward frees.
+TEST(InferCategories, AGraphKeptFromBeforeTheHistoryIsToldBySizeAgainstTheWindowsForward) {
+  for (bool warm : {true, false}) {
+    std::vector<infer::PhaseEvent> events = {
+        {0, Phase::forward, true, 1, 0},   {1, Phase::forward, true, 1, 0},
+        {2, Phase::forward, true, 1, 0},   {3, Phase::forward, true, 2, 0},
+        {4, Phase::backward, true, 3, 0},  {5, Phase::backward, false, 0, 0},
+        {6, Phase::backward, false, 0, 0}, {7, Phase::backward, false, 0, 0},
+    };
+    std::vector<infer::Block> blocks;
+    std::vector<uint64_t> before = {4096};
+    if (warm) before.insert(before.end(), {1 << 20, 1 << 20, 3 << 20});
+    for (uint64_t size : before) {
+      infer::Block b;
+      b.before_trace = true;
+      b.size = size;
+      blocks.push_back(b);
+    }
+    const uint64_t saved[] = {1 << 20, 1 << 20, 3 << 20};
+    for (uint64_t i = 0; i < 3; ++i) {
+      infer::Block b;
+      b.alloc_event = i;
+      b.alloc_phase = Phase::forward;
+      b.free_event = 5 + i;
+      b.free_phase = Phase::backward;
+      b.size = saved[i];
+      blocks.push_back(b);
+    }
+    infer::Block out;  // the forward's result (its last alloc), freed by nobody
+    out.alloc_event = 3;
+    out.alloc_phase = Phase::forward;
+    out.size = 512;
+    blocks.push_back(out);
+    const std::vector<Category> c = infer::infer(blocks, events).categories;
+    EXPECT_EQ(c[0], Category::parameter);
+    if (warm)
+      for (int i = 1; i < 4; ++i) EXPECT_EQ(c[i], Category::activation) << i;
+    EXPECT_EQ(c[before.size()], Category::activation);  // the window's own
   }
 }
 

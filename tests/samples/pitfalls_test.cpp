@@ -91,6 +91,17 @@ TEST(Pitfalls, StaleGradientsRaiseTheForwardsPeak) {
   EXPECT_EQ(r.leaky["allocated_after"], 2 * grads + 512);
 }
 
+TEST(Pitfalls, AKeptWarmUpGraphStaysUnderEveryStep) {
+  Runs r = run_both("warmup_graph");
+  // The warm-up's batch, and each layer's linear output and tanh output but the last (which is
+  // the output the program keeps either way), 512 x 1024 floats (2 MiB) each, stay allocated
+  // with the kept output's graph: tensorlib's unary ops save their input and their output. The
+  // fixed warm-up keeps its output alone. They are live at every step's peak and at the end.
+  const int64_t block = int64_t{512} * 1024 * 4;
+  EXPECT_EQ(r.leaky["allocated_after"] - r.fixed["allocated_after"], 8 * block);
+  EXPECT_EQ(r.leaky["peak_allocated"] - r.fixed["peak_allocated"], 8 * block);
+}
+
 TEST(Pitfalls, ForeachAdamHoldsAParameterSizedTemporary) {
   Runs r = run_both("optimizer_temporaries");
   // 16.02 MiB of parameters: the multi-tensor step's denominators, one per parameter, are live

@@ -15,6 +15,7 @@ and, under estimate:
   TIDEMARK_ESTIMATE_LIBRARY    the allocator library (profiler/estimate/allocator_abi.h)
   TIDEMARK_ESTIMATE_GPU        the card faked (tidemark_hook/estimate/versions.py, GPUS)
   TIDEMARK_ESTIMATE_CAPACITY   its memory in bytes (0: the card's own)
+  TIDEMARK_ESTIMATE_FIX        fixes applied at run time (tidemark_hook/estimate/fixes.py)
 PYTORCH_CUDA_ALLOC_CONF (or PYTORCH_ALLOC_CONF) is read as PyTorch reads it.
 
 Each process writes into the folder, each file whole (renamed into place), never through a link,
@@ -35,6 +36,7 @@ NVTX = "TIDEMARK_PYTHON_NVTX"
 ESTIMATE_LIBRARY = "TIDEMARK_ESTIMATE_LIBRARY"
 ESTIMATE_GPU = "TIDEMARK_ESTIMATE_GPU"
 ESTIMATE_CAPACITY = "TIDEMARK_ESTIMATE_CAPACITY"
+ESTIMATE_FIX = "TIDEMARK_ESTIMATE_FIX"
 
 MODE_RECORD = "record"
 MODE_ESTIMATE = "estimate"

@@ -100,6 +100,12 @@ class Estimate:
         self.tracker = tracker.Tracker(torch, self.device, self.history, self.gpu, self.notes)
         self.mode = self.tracker.make_mode()
         self.mode.__enter__()  # for the rest of the process
+        from . import fixes
+
+        try:
+            fixes.apply(torch, os.environ.get(protocol.ESTIMATE_FIX, ""), self.notes)
+        except ValueError as e:
+            self.refuse(f"{protocol.ESTIMATE_FIX}: {e}")
 
     def patch_compile(self, torch):
         """torch.compile: the program runs eager, and the estimate says so (compiled programs'
@@ -124,7 +130,7 @@ class Estimate:
         h.drain()
         stats = self.allocator.stats()
         snapshot = {
-            "segments": h.segments(),
+            "segments": h.segments(whole),
             "device_traces": [list(h.trace(whole))],
             "allocator_settings": {
                 "PYTORCH_CUDA_ALLOC_CONF": self.alloc_conf,

@@ -11,12 +11,20 @@ the casts are recorded by autograd and their outputs saved for backward as on th
 * a cast of a leaf that requires grad (a weight) is cached until the outermost autocast region
   closes (torch.clear_autocast_cache), as autocast's cache does, except under inference_mode
   or with the cache turned off;
+* each cast's allocation carries the native frame a card's snapshot gives it
+  (`at::autocast::cached_cast`, CACHED_CAST), by which diagnoses tell a weight's copy;
 * an operator inside a listed one is not cast again (the dispatcher excludes autocast while a
   cast operator runs). Unlike the dispatcher, a TorchFunctionMode sees only the calls the
   program makes, not those torch's own Python functions make inside them: the linears inside
   F.multi_head_attention_forward are not cast (docs/estimate.md, "What it cannot see").
 """
 from . import versions
+
+
+# The native frame a card's snapshot (stacks="all") gives autocast's casts.
+CACHED_CAST = {"filename": "??", "line": 0,
+               "name": "at::autocast::cached_cast(c10::ScalarType, at::Tensor const&, "
+                       "c10::DeviceType)"}
 
 
 def install(torch, device, notes):
@@ -46,7 +54,13 @@ def install(torch, device, notes):
             hit = cache.get(id(t))
             if hit is not None and hit[0] is t:
                 return hit[1]
-        out = t.to(dtype)
+        # On a card, the snapshot's native frames show the cast inside autocast's
+        # cached_cast, which is how a weight's 16-bit copy is told from other allocations.
+        device.frames.native.append(CACHED_CAST)
+        try:
+            out = t.to(dtype)
+        finally:
+            device.frames.native.pop()
         if cacheable:
             cache[id(t)] = (t, out)
         return out

@@ -34,6 +34,14 @@ from .device import NOT_SPECIAL
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tidemark_hook/
 
 
+# The native frame of cuBLAS's workspace allocation in a card's snapshot (stacks="all").
+WORKSPACE_FRAME = {"filename": "??", "line": 0, "name": "at::cuda::getNewWorkspace()"}
+# The outermost native frame of the autograd engine's device thread.
+ENGINE_FRAME = {"filename": "??", "line": 0,
+                "name": "torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::"
+                        "GraphTask> const&)"}
+
+
 class Frames:
     """The Python stack of the current call, innermost first, as PyTorch's snapshot frames
     (`filename`, `line`, `name`); the hook's own frames left out. Equal frames are one dict, so
@@ -45,14 +53,19 @@ class Frames:
     def __init__(self):
         self.cache = {}
         self.in_backward = lambda: False  # set once torch is imported
+        # Native frames innermost to the Python stack while they run (autocast's cast): the
+        # ones a card's snapshot shows there.
+        self.native = []
         # torch's dispatch plumbing, between the program's call and the hook.
         self.plumbing = (os.path.join("torch", "utils", "_python_dispatch.py"),
                          os.path.join("torch", "_ops.py"))
 
     def __call__(self):
-        out = []
+        out = list(reversed(self.native))
         if self.in_backward():
-            return out
+            # A native frame in backward is the engine thread's, as on a card: its outermost
+            # frame is the engine's, which is how the allocation reads as backward's.
+            return out + [ENGINE_FRAME] if out else out
         f = sys._getframe(1)
         cache = self.cache
         while f is not None:
@@ -88,8 +101,9 @@ class History:
         self.allocator = allocator
         self.entries = []
         self.frames = Frames()
-        self.block_frames = {}    # address -> frames of the live block there
-        self.segment_frames = {}  # address -> frames of the segment there
+        # address -> (frames, index of its entry) of the live block / the segment there
+        self.block_frames = {}
+        self.segment_frames = {}
         self.window = None        # the program's own history: [first entry, end or None]
         self.window_max = None    # its max_entries
         self.oom_observers = []
@@ -111,22 +125,30 @@ class History:
                 entry = {"action": "oom", "size": size, "stream": stream,
                          "device_free": device_free, "time_us": now, "frames": frames}
             elif action == "alloc":
-                self.block_frames[addr] = frames
+                self.block_frames[addr] = (frames, len(self.entries))
             elif action == "segment_alloc":
-                self.segment_frames[addr] = frames
+                self.segment_frames[addr] = (frames, len(self.entries))
             elif action == "free_completed":
                 self.block_frames.pop(addr, None)
             self.entries.append(entry)
 
-    def segments(self, device=0):
-        """PyTorch's snapshot `segments`: the allocator's, with the frames of each live block."""
+    def segments(self, whole, device=0):
+        """PyTorch's snapshot `segments`: the allocator's, with the frames of each live block.
+        In the program's own window (not `whole`), as on a card, only what was allocated
+        while it recorded has frames: a block made before `_record_memory_history` has none."""
+        since = 0 if whole or self.window is None else self.window[0]
+
+        def frames_of(table, addr):
+            frames, index = table.get(addr, ([], 0))
+            return frames if index >= since else []
+
         out = []
         for s in self.allocator.segments():
             s["device"] = device
             s["segment_pool_id"] = (0, 0)
-            s["frames"] = self.segment_frames.get(s["address"], [])
+            s["frames"] = frames_of(self.segment_frames, s["address"])
             for b in s["blocks"]:
-                b["frames"] = (self.block_frames.get(b["address"], [])
+                b["frames"] = (frames_of(self.block_frames, b["address"])
                                if b["state"] != "inactive" else [])
             out.append(s)
         return out
@@ -229,7 +251,13 @@ class Tracker:
         if handle in self.handles:
             return
         self.handles.add(handle)
-        self.allocate(self.gpu.cublas_workspace)
+        # The native frame a card's snapshot gives the workspace, by which it is told apart.
+        frames = self.history.frames
+        frames.native.append(WORKSPACE_FRAME)
+        try:
+            self.allocate(self.gpu.cublas_workspace)
+        finally:
+            frames.native.pop()
         self.notes.emulated("cuBLAS workspace", f"{self.gpu.cublas_workspace} bytes for the "
                             f"{'autograd engine' if backward else 'program'}'s thread")
 

@@ -9,7 +9,9 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "profiler/analysis/memory.h"
 #include "profiler/importers/import_error.h"
@@ -31,6 +33,29 @@ Progress::~Progress() {
     std::fputs("\r\033[K", stderr);
     std::fflush(stderr);
   }
+}
+
+PrivateDir::PrivateDir(std::string prefix, std::string who)
+    : prefix_(std::move(prefix)), who_(std::move(who)) {}
+
+PrivateDir::~PrivateDir() {
+  std::error_code ec;
+  if (!dir_.empty()) std::filesystem::remove_all(dir_, ec);
+}
+
+const std::string& PrivateDir::path() {
+  if (dir_.empty()) {
+    const std::filesystem::path tmp = std::filesystem::temp_directory_path();
+    std::string templ = (tmp / (prefix_ + "-XXXXXX")).string();
+    if (::mkdtemp(templ.data()) == nullptr)
+      throw UsageError(who_ + ": cannot make a private directory in " + tmp.string());
+    dir_ = templ;
+  }
+  return dir_;
+}
+
+std::string PrivateDir::file(const std::string& name) {
+  return (std::filesystem::path(path()) / name).string();
 }
 
 namespace {

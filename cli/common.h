@@ -49,6 +49,22 @@ class Progress {
   bool shown_ = false;
 };
 
+// A private folder in the temporary directory (mkdtemp: the user's, no one else may enter),
+// made on the first path() and removed, with what is in it, when this goes. `who` names the
+// command in the error when it cannot be made (UsageError).
+class PrivateDir {
+ public:
+  PrivateDir(std::string prefix, std::string who);
+  ~PrivateDir();
+  PrivateDir(const PrivateDir&) = delete;
+  PrivateDir& operator=(const PrivateDir&) = delete;
+  const std::string& path();                  // the folder, made now if it is not yet
+  std::string file(const std::string& name);  // a path inside it
+
+ private:
+  std::string prefix_, who_, dir_;
+};
+
 // Opens a finalized trace (or a raw one). StoreError (naming the file) propagates.
 // Which frames make a site in every trace this process opens (`--frames`, Note [Allocation
 // site]): set before open_trace.

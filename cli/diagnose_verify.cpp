@@ -5,15 +5,12 @@
 // (checkpointing, fused attention, a warm-up under no_grad) cannot be applied from outside: its
 // finding says so, and that its saving is the detector's estimate.
 #include <fmt/core.h>
-#include <stdlib.h>
 
-#include <filesystem>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "cli/commands.h"
@@ -90,28 +87,6 @@ std::string measured_line(const RunTimeFix& fix, const Measured& m) {
                      an::format_bytes(m.after), fix.what);
 }
 
-// A private folder for the runs with fixes (mkdtemp), removed with what is in it.
-class Scratch {
- public:
-  Scratch() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/tidemark-verify-XXXXXX";
-    if (::mkdtemp(templ.data()) == nullptr)
-      throw UsageError("diagnose --verify: cannot make a temporary directory");
-    dir_ = templ;
-  }
-  ~Scratch() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-
- private:
-  std::string dir_;
-};
-
 }  // namespace
 
 int run_diagnose_verify(const DiagnoseArgs& a) {
@@ -132,7 +107,7 @@ int run_diagnose_verify(const DiagnoseArgs& a) {
     d = diagnose::diagnose(t, only, a.all);
   }
   // Each fix runs once, whichever findings ask for it.
-  Scratch scratch;
+  PrivateDir scratch("tidemark-verify", "diagnose --verify");
   std::map<std::string, Measured> runs;
   auto measure = [&](const RunTimeFix& fix) {
     const std::string key = fix.fix + "|" + fix.alloc_conf;
@@ -142,7 +117,7 @@ int run_diagnose_verify(const DiagnoseArgs& a) {
     if (!fix.alloc_conf.empty()) again.alloc_conf = fix.alloc_conf;
     fmt::print(stderr, "tidemark: running {} again with {}\n", a.command.back(), fix.what);
     const EstimateOutcome o = estimate_once(
-        again, a.command, scratch.path("fixed-" + std::to_string(runs.size()) + ".db"), true);
+        again, a.command, scratch.file("fixed-" + std::to_string(runs.size()) + ".db"), true);
     Measured m;
     m.before = fix.reserved ? base.device.peak_reserved_bytes : base.device.peak_allocated_bytes;
     if (o.code != 0 || !o.has_device) {

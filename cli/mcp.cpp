@@ -185,11 +185,6 @@ json tool_list() {
 
 class Server {
  public:
-  ~Server() {
-    std::error_code ec;
-    if (!dir_.empty()) fs::remove_all(dir_, ec);
-  }
-
   // One message in, at most one out (none for a notification).
   std::optional<json> handle(const json& m) {
     if (!m.is_object() || m.value("jsonrpc", "") != "2.0" || !m.contains("method") ||
@@ -248,12 +243,7 @@ class Server {
     if (!fs::is_regular_file(path, ec)) throw UsageError(path + ": no such file");
     auto it = imported_.find(path);
     if (it != imported_.end()) return it->second;
-    if (dir_.empty()) {
-      std::string templ = (fs::temp_directory_path() / "tidemark-mcp-XXXXXX").string();
-      if (::mkdtemp(templ.data()) == nullptr) throw UsageError("cannot make a temporary directory");
-      dir_ = templ;
-    }
-    const std::string db = (fs::path(dir_) / fmt::format("import{}.db", imported_.size())).string();
+    const std::string db = dir_.file(fmt::format("import{}.db", imported_.size()));
     const Output o = run_self({"import", path, "-o", db});
     if (o.rc != 0) throw UsageError(o.err.empty() ? path + ": cannot import it" : o.err);
     return imported_[path] = db;
@@ -333,7 +323,7 @@ class Server {
     return r;
   }
 
-  std::string dir_;
+  PrivateDir dir_{"tidemark-mcp", "mcp"};  // the imports of snapshots the tools were given
   std::map<std::string, std::string> imported_;
 };
 

@@ -69,18 +69,9 @@ std::string python_hook_dir() {
   return {};
 }
 
-PythonHook::PythonHook(const RecordArgs& a) : args_(a), hook_(python_hook_dir()) {
-  if (hook_.empty()) return;
-  std::string templ = (fs::temp_directory_path() / "tidemark-python-XXXXXX").string();
-  if (::mkdtemp(templ.data()) == nullptr)
-    throw UsageError("record: cannot make a directory for the Python hook in " +
-                     fs::temp_directory_path().string());
-  dir_ = templ;
-}
-
-PythonHook::~PythonHook() {
-  std::error_code ec;
-  if (!dir_.empty()) fs::remove_all(dir_, ec);
+PythonHook::PythonHook(const RecordArgs& a)
+    : args_(a), hook_(python_hook_dir()), folder_("tidemark-python", "record") {
+  if (!hook_.empty()) dir_ = folder_.path();
 }
 
 std::vector<std::string> PythonHook::environment(bool nvtx) const {

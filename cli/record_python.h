@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/common.h"
 
 namespace tidemark::cli {
 
@@ -28,7 +29,6 @@ class PythonHook {
  public:
   // Makes the directory the run's processes write their snapshots into (removed with this).
   explicit PythonHook(const RecordArgs& a);
-  ~PythonHook();
   PythonHook(const PythonHook&) = delete;
   PythonHook& operator=(const PythonHook&) = delete;
 
@@ -47,7 +47,9 @@ class PythonHook {
 
  private:
   const RecordArgs& args_;
-  std::string hook_, dir_;
+  std::string hook_;
+  PrivateDir folder_;  // where the hook writes (made only when there is a hook)
+  std::string dir_;    // its path, empty without a hook
 };
 
 }  // namespace tidemark::cli

@@ -43,7 +43,9 @@ std::optional<RunTimeFix> run_time_fix(const diagnose::Finding& f, std::string& 
   if (f.id == "stale-grads")
     return RunTimeFix{"grads-to-none", "", "zero_grad(set_to_none=True) at the start of each step",
                       false};
-  if (f.id == "optimizer-peak")
+  // torch.optim's own step (its fix names foreach or fused); a hand-written optimizer's fix
+  // rewrites it.
+  if (f.id == "optimizer-peak" && f.fix.find("foreach=False") != std::string::npos)
     return RunTimeFix{"foreach-off", "", "the optimizer with foreach=False", false};
   if (f.id == "grad-in-eval")
     return RunTimeFix{"no-grad", "", "the forward under torch.no_grad()", false};
@@ -55,7 +57,9 @@ std::optional<RunTimeFix> run_time_fix(const diagnose::Finding& f, std::string& 
   if (f.id == "fragmentation")
     return RunTimeFix{"", "expandable_segments:True",
                       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", true};
-  if (f.id == "allocator-settings")
+  if (f.id == "optimizer-peak")
+    why = "the fix (updates in place) rewrites the program's own optimizer";
+  else if (f.id == "allocator-settings")
     why = "measured already, by replaying the trace under the setting (its evidence)";
   else if (f.id == "autocast-cache")
     why = "the fix (16-bit weights with a float32 copy in the optimizer) rewrites the program";

@@ -359,8 +359,9 @@ TEST(InferCategories, AGraphKeptFromBeforeTheHistoryIsToldBySizeAgainstTheWindow
     blocks.push_back(out);
     const std::vector<Category> c = infer::infer(blocks, events).categories;
     EXPECT_EQ(c[0], Category::parameter);
-    if (warm)
+    if (warm) {
       for (int i = 1; i < 4; ++i) EXPECT_EQ(c[i], Category::activation) << i;
+    }
     EXPECT_EQ(c[before.size()], Category::activation);  // the window's own
   }
 }

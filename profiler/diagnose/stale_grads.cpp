@@ -50,11 +50,17 @@ std::vector<uint64_t> backward_times(const Trace& trace, int64_t device) {
   return out;
 }
 
-// A gradient block: when it was allocated and freed (kNever: never), its bytes.
+// A gradient block: when it was allocated and freed (kNever: never), its bytes, and the bytes
+// asked for (its tensor's: what its parameter's block was asked for too).
 struct Grad {
   uint64_t alloc_ts = 0, freed_ts = kNever;
   int64_t bytes = 0;
+  uint64_t asked = 0;
 };
+
+uint64_t asked(const store::AllocationSpan& a) {
+  return a.requested_size ? a.requested_size : a.size;
+}
 
 // One step's forward, from the step's start to its first backward; the step ends at `end`.
 struct Forward {
@@ -147,27 +153,26 @@ void detect_stale_grads(const Trace& trace, Diagnosis& out) {
     auto read_grad = [&] {
       next_grad.reset();
       if (std::optional<store::AllocationSpan> g = grads.next())
-        next_grad =
-            Grad{g->alloc_ts, g->free_requested_ts.value_or(kNever), static_cast<int64_t>(g->size)};
+        next_grad = Grad{g->alloc_ts, g->free_requested_ts.value_or(kNever),
+                         static_cast<int64_t>(g->size), asked(*g)};
     };
     read_grad();
     auto by_free = [](const Grad& a, const Grad& b) { return a.freed_ts > b.freed_ts; };
     std::vector<Grad> live;  // a heap: the first to be freed on top
     // A gradient has its parameter's size: a block of another size made in backward (the
     // cuBLAS workspace of the autograd engine's thread, kept for the process) is none.
-    std::set<int64_t> parameter_sizes;
-    store::for_each_allocation(trace.reader(),
-                               {.device = dev.id, .category = events::Category::parameter},
-                               store::AllocationOrder::none, [&](const store::AllocationSpan& a) {
-                                 parameter_sizes.insert(static_cast<int64_t>(a.size));
-                               });
+    std::set<uint64_t> parameter_sizes;
+    store::for_each_allocation(
+        trace.reader(), {.device = dev.id, .category = events::Category::parameter},
+        store::AllocationOrder::none,
+        [&](const store::AllocationSpan& a) { parameter_sizes.insert(asked(a)); });
     // Every allocation, read as the curve goes through a step's backward: those of a stale
     // gradient's size are backward making it again (`remade`: their bytes so far, each size as
     // many times as it has stale gradients, `to_remake`).
     store::AllocationCursor all(trace.reader(), {.device = dev.id},
                                 store::AllocationOrder::alloc_ts_then_seq);
     std::optional<store::AllocationSpan> next_any = all.next();
-    std::map<int64_t, size_t> to_remake;
+    std::map<uint64_t, size_t> to_remake;
     int64_t remade = 0;
     Stale current, worst_stale;
     size_t fi = 0, freed = 0, had_stale = 0, freed_before_backward = 0;
@@ -185,7 +190,7 @@ void detect_stale_grads(const Trace& trace, Diagnosis& out) {
         std::pop_heap(live.begin(), live.end(), by_free);
       current = Stale{{}, 0, true};
       for (const Grad& g : live)
-        if (parameter_sizes.count(g.bytes)) current.grads.push_back(g);
+        if (parameter_sizes.count(g.asked)) current.grads.push_back(g);
       std::sort(current.grads.begin(), current.grads.end(),
                 [](const Grad& a, const Grad& b) { return a.freed_ts < b.freed_ts; });
       for (const Grad& g : current.grads) {
@@ -199,7 +204,7 @@ void detect_stale_grads(const Trace& trace, Diagnosis& out) {
       stale_live = current.bytes;
       freed = 0;
       to_remake.clear();
-      for (const Grad& g : current.grads) ++to_remake[g.bytes];
+      for (const Grad& g : current.grads) ++to_remake[g.asked];
       remade = 0;
     };
     trace.reader().for_each_lod(
@@ -213,8 +218,9 @@ void detect_stale_grads(const Trace& trace, Diagnosis& out) {
               stale_live -= current.grads[freed].bytes;
             for (; next_any && next_any->alloc_ts <= row.t; next_any = all.next()) {
               if (next_any->alloc_ts < f.to) continue;
-              auto r = to_remake.find(static_cast<int64_t>(next_any->size));
-              if (r != to_remake.end() && r->second > 0) --r->second, remade += r->first;
+              auto r = to_remake.find(asked(*next_any));
+              if (r != to_remake.end() && r->second > 0)
+                --r->second, remade += static_cast<int64_t>(next_any->size);
             }
             value = std::min(value, value - stale_live + remade);
             if (row.t >= f.to) {  // the step's backward: its peak is no forward's

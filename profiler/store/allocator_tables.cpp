@@ -82,8 +82,8 @@ const char* order_by(AllocationOrder order) {
 }
 
 constexpr const char* kSpanColumns =
-    "SELECT seq, alloc_ts, free_requested_ts, free_completed_ts, size, stack, category, thread "
-    "FROM allocations";
+    "SELECT seq, alloc_ts, free_requested_ts, free_completed_ts, size, stack, category, thread, "
+    "requested_size FROM allocations";
 
 AllocationSpan span_of(const Stmt& q, const TraceReader& reader) {
   AllocationSpan s;
@@ -95,6 +95,7 @@ AllocationSpan span_of(const Stmt& q, const TraceReader& reader) {
   s.stack_id = q.is_null(5) ? 0 : q.u64(5);
   s.category = category_named(q.text(6));
   s.thread = q.u64(7);
+  s.requested_size = q.u64(8);
   return s;
 }
 

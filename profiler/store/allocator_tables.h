@@ -63,6 +63,7 @@ struct AllocationSpan {
   uint64_t seq = 0, alloc_ts = 0;
   std::optional<uint64_t> free_requested_ts, free_completed_ts;  // empty: not freed
   uint64_t size = 0, stack_id = 0, thread = 0;
+  uint64_t requested_size = 0;  // what was asked for (0 in traces that do not say)
   events::Category category = events::Category::unknown;
 };
 
